@@ -1,0 +1,96 @@
+# hearth build. Everything lands in build/; dependencies come from
+# scripts/deps.sh (Debian source packages built with musl-gcc).
+
+VERSION     := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+BUILD       := build
+DEPS        := $(BUILD)/deps
+PREFIX      ?= /usr
+DESTDIR     ?=
+
+MUSLCC      ?= musl-gcc
+CC_UNIT     ?= gcc
+CLANG       ?= clang
+
+WARN        := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation
+EV_DEFS     := -DEV_PERIODIC_ENABLE=0 -DEV_CHILD_ENABLE=0 -DEV_STAT_ENABLE=0
+CFLAGS_COMMON := $(EV_DEFS) -std=gnu11 $(WARN) -D_GNU_SOURCE -DHEARTH_VERSION='"$(VERSION)"' -Iinit -Iagent
+CFLAGS      ?= -Os -ffunction-sections -fdata-sections -fno-asynchronous-unwind-tables
+LDFLAGS_STATIC := -static -Wl,--gc-sections -s
+
+INIT_SRCS   := $(sort $(wildcard init/*.c))
+AGENT_SRCS  := $(filter-out agent/hearthctl%.c,$(sort $(wildcard agent/*.c)))
+CTL_SRCS    := $(sort $(wildcard agent/hearthctl*.c))
+LIB_SRCS    := $(filter-out init/main.c,$(INIT_SRCS)) $(AGENT_SRCS)
+HDRS        := $(wildcard init/*.h agent/*.h)
+
+DEPS_STAMP  := $(DEPS)/.libev-4.33 $(DEPS)/.cjson-1.7.15
+DEP_INC     := -isystem $(DEPS)/include -isystem $(DEPS)/kinclude
+DEP_LIBS    := $(DEPS)/lib/libev.a $(DEPS)/lib/libcjson.a -lm
+
+UNIT_SRCS   := $(sort $(wildcard tests/unit/*.c))
+UNIT_FLAGS  := $(EV_DEFS) -std=gnu11 $(WARN) -D_GNU_SOURCE -DHEARTH_VERSION='"$(VERSION)"' -DHEARTH_UNIT=1 \
+               -Iinit -Iagent -Itests/unit -isystem $(DEPS)/glibc/include \
+               -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+UNIT_LIBS   := $(DEPS)/glibc/lib/libev.a $(DEPS)/glibc/lib/libcjson.a -lm
+
+.PHONY: all deps test unit integration vm bench fuzz image run install clean check-static
+
+all: $(BUILD)/hearth $(BUILD)/hearthctl
+
+$(DEPS_STAMP):
+	scripts/deps.sh --libs
+
+$(BUILD)/hearth: $(INIT_SRCS) $(AGENT_SRCS) $(HDRS) $(DEPS_STAMP) VERSION
+	@mkdir -p $(BUILD)
+	$(MUSLCC) $(CFLAGS_COMMON) $(CFLAGS) $(DEP_INC) -o $@ $(INIT_SRCS) $(AGENT_SRCS) $(LDFLAGS_STATIC) $(DEP_LIBS)
+
+$(BUILD)/hearthctl: $(CTL_SRCS) $(HDRS) $(DEPS_STAMP) VERSION
+	@mkdir -p $(BUILD)
+	$(MUSLCC) $(CFLAGS_COMMON) $(CFLAGS) $(DEP_INC) -o $@ $(CTL_SRCS) $(LDFLAGS_STATIC) $(DEPS)/lib/libcjson.a -lm
+
+$(BUILD)/unit: $(UNIT_SRCS) $(LIB_SRCS) $(HDRS) $(DEPS_STAMP) $(wildcard tests/unit/*.h)
+	@mkdir -p $(BUILD)
+	$(CC_UNIT) $(UNIT_FLAGS) -o $@ $(UNIT_SRCS) $(LIB_SRCS) $(UNIT_LIBS)
+
+deps:
+	scripts/deps.sh
+
+unit: $(BUILD)/unit
+	$(BUILD)/unit
+
+integration: all
+	tests/run-layer.sh integration
+
+vm: all
+	tests/run-layer.sh vm
+
+# All layers; the last line is the total "N passed, N failed".
+test: all $(BUILD)/unit
+	tests/run-all.sh
+
+bench: all
+	tests/bench/run.sh
+
+fuzz:
+	tests/fuzz/run.sh
+
+image: all
+	rootfs/build-image.sh
+
+run: all
+	scripts/run-vm --demo
+
+check-static: $(BUILD)/hearth $(BUILD)/hearthctl
+	@file $(BUILD)/hearth | grep -q 'statically linked' && file $(BUILD)/hearth | grep -q 'stripped'
+	@echo "hearth: static, stripped, $$(stat -c %s $(BUILD)/hearth) bytes"
+
+install: all
+	install -D -m 0755 $(BUILD)/hearth $(DESTDIR)$(PREFIX)/sbin/hearth
+	install -D -m 0755 $(BUILD)/hearthctl $(DESTDIR)$(PREFIX)/bin/hearthctl
+	install -D -m 0644 rootfs/hermes/hearth.json $(DESTDIR)/etc/hearth/hearth.json.example
+
+clean:
+	rm -rf $(BUILD)/hearth $(BUILD)/hearthctl $(BUILD)/unit $(BUILD)/test $(BUILD)/image
+
+distclean:
+	rm -rf $(BUILD)

@@ -1,0 +1,741 @@
+#include "control.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <linux/vm_sockets.h>
+
+#include <cJSON.h>
+#include <ev.h>
+
+#include "cgroup.h"
+#include "events.h"
+#include "hearth.h"
+#include "log.h"
+#include "methods.h"
+#include "rpc.h"
+
+#define READ_CHUNK 65536
+#define RETRY_MIN_MS 200
+#define RETRY_MAX_MS 60000
+#define SERIAL_RETRY_MAX_MS 2000
+
+struct listener {
+    struct listen_spec spec;
+    char name[128];           /* "unix:/run/hearth/control.sock" */
+    int fd;
+    ev_io io;
+    ev_timer retry;
+    int64_t retry_ms;
+    char error[160];
+    struct client *serial;    /* the one stream of a serial listener */
+};
+
+struct client {
+    int fd;
+    struct listener *l;
+    ev_io rio, wio;
+    ev_timer stall;
+    struct linebuf in;
+    char *out;
+    size_t out_off, out_len, out_cap;
+    bool subscribed;
+    bool subscribe_pending;   /* start the event stream after this reply */
+    uint64_t subscribe_since;
+    bool closing;             /* close once the output is flushed */
+    bool reading;
+    bool eof;                 /* the peer closed its side */
+    bool dead;
+    char peer[96];
+    struct client *next_dead;
+};
+
+static struct listener listeners[CONFIG_MAX_LISTEN];
+static size_t nlisteners;
+static struct client *clients[CONTROL_MAX_CLIENTS + CONFIG_MAX_LISTEN];
+static size_t nclients; /* socket clients, serial streams not counted */
+static struct client *graveyard;
+static ev_prepare reap_prepare;
+static const struct config *ccfg;
+
+static bool stopping;
+
+static void listener_open(struct listener *l);
+static void schedule_retry(struct listener *l, int64_t max_ms);
+static void client_drop(struct client *c, const char *why);
+static void process_lines(struct client *c);
+
+size_t control_client_count(void) { return nclients; }
+const char *control_client_peer(const struct client *c) { return c->peer; }
+
+/* Clients are freed only between loop iterations, so no callback ever
+ * touches a freed client while walking lists or handling a request. */
+static void reap_cb(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+    while (graveyard) {
+        struct client *c = graveyard;
+        graveyard = c->next_dead;
+        linebuf_free(&c->in);
+        free(c->out);
+        free(c);
+    }
+}
+
+static size_t out_pending(const struct client *c) { return c->out_len - c->out_off; }
+
+static void set_reading(struct client *c, bool on)
+{
+    if (c->dead || on == c->reading)
+        return;
+    c->reading = on;
+    if (on)
+        ev_io_start(H.loop, &c->rio);
+    else
+        ev_io_stop(H.loop, &c->rio);
+}
+
+/* Writes what the socket takes now. Returns -1 when the client died. */
+static int client_flush(struct client *c)
+{
+    while (out_pending(c) > 0) {
+        ssize_t n = write(c->fd, c->out + c->out_off, out_pending(c));
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN)
+                break;
+            client_drop(c, strerror(errno));
+            return -1;
+        }
+        c->out_off += (size_t)n;
+        ev_timer_again(H.loop, &c->stall);
+    }
+    if (out_pending(c) == 0) {
+        c->out_off = c->out_len = 0;
+        ev_io_stop(H.loop, &c->wio);
+        ev_timer_stop(H.loop, &c->stall);
+        /* Give back a large buffer once a big reply has gone out. */
+        if (c->out_cap > CLIENT_OUT_SOFT) {
+            free(c->out);
+            c->out = NULL;
+            c->out_cap = 0;
+        }
+        if (c->closing) {
+            client_drop(c, NULL);
+            return -1;
+        }
+    } else {
+        ev_io_start(H.loop, &c->wio);
+        if (!ev_is_active(&c->stall))
+            ev_timer_again(H.loop, &c->stall);
+    }
+    return 0;
+}
+
+/* Queues a line. A client whose queue would pass CLIENT_OUT_MAX is not
+ * reading: it is dropped rather than allowed to grow hearth's memory. */
+static int client_send(struct client *c, const char *data, size_t len)
+{
+    if (c->dead)
+        return -1;
+    if (out_pending(c) + len > CLIENT_OUT_MAX) {
+        client_drop(c, "output queue full (client not reading)");
+        return -1;
+    }
+    if (c->out_len + len > c->out_cap) {
+        if (c->out_off > 0) {
+            memmove(c->out, c->out + c->out_off, out_pending(c));
+            c->out_len -= c->out_off;
+            c->out_off = 0;
+        }
+        if (c->out_len + len > c->out_cap) {
+            size_t ncap = c->out_cap ? c->out_cap : 4096;
+            while (ncap < c->out_len + len)
+                ncap *= 2;
+            char *nb = realloc(c->out, ncap);
+            if (!nb) {
+                client_drop(c, "out of memory");
+                return -1;
+            }
+            c->out = nb;
+            c->out_cap = ncap;
+        }
+    }
+    memcpy(c->out + c->out_len, data, len);
+    c->out_len += len;
+    /* Write at once when nothing is queued ahead: the common case costs no
+     * extra loop iteration. */
+    if (out_pending(c) == len)
+        return client_flush(c);
+    return 0;
+}
+
+static void client_drop(struct client *c, const char *why)
+{
+    if (c->dead)
+        return;
+    c->dead = true;
+    if (why)
+        log_info("control client %s dropped: %s", c->peer, why);
+    else
+        log_debug("control client %s closed", c->peer);
+    ev_io_stop(H.loop, &c->rio);
+    ev_io_stop(H.loop, &c->wio);
+    ev_timer_stop(H.loop, &c->stall);
+    close(c->fd);
+    for (size_t i = 0; i < sizeof(clients) / sizeof(clients[0]); i++)
+        if (clients[i] == c)
+            clients[i] = NULL;
+    if (c->l && c->l->serial == c) {
+        /* A serial port is reopened: the host may reconnect at any time. */
+        c->l->serial = NULL;
+        c->l->fd = -1;
+        if (!stopping)
+            schedule_retry(c->l, SERIAL_RETRY_MAX_MS);
+    } else {
+        nclients--;
+    }
+    c->next_dead = graveyard;
+    graveyard = c;
+}
+
+static void stall_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    client_drop(w->data, "reads nothing for 10 s");
+}
+
+static void write_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct client *c = w->data;
+    if (client_flush(c) < 0)
+        return;
+    if (out_pending(c) < CLIENT_OUT_SOFT && !c->closing) {
+        /* Drained below the mark: go on with requests already buffered. */
+        process_lines(c);
+    }
+}
+
+static void process_lines(struct client *c)
+{
+    const char *line;
+    size_t len;
+    bool drained = false;
+
+    while (!c->dead && !c->closing && out_pending(c) < CLIENT_OUT_SOFT) {
+        int r = linebuf_next(&c->in, &line, &len);
+        if (r == 0) {
+            drained = true;
+            break;
+        }
+        if (r < 0) {
+            size_t n;
+            char *e = rpc_format_error(NULL, RPC_INVALID_REQUEST,
+                                       "request longer than 1048576 bytes", NULL, &n);
+            log_warn("control client %s: request longer than %d bytes", c->peer, RPC_MAX_LINE);
+            c->closing = true;
+            set_reading(c, false);
+            if (e) {
+                client_send(c, e, n);
+                free(e);
+            }
+            if (!c->dead && out_pending(c) == 0)
+                client_drop(c, NULL);
+            return;
+        }
+        size_t n = 0;
+        char *reply = methods_handle_line(c, line, len, &n);
+        if (reply) {
+            int rc = client_send(c, reply, n);
+            free(reply);
+            if (rc < 0)
+                return;
+        }
+        if (c->subscribe_pending) {
+            c->subscribe_pending = false;
+            control_subscribe(c, c->subscribe_since);
+        }
+    }
+    if (c->dead || c->closing)
+        return;
+    if (c->eof) {
+        /* Half-closed: every request asked has been answered; close once
+         * the replies are out. */
+        if (drained) {
+            c->closing = true;
+            if (out_pending(c) == 0)
+                client_drop(c, NULL);
+        }
+        return;
+    }
+    set_reading(c, out_pending(c) < CLIENT_OUT_SOFT && linebuf_space(&c->in) > 0);
+}
+
+static void read_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct client *c = w->data;
+    size_t space = linebuf_space(&c->in);
+    ssize_t n;
+
+    if (space == 0) {
+        set_reading(c, false);
+        return;
+    }
+    if (space > READ_CHUNK)
+        space = READ_CHUNK;
+    do
+        n = read(c->fd, linebuf_tail(&c->in), space);
+    while (n < 0 && errno == EINTR);
+    if (n < 0) {
+        if (errno == EAGAIN)
+            return;
+        client_drop(c, strerror(errno));
+        return;
+    }
+    if (n == 0) {
+        if (c->l && c->l->serial == c) {
+            /* virtio-serial: the host side hung up. */
+            client_drop(c, NULL);
+            return;
+        }
+        c->eof = true;
+        set_reading(c, false);
+        process_lines(c);
+        return;
+    }
+    linebuf_commit(&c->in, (size_t)n);
+    if (c->l && c->l->serial == c)
+        c->l->retry_ms = RETRY_MIN_MS;
+    process_lines(c);
+}
+
+static struct client *client_new(int fd, struct listener *l, const char *peer)
+{
+    struct client *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    c->fd = fd;
+    c->l = l;
+    snprintf(c->peer, sizeof(c->peer), "%s", peer);
+    linebuf_init(&c->in, RPC_MAX_LINE);
+    ev_io_init(&c->rio, read_cb, fd, EV_READ);
+    ev_io_init(&c->wio, write_cb, fd, EV_WRITE);
+    ev_init(&c->stall, stall_cb);
+    c->stall.repeat = CLIENT_STALL_MS / 1000.0;
+    c->rio.data = c->wio.data = c->stall.data = c;
+    for (size_t i = 0; i < sizeof(clients) / sizeof(clients[0]); i++) {
+        if (!clients[i]) {
+            clients[i] = c;
+            break;
+        }
+    }
+    set_reading(c, true);
+    return c;
+}
+
+/* Returns 0 when the peer may talk to us; fills peer and why otherwise. */
+static int check_peer(struct listener *l, int fd, char *peer, size_t plen, char *why, size_t wlen)
+{
+    if (l->spec.kind == LISTEN_UNIX) {
+        struct ucred cr;
+        socklen_t sl = sizeof(cr);
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &sl) < 0) {
+            snprintf(peer, plen, "unix ?");
+            snprintf(why, wlen, "no peer credentials: %s", strerror(errno));
+            return -1;
+        }
+        snprintf(peer, plen, "unix uid=%u pid=%d", (unsigned)cr.uid, (int)cr.pid);
+        /* Root, or our own user when hearth runs unprivileged (development). */
+        if (cr.uid != 0 && cr.uid != geteuid()) {
+            snprintf(why, wlen, "uid %u is not root", (unsigned)cr.uid);
+            return -1;
+        }
+        if (cr.pid > 0 && cgroup_pid_in_services((pid_t)cr.pid)) {
+            snprintf(why, wlen, "pid %d runs inside a service cgroup", (int)cr.pid);
+            return -1;
+        }
+        return 0;
+    }
+    if (l->spec.kind == LISTEN_VSOCK) {
+        struct sockaddr_vm vm;
+        socklen_t sl = sizeof(vm);
+        memset(&vm, 0, sizeof(vm));
+        if (getpeername(fd, (struct sockaddr *)&vm, &sl) < 0) {
+            snprintf(peer, plen, "vsock ?");
+            snprintf(why, wlen, "no peer address: %s", strerror(errno));
+            return -1;
+        }
+        snprintf(peer, plen, "vsock cid=%u port=%u", vm.svm_cid, vm.svm_port);
+        for (size_t i = 0; i < ccfg->n_allowed_cids; i++)
+            if (ccfg->allowed_cids[i] == vm.svm_cid)
+                return 0;
+        snprintf(why, wlen, "cid %u is not in control.allowed_cids", vm.svm_cid);
+        return -1;
+    }
+    snprintf(peer, plen, "%s", l->name);
+    return 0;
+}
+
+static void refuse(int fd, int code, const char *msg)
+{
+    size_t n;
+    char *e = rpc_format_error(NULL, code, msg, NULL, &n);
+    if (e) {
+        /* Best effort on a fresh non-blocking socket: it has room. */
+        ssize_t w = write(fd, e, n);
+        (void)w;
+        free(e);
+    }
+    close(fd);
+}
+
+static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct listener *l = w->data;
+    char peer[96], why[160];
+
+    /* Bounded per wake-up so one listener cannot starve the loop. */
+    for (int i = 0; i < 64; i++) {
+        int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno == EAGAIN)
+                return;
+            log_warn("unable to accept on %s: %s", l->name, strerror(errno));
+            if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS) {
+                /* Level-triggered: pause rather than spin until fds free up. */
+                ev_io_stop(loop, &l->io);
+                ev_timer_set(&l->retry, 0.1, 0.);
+                ev_timer_start(loop, &l->retry);
+            }
+            return;
+        }
+        if (check_peer(l, fd, peer, sizeof(peer), why, sizeof(why)) < 0) {
+            log_warn("refused control client on %s (%s): %s", l->name, peer, why);
+            refuse(fd, RPC_INVALID_REQUEST, "peer refused");
+            continue;
+        }
+        if (nclients >= CONTROL_MAX_CLIENTS) {
+            log_warn("refused control client on %s (%s): %d clients already", l->name, peer,
+                     CONTROL_MAX_CLIENTS);
+            refuse(fd, RPC_ERR_BUSY, "too many clients");
+            continue;
+        }
+        if (!client_new(fd, l, peer)) {
+            log_warn("refused control client on %s: out of memory", l->name);
+            close(fd);
+            continue;
+        }
+        nclients++;
+        log_debug("control client %s connected on %s", peer, l->name);
+    }
+}
+
+static void retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct listener *l = w->data;
+    if (l->fd >= 0 && l->spec.kind != LISTEN_SERIAL) {
+        /* A paused accept (fd exhaustion): resume. */
+        ev_io_start(loop, &l->io);
+        return;
+    }
+    listener_open(l);
+}
+
+static void schedule_retry(struct listener *l, int64_t max_ms)
+{
+    ev_timer_set(&l->retry, (double)l->retry_ms / 1000.0, 0.);
+    ev_timer_start(H.loop, &l->retry);
+    l->retry_ms *= 2;
+    if (l->retry_ms > max_ms)
+        l->retry_ms = max_ms;
+}
+
+static int mkdir_parents(const char *path)
+{
+    char buf[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return 0;
+}
+
+static int open_unix(struct listener *l)
+{
+    struct sockaddr_un sa;
+    struct stat st;
+    int fd;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", l->spec.path);
+    if (mkdir_parents(l->spec.path) < 0) {
+        snprintf(l->error, sizeof(l->error), "unable to create parent directory: %s",
+                 strerror(errno));
+        return -1;
+    }
+    if (lstat(l->spec.path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+            snprintf(l->error, sizeof(l->error), "%s exists and is not a socket", l->spec.path);
+            errno = EEXIST;
+            return -1;
+        }
+        unlink(l->spec.path); /* a stale socket from an earlier run */
+    }
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(l->error, sizeof(l->error), "socket: %s", strerror(errno));
+        return -1;
+    }
+    /* The file is created 0600 from the start: no window where others
+     * could connect. */
+    mode_t old = umask(0177);
+    int rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+    umask(old);
+    if (rc < 0 || chmod(l->spec.path, 0600) < 0 || listen(fd, 128) < 0) {
+        snprintf(l->error, sizeof(l->error), "%s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int open_vsock(struct listener *l)
+{
+    struct sockaddr_vm sa;
+    int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+    if (fd < 0) {
+        snprintf(l->error, sizeof(l->error), "socket: %s", strerror(errno));
+        return -1;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.svm_family = AF_VSOCK;
+    sa.svm_cid = VMADDR_CID_ANY;
+    sa.svm_port = l->spec.port;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0) {
+        snprintf(l->error, sizeof(l->error), "%s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* "serial:NAME" without a slash names a virtio-serial port: its device is
+ * found through /sys/class/virtio-ports/<dev>/name (no udev links). */
+static int resolve_serial(const char *spec, char *out, size_t outlen)
+{
+    if (strchr(spec, '/')) {
+        snprintf(out, outlen, "%s", spec);
+        return 0;
+    }
+    DIR *d = opendir("/sys/class/virtio-ports");
+    struct dirent *e;
+    if (!d)
+        return -1;
+    while ((e = readdir(d))) {
+        char path[300], name[128];
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "/sys/class/virtio-ports/%s/name", e->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t n = read(fd, name, sizeof(name) - 1);
+        close(fd);
+        if (n <= 0)
+            continue;
+        name[n] = 0;
+        name[strcspn(name, "\n")] = 0;
+        if (strcmp(name, spec) == 0) {
+            snprintf(out, outlen, "/dev/%s", e->d_name);
+            closedir(d);
+            return 0;
+        }
+    }
+    closedir(d);
+    errno = ENOENT;
+    return -1;
+}
+
+static int open_serial(struct listener *l)
+{
+    char dev[256];
+    int fd;
+
+    if (resolve_serial(l->spec.path, dev, sizeof(dev)) < 0) {
+        snprintf(l->error, sizeof(l->error), "no virtio-serial port named %s", l->spec.path);
+        return -1;
+    }
+    fd = open(dev, O_RDWR | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(l->error, sizeof(l->error), "%s: %s", dev, strerror(errno));
+        return -1;
+    }
+    if (isatty(fd)) {
+        /* A UART: raw bytes, no echo, no line discipline. */
+        struct termios t;
+        if (tcgetattr(fd, &t) == 0) {
+            cfmakeraw(&t);
+            tcsetattr(fd, TCSANOW, &t);
+        }
+    }
+    return fd;
+}
+
+static void listener_open(struct listener *l)
+{
+    int fd = -1;
+
+    switch (l->spec.kind) {
+    case LISTEN_UNIX: fd = open_unix(l); break;
+    case LISTEN_VSOCK: fd = open_vsock(l); break;
+    case LISTEN_SERIAL: fd = open_serial(l); break;
+    }
+    if (fd < 0) {
+        if (l->retry_ms == RETRY_MIN_MS)
+            log_warn("control %s not open yet: %s; retrying", l->name, l->error);
+        schedule_retry(l, l->spec.kind == LISTEN_SERIAL ? SERIAL_RETRY_MAX_MS : RETRY_MAX_MS);
+        return;
+    }
+    l->fd = fd;
+    l->error[0] = 0;
+    if (l->spec.kind == LISTEN_SERIAL) {
+        l->serial = client_new(fd, l, l->name);
+        if (!l->serial) {
+            close(fd);
+            l->fd = -1;
+            schedule_retry(l, SERIAL_RETRY_MAX_MS);
+            return;
+        }
+        log_debug("control %s open", l->name);
+        return;
+    }
+    l->retry_ms = RETRY_MIN_MS;
+    ev_io_init(&l->io, accept_cb, fd, EV_READ);
+    l->io.data = l;
+    ev_io_start(H.loop, &l->io);
+    log_info("control listening on %s", l->name);
+}
+
+int control_start(const struct config *cfg)
+{
+    int open_now = 0;
+
+    ccfg = cfg;
+    ev_prepare_init(&reap_prepare, reap_cb);
+    ev_prepare_start(H.loop, &reap_prepare);
+    events_set_sink(control_broadcast);
+    nlisteners = cfg->n_listen;
+    for (size_t i = 0; i < nlisteners; i++) {
+        struct listener *l = &listeners[i];
+        memset(l, 0, sizeof(*l));
+        l->spec = cfg->listen[i];
+        l->fd = -1;
+        l->retry_ms = RETRY_MIN_MS;
+        switch (l->spec.kind) {
+        case LISTEN_UNIX: snprintf(l->name, sizeof(l->name), "unix:%s", l->spec.path); break;
+        case LISTEN_VSOCK: snprintf(l->name, sizeof(l->name), "vsock:%u", l->spec.port); break;
+        case LISTEN_SERIAL: snprintf(l->name, sizeof(l->name), "serial:%s", l->spec.path); break;
+        }
+        ev_init(&l->retry, retry_cb);
+        l->retry.data = l;
+        listener_open(l);
+        if (l->fd >= 0)
+            open_now++;
+    }
+    return open_now;
+}
+
+void control_flush(void)
+{
+    for (size_t i = 0; i < sizeof(clients) / sizeof(clients[0]); i++)
+        if (clients[i] && !clients[i]->dead)
+            client_flush(clients[i]);
+}
+
+void control_stop(void)
+{
+    stopping = true;
+    for (size_t i = 0; i < sizeof(clients) / sizeof(clients[0]); i++)
+        if (clients[i])
+            client_drop(clients[i], NULL);
+    for (size_t i = 0; i < nlisteners; i++) {
+        struct listener *l = &listeners[i];
+        ev_timer_stop(H.loop, &l->retry);
+        if (l->spec.kind != LISTEN_SERIAL && l->fd >= 0) {
+            ev_io_stop(H.loop, &l->io);
+            close(l->fd);
+            if (l->spec.kind == LISTEN_UNIX)
+                unlink(l->spec.path);
+        }
+        l->fd = -1;
+    }
+    reap_cb(H.loop, &reap_prepare, 0);
+}
+
+struct replay_ctx {
+    struct client *c;
+};
+
+static void replay_one(void *ctx, const char *line, size_t len)
+{
+    struct replay_ctx *r = ctx;
+    if (!r->c->dead)
+        client_send(r->c, line, len);
+}
+
+void control_subscribe(struct client *c, uint64_t since)
+{
+    struct replay_ctx r = {c};
+    c->subscribed = true;
+    if (since != UINT64_MAX)
+        events_replay(since, replay_one, &r);
+}
+
+void control_subscribe_after_reply(struct client *c, uint64_t since)
+{
+    c->subscribe_pending = true;
+    c->subscribe_since = since;
+}
+
+void control_broadcast(const char *line, size_t len)
+{
+    for (size_t i = 0; i < sizeof(clients) / sizeof(clients[0]); i++) {
+        struct client *c = clients[i];
+        if (c && c->subscribed && !c->dead)
+            client_send(c, line, len);
+    }
+}
+
+cJSON *control_listeners_json(void)
+{
+    cJSON *arr = cJSON_CreateArray();
+    for (size_t i = 0; arr && i < nlisteners; i++) {
+        const struct listener *l = &listeners[i];
+        cJSON *o = cJSON_CreateObject();
+        if (!o)
+            break;
+        cJSON_AddStringToObject(o, "listen", l->name);
+        cJSON_AddStringToObject(o, "state", l->fd >= 0 ? "open" : "retrying");
+        if (l->error[0] && l->fd < 0)
+            cJSON_AddStringToObject(o, "error", l->error);
+        cJSON_AddItemToArray(arr, o);
+    }
+    return arr;
+}

@@ -1,0 +1,43 @@
+/* control: the host's way in. Listeners (unix, vsock, serial), one client
+ * per connection with bounded input and output, peer checks, in-order
+ * replies, and event fan-out to subscribers. Nothing here blocks: a slow
+ * or dead client is throttled, then dropped. */
+#ifndef HEARTH_CONTROL_H
+#define HEARTH_CONTROL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+#define CONTROL_MAX_CLIENTS 128
+#define CLIENT_OUT_SOFT (256 * 1024)     /* stop reading requests above this */
+#define CLIENT_OUT_MAX (8 * 1024 * 1024) /* drop the client above this */
+#define CLIENT_STALL_MS 10000            /* drop a client that reads nothing this long */
+
+struct client;
+
+/* Opens every configured listener; one that cannot open yet (vsock before
+ * its module, a serial port before its device) is retried in the
+ * background. Returns the number of listeners open now. */
+int control_start(const struct config *cfg);
+/* Closes every listener and client (before exit or power-off); unix
+ * socket files are removed. */
+void control_stop(void);
+/* Flushes what can be written without blocking to every client. */
+void control_flush(void);
+
+size_t control_client_count(void);
+/* Starts sending events to c, first replaying those with seq > since. */
+void control_subscribe(struct client *c, uint64_t since);
+/* The same, but only once the reply to the current request is queued, so
+ * the client sees its reply before the replayed events. */
+void control_subscribe_after_reply(struct client *c, uint64_t since);
+/* Sends a notification line (with newline) to every subscriber. */
+void control_broadcast(const char *line, size_t len);
+/* Describes the client's transport and peer for logs ("unix uid=0 pid=12"). */
+const char *control_client_peer(const struct client *c);
+/* A JSON array describing the listeners and their state. */
+struct cJSON *control_listeners_json(void);
+
+#endif

@@ -1,0 +1,248 @@
+#include "methods.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+
+#include "control.h"
+#include "events.h"
+#include "hearth.h"
+#include "log.h"
+#include "reaper.h"
+#include "service.h"
+#include "shutdown.h"
+
+#define PROTOCOL_VERSION 1
+
+/* ---- params helpers: errors name the parameter ---- */
+
+static int param_uint(cJSON *params, const char *name, uint64_t *out, bool *present,
+                      struct rpc_error *err)
+{
+    cJSON *v = params ? cJSON_GetObjectItemCaseSensitive(params, name) : NULL;
+    *present = v != NULL;
+    if (!v)
+        return 0;
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != (double)(uint64_t)v->valuedouble) {
+        rpc_error_set(err, RPC_INVALID_PARAMS, "%s: expected a non-negative integer", name);
+        return -1;
+    }
+    *out = (uint64_t)v->valuedouble;
+    return 0;
+}
+
+/* Refuses members a method does not know, so a typo is an error rather
+ * than a silently ignored option. */
+static int params_only(cJSON *params, const char *const *known, struct rpc_error *err)
+{
+    for (cJSON *k = params ? params->child : NULL; k; k = k->next) {
+        bool ok = false;
+        for (const char *const *n = known; *n; n++)
+            if (strcmp(k->string, *n) == 0)
+                ok = true;
+        if (!ok) {
+            rpc_error_set(err, RPC_INVALID_PARAMS, "%.64s: unknown parameter", k->string);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static const char *const no_params[] = {NULL};
+
+/* ---- methods ---- */
+
+static int m_ping(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+{
+    *result = cJSON_CreateObject();
+    return 0;
+}
+
+static int m_version(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+{
+    if (params_only(params, no_params, err) < 0)
+        return -1;
+    cJSON *r = cJSON_CreateObject();
+    if (!r)
+        return -1;
+    cJSON_AddStringToObject(r, "version", HEARTH_VERSION);
+    cJSON_AddNumberToObject(r, "protocol", PROTOCOL_VERSION);
+    cJSON *f = cJSON_AddArrayToObject(r, "features");
+    static const char *const features[] = {"unix", "vsock", "serial", "events", NULL};
+    for (const char *const *p = features; f && *p; p++)
+        cJSON_AddItemToArray(f, cJSON_CreateString(*p));
+    cJSON_AddItemToObject(r, "methods", methods_names_json());
+    *result = r;
+    return 0;
+}
+
+static int m_status(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+{
+    char host[65] = "";
+    if (params_only(params, no_params, err) < 0)
+        return -1;
+    cJSON *r = cJSON_CreateObject();
+    if (!r)
+        return -1;
+    gethostname(host, sizeof(host) - 1);
+    cJSON_AddStringToObject(r, "version", HEARTH_VERSION);
+    cJSON_AddStringToObject(r, "mode", hearth_mode_name(H.mode));
+    cJSON_AddStringToObject(r, "phase", hearth_phase_name(H.phase));
+    cJSON_AddStringToObject(r, "hostname", host);
+    cJSON_AddNumberToObject(r, "uptime_ms", (double)(mono_ms() - H.boot_mono_ms));
+    cJSON_AddNumberToObject(r, "pid", getpid());
+    cJSON_AddNumberToObject(r, "clients", (double)control_client_count());
+    cJSON_AddNumberToObject(r, "orphans_reaped", (double)reaper_orphans());
+    cJSON_AddNumberToObject(r, "event_seq", (double)events_last_seq());
+    cJSON_AddStringToObject(r, "config", H.config_path);
+    if (H.config_error[0])
+        cJSON_AddStringToObject(r, "config_error", H.config_error);
+    cJSON_AddItemToObject(r, "control", control_listeners_json());
+    cJSON_AddItemToObject(r, "services", services_to_json());
+    *result = r;
+    return 0;
+}
+
+static int m_config_get(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+{
+    if (params_only(params, no_params, err) < 0)
+        return -1;
+    *result = config_redacted_json(H.cfg);
+    return 0;
+}
+
+static int m_services_list(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+{
+    if (params_only(params, no_params, err) < 0)
+        return -1;
+    cJSON *r = cJSON_CreateObject();
+    if (!r)
+        return -1;
+    cJSON_AddItemToObject(r, "services", services_to_json());
+    *result = r;
+    return 0;
+}
+
+static int m_events_subscribe(struct client *c, cJSON *params, cJSON **result,
+                              struct rpc_error *err)
+{
+    static const char *const known[] = {"since", NULL};
+    uint64_t since = 0;
+    bool present;
+
+    if (params_only(params, known, err) < 0 || param_uint(params, "since", &since, &present, err) < 0)
+        return -1;
+    cJSON *r = cJSON_CreateObject();
+    if (!r)
+        return -1;
+    cJSON_AddBoolToObject(r, "subscribed", 1);
+    cJSON_AddNumberToObject(r, "seq", (double)events_last_seq());
+    /* Without "since" only new events flow; with it, kept ones replay. */
+    control_subscribe_after_reply(c, present ? since : UINT64_MAX);
+    *result = r;
+    return 0;
+}
+
+static int m_system_shutdown(struct client *c, cJSON *params, cJSON **result,
+                             struct rpc_error *err)
+{
+    static const char *const known[] = {"action", NULL};
+    enum shutdown_action a = H.mode == MODE_VM ? SHUTDOWN_POWEROFF : SHUTDOWN_EXIT;
+
+    if (params_only(params, known, err) < 0)
+        return -1;
+    cJSON *v = params ? cJSON_GetObjectItemCaseSensitive(params, "action") : NULL;
+    if (v) {
+        if (!cJSON_IsString(v) ||
+            (strcmp(v->valuestring, "poweroff") && strcmp(v->valuestring, "reboot"))) {
+            rpc_error_set(err, RPC_INVALID_PARAMS, "action: expected \"poweroff\" or \"reboot\"");
+            return -1;
+        }
+        if (strcmp(v->valuestring, "reboot") == 0)
+            a = H.mode == MODE_VM ? SHUTDOWN_REBOOT : SHUTDOWN_EXIT;
+    }
+    char why[128];
+    snprintf(why, sizeof(why), "system.shutdown from %s", control_client_peer(c));
+    shutdown_request(a, why);
+    cJSON *r = cJSON_CreateObject();
+    if (!r)
+        return -1;
+    cJSON_AddBoolToObject(r, "shutting_down", 1);
+    cJSON_AddStringToObject(r, "action", shutdown_action_name(a));
+    *result = r;
+    return 0;
+}
+
+static const struct method methods[] = {
+    {"ping", m_ping},
+    {"version", m_version},
+    {"status", m_status},
+    {"config.get", m_config_get},
+    {"services.list", m_services_list},
+    {"events.subscribe", m_events_subscribe},
+    {"system.shutdown", m_system_shutdown},
+};
+
+const struct method *methods_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+        if (strcmp(methods[i].name, name) == 0)
+            return &methods[i];
+    return NULL;
+}
+
+cJSON *methods_names_json(void)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && i < sizeof(methods) / sizeof(methods[0]); i++)
+        cJSON_AddItemToArray(a, cJSON_CreateString(methods[i].name));
+    return a;
+}
+
+char *methods_handle_line(struct client *c, const char *line, size_t len, size_t *outlen)
+{
+    struct rpc_request req;
+    struct rpc_error err = {0};
+    char *reply = NULL;
+    int rc = rpc_parse(line, len, &req, &err);
+
+    if (rc == 1)
+        return NULL;
+    if (rc < 0) {
+        /* An invalid request is answered even without an id (with null). */
+        reply = rpc_format_error(req.id, err.code, err.message, NULL, outlen);
+        rpc_request_free(&req);
+        return reply;
+    }
+    const struct method *m = methods_find(req.method);
+    cJSON *result = NULL;
+    if (!m) {
+        rpc_error_set(&err, RPC_METHOD_NOT_FOUND, "unknown method: %.128s", req.method);
+    } else if (req.params && !cJSON_IsObject(req.params)) {
+        rpc_error_set(&err, RPC_INVALID_PARAMS, "params: expected object");
+    } else if (m->fn(c, req.params, &result, &err) == 0 && result) {
+        err.code = 0;
+    } else if (err.code == 0) {
+        cJSON_Delete(result);
+        result = NULL;
+        rpc_error_set(&err, RPC_INTERNAL_ERROR, "%s: out of memory", req.method);
+    }
+    if (!req.id) {
+        /* A notification: done, nothing to say back. */
+        cJSON_Delete(result);
+        cJSON_Delete(err.data);
+        rpc_request_free(&req);
+        return NULL;
+    }
+    if (err.code == 0)
+        reply = rpc_format_result(req.id, result, outlen);
+    else
+        reply = rpc_format_error(req.id, err.code, err.message, err.data, outlen);
+    if (!reply)
+        reply = rpc_format_error(req.id, RPC_INTERNAL_ERROR, "out of memory", NULL, outlen);
+    rpc_request_free(&req);
+    return reply;
+}

@@ -1,0 +1,283 @@
+#include "rpc.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cJSON.h>
+
+#define LINEBUF_CHUNK 65536
+
+void linebuf_init(struct linebuf *lb, size_t max)
+{
+    memset(lb, 0, sizeof(*lb));
+    lb->max = max;
+}
+
+void linebuf_free(struct linebuf *lb)
+{
+    free(lb->buf);
+    memset(lb, 0, sizeof(*lb));
+}
+
+size_t linebuf_pending(const struct linebuf *lb) { return lb->len - lb->start; }
+
+/* The buffer never holds more than one maximal line plus one read chunk,
+ * so a peer can make hearth hold at most max + 64 KiB per connection. */
+size_t linebuf_space(struct linebuf *lb)
+{
+    size_t limit = lb->max + 2 + LINEBUF_CHUNK;
+    size_t pending = lb->len - lb->start;
+
+    if (lb->start > 0 && (lb->start >= lb->cap / 2 || lb->len == lb->cap)) {
+        memmove(lb->buf, lb->buf + lb->start, pending);
+        lb->scan -= lb->start;
+        lb->len = pending;
+        lb->start = 0;
+    }
+    if (pending >= limit)
+        return 0;
+    if (lb->cap - lb->len < LINEBUF_CHUNK && lb->cap < limit) {
+        size_t ncap = lb->cap ? lb->cap * 2 : LINEBUF_CHUNK;
+        if (ncap > limit)
+            ncap = limit;
+        char *nb = realloc(lb->buf, ncap);
+        if (nb) {
+            lb->buf = nb;
+            lb->cap = ncap;
+        }
+    }
+    return lb->cap - lb->len;
+}
+
+char *linebuf_tail(struct linebuf *lb) { return lb->buf + lb->len; }
+void linebuf_commit(struct linebuf *lb, size_t n) { lb->len += n; }
+
+int linebuf_append(struct linebuf *lb, const char *data, size_t n)
+{
+    while (n > 0) {
+        size_t room = linebuf_space(lb);
+        if (room == 0)
+            return -1;
+        size_t k = n < room ? n : room;
+        memcpy(linebuf_tail(lb), data, k);
+        linebuf_commit(lb, k);
+        data += k;
+        n -= k;
+    }
+    return 0;
+}
+
+int linebuf_next(struct linebuf *lb, const char **line, size_t *len)
+{
+    if (lb->scan < lb->start)
+        lb->scan = lb->start;
+    char *nl = lb->len > lb->scan ? memchr(lb->buf + lb->scan, '\n', lb->len - lb->scan) : NULL;
+    if (!nl) {
+        lb->scan = lb->len;
+        return lb->len - lb->start > lb->max ? -1 : 0;
+    }
+    size_t n = (size_t)(nl - (lb->buf + lb->start));
+    if (n > lb->max)
+        return -1;
+    *line = lb->buf + lb->start;
+    *len = n;
+    if (n > 0 && lb->buf[lb->start + n - 1] == '\r')
+        (*len)--;
+    lb->start += n + 1;
+    lb->scan = lb->start;
+    return 1;
+}
+
+void rpc_error_set(struct rpc_error *err, int code, const char *fmt, ...)
+{
+    va_list ap;
+    err->code = code;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof(err->message), fmt, ap);
+    va_end(ap);
+}
+
+long rpc_utf8_invalid_at(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < len) {
+        unsigned c = p[i];
+        size_t need;
+        unsigned min;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if ((c & 0xe0) == 0xc0) {
+            need = 1, min = 0x80, c &= 0x1f;
+        } else if ((c & 0xf0) == 0xe0) {
+            need = 2, min = 0x800, c &= 0x0f;
+        } else if ((c & 0xf8) == 0xf0) {
+            need = 3, min = 0x10000, c &= 0x07;
+        } else {
+            return (long)i;
+        }
+        if (i + need >= len)
+            return (long)i;
+        for (size_t k = 1; k <= need; k++) {
+            if ((p[i + k] & 0xc0) != 0x80)
+                return (long)i;
+            c = (c << 6) | (p[i + k] & 0x3f);
+        }
+        /* overlong forms, surrogates, beyond U+10FFFF */
+        if (c < min || (c >= 0xd800 && c <= 0xdfff) || c > 0x10ffff)
+            return (long)i;
+        i += need + 1;
+    }
+    return -1;
+}
+
+static bool is_blank(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r')
+            return false;
+    return true;
+}
+
+int rpc_parse(const char *line, size_t len, struct rpc_request *req, struct rpc_error *err)
+{
+    const char *end = NULL;
+    cJSON *v;
+    long bad;
+
+    memset(req, 0, sizeof(*req));
+    err->data = NULL;
+    if (is_blank(line, len))
+        return 1;
+    bad = rpc_utf8_invalid_at(line, len);
+    if (bad >= 0) {
+        rpc_error_set(err, RPC_PARSE_ERROR, "invalid UTF-8 at byte %ld", bad);
+        return -1;
+    }
+    req->root = cJSON_ParseWithLengthOpts(line, len, &end, 0);
+    if (!req->root) {
+        const char *at = cJSON_GetErrorPtr();
+        long off = at && at >= line && at <= line + len ? (long)(at - line) : -1;
+        rpc_error_set(err, RPC_PARSE_ERROR, "invalid JSON at byte %ld", off);
+        return -1;
+    }
+    if (end && !is_blank(end, len - (size_t)(end - line))) {
+        rpc_error_set(err, RPC_PARSE_ERROR, "trailing data after JSON at byte %ld",
+                      (long)(end - line));
+        return -1;
+    }
+    if (cJSON_IsArray(req->root)) {
+        rpc_error_set(err, RPC_INVALID_REQUEST, "batch requests are not supported");
+        return -1;
+    }
+    if (!cJSON_IsObject(req->root)) {
+        rpc_error_set(err, RPC_INVALID_REQUEST, "request must be a JSON object");
+        return -1;
+    }
+    /* The id is taken first so an otherwise invalid request gets its reply. */
+    v = cJSON_GetObjectItemCaseSensitive(req->root, "id");
+    if (v) {
+        if (!cJSON_IsNumber(v) && !cJSON_IsString(v) && !cJSON_IsNull(v)) {
+            rpc_error_set(err, RPC_INVALID_REQUEST, "id: expected number, string or null");
+            return -1;
+        }
+        req->id = v;
+    }
+    v = cJSON_GetObjectItemCaseSensitive(req->root, "jsonrpc");
+    if (!cJSON_IsString(v) || strcmp(v->valuestring, "2.0") != 0) {
+        rpc_error_set(err, RPC_INVALID_REQUEST, "jsonrpc: expected \"2.0\"");
+        return -1;
+    }
+    v = cJSON_GetObjectItemCaseSensitive(req->root, "method");
+    if (!cJSON_IsString(v) || !v->valuestring[0]) {
+        rpc_error_set(err, RPC_INVALID_REQUEST, "method: expected a non-empty string");
+        return -1;
+    }
+    req->method = v->valuestring;
+    v = cJSON_GetObjectItemCaseSensitive(req->root, "params");
+    if (v && !cJSON_IsObject(v) && !cJSON_IsArray(v) && !cJSON_IsNull(v)) {
+        rpc_error_set(err, RPC_INVALID_REQUEST, "params: expected object or array");
+        return -1;
+    }
+    req->params = cJSON_IsNull(v) ? NULL : v;
+    for (cJSON *k = req->root->child; k; k = k->next) {
+        if (strcmp(k->string, "jsonrpc") && strcmp(k->string, "id") &&
+            strcmp(k->string, "method") && strcmp(k->string, "params")) {
+            rpc_error_set(err, RPC_INVALID_REQUEST, "%.64s: unknown member", k->string);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void rpc_request_free(struct rpc_request *req)
+{
+    cJSON_Delete(req->root);
+    memset(req, 0, sizeof(*req));
+}
+
+static char *finish(cJSON *msg, size_t *len)
+{
+    char *text = msg ? cJSON_PrintUnformatted(msg) : NULL;
+    cJSON_Delete(msg);
+    if (!text)
+        return NULL;
+    size_t n = strlen(text);
+    char *line = realloc(text, n + 2);
+    if (!line) {
+        free(text);
+        return NULL;
+    }
+    line[n] = '\n';
+    line[n + 1] = 0;
+    *len = n + 1;
+    return line;
+}
+
+static cJSON *envelope(const cJSON *id)
+{
+    cJSON *msg = cJSON_CreateObject();
+    if (!msg)
+        return NULL;
+    cJSON_AddStringToObject(msg, "jsonrpc", "2.0");
+    cJSON *idc = id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull();
+    if (!idc) {
+        cJSON_Delete(msg);
+        return NULL;
+    }
+    cJSON_AddItemToObject(msg, "id", idc);
+    return msg;
+}
+
+char *rpc_format_result(const cJSON *id, cJSON *result, size_t *len)
+{
+    cJSON *msg = envelope(id);
+    if (!msg || !result) {
+        cJSON_Delete(msg);
+        cJSON_Delete(result);
+        return NULL;
+    }
+    cJSON_AddItemToObject(msg, "result", result);
+    return finish(msg, len);
+}
+
+char *rpc_format_error(const cJSON *id, int code, const char *message, cJSON *data, size_t *len)
+{
+    cJSON *msg = envelope(id);
+    cJSON *e = cJSON_CreateObject();
+    if (!msg || !e) {
+        cJSON_Delete(msg);
+        cJSON_Delete(e);
+        cJSON_Delete(data);
+        return NULL;
+    }
+    cJSON_AddNumberToObject(e, "code", code);
+    cJSON_AddStringToObject(e, "message", message);
+    if (data)
+        cJSON_AddItemToObject(e, "data", data);
+    cJSON_AddItemToObject(msg, "error", e);
+    return finish(msg, len);
+}

@@ -1,0 +1,81 @@
+/* rpc: newline-delimited JSON-RPC 2.0 framing, independent of any socket.
+ * A linebuf turns a byte stream into bounded lines; rpc_parse validates
+ * one request; rpc_format_* build reply lines. */
+#ifndef HEARTH_RPC_H
+#define HEARTH_RPC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct cJSON;
+
+#define RPC_MAX_LINE (1 << 20) /* one request, without its newline */
+
+enum rpc_code {
+    RPC_PARSE_ERROR = -32700,
+    RPC_INVALID_REQUEST = -32600,
+    RPC_METHOD_NOT_FOUND = -32601,
+    RPC_INVALID_PARAMS = -32602,
+    RPC_INTERNAL_ERROR = -32603,
+    /* application errors, from -32000 down */
+    RPC_ERR_FAILED = -32000,       /* the operation failed; message says why */
+    RPC_ERR_BUSY = -32001,         /* too many clients, or shutting down */
+    RPC_ERR_NOT_FOUND = -32002,    /* a named object (service, skill) does not exist */
+    RPC_ERR_STATE = -32003,        /* not possible in the current state */
+};
+
+struct linebuf {
+    char *buf;
+    size_t start;   /* first unconsumed byte */
+    size_t len;     /* bytes held */
+    size_t scan;    /* newline search resumes here */
+    size_t cap;
+    size_t max;     /* longest line accepted */
+};
+
+void linebuf_init(struct linebuf *lb, size_t max);
+void linebuf_free(struct linebuf *lb);
+/* Room left for appending (after compaction); 0 means: stop reading. */
+size_t linebuf_space(struct linebuf *lb);
+/* Pointer to append at; at most linebuf_space() bytes, then commit. */
+char *linebuf_tail(struct linebuf *lb);
+void linebuf_commit(struct linebuf *lb, size_t n);
+int linebuf_append(struct linebuf *lb, const char *data, size_t n);
+/* Returns 1 with the next complete line (newline and trailing \r cut,
+ * valid until the next linebuf call), 0 when none is complete yet, -1 when
+ * the pending line is already longer than max (the stream is unusable). */
+int linebuf_next(struct linebuf *lb, const char **line, size_t *len);
+size_t linebuf_pending(const struct linebuf *lb);
+
+struct rpc_request {
+    struct cJSON *root;   /* owned; free with rpc_request_free */
+    struct cJSON *id;     /* NULL for a notification (no reply) */
+    const char *method;
+    struct cJSON *params; /* object, array, or NULL when absent */
+};
+
+struct rpc_error {
+    int code;
+    char message[256];
+    struct cJSON *data;   /* optional, owned until formatted */
+};
+
+/* Returns 0 with req filled, or -1 with err set. On -1, req->id may still
+ * hold the request's id (an invalid request that had one gets its reply
+ * with that id); req->root must be freed either way. A line that is only
+ * whitespace returns 1 (nothing to do). */
+int rpc_parse(const char *line, size_t len, struct rpc_request *req, struct rpc_error *err);
+void rpc_request_free(struct rpc_request *req);
+
+/* Reply lines, newline-terminated, malloc'd. id may be NULL (JSON null).
+ * result/data are consumed. Return NULL only when out of memory. */
+char *rpc_format_result(const struct cJSON *id, struct cJSON *result, size_t *len);
+char *rpc_format_error(const struct cJSON *id, int code, const char *message,
+                       struct cJSON *data, size_t *len);
+void rpc_error_set(struct rpc_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Index of the first byte that breaks UTF-8, or -1 when s is valid. */
+long rpc_utf8_invalid_at(const char *s, size_t len);
+
+#endif

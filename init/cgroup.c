@@ -1,0 +1,265 @@
+#include "cgroup.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+static char base[CGROUP_PATH_MAX];
+static char services_dir[CGROUP_PATH_MAX];
+static char mount_point[CGROUP_PATH_MAX];
+
+bool cgroup_available(void) { return base[0] != 0; }
+const char *cgroup_base(void) { return base; }
+
+static int write_file(const char *path, const char *s)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t len = strlen(s);
+    ssize_t n = write(fd, s, len);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return n == (ssize_t)len ? 0 : -1;
+}
+
+static ssize_t read_file(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, len - 1);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    if (n >= 0)
+        buf[n] = 0;
+    return n;
+}
+
+/* Finds the cgroup2 mount point in /proc/self/mountinfo (field 5 is the
+ * mount point, the fstype follows the " - " separator). */
+static int find_cgroup2_mount(char *out, size_t outlen)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    char line[1024];
+    int found = -1;
+
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f)) {
+        char *sep = strstr(line, " - ");
+        char mp[512];
+        char fstype[64];
+        if (!sep || sscanf(sep + 3, "%63s", fstype) != 1 || strcmp(fstype, "cgroup2") != 0)
+            continue;
+        if (sscanf(line, "%*s %*s %*s %*s %511s", mp) != 1)
+            continue;
+        snprintf(out, outlen, "%s", mp);
+        found = 0;
+        break;
+    }
+    fclose(f);
+    return found;
+}
+
+/* Our own cgroup v2 path, from the "0::" line of /proc/self/cgroup. */
+static int own_cgroup(char *out, size_t outlen)
+{
+    char buf[4096];
+    if (read_file("/proc/self/cgroup", buf, sizeof(buf)) < 0)
+        return -1;
+    for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n")) {
+        if (strncmp(l, "0::", 3) == 0) {
+            snprintf(out, outlen, "%s", l + 3);
+            return 0;
+        }
+    }
+    errno = ENOENT;
+    return -1;
+}
+
+/* Best effort: pass every controller the parent has down one level, so
+ * service leaves get memory and cpu accounting where the host allows it. */
+static void enable_controllers(const char *dir)
+{
+    char path[CGROUP_PATH_MAX + 32], ctl[512], req[600];
+    size_t off = 0;
+
+    snprintf(path, sizeof(path), "%s/cgroup.controllers", dir);
+    if (read_file(path, ctl, sizeof(ctl)) <= 0)
+        return;
+    req[0] = 0;
+    for (char *c = strtok(ctl, " \n"); c && off + strlen(c) + 3 < sizeof(req); c = strtok(NULL, " \n"))
+        off += (size_t)snprintf(req + off, sizeof(req) - off, "%s+%s", off ? " " : "", c);
+    if (!off)
+        return;
+    snprintf(path, sizeof(path), "%s/cgroup.subtree_control", dir);
+    if (write_file(path, req) < 0)
+        log_debug("unable to enable controllers in %s: %s", dir, strerror(errno));
+}
+
+int cgroup_setup(bool vm_mode)
+{
+    char own[CGROUP_PATH_MAX], leaf[CGROUP_PATH_MAX + 16];
+
+    base[0] = 0;
+    if (find_cgroup2_mount(mount_point, sizeof(mount_point)) < 0) {
+        log_warn("no cgroup2 mount: services run without cgroups");
+        return -1;
+    }
+    if (vm_mode) {
+        snprintf(base, sizeof(base), "%s/hearth", mount_point);
+    } else {
+        uint32_t r = 0;
+        if (own_cgroup(own, sizeof(own)) < 0) {
+            log_warn("unable to read /proc/self/cgroup: %s", strerror(errno));
+            return -1;
+        }
+        /* A random suffix: several hearth instances may share one cgroup
+         * and one pid number (each PID 1 of its own namespace). */
+        if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
+            r = (uint32_t)getpid() ^ (uint32_t)time(NULL);
+        snprintf(base, sizeof(base), "%s%s/hearth.%08x", mount_point,
+                 strcmp(own, "/") == 0 ? "" : own, r);
+    }
+    if (mkdir(base, 0755) < 0 && errno != EEXIST) {
+        log_warn("unable to create cgroup %s: %s", base, strerror(errno));
+        base[0] = 0;
+        return -1;
+    }
+    /* hearth moves into a leaf of its own so the "no internal processes"
+     * rule lets controllers be enabled for the services below. */
+    snprintf(leaf, sizeof(leaf), "%s/init", base);
+    if ((mkdir(leaf, 0755) == 0 || errno == EEXIST)) {
+        snprintf(leaf, sizeof(leaf), "%s/init/cgroup.procs", base);
+        if (write_file(leaf, "0") < 0)
+            log_debug("unable to move hearth into %s/init: %s", base, strerror(errno));
+    }
+    enable_controllers(base);
+    snprintf(services_dir, sizeof(services_dir), "%s/services", base);
+    if (mkdir(services_dir, 0755) < 0 && errno != EEXIST) {
+        log_warn("unable to create cgroup %s: %s", services_dir, strerror(errno));
+        base[0] = 0;
+        return -1;
+    }
+    enable_controllers(services_dir);
+    log_debug("cgroup tree at %s", base);
+    return 0;
+}
+
+int cgroup_service_create(const char *name, char *out, size_t outlen)
+{
+    if (!base[0]) {
+        errno = ENOTSUP;
+        return -1;
+    }
+    if ((size_t)snprintf(out, outlen, "%s/%s", services_dir, name) >= outlen) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    if (mkdir(out, 0755) < 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+void cgroup_service_remove(const char *leaf)
+{
+    if (leaf && leaf[0] && rmdir(leaf) < 0 && errno != ENOENT && errno != EBUSY)
+        log_debug("unable to remove cgroup %s: %s", leaf, strerror(errno));
+}
+
+bool cgroup_is_empty(const char *leaf)
+{
+    char path[CGROUP_PATH_MAX + 32], buf[64];
+    snprintf(path, sizeof(path), "%s/cgroup.procs", leaf);
+    ssize_t n = read_file(path, buf, sizeof(buf));
+    return n <= 0;
+}
+
+int cgroup_kill(const char *leaf)
+{
+    char path[CGROUP_PATH_MAX + 32];
+
+    snprintf(path, sizeof(path), "%s/cgroup.kill", leaf);
+    if (write_file(path, "1") == 0)
+        return 0;
+    /* Kernels before 5.14 have no cgroup.kill: signal each member. New
+     * forks can race this loop, so callers repeat it until empty. */
+    char buf[4096];
+    snprintf(path, sizeof(path), "%s/cgroup.procs", leaf);
+    if (read_file(path, buf, sizeof(buf)) < 0)
+        return -1;
+    for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n")) {
+        pid_t p = (pid_t)atoi(l);
+        if (p > 1)
+            kill(p, SIGKILL);
+    }
+    return 0;
+}
+
+bool cgroup_pid_in_services(pid_t pid)
+{
+    char path[64], buf[4096], rel[CGROUP_PATH_MAX];
+
+    if (!base[0])
+        return false;
+    snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+    if (read_file(path, buf, sizeof(buf)) < 0)
+        return false;
+    /* services_dir relative to the mount point is what the peer's "0::"
+     * line shows (cgroup namespaces aside). */
+    snprintf(rel, sizeof(rel), "%s", services_dir + strlen(mount_point));
+    for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n")) {
+        if (strncmp(l, "0::", 3) != 0)
+            continue;
+        size_t n = strlen(rel);
+        if (strncmp(l + 3, rel, n) == 0 && (l[3 + n] == '/' || l[3 + n] == 0))
+            return true;
+    }
+    return false;
+}
+
+void cgroup_teardown(void)
+{
+    char path[CGROUP_PATH_MAX + 32], parent[CGROUP_PATH_MAX];
+    char *slash;
+
+    if (!base[0])
+        return;
+    /* Move back to where we started so the tree can be removed. */
+    snprintf(parent, sizeof(parent), "%s", base);
+    slash = strrchr(parent, '/');
+    if (slash) {
+        *slash = 0;
+        snprintf(path, sizeof(path), "%s/cgroup.procs", parent);
+        if (write_file(path, "0") < 0)
+            log_debug("unable to leave %s: %s", base, strerror(errno));
+    }
+    DIR *d = opendir(services_dir);
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (e->d_type != DT_DIR || e->d_name[0] == '.')
+                continue;
+            snprintf(path, sizeof(path), "%s/%s", services_dir, e->d_name);
+            rmdir(path);
+        }
+        closedir(d);
+    }
+    rmdir(services_dir);
+    snprintf(path, sizeof(path), "%s/init", base);
+    rmdir(path);
+    rmdir(base);
+}

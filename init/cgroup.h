@@ -1,0 +1,36 @@
+/* cgroup: hearth's cgroup v2 subtree. In vm mode cgroup2 is mounted at
+ * /sys/fs/cgroup and the tree is /sys/fs/cgroup/hearth; elsewhere the
+ * cgroup2 mount is found in /proc/self/mountinfo and the tree is built
+ * under the cgroup hearth was started in, so several instances on one host
+ * never collide. Each service gets a leaf: <base>/services/<name>. */
+#ifndef HEARTH_CGROUP_H
+#define HEARTH_CGROUP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#define CGROUP_PATH_MAX 512
+
+/* Finds the mount and creates the tree. Returns 0, or -1 (logged): hearth
+ * then runs services without cgroups. */
+int cgroup_setup(bool vm_mode);
+bool cgroup_available(void);
+/* The directory hearth itself lives in ("" when unavailable). */
+const char *cgroup_base(void);
+/* Creates (if needed) the leaf for a service; writes its path to out. */
+int cgroup_service_create(const char *name, char *out, size_t outlen);
+/* Removes an empty leaf; ignores EBUSY/ENOENT. */
+void cgroup_service_remove(const char *leaf);
+/* Kills every process in the leaf (cgroup.kill, or SIGKILL per pid). */
+int cgroup_kill(const char *leaf);
+/* Whether pid is in a service leaf of this hearth: such a peer (a service
+ * or its descendant) is never a control client. */
+bool cgroup_pid_in_services(pid_t pid);
+/* Whether the leaf holds no process. */
+bool cgroup_is_empty(const char *leaf);
+
+/* Removes the tree (non-vm modes, on exit); leaves must be empty. */
+void cgroup_teardown(void);
+
+#endif

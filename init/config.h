@@ -1,0 +1,119 @@
+/* config: loads /etc/hearth/hearth.json, validates every key against the
+ * schema (errors name the JSON path: "services[0].backoff.max_ms: expected
+ * integer"), and extracts the typed settings the rest of hearth uses.
+ *
+ * The validated cJSON tree is kept (config->json) so config.get can return
+ * it (with secrets redacted) and later modules can read sections that have
+ * no typed form yet. */
+#ifndef HEARTH_CONFIG_H
+#define HEARTH_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#include "log.h"
+
+struct cJSON;
+
+#define CONFIG_DEFAULT_PATH "/etc/hearth/hearth.json"
+#define CONFIG_MAX_BYTES (1 << 20)
+#define CONFIG_ERR_MAX 512
+#define CONFIG_MAX_SERVICES 64
+#define CONFIG_MAX_LISTEN 8
+
+enum listen_kind { LISTEN_UNIX, LISTEN_VSOCK, LISTEN_SERIAL };
+
+struct listen_spec {
+    enum listen_kind kind;
+    char path[108];   /* unix socket path, or serial device path / port name */
+    uint32_t port;    /* vsock port */
+};
+
+enum restart_policy { RESTART_ALWAYS, RESTART_ON_FAILURE, RESTART_NEVER };
+
+struct env_var {
+    char *key;
+    char *value;
+};
+
+struct service_config {
+    char *name;
+    char **argv;              /* NULL-terminated */
+    size_t argc;
+    struct env_var *env;
+    size_t n_env;
+    char **env_files;
+    size_t n_env_files;
+    char *cwd;                /* NULL = "/" */
+    char *user;               /* NULL = current user */
+    char *group;
+    char **after;             /* service names or phases */
+    size_t n_after;
+    enum restart_policy restart;
+    bool main;
+    int64_t backoff_initial_ms; /* default 500 */
+    int64_t backoff_max_ms;     /* default 30000 */
+    int64_t backoff_reset_ms;   /* default 60000 */
+    int stop_signal;            /* default SIGTERM */
+    int64_t stop_timeout_ms;    /* default 10000 */
+    int *success_exit_codes;    /* default {0} */
+    size_t n_success;
+    char *on_resume;            /* "none" | "restart" | "signal:SIGxxx"; NULL = none */
+    struct cJSON *json;         /* this service's validated object */
+};
+
+struct config {
+    char *hostname;             /* NULL = leave as is */
+    enum log_level log_level;
+    struct listen_spec listen[CONFIG_MAX_LISTEN];
+    size_t n_listen;
+    uint32_t allowed_cids[16];
+    size_t n_allowed_cids;      /* default: 1 entry, CID 2 (the host) */
+    char **modules;
+    size_t n_modules;
+    bool wait_for_init;
+    int64_t wait_for_init_timeout_ms;
+    struct service_config services[CONFIG_MAX_SERVICES];
+    size_t n_services;
+    struct cJSON *json;         /* the whole validated document */
+};
+
+/* Parses and validates text (len bytes). On success returns a new config;
+ * on failure returns NULL and writes "path: reason" into err. */
+struct config *config_parse(const char *text, size_t len, char *err, size_t errlen);
+/* Reads path (at most CONFIG_MAX_BYTES) and parses it; err names the file
+ * on I/O errors. */
+struct config *config_load(const char *path, char *err, size_t errlen);
+/* (On failure errno tells why: ENOENT etc. from open/read, EFBIG for an
+ * oversize file, EINVAL for a syntax or schema error.) */
+/* The built-in config used when no file exists: no services, control on
+ * unix:/run/hearth/control.sock and vsock:1025. */
+struct config *config_default(char *err, size_t errlen);
+void config_free(struct config *cfg);
+
+/* Parses "unix:PATH", "vsock:PORT" or "serial:PATH". */
+int config_parse_listen(const char *s, struct listen_spec *out, char *err, size_t errlen);
+/* Signal by name ("SIGTERM", "TERM") or number; -1 when unknown. */
+int config_signal_number(const char *name);
+const char *config_signal_name(int sig);
+/* Whether an env name looks secret (contains KEY, TOKEN, SECRET, PASSWORD
+ * or CREDENTIAL, case-insensitively): such values are never shown. */
+bool config_env_is_secret(const char *name);
+/* A deep copy of the config JSON with secret env values replaced by
+ * "<redacted>". Caller frees with cJSON_Delete. */
+struct cJSON *config_redacted_json(const struct config *cfg);
+
+/* Validates one top-level section on its own ("egress", "host_mounts",
+ * "services", ...), as sandbox.init or egress.set receive them; errors
+ * name the path from key ("egress.allowOut[0]: bad CIDR ..."). Returns 0,
+ * or -1 with "path: reason" in err. */
+int config_check_section(const char *key, const struct cJSON *value, char *err, size_t errlen);
+/* Capability number for "CAP_NET_ADMIN" or "NET_ADMIN" (any case); -1
+ * when unknown. */
+int config_cap_number(const char *name);
+/* RLIMIT_* resource for a rlimits key ("nofile", "nproc", ...); -1 when
+ * unknown. */
+int config_rlimit_number(const char *name);
+
+#endif

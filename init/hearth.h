@@ -1,0 +1,52 @@
+/* hearth: the process-wide state every module shares — the loop, the
+ * config, the mode and the lifecycle phase. One instance, set up in main. */
+#ifndef HEARTH_HEARTH_H
+#define HEARTH_HEARTH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <ev.h>
+
+#include "config.h"
+
+enum hearth_mode { MODE_VM, MODE_CONTAINER, MODE_SUPERVISOR };
+
+/* The lifecycle, in order. Each change is an event notification. */
+enum hearth_phase {
+    PHASE_BOOT,       /* early machine setup, config */
+    PHASE_SETUP,      /* network, mounts, seed, skills, egress */
+    PHASE_WAIT_INIT,  /* waiting for sandbox.init */
+    PHASE_STARTING,   /* services starting */
+    PHASE_RUNNING,    /* all services started */
+    PHASE_STOPPING,   /* orderly shutdown in progress */
+    PHASE_STOPPED     /* services stopped; about to power off or exit */
+};
+
+enum shutdown_action { SHUTDOWN_POWEROFF, SHUTDOWN_REBOOT, SHUTDOWN_EXIT };
+
+struct hearth {
+    struct ev_loop *loop;
+    struct config *cfg;
+    char config_path[256];
+    char config_error[CONFIG_ERR_MAX]; /* non-empty when the file was refused */
+    enum hearth_mode mode;
+    enum hearth_phase phase;
+    int64_t boot_mono_ms;
+    int exit_status;                   /* container/supervisor exit status */
+};
+
+extern struct hearth H;
+
+const char *hearth_mode_name(enum hearth_mode m);
+const char *hearth_phase_name(enum hearth_phase p);
+/* Moves to phase p, logs it and emits a "phase" event. */
+void hearth_set_phase(enum hearth_phase p);
+
+/* Monotonic milliseconds (CLOCK_MONOTONIC): every timer and uptime uses it
+ * so a wall-clock step after resume changes nothing. */
+int64_t mono_ms(void);
+/* Wall-clock milliseconds since the epoch, for reporting only. */
+int64_t wall_ms(void);
+
+#endif

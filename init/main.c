@@ -1,0 +1,299 @@
+/* hearth: PID 1 for microVM sandboxes. main() owns the boot sequence: it
+ * may bail out before the loop starts (bad arguments, or a bad config in
+ * container/supervisor mode), never inside it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/reboot.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <ev.h>
+
+#include "cgroup.h"
+#include "cmdline.h"
+#include "config.h"
+#include "control.h"
+#include "hearth.h"
+#include "log.h"
+#include "machine.h"
+#include "reaper.h"
+#include "service.h"
+#include "shutdown.h"
+
+static ev_io sig_watcher;
+static int sig_fd = -1;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: hearth [-c FILE] [--mode vm|container|supervisor] [--log LEVEL]\n"
+            "       hearth --check-config FILE\n"
+            "       hearth --version\n");
+}
+
+static int parse_mode(const char *s, enum hearth_mode *m)
+{
+    if (strcmp(s, "vm") == 0)
+        *m = MODE_VM;
+    else if (strcmp(s, "container") == 0)
+        *m = MODE_CONTAINER;
+    else if (strcmp(s, "supervisor") == 0)
+        *m = MODE_SUPERVISOR;
+    else
+        return -1;
+    return 0;
+}
+
+/* PID 1 with no /proc yet is the first process of a kernel; PID 1 with a
+ * /proc is a container's init (runtimes mount it), unless the kernel
+ * command line says hearth.mode=vm. Anything else supervises. */
+static enum hearth_mode detect_mode(void)
+{
+    char v[32];
+
+    if (getpid() != 1)
+        return MODE_SUPERVISOR;
+    if (access("/proc/self/stat", F_OK) < 0)
+        return MODE_VM;
+    if (getenv("container"))
+        return MODE_CONTAINER;
+    cmdline_load(NULL);
+    enum hearth_mode m;
+    if (cmdline_get("hearth.mode", v, sizeof(v)) == 0 && parse_mode(v, &m) == 0)
+        return m;
+    return MODE_CONTAINER;
+}
+
+static void on_signal(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct signalfd_siginfo si[16];
+    ssize_t n = read(sig_fd, si, sizeof(si));
+
+    if (n < 0) {
+        if (errno != EAGAIN && errno != EINTR)
+            log_error("unable to read signals: %s", strerror(errno));
+        return;
+    }
+    for (ssize_t i = 0; i < n / (ssize_t)sizeof(si[0]); i++) {
+        int sig = (int)si[i].ssi_signo;
+        switch (sig) {
+        case SIGCHLD:
+            reaper_reap();
+            break;
+        case SIGTERM:
+        case SIGPWR:
+            shutdown_request(H.mode == MODE_VM ? SHUTDOWN_POWEROFF : SHUTDOWN_EXIT,
+                             sig == SIGTERM ? "SIGTERM" : "SIGPWR");
+            break;
+        case SIGINT:
+            /* In a VM the kernel turns Ctrl-Alt-Del into SIGINT: reboot. */
+            shutdown_request(H.mode == MODE_VM ? SHUTDOWN_REBOOT : SHUTDOWN_EXIT, "SIGINT");
+            break;
+        default:
+            log_debug("signal %d ignored", sig);
+            break;
+        }
+    }
+    /* Signals coalesce: a SIGCHLD may stand for exits not yet seen. */
+    reaper_reap();
+}
+
+static int setup_signals(void)
+{
+    sigset_t set;
+
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGPWR);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGUSR2);
+    sigaddset(&set, SIGQUIT);
+    if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+        return -1;
+    /* Peers that vanish mid-write must not kill us. */
+    signal(SIGPIPE, SIG_IGN);
+    sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    return sig_fd < 0 ? -1 : 0;
+}
+
+static void main_done(int status)
+{
+    if (H.mode == MODE_VM)
+        return; /* a VM keeps running; the host decides */
+    char why[64];
+    snprintf(why, sizeof(why), "main service ended with status %d", status);
+    shutdown_request(SHUTDOWN_EXIT, why);
+}
+
+static struct config *load_config(const char *path, bool explicit_path)
+{
+    char err[CONFIG_ERR_MAX];
+    struct config *cfg;
+
+    snprintf(H.config_path, sizeof(H.config_path), "%s", path);
+    if (!explicit_path && access(path, F_OK) < 0 && errno == ENOENT) {
+        log_info("no %s: built-in defaults", path);
+        return config_default(err, sizeof(err));
+    }
+    cfg = config_load(path, err, sizeof(err));
+    if (cfg)
+        return cfg;
+    log_error("config %s refused: %s", path, err);
+    snprintf(H.config_error, sizeof(H.config_error), "%s", err);
+    if (H.mode != MODE_VM)
+        return NULL;
+    /* A VM must stay reachable: run the built-in defaults so the host can
+     * read config_error in status and fix the image. */
+    return config_default(err, sizeof(err));
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, 0, 'c'},  {"mode", required_argument, 0, 'm'},
+        {"log", required_argument, 0, 'l'},     {"check-config", required_argument, 0, 'C'},
+        {"version", no_argument, 0, 'V'},       {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    const char *config_path = NULL, *log_arg = NULL;
+    bool mode_forced = false;
+    enum hearth_mode mode = MODE_SUPERVISOR;
+    enum log_level lvl;
+    char buf[256];
+    int o;
+
+    H.boot_mono_ms = mono_ms();
+    /* The kernel hands init the words of its command line it did not
+     * recognise; as PID 1, unknown arguments are ignored, not fatal. */
+    opterr = getpid() != 1;
+    while ((o = getopt_long(argc, argv, "c:m:l:Vh", opts, NULL)) != -1) {
+        switch (o) {
+        case 'c': config_path = optarg; break;
+        case 'm':
+            if (parse_mode(optarg, &mode) < 0) {
+                fprintf(stderr, "hearth: --mode: expected vm, container or supervisor\n");
+                return 2;
+            }
+            mode_forced = true;
+            break;
+        case 'l': log_arg = optarg; break;
+        case 'C': {
+            char err[CONFIG_ERR_MAX];
+            struct config *cfg = config_load(optarg, err, sizeof(err));
+            if (!cfg) {
+                fprintf(stderr, "%s: %s\n", optarg, err);
+                return 1;
+            }
+            printf("%s: ok (%zu services)\n", optarg, cfg->n_services);
+            config_free(cfg);
+            return 0;
+        }
+        case 'V': printf("hearth %s\n", HEARTH_VERSION); return 0;
+        case 'h': usage(stdout); return 0;
+        default:
+            if (getpid() != 1) {
+                usage(stderr);
+                return 2;
+            }
+        }
+    }
+    if (log_arg && log_level_parse(log_arg, &lvl) < 0) {
+        fprintf(stderr, "hearth: --log: expected error, warn, info or debug\n");
+        return 2;
+    }
+
+    H.mode = mode_forced ? mode : detect_mode();
+    H.phase = PHASE_BOOT;
+    if (H.mode == MODE_VM) {
+        umask(022);
+        int failures = machine_mount_api();
+        log_open(LOG_SINK_KMSG);
+        if (failures)
+            log_warn("%d machine mounts failed", failures);
+        cmdline_load(NULL);
+        /* Ctrl-Alt-Del becomes SIGINT instead of an instant reboot. */
+        reboot(RB_DISABLE_CAD);
+        if (!config_path && cmdline_get("hearth.config", buf, sizeof(buf)) == 0)
+            config_path = strdup(buf);
+        if (!log_arg && cmdline_get("hearth.log", buf, sizeof(buf)) == 0 &&
+            log_level_parse(buf, &lvl) == 0)
+            log_arg = "cmdline";
+    }
+    if (log_arg)
+        log_set_level(lvl);
+    if (!getenv("PATH"))
+        setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
+
+    if (setup_signals() < 0) {
+        log_error("unable to set up signals: %s", strerror(errno));
+        if (H.mode != MODE_VM)
+            return 1;
+    }
+    if (H.mode == MODE_SUPERVISOR && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+        log_warn("unable to become a subreaper: %s", strerror(errno));
+
+    H.cfg = load_config(config_path ? config_path : CONFIG_DEFAULT_PATH, config_path != NULL);
+    if (!H.cfg) {
+        if (H.config_error[0])
+            return 1;
+        log_error("unable to build the default config: out of memory");
+        return 1;
+    }
+    if (!log_arg)
+        log_set_level(H.cfg->log_level);
+
+    H.loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOENV | EVFLAG_NOTIMERFD | EVFLAG_NOSIGMASK);
+    if (!H.loop) {
+        log_error("unable to create the event loop: %s", strerror(errno));
+        if (H.mode != MODE_VM)
+            return 1;
+        /* Without a loop a PID 1 can still reap; nothing else. */
+        for (;;)
+            if (waitpid(-1, NULL, 0) < 0)
+                pause();
+    }
+    ev_io_init(&sig_watcher, on_signal, sig_fd, EV_READ);
+    if (sig_fd >= 0)
+        ev_io_start(H.loop, &sig_watcher);
+
+    log_info("hearth %s starting in %s mode", HEARTH_VERSION, hearth_mode_name(H.mode));
+    if (H.mode != MODE_SUPERVISOR) {
+        const char *hn = H.cfg->hostname;
+        if (H.mode == MODE_VM && cmdline_get("hearth.hostname", buf, sizeof(buf)) == 0)
+            hn = buf;
+        if (hn)
+            machine_set_hostname(hn);
+    }
+    if (H.mode == MODE_VM)
+        machine_loopback_up();
+    cgroup_setup(H.mode == MODE_VM);
+    control_start(H.cfg);
+
+    hearth_set_phase(PHASE_SETUP);
+    services_init(H.cfg);
+    services_on_main_done(main_done);
+    hearth_set_phase(PHASE_STARTING);
+    services_start_all();
+    hearth_set_phase(PHASE_RUNNING);
+    log_info("ready in %lld ms", (long long)(mono_ms() - H.boot_mono_ms));
+
+    for (;;) {
+        ev_run(H.loop, 0);
+        if (H.mode != MODE_VM && H.phase == PHASE_STOPPED)
+            break;
+        /* The loop only ends on purpose outside vm mode. */
+        log_error("event loop ended unexpectedly; restarting it");
+    }
+    return H.exit_status;
+}

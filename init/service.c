@@ -1,0 +1,564 @@
+#include "service.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+#include <ev.h>
+
+#include "cgroup.h"
+#include "events.h"
+#include "hearth.h"
+#include "log.h"
+#include "reaper.h"
+
+extern char **environ;
+
+enum svc_event {
+    E_START,        /* wanted up */
+    E_STOP,         /* wanted down */
+    E_EXEC_OK,      /* exec confirmed (close-on-exec pipe hit EOF) */
+    E_EXIT,         /* the main process exited */
+    E_TIMER,        /* backoff elapsed or stop timeout */
+    E_NEVENTS
+};
+
+static const char *const event_names[] = {"start", "stop", "exec", "exit", "timer"};
+
+struct service {
+    const struct service_config *cfg;
+    enum svc_state state;
+    pid_t pid;
+    unsigned restarts;
+    int wstatus;            /* last exit, valid when has_exit */
+    bool has_exit;
+    bool killed;            /* stop escalated to SIGKILL */
+    char error[256];        /* last spawn error */
+    int64_t since_ms;
+    ev_timer timer;
+    ev_io exec_io;
+    int exec_fd;
+    char cgroup[CGROUP_PATH_MAX];
+};
+
+static struct service svcs[CONFIG_MAX_SERVICES];
+static size_t nsvcs;
+static int main_index;
+static void (*main_done_fn)(int);
+static void (*stop_all_done)(void);
+static int stop_all_next = -1; /* index being stopped during stop_all */
+
+static void dispatch(struct service *s, enum svc_event ev);
+
+static const char *const state_names[SVC_NSTATES] = {
+    "stopped", "waiting", "starting", "running", "stopping", "backoff", "failed", "exited",
+};
+
+const char *service_state_name(enum svc_state s)
+{
+    return (unsigned)s < SVC_NSTATES ? state_names[s] : "?";
+}
+
+size_t services_count(void) { return nsvcs; }
+
+static bool exit_is_success(const struct service *s)
+{
+    if (!WIFEXITED(s->wstatus))
+        return false;
+    int code = WEXITSTATUS(s->wstatus);
+    for (size_t i = 0; i < s->cfg->n_success; i++)
+        if (s->cfg->success_exit_codes[i] == code)
+            return true;
+    return false;
+}
+
+static cJSON *exit_json(const struct service *s)
+{
+    if (!s->has_exit)
+        return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    if (WIFEXITED(s->wstatus)) {
+        cJSON_AddNumberToObject(o, "code", WEXITSTATUS(s->wstatus));
+    } else if (WIFSIGNALED(s->wstatus)) {
+        const char *n = config_signal_name(WTERMSIG(s->wstatus));
+        if (n)
+            cJSON_AddStringToObject(o, "signal", n);
+        else
+            cJSON_AddNumberToObject(o, "signal", WTERMSIG(s->wstatus));
+    }
+    return o;
+}
+
+static void set_state(struct service *s, enum svc_state to)
+{
+    enum svc_state from = s->state;
+    if (from == to)
+        return;
+    s->state = to;
+    s->since_ms = mono_ms();
+    log_info("service %s: %s -> %s%s%s", s->cfg->name, state_names[from], state_names[to],
+             s->error[0] && (to == SVC_FAILED || to == SVC_BACKOFF) ? ": " : "",
+             s->error[0] && (to == SVC_FAILED || to == SVC_BACKOFF) ? s->error : "");
+    cJSON *p = cJSON_CreateObject();
+    if (p) {
+        cJSON_AddStringToObject(p, "service", s->cfg->name);
+        cJSON_AddStringToObject(p, "state", state_names[to]);
+        cJSON_AddStringToObject(p, "from", state_names[from]);
+        cJSON_AddNumberToObject(p, "pid", s->pid);
+        cJSON_AddNumberToObject(p, "restarts", s->restarts);
+        if (to == SVC_BACKOFF || to == SVC_FAILED || to == SVC_EXITED || to == SVC_STOPPED)
+            cJSON_AddItemToObject(p, "last_exit", exit_json(s));
+        if (s->error[0])
+            cJSON_AddStringToObject(p, "error", s->error);
+    }
+    events_emit("service.state", p);
+}
+
+static void timer_start(struct service *s, int64_t ms)
+{
+    ev_timer_stop(H.loop, &s->timer);
+    ev_timer_set(&s->timer, (double)ms / 1000.0, 0.);
+    ev_timer_start(H.loop, &s->timer);
+}
+
+static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    dispatch(w->data, E_TIMER);
+}
+
+static void close_exec_pipe(struct service *s)
+{
+    if (s->exec_fd >= 0) {
+        ev_io_stop(H.loop, &s->exec_io);
+        close(s->exec_fd);
+        s->exec_fd = -1;
+    }
+}
+
+/* The child writes errno to the close-on-exec pipe if exec (or the setup
+ * before it) fails; EOF alone means exec succeeded. */
+static void exec_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct service *s = w->data;
+    int err = 0;
+    ssize_t n;
+
+    do
+        n = read(s->exec_fd, &err, sizeof(err));
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && errno == EAGAIN)
+        return;
+    close_exec_pipe(s);
+    if (n == (ssize_t)sizeof(err)) {
+        snprintf(s->error, sizeof(s->error), "unable to exec %s: %s", s->cfg->argv[0],
+                 strerror(err));
+        log_error("service %s: %s", s->cfg->name, s->error);
+        return; /* the exit follows through the reaper */
+    }
+    dispatch(s, E_EXEC_OK);
+}
+
+static void child_exited(void *ctx, pid_t pid, int wstatus)
+{
+    struct service *s = ctx;
+    if (s->exec_fd >= 0)
+        exec_cb(H.loop, &s->exec_io, 0);
+    s->wstatus = wstatus;
+    s->has_exit = true;
+    s->pid = 0;
+    dispatch(s, E_EXIT);
+}
+
+/* Environment: hearth's own, then the service's env over it. */
+static char **build_env(const struct service_config *c)
+{
+    size_t n = 0;
+    for (char **e = environ; e && *e; e++)
+        n++;
+    char **env = calloc(n + c->n_env + 1, sizeof(char *));
+    if (!env)
+        return NULL;
+    size_t k = 0;
+    for (char **e = environ; e && *e; e++) {
+        bool overridden = false;
+        for (size_t i = 0; i < c->n_env; i++) {
+            size_t kl = strlen(c->env[i].key);
+            if (strncmp(*e, c->env[i].key, kl) == 0 && (*e)[kl] == '=')
+                overridden = true;
+        }
+        if (!overridden)
+            env[k++] = *e;
+    }
+    for (size_t i = 0; i < c->n_env; i++) {
+        size_t len = strlen(c->env[i].key) + strlen(c->env[i].value) + 2;
+        char *kv = malloc(len);
+        if (!kv)
+            continue;
+        snprintf(kv, len, "%s=%s", c->env[i].key, c->env[i].value);
+        env[k++] = kv;
+    }
+    env[k] = NULL;
+    return env;
+}
+
+static void free_env(const struct service_config *c, char **env)
+{
+    if (!env)
+        return;
+    /* Only the service's own entries were allocated: they are the tail. */
+    size_t n = 0;
+    while (env[n])
+        n++;
+    size_t own = c->n_env < n ? c->n_env : n;
+    for (size_t i = n - own; i < n; i++)
+        free(env[i]);
+    free(env);
+}
+
+/* Runs in the child between fork and exec: only async-signal-safe calls
+ * that cannot touch hearth's loop. Any failure is reported through the
+ * pipe and ends the child with 127. */
+static void __attribute__((noreturn)) child_exec(struct service *s, int errfd, char **env)
+{
+    const struct service_config *c = s->cfg;
+    sigset_t all;
+    int err;
+
+    sigemptyset(&all);
+    sigprocmask(SIG_SETMASK, &all, NULL);
+    for (int sig = 1; sig < NSIG; sig++)
+        signal(sig, SIG_DFL);
+    setsid();
+    if (s->cgroup[0]) {
+        char path[CGROUP_PATH_MAX + 16];
+        snprintf(path, sizeof(path), "%s/cgroup.procs", s->cgroup);
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            if (write(fd, "0", 1) != 1) {
+                /* Running outside the leaf still works; kill falls back. */
+            }
+            close(fd);
+        }
+    }
+    int nul = open("/dev/null", O_RDONLY);
+    if (nul >= 0 && nul != 0) {
+        dup2(nul, 0);
+        close(nul);
+    }
+    if (chdir(c->cwd ? c->cwd : "/") < 0)
+        goto fail;
+    execvpe(c->argv[0], c->argv, env);
+fail:
+    err = errno;
+    if (write(errfd, &err, sizeof(err)) < 0) {
+        /* nothing more to do */
+    }
+    _exit(127);
+}
+
+static int spawn(struct service *s)
+{
+    int p[2];
+    char **env;
+    pid_t pid;
+
+    s->error[0] = 0;
+    if (cgroup_available() && !s->cgroup[0] &&
+        cgroup_service_create(s->cfg->name, s->cgroup, sizeof(s->cgroup)) < 0) {
+        log_warn("service %s: unable to create cgroup: %s", s->cfg->name, strerror(errno));
+        s->cgroup[0] = 0;
+    }
+    if (pipe2(p, O_CLOEXEC) < 0) {
+        snprintf(s->error, sizeof(s->error), "unable to create pipe: %s", strerror(errno));
+        return -1;
+    }
+    env = build_env(s->cfg);
+    if (!env) {
+        snprintf(s->error, sizeof(s->error), "unable to build environment: out of memory");
+        close(p[0]);
+        close(p[1]);
+        return -1;
+    }
+    pid = fork();
+    if (pid < 0) {
+        snprintf(s->error, sizeof(s->error), "unable to fork: %s", strerror(errno));
+        close(p[0]);
+        close(p[1]);
+        free_env(s->cfg, env);
+        return -1;
+    }
+    if (pid == 0) {
+        close(p[0]);
+        child_exec(s, p[1], env);
+    }
+    close(p[1]);
+    free_env(s->cfg, env);
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    s->pid = pid;
+    s->has_exit = false;
+    s->killed = false;
+    s->exec_fd = p[0];
+    ev_io_init(&s->exec_io, exec_cb, p[0], EV_READ);
+    s->exec_io.data = s;
+    ev_io_start(H.loop, &s->exec_io);
+    if (reaper_watch(pid, child_exited, s) < 0) {
+        /* Cannot happen with REAPER_MAX > services; still, never leak. */
+        log_error("service %s: unable to watch pid %d", s->cfg->name, (int)pid);
+    }
+    log_debug("service %s: spawned pid %d", s->cfg->name, (int)pid);
+    return 0;
+}
+
+static void signal_group(struct service *s, int sig)
+{
+    if (s->pid > 0) {
+        /* The service leads its own process group (setsid). */
+        if (kill(-s->pid, sig) < 0 && errno == ESRCH)
+            kill(s->pid, sig);
+    }
+}
+
+/* Kill whatever is left in the leaf once the main process is gone, so no
+ * descendant outlives its service. */
+static void sweep(struct service *s)
+{
+    if (s->cgroup[0] && !cgroup_is_empty(s->cgroup))
+        cgroup_kill(s->cgroup);
+}
+
+/* ---- actions: each returns the next state ---- */
+
+typedef enum svc_state (*action_fn)(struct service *s);
+
+static enum svc_state a_spawn(struct service *s)
+{
+    if (spawn(s) < 0) {
+        log_error("service %s: %s", s->cfg->name, s->error);
+        return SVC_FAILED;
+    }
+    return SVC_STARTING;
+}
+
+static enum svc_state a_running(struct service *s) { return SVC_RUNNING; }
+
+static enum svc_state a_stop(struct service *s)
+{
+    ev_timer_stop(H.loop, &s->timer);
+    signal_group(s, s->cfg->stop_signal);
+    timer_start(s, s->cfg->stop_timeout_ms);
+    return SVC_STOPPING;
+}
+
+static enum svc_state a_cancel(struct service *s)
+{
+    ev_timer_stop(H.loop, &s->timer);
+    return SVC_STOPPED;
+}
+
+static enum svc_state a_kill(struct service *s)
+{
+    log_warn("service %s: no exit %lld ms after %s, killing", s->cfg->name,
+             (long long)s->cfg->stop_timeout_ms, config_signal_name(s->cfg->stop_signal));
+    s->killed = true;
+    signal_group(s, SIGKILL);
+    if (s->cgroup[0])
+        cgroup_kill(s->cgroup);
+    return SVC_STOPPING;
+}
+
+static enum svc_state a_exited(struct service *s)
+{
+    bool ok = exit_is_success(s);
+    sweep(s);
+    if (s->error[0] == 0 && !ok) {
+        if (WIFEXITED(s->wstatus))
+            snprintf(s->error, sizeof(s->error), "exited with code %d", WEXITSTATUS(s->wstatus));
+        else if (WIFSIGNALED(s->wstatus))
+            snprintf(s->error, sizeof(s->error), "killed by %s",
+                     config_signal_name(WTERMSIG(s->wstatus)) ?: "signal");
+    }
+    if (s->cfg->restart == RESTART_ALWAYS || (s->cfg->restart == RESTART_ON_FAILURE && !ok)) {
+        s->restarts++;
+        timer_start(s, s->cfg->backoff_initial_ms);
+        return SVC_BACKOFF;
+    }
+    return ok ? SVC_EXITED : SVC_FAILED;
+}
+
+static enum svc_state a_stopped(struct service *s)
+{
+    ev_timer_stop(H.loop, &s->timer);
+    sweep(s);
+    return SVC_STOPPED;
+}
+
+/* The table: what each event does in each state. NULL = ignored. */
+static const action_fn table[SVC_NSTATES][E_NEVENTS] = {
+    /*               START     STOP      EXEC_OK    EXIT       TIMER */
+    [SVC_STOPPED]  = {a_spawn, NULL,     NULL,      NULL,      NULL},
+    [SVC_WAITING]  = {NULL,    a_cancel, NULL,      NULL,      NULL},
+    [SVC_STARTING] = {NULL,    a_stop,   a_running, a_exited,  NULL},
+    [SVC_RUNNING]  = {NULL,    a_stop,   NULL,      a_exited,  NULL},
+    [SVC_STOPPING] = {NULL,    NULL,     NULL,      a_stopped, a_kill},
+    [SVC_BACKOFF]  = {NULL,    a_cancel, NULL,      NULL,      a_spawn},
+    [SVC_FAILED]   = {a_spawn, NULL,     NULL,      NULL,      NULL},
+    [SVC_EXITED]   = {a_spawn, NULL,     NULL,      NULL,      NULL},
+};
+
+static void after_transition(struct service *s);
+
+static void dispatch(struct service *s, enum svc_event ev)
+{
+    action_fn fn = table[s->state][ev];
+    if (!fn) {
+        log_debug("service %s: %s ignored in %s", s->cfg->name, event_names[ev],
+                  state_names[s->state]);
+        return;
+    }
+    set_state(s, fn(s));
+    after_transition(s);
+}
+
+static bool is_down(const struct service *s)
+{
+    return s->pid == 0 && s->state != SVC_STARTING && s->state != SVC_STOPPING;
+}
+
+static void stop_next(void);
+
+static void after_transition(struct service *s)
+{
+    int idx = (int)(s - svcs);
+
+    /* A main service that will not run again ends a container. */
+    if (idx == main_index && (s->state == SVC_FAILED || s->state == SVC_EXITED) &&
+        main_done_fn && stop_all_next < 0)
+        main_done_fn(services_main_status());
+    if (stop_all_next >= 0 && idx == stop_all_next && is_down(s))
+        stop_next();
+}
+
+int services_init(const struct config *cfg)
+{
+    nsvcs = cfg->n_services;
+    main_index = nsvcs ? 0 : -1;
+    for (size_t i = 0; i < nsvcs; i++) {
+        struct service *s = &svcs[i];
+        memset(s, 0, sizeof(*s));
+        s->cfg = &cfg->services[i];
+        s->state = SVC_STOPPED;
+        s->exec_fd = -1;
+        ev_timer_init(&s->timer, timer_cb, 0., 0.);
+        s->timer.data = s;
+        if (s->cfg->main)
+            main_index = (int)i;
+    }
+    return 0;
+}
+
+void services_start_all(void)
+{
+    for (size_t i = 0; i < nsvcs; i++)
+        dispatch(&svcs[i], E_START);
+}
+
+static bool in_stop_next;
+
+static void stop_next(void)
+{
+    /* dispatch() below re-enters through after_transition(). */
+    if (in_stop_next)
+        return;
+    in_stop_next = true;
+    while (stop_all_next >= 0) {
+        struct service *s = &svcs[stop_all_next];
+        if (!is_down(s) && s->state != SVC_STOPPING)
+            dispatch(s, E_STOP);
+        else if (s->state == SVC_BACKOFF || s->state == SVC_WAITING)
+            dispatch(s, E_STOP);
+        if (!is_down(s)) {
+            in_stop_next = false;
+            return; /* wait for its exit */
+        }
+        stop_all_next--;
+    }
+    in_stop_next = false;
+    void (*done)(void) = stop_all_done;
+    stop_all_done = NULL;
+    if (done)
+        done();
+}
+
+void services_stop_all(void (*done)(void))
+{
+    stop_all_done = done;
+    stop_all_next = (int)nsvcs - 1;
+    /* Nothing may restart while the stop walks down the list. */
+    for (size_t i = 0; i < nsvcs; i++)
+        if (svcs[i].state == SVC_BACKOFF || svcs[i].state == SVC_WAITING)
+            dispatch(&svcs[i], E_STOP);
+    stop_next();
+}
+
+bool services_any_alive(void)
+{
+    for (size_t i = 0; i < nsvcs; i++)
+        if (svcs[i].pid > 0)
+            return true;
+    return false;
+}
+
+void services_on_main_done(void (*fn)(int)) { main_done_fn = fn; }
+
+int services_main_status(void)
+{
+    if (main_index < 0)
+        return 0;
+    const struct service *s = &svcs[main_index];
+    if (!s->has_exit)
+        return 0;
+    if (WIFEXITED(s->wstatus))
+        return WEXITSTATUS(s->wstatus);
+    if (WIFSIGNALED(s->wstatus))
+        return 128 + WTERMSIG(s->wstatus);
+    return 1;
+}
+
+cJSON *services_to_json(void)
+{
+    cJSON *arr = cJSON_CreateArray();
+    int64_t now = mono_ms();
+    if (!arr)
+        return NULL;
+    for (size_t i = 0; i < nsvcs; i++) {
+        const struct service *s = &svcs[i];
+        cJSON *o = cJSON_CreateObject();
+        if (!o)
+            break;
+        cJSON_AddStringToObject(o, "name", s->cfg->name);
+        cJSON_AddStringToObject(o, "state", state_names[s->state]);
+        cJSON_AddNumberToObject(o, "pid", s->pid);
+        cJSON_AddNumberToObject(o, "restarts", s->restarts);
+        cJSON_AddBoolToObject(o, "main", (int)i == main_index);
+        cJSON_AddNumberToObject(o, "since_ms", (double)(now - s->since_ms));
+        cJSON_AddItemToObject(o, "last_exit", exit_json(s));
+        if (s->error[0])
+            cJSON_AddStringToObject(o, "error", s->error);
+        if (s->state == SVC_BACKOFF) {
+            double left = ev_timer_remaining(H.loop, (ev_timer *)&s->timer);
+            cJSON_AddNumberToObject(o, "next_start_ms", (double)(int64_t)(left * 1000.0));
+        }
+        if (s->cgroup[0])
+            cJSON_AddStringToObject(o, "cgroup", s->cgroup);
+        cJSON_AddItemToArray(arr, o);
+    }
+    return arr;
+}

@@ -1,0 +1,49 @@
+/* service: supervised processes. Each service is an explicit state machine
+ * (state x event table in service.c); every transition is logged and
+ * emitted as a "service.state" event. */
+#ifndef HEARTH_SERVICE_H
+#define HEARTH_SERVICE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config.h"
+
+struct cJSON;
+
+enum svc_state {
+    SVC_STOPPED,   /* not running, not wanted */
+    SVC_WAITING,   /* wanted, waiting for what it is "after" */
+    SVC_STARTING,  /* forked, exec not yet confirmed */
+    SVC_RUNNING,
+    SVC_STOPPING,  /* stop signal sent, waiting for exit or timeout */
+    SVC_BACKOFF,   /* exited, restart timer pending */
+    SVC_FAILED,    /* exited unsuccessfully, no restart */
+    SVC_EXITED,    /* exited successfully, no restart */
+    SVC_NSTATES
+};
+
+const char *service_state_name(enum svc_state s);
+
+/* Builds the runtime for every configured service (none started). */
+int services_init(const struct config *cfg);
+/* Wants every service up and starts them in the listed order. */
+void services_start_all(void);
+/* Stops every service in reverse order, one after the other, each with its
+ * stop signal and timeout; calls done() once all are down. */
+void services_stop_all(void (*done)(void));
+/* Whether any service process is still alive. */
+bool services_any_alive(void);
+
+/* Called once a service marked main (or the first) will not run again:
+ * container mode shuts down with its status. */
+void services_on_main_done(void (*fn)(int exit_status));
+/* Exit status of the main service: its code, or 128+signal. */
+int services_main_status(void);
+
+size_t services_count(void);
+/* An array of service objects for status / services.list. */
+struct cJSON *services_to_json(void);
+
+#endif

@@ -1,0 +1,79 @@
+#include "shutdown.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+
+#include "cgroup.h"
+#include "control.h"
+#include "events.h"
+#include "log.h"
+#include "machine.h"
+#include "service.h"
+
+static bool requested;
+static enum shutdown_action pending_action;
+static char reason[128];
+static ev_timer kick;
+
+const char *shutdown_action_name(enum shutdown_action a)
+{
+    switch (a) {
+    case SHUTDOWN_POWEROFF: return "poweroff";
+    case SHUTDOWN_REBOOT: return "reboot";
+    case SHUTDOWN_EXIT: return "exit";
+    }
+    return "?";
+}
+
+bool shutdown_in_progress(void) { return requested; }
+
+static void all_stopped(void)
+{
+    hearth_set_phase(PHASE_STOPPED);
+    if (H.mode == MODE_VM) {
+        /* PID 1 never returns: power off, and if the kernel refuses, keep
+         * reaping with the control plane still up so the host can see. */
+        control_flush();
+        sync();
+        machine_power(pending_action);
+        log_error("still running after %s; reaping continues", shutdown_action_name(pending_action));
+        return;
+    }
+    H.exit_status = services_main_status();
+    log_info("exiting with status %d", H.exit_status);
+    control_flush();
+    control_stop();
+    cgroup_teardown();
+    ev_break(H.loop, EVBREAK_ALL);
+}
+
+static void kick_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    hearth_set_phase(PHASE_STOPPING);
+    services_stop_all(all_stopped);
+}
+
+void shutdown_request(enum shutdown_action action, const char *why)
+{
+    if (requested) {
+        if (action == SHUTDOWN_REBOOT)
+            pending_action = SHUTDOWN_REBOOT;
+        log_info("shutdown already under way (%s)", why);
+        return;
+    }
+    requested = true;
+    pending_action = action;
+    snprintf(reason, sizeof(reason), "%s", why);
+    log_info("shutdown (%s): %s", shutdown_action_name(action), reason);
+    cJSON *p = cJSON_CreateObject();
+    if (p) {
+        cJSON_AddStringToObject(p, "action", shutdown_action_name(action));
+        cJSON_AddStringToObject(p, "reason", reason);
+    }
+    events_emit("shutdown", p);
+    ev_timer_init(&kick, kick_cb, 0., 0.);
+    ev_timer_start(H.loop, &kick);
+}

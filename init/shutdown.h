@@ -1,0 +1,19 @@
+/* shutdown: the orderly end. Services stop in reverse order with their
+ * own signals and timeouts, then: vm mode syncs, unmounts (bounded) and
+ * powers off or reboots; container and supervisor modes leave the loop and
+ * exit with the main service's status. */
+#ifndef HEARTH_SHUTDOWN_H
+#define HEARTH_SHUTDOWN_H
+
+#include <stdbool.h>
+
+#include "hearth.h"
+
+/* Starts the shutdown on the next loop iteration (so a reply to the
+ * request that asked for it goes out first). A second call while one is
+ * under way only upgrades poweroff to reboot if asked. */
+void shutdown_request(enum shutdown_action action, const char *why);
+bool shutdown_in_progress(void);
+const char *shutdown_action_name(enum shutdown_action a);
+
+#endif

@@ -1,0 +1,162 @@
+#!/bin/sh
+# Installs the toolchain and test tools hearth needs on Debian, then fetches
+# libev and cJSON from Debian source packages at pinned versions and builds
+# them with musl-gcc into build/deps (once per version).
+#
+#   scripts/deps.sh            toolchain + test tools + libraries
+#   scripts/deps.sh --bench    also the benchmark peers
+#   scripts/deps.sh --libs     only build the libraries (tools already there)
+set -eu
+
+LIBEV_VERSION=4.33
+CJSON_VERSION=1.7.15
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+DEPS=${HEARTH_DEPS:-$ROOT/build/deps}
+
+PKGS="build-essential musl-tools make python3-pytest iproute2 nftables util-linux \
+procps file dpkg-dev kmod cpio qemu-system-x86 libclang-rt-14-dev clang"
+BENCH_PKGS="qemu-guest-agent tini dumb-init s6 nftables"
+
+want_bench=0
+libs_only=0
+for a in "$@"; do
+    case "$a" in
+        --bench) want_bench=1 ;;
+        --libs) libs_only=1 ;;
+        *) echo "deps.sh: unknown option $a" >&2; exit 2 ;;
+    esac
+done
+
+log() { printf 'deps: %s\n' "$*"; }
+
+missing_pkgs() {
+    out=""
+    for p in "$@"; do
+        st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+        case "$st" in *"install ok installed"*) ;; *) out="$out $p" ;; esac
+    done
+    echo "$out"
+}
+
+apt_updated=0
+apt_update() {
+    [ "$apt_updated" = 1 ] && return 0
+    apt-get update -qq
+    apt_updated=1
+}
+
+ensure_deb_src() {
+    if grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ 2>/dev/null ||
+       grep -qs '^deb-src' /etc/apt/sources.list 2>/dev/null; then
+        return 0
+    fi
+    src=/etc/apt/sources.list.d/debian.sources
+    if [ -f "$src" ]; then
+        log "adding a deb-src entry"
+        sed 's/^Types: deb$/Types: deb-src/' "$src" > /etc/apt/sources.list.d/hearth-src.sources
+    else
+        log "no $src: add a deb-src line yourself"
+        return 1
+    fi
+    apt_updated=0
+}
+
+install_pkgs() {
+    miss=$(missing_pkgs "$@")
+    [ -z "$miss" ] && return 0
+    if [ "$(id -u)" != 0 ]; then
+        echo "deps: missing packages; run as root:" >&2
+        echo "  apt-get install -y$miss" >&2
+        exit 1
+    fi
+    log "installing$miss"
+    apt_update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $miss >/dev/null
+}
+
+fetch_source() { # name version orig-tarball
+    name=$1 ver=$2 tarball=$3
+    dl="$DEPS/src"
+    mkdir -p "$dl"
+    if [ -f "$dl/$tarball" ]; then return 0; fi
+    if [ "$(id -u)" = 0 ]; then ensure_deb_src; fi
+    apt_update
+    log "fetching $name $ver source"
+    (cd "$dl" && apt-get source -qq --download-only "$name=$ver"* >/dev/null 2>&1) ||
+        (cd "$dl" && apt-get source -qq --download-only "$name" >/dev/null)
+    if [ ! -f "$dl/$tarball" ]; then
+        echo "deps: $tarball not found after apt-get source $name" >&2
+        exit 1
+    fi
+}
+
+# Periodic and child watchers are compiled out: hearth reaps children itself
+# and uses only monotonic timers, and without periodics libev has no reason
+# to wake up every minute to look for wall-clock jumps.
+LIBEV_DEFS="-DEV_PERIODIC_ENABLE=0 -DEV_CHILD_ENABLE=0 -DEV_STAT_ENABLE=0"
+
+build_libev() {
+    stamp="$DEPS/.libev-$LIBEV_VERSION"
+    [ -f "$stamp" ] && return 0
+    fetch_source libev "1:$LIBEV_VERSION" "libev_$LIBEV_VERSION.orig.tar.gz"
+    b="$DEPS/build-libev"
+    rm -rf "$b"; mkdir -p "$b"
+    tar -xzf "$DEPS/src/libev_$LIBEV_VERSION.orig.tar.gz" -C "$b" --strip-components=1
+    log "building libev $LIBEV_VERSION with musl-gcc"
+    (cd "$b" && CC=musl-gcc CFLAGS="-O2 -fPIE -fno-strict-aliasing $LIBEV_DEFS" ./configure -q \
+        --disable-shared --enable-static --prefix="$DEPS" >/dev/null &&
+        make -s >/dev/null 2>&1 && make -s install >/dev/null)
+    # A glibc-compiled copy for the sanitizer unit build.
+    g="$DEPS/build-libev-glibc"
+    rm -rf "$g"; mkdir -p "$g"
+    tar -xzf "$DEPS/src/libev_$LIBEV_VERSION.orig.tar.gz" -C "$g" --strip-components=1
+    (cd "$g" && CFLAGS="-O1 -g -fno-strict-aliasing $LIBEV_DEFS" ./configure -q --disable-shared \
+        --enable-static --prefix="$DEPS/glibc" >/dev/null &&
+        make -s >/dev/null 2>&1 && make -s install >/dev/null)
+    touch "$stamp"
+}
+
+build_cjson() {
+    stamp="$DEPS/.cjson-$CJSON_VERSION"
+    [ -f "$stamp" ] && return 0
+    fetch_source cjson "$CJSON_VERSION" "cjson_$CJSON_VERSION.orig.tar.gz"
+    b="$DEPS/build-cjson"
+    rm -rf "$b"; mkdir -p "$b"
+    # Unpack the .dsc so Debian's security patches are applied on top of
+    # the upstream tarball.
+    dsc=$(ls "$DEPS"/src/cjson_"$CJSON_VERSION"-*.dsc | head -n1)
+    rmdir "$b"
+    dpkg-source --no-check -x "$dsc" "$b" >/dev/null
+    log "building cJSON $CJSON_VERSION with musl-gcc"
+    mkdir -p "$DEPS/include" "$DEPS/lib" "$DEPS/glibc/include" "$DEPS/glibc/lib" "$DEPS/cjson-src"
+    musl-gcc -O2 -fPIE -c "$b/cJSON.c" -o "$b/cJSON.o"
+    ar rcs "$DEPS/lib/libcjson.a" "$b/cJSON.o"
+    cp "$b/cJSON.h" "$DEPS/include/"
+    gcc -O1 -g -c "$b/cJSON.c" -o "$b/cJSON-glibc.o"
+    ar rcs "$DEPS/glibc/lib/libcjson.a" "$b/cJSON-glibc.o"
+    cp "$b/cJSON.h" "$DEPS/glibc/include/"
+    # Source kept for the fuzz build (clang + sanitizers compile it in).
+    cp "$b/cJSON.c" "$b/cJSON.h" "$DEPS/cjson-src/"
+    touch "$stamp"
+}
+
+# musl-gcc does not search /usr/include; kernel uapi headers are exposed
+# through a directory of three links so glibc's headers never shadow musl's.
+kernel_headers() {
+    k="$DEPS/kinclude"
+    mkdir -p "$k"
+    ln -sfn /usr/include/linux "$k/linux"
+    ln -sfn /usr/include/x86_64-linux-gnu/asm "$k/asm"
+    ln -sfn /usr/include/asm-generic "$k/asm-generic"
+}
+
+if [ "$libs_only" = 0 ]; then
+    install_pkgs $PKGS
+    [ "$want_bench" = 1 ] && install_pkgs $BENCH_PKGS
+fi
+mkdir -p "$DEPS"
+build_libev
+build_cjson
+kernel_headers
+log "ok: libev $LIBEV_VERSION, cJSON $CJSON_VERSION in $DEPS"
