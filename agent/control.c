@@ -507,7 +507,7 @@ static int open_unix(struct listener *l)
     mode_t old = umask(0177);
     int rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
     umask(old);
-    if (rc < 0 || chmod(l->spec.path, 0600) < 0 || listen(fd, 128) < 0) {
+    if (rc < 0 || chmod(l->spec.path, 0600) < 0 || listen(fd, 256) < 0) {
         snprintf(l->error, sizeof(l->error), "%s", strerror(errno));
         close(fd);
         return -1;
@@ -528,7 +528,7 @@ static int open_vsock(struct listener *l)
     sa.svm_family = AF_VSOCK;
     sa.svm_cid = VMADDR_CID_ANY;
     sa.svm_port = l->spec.port;
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0) {
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 256) < 0) {
         snprintf(l->error, sizeof(l->error), "%s", strerror(errno));
         close(fd);
         return -1;

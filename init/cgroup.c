@@ -1,6 +1,7 @@
 #include "cgroup.h"
 
 #include <dirent.h>
+#include <stdint.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>

@@ -1,0 +1,180 @@
+"""Fixtures that run the shipped static build/hearth as PID 1 of fresh
+namespaces (unshare --pid --fork --mount --net --uts --ipc --mount-proc)
+and talk to it over its unix control socket."""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+HEARTH = os.path.join(ROOT, "build", "hearth")
+HEARTHCTL = os.path.join(ROOT, "build", "hearthctl")
+
+
+def _need_root():
+    if os.geteuid() != 0:
+        pytest.skip("namespace tests need root")
+    if not shutil.which("unshare"):
+        pytest.skip("unshare (util-linux) is not installed")
+
+
+class Client:
+    """A line-oriented JSON-RPC client on one connection."""
+
+    def __init__(self, path, timeout=10.0):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.sock.connect(path)
+        self.buf = b""
+        self.next_id = 1
+
+    def send_raw(self, data: bytes):
+        self.sock.sendall(data)
+
+    def read_line(self):
+        while b"\n" not in self.buf:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise EOFError("connection closed")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def read_reply(self):
+        """Next message that is not a notification."""
+        while True:
+            msg = self.read_line()
+            if "id" in msg:
+                return msg
+
+    def call(self, method, params=None):
+        rid = self.next_id
+        self.next_id += 1
+        req = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            req["params"] = params
+        self.send_raw((json.dumps(req) + "\n").encode())
+        reply = self.read_reply()
+        assert reply.get("id") == rid, reply
+        return reply
+
+    def result(self, method, params=None):
+        reply = self.call(method, params)
+        assert "result" in reply, reply
+        return reply["result"]
+
+    def close(self):
+        self.sock.close()
+
+
+class Hearth:
+    def __init__(self, tmp_path):
+        self.dir = tmp_path
+        # Unix socket paths are limited to 108 bytes: keep it short.
+        self.sockdir = tempfile.mkdtemp(prefix="hearth-")
+        self.sock = os.path.join(self.sockdir, "control.sock")
+        self.proc = None
+        self.log_path = tmp_path / "hearth.log"
+        self.extra_args = []
+
+    def config(self, services=None, **extra):
+        cfg = {"control": {"listen": ["unix:" + self.sock]}, "services": services or []}
+        cfg.update(extra)
+        return cfg
+
+    def start(self, cfg, wait=True, args=()):
+        path = self.dir / "hearth.json"
+        path.write_text(json.dumps(cfg))
+        self.log = open(self.log_path, "wb")
+        cmd = ["unshare", "--pid", "--fork", "--mount", "--net", "--uts", "--ipc",
+               "--mount-proc", HEARTH, "-c", str(path), "--log", "debug", *args]
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError("hearth exited early:\n" + self.log_text())
+            try:
+                c = Client(self.sock, timeout=2)
+                c.result("ping")
+                c.close()
+                return
+            except (OSError, EOFError):
+                time.sleep(0.02)
+        raise AssertionError("hearth not ready:\n" + self.log_text())
+
+    def log_text(self):
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def client(self, timeout=10.0):
+        return Client(self.sock, timeout)
+
+    def rpc(self, method, params=None):
+        c = self.client()
+        try:
+            return c.result(method, params)
+        finally:
+            c.close()
+
+    @property
+    def pid(self):
+        """hearth's pid as seen from the test (the child of unshare)."""
+        with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
+            kids = f.read().split()
+        assert kids, "unshare has no child"
+        return int(kids[0])
+
+    def signal(self, sig):
+        os.kill(self.pid, sig)
+
+    def wait_exit(self, timeout=20.0):
+        return self.proc.wait(timeout=timeout)
+
+    def service(self, name):
+        for s in self.rpc("services.list")["services"]:
+            if s["name"] == name:
+                return s
+        raise KeyError(name)
+
+    def wait_for(self, pred, timeout=10.0, what="condition"):
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            last = pred()
+            if last:
+                return last
+            time.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what}; log:\n" + self.log_text())
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            try:
+                self.signal(signal.SIGTERM)
+                self.proc.wait(timeout=20)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait()
+        if hasattr(self, "log"):
+            self.log.close()
+        shutil.rmtree(self.sockdir, ignore_errors=True)
+
+
+@pytest.fixture
+def hearth(tmp_path):
+    _need_root()
+    h = Hearth(tmp_path)
+    yield h
+    h.stop()

@@ -1,0 +1,183 @@
+"""The control plane under bad input, many clients and stuck clients."""
+import json
+import os
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import Client
+
+
+def test_bad_requests_get_the_right_error_and_ping_keeps_working(hearth):
+    hearth.start(hearth.config())
+    c = hearth.client()
+    cases = [
+        (b"{not json\n", -32700, None),
+        (b'"just a string"\n', -32600, None),
+        (b"[]\n", -32600, None),
+        (b'{"id":1,"method":"ping"}\n', -32600, 1),
+        (b'{"jsonrpc":"1.0","id":2,"method":"ping"}\n', -32600, 2),
+        (b'{"jsonrpc":"2.0","id":3}\n', -32600, 3),
+        (b'{"jsonrpc":"2.0","id":4,"method":42}\n', -32600, 4),
+        (b'{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}\n', -32600, None),
+        (b'{"jsonrpc":"2.0","id":6,"method":"ping","params":7}\n', -32600, 6),
+        (b'{"jsonrpc":"2.0","id":7,"method":"no.such.method"}\n', -32601, 7),
+        (b'{"jsonrpc":"2.0","id":8,"method":"status","params":{"x":1}}\n', -32602, 8),
+        (b'{"jsonrpc":"2.0","id":9,"method":"status","params":[1]}\n', -32602, 9),
+        (b'{"jsonrpc":"2.0","id":10,"method":"events.subscribe","params":{"since":-1}}\n', -32602, 10),
+        (b'{"jsonrpc":"2.0","id":11,"method":"\xff\xfe"}\n', -32700, None),
+        (b'{"jsonrpc":"2.0","id":12,"method":"ping"} trailing\n', -32700, None),
+        (b'{"jsonrpc":"2.0","id":13,"method":"ping","extra":1}\n', -32600, 13),
+    ]
+    for raw, code, rid in cases:
+        c.send_raw(raw)
+        reply = c.read_line()
+        assert reply["jsonrpc"] == "2.0"
+        assert "error" in reply, (raw, reply)
+        assert reply["error"]["code"] == code, (raw, reply)
+        assert reply["error"]["message"]
+        assert reply["id"] == rid, (raw, reply)
+        assert c.result("ping") == {}
+    # Blank lines and notifications (no id) get no reply at all.
+    c.send_raw(b'\n  \n{"jsonrpc":"2.0","method":"ping"}\n')
+    assert c.call("ping")["id"] == c.next_id - 1
+    c.close()
+
+
+def test_pipelined_requests_are_answered_in_order(hearth):
+    hearth.start(hearth.config())
+    c = hearth.client()
+    n = 2000
+    payload = b"".join(
+        (json.dumps({"jsonrpc": "2.0", "id": i, "method": "ping" if i % 3 else "version"}) + "\n").encode()
+        for i in range(n))
+    # Split at awkward boundaries so lines arrive in pieces.
+    for k in range(0, len(payload), 777):
+        c.send_raw(payload[k:k + 777])
+    ids = [c.read_line()["id"] for _ in range(n)]
+    assert ids == list(range(n))
+    c.close()
+
+
+def test_oversize_request_is_refused_and_connection_closed(hearth):
+    hearth.start(hearth.config())
+    c = hearth.client()
+    c.send_raw(b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"' + b"x" * (1 << 20) + b'"}}\n')
+    reply = c.read_line()
+    assert reply["error"]["code"] == -32600
+    assert "1048576" in reply["error"]["message"]
+    with pytest.raises((EOFError, ConnectionResetError, BrokenPipeError)):
+        for _ in range(10):
+            c.call("ping")
+    c.close()
+    # A request just under the limit is fine.
+    c = hearth.client()
+    big = '{"jsonrpc":"2.0","id":2,"method":"ping","params":{}}' + " " * ((1 << 20) - 60)
+    assert len(big) <= (1 << 20)
+    c.send_raw(big.encode() + b"\n")
+    assert c.read_line()["id"] == 2
+    c.close()
+    assert hearth.rpc("ping") == {}
+
+
+def test_200_concurrent_clients(hearth):
+    hearth.start(hearth.config())
+    clients, refused = [], 0
+    for _ in range(200):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(10)
+        for _ in range(500):
+            try:
+                s.connect(hearth.sock)
+                break
+            except BlockingIOError:  # backlog momentarily full
+                time.sleep(0.01)
+        clients.append(s)
+    served = []
+    for s in clients:
+        s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
+    for s in clients:
+        data = b""
+        while b"\n" not in data:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        msg = json.loads(data.split(b"\n")[0])
+        if "result" in msg:
+            served.append(s)
+        else:
+            assert msg["error"]["code"] == -32001
+            assert "too many clients" in msg["error"]["message"]
+            refused += 1
+    assert len(served) == 128 and refused == 72
+    for s in clients:
+        s.close()
+    # Slots come back once clients leave.
+    hearth.wait_for(lambda: hearth.rpc("status")["clients"] == 1, what="clients released")
+
+
+def test_client_that_never_reads_is_dropped_without_blocking_others(hearth):
+    hearth.start(hearth.config())
+    stuck = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stuck.connect(hearth.sock)
+    stuck.setblocking(False)
+    req = b'{"jsonrpc":"2.0","id":1,"method":"status"}\n' * 256
+    sent = 0
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 3:
+        try:
+            sent += stuck.send(req)
+        except BlockingIOError:
+            time.sleep(0.01)
+        # Everyone else is served meanwhile.
+        other = hearth.client(timeout=2)
+        assert other.result("ping") == {}
+        other.close()
+    assert sent > 0
+    # The stuck client is dropped once it has read nothing for 10 s.
+    def dropped():
+        return hearth.rpc("status")["clients"] == 1
+    hearth.wait_for(dropped, timeout=20, what="stuck client dropped")
+    assert "reads nothing" in hearth.log_text()
+    stuck.close()
+
+
+def test_client_disconnecting_mid_reply(hearth):
+    hearth.start(hearth.config())
+    for _ in range(20):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(hearth.sock)
+        s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"config.get"}\n' * 200)
+        s.close()
+    assert hearth.rpc("ping") == {}
+    hearth.wait_for(lambda: hearth.rpc("status")["clients"] == 1, what="clients gone")
+
+
+def test_peer_inside_a_service_cgroup_is_refused(hearth, tmp_path):
+    if not os.path.exists("/sys/fs/cgroup/unified/cgroup.procs") and \
+            not os.path.exists("/sys/fs/cgroup/cgroup.procs"):
+        pytest.skip("no cgroup2 on this host")
+    out = tmp_path / "peer.txt"
+    script = (
+        "import socket,sys,time\n"
+        "s=socket.socket(socket.AF_UNIX)\n"
+        f"s.connect({hearth.sock!r})\n"
+        "s.sendall(b'{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\\n')\n"
+        "d=s.recv(4096)\n"
+        f"open({str(out)!r},'wb').write(d)\n"
+        "time.sleep(1000)\n")
+    hearth.start(hearth.config(services=[{"name": "agent", "argv": ["/usr/bin/python3", "-c", script]}]))
+    hearth.wait_for(lambda: out.exists() and out.stat().st_size > 0, what="peer result")
+    reply = json.loads(out.read_bytes().split(b"\n")[0])
+    assert "error" in reply and reply["error"]["message"] == "peer refused"
+    assert "runs inside a service cgroup" in hearth.log_text()
+    # The host side is still served.
+    assert hearth.rpc("ping") == {}
+
+
+def test_socket_is_private(hearth):
+    hearth.start(hearth.config())
+    assert (os.stat(hearth.sock).st_mode & 0o777) == 0o600

@@ -1,0 +1,37 @@
+#!/bin/sh
+# Runs every test layer and ends with one line: "N passed, N failed, N skipped".
+set -u
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+out="$ROOT/build/test"
+mkdir -p "$out"
+cd "$ROOT"
+
+tp=0; tf=0; ts=0
+add() { # "LAYER: N passed, N failed[, N skipped]"
+    line=$1
+    p=$(echo "$line" | sed -n 's/.* \([0-9]*\) passed.*/\1/p')
+    f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
+    s=$(echo "$line" | sed -n 's/.* \([0-9]*\) skipped.*/\1/p')
+    tp=$((tp + ${p:-0})); tf=$((tf + ${f:-0})); ts=$((ts + ${s:-0}))
+}
+
+echo "== unit (ASan + UBSan)"
+"$ROOT/build/unit" > "$out/unit.log" 2>&1
+urc=$?
+grep -v '^ok ' "$out/unit.log"
+ul=$(tail -n 1 "$out/unit.log")
+case "$ul" in
+    *passed*failed*) add "unit: $ul" ;;
+    *) echo "unit: runner crashed (exit $urc)"; tf=$((tf + 1)) ;;
+esac
+[ $urc -ne 0 ] && [ "$(echo "$ul" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')" = 0 ] && tf=$((tf + 1))
+
+for layer in integration vm; do
+    echo "== $layer"
+    tests/run-layer.sh "$layer" > "$out/$layer.summary" 2>&1
+    cat "$out/$layer.summary" | grep -v '^\.*\s*\[' | tail -n 40
+    add "$(tail -n 1 "$out/$layer.summary")"
+done
+
+echo "$tp passed, $tf failed, $ts skipped"
+[ "$tf" -eq 0 ]

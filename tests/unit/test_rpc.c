@@ -1,0 +1,175 @@
+/* JSON-RPC framing: partial lines, pipelining, oversize, invalid JSON and
+ * wrong member types. */
+#include "unit.h"
+
+#include <stdlib.h>
+
+#include <cJSON.h>
+
+#include "rpc.h"
+
+TEST(linebuf_partial_and_pipelined_lines)
+{
+    struct linebuf lb;
+    const char *line;
+    size_t len;
+
+    linebuf_init(&lb, 64);
+    CHECK_EQ_INT(linebuf_append(&lb, "{\"a\"", 4), 0);
+    CHECK_EQ_INT(linebuf_next(&lb, &line, &len), 0);
+    CHECK_EQ_INT(linebuf_append(&lb, ":1}\r\nsecond\nthi", 15), 0);
+    CHECK_EQ_INT(linebuf_next(&lb, &line, &len), 1);
+    CHECK_EQ_INT(len, 7);
+    CHECK(memcmp(line, "{\"a\":1}", 7) == 0);
+    CHECK_EQ_INT(linebuf_next(&lb, &line, &len), 1);
+    CHECK_EQ_INT(len, 6);
+    CHECK(memcmp(line, "second", 6) == 0);
+    CHECK_EQ_INT(linebuf_next(&lb, &line, &len), 0);
+    CHECK_EQ_INT(linebuf_pending(&lb), 3);
+    CHECK_EQ_INT(linebuf_append(&lb, "rd\n", 3), 0);
+    CHECK_EQ_INT(linebuf_next(&lb, &line, &len), 1);
+    CHECK(len == 5 && memcmp(line, "third", 5) == 0);
+    linebuf_free(&lb);
+}
+
+TEST(linebuf_byte_at_a_time)
+{
+    struct linebuf lb;
+    const char *line;
+    size_t len;
+    const char *msg = "abc\ndef\n";
+    int lines = 0;
+
+    linebuf_init(&lb, 16);
+    for (size_t i = 0; msg[i]; i++) {
+        CHECK_EQ_INT(linebuf_append(&lb, &msg[i], 1), 0);
+        while (linebuf_next(&lb, &line, &len) == 1) {
+            CHECK_EQ_INT(len, 3);
+            lines++;
+        }
+    }
+    CHECK_EQ_INT(lines, 2);
+    linebuf_free(&lb);
+}
+
+TEST(linebuf_oversize_line_detected_before_newline)
+{
+    struct linebuf lb;
+    const char *line;
+    size_t len;
+    char big[100];
+
+    memset(big, 'x', sizeof(big));
+    linebuf_init(&lb, 64);
+    CHECK_EQ_INT(linebuf_append(&lb, big, 64), 0);
+    CHECK_EQ_INT(linebuf_next(&lb, &line, &len), 0); /* exactly max: still fine */
+    CHECK_EQ_INT(linebuf_append(&lb, big, 1), 0);
+    CHECK_EQ_INT(linebuf_next(&lb, &line, &len), -1);
+    linebuf_free(&lb);
+
+    /* A line of exactly max bytes with its newline is accepted. */
+    linebuf_init(&lb, 64);
+    CHECK_EQ_INT(linebuf_append(&lb, big, 64), 0);
+    CHECK_EQ_INT(linebuf_append(&lb, "\n", 1), 0);
+    CHECK_EQ_INT(linebuf_next(&lb, &line, &len), 1);
+    CHECK_EQ_INT(len, 64);
+    linebuf_free(&lb);
+}
+
+TEST(linebuf_is_bounded)
+{
+    struct linebuf lb;
+    char chunk[4096];
+    size_t total = 0;
+
+    memset(chunk, 'y', sizeof(chunk));
+    linebuf_init(&lb, 1024);
+    while (linebuf_append(&lb, chunk, sizeof(chunk)) == 0 && total < (1u << 24))
+        total += sizeof(chunk);
+    /* It refuses to grow past one line plus one read chunk. */
+    CHECK(total < 1024 + 65536 + 4096);
+    CHECK(lb.cap <= 1024 + 2 + 65536);
+    linebuf_free(&lb);
+}
+
+static int parse(const char *s, struct rpc_request *req, struct rpc_error *err)
+{
+    return rpc_parse(s, strlen(s), req, err);
+}
+
+TEST(rpc_parse_valid_request)
+{
+    struct rpc_request req;
+    struct rpc_error err;
+
+    CHECK_EQ_INT(parse("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"status\",\"params\":{\"a\":1}}", &req, &err), 0);
+    CHECK_STR(req.method, "status");
+    CHECK(req.id && cJSON_IsNumber(req.id) && req.id->valueint == 7);
+    CHECK(cJSON_IsObject(req.params));
+    rpc_request_free(&req);
+
+    CHECK_EQ_INT(parse("{\"jsonrpc\":\"2.0\",\"method\":\"ping\"}", &req, &err), 0);
+    CHECK(req.id == NULL); /* a notification */
+    CHECK(req.params == NULL);
+    rpc_request_free(&req);
+
+    CHECK_EQ_INT(parse("   \t", &req, &err), 1);
+    rpc_request_free(&req);
+}
+
+TEST(rpc_parse_errors)
+{
+    static const struct {
+        const char *in;
+        int code;
+        const char *msg;
+        bool has_id;
+    } cases[] = {
+        {"{bad", RPC_PARSE_ERROR, "invalid JSON", false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"} x", RPC_PARSE_ERROR, "trailing", false},
+        {"[1,2]", RPC_INVALID_REQUEST, "batch", false},
+        {"42", RPC_INVALID_REQUEST, "JSON object", false},
+        {"{\"id\":1,\"method\":\"ping\"}", RPC_INVALID_REQUEST, "jsonrpc", true},
+        {"{\"jsonrpc\":2,\"id\":1,\"method\":\"ping\"}", RPC_INVALID_REQUEST, "jsonrpc", true},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1}", RPC_INVALID_REQUEST, "method", true},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\"}", RPC_INVALID_REQUEST, "method", true},
+        {"{\"jsonrpc\":\"2.0\",\"id\":[1],\"method\":\"ping\"}", RPC_INVALID_REQUEST, "id", false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":\"x\"}", RPC_INVALID_REQUEST, "params", true},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"zzz\":1}", RPC_INVALID_REQUEST, "zzz", true},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct rpc_request req;
+        struct rpc_error err = {0};
+        CHECK_EQ_INT(parse(cases[i].in, &req, &err), -1);
+        CHECK_EQ_INT(err.code, cases[i].code);
+        CHECK_CONTAINS(err.message, cases[i].msg);
+        CHECK_EQ_INT(req.id != NULL, cases[i].has_id);
+        rpc_request_free(&req);
+    }
+}
+
+TEST(rpc_utf8_validation)
+{
+    CHECK_EQ_INT(rpc_utf8_invalid_at("plain", 5), -1);
+    CHECK_EQ_INT(rpc_utf8_invalid_at("h\xc3\xa9llo", 6), -1);
+    CHECK_EQ_INT(rpc_utf8_invalid_at("\xf0\x9f\x94\xa5", 4), -1);
+    CHECK_EQ_INT(rpc_utf8_invalid_at("ab\xff", 3), 2);
+    CHECK_EQ_INT(rpc_utf8_invalid_at("\xc3", 1), 0);          /* truncated */
+    CHECK_EQ_INT(rpc_utf8_invalid_at("\xc0\xaf", 2), 0);      /* overlong */
+    CHECK_EQ_INT(rpc_utf8_invalid_at("\xed\xa0\x80", 3), 0);  /* surrogate */
+    CHECK_EQ_INT(rpc_utf8_invalid_at("\xf4\x90\x80\x80", 4), 0); /* > U+10FFFF */
+}
+
+TEST(rpc_format_replies)
+{
+    size_t len;
+    cJSON *id = cJSON_CreateNumber(5);
+    char *r = rpc_format_result(id, cJSON_CreateObject(), &len);
+    CHECK_STR(r, "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{}}\n");
+    CHECK_EQ_INT(len, strlen(r));
+    free(r);
+    r = rpc_format_error(NULL, RPC_METHOD_NOT_FOUND, "unknown method: x", NULL, &len);
+    CHECK_STR(r, "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32601,\"message\":\"unknown method: x\"}}\n");
+    free(r);
+    cJSON_Delete(id);
+}
