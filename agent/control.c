@@ -21,7 +21,9 @@
 #include "events.h"
 #include "hearth.h"
 #include "log.h"
+#include "logring.h"
 #include "methods.h"
+#include "service.h"
 #include "rpc.h"
 
 #define READ_CHUNK 65536
@@ -49,6 +51,7 @@ struct client {
     char *out;
     size_t out_off, out_len, out_cap;
     bool subscribed;
+    uint64_t follow;          /* services whose output streams to this client */
     bool subscribe_pending;   /* start the event stream after this reply */
     uint64_t subscribe_since;
     bool closing;             /* close once the output is flushed */
@@ -70,6 +73,7 @@ static const struct config *ccfg;
 static bool stopping;
 
 static void listener_open(struct listener *l);
+static void log_sink(const char *service, size_t index, const struct logline *l);
 static void schedule_retry(struct listener *l, int64_t max_ms);
 static void client_drop(struct client *c, const char *why);
 static void process_lines(struct client *c);
@@ -641,6 +645,7 @@ int control_start(const struct config *cfg)
     ev_prepare_init(&reap_prepare, reap_cb);
     ev_prepare_start(H.loop, &reap_prepare);
     events_set_sink(control_broadcast);
+    services_set_log_sink(log_sink);
     nlisteners = cfg->n_listen;
     for (size_t i = 0; i < nlisteners; i++) {
         struct listener *l = &listeners[i];
@@ -712,6 +717,44 @@ void control_subscribe_after_reply(struct client *c, uint64_t since)
 {
     c->subscribe_pending = true;
     c->subscribe_since = since;
+}
+
+void control_follow(struct client *c, size_t index) { c->follow |= 1ull << (index & 63); }
+
+static void log_sink(const char *service, size_t index, const struct logline *l)
+{
+    uint64_t bit = 1ull << (index & 63);
+    char *text = NULL;
+    size_t len = 0;
+
+    for (size_t i = 0; i < sizeof(clients) / sizeof(clients[0]); i++) {
+        struct client *c = clients[i];
+        if (!c || c->dead || !(c->follow & bit))
+            continue;
+        if (!text) {
+            /* Serialized once, only when someone follows. */
+            cJSON *msg = cJSON_CreateObject();
+            if (!msg)
+                return;
+            cJSON_AddStringToObject(msg, "jsonrpc", "2.0");
+            cJSON_AddStringToObject(msg, "method", "log");
+            cJSON_AddItemToObject(msg, "params", logline_json(l, service));
+            char *t = cJSON_PrintUnformatted(msg);
+            cJSON_Delete(msg);
+            if (!t)
+                return;
+            len = strlen(t);
+            text = realloc(t, len + 2);
+            if (!text) {
+                free(t);
+                return;
+            }
+            text[len++] = '\n';
+            text[len] = 0;
+        }
+        client_send(c, text, len);
+    }
+    free(text);
 }
 
 void control_broadcast(const char *line, size_t len)

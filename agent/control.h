@@ -33,6 +33,8 @@ void control_subscribe(struct client *c, uint64_t since);
 /* The same, but only once the reply to the current request is queued, so
  * the client sees its reply before the replayed events. */
 void control_subscribe_after_reply(struct client *c, uint64_t since);
+/* Streams the output of service index to c as "log" notifications. */
+void control_follow(struct client *c, size_t index);
 /* Sends a notification line (with newline) to every subscriber. */
 void control_broadcast(const char *line, size_t len);
 /* Describes the client's transport and peer for logs ("unix uid=0 pid=12"). */

@@ -176,12 +176,134 @@ static int m_system_shutdown(struct client *c, cJSON *params, cJSON **result,
     return 0;
 }
 
+/* The "name" parameter every services.* method takes; err names it. */
+static int param_service(cJSON *params, int *idx, struct rpc_error *err)
+{
+    cJSON *v = params ? cJSON_GetObjectItemCaseSensitive(params, "name") : NULL;
+    if (!cJSON_IsString(v)) {
+        rpc_error_set(err, RPC_INVALID_PARAMS, "name: expected a service name");
+        return -1;
+    }
+    *idx = service_index(v->valuestring);
+    if (*idx < 0) {
+        rpc_error_set(err, RPC_ERR_NOT_FOUND, "no service named %.64s", v->valuestring);
+        return -1;
+    }
+    return 0;
+}
+
+static int service_op(cJSON *params, cJSON **result, struct rpc_error *err,
+                      int (*op)(int, char *, size_t))
+{
+    static const char *const known[] = {"name", NULL};
+    char msg[256] = "";
+    int idx;
+
+    if (params_only(params, known, err) < 0 || param_service(params, &idx, err) < 0)
+        return -1;
+    if (op(idx, msg, sizeof(msg)) < 0) {
+        rpc_error_set(err, RPC_ERR_FAILED, "%s", msg);
+        return -1;
+    }
+    cJSON *r = cJSON_CreateObject();
+    if (!r)
+        return -1;
+    cJSON_AddStringToObject(r, "name", cJSON_GetObjectItemCaseSensitive(params, "name")->valuestring);
+    cJSON_AddStringToObject(r, "state", service_state_of(idx));
+    *result = r;
+    return 0;
+}
+
+static int m_services_start(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+{
+    if (shutdown_in_progress()) {
+        rpc_error_set(err, RPC_ERR_STATE, "shutting down");
+        return -1;
+    }
+    return service_op(params, result, err, service_start);
+}
+
+static int m_services_stop(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+{
+    return service_op(params, result, err, service_stop);
+}
+
+static int m_services_restart(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+{
+    if (shutdown_in_progress()) {
+        rpc_error_set(err, RPC_ERR_STATE, "shutting down");
+        return -1;
+    }
+    return service_op(params, result, err, service_restart);
+}
+
+static int m_services_signal(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+{
+    static const char *const known[] = {"name", "signal", NULL};
+    char msg[256] = "";
+    int idx, sig = -1;
+
+    if (params_only(params, known, err) < 0 || param_service(params, &idx, err) < 0)
+        return -1;
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(params, "signal");
+    if (cJSON_IsString(v))
+        sig = config_signal_number(v->valuestring);
+    else if (cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble < 65)
+        sig = v->valueint;
+    if (sig <= 0) {
+        rpc_error_set(err, RPC_INVALID_PARAMS, "signal: expected a signal name like \"SIGHUP\"");
+        return -1;
+    }
+    if (service_signal(idx, sig, msg, sizeof(msg)) < 0) {
+        rpc_error_set(err, RPC_ERR_STATE, "%s", msg);
+        return -1;
+    }
+    cJSON *r = cJSON_CreateObject();
+    if (!r)
+        return -1;
+    cJSON_AddStringToObject(r, "name", cJSON_GetObjectItemCaseSensitive(params, "name")->valuestring);
+    cJSON_AddStringToObject(r, "signal", config_signal_name(sig) ? config_signal_name(sig) : "?");
+    cJSON_AddStringToObject(r, "state", service_state_of(idx));
+    *result = r;
+    return 0;
+}
+
+static int m_logs_read(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+{
+    static const char *const known[] = {"name", "lines", "follow", NULL};
+    uint64_t lines = 100;
+    bool present;
+    int idx;
+
+    if (params_only(params, known, err) < 0 || param_service(params, &idx, err) < 0 ||
+        param_uint(params, "lines", &lines, &present, err) < 0)
+        return -1;
+    cJSON *f = cJSON_GetObjectItemCaseSensitive(params, "follow");
+    if (f && !cJSON_IsBool(f)) {
+        rpc_error_set(err, RPC_INVALID_PARAMS, "follow: expected true or false");
+        return -1;
+    }
+    cJSON *r = cJSON_CreateObject();
+    if (!r)
+        return -1;
+    cJSON_AddItemToObject(r, "lines", service_logs_json(idx, (size_t)lines));
+    if (cJSON_IsTrue(f))
+        control_follow(c, (size_t)idx);
+    *result = r;
+    return 0;
+}
+
 static const struct method methods[] = {
     {"ping", m_ping},
     {"version", m_version},
     {"status", m_status},
     {"config.get", m_config_get},
     {"services.list", m_services_list},
+    {"services.start", m_services_start},
+    {"services.stop", m_services_stop},
+    {"services.restart", m_services_restart},
+    {"services.signal", m_services_signal},
+    {"logs.read", m_logs_read},
     {"events.subscribe", m_events_subscribe},
     {"system.shutdown", m_system_shutdown},
 };

@@ -16,6 +16,7 @@
 #include "events.h"
 #include "hearth.h"
 #include "log.h"
+#include "logring.h"
 #include "reaper.h"
 
 extern char **environ;
@@ -45,6 +46,19 @@ struct service {
     ev_io exec_io;
     int exec_fd;
     char cgroup[CGROUP_PATH_MAX];
+    /* output capture */
+    struct logring ring;
+    struct outpipe {
+        int fd;
+        ev_io io;
+        char part[LOGRING_LINE_MAX]; /* an unfinished line */
+        size_t plen;
+        struct service *s;
+        enum log_stream stream;
+    } out[2];
+    unsigned fails;          /* consecutive failures, for the backoff */
+    int64_t started_ms;      /* when it last reached running */
+    bool restart_pending;    /* services.restart: start again once stopped */
 };
 
 static struct service svcs[CONFIG_MAX_SERVICES];
@@ -177,6 +191,63 @@ static void child_exited(void *ctx, pid_t pid, int wstatus)
     dispatch(s, E_EXIT);
 }
 
+static void (*log_sink)(const char *service, size_t index, const struct logline *l);
+
+void services_set_log_sink(void (*fn)(const char *, size_t, const struct logline *)) { log_sink = fn; }
+
+static void emit_line(struct service *s, enum log_stream st, const char *text, size_t len)
+{
+    const struct logline *l = logring_add(&s->ring, st, text, len);
+    if (l && log_sink)
+        log_sink(s->cfg->name, (size_t)(s - svcs), l);
+}
+
+static void outpipe_close(struct outpipe *o)
+{
+    if (o->fd < 0)
+        return;
+    if (o->plen) {
+        emit_line(o->s, o->stream, o->part, o->plen);
+        o->plen = 0;
+    }
+    ev_io_stop(H.loop, &o->io);
+    close(o->fd);
+    o->fd = -1;
+}
+
+/* Reads a bounded amount per wake-up so a flooding service cannot starve
+ * the loop; lines longer than LOGRING_LINE_MAX are split. */
+static void outpipe_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct outpipe *o = w->data;
+    char buf[16384];
+    ssize_t n;
+
+    do
+        n = read(o->fd, buf, sizeof(buf));
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && errno == EAGAIN)
+        return;
+    if (n <= 0) {
+        /* EOF: every writer (the service and its descendants) is gone. */
+        outpipe_close(o);
+        return;
+    }
+    for (ssize_t i = 0; i < n; i++) {
+        char c = buf[i];
+        if (c == '\n') {
+            emit_line(o->s, o->stream, o->part, o->plen);
+            o->plen = 0;
+            continue;
+        }
+        if (o->plen == sizeof(o->part)) {
+            emit_line(o->s, o->stream, o->part, o->plen);
+            o->plen = 0;
+        }
+        o->part[o->plen++] = c;
+    }
+}
+
 /* Environment: hearth's own, then the service's env over it. */
 static char **build_env(const struct service_config *c)
 {
@@ -226,7 +297,8 @@ static void free_env(const struct service_config *c, char **env)
 /* Runs in the child between fork and exec: only async-signal-safe calls
  * that cannot touch hearth's loop. Any failure is reported through the
  * pipe and ends the child with 127. */
-static void __attribute__((noreturn)) child_exec(struct service *s, int errfd, char **env)
+static void __attribute__((noreturn)) child_exec(struct service *s, int errfd, char **env,
+                                                 int outfd, int errpipe)
 {
     const struct service_config *c = s->cfg;
     sigset_t all;
@@ -253,6 +325,10 @@ static void __attribute__((noreturn)) child_exec(struct service *s, int errfd, c
         dup2(nul, 0);
         close(nul);
     }
+    if (outfd >= 0)
+        dup2(outfd, 1);
+    if (errpipe >= 0)
+        dup2(errpipe, 2);
     if (chdir(c->cwd ? c->cwd : "/") < 0)
         goto fail;
     execvpe(c->argv[0], c->argv, env);
@@ -287,19 +363,49 @@ static int spawn(struct service *s)
         close(p[1]);
         return -1;
     }
+    int po[2] = {-1, -1}, pe[2] = {-1, -1};
+    for (int i = 0; i < 2; i++)
+        outpipe_close(&s->out[i]);
+    if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
+        /* Still runnable: output then goes to hearth's own stdout. */
+        log_warn("service %s: unable to create output pipes: %s", s->cfg->name, strerror(errno));
+        for (int i = 0; i < 2; i++) {
+            if (po[i] >= 0) close(po[i]);
+            if (pe[i] >= 0) close(pe[i]);
+            po[i] = pe[i] = -1;
+        }
+    }
     pid = fork();
     if (pid < 0) {
         snprintf(s->error, sizeof(s->error), "unable to fork: %s", strerror(errno));
         close(p[0]);
         close(p[1]);
+        for (int i = 0; i < 2; i++) {
+            if (po[i] >= 0) close(po[i]);
+            if (pe[i] >= 0) close(pe[i]);
+        }
         free_env(s->cfg, env);
         return -1;
     }
     if (pid == 0) {
         close(p[0]);
-        child_exec(s, p[1], env);
+        child_exec(s, p[1], env, po[1], pe[1]);
     }
     close(p[1]);
+    int rd[2] = {po[0], pe[0]};
+    for (int i = 0; i < 2; i++) {
+        if (po[1] >= 0 && i == 0) close(po[1]);
+        if (pe[1] >= 0 && i == 1) close(pe[1]);
+        struct outpipe *o = &s->out[i];
+        o->fd = rd[i];
+        o->plen = 0;
+        if (o->fd < 0)
+            continue;
+        fcntl(o->fd, F_SETFL, O_NONBLOCK);
+        ev_io_init(&o->io, outpipe_cb, o->fd, EV_READ);
+        o->io.data = o;
+        ev_io_start(H.loop, &o->io);
+    }
     free_env(s->cfg, env);
     fcntl(p[0], F_SETFL, O_NONBLOCK);
     s->pid = pid;
@@ -347,7 +453,11 @@ static enum svc_state a_spawn(struct service *s)
     return SVC_STARTING;
 }
 
-static enum svc_state a_running(struct service *s) { return SVC_RUNNING; }
+static enum svc_state a_running(struct service *s)
+{
+    s->started_ms = mono_ms();
+    return SVC_RUNNING;
+}
 
 static enum svc_state a_stop(struct service *s)
 {
@@ -374,6 +484,29 @@ static enum svc_state a_kill(struct service *s)
     return SVC_STOPPING;
 }
 
+/* Capped exponential backoff with +-10% jitter (so a fleet of sandboxes
+ * does not restart in lockstep); it starts again from initial_ms once the
+ * service has run reset_after_ms without failing. */
+static int64_t backoff_delay(struct service *s)
+{
+    const struct service_config *c = s->cfg;
+    if (s->started_ms && mono_ms() - s->started_ms >= c->backoff_reset_ms)
+        s->fails = 0;
+    int64_t d = c->backoff_initial_ms;
+    for (unsigned i = 0; i < s->fails && d < c->backoff_max_ms; i++)
+        d *= 2;
+    if (d > c->backoff_max_ms)
+        d = c->backoff_max_ms;
+    s->fails++;
+    if (d >= 10) {
+        int64_t span = d / 5;
+        d += (int64_t)(random() % (span + 1)) - span / 2;
+    }
+    return d < 0 ? 0 : d;
+}
+
+static enum svc_state a_spawn(struct service *s);
+
 static enum svc_state a_exited(struct service *s)
 {
     bool ok = exit_is_success(s);
@@ -385,9 +518,13 @@ static enum svc_state a_exited(struct service *s)
             snprintf(s->error, sizeof(s->error), "killed by %s",
                      config_signal_name(WTERMSIG(s->wstatus)) ?: "signal");
     }
+    if (s->restart_pending) {
+        s->restart_pending = false;
+        return a_spawn(s);
+    }
     if (s->cfg->restart == RESTART_ALWAYS || (s->cfg->restart == RESTART_ON_FAILURE && !ok)) {
         s->restarts++;
-        timer_start(s, s->cfg->backoff_initial_ms);
+        timer_start(s, backoff_delay(s));
         return SVC_BACKOFF;
     }
     return ok ? SVC_EXITED : SVC_FAILED;
@@ -397,6 +534,11 @@ static enum svc_state a_stopped(struct service *s)
 {
     ev_timer_stop(H.loop, &s->timer);
     sweep(s);
+    s->fails = 0;
+    if (s->restart_pending) {
+        s->restart_pending = false;
+        return a_spawn(s);
+    }
     return SVC_STOPPED;
 }
 
@@ -448,6 +590,7 @@ static void after_transition(struct service *s)
 
 int services_init(const struct config *cfg)
 {
+    srandom((unsigned)(mono_ms() ^ (getpid() << 16)));
     nsvcs = cfg->n_services;
     main_index = nsvcs ? 0 : -1;
     for (size_t i = 0; i < nsvcs; i++) {
@@ -456,6 +599,22 @@ int services_init(const struct config *cfg)
         s->cfg = &cfg->services[i];
         s->state = SVC_STOPPED;
         s->exec_fd = -1;
+        for (int k = 0; k < 2; k++) {
+            s->out[k].fd = -1;
+            s->out[k].s = s;
+            s->out[k].stream = (enum log_stream)k;
+        }
+        {
+            const cJSON *lg = cJSON_GetObjectItemCaseSensitive(s->cfg->json, "log");
+            const cJSON *rl = cJSON_GetObjectItemCaseSensitive(lg, "ring_lines");
+            const cJSON *fl = cJSON_GetObjectItemCaseSensitive(lg, "file");
+            const cJSON *mb = cJSON_GetObjectItemCaseSensitive(lg, "max_bytes");
+            const cJSON *kp = cJSON_GetObjectItemCaseSensitive(lg, "keep");
+            logring_init(&s->ring, cJSON_IsNumber(rl) ? (size_t)rl->valuedouble : LOGRING_DEFAULT_LINES,
+                         cJSON_IsString(fl) ? fl->valuestring : NULL,
+                         cJSON_IsNumber(mb) ? (int64_t)mb->valuedouble : 10 * 1024 * 1024,
+                         cJSON_IsNumber(kp) ? kp->valueint : 3);
+        }
         ev_timer_init(&s->timer, timer_cb, 0., 0.);
         s->timer.data = s;
         if (s->cfg->main)
@@ -558,7 +717,86 @@ cJSON *services_to_json(void)
         }
         if (s->cgroup[0])
             cJSON_AddStringToObject(o, "cgroup", s->cgroup);
+        cJSON_AddNumberToObject(o, "output_lines", (double)s->ring.total);
+        if (s->ring.last_mono_ms)
+            cJSON_AddNumberToObject(o, "last_output_ms", (double)(now - s->ring.last_mono_ms));
         cJSON_AddItemToArray(arr, o);
     }
     return arr;
 }
+
+static struct service *find(const char *name)
+{
+    for (size_t i = 0; i < nsvcs; i++)
+        if (strcmp(svcs[i].cfg->name, name) == 0)
+            return &svcs[i];
+    return NULL;
+}
+
+int service_index(const char *name)
+{
+    struct service *s = find(name);
+    return s ? (int)(s - svcs) : -1;
+}
+
+const char *service_state_of(int idx) { return state_names[svcs[idx].state]; }
+
+int service_start(int idx, char *err, size_t errlen)
+{
+    struct service *s = &svcs[idx];
+    if (s->state == SVC_STOPPING) {
+        s->restart_pending = true;
+        return 0;
+    }
+    if (s->state == SVC_BACKOFF) {
+        /* Start now rather than at the end of the delay. */
+        ev_timer_stop(H.loop, &s->timer);
+        dispatch(s, E_TIMER);
+        return 0;
+    }
+    if (s->state == SVC_RUNNING || s->state == SVC_STARTING || s->state == SVC_WAITING)
+        return 0;
+    s->fails = 0;
+    dispatch(s, E_START);
+    if (s->state == SVC_FAILED && s->error[0]) {
+        snprintf(err, errlen, "%s", s->error);
+        return -1;
+    }
+    return 0;
+}
+
+int service_stop(int idx, char *err, size_t errlen)
+{
+    struct service *s = &svcs[idx];
+    s->restart_pending = false;
+    dispatch(s, E_STOP);
+    return 0;
+}
+
+int service_restart(int idx, char *err, size_t errlen)
+{
+    struct service *s = &svcs[idx];
+    if (s->state == SVC_RUNNING || s->state == SVC_STARTING) {
+        s->restart_pending = true;
+        dispatch(s, E_STOP);
+        return 0;
+    }
+    if (s->state == SVC_STOPPING) {
+        s->restart_pending = true;
+        return 0;
+    }
+    return service_start(idx, err, errlen);
+}
+
+int service_signal(int idx, int sig, char *err, size_t errlen)
+{
+    struct service *s = &svcs[idx];
+    if (s->pid <= 0) {
+        snprintf(err, errlen, "service %s is not running (%s)", s->cfg->name, state_names[s->state]);
+        return -1;
+    }
+    signal_group(s, sig);
+    return 0;
+}
+
+cJSON *service_logs_json(int idx, size_t n) { return logring_tail_json(&svcs[idx].ring, n); }

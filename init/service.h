@@ -46,4 +46,17 @@ size_t services_count(void);
 /* An array of service objects for status / services.list. */
 struct cJSON *services_to_json(void);
 
+/* Control of one service by index (from service_index); -1 with err. */
+int service_index(const char *name);
+const char *service_state_of(int idx);
+int service_start(int idx, char *err, size_t errlen);
+int service_stop(int idx, char *err, size_t errlen);
+int service_restart(int idx, char *err, size_t errlen);
+int service_signal(int idx, int sig, char *err, size_t errlen);
+/* The last n captured output lines, oldest first. */
+struct cJSON *service_logs_json(int idx, size_t n);
+struct logline;
+/* Called for every captured line (logs.read follow). */
+void services_set_log_sink(void (*fn)(const char *service, size_t index, const struct logline *l));
+
 #endif

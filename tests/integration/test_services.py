@@ -1,0 +1,107 @@
+"""Service control, backoff and output capture."""
+import signal
+import time
+
+
+def _svc(h, name):
+    return h.service(name)
+
+
+def test_logs_read_and_follow(hearth):
+    script = 'echo out-one; echo err-one >&2; i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.1; done'
+    hearth.start(hearth.config(services=[{"name": "talker", "argv": ["sh", "-c", script]}]))
+    def enough():
+        lines = hearth.rpc("logs.read", {"name": "talker", "lines": 50})["lines"]
+        return lines if len(lines) >= 4 else None
+    lines = hearth.wait_for(enough, what="output lines")
+    texts = [(l["stream"], l["line"]) for l in lines]
+    assert ("stdout", "out-one") in texts and ("stderr", "err-one") in texts
+    assert all("t_ms" in l and "time_ms" in l for l in lines)
+    assert len(hearth.rpc("logs.read", {"name": "talker", "lines": 2})["lines"]) == 2
+    c = hearth.client()
+    r = c.result("logs.read", {"name": "talker", "lines": 0, "follow": True})
+    assert r["lines"] == []
+    msg = c.read_line()
+    assert msg["method"] == "log" and msg["params"]["name"] == "talker"
+    assert msg["params"]["line"].startswith("tick")
+    c.close()
+    st = hearth.service("talker")
+    assert st["output_lines"] >= 4 and st["last_output_ms"] < 5000
+
+
+def test_logs_read_errors_name_the_field(hearth):
+    hearth.start(hearth.config(services=[{"name": "a", "argv": ["sleep", "1000"]}]))
+    c = hearth.client()
+    assert c.call("logs.read", {"name": "nope"})["error"]["code"] == -32002
+    e = c.call("logs.read", {"name": "a", "lines": "x"})["error"]
+    assert e["code"] == -32602 and e["message"].startswith("lines:")
+    e = c.call("logs.read", {"name": "a", "follow": 1})["error"]
+    assert e["message"].startswith("follow:")
+    e = c.call("services.stop", {})["error"]
+    assert e["code"] == -32602 and e["message"].startswith("name:")
+    c.close()
+
+
+def test_stop_start_restart_signal(hearth, tmp_path):
+    hup = tmp_path / "hup"
+    script = f'trap "echo hup >> {hup}" HUP; while :; do sleep 0.05; done'
+    hearth.start(hearth.config(services=[{"name": "svc", "argv": ["sh", "-c", script]}]))
+    hearth.wait_for(lambda: _svc(hearth, "svc")["state"] == "running", what="running")
+    pid1 = _svc(hearth, "svc")["pid"]
+    time.sleep(0.2)
+    r = hearth.rpc("services.signal", {"name": "svc", "signal": "SIGHUP"})
+    assert r["signal"] == "SIGHUP"
+    hearth.wait_for(lambda: hup.exists(), what="SIGHUP handled")
+    hearth.rpc("services.stop", {"name": "svc"})
+    hearth.wait_for(lambda: _svc(hearth, "svc")["state"] == "stopped", what="stopped")
+    # Stopped on request: not restarted.
+    time.sleep(0.8)
+    assert _svc(hearth, "svc")["state"] == "stopped"
+    c = hearth.client()
+    e = c.call("services.signal", {"name": "svc", "signal": "SIGHUP"})["error"]
+    assert e["code"] == -32003
+    e = c.call("services.signal", {"name": "svc", "signal": "SIGBOGUS"})["error"]
+    assert e["code"] == -32602
+    c.close()
+    hearth.rpc("services.start", {"name": "svc"})
+    hearth.wait_for(lambda: _svc(hearth, "svc")["state"] == "running", what="running again")
+    pid2 = _svc(hearth, "svc")["pid"]
+    assert pid2 != pid1
+    hearth.rpc("services.restart", {"name": "svc"})
+    hearth.wait_for(lambda: (lambda s: s["state"] == "running" and s["pid"] not in (pid1, pid2))(_svc(hearth, "svc")),
+                    what="restarted")
+
+
+def test_backoff_grows(hearth):
+    hearth.start(hearth.config(services=[{"name": "crash", "argv": ["sh", "-c", "exit 1"],
+                                          "backoff": {"initial_ms": 100, "max_ms": 800}}]))
+    c = hearth.client()
+    c.result("events.subscribe", {"since": 0})
+    times = []
+    deadline = time.monotonic() + 15
+    while len(times) < 5 and time.monotonic() < deadline:
+        e = c.read_line()["params"]
+        if e.get("type") == "service.state" and e.get("state") == "starting":
+            times.append(e["mono_ms"])
+    c.close()
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert len(gaps) == 4
+    # ~100, 200, 400, 800 ms with +-10% jitter
+    assert gaps[0] < gaps[2] and gaps[1] < gaps[3]
+    assert 600 <= gaps[3] <= 1100, gaps
+
+
+def test_output_flood_keeps_memory_bounded(hearth):
+    flood = ["sh", "-c", "yes 'flood flood flood flood flood flood flood flood flood'"]
+    hearth.start(hearth.config(services=[{"name": "flood", "argv": flood}]))
+    hearth.wait_for(lambda: _svc(hearth, "flood")["output_lines"] > 200000, timeout=30, what="flood")
+    def rss():
+        with open(f"/proc/{hearth.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    first = rss()
+    hearth.wait_for(lambda: _svc(hearth, "flood")["output_lines"] > 1000000, timeout=60, what="more flood")
+    assert rss() < 8 * 1024, rss()  # KiB: ring is capped at 512 KiB of text
+    assert rss() - first < 1024
+    assert hearth.rpc("ping") == {}
