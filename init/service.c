@@ -16,6 +16,7 @@
 #include "events.h"
 #include "hearth.h"
 #include "log.h"
+#include "launch.h"
 #include "logring.h"
 #include "reaper.h"
 
@@ -29,6 +30,9 @@ enum svc_event {
     E_TIMER,        /* backoff elapsed or stop timeout */
     E_NEVENTS
 };
+
+/* What the child was doing when it failed, reported with errno. */
+enum child_stage { STAGE_SETUP = 1, STAGE_CWD, STAGE_EXEC };
 
 static const char *const event_names[] = {"start", "stop", "exec", "exit", "timer"};
 
@@ -162,18 +166,25 @@ static void close_exec_pipe(struct service *s)
 static void exec_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
     struct service *s = w->data;
-    int err = 0;
+    int report[2] = {0, 0};
     ssize_t n;
 
     do
-        n = read(s->exec_fd, &err, sizeof(err));
+        n = read(s->exec_fd, report, sizeof(report));
     while (n < 0 && errno == EINTR);
     if (n < 0 && errno == EAGAIN)
         return;
     close_exec_pipe(s);
-    if (n == (ssize_t)sizeof(err)) {
-        snprintf(s->error, sizeof(s->error), "unable to exec %s: %s", s->cfg->argv[0],
-                 strerror(err));
+    if (n == (ssize_t)sizeof(report)) {
+        if (report[0] == STAGE_SETUP)
+            snprintf(s->error, sizeof(s->error), "unable to set up limits, identity or capabilities: %s",
+                     strerror(report[1]));
+        else if (report[0] == STAGE_CWD)
+            snprintf(s->error, sizeof(s->error), "unable to enter cwd %s: %s",
+                     s->cfg->cwd ? s->cfg->cwd : "/", strerror(report[1]));
+        else
+            snprintf(s->error, sizeof(s->error), "unable to exec %s: %s", s->cfg->argv[0],
+                     strerror(report[1]));
         log_error("service %s: %s", s->cfg->name, s->error);
         return; /* the exit follows through the reaper */
     }
@@ -248,61 +259,16 @@ static void outpipe_cb(struct ev_loop *loop, ev_io *w, int revents)
     }
 }
 
-/* Environment: hearth's own, then the service's env over it. */
-static char **build_env(const struct service_config *c)
-{
-    size_t n = 0;
-    for (char **e = environ; e && *e; e++)
-        n++;
-    char **env = calloc(n + c->n_env + 1, sizeof(char *));
-    if (!env)
-        return NULL;
-    size_t k = 0;
-    for (char **e = environ; e && *e; e++) {
-        bool overridden = false;
-        for (size_t i = 0; i < c->n_env; i++) {
-            size_t kl = strlen(c->env[i].key);
-            if (strncmp(*e, c->env[i].key, kl) == 0 && (*e)[kl] == '=')
-                overridden = true;
-        }
-        if (!overridden)
-            env[k++] = *e;
-    }
-    for (size_t i = 0; i < c->n_env; i++) {
-        size_t len = strlen(c->env[i].key) + strlen(c->env[i].value) + 2;
-        char *kv = malloc(len);
-        if (!kv)
-            continue;
-        snprintf(kv, len, "%s=%s", c->env[i].key, c->env[i].value);
-        env[k++] = kv;
-    }
-    env[k] = NULL;
-    return env;
-}
-
-static void free_env(const struct service_config *c, char **env)
-{
-    if (!env)
-        return;
-    /* Only the service's own entries were allocated: they are the tail. */
-    size_t n = 0;
-    while (env[n])
-        n++;
-    size_t own = c->n_env < n ? c->n_env : n;
-    for (size_t i = n - own; i < n; i++)
-        free(env[i]);
-    free(env);
-}
-
 /* Runs in the child between fork and exec: only async-signal-safe calls
  * that cannot touch hearth's loop. Any failure is reported through the
  * pipe and ends the child with 127. */
-static void __attribute__((noreturn)) child_exec(struct service *s, int errfd, char **env,
-                                                 int outfd, int errpipe)
+static void __attribute__((noreturn)) child_exec(struct service *s, int errfd,
+                                                 const struct launch_plan *plan, int outfd,
+                                                 int errpipe)
 {
     const struct service_config *c = s->cfg;
     sigset_t all;
-    int err;
+    int report[2];
 
     sigemptyset(&all);
     sigprocmask(SIG_SETMASK, &all, NULL);
@@ -329,12 +295,17 @@ static void __attribute__((noreturn)) child_exec(struct service *s, int errfd, c
         dup2(outfd, 1);
     if (errpipe >= 0)
         dup2(errpipe, 2);
+    report[0] = STAGE_SETUP;
+    if (launch_apply(plan) < 0)
+        goto fail;
+    report[0] = STAGE_CWD;
     if (chdir(c->cwd ? c->cwd : "/") < 0)
         goto fail;
-    execvpe(c->argv[0], c->argv, env);
+    report[0] = STAGE_EXEC;
+    execvpe(c->argv[0], c->argv, plan->env);
 fail:
-    err = errno;
-    if (write(errfd, &err, sizeof(err)) < 0) {
+    report[1] = errno;
+    if (write(errfd, report, sizeof(report)) < 0) {
         /* nothing more to do */
     }
     _exit(127);
@@ -343,7 +314,7 @@ fail:
 static int spawn(struct service *s)
 {
     int p[2];
-    char **env;
+    struct launch_plan plan;
     pid_t pid;
 
     s->error[0] = 0;
@@ -356,9 +327,7 @@ static int spawn(struct service *s)
         snprintf(s->error, sizeof(s->error), "unable to create pipe: %s", strerror(errno));
         return -1;
     }
-    env = build_env(s->cfg);
-    if (!env) {
-        snprintf(s->error, sizeof(s->error), "unable to build environment: out of memory");
+    if (launch_prepare(s->cfg, &plan, s->error, sizeof(s->error)) < 0) {
         close(p[0]);
         close(p[1]);
         return -1;
@@ -384,12 +353,12 @@ static int spawn(struct service *s)
             if (po[i] >= 0) close(po[i]);
             if (pe[i] >= 0) close(pe[i]);
         }
-        free_env(s->cfg, env);
+        launch_free(&plan);
         return -1;
     }
     if (pid == 0) {
         close(p[0]);
-        child_exec(s, p[1], env, po[1], pe[1]);
+        child_exec(s, p[1], &plan, po[1], pe[1]);
     }
     close(p[1]);
     int rd[2] = {po[0], pe[0]};
@@ -406,7 +375,7 @@ static int spawn(struct service *s)
         o->io.data = o;
         ev_io_start(H.loop, &o->io);
     }
-    free_env(s->cfg, env);
+    launch_free(&plan);
     fcntl(p[0], F_SETFL, O_NONBLOCK);
     s->pid = pid;
     s->has_exit = false;

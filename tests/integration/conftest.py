@@ -137,6 +137,24 @@ class Hearth:
         assert kids, "unshare has no child"
         return int(kids[0])
 
+    def host_pid(self, ns_pid):
+        """The test's view of a pid reported by hearth (its own namespace)."""
+        ns = os.readlink(f"/proc/{self.pid}/ns/pid")
+        for p in os.listdir("/proc"):
+            if not p.isdigit():
+                continue
+            try:
+                if os.readlink(f"/proc/{p}/ns/pid") != ns:
+                    continue
+                with open(f"/proc/{p}/status") as f:
+                    for line in f:
+                        if line.startswith("NSpid:"):
+                            if int(line.split()[-1]) == ns_pid:
+                                return int(p)
+            except OSError:
+                continue
+        raise AssertionError(f"no process {ns_pid} in hearth's namespace")
+
     def signal(self, sig):
         os.kill(self.pid, sig)
 

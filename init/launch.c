@@ -1,0 +1,443 @@
+#include "launch.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+
+extern char **environ;
+
+/* ---- environment ---- */
+
+static int env_set(char ***env, size_t *n, const char *key, size_t klen, const char *val, size_t vlen)
+{
+    char *kv = malloc(klen + vlen + 2);
+    if (!kv)
+        return -1;
+    memcpy(kv, key, klen);
+    kv[klen] = '=';
+    memcpy(kv + klen + 1, val, vlen);
+    kv[klen + 1 + vlen] = 0;
+    for (size_t i = 0; i < *n; i++) {
+        if (strncmp((*env)[i], key, klen) == 0 && (*env)[i][klen] == '=') {
+            free((*env)[i]);
+            (*env)[i] = kv;
+            return 0;
+        }
+    }
+    char **ne = realloc(*env, (*n + 2) * sizeof(char *));
+    if (!ne) {
+        free(kv);
+        return -1;
+    }
+    *env = ne;
+    ne[(*n)++] = kv;
+    ne[*n] = NULL;
+    return 0;
+}
+
+static bool env_has(char **env, size_t n, const char *key)
+{
+    size_t kl = strlen(key);
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(env[i], key, kl) == 0 && env[i][kl] == '=')
+            return true;
+    return false;
+}
+
+/* KEY=VALUE lines; '#' comments and blank lines; an optional "export ";
+ * values may be 'single' (literal) or "double" quoted (\" \\ \n \t \$
+ * escapes) or bare (trailing spaces and a " #comment" cut). */
+int launch_parse_env(const char *text, size_t len, const char *fname, char ***env, size_t *n,
+                     char *err, size_t errlen)
+{
+    size_t pos = 0;
+    int lineno = 0;
+    char *val = malloc(len + 1);
+
+    if (!val) {
+        snprintf(err, errlen, "%s: out of memory", fname);
+        return -1;
+    }
+    while (pos < len) {
+        size_t end = pos;
+        while (end < len && text[end] != '\n')
+            end++;
+        lineno++;
+        const char *p = text + pos, *e = text + end;
+        pos = end + 1;
+        while (p < e && (*p == ' ' || *p == '\t'))
+            p++;
+        while (e > p && (e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t'))
+            e--;
+        if (p == e || *p == '#')
+            continue;
+        if ((size_t)(e - p) > 7 && strncmp(p, "export ", 7) == 0) {
+            p += 7;
+            while (p < e && *p == ' ')
+                p++;
+        }
+        const char *k = p;
+        if (!(isalpha((unsigned char)*p) || *p == '_'))
+            goto bad;
+        while (p < e && (isalnum((unsigned char)*p) || *p == '_'))
+            p++;
+        size_t klen = (size_t)(p - k);
+        if (p >= e || *p != '=')
+            goto bad;
+        p++;
+        size_t vlen = 0;
+        if (p < e && (*p == '"' || *p == '\'')) {
+            char q = *p++;
+            bool closed = false;
+            while (p < e) {
+                char c = *p++;
+                if (c == q) {
+                    closed = true;
+                    break;
+                }
+                if (q == '"' && c == '\\' && p < e) {
+                    c = *p++;
+                    c = c == 'n' ? '\n' : c == 't' ? '\t' : c;
+                }
+                val[vlen++] = c;
+            }
+            if (!closed) {
+                snprintf(err, errlen, "%s:%d: unterminated quote", fname, lineno);
+                free(val);
+                return -1;
+            }
+            while (p < e && (*p == ' ' || *p == '\t'))
+                p++;
+            if (p < e && *p != '#') {
+                snprintf(err, errlen, "%s:%d: text after the closing quote", fname, lineno);
+                free(val);
+                return -1;
+            }
+        } else {
+            const char *v = p;
+            while (p < e && !(*p == '#' && p > v && (p[-1] == ' ' || p[-1] == '\t')))
+                p++;
+            while (p > v && (p[-1] == ' ' || p[-1] == '\t'))
+                p--;
+            vlen = (size_t)(p - v);
+            memcpy(val, v, vlen);
+        }
+        if (env_set(env, n, k, klen, val, vlen) < 0) {
+            snprintf(err, errlen, "%s: out of memory", fname);
+            free(val);
+            return -1;
+        }
+        continue;
+bad:
+        snprintf(err, errlen, "%s:%d: expected KEY=VALUE", fname, lineno);
+        free(val);
+        return -1;
+    }
+    free(val);
+    return 0;
+}
+
+static int read_small_file(const char *path, char **out, size_t *len, size_t max)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return -1;
+    char *buf = malloc(max + 1);
+    size_t n = 0;
+    if (!buf) {
+        close(fd);
+        errno = ENOMEM;
+        return -1;
+    }
+    for (;;) {
+        ssize_t r = read(fd, buf + n, max + 1 - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            free(buf);
+            close(fd);
+            errno = e;
+            return -1;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+        if (n > max) {
+            free(buf);
+            close(fd);
+            errno = EFBIG;
+            return -1;
+        }
+    }
+    close(fd);
+    buf[n] = 0;
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+/* ---- identity, without NSS: the image's own files ---- */
+
+int launch_lookup_user(const char *passwd, const char *name, uid_t *uid, gid_t *gid, char *home,
+                       size_t homelen)
+{
+    FILE *f = fopen(passwd, "re");
+    char line[1024];
+    char *endp;
+    unsigned long num = strtoul(name, &endp, 10);
+    bool numeric = *name && !*endp;
+
+    if (f) {
+        while (fgets(line, sizeof(line), f)) {
+            char *fields[7] = {0};
+            char *s = line;
+            int k = 0;
+            line[strcspn(line, "\n")] = 0;
+            for (; k < 7 && s; k++)
+                fields[k] = strsep(&s, ":");
+            if (k < 6 || !fields[2] || !fields[3])
+                continue;
+            if ((numeric && strtoul(fields[2], NULL, 10) == num) ||
+                (!numeric && strcmp(fields[0], name) == 0)) {
+                *uid = (uid_t)strtoul(fields[2], NULL, 10);
+                *gid = (gid_t)strtoul(fields[3], NULL, 10);
+                snprintf(home, homelen, "%s", fields[5] ? fields[5] : "/");
+                fclose(f);
+                return 0;
+            }
+        }
+        fclose(f);
+    }
+    if (numeric) {
+        /* A uid with no passwd entry is still usable: group = uid. */
+        *uid = (uid_t)num;
+        *gid = (gid_t)num;
+        snprintf(home, homelen, "/");
+        return 0;
+    }
+    errno = ENOENT;
+    return -1;
+}
+
+int launch_lookup_group(const char *group, const char *name, gid_t *gid)
+{
+    FILE *f = fopen(group, "re");
+    char line[4096];
+    char *endp;
+    unsigned long num = strtoul(name, &endp, 10);
+
+    if (*name && !*endp) {
+        *gid = (gid_t)num;
+        if (f)
+            fclose(f);
+        return 0;
+    }
+    if (!f) {
+        errno = ENOENT;
+        return -1;
+    }
+    while (fgets(line, sizeof(line), f)) {
+        char *s = line, *gname = strsep(&s, ":");
+        strsep(&s, ":");
+        char *gidf = strsep(&s, ":");
+        if (gname && gidf && strcmp(gname, name) == 0) {
+            *gid = (gid_t)strtoul(gidf, NULL, 10);
+            fclose(f);
+            return 0;
+        }
+    }
+    fclose(f);
+    errno = ENOENT;
+    return -1;
+}
+
+/* Supplementary groups: every group listing the user as a member. */
+static void member_groups(const char *user, gid_t primary, struct launch_plan *p)
+{
+    FILE *f = fopen("/etc/group", "re");
+    char line[4096];
+
+    p->groups[p->n_groups++] = primary;
+    if (!f)
+        return;
+    while (fgets(line, sizeof(line), f) && p->n_groups < LAUNCH_MAX_GROUPS) {
+        char *s = line;
+        line[strcspn(line, "\n")] = 0;
+        strsep(&s, ":");
+        strsep(&s, ":");
+        char *gidf = strsep(&s, ":");
+        if (!gidf || !s)
+            continue;
+        for (char *m = strsep(&s, ","); m; m = strsep(&s, ","))
+            if (strcmp(m, user) == 0) {
+                gid_t g = (gid_t)strtoul(gidf, NULL, 10);
+                if (g != primary)
+                    p->groups[p->n_groups++] = g;
+                break;
+            }
+    }
+    fclose(f);
+}
+
+/* ---- the plan ---- */
+
+int launch_prepare(const struct service_config *c, struct launch_plan *p, char *err, size_t errlen)
+{
+    const cJSON *j = c->json;
+    char home[256] = "";
+
+    memset(p, 0, sizeof(*p));
+    p->no_new_privs = true;
+    for (char **e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (eq && env_set(&p->env, &p->n_env, *e, (size_t)(eq - *e), eq + 1, strlen(eq + 1)) < 0)
+            goto oom;
+    }
+    for (size_t i = 0; i < c->n_env; i++)
+        if (env_set(&p->env, &p->n_env, c->env[i].key, strlen(c->env[i].key), c->env[i].value,
+                    strlen(c->env[i].value)) < 0)
+            goto oom;
+    for (size_t i = 0; i < c->n_env_files; i++) {
+        char *text, fname[300];
+        size_t len;
+        if (read_small_file(c->env_files[i], &text, &len, LAUNCH_ENV_FILE_MAX) < 0) {
+            if (errno == ENOENT)
+                continue; /* an env file that is not there yet is fine */
+            snprintf(err, errlen, "env_files[%zu] %s: %s", i, c->env_files[i], strerror(errno));
+            launch_free(p);
+            return -1;
+        }
+        snprintf(fname, sizeof(fname), "env_files[%zu] %s", i, c->env_files[i]);
+        int rc = launch_parse_env(text, len, fname, &p->env, &p->n_env, err, errlen);
+        free(text);
+        if (rc < 0) {
+            launch_free(p);
+            return -1;
+        }
+    }
+    if (c->user) {
+        if (launch_lookup_user("/etc/passwd", c->user, &p->uid, &p->gid, home, sizeof(home)) < 0) {
+            snprintf(err, errlen, "user: no user %s in /etc/passwd", c->user);
+            launch_free(p);
+            return -1;
+        }
+        p->set_ids = true;
+        member_groups(c->user, p->gid, p);
+        if (!env_has(p->env, p->n_env, "HOME") || (c->user && strcmp(c->user, "root") != 0)) {
+            bool explicit_home = false;
+            for (size_t i = 0; i < c->n_env; i++)
+                if (strcmp(c->env[i].key, "HOME") == 0)
+                    explicit_home = true;
+            if (!explicit_home && home[0] && env_set(&p->env, &p->n_env, "HOME", 4, home, strlen(home)) < 0)
+                goto oom;
+        }
+        if (env_set(&p->env, &p->n_env, "USER", 4, c->user, strlen(c->user)) < 0)
+            goto oom;
+    }
+    if (c->group) {
+        if (launch_lookup_group("/etc/group", c->group, &p->gid) < 0) {
+            snprintf(err, errlen, "group: no group %s in /etc/group", c->group);
+            launch_free(p);
+            return -1;
+        }
+        p->set_ids = true;
+        if (p->n_groups == 0)
+            p->groups[p->n_groups++] = p->gid;
+        else
+            p->groups[0] = p->gid;
+    }
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "umask");
+    if (cJSON_IsString(v)) {
+        p->set_umask = true;
+        p->umask = (mode_t)strtoul(v->valuestring, NULL, 8) & 0777;
+    } else if (cJSON_IsNumber(v)) {
+        p->set_umask = true;
+        p->umask = (mode_t)v->valueint & 0777;
+    }
+    v = cJSON_GetObjectItemCaseSensitive(j, "rlimits");
+    for (const cJSON *r = v ? v->child : NULL; r && p->n_rlimits < LAUNCH_MAX_RLIMITS; r = r->next) {
+        int res = config_rlimit_number(r->string);
+        if (res < 0)
+            continue;
+        rlim_t lim = cJSON_IsNumber(r) ? (rlim_t)r->valuedouble : RLIM_INFINITY;
+        p->rlimits[p->n_rlimits].resource = res;
+        p->rlimits[p->n_rlimits].lim.rlim_cur = lim;
+        p->rlimits[p->n_rlimits].lim.rlim_max = lim;
+        p->n_rlimits++;
+    }
+    v = cJSON_GetObjectItemCaseSensitive(j, "oom_score_adj");
+    if (cJSON_IsNumber(v)) {
+        p->set_oom = true;
+        p->oom_score_adj = v->valueint;
+    }
+    v = cJSON_GetObjectItemCaseSensitive(j, "caps_drop");
+    for (const cJSON *cap = v ? v->child : NULL; cap && p->n_caps < LAUNCH_MAX_CAPS; cap = cap->next) {
+        int n = cJSON_IsString(cap) ? config_cap_number(cap->valuestring) : -1;
+        if (n >= 0)
+            p->caps_drop[p->n_caps++] = n;
+    }
+    v = cJSON_GetObjectItemCaseSensitive(j, "no_new_privs");
+    if (cJSON_IsBool(v))
+        p->no_new_privs = cJSON_IsTrue(v);
+    return 0;
+oom:
+    snprintf(err, errlen, "out of memory building the environment");
+    launch_free(p);
+    return -1;
+}
+
+void launch_free(struct launch_plan *p)
+{
+    for (size_t i = 0; i < p->n_env; i++)
+        free(p->env[i]);
+    free(p->env);
+    p->env = NULL;
+    p->n_env = 0;
+}
+
+int launch_apply(const struct launch_plan *p)
+{
+    for (size_t i = 0; i < p->n_rlimits; i++)
+        if (setrlimit(p->rlimits[i].resource, &p->rlimits[i].lim) < 0)
+            return -1;
+    if (p->set_oom) {
+        char buf[16];
+        int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            int n = snprintf(buf, sizeof(buf), "%d", p->oom_score_adj);
+            ssize_t w = write(fd, buf, (size_t)n);
+            close(fd);
+            if (w != n)
+                return -1;
+        }
+    }
+    if (p->set_umask)
+        umask(p->umask);
+    /* The bounding set must shrink while we still hold CAP_SETPCAP, i.e.
+     * before changing uid. For a root service exec then grants exactly
+     * the bounding set, so dropped capabilities are gone for good. */
+    for (size_t i = 0; i < p->n_caps; i++)
+        if (prctl(PR_CAPBSET_DROP, p->caps_drop[i], 0, 0, 0) < 0 && errno != EINVAL)
+            return -1;
+    if (p->n_caps)
+        prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+    if (p->set_ids) {
+        if (setgroups(p->n_groups, p->groups) < 0 && errno != EPERM)
+            return -1;
+        if (setgid(p->gid) < 0 || setuid(p->uid) < 0)
+            return -1;
+    }
+    if (p->no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        return -1;
+    return 0;
+}

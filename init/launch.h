@@ -1,0 +1,57 @@
+/* launch: how a service process is set up between fork and exec. The
+ * parent resolves everything that can fail or allocate (identity from the
+ * image's /etc/passwd and /etc/group without NSS, env_files, limits,
+ * capabilities) into a plan; the child only applies it with plain
+ * syscalls. */
+#ifndef HEARTH_LAUNCH_H
+#define HEARTH_LAUNCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include "config.h"
+
+#define LAUNCH_MAX_GROUPS 32
+#define LAUNCH_MAX_RLIMITS 16
+#define LAUNCH_MAX_CAPS 64
+#define LAUNCH_ENV_FILE_MAX (256 * 1024)
+
+struct launch_plan {
+    char **env;              /* full environment, NULL-terminated (owned) */
+    size_t n_env;
+    bool set_ids;
+    uid_t uid;
+    gid_t gid;
+    gid_t groups[LAUNCH_MAX_GROUPS];
+    size_t n_groups;
+    bool set_umask;
+    mode_t umask;
+    struct { int resource; struct rlimit lim; } rlimits[LAUNCH_MAX_RLIMITS];
+    size_t n_rlimits;
+    bool set_oom;
+    int oom_score_adj;
+    int caps_drop[LAUNCH_MAX_CAPS];
+    size_t n_caps;
+    bool no_new_privs;
+};
+
+/* Builds the plan; on failure returns -1 with a message naming the field
+ * or file ("env_files[0] /root/.hermes/.env:3: expected KEY=VALUE"). */
+int launch_prepare(const struct service_config *c, struct launch_plan *p, char *err, size_t errlen);
+void launch_free(struct launch_plan *p);
+/* In the child: applies limits, identity, capabilities, no_new_privs.
+ * Returns 0 or -1 with errno set (the caller reports it). */
+int launch_apply(const struct launch_plan *p);
+
+/* Parses one env file's text into KEY=VALUE strings appended to *env.
+ * Exposed for unit tests. */
+int launch_parse_env(const char *text, size_t len, const char *fname, char ***env, size_t *n,
+                     char *err, size_t errlen);
+/* Looks up a user / group by name or number in the given files. */
+int launch_lookup_user(const char *passwd, const char *name, uid_t *uid, gid_t *gid, char *home,
+                       size_t homelen);
+int launch_lookup_group(const char *group, const char *name, gid_t *gid);
+
+#endif
