@@ -28,13 +28,14 @@ enum svc_event {
     E_EXEC_OK,      /* exec confirmed (close-on-exec pipe hit EOF) */
     E_EXIT,         /* the main process exited */
     E_TIMER,        /* backoff elapsed or stop timeout */
+    E_DEPS,         /* everything it is "after" is up */
     E_NEVENTS
 };
 
 /* What the child was doing when it failed, reported with errno. */
 enum child_stage { STAGE_SETUP = 1, STAGE_CWD, STAGE_EXEC };
 
-static const char *const event_names[] = {"start", "stop", "exec", "exit", "timer"};
+static const char *const event_names[] = {"start", "stop", "exec", "exit", "timer", "deps"};
 
 struct service {
     const struct service_config *cfg;
@@ -70,7 +71,8 @@ static size_t nsvcs;
 static int main_index;
 static void (*main_done_fn)(int);
 static void (*stop_all_done)(void);
-static int stop_all_next = -1; /* index being stopped during stop_all */
+static int stop_all_next = -1; /* position in order[] being stopped during stop_all */
+static int order[CONFIG_MAX_SERVICES]; /* dependency order: each after what it needs */
 
 static void dispatch(struct service *s, enum svc_event ev);
 
@@ -511,17 +513,54 @@ static enum svc_state a_stopped(struct service *s)
     return SVC_STOPPED;
 }
 
+static bool is_phase(const char *name)
+{
+    static const char *const phases[] = {"mounts", "skills", "egress", "network", "init", NULL};
+    for (const char *const *p = phases; *p; p++)
+        if (strcmp(*p, name) == 0)
+            return true;
+    return false;
+}
+
+static struct service *find(const char *name);
+
+/* The first thing s is "after" that is not up yet, or NULL. A service is
+ * up when running, or when it exited successfully (a one-shot setup job).
+ * Phases are reached before any service starts. */
+static const char *unmet_dep(const struct service *s)
+{
+    for (size_t i = 0; i < s->cfg->n_after; i++) {
+        const char *a = s->cfg->after[i];
+        if (is_phase(a))
+            continue;
+        const struct service *d = find(a);
+        if (d && d->state != SVC_RUNNING && d->state != SVC_EXITED)
+            return a;
+    }
+    return NULL;
+}
+
+static enum svc_state a_start(struct service *s)
+{
+    const char *dep = unmet_dep(s);
+    if (dep) {
+        log_debug("service %s: waiting for %s", s->cfg->name, dep);
+        return SVC_WAITING;
+    }
+    return a_spawn(s);
+}
+
 /* The table: what each event does in each state. NULL = ignored. */
 static const action_fn table[SVC_NSTATES][E_NEVENTS] = {
-    /*               START     STOP      EXEC_OK    EXIT       TIMER */
-    [SVC_STOPPED]  = {a_spawn, NULL,     NULL,      NULL,      NULL},
-    [SVC_WAITING]  = {NULL,    a_cancel, NULL,      NULL,      NULL},
-    [SVC_STARTING] = {NULL,    a_stop,   a_running, a_exited,  NULL},
-    [SVC_RUNNING]  = {NULL,    a_stop,   NULL,      a_exited,  NULL},
-    [SVC_STOPPING] = {NULL,    NULL,     NULL,      a_stopped, a_kill},
-    [SVC_BACKOFF]  = {NULL,    a_cancel, NULL,      NULL,      a_spawn},
-    [SVC_FAILED]   = {a_spawn, NULL,     NULL,      NULL,      NULL},
-    [SVC_EXITED]   = {a_spawn, NULL,     NULL,      NULL,      NULL},
+    /*               START     STOP      EXEC_OK    EXIT       TIMER    DEPS */
+    [SVC_STOPPED]  = {a_start, NULL,     NULL,      NULL,      NULL,    NULL},
+    [SVC_WAITING]  = {NULL,    a_cancel, NULL,      NULL,      NULL,    a_spawn},
+    [SVC_STARTING] = {NULL,    a_stop,   a_running, a_exited,  NULL,    NULL},
+    [SVC_RUNNING]  = {NULL,    a_stop,   NULL,      a_exited,  NULL,    NULL},
+    [SVC_STOPPING] = {NULL,    NULL,     NULL,      a_stopped, a_kill,  NULL},
+    [SVC_BACKOFF]  = {NULL,    a_cancel, NULL,      NULL,      a_spawn, NULL},
+    [SVC_FAILED]   = {a_start, NULL,     NULL,      NULL,      NULL,    NULL},
+    [SVC_EXITED]   = {a_start, NULL,     NULL,      NULL,      NULL,    NULL},
 };
 
 static void after_transition(struct service *s);
@@ -553,8 +592,48 @@ static void after_transition(struct service *s)
     if (idx == main_index && (s->state == SVC_FAILED || s->state == SVC_EXITED) &&
         main_done_fn && stop_all_next < 0)
         main_done_fn(services_main_status());
-    if (stop_all_next >= 0 && idx == stop_all_next && is_down(s))
+    if (stop_all_next >= 0 && idx == order[stop_all_next] && is_down(s))
         stop_next();
+    /* Something came up: release those that were waiting for it. */
+    if ((s->state == SVC_RUNNING || s->state == SVC_EXITED) && stop_all_next < 0) {
+        for (size_t i = 0; i < nsvcs; i++) {
+            struct service *w = &svcs[order[i]];
+            if (w->state == SVC_WAITING && !unmet_dep(w))
+                dispatch(w, E_DEPS);
+        }
+    }
+}
+
+/* Kahn's algorithm over the service names in "after", stable in config
+ * order; config.c has already refused cycles. */
+static void compute_order(void)
+{
+    bool placed[CONFIG_MAX_SERVICES] = {0};
+    size_t n = 0;
+
+    while (n < nsvcs) {
+        size_t before = n;
+        for (size_t i = 0; i < nsvcs; i++) {
+            if (placed[i])
+                continue;
+            bool ready = true;
+            for (size_t k = 0; k < svcs[i].cfg->n_after && ready; k++) {
+                struct service *d = find(svcs[i].cfg->after[k]);
+                if (d && !placed[d - svcs])
+                    ready = false;
+            }
+            if (ready) {
+                placed[i] = true;
+                order[n++] = (int)i;
+            }
+        }
+        if (n == before) {
+            /* Unreachable after validation; keep config order for the rest. */
+            for (size_t i = 0; i < nsvcs; i++)
+                if (!placed[i])
+                    order[n++] = (int)i;
+        }
+    }
 }
 
 int services_init(const struct config *cfg)
@@ -589,13 +668,14 @@ int services_init(const struct config *cfg)
         if (s->cfg->main)
             main_index = (int)i;
     }
+    compute_order();
     return 0;
 }
 
 void services_start_all(void)
 {
     for (size_t i = 0; i < nsvcs; i++)
-        dispatch(&svcs[i], E_START);
+        dispatch(&svcs[order[i]], E_START);
 }
 
 static bool in_stop_next;
@@ -607,7 +687,7 @@ static void stop_next(void)
         return;
     in_stop_next = true;
     while (stop_all_next >= 0) {
-        struct service *s = &svcs[stop_all_next];
+        struct service *s = &svcs[order[stop_all_next]];
         if (!is_down(s) && s->state != SVC_STOPPING)
             dispatch(s, E_STOP);
         else if (s->state == SVC_BACKOFF || s->state == SVC_WAITING)
@@ -680,6 +760,8 @@ cJSON *services_to_json(void)
         cJSON_AddItemToObject(o, "last_exit", exit_json(s));
         if (s->error[0])
             cJSON_AddStringToObject(o, "error", s->error);
+        if (s->state == SVC_WAITING && unmet_dep(s))
+            cJSON_AddStringToObject(o, "waiting_for", unmet_dep(s));
         if (s->state == SVC_BACKOFF) {
             double left = ev_timer_remaining(H.loop, (ev_timer *)&s->timer);
             cJSON_AddNumberToObject(o, "next_start_ms", (double)(int64_t)(left * 1000.0));

@@ -97,7 +97,10 @@ def test_200_concurrent_clients(hearth):
         clients.append(s)
     served = []
     for s in clients:
-        s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
+        try:
+            s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # a refused client may already be closed; its error line is still readable
     for s in clients:
         data = b""
         while b"\n" not in data:

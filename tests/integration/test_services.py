@@ -105,3 +105,30 @@ def test_output_flood_keeps_memory_bounded(hearth):
     assert rss() < 8 * 1024, rss()  # KiB: ring is capped at 512 KiB of text
     assert rss() - first < 1024
     assert hearth.rpc("ping") == {}
+
+
+def test_dependency_order_and_reverse_stop(hearth, tmp_path):
+    import signal as sg
+    order = tmp_path / "order"
+    def svc(name, after):
+        return {"name": name, "after": after,
+                "argv": ["sh", "-c", f"echo {name} >> {order}; exec sleep 1000"]}
+    # Listed before what they need: they must still start after it.
+    hearth.start(hearth.config(services=[
+        svc("web-ui", ["hermes", "egress"]),
+        svc("hermes", ["setup"]),
+        {"name": "setup", "argv": ["sh", "-c", f"echo setup >> {order}; exec sleep 1000"]},
+        {"name": "needs-broken", "after": ["broken"], "argv": ["sleep", "1000"]},
+        {"name": "broken", "argv": ["/nonexistent/agent"], "restart": "never"},
+    ]))
+    hearth.wait_for(lambda: order.exists() and len(order.read_text().split()) == 3, what="all started")
+    assert order.read_text().split() == ["setup", "hermes", "web-ui"]
+    # What it needs never came up: it waits, and says for what.
+    hearth.wait_for(lambda: hearth.service("broken")["state"] == "failed", what="broken failed")
+    st = hearth.service("needs-broken")
+    assert st["state"] == "waiting" and st["waiting_for"] == "broken" and st["pid"] == 0
+    hearth.signal(sg.SIGTERM)
+    hearth.wait_exit()
+    log = hearth.log_text()
+    assert log.index("service web-ui: running -> stopping") < log.index("service hermes: running -> stopping")
+    assert log.index("service hermes: running -> stopping") < log.index("service setup: running -> stopping")
