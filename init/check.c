@@ -1,0 +1,606 @@
+#include "check.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+
+#include "log.h"
+#include "reaper.h"
+
+struct check {
+    struct ev_loop *loop;
+    enum check_kind kind;
+    check_done_fn done;
+    void *ctx;
+    ev_timer timer;      /* the attempt's deadline */
+    ev_timer soon;       /* delivers a result known at start; runs the file probe */
+    ev_io io;            /* connect completion */
+    int fd;              /* the socket, or the exec probe's error pipe */
+    pid_t pid;           /* exec: set until the reaper has reaped it */
+    bool finished;       /* done called or cancelled; exec may still await its reap */
+    bool soon_ok;        /* the result soon delivers (tcp, unix) */
+    int64_t timeout_ms;
+    char target[256];    /* as given; argv[0] for exec */
+    char detail[320];
+};
+
+/* ---- parsing ---- */
+
+/* Strict decimal port 1..65535: no sign, no spaces, no trailing text. */
+static bool parse_port(const char *s, uint16_t *port)
+{
+    unsigned long v = 0;
+
+    if (!*s)
+        return false;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return false;
+        v = v * 10 + (unsigned long)(*s - '0');
+        if (v > 65535)
+            return false;
+    }
+    if (v == 0)
+        return false;
+    *port = (uint16_t)v;
+    return true;
+}
+
+/* "a.b.c.d:port", "[v6]:port" or "localhost:port". Names are not resolved:
+ * a resolver would block the loop, and a sandbox probe is local anyway. */
+static int parse_hostport(const char *s, struct sockaddr_storage *ss, socklen_t *sslen,
+                          char *err, size_t errlen)
+{
+    const char *colon = strrchr(s, ':');
+    char host[256];
+    uint16_t port;
+    size_t hlen;
+
+    if (!colon || !parse_port(colon + 1, &port)) {
+        snprintf(err, errlen, "bad address \"%s\" (expected HOST:PORT, port 1..65535)", s);
+        return -1;
+    }
+    hlen = (size_t)(colon - s);
+    if (hlen == 0 || hlen >= sizeof(host)) {
+        snprintf(err, errlen, "bad address \"%s\" (expected HOST:PORT)", s);
+        return -1;
+    }
+    memcpy(host, s, hlen);
+    host[hlen] = '\0';
+    memset(ss, 0, sizeof(*ss));
+    if (host[0] == '[') {
+        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+        if (hlen < 3 || host[hlen - 1] != ']')
+            goto bad;
+        host[hlen - 1] = '\0';
+        if (inet_pton(AF_INET6, host + 1, &sin6->sin6_addr) != 1)
+            goto bad;
+        sin6->sin6_family = AF_INET6;
+        sin6->sin6_port = htons(port);
+        *sslen = sizeof(*sin6);
+        return 0;
+    }
+    struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+    if (strcasecmp(host, "localhost") == 0)
+        sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    else if (inet_pton(AF_INET, host, &sin->sin_addr) != 1)
+        goto bad;
+    sin->sin_family = AF_INET;
+    sin->sin_port = htons(port);
+    *sslen = sizeof(*sin);
+    return 0;
+bad:
+    snprintf(err, errlen,
+             "bad address \"%s\" (host must be numeric IPv4, [IPv6] or localhost; names are "
+             "not resolved)", s);
+    return -1;
+}
+
+static int parse_unix(const char *path, struct sockaddr_un *su, socklen_t *len, char *err,
+                      size_t errlen)
+{
+    size_t n = strlen(path);
+
+    if (n == 0 || n >= sizeof(su->sun_path)) {
+        snprintf(err, errlen, "bad socket path \"%s\" (1..%zu bytes)", path,
+                 sizeof(su->sun_path) - 1);
+        return -1;
+    }
+    memset(su, 0, sizeof(*su));
+    su->sun_family = AF_UNIX;
+    memcpy(su->sun_path, path, n + 1);
+    *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+    return 0;
+}
+
+/* A non-negative integer member, or 0 when absent. config.c has checked
+ * the types already; this only refuses what would be nonsense here. */
+static int get_int(const cJSON *obj, const char *key, int64_t *out, char *err, size_t errlen)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+    *out = 0;
+    if (!v)
+        return 0;
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9007199254740991.0 ||
+        v->valuedouble != (double)(int64_t)v->valuedouble) {
+        snprintf(err, errlen, "%s: expected a non-negative integer", key);
+        return -1;
+    }
+    *out = (int64_t)v->valuedouble;
+    return 0;
+}
+
+static int copy_target(struct check_spec *spec, const char *key, const cJSON *v, char *err,
+                       size_t errlen)
+{
+    if (!cJSON_IsString(v) || !v->valuestring[0]) {
+        snprintf(err, errlen, "%s: expected a non-empty string", key);
+        return -1;
+    }
+    if (strlen(v->valuestring) >= sizeof(spec->target)) {
+        snprintf(err, errlen, "%s: longer than %zu bytes", key, sizeof(spec->target) - 1);
+        return -1;
+    }
+    strcpy(spec->target, v->valuestring);
+    return 0;
+}
+
+static int parse_exec(struct check_spec *spec, const cJSON *v, char *err, size_t errlen)
+{
+    size_t n = 0;
+    const cJSON *a;
+
+    if (!cJSON_IsArray(v) || !v->child) {
+        snprintf(err, errlen, "exec: expected a non-empty array of strings");
+        return -1;
+    }
+    cJSON_ArrayForEach(a, v) {
+        if (!cJSON_IsString(a)) {
+            snprintf(err, errlen, "exec[%zu]: expected string", n);
+            return -1;
+        }
+        if (n == CHECK_ARGV_MAX) {
+            snprintf(err, errlen, "exec: more than %d arguments", CHECK_ARGV_MAX);
+            return -1;
+        }
+        spec->argv_store[n++] = a->valuestring;
+    }
+    if (!spec->argv_store[0][0]) {
+        snprintf(err, errlen, "exec[0]: must not be empty");
+        return -1;
+    }
+    spec->argv_store[n] = NULL;
+    spec->argv = spec->argv_store;
+    /* For details ("exec NAME: ..."), like the socket kinds' target. */
+    snprintf(spec->target, sizeof(spec->target), "%s", spec->argv[0]);
+    return 0;
+}
+
+int check_spec_from_json(const struct cJSON *obj, struct check_spec *spec, char *err,
+                         size_t errlen)
+{
+    static const char *const kinds[] = {"tcp", "unix", "file", "exec", "notify_fd"};
+    const cJSON *which = NULL;
+    const char *key = NULL;
+    int n = 0;
+
+    memset(spec, 0, sizeof(*spec));
+    if (!cJSON_IsObject(obj)) {
+        snprintf(err, errlen, "expected an object");
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, kinds[i]);
+        if (v) {
+            which = v;
+            key = kinds[i];
+            n++;
+        }
+    }
+    if (n != 1) {
+        snprintf(err, errlen, n ? "only one of tcp, unix, file, notify_fd, exec may be given"
+                                : "needs one of tcp, unix, file, notify_fd, exec");
+        return -1;
+    }
+    if (get_int(obj, "timeout_ms", &spec->timeout_ms, err, errlen) < 0 ||
+        get_int(obj, "interval_ms", &spec->interval_ms, err, errlen) < 0 ||
+        get_int(obj, "failures", &spec->failures, err, errlen) < 0)
+        return -1;
+
+    if (strcmp(key, "notify_fd") == 0) {
+        int64_t fd;
+        if (get_int(obj, "notify_fd", &fd, err, errlen) < 0)
+            return -1;
+        if (fd < 3 || fd > 1023) {
+            snprintf(err, errlen, "notify_fd: expected 3..1023");
+            return -1;
+        }
+        spec->notify_fd = (int)fd;
+        return 1;
+    }
+    if (strcmp(key, "exec") == 0) {
+        spec->kind = CHECK_EXEC;
+        return parse_exec(spec, which, err, errlen);
+    }
+    if (copy_target(spec, key, which, err, errlen) < 0)
+        return -1;
+
+    char why[300];
+    if (strcmp(key, "tcp") == 0) {
+        struct sockaddr_storage ss;
+        socklen_t len;
+        spec->kind = CHECK_TCP;
+        if (parse_hostport(spec->target, &ss, &len, why, sizeof(why)) < 0)
+            goto bad;
+    } else if (strcmp(key, "unix") == 0) {
+        struct sockaddr_un su;
+        socklen_t len;
+        spec->kind = CHECK_UNIX;
+        if (parse_unix(spec->target, &su, &len, why, sizeof(why)) < 0)
+            goto bad;
+    } else {
+        spec->kind = CHECK_FILE;
+    }
+    return 0;
+bad:
+    snprintf(err, errlen, "%s: %s", key, why);
+    return -1;
+}
+
+/* ---- the probe ---- */
+
+static void check_free(struct check *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c);
+}
+
+static void stop_watchers(struct check *c)
+{
+    ev_timer_stop(c->loop, &c->timer);
+    ev_timer_stop(c->loop, &c->soon);
+    ev_io_stop(c->loop, &c->io);
+}
+
+/* Calls done once. c is freed first (unless an exec probe still awaits its
+ * reap, whose callback frees it) so nothing here touches c after done:
+ * done may start a new check or do anything else. */
+static void report(struct check *c, bool ok)
+{
+    char detail[sizeof(c->detail)];
+    check_done_fn done = c->done;
+    void *ctx = c->ctx;
+
+    stop_watchers(c);
+    /* Sockets close at once; the exec pipe is read at reap time. */
+    if (c->kind != CHECK_EXEC && c->fd >= 0) {
+        close(c->fd);
+        c->fd = -1;
+    }
+    memcpy(detail, c->detail, sizeof(detail));
+    c->finished = true;
+    if (c->pid == 0)
+        check_free(c);
+    done(ctx, ok, detail);
+}
+
+/* Results known inside check_start still arrive from the loop. */
+static void report_soon(struct check *c, bool ok)
+{
+    c->soon_ok = ok;
+    ev_timer_set(&c->soon, 0., 0.);
+    ev_timer_start(c->loop, &c->soon);
+}
+
+static void kill_group(struct check *c)
+{
+    /* The group is ours from fork on (setpgid on both sides); the plain pid
+     * is a fallback should the group not exist for some reason. */
+    if (kill(-c->pid, SIGKILL) < 0 && (errno != ESRCH || kill(c->pid, SIGKILL) < 0) &&
+        errno != ESRCH)
+        log_warn("check: unable to kill probe %s (pid %d): %s", c->target, (int)c->pid,
+                 strerror(errno));
+}
+
+static void timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct check *c = w->data;
+
+    snprintf(c->detail, sizeof(c->detail), "timed out after %lld ms", (long long)c->timeout_ms);
+    if (c->kind == CHECK_EXEC && c->pid)
+        kill_group(c);
+    report(c, false);
+}
+
+static void file_probe(struct check *c)
+{
+    struct stat st;
+
+    if (stat(c->target, &st) == 0) {
+        snprintf(c->detail, sizeof(c->detail), "%s exists", c->target);
+        report(c, true);
+    } else {
+        snprintf(c->detail, sizeof(c->detail), "stat %s: %s", c->target, strerror(errno));
+        report(c, false);
+    }
+}
+
+static void soon_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct check *c = w->data;
+
+    if (c->kind == CHECK_FILE)
+        file_probe(c);
+    else
+        report(c, c->soon_ok);
+}
+
+static void connected_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct check *c = w->data;
+    int e = 0;
+    socklen_t len = sizeof(e);
+
+    if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &e, &len) < 0)
+        e = errno;
+    if (e == 0)
+        snprintf(c->detail, sizeof(c->detail), "connected to %s", c->target);
+    else
+        snprintf(c->detail, sizeof(c->detail), "connect %s: %s", c->target, strerror(e));
+    report(c, e == 0);
+}
+
+static int connect_start(struct check *c, const struct sockaddr *sa, socklen_t salen, char *err,
+                         size_t errlen)
+{
+    int r;
+
+    c->fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (c->fd < 0) {
+        snprintf(err, errlen, "unable to create socket for %s: %s", c->target, strerror(errno));
+        return -1;
+    }
+    do
+        r = connect(c->fd, sa, salen);
+    while (r < 0 && errno == EINTR && sa->sa_family == AF_UNIX);
+    /* An interrupted TCP connect goes on in the background, like
+     * EINPROGRESS; repeating it would fail with EALREADY. */
+    if (r < 0 && (errno == EINPROGRESS || errno == EINTR)) {
+        ev_io_init(&c->io, connected_cb, c->fd, EV_WRITE);
+        c->io.data = c;
+        ev_io_start(c->loop, &c->io);
+        return 0;
+    }
+    if (r == 0)
+        snprintf(c->detail, sizeof(c->detail), "connected to %s", c->target);
+    else
+        snprintf(c->detail, sizeof(c->detail), "connect %s: %s", c->target, strerror(errno));
+    report_soon(c, r == 0);
+    return 0;
+}
+
+/* Between fork and exec: async-signal-safe calls only. hearth blocks its
+ * signals for the signalfd and ignores SIGPIPE; neither must leak into the
+ * probe. An exec failure is reported as errno through errfd. */
+static void __attribute__((noreturn)) exec_child(char *const *argv, int errfd)
+{
+    sigset_t none;
+    int e, nul;
+
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    for (int sig = 1; sig < NSIG; sig++)
+        signal(sig, SIG_DFL);
+    setpgid(0, 0);
+    /* With hearth's stdio closed the pipe may sit on 0..2, which the
+     * dup2s below would overwrite. */
+    if (errfd <= 2) {
+        int moved = fcntl(errfd, F_DUPFD_CLOEXEC, 3);
+        if (moved < 0)
+            goto fail;
+        errfd = moved;
+    }
+    /* Not O_CLOEXEC: if it lands on 0..2 itself it must survive exec. */
+    nul = open("/dev/null", O_RDWR | O_NOCTTY);
+    if (nul < 0)
+        goto fail;
+    for (int fd = 0; fd <= 2; fd++)
+        if (fd != nul && dup2(nul, fd) < 0)
+            goto fail;
+    if (nul > 2)
+        close(nul);
+    execvp(argv[0], argv);
+fail:
+    e = errno;
+    if (write(errfd, &e, sizeof(e)) < 0) {
+        /* nothing more to do: the exit status says 127 */
+    }
+    _exit(127);
+}
+
+static void exec_reaped(void *ctx, pid_t pid, int wstatus)
+{
+    struct check *c = ctx;
+    int e;
+
+    c->pid = 0;
+    /* Whatever the probe left in its group (a backgrounded helper) goes
+     * with it. Nothing can have forked since waitpid returned, and the
+     * kernel keeps a pid unused while it still names a group. */
+    if (kill(-pid, SIGKILL) < 0 && errno != ESRCH)
+        log_warn("check: unable to kill the rest of probe group %d: %s", (int)pid,
+                 strerror(errno));
+    if (c->finished) {
+        check_free(c);
+        return;
+    }
+    if (read(c->fd, &e, sizeof(e)) == (ssize_t)sizeof(e)) {
+        snprintf(c->detail, sizeof(c->detail), "exec %s: %s", c->target, strerror(e));
+        report(c, false);
+    } else if (WIFEXITED(wstatus)) {
+        snprintf(c->detail, sizeof(c->detail), "exec %s: exited with status %d", c->target,
+                 WEXITSTATUS(wstatus));
+        report(c, WEXITSTATUS(wstatus) == 0);
+    } else if (WIFSIGNALED(wstatus)) {
+        snprintf(c->detail, sizeof(c->detail), "exec %s: killed by signal %d", c->target,
+                 WTERMSIG(wstatus));
+        report(c, false);
+    } else {
+        snprintf(c->detail, sizeof(c->detail), "exec %s: ended with status 0x%x", c->target,
+                 (unsigned)wstatus);
+        report(c, false);
+    }
+}
+
+static int exec_start(struct check *c, char *const *argv, char *err, size_t errlen)
+{
+    int p[2];
+    pid_t pid;
+
+    if (!argv || !argv[0] || !argv[0][0]) {
+        snprintf(err, errlen, "exec probe without argv");
+        return -1;
+    }
+    snprintf(c->target, sizeof(c->target), "%s", argv[0]);
+    /* The read end is only read once the child has exited: non-blocking
+     * just so a stray writer can never stall the loop. */
+    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0) {
+        snprintf(err, errlen, "unable to create pipe for %s: %s", c->target, strerror(errno));
+        return -1;
+    }
+    pid = fork();
+    if (pid < 0) {
+        snprintf(err, errlen, "unable to fork %s: %s", c->target, strerror(errno));
+        close(p[0]);
+        close(p[1]);
+        return -1;
+    }
+    if (pid == 0)
+        exec_child(argv, p[1]);
+    close(p[1]);
+    c->fd = p[0];
+    /* Also set from here so a kill of the group right after check_start
+     * finds it. EACCES: the child has exec'd, so it already did it. */
+    if (setpgid(pid, pid) < 0 && errno != EACCES && errno != ESRCH)
+        log_warn("check: unable to set process group of %s: %s", c->target, strerror(errno));
+    c->pid = pid;
+    if (reaper_watch(pid, exec_reaped, c) < 0) {
+        snprintf(err, errlen, "unable to watch %s (pid %d): %s", c->target, (int)pid,
+                 strerror(errno));
+        /* The reaper still reaps it, as an orphan. */
+        kill_group(c);
+        c->pid = 0;
+        return -1;
+    }
+    return 0;
+}
+
+struct check *check_start(struct ev_loop *loop, const struct check_spec *spec, check_done_fn done,
+                          void *ctx, char *err, size_t errlen)
+{
+    struct sockaddr_storage ss;
+    struct sockaddr_un su;
+    socklen_t len;
+    char why[300];
+    struct check *c;
+    int r = -1;
+
+    if (!loop || !spec || !done) {
+        snprintf(err, errlen, "check_start: missing loop, spec or callback");
+        return NULL;
+    }
+    if (spec->timeout_ms < 0) {
+        snprintf(err, errlen, "bad timeout_ms %lld", (long long)spec->timeout_ms);
+        return NULL;
+    }
+    if (spec->kind != CHECK_EXEC && !memchr(spec->target, 0, sizeof(spec->target))) {
+        snprintf(err, errlen, "target not terminated");
+        return NULL;
+    }
+    c = calloc(1, sizeof(*c));
+    if (!c) {
+        snprintf(err, errlen, "unable to start check: %s", strerror(errno));
+        return NULL;
+    }
+    c->loop = loop;
+    c->kind = spec->kind;
+    c->done = done;
+    c->ctx = ctx;
+    c->fd = -1;
+    c->timeout_ms = spec->timeout_ms ? spec->timeout_ms : CHECK_DEFAULT_TIMEOUT_MS;
+    ev_timer_init(&c->timer, timeout_cb, (double)c->timeout_ms / 1000., 0.);
+    c->timer.data = c;
+    ev_timer_init(&c->soon, soon_cb, 0., 0.);
+    c->soon.data = c;
+    ev_init(&c->io, connected_cb);
+    c->io.data = c;
+    if (spec->kind != CHECK_EXEC)
+        memcpy(c->target, spec->target, sizeof(c->target));
+
+    switch (spec->kind) {
+    case CHECK_TCP:
+        if (parse_hostport(c->target, &ss, &len, why, sizeof(why)) < 0) {
+            snprintf(err, errlen, "tcp: %s", why);
+            break;
+        }
+        r = connect_start(c, (struct sockaddr *)&ss, len, err, errlen);
+        break;
+    case CHECK_UNIX:
+        if (parse_unix(c->target, &su, &len, why, sizeof(why)) < 0) {
+            snprintf(err, errlen, "unix: %s", why);
+            break;
+        }
+        r = connect_start(c, (struct sockaddr *)&su, len, err, errlen);
+        break;
+    case CHECK_FILE:
+        if (!c->target[0]) {
+            snprintf(err, errlen, "file: empty path");
+            break;
+        }
+        report_soon(c, false);
+        r = 0;
+        break;
+    case CHECK_EXEC:
+        r = exec_start(c, spec->argv, err, errlen);
+        break;
+    default:
+        snprintf(err, errlen, "unknown check kind %d", (int)spec->kind);
+        break;
+    }
+    if (r < 0) {
+        stop_watchers(c);
+        check_free(c);
+        return NULL;
+    }
+    ev_timer_start(loop, &c->timer);
+    return c;
+}
+
+void check_cancel(struct check *c)
+{
+    if (!c)
+        return;
+    stop_watchers(c);
+    c->finished = true;
+    /* A running probe is killed; its reaper callback frees c. */
+    if (c->kind == CHECK_EXEC && c->pid) {
+        kill_group(c);
+        return;
+    }
+    check_free(c);
+}
