@@ -1,4 +1,5 @@
 #include "check.h"
+#include "launch.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -399,13 +400,9 @@ static int connect_start(struct check *c, const struct sockaddr *sa, socklen_t s
  * probe. An exec failure is reported as errno through errfd. */
 static void __attribute__((noreturn)) exec_child(char *const *argv, int errfd)
 {
-    sigset_t none;
     int e, nul;
 
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    for (int sig = 1; sig < NSIG; sig++)
-        signal(sig, SIG_DFL);
+    launch_reset_signals();
     setpgid(0, 0);
     /* With hearth's stdio closed the pipe may sit on 0..2, which the
      * dup2s below would overwrite. */

@@ -4,11 +4,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cJSON.h>
@@ -440,4 +442,25 @@ int launch_apply(const struct launch_plan *p)
     if (p->no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         return -1;
     return 0;
+}
+
+/* The kernel's own sigaction layout: libc wrappers refuse the real-time
+ * signals they reserve (32, 33, ...), so a disposition inherited for those
+ * (make, for one, leaves them ignored) would otherwise pass to services. */
+struct kernel_sigaction {
+    void (*handler)(int);
+    unsigned long flags;
+    void (*restorer)(void);
+    unsigned long mask;
+};
+
+void launch_reset_signals(void)
+{
+    struct kernel_sigaction dfl = {SIG_DFL, 0, NULL, 0};
+    unsigned long empty = 0;
+
+    for (int sig = 1; sig <= 64; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP)
+            syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof(unsigned long));
+    syscall(SYS_rt_sigprocmask, SIG_SETMASK, &empty, NULL, sizeof(unsigned long));
 }

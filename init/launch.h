@@ -45,6 +45,10 @@ void launch_free(struct launch_plan *p);
  * Returns 0 or -1 with errno set (the caller reports it). */
 int launch_apply(const struct launch_plan *p);
 
+/* In a child before exec: every signal to its default disposition and
+ * none blocked, including those the C library reserves for itself. */
+void launch_reset_signals(void);
+
 /* Parses one env file's text into KEY=VALUE strings appended to *env.
  * Exposed for unit tests. */
 int launch_parse_env(const char *text, size_t len, const char *fname, char ***env, size_t *n,

@@ -13,6 +13,7 @@
 #include <ev.h>
 
 #include "cgroup.h"
+#include "check.h"
 #include "events.h"
 #include "hearth.h"
 #include "log.h"
@@ -29,13 +30,14 @@ enum svc_event {
     E_EXIT,         /* the main process exited */
     E_TIMER,        /* backoff elapsed or stop timeout */
     E_DEPS,         /* everything it is "after" is up */
+    E_READY,        /* its readiness check passed */
     E_NEVENTS
 };
 
 /* What the child was doing when it failed, reported with errno. */
 enum child_stage { STAGE_SETUP = 1, STAGE_CWD, STAGE_EXEC };
 
-static const char *const event_names[] = {"start", "stop", "exec", "exit", "timer", "deps"};
+static const char *const event_names[] = {"start", "stop", "exec", "exit", "timer", "deps", "ready"};
 
 struct service {
     const struct service_config *cfg;
@@ -64,6 +66,13 @@ struct service {
     unsigned fails;          /* consecutive failures, for the backoff */
     int64_t started_ms;      /* when it last reached running */
     bool restart_pending;    /* services.restart: start again once stopped */
+    /* readiness: between exec and "running" */
+    bool has_ready;
+    struct check_spec ready;
+    int64_t ready_timeout_ms; /* overall; 0 = no limit */
+    int64_t ready_deadline;
+    struct check *probe;
+    ev_timer ready_timer;     /* next attempt */
 };
 
 static struct service svcs[CONFIG_MAX_SERVICES];
@@ -269,13 +278,9 @@ static void __attribute__((noreturn)) child_exec(struct service *s, int errfd,
                                                  int errpipe)
 {
     const struct service_config *c = s->cfg;
-    sigset_t all;
     int report[2];
 
-    sigemptyset(&all);
-    sigprocmask(SIG_SETMASK, &all, NULL);
-    for (int sig = 1; sig < NSIG; sig++)
-        signal(sig, SIG_DFL);
+    launch_reset_signals();
     setsid();
     if (s->cgroup[0]) {
         char path[CGROUP_PATH_MAX + 16];
@@ -424,14 +429,84 @@ static enum svc_state a_spawn(struct service *s)
     return SVC_STARTING;
 }
 
+static void ready_cancel(struct service *s)
+{
+    check_cancel(s->probe);
+    s->probe = NULL;
+    ev_timer_stop(H.loop, &s->ready_timer);
+}
+
+static void ready_attempt(struct service *s);
+
+static void ready_done(void *ctx, bool ok, const char *detail)
+{
+    struct service *s = ctx;
+    s->probe = NULL;
+    if (s->state != SVC_STARTING)
+        return;
+    if (ok) {
+        dispatch(s, E_READY);
+        return;
+    }
+    if (s->ready_timeout_ms && mono_ms() >= s->ready_deadline) {
+        snprintf(s->error, sizeof(s->error), "not ready after %lld ms: %s",
+                 (long long)s->ready_timeout_ms, detail);
+        log_warn("service %s: %s; killing it", s->cfg->name, s->error);
+        signal_group(s, SIGKILL);
+        if (s->cgroup[0])
+            cgroup_kill(s->cgroup);
+        return; /* the exit goes on through the reaper into backoff */
+    }
+    /* Poll again shortly: readiness usually comes within seconds. */
+    ev_timer_set(&s->ready_timer, 0.2, 0.);
+    ev_timer_start(H.loop, &s->ready_timer);
+}
+
+static void ready_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    ready_attempt(w->data);
+}
+
+static void ready_attempt(struct service *s)
+{
+    char err[160];
+    struct check_spec spec = s->ready;
+    spec.argv = spec.argv ? s->ready.argv_store : NULL;
+    /* One attempt never outlasts the overall deadline (or 1 s). */
+    int64_t left = s->ready_timeout_ms ? s->ready_deadline - mono_ms() : 1000;
+    spec.timeout_ms = left < 1 ? 1 : left > 1000 ? 1000 : left;
+    s->probe = check_start(H.loop, &spec, ready_done, s, err, sizeof(err));
+    if (!s->probe) {
+        snprintf(s->error, sizeof(s->error), "readiness check: %s", err);
+        log_warn("service %s: %s", s->cfg->name, s->error);
+        ev_timer_set(&s->ready_timer, 1.0, 0.);
+        ev_timer_start(H.loop, &s->ready_timer);
+    }
+}
+
 static enum svc_state a_running(struct service *s)
 {
+    if (s->has_ready) {
+        /* exec worked; "running" waits for the readiness check. */
+        s->ready_deadline = mono_ms() + s->ready_timeout_ms;
+        ready_attempt(s);
+        return SVC_STARTING;
+    }
+    s->started_ms = mono_ms();
+    return SVC_RUNNING;
+}
+
+static enum svc_state a_ready(struct service *s)
+{
+    ready_cancel(s);
+    s->error[0] = 0;
     s->started_ms = mono_ms();
     return SVC_RUNNING;
 }
 
 static enum svc_state a_stop(struct service *s)
 {
+    ready_cancel(s);
     ev_timer_stop(H.loop, &s->timer);
     signal_group(s, s->cfg->stop_signal);
     timer_start(s, s->cfg->stop_timeout_ms);
@@ -480,6 +555,7 @@ static enum svc_state a_spawn(struct service *s);
 
 static enum svc_state a_exited(struct service *s)
 {
+    ready_cancel(s);
     bool ok = exit_is_success(s);
     sweep(s);
     if (s->error[0] == 0 && !ok) {
@@ -552,15 +628,15 @@ static enum svc_state a_start(struct service *s)
 
 /* The table: what each event does in each state. NULL = ignored. */
 static const action_fn table[SVC_NSTATES][E_NEVENTS] = {
-    /*               START     STOP      EXEC_OK    EXIT       TIMER    DEPS */
-    [SVC_STOPPED]  = {a_start, NULL,     NULL,      NULL,      NULL,    NULL},
-    [SVC_WAITING]  = {NULL,    a_cancel, NULL,      NULL,      NULL,    a_spawn},
-    [SVC_STARTING] = {NULL,    a_stop,   a_running, a_exited,  NULL,    NULL},
-    [SVC_RUNNING]  = {NULL,    a_stop,   NULL,      a_exited,  NULL,    NULL},
-    [SVC_STOPPING] = {NULL,    NULL,     NULL,      a_stopped, a_kill,  NULL},
-    [SVC_BACKOFF]  = {NULL,    a_cancel, NULL,      NULL,      a_spawn, NULL},
-    [SVC_FAILED]   = {a_start, NULL,     NULL,      NULL,      NULL,    NULL},
-    [SVC_EXITED]   = {a_start, NULL,     NULL,      NULL,      NULL,    NULL},
+    /*               START     STOP      EXEC_OK    EXIT       TIMER    DEPS     READY */
+    [SVC_STOPPED]  = {a_start, NULL,     NULL,      NULL,      NULL,    NULL,    NULL},
+    [SVC_WAITING]  = {NULL,    a_cancel, NULL,      NULL,      NULL,    a_spawn, NULL},
+    [SVC_STARTING] = {NULL,    a_stop,   a_running, a_exited,  NULL,    NULL,    a_ready},
+    [SVC_RUNNING]  = {NULL,    a_stop,   NULL,      a_exited,  NULL,    NULL,    NULL},
+    [SVC_STOPPING] = {NULL,    NULL,     NULL,      a_stopped, a_kill,  NULL,    NULL},
+    [SVC_BACKOFF]  = {NULL,    a_cancel, NULL,      NULL,      a_spawn, NULL,    NULL},
+    [SVC_FAILED]   = {a_start, NULL,     NULL,      NULL,      NULL,    NULL,    NULL},
+    [SVC_EXITED]   = {a_start, NULL,     NULL,      NULL,      NULL,    NULL,    NULL},
 };
 
 static void after_transition(struct service *s);
@@ -665,6 +741,22 @@ int services_init(const struct config *cfg)
         }
         ev_timer_init(&s->timer, timer_cb, 0., 0.);
         s->timer.data = s;
+        ev_timer_init(&s->ready_timer, ready_timer_cb, 0., 0.);
+        s->ready_timer.data = s;
+        const cJSON *rj = cJSON_GetObjectItemCaseSensitive(s->cfg->json, "ready");
+        if (rj) {
+            char err[160];
+            int rc = check_spec_from_json(rj, &s->ready, err, sizeof(err));
+            if (rc == 0) {
+                s->has_ready = true;
+                s->ready_timeout_ms = s->ready.timeout_ms;
+            } else if (rc == 1) {
+                log_warn("service %s: ready.notify_fd is not supported yet; treated as ready at exec",
+                         s->cfg->name);
+            } else {
+                log_warn("service %s: ready: %s", s->cfg->name, err);
+            }
+        }
         if (s->cfg->main)
             main_index = (int)i;
     }

@@ -76,6 +76,9 @@ def test_caps_dropped_and_no_new_privs(hearth):
     assert not eff & (1 << CAP_NET_ADMIN) and not eff & (1 << CAP_SYS_ADMIN)
     assert eff & 1  # CAP_CHOWN kept: only the listed ones go
     assert st["NoNewPrivs"] == "1"
+    # Nothing hearth blocks or ignores (nor what its own parent left
+    # ignored, such as libc-reserved real-time signals) reaches the service.
+    assert int(st["SigBlk"], 16) == 0 and int(st["SigIgn"], 16) == 0
 
 
 @pytest.mark.skipif(not shutil.which("nft"), reason="nft is not installed")

@@ -132,3 +132,28 @@ def test_dependency_order_and_reverse_stop(hearth, tmp_path):
     log = hearth.log_text()
     assert log.index("service web-ui: running -> stopping") < log.index("service hermes: running -> stopping")
     assert log.index("service hermes: running -> stopping") < log.index("service setup: running -> stopping")
+
+
+def test_readiness_gates_running_and_dependants(hearth, tmp_path):
+    flag = tmp_path / "ready.flag"
+    hearth.start(hearth.config(services=[
+        {"name": "api", "argv": ["sh", "-c", f"sleep 0.6; touch {flag}; exec sleep 1000"],
+         "ready": {"file": str(flag), "timeout_ms": 10000}},
+        {"name": "ui", "after": ["api"], "argv": ["sleep", "1000"]},
+    ]))
+    assert hearth.service("api")["state"] == "starting"
+    ui = hearth.service("ui")
+    assert ui["state"] == "waiting" and ui["waiting_for"] == "api"
+    hearth.wait_for(lambda: hearth.service("api")["state"] == "running", what="api ready")
+    hearth.wait_for(lambda: hearth.service("ui")["state"] == "running", what="ui released")
+
+
+def test_never_ready_is_killed_and_retried(hearth, tmp_path):
+    hearth.start(hearth.config(services=[
+        {"name": "stuck", "argv": ["sleep", "1000"],
+         "ready": {"file": str(tmp_path / "never"), "timeout_ms": 400},
+         "backoff": {"initial_ms": 100}}]))
+    s = hearth.wait_for(lambda: (lambda x: x if x["restarts"] >= 1 else None)(hearth.service("stuck")),
+                        what="restart after readiness timeout")
+    assert "not ready after 400 ms" in s["error"]
+    assert s["last_exit"] == {"signal": "SIGKILL"}
