@@ -134,6 +134,18 @@ long rpc_utf8_invalid_at(const char *s, size_t len)
     return -1;
 }
 
+int rpc_clip(const char *s, size_t max)
+{
+    size_t n = strnlen(s, max + 1);
+    if (n <= max)
+        return (int)n;
+    n = max;
+    /* Back up over continuation bytes so no character is cut in half. */
+    while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+        n--;
+    return (int)n;
+}
+
 static bool is_blank(const char *s, size_t len)
 {
     for (size_t i = 0; i < len; i++)
@@ -206,7 +218,8 @@ int rpc_parse(const char *line, size_t len, struct rpc_request *req, struct rpc_
     for (cJSON *k = req->root->child; k; k = k->next) {
         if (strcmp(k->string, "jsonrpc") && strcmp(k->string, "id") &&
             strcmp(k->string, "method") && strcmp(k->string, "params")) {
-            rpc_error_set(err, RPC_INVALID_REQUEST, "%.64s: unknown member", k->string);
+            rpc_error_set(err, RPC_INVALID_REQUEST, "%.*s: unknown member", rpc_clip(k->string, 64),
+                          k->string);
             return -1;
         }
     }

@@ -173,3 +173,22 @@ TEST(rpc_format_replies)
     free(r);
     cJSON_Delete(id);
 }
+
+TEST(rpc_error_messages_never_cut_a_character)
+{
+    /* 63 ASCII bytes then a 2-byte character straddling the 64-byte clip. */
+    char line[300];
+    char name[80];
+    memset(name, 'a', 63);
+    memcpy(name + 63, "\xc3\xa9", 2);
+    name[65] = 0;
+    snprintf(line, sizeof(line), "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"%s\":1}", name);
+    struct rpc_request req;
+    struct rpc_error err = {0};
+    CHECK_EQ_INT(rpc_parse(line, strlen(line), &req, &err), -1);
+    CHECK_EQ_INT(rpc_utf8_invalid_at(err.message, strlen(err.message)), -1);
+    CHECK_CONTAINS(err.message, ": unknown member");
+    rpc_request_free(&req);
+    CHECK_EQ_INT(rpc_clip("ab\xc3\xa9", 3), 2);
+    CHECK_EQ_INT(rpc_clip("abc", 64), 3);
+}

@@ -1,0 +1,112 @@
+/* fuzz_config: the config loader (init/config.c), which turns an
+ * operator- or platform-written hearth.json into typed settings and is the
+ * only parser that runs before anything else in PID 1.
+ *
+ * The input is the document itself, passed with its length and without a
+ * terminating NUL (libFuzzer's buffer is exactly size bytes), the way
+ * config_parse's contract allows; ASan reports any read past its end.
+ *
+ * Checked beyond the sanitizers, for an accepted document:
+ *   - the typed form is within its documented bounds (service and listen
+ *     counts, NULL-terminated argv of argc entries, names present);
+ *   - config_redacted_json replaces exactly the secret env values and
+ *     leaves every other value as it was;
+ *   - the redacted document, printed and parsed again, is still accepted
+ *     with the same shape (config.get output can be fed back);
+ *   - every top-level section passes config_check_section on its own, as
+ *     sandbox.init/egress.set receive them;
+ * and for a refused one that err holds a non-empty terminated message. */
+#include "config.h"
+
+#include <cJSON.h>
+
+#include "fuzz_common.h"
+
+static void check_redaction(const struct config *cfg, const cJSON *red)
+{
+    const cJSON *osvc = cJSON_GetObjectItemCaseSensitive(cfg->json, "services");
+    const cJSON *rsvc = cJSON_GetObjectItemCaseSensitive(red, "services");
+    FUZZ_CHECK(cJSON_GetArraySize(osvc) == cJSON_GetArraySize(rsvc), "services lost in copy");
+    for (int i = 0; i < cJSON_GetArraySize(osvc); i++) {
+        const cJSON *oenv = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(osvc, i), "env");
+        const cJSON *renv = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(rsvc, i), "env");
+        const cJSON *o = oenv ? oenv->child : NULL, *r = renv ? renv->child : NULL;
+        for (; o && r; o = o->next, r = r->next) {
+            FUZZ_CHECK(strcmp(o->string, r->string) == 0, "env key %s became %s", o->string,
+                       r->string);
+            FUZZ_CHECK(cJSON_IsString(r), "env %s is no longer a string", r->string);
+            if (config_env_is_secret(o->string))
+                FUZZ_CHECK(strcmp(r->valuestring, "<redacted>") == 0,
+                           "secret env %s not redacted", o->string);
+            else
+                FUZZ_CHECK(strcmp(r->valuestring, o->valuestring) == 0,
+                           "non-secret env %s changed", o->string);
+        }
+        FUZZ_CHECK(!o && !r, "env of services[%d] changed length in the copy", i);
+    }
+}
+
+static void check_typed(const struct config *cfg)
+{
+    FUZZ_CHECK(cfg->json && cJSON_IsObject(cfg->json), "accepted config without an object");
+    FUZZ_CHECK(cfg->n_listen <= CONFIG_MAX_LISTEN, "%zu listen specs", cfg->n_listen);
+    FUZZ_CHECK(cfg->n_services <= CONFIG_MAX_SERVICES, "%zu services", cfg->n_services);
+    FUZZ_CHECK(cfg->n_allowed_cids <= 16, "%zu allowed cids", cfg->n_allowed_cids);
+    for (size_t i = 0; i < cfg->n_services; i++) {
+        const struct service_config *s = &cfg->services[i];
+        FUZZ_CHECK(s->name && s->name[0], "services[%zu] without a name", i);
+        FUZZ_CHECK(s->argv && s->argc >= 1 && s->argv[s->argc] == NULL,
+                   "services[%zu] argv not NULL-terminated after %zu entries", i, s->argc);
+        for (size_t j = 0; j < s->argc; j++)
+            FUZZ_CHECK(s->argv[j] != NULL, "services[%zu].argv[%zu] is NULL", i, j);
+        for (size_t j = 0; j < s->n_env; j++)
+            FUZZ_CHECK(s->env[j].key && s->env[j].value, "services[%zu].env[%zu] empty", i, j);
+        FUZZ_CHECK(s->backoff_initial_ms <= s->backoff_max_ms,
+                   "services[%zu] backoff initial %lld > max %lld", i,
+                   (long long)s->backoff_initial_ms, (long long)s->backoff_max_ms);
+        FUZZ_CHECK(s->stop_signal > 0, "services[%zu] stop signal %d", i, s->stop_signal);
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char err[CONFIG_ERR_MAX];
+    struct config *cfg;
+
+    memset(err, 'X', sizeof(err));
+    cfg = config_parse((const char *)data, size, err, sizeof(err));
+    if (!cfg) {
+        FUZZ_CHECK(memchr(err, '\0', sizeof(err)) != NULL, "err not terminated");
+        FUZZ_CHECK(err[0], "refused without a message");
+        return 0;
+    }
+    check_typed(cfg);
+
+    cJSON *red = config_redacted_json(cfg);
+    FUZZ_CHECK(red != NULL, "config_redacted_json returned NULL");
+    check_redaction(cfg, red);
+
+    char *text = cJSON_PrintUnformatted(red);
+    FUZZ_CHECK(text != NULL, "redacted copy does not print");
+    struct config *again = config_parse(text, strlen(text), err, sizeof(err));
+    FUZZ_CHECK(again != NULL, "printed redacted config refused: %s\n  text: %.400s", err, text);
+    FUZZ_CHECK(again->n_services == cfg->n_services && again->n_listen == cfg->n_listen &&
+                   again->n_modules == cfg->n_modules &&
+                   again->n_allowed_cids == cfg->n_allowed_cids,
+               "round trip changed the shape");
+    FUZZ_CHECK((!again->hostname && !cfg->hostname) ||
+                   (again->hostname && cfg->hostname &&
+                    strcmp(again->hostname, cfg->hostname) == 0),
+               "round trip changed the hostname");
+    config_free(again);
+    free(text);
+    cJSON_Delete(red);
+
+    for (const cJSON *sec = cfg->json->child; sec; sec = sec->next) {
+        int rc = config_check_section(sec->string, sec, err, sizeof(err));
+        FUZZ_CHECK(rc == 0, "section %s accepted in the document but not alone: %s",
+                   sec->string, err);
+    }
+    config_free(cfg);
+    return 0;
+}

@@ -1,0 +1,230 @@
+/* fuzz_rpc: the control protocol's framing and request parser
+ * (agent/rpc.c), which sees every byte a control client sends.
+ *
+ * Input layout, so that mutations steer the framing as well as the text:
+ *   byte 0      low nibble: how many split bytes follow (0..15)
+ *               high nibble: line limit, 16 << (n % 9), i.e. 16..4096
+ *               bytes, small so that overlong lines are reached often
+ *   byte 1      bits 5..7: the stream is the payload repeated once
+ *               (0..5), 8 times (6) or 32 times (7); bits 0..2: piece
+ *               sizes are multiplied by 1 << n. linebuf allocates 64 KiB
+ *               at a time, so only a stream longer than that (libFuzzer's
+ *               inputs stay near 4 KiB) reaches its growth and compaction
+ *               paths; most inputs stay single so the run stays fast
+ *   split bytes each one piece size, ((b & 127) + 1) << multiplier; with
+ *               bit 7 set the piece goes in through linebuf_space/tail/
+ *               commit (the read(2) path), otherwise through
+ *               linebuf_append; the list repeats until the stream is used;
+ *               without split bytes each copy of the payload is one piece
+ *   the rest    the payload
+ *
+ * Checked beyond the sanitizers:
+ *   - the lines linebuf hands out are exactly the stream split at '\n'
+ *     (one trailing '\r' cut), in order, none longer than the limit, and
+ *     -1 comes only when the pending line really is too long;
+ *   - rpc_utf8_invalid_at agrees with an independent validator;
+ *   - every reply from rpc_format_result/rpc_format_error is one line of
+ *     valid UTF-8 JSON with "jsonrpc":"2.0" and an "id", as a client
+ *     parsing replies strictly would require.
+ * Each complete line is copied into a buffer of its exact length before
+ * rpc_parse, so a read past the line's end is reported by ASan instead of
+ * landing in the rest of the linebuf. Only lines starting in the first
+ * copy of the payload are parsed; the repeats would parse the same text. */
+#include "rpc.h"
+
+#include <cJSON.h>
+
+#include "fuzz_common.h"
+
+static const int known_codes[] = {
+    RPC_PARSE_ERROR, RPC_INVALID_REQUEST, RPC_METHOD_NOT_FOUND, RPC_INVALID_PARAMS,
+    RPC_INTERNAL_ERROR, RPC_ERR_FAILED, RPC_ERR_BUSY, RPC_ERR_NOT_FOUND, RPC_ERR_STATE,
+};
+
+static void check_reply(char *reply, size_t n, const char *what)
+{
+    FUZZ_CHECK(reply != NULL, "%s returned NULL", what);
+    FUZZ_CHECK(n > 1 && n == strlen(reply), "%s: length %zu, strlen %zu", what, n, strlen(reply));
+    FUZZ_CHECK(reply[n - 1] == '\n', "%s: reply does not end in a newline", what);
+    FUZZ_CHECK(memchr(reply, '\n', n - 1) == NULL, "%s: newline inside the reply: %s", what,
+               reply);
+    long bad = fuzz_utf8_ref(reply, n - 1);
+    FUZZ_CHECK(bad < 0, "%s: reply is not valid UTF-8 at byte %ld: %s", what, bad, reply);
+
+    cJSON *msg = cJSON_ParseWithLength(reply, n - 1);
+    FUZZ_CHECK(msg != NULL, "%s: reply is not JSON: %s", what, reply);
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(msg, "jsonrpc");
+    FUZZ_CHECK(cJSON_IsString(v) && strcmp(v->valuestring, "2.0") == 0,
+               "%s: reply lacks jsonrpc 2.0: %s", what, reply);
+    FUZZ_CHECK(cJSON_HasObjectItem(msg, "id"), "%s: reply lacks id: %s", what, reply);
+    cJSON_Delete(msg);
+    free(reply);
+}
+
+static void handle_line(const char *line, size_t len)
+{
+    /* Exact-size copy: see the header comment. */
+    char *copy = malloc(len ? len : 1);
+    struct rpc_request req;
+    struct rpc_error err;
+    size_t n = 0;
+    char *reply;
+    int rc;
+
+    if (!copy)
+        abort();
+    memcpy(copy, line, len);
+
+    FUZZ_CHECK(rpc_utf8_invalid_at(copy, len) == fuzz_utf8_ref(copy, len),
+               "rpc_utf8_invalid_at says %ld, reference says %ld",
+               rpc_utf8_invalid_at(copy, len), fuzz_utf8_ref(copy, len));
+
+    memset(&err, 0, sizeof(err));
+    rc = rpc_parse(copy, len, &req, &err);
+    if (rc == 1) {
+        FUZZ_CHECK(req.root == NULL && req.id == NULL, "blank line left a tree behind");
+        for (size_t i = 0; i < len; i++)
+            FUZZ_CHECK(copy[i] == ' ' || copy[i] == '\t' || copy[i] == '\r',
+                       "non-blank line (byte %zu = 0x%02x) reported as blank", i,
+                       (unsigned char)copy[i]);
+    } else if (rc == 0) {
+        FUZZ_CHECK(req.root && req.method && req.method[0], "accepted request without method");
+        FUZZ_CHECK(fuzz_utf8_ref(copy, len) < 0, "accepted a request that is not UTF-8");
+        FUZZ_CHECK(!req.params || cJSON_IsObject(req.params) || cJSON_IsArray(req.params),
+                   "params of type %d accepted", req.params->type);
+        /* A handler answering with what it was given: the method name
+         * and a copy of the params both go back out through the printer. */
+        cJSON *result = cJSON_CreateObject();
+        cJSON_AddStringToObject(result, "method", req.method);
+        if (req.params)
+            cJSON_AddItemToObject(result, "params", cJSON_Duplicate(req.params, 1));
+        reply = rpc_format_result(req.id, result, &n);
+        check_reply(reply, n, "rpc_format_result");
+        /* Handlers also fail with the method name in the message (whole:
+         * cutting it to a fixed size here could split a character). */
+        char *msg = NULL;
+        if (asprintf(&msg, "no such method: %s", req.method) < 0)
+            abort();
+        reply = rpc_format_error(req.id, RPC_METHOD_NOT_FOUND, msg, NULL, &n);
+        check_reply(reply, n, "rpc_format_error(method)");
+        free(msg);
+    } else {
+        FUZZ_CHECK(rc == -1, "rpc_parse returned %d", rc);
+        bool known = false;
+        for (size_t i = 0; i < sizeof(known_codes) / sizeof(known_codes[0]); i++)
+            known |= err.code == known_codes[i];
+        FUZZ_CHECK(known, "unknown error code %d", err.code);
+        FUZZ_CHECK(memchr(err.message, '\0', sizeof(err.message)) != NULL,
+                   "error message not terminated");
+        FUZZ_CHECK(err.message[0], "empty error message");
+        reply = rpc_format_error(req.id, err.code, err.message, err.data, &n);
+        check_reply(reply, n, "rpc_format_error");
+    }
+    rpc_request_free(&req);
+    free(copy);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct linebuf lb;
+    const uint8_t *splits, *payload;
+    uint8_t *stream;
+    size_t nsplit, max, plen, slen, reps, mult, fed = 0, pos = 0, si = 0;
+
+    /* The whole input through the validator too: it is not line-bounded. */
+    FUZZ_CHECK(rpc_utf8_invalid_at((const char *)data, size) == fuzz_utf8_ref(data, size),
+               "rpc_utf8_invalid_at says %ld, reference says %ld (whole input)",
+               rpc_utf8_invalid_at((const char *)data, size), fuzz_utf8_ref(data, size));
+    if (size < 2)
+        return 0;
+    nsplit = data[0] & 15;
+    max = (size_t)16 << ((data[0] >> 4) % 9);
+    reps = (data[1] >> 5) < 6 ? 1 : (data[1] >> 5) == 6 ? 8 : 32;
+    mult = data[1] & 7;
+    if (nsplit > size - 2)
+        nsplit = size - 2;
+    splits = data + 2;
+    payload = data + 2 + nsplit;
+    plen = size - 2 - nsplit;
+    slen = plen * reps;
+    stream = malloc(slen ? slen : 1);
+    if (!stream)
+        abort();
+    for (size_t i = 0; i < reps; i++)
+        memcpy(stream + i * plen, payload, plen);
+
+    linebuf_init(&lb, max);
+    while (fed < slen) {
+        uint8_t sb = nsplit ? splits[si++ % nsplit] : 0;
+        size_t piece = nsplit ? ((size_t)(sb & 127) + 1) << mult : plen; /* one copy */
+        bool via_tail = sb & 128;
+        bool closed = false;
+        int r;
+
+        if (piece > slen - fed)
+            piece = slen - fed;
+        if (via_tail) {
+            while (piece > 0) {
+                size_t room = linebuf_space(&lb);
+                FUZZ_CHECK(room > 0 || linebuf_pending(&lb) > max,
+                           "no room with only %zu bytes pending (max %zu)",
+                           linebuf_pending(&lb), max);
+                if (room == 0) {
+                    closed = true;
+                    break;
+                }
+                size_t k = piece < room ? piece : room;
+                memcpy(linebuf_tail(&lb), stream + fed, k);
+                linebuf_commit(&lb, k);
+                fed += k;
+                piece -= k;
+            }
+        } else {
+            if (linebuf_append(&lb, (const char *)stream + fed, piece) < 0)
+                closed = true; /* partial appends are not tracked: stop */
+            else
+                fed += piece;
+        }
+        if (closed)
+            break;
+
+        /* Drain, comparing with the stream split by hand. */
+        for (;;) {
+            const char *line = NULL;
+            size_t len = 0;
+            const uint8_t *nl = memchr(stream + pos, '\n', fed - pos);
+            size_t raw = nl ? (size_t)(nl - (stream + pos)) : fed - pos;
+
+            r = linebuf_next(&lb, &line, &len);
+            if (r == 1) {
+                FUZZ_CHECK(nl != NULL, "line returned before its newline arrived");
+                FUZZ_CHECK(raw <= max, "line of %zu bytes passed a %zu limit", raw, max);
+                size_t want = raw && stream[pos + raw - 1] == '\r' ? raw - 1 : raw;
+                FUZZ_CHECK(len == want && memcmp(line, stream + pos, len) == 0,
+                           "line at stream offset %zu: got %zu bytes, want %zu", pos, len, want);
+                bool first_copy = pos < plen;
+                pos += raw + 1;
+                FUZZ_CHECK(linebuf_pending(&lb) == fed - pos, "pending %zu, want %zu",
+                           linebuf_pending(&lb), fed - pos);
+                if (first_copy)
+                    handle_line(line, len);
+                continue;
+            }
+            if (r == 0) {
+                FUZZ_CHECK(nl == NULL, "complete line at offset %zu not returned", pos);
+                FUZZ_CHECK(raw <= max, "pending %zu bytes over the %zu limit not refused", raw,
+                           max);
+            } else {
+                FUZZ_CHECK(r == -1, "linebuf_next returned %d", r);
+                FUZZ_CHECK(raw > max, "refused a %zu-byte line under the %zu limit", raw, max);
+                closed = true;
+            }
+            break;
+        }
+        if (closed)
+            break;
+    }
+    linebuf_free(&lb);
+    free(stream);
+    return 0;
+}
