@@ -163,11 +163,11 @@ for t in $TARGETS; do
         fi
         # What broke: a harness invariant (with its detail line), else the
         # sanitizer's or libFuzzer's own first report line.
-        if grep -q 'invariant broken' "$log"; then
-            grep -m 1 -A 1 'invariant broken' "$log" | cut -c 1-300 | sed 's/^/    /'
+        if grep -aq 'invariant broken' "$log"; then
+            grep -a -m 1 -A 1 'invariant broken' "$log" | cut -c 1-300 | cat -v | sed 's/^/    /'
         else
-            grep -m 2 -E 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error|SUMMARY' \
-                "$log" | cut -c 1-300 | sed 's/^/    /'
+            grep -a -m 2 -E 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error|SUMMARY' \
+                "$log" | cut -c 1-300 | cat -v | sed 's/^/    /'
         fi
         failed=$((failed + 1))
     fi
