@@ -146,6 +146,22 @@ int rpc_clip(const char *s, size_t max)
     return (int)n;
 }
 
+/* Offset of a \u0000 escape in a JSON text, or -1. cJSON decodes into C
+ * strings, so everything after a NUL would silently vanish ("ping\u0000x"
+ * would be taken as "ping"): such requests are refused instead. */
+static long nul_escape_at(const char *s, size_t len)
+{
+    for (size_t i = 0; i + 6 <= len; i++) {
+        if (s[i] != '\\')
+            continue;
+        if (s[i + 1] == 'u' && s[i + 2] == '0' && s[i + 3] == '0' && s[i + 4] == '0' &&
+            s[i + 5] == '0')
+            return (long)i;
+        i++; /* skip the escaped character, so "\\\\u0000" is not one */
+    }
+    return -1;
+}
+
 static bool is_blank(const char *s, size_t len)
 {
     for (size_t i = 0; i < len; i++)
@@ -167,6 +183,11 @@ int rpc_parse(const char *line, size_t len, struct rpc_request *req, struct rpc_
     bad = rpc_utf8_invalid_at(line, len);
     if (bad >= 0) {
         rpc_error_set(err, RPC_PARSE_ERROR, "invalid UTF-8 at byte %ld", bad);
+        return -1;
+    }
+    bad = nul_escape_at(line, len);
+    if (bad >= 0) {
+        rpc_error_set(err, RPC_PARSE_ERROR, "\\u0000 is not accepted (byte %ld)", bad);
         return -1;
     }
     req->root = cJSON_ParseWithLengthOpts(line, len, &end, 0);

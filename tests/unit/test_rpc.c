@@ -192,3 +192,19 @@ TEST(rpc_error_messages_never_cut_a_character)
     CHECK_EQ_INT(rpc_clip("ab\xc3\xa9", 3), 2);
     CHECK_EQ_INT(rpc_clip("abc", 64), 3);
 }
+
+TEST(rpc_nul_escapes_refused)
+{
+    struct rpc_request req;
+    struct rpc_error err = {0};
+    const char *bad = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\\u0000junk\"}";
+    CHECK_EQ_INT(rpc_parse(bad, strlen(bad), &req, &err), -1);
+    CHECK_EQ_INT(err.code, RPC_PARSE_ERROR);
+    CHECK_CONTAINS(err.message, "\\u0000");
+    rpc_request_free(&req);
+    /* An escaped backslash followed by the text u0000 is an ordinary string. */
+    const char *ok = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\\\\u0000\"}";
+    CHECK_EQ_INT(rpc_parse(ok, strlen(ok), &req, &err), 0);
+    CHECK_STR(req.method, "a\\u0000");
+    rpc_request_free(&req);
+}
