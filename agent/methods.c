@@ -1,4 +1,5 @@
 #include "methods.h"
+#include "utf8.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +45,7 @@ static int params_only(cJSON *params, const char *const *known, struct rpc_error
             if (strcmp(k->string, *n) == 0)
                 ok = true;
         if (!ok) {
-            rpc_error_set(err, RPC_INVALID_PARAMS, "%.*s: unknown parameter", rpc_clip(k->string, 64),
+            rpc_error_set(err, RPC_INVALID_PARAMS, "%.*s: unknown parameter", utf8_clip(k->string, 64),
                           k->string);
             return -1;
         }
@@ -187,7 +188,7 @@ static int param_service(cJSON *params, int *idx, struct rpc_error *err)
     }
     *idx = service_index(v->valuestring);
     if (*idx < 0) {
-        rpc_error_set(err, RPC_ERR_NOT_FOUND, "no service named %.*s", rpc_clip(v->valuestring, 64),
+        rpc_error_set(err, RPC_ERR_NOT_FOUND, "no service named %.*s", utf8_clip(v->valuestring, 64),
                       v->valuestring);
         return -1;
     }
@@ -344,7 +345,7 @@ char *methods_handle_line(struct client *c, const char *line, size_t len, size_t
     const struct method *m = methods_find(req.method);
     cJSON *result = NULL;
     if (!m) {
-        rpc_error_set(&err, RPC_METHOD_NOT_FOUND, "unknown method: %.*s", rpc_clip(req.method, 128),
+        rpc_error_set(&err, RPC_METHOD_NOT_FOUND, "unknown method: %.*s", utf8_clip(req.method, 128),
                       req.method);
     } else if (req.params && !cJSON_IsObject(req.params)) {
         rpc_error_set(&err, RPC_INVALID_PARAMS, "params: expected object");

@@ -1,4 +1,5 @@
 #include "rpc.h"
+#include "utf8.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -99,53 +100,6 @@ void rpc_error_set(struct rpc_error *err, int code, const char *fmt, ...)
     va_end(ap);
 }
 
-long rpc_utf8_invalid_at(const char *s, size_t len)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-    while (i < len) {
-        unsigned c = p[i];
-        size_t need;
-        unsigned min;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if ((c & 0xe0) == 0xc0) {
-            need = 1, min = 0x80, c &= 0x1f;
-        } else if ((c & 0xf0) == 0xe0) {
-            need = 2, min = 0x800, c &= 0x0f;
-        } else if ((c & 0xf8) == 0xf0) {
-            need = 3, min = 0x10000, c &= 0x07;
-        } else {
-            return (long)i;
-        }
-        if (i + need >= len)
-            return (long)i;
-        for (size_t k = 1; k <= need; k++) {
-            if ((p[i + k] & 0xc0) != 0x80)
-                return (long)i;
-            c = (c << 6) | (p[i + k] & 0x3f);
-        }
-        /* overlong forms, surrogates, beyond U+10FFFF */
-        if (c < min || (c >= 0xd800 && c <= 0xdfff) || c > 0x10ffff)
-            return (long)i;
-        i += need + 1;
-    }
-    return -1;
-}
-
-int rpc_clip(const char *s, size_t max)
-{
-    size_t n = strnlen(s, max + 1);
-    if (n <= max)
-        return (int)n;
-    n = max;
-    /* Back up over continuation bytes so no character is cut in half. */
-    while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
-        n--;
-    return (int)n;
-}
-
 /* Offset of a \u0000 escape in a JSON text, or -1. cJSON decodes into C
  * strings, so everything after a NUL would silently vanish ("ping\u0000x"
  * would be taken as "ping"): such requests are refused instead. */
@@ -180,7 +134,7 @@ int rpc_parse(const char *line, size_t len, struct rpc_request *req, struct rpc_
     err->data = NULL;
     if (is_blank(line, len))
         return 1;
-    bad = rpc_utf8_invalid_at(line, len);
+    bad = utf8_invalid_at(line, len);
     if (bad >= 0) {
         rpc_error_set(err, RPC_PARSE_ERROR, "invalid UTF-8 at byte %ld", bad);
         return -1;
@@ -239,7 +193,7 @@ int rpc_parse(const char *line, size_t len, struct rpc_request *req, struct rpc_
     for (cJSON *k = req->root->child; k; k = k->next) {
         if (strcmp(k->string, "jsonrpc") && strcmp(k->string, "id") &&
             strcmp(k->string, "method") && strcmp(k->string, "params")) {
-            rpc_error_set(err, RPC_INVALID_REQUEST, "%.*s: unknown member", rpc_clip(k->string, 64),
+            rpc_error_set(err, RPC_INVALID_REQUEST, "%.*s: unknown member", utf8_clip(k->string, 64),
                           k->string);
             return -1;
         }

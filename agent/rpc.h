@@ -75,12 +75,4 @@ char *rpc_format_error(const struct cJSON *id, int code, const char *message,
 void rpc_error_set(struct rpc_error *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Length of s cut to at most max bytes on a character boundary, for
- * "%.*s" when echoing client text into messages: a cut in the middle of a
- * UTF-8 sequence would make the reply invalid. */
-int rpc_clip(const char *s, size_t max);
-
-/* Index of the first byte that breaks UTF-8, or -1 when s is valid. */
-long rpc_utf8_invalid_at(const char *s, size_t len);
-
 #endif

@@ -6,12 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cJSON.h>
 
 #include "hearth.h"
 #include "log.h"
+#include "utf8.h"
 
 const char *logring_stream_name(enum log_stream s) { return s == STREAM_STDERR ? "stderr" : "stdout"; }
 
@@ -103,15 +105,14 @@ const struct logline *logring_add(struct logring *r, enum log_stream s, const ch
         clock_gettime(CLOCK_REALTIME, &ts);
         gmtime_r(&ts.tv_sec, &tm);
         int n = (int)strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ ", &tm);
-        struct iovec_like { const char *p; size_t n; } parts[3] = {
-            {stamp, (size_t)n}, {text, len}, {"\n", 1}};
-        for (int i = 0; i < 3; i++) {
-            if (write(r->fd, parts[i].p, parts[i].n) < 0) {
-                log_warn("unable to write %s: %s", r->file, strerror(errno));
-                break;
-            }
-            r->file_size += (int64_t)parts[i].n;
-        }
+        /* One write per line: the file is on local or shared disk and
+         * the loop pays for each syscall. */
+        struct iovec iov[3] = {{stamp, (size_t)n}, {(void *)text, len}, {"\n", 1}};
+        ssize_t w = writev(r->fd, iov, 3);
+        if (w < 0)
+            log_warn("unable to write %s: %s", r->file, strerror(errno));
+        else
+            r->file_size += w;
         if (r->max_bytes > 0 && r->file_size >= r->max_bytes)
             file_rotate(r);
     }
@@ -148,28 +149,22 @@ cJSON *logline_json(const struct logline *l, const char *service)
     cJSON_AddNumberToObject(o, "t_ms", (double)l->mono_ms);
     cJSON_AddNumberToObject(o, "time_ms", (double)l->wall_ms);
     cJSON_AddStringToObject(o, "stream", logring_stream_name((enum log_stream)l->stream));
-    /* Output may be any bytes; JSON needs valid UTF-8. */
+    /* Output may be any bytes; JSON needs valid UTF-8: each byte that
+     * breaks it becomes U+FFFD. */
     char *safe = malloc((size_t)l->len * 3 + 1);
     if (!safe) {
         cJSON_Delete(o);
         return NULL;
     }
-    size_t k = 0;
-    const unsigned char *p = (const unsigned char *)l->text;
-    for (size_t i = 0; i < l->len;) {
-        unsigned c = p[i];
-        size_t need = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1 : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : 9;
-        bool ok = need != 9 && i + need < l->len + (need == 0);
-        for (size_t j = 1; ok && j <= need; j++)
-            ok = i + j < l->len && (p[i + j] & 0xc0) == 0x80;
-        if (need == 1 && c < 0xc2)
-            ok = false;
-        if (ok) {
-            memcpy(safe + k, p + i, need + 1);
-            k += need + 1;
-            i += need + 1;
-        } else {
-            memcpy(safe + k, "\xef\xbf\xbd", 3); /* U+FFFD */
+    size_t k = 0, i = 0;
+    while (i < l->len) {
+        long bad = utf8_invalid_at(l->text + i, l->len - i);
+        size_t good = bad < 0 ? l->len - i : (size_t)bad;
+        memcpy(safe + k, l->text + i, good);
+        k += good;
+        i += good;
+        if (bad >= 0) {
+            memcpy(safe + k, "\xef\xbf\xbd", 3);
             k += 3;
             i++;
         }

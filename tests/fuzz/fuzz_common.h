@@ -39,7 +39,7 @@ static inline char *fuzz_strndup(const uint8_t *data, size_t n)
 
 /* Independent UTF-8 check written from the table of well-formed byte
  * sequences in the Unicode standard (chapter 3), deliberately in a
- * different style from rpc_utf8_invalid_at, which it is compared with.
+ * different style from utf8_invalid_at, which it is compared with.
  * Returns the offset of the first byte of the first ill-formed sequence,
  * or -1 when all of s is well formed. */
 static inline long fuzz_utf8_ref(const void *buf, size_t len)

@@ -22,7 +22,7 @@
  *   - the lines linebuf hands out are exactly the stream split at '\n'
  *     (one trailing '\r' cut), in order, none longer than the limit, and
  *     -1 comes only when the pending line really is too long;
- *   - rpc_utf8_invalid_at agrees with an independent validator;
+ *   - utf8_invalid_at agrees with an independent validator;
  *   - every reply from rpc_format_result/rpc_format_error is one line of
  *     valid UTF-8 JSON with "jsonrpc":"2.0" and an "id", as a client
  *     parsing replies strictly would require.
@@ -33,6 +33,7 @@
  * every line): repeats would parse the same text again, and inputs with
  * hundreds of near-identical requests slowed the run tenfold. */
 #include "rpc.h"
+#include "utf8.h"
 
 #include <cJSON.h>
 
@@ -77,9 +78,9 @@ static void handle_line(const char *line, size_t len)
         abort();
     memcpy(copy, line, len);
 
-    FUZZ_CHECK(rpc_utf8_invalid_at(copy, len) == fuzz_utf8_ref(copy, len),
-               "rpc_utf8_invalid_at says %ld, reference says %ld",
-               rpc_utf8_invalid_at(copy, len), fuzz_utf8_ref(copy, len));
+    FUZZ_CHECK(utf8_invalid_at(copy, len) == fuzz_utf8_ref(copy, len),
+               "utf8_invalid_at says %ld, reference says %ld",
+               utf8_invalid_at(copy, len), fuzz_utf8_ref(copy, len));
 
     memset(&err, 0, sizeof(err));
     rc = rpc_parse(copy, len, &req, &err);
@@ -134,9 +135,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t nsplit, max, plen, slen, reps, mult, fed = 0, pos = 0, si = 0, parsed = 0;
 
     /* The whole input through the validator too: it is not line-bounded. */
-    FUZZ_CHECK(rpc_utf8_invalid_at((const char *)data, size) == fuzz_utf8_ref(data, size),
-               "rpc_utf8_invalid_at says %ld, reference says %ld (whole input)",
-               rpc_utf8_invalid_at((const char *)data, size), fuzz_utf8_ref(data, size));
+    FUZZ_CHECK(utf8_invalid_at((const char *)data, size) == fuzz_utf8_ref(data, size),
+               "utf8_invalid_at says %ld, reference says %ld (whole input)",
+               utf8_invalid_at((const char *)data, size), fuzz_utf8_ref(data, size));
     if (size < 2)
         return 0;
     nsplit = data[0] & 15;

@@ -37,7 +37,7 @@ esac
 # Hearth sources each target links (cJSON comes on top for all but cidr).
 target_srcs() {
     case $1 in
-        rpc)    echo "agent/rpc.c" ;;
+        rpc)    echo "agent/rpc.c init/utf8.c" ;;
         config) echo "init/config.c init/cidr.c init/log.c" ;;
         cidr)   echo "init/cidr.c" ;;
         listen) echo "init/config.c init/cidr.c init/log.c" ;;

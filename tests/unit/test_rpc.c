@@ -7,6 +7,7 @@
 #include <cJSON.h>
 
 #include "rpc.h"
+#include "utf8.h"
 
 TEST(linebuf_partial_and_pipelined_lines)
 {
@@ -150,14 +151,14 @@ TEST(rpc_parse_errors)
 
 TEST(rpc_utf8_validation)
 {
-    CHECK_EQ_INT(rpc_utf8_invalid_at("plain", 5), -1);
-    CHECK_EQ_INT(rpc_utf8_invalid_at("h\xc3\xa9llo", 6), -1);
-    CHECK_EQ_INT(rpc_utf8_invalid_at("\xf0\x9f\x94\xa5", 4), -1);
-    CHECK_EQ_INT(rpc_utf8_invalid_at("ab\xff", 3), 2);
-    CHECK_EQ_INT(rpc_utf8_invalid_at("\xc3", 1), 0);          /* truncated */
-    CHECK_EQ_INT(rpc_utf8_invalid_at("\xc0\xaf", 2), 0);      /* overlong */
-    CHECK_EQ_INT(rpc_utf8_invalid_at("\xed\xa0\x80", 3), 0);  /* surrogate */
-    CHECK_EQ_INT(rpc_utf8_invalid_at("\xf4\x90\x80\x80", 4), 0); /* > U+10FFFF */
+    CHECK_EQ_INT(utf8_invalid_at("plain", 5), -1);
+    CHECK_EQ_INT(utf8_invalid_at("h\xc3\xa9llo", 6), -1);
+    CHECK_EQ_INT(utf8_invalid_at("\xf0\x9f\x94\xa5", 4), -1);
+    CHECK_EQ_INT(utf8_invalid_at("ab\xff", 3), 2);
+    CHECK_EQ_INT(utf8_invalid_at("\xc3", 1), 0);          /* truncated */
+    CHECK_EQ_INT(utf8_invalid_at("\xc0\xaf", 2), 0);      /* overlong */
+    CHECK_EQ_INT(utf8_invalid_at("\xed\xa0\x80", 3), 0);  /* surrogate */
+    CHECK_EQ_INT(utf8_invalid_at("\xf4\x90\x80\x80", 4), 0); /* > U+10FFFF */
 }
 
 TEST(rpc_format_replies)
@@ -186,11 +187,11 @@ TEST(rpc_error_messages_never_cut_a_character)
     struct rpc_request req;
     struct rpc_error err = {0};
     CHECK_EQ_INT(rpc_parse(line, strlen(line), &req, &err), -1);
-    CHECK_EQ_INT(rpc_utf8_invalid_at(err.message, strlen(err.message)), -1);
+    CHECK_EQ_INT(utf8_invalid_at(err.message, strlen(err.message)), -1);
     CHECK_CONTAINS(err.message, ": unknown member");
     rpc_request_free(&req);
-    CHECK_EQ_INT(rpc_clip("ab\xc3\xa9", 3), 2);
-    CHECK_EQ_INT(rpc_clip("abc", 64), 3);
+    CHECK_EQ_INT(utf8_clip("ab\xc3\xa9", 3), 2);
+    CHECK_EQ_INT(utf8_clip("abc", 64), 3);
 }
 
 TEST(rpc_nul_escapes_refused)
