@@ -20,7 +20,6 @@ static char services_dir[CGROUP_PATH_MAX];
 static char mount_point[CGROUP_PATH_MAX];
 
 bool cgroup_available(void) { return base[0] != 0; }
-const char *cgroup_base(void) { return base; }
 
 static int write_file(const char *path, const char *s)
 {

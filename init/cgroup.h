@@ -16,8 +16,6 @@
  * then runs services without cgroups. */
 int cgroup_setup(bool vm_mode);
 bool cgroup_available(void);
-/* The directory hearth itself lives in ("" when unavailable). */
-const char *cgroup_base(void);
 /* Creates (if needed) the leaf for a service; writes its path to out. */
 int cgroup_service_create(const char *name, char *out, size_t outlen);
 /* Removes an empty leaf; ignores EBUSY/ENOENT. */

@@ -10,7 +10,6 @@
 static enum log_level g_level = HLOG_INFO;
 static int g_fd = 2;
 static enum log_sink g_sink = LOG_SINK_STDERR;
-static log_observer_fn g_observer;
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 /* kmsg priorities: err=3, warning=4, info=6, debug=7 */
@@ -37,8 +36,6 @@ void log_open(enum log_sink sink)
 }
 
 void log_set_level(enum log_level lvl) { g_level = lvl; }
-enum log_level log_get_level(void) { return g_level; }
-void log_set_observer(log_observer_fn fn) { g_observer = fn; }
 
 const char *log_level_name(enum log_level lvl)
 {
@@ -77,8 +74,6 @@ void log_vmsg(enum log_level lvl, const char *fmt, va_list ap)
     for (char *p = msg; *p; p++)
         if (*p == '\n' || *p == '\r')
             *p = ' ';
-    if (g_observer)
-        g_observer(lvl, msg);
     if (g_sink == LOG_SINK_KMSG) {
         /* The kernel stamps kmsg records itself. */
         n = snprintf(line, sizeof(line), "<%d>hearth: %s\n", kmsg_prio[lvl], msg);

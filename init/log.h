@@ -17,7 +17,6 @@ enum log_sink { LOG_SINK_STDERR, LOG_SINK_KMSG, LOG_SINK_CONSOLE };
 
 void log_open(enum log_sink sink);
 void log_set_level(enum log_level lvl);
-enum log_level log_get_level(void);
 /* Returns 0 and sets *out when s is error|warn|info|debug. */
 int log_level_parse(const char *s, enum log_level *out);
 const char *log_level_name(enum log_level lvl);
@@ -25,11 +24,6 @@ const char *log_level_name(enum log_level lvl);
 void log_msg(enum log_level lvl, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void log_vmsg(enum log_level lvl, const char *fmt, va_list ap);
-
-/* Optional observer: every emitted line (without the trailing newline) is
- * handed to it, e.g. to keep hearth's own log ring for logs.read. */
-typedef void (*log_observer_fn)(enum log_level lvl, const char *line);
-void log_set_observer(log_observer_fn fn);
 
 #define log_error(...) log_msg(HLOG_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(HLOG_WARN, __VA_ARGS__)

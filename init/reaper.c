@@ -29,13 +29,6 @@ int reaper_watch(pid_t pid, reaper_fn fn, void *ctx)
     return -1;
 }
 
-void reaper_unwatch(pid_t pid)
-{
-    for (int i = 0; i < REAPER_MAX; i++)
-        if (watches[i].pid == pid)
-            watches[i].pid = 0;
-}
-
 int reaper_reap(void)
 {
     int n = 0, st;

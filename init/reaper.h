@@ -12,7 +12,6 @@ typedef void (*reaper_fn)(void *ctx, pid_t pid, int wstatus);
 #define REAPER_MAX 512
 
 int reaper_watch(pid_t pid, reaper_fn fn, void *ctx);
-void reaper_unwatch(pid_t pid);
 /* Reaps everything that has exited; returns how many were reaped. */
 int reaper_reap(void);
 /* Total orphans (unwatched children) reaped since start. */

@@ -94,8 +94,6 @@ const char *service_state_name(enum svc_state s)
     return (unsigned)s < SVC_NSTATES ? state_names[s] : "?";
 }
 
-size_t services_count(void) { return nsvcs; }
-
 static bool exit_is_success(const struct service *s)
 {
     if (!WIFEXITED(s->wstatus))
@@ -806,14 +804,6 @@ void services_stop_all(void (*done)(void))
         if (svcs[i].state == SVC_BACKOFF || svcs[i].state == SVC_WAITING)
             dispatch(&svcs[i], E_STOP);
     stop_next();
-}
-
-bool services_any_alive(void)
-{
-    for (size_t i = 0; i < nsvcs; i++)
-        if (svcs[i].pid > 0)
-            return true;
-    return false;
 }
 
 void services_on_main_done(void (*fn)(int)) { main_done_fn = fn; }

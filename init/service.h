@@ -33,8 +33,6 @@ void services_start_all(void);
 /* Stops every service in reverse order, one after the other, each with its
  * stop signal and timeout; calls done() once all are down. */
 void services_stop_all(void (*done)(void));
-/* Whether any service process is still alive. */
-bool services_any_alive(void);
 
 /* Called once a service marked main (or the first) will not run again:
  * container mode shuts down with its status. */
@@ -42,7 +40,6 @@ void services_on_main_done(void (*fn)(int exit_status));
 /* Exit status of the main service: its code, or 128+signal. */
 int services_main_status(void);
 
-size_t services_count(void);
 /* An array of service objects for status / services.list. */
 struct cJSON *services_to_json(void);
 

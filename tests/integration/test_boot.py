@@ -181,7 +181,8 @@ def test_hearthctl_status_and_errors(hearth):
     spec = "unix:" + hearth.sock
     r = subprocess.run([HEARTHCTL, "--connect", spec, "status"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    assert "svc" in r.stdout and "running" in r.stdout or "starting" in r.stdout
+    row = [l for l in r.stdout.splitlines() if l.startswith("svc ")]
+    assert len(row) == 1 and row[0].split()[1] in ("running", "starting"), r.stdout
     r = subprocess.run([HEARTHCTL, "--connect", spec, "--json", "status"], capture_output=True, text=True)
     assert json.loads(r.stdout)["mode"] == "container"
     r = subprocess.run([HEARTHCTL, "--connect", spec, "call", "no.such"], capture_output=True, text=True)
