@@ -12,48 +12,13 @@
 #include "events.h"
 #include "hearth.h"
 #include "log.h"
+#include "params.h"
 #include "reaper.h"
 #include "service.h"
 #include "shutdown.h"
 
 #define PROTOCOL_VERSION 1
 
-/* ---- params helpers: errors name the parameter ---- */
-
-static int param_uint(cJSON *params, const char *name, uint64_t *out, bool *present,
-                      struct rpc_error *err)
-{
-    cJSON *v = params ? cJSON_GetObjectItemCaseSensitive(params, name) : NULL;
-    *present = v != NULL;
-    if (!v)
-        return 0;
-    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != (double)(uint64_t)v->valuedouble) {
-        rpc_error_set(err, RPC_INVALID_PARAMS, "%s: expected a non-negative integer", name);
-        return -1;
-    }
-    *out = (uint64_t)v->valuedouble;
-    return 0;
-}
-
-/* Refuses members a method does not know, so a typo is an error rather
- * than a silently ignored option. */
-static int params_only(cJSON *params, const char *const *known, struct rpc_error *err)
-{
-    for (cJSON *k = params ? params->child : NULL; k; k = k->next) {
-        bool ok = false;
-        for (const char *const *n = known; *n; n++)
-            if (strcmp(k->string, *n) == 0)
-                ok = true;
-        if (!ok) {
-            rpc_error_set(err, RPC_INVALID_PARAMS, "%.*s: unknown parameter", utf8_clip(k->string, 64),
-                          k->string);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static const char *const no_params[] = {NULL};
 
 /* ---- methods ---- */
 
@@ -103,6 +68,7 @@ static int m_status(struct client *c, cJSON *params, cJSON **result, struct rpc_
     if (H.config_error[0])
         cJSON_AddStringToObject(r, "config_error", H.config_error);
     cJSON_AddItemToObject(r, "control", control_listeners_json());
+    cJSON_AddItemToObject(r, "phases", services_phases_json());
     cJSON_AddItemToObject(r, "services", services_to_json());
     *result = r;
     return 0;
@@ -123,6 +89,7 @@ static int m_services_list(struct client *c, cJSON *params, cJSON **result, stru
     cJSON *r = cJSON_CreateObject();
     if (!r)
         return -1;
+    cJSON_AddItemToObject(r, "phases", services_phases_json());
     cJSON_AddItemToObject(r, "services", services_to_json());
     *result = r;
     return 0;

@@ -184,7 +184,7 @@ static const struct name_num rlimits[] = {
 };
 
 /* Services may wait for these lifecycle phases as well as for each other. */
-static const char *const phases[] = {"mounts", "skills", "egress", "network", "init", NULL};
+const char *const config_after_phases[] = {"mounts", "skills", "egress", "network", "init", NULL};
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -700,7 +700,7 @@ static int check_service_name(const cJSON *v, struct vctx *c)
     if (!valid_service_name(v->valuestring))
         return verr(c, "bad service name %s (expected [A-Za-z0-9_.-]{1,64})",
                     quote(v->valuestring, q, sizeof(q)));
-    if (in_list(v->valuestring, phases))
+    if (in_list(v->valuestring, config_after_phases))
         return verr(c, "%s is reserved (a phase name)", quote(v->valuestring, q, sizeof(q)));
     return 0;
 }
@@ -1034,7 +1034,7 @@ static int check_services(const cJSON *arr, struct vctx *c)
             size_t old2 = path_append(c, ".after[%zu]", k++);
             if (j == i)
                 return verr(c, "a service cannot wait for itself");
-            if (j < 0 && !in_list(dep, phases))
+            if (j < 0 && !in_list(dep, config_after_phases))
                 return verr(c,
                             "unknown service or phase %s (phases: mounts, skills, egress, "
                             "network, init)",

@@ -108,6 +108,9 @@ struct cJSON *config_redacted_json(const struct config *cfg);
  * "services", ...), as sandbox.init or egress.set receive them; errors
  * name the path from key ("egress.allowOut[0]: bad CIDR ..."). Returns 0,
  * or -1 with "path: reason" in err. */
+/* Lifecycle phases a service may be "after", NULL-terminated. */
+extern const char *const config_after_phases[];
+
 int config_check_section(const char *key, const struct cJSON *value, char *err, size_t errlen);
 /* Capability number for "CAP_NET_ADMIN" or "NET_ADMIN" (any case); -1
  * when unknown. */

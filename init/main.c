@@ -283,6 +283,11 @@ int main(int argc, char **argv)
     hearth_set_phase(PHASE_SETUP);
     services_init(H.cfg);
     services_on_main_done(main_done);
+    /* Phases no setup module claims are reached at once; each module
+     * listed here marks its own phase when its work is done. */
+    static const char *const reached_at_boot[] = {"mounts", "skills", "egress", "network", "init"};
+    for (size_t i = 0; i < sizeof(reached_at_boot) / sizeof(reached_at_boot[0]); i++)
+        services_phase_set(reached_at_boot[i], true);
     hearth_set_phase(PHASE_STARTING);
     services_start_all();
     hearth_set_phase(PHASE_RUNNING);

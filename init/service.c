@@ -587,26 +587,35 @@ static enum svc_state a_stopped(struct service *s)
     return SVC_STOPPED;
 }
 
-static bool is_phase(const char *name)
+/* Phases services may be "after" (config_after_phases), and whether each
+ * has been reached. A module marks its phase when its setup is done
+ * (mounts mounted, egress applied...); a phase whose module has nothing to
+ * do is marked at boot. Until then, services after it wait. */
+static bool phase_done[8];
+
+static int phase_index(const char *name)
 {
-    static const char *const phases[] = {"mounts", "skills", "egress", "network", "init", NULL};
-    for (const char *const *p = phases; *p; p++)
-        if (strcmp(*p, name) == 0)
-            return true;
-    return false;
+    for (int i = 0; config_after_phases[i]; i++)
+        if (strcmp(config_after_phases[i], name) == 0)
+            return i;
+    return -1;
 }
 
 static struct service *find(const char *name);
 
 /* The first thing s is "after" that is not up yet, or NULL. A service is
  * up when running, or when it exited successfully (a one-shot setup job).
- * Phases are reached before any service starts. */
+ * A phase is up once its module has marked it reached. */
 static const char *unmet_dep(const struct service *s)
 {
     for (size_t i = 0; i < s->cfg->n_after; i++) {
         const char *a = s->cfg->after[i];
-        if (is_phase(a))
+        int ph = phase_index(a);
+        if (ph >= 0) {
+            if (!phase_done[ph])
+                return a;
             continue;
+        }
         const struct service *d = find(a);
         if (d && d->state != SVC_RUNNING && d->state != SVC_EXITED)
             return a;
@@ -638,6 +647,7 @@ static const action_fn table[SVC_NSTATES][E_NEVENTS] = {
 };
 
 static void after_transition(struct service *s);
+static void release_waiting(void);
 
 static void dispatch(struct service *s, enum svc_event ev)
 {
@@ -669,13 +679,48 @@ static void after_transition(struct service *s)
     if (stop_all_next >= 0 && idx == order[stop_all_next] && is_down(s))
         stop_next();
     /* Something came up: release those that were waiting for it. */
-    if ((s->state == SVC_RUNNING || s->state == SVC_EXITED) && stop_all_next < 0) {
-        for (size_t i = 0; i < nsvcs; i++) {
-            struct service *w = &svcs[order[i]];
-            if (w->state == SVC_WAITING && !unmet_dep(w))
-                dispatch(w, E_DEPS);
-        }
+    if ((s->state == SVC_RUNNING || s->state == SVC_EXITED) && stop_all_next < 0)
+        release_waiting();
+}
+
+static void release_waiting(void)
+{
+    for (size_t i = 0; i < nsvcs; i++) {
+        struct service *w = &svcs[order[i]];
+        if (w->state == SVC_WAITING && !unmet_dep(w))
+            dispatch(w, E_DEPS);
     }
+}
+
+void services_phase_set(const char *phase, bool reached)
+{
+    int i = phase_index(phase);
+    if (i < 0 || phase_done[i] == reached)
+        return;
+    phase_done[i] = reached;
+    log_info("phase %s %s", phase, reached ? "reached" : "no longer reached");
+    cJSON *o = cJSON_CreateObject();
+    if (o) {
+        cJSON_AddStringToObject(o, "phase", phase);
+        cJSON_AddBoolToObject(o, "reached", reached);
+    }
+    events_emit("phase.reached", o);
+    if (reached && stop_all_next < 0)
+        release_waiting();
+}
+
+bool services_phase_reached(const char *phase)
+{
+    int i = phase_index(phase);
+    return i >= 0 && phase_done[i];
+}
+
+cJSON *services_phases_json(void)
+{
+    cJSON *o = cJSON_CreateObject();
+    for (int i = 0; o && config_after_phases[i]; i++)
+        cJSON_AddBoolToObject(o, config_after_phases[i], phase_done[i]);
+    return o;
 }
 
 /* Kahn's algorithm over the service names in "after", stable in config

@@ -56,4 +56,12 @@ struct logline;
 /* Called for every captured line (logs.read follow). */
 void services_set_log_sink(void (*fn)(const char *service, size_t index, const struct logline *l));
 
+/* Phases ("mounts", "skills", "egress", "network", "init"): a module marks
+ * its phase reached when its setup is done; services "after" a phase wait
+ * until then. Marking a phase unreached again holds new starts only. */
+void services_phase_set(const char *phase, bool reached);
+bool services_phase_reached(const char *phase);
+/* {"mounts": true, ...} for status. */
+struct cJSON *services_phases_json(void);
+
 #endif
