@@ -978,3 +978,53 @@ int service_signal(int idx, int sig, char *err, size_t errlen)
 }
 
 cJSON *service_logs_json(int idx, size_t n) { return logring_tail_json(&svcs[idx].ring, n); }
+
+/* ---- pause and resume ---- */
+
+/* While the sandbox is frozen, no clock-driven judgement about a service
+ * (health, readiness, backoff) may count the frozen time against it. */
+static bool suspended;
+
+void services_suspend(bool on)
+{
+    if (suspended == on)
+        return;
+    suspended = on;
+    log_debug("services %s", on ? "suspended" : "no longer suspended");
+}
+
+bool services_suspended(void) { return suspended; }
+
+int services_resumed(cJSON *report)
+{
+    int acted = 0;
+    for (size_t i = 0; i < nsvcs; i++) {
+        struct service *s = &svcs[order[i]];
+        const char *how = s->cfg->on_resume;
+        if (!how || strcmp(how, "none") == 0)
+            continue;
+        if (s->state != SVC_RUNNING && s->state != SVC_STARTING)
+            continue;
+        const char *did;
+        if (strcmp(how, "restart") == 0) {
+            char err[128];
+            if (service_restart((int)(s - svcs), err, sizeof(err)) < 0) {
+                log_warn("service %s: restart on resume: %s", s->cfg->name, err);
+                continue;
+            }
+            did = "restart";
+        } else {
+            /* config.c accepted "signal:NAME" with a known signal. */
+            int sig = config_signal_number(how + strlen("signal:"));
+            if (sig <= 0)
+                continue;
+            signal_group(s, sig);
+            did = how + strlen("signal:");
+        }
+        log_info("service %s: %s on resume", s->cfg->name, did);
+        if (report)
+            cJSON_AddStringToObject(report, s->cfg->name, did);
+        acted++;
+    }
+    return acted;
+}

@@ -64,4 +64,13 @@ bool services_phase_reached(const char *phase);
 /* {"mounts": true, ...} for status. */
 struct cJSON *services_phases_json(void);
 
+/* Pause/resume: while suspended (sandbox frozen), health, readiness and
+ * backoff timers must not count the time against a service. */
+void services_suspend(bool on);
+bool services_suspended(void);
+/* After a resume: applies each running service's on_resume (restart, or
+ * signal:NAME); adds {"name": "restart"|"SIGHUP"} to report when given.
+ * Returns how many services were acted on. */
+int services_resumed(struct cJSON *report);
+
 #endif
