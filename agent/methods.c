@@ -12,6 +12,7 @@
 #include "events.h"
 #include "hearth.h"
 #include "log.h"
+#include "modules.h"
 #include "params.h"
 #include "reaper.h"
 #include "service.h"
@@ -68,6 +69,7 @@ static int m_status(struct client *c, cJSON *params, cJSON **result, struct rpc_
     if (H.config_error[0])
         cJSON_AddStringToObject(r, "config_error", H.config_error);
     cJSON_AddItemToObject(r, "control", control_listeners_json());
+    cJSON_AddItemToObject(r, "modules", modules_json());
     cJSON_AddItemToObject(r, "phases", services_phases_json());
     cJSON_AddItemToObject(r, "services", services_to_json());
     *result = r;

@@ -24,6 +24,7 @@
 #include "hearth.h"
 #include "log.h"
 #include "machine.h"
+#include "modules.h"
 #include "reaper.h"
 #include "service.h"
 #include "shutdown.h"
@@ -275,8 +276,14 @@ int main(int argc, char **argv)
         if (hn)
             machine_set_hostname(hn);
     }
-    if (H.mode == MODE_VM)
+    if (H.mode == MODE_VM) {
         machine_loopback_up();
+        /* Before the listeners: the control channel's own driver
+         * (virtio_console, vsock) may be one of the listed modules. */
+        int mfail = modules_load(NULL, H.cfg->modules, H.cfg->n_modules);
+        if (mfail)
+            log_warn("%d of %zu modules could not be loaded", mfail, H.cfg->n_modules);
+    }
     cgroup_setup(H.mode == MODE_VM);
     control_start(H.cfg);
 

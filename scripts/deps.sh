@@ -6,6 +6,8 @@
 #   scripts/deps.sh            toolchain + test tools + libraries
 #   scripts/deps.sh --bench    also the benchmark peers
 #   scripts/deps.sh --libs     only build the libraries (tools already there)
+#   scripts/deps.sh --kernel   also the guest kernel and its modules for the
+#                              image (Debian's linux-image package, cached)
 set -eu
 
 LIBEV_VERSION=4.33
@@ -19,11 +21,13 @@ procps file dpkg-dev kmod cpio qemu-system-x86 libclang-rt-14-dev clang"
 BENCH_PKGS="qemu-guest-agent tini dumb-init s6 nftables"
 
 want_bench=0
+want_kernel=0
 libs_only=0
 for a in "$@"; do
     case "$a" in
         --bench) want_bench=1 ;;
         --libs) libs_only=1 ;;
+        --kernel) want_kernel=1 ;;
         *) echo "deps.sh: unknown option $a" >&2; exit 2 ;;
     esac
 done
@@ -151,6 +155,45 @@ kernel_headers() {
     ln -sfn /usr/include/asm-generic "$k/asm-generic"
 }
 
+# The guest kernel: the package linux-image-amd64 currently depends on
+# (HEARTH_KERNEL_PKG overrides it), unpacked into build/kernel/VERSION with
+# a modules.dep written by depmod. The .deb is kept, so this runs once.
+fetch_kernel() {
+    kdir=$ROOT/build/kernel
+    mkdir -p "$kdir"
+    pkg=${HEARTH_KERNEL_PKG:-}
+    if [ -z "$pkg" ] && [ -f "$kdir/package" ]; then
+        pkg=$(cat "$kdir/package")
+    fi
+    if [ -z "$pkg" ]; then
+        apt_update
+        pkg=$(apt-cache depends linux-image-amd64 2>/dev/null |
+              sed -n 's/^ *Depends: \(linux-image-[0-9].*-amd64\)$/\1/p' | head -n1)
+        [ -n "$pkg" ] || { echo "deps: no linux-image package found for amd64" >&2; exit 1; }
+    fi
+    ver=${pkg#linux-image-}
+    if [ -f "$kdir/$ver/vmlinuz" ] && [ -f "$kdir/$ver/lib/modules/$ver/modules.dep" ]; then
+        echo "$pkg" > "$kdir/package"
+        log "ok: kernel $ver in $kdir/$ver"
+        return 0
+    fi
+    if ! ls "$kdir"/"$pkg"_*.deb >/dev/null 2>&1; then
+        log "fetching $pkg"
+        (cd "$kdir" && apt-get download -qq "$pkg" >/dev/null 2>&1) ||
+            { apt_update; (cd "$kdir" && apt-get download -qq "$pkg" >/dev/null); }
+    fi
+    deb=$(ls "$kdir"/"$pkg"_*.deb | head -n1)
+    rm -rf "$kdir/$ver.tmp"
+    mkdir -p "$kdir/$ver.tmp"
+    dpkg-deb -x "$deb" "$kdir/$ver.tmp"
+    cp "$kdir/$ver.tmp/boot/vmlinuz-$ver" "$kdir/$ver.tmp/vmlinuz"
+    depmod -b "$kdir/$ver.tmp" "$ver"
+    rm -rf "$kdir/$ver"
+    mv "$kdir/$ver.tmp" "$kdir/$ver"
+    echo "$pkg" > "$kdir/package"
+    log "ok: kernel $ver in $kdir/$ver"
+}
+
 if [ "$libs_only" = 0 ]; then
     install_pkgs $PKGS
     [ "$want_bench" = 1 ] && install_pkgs $BENCH_PKGS
@@ -160,3 +203,5 @@ build_libev
 build_cjson
 kernel_headers
 log "ok: libev $LIBEV_VERSION, cJSON $CJSON_VERSION in $DEPS"
+[ "$want_kernel" = 1 ] && fetch_kernel
+exit 0

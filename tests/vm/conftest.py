@@ -1,0 +1,328 @@
+"""Fixtures that boot the sandbox image under QEMU with scripts/run-vm and
+talk to hearth, the guest's PID 1, over the virtio-serial control channel
+(a unix socket on the host), to QEMU over QMP, and to the stand-in agent
+over a host-forwarded TCP port."""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+RUN_VM = os.path.join(ROOT, "scripts", "run-vm")
+IMAGE = os.path.join(ROOT, "build", "image", "qemu")
+HEARTH = os.path.join(ROOT, "build", "hearth")
+HEARTHCTL = os.path.join(ROOT, "build", "hearthctl")
+BOOT_TIMEOUT = float(os.environ.get("HEARTH_VM_BOOT_TIMEOUT", "90"))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class LineSocket:
+    def __init__(self, family, addr, timeout):
+        self.sock = socket.socket(family, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        self.sock.connect(addr)
+        self.buf = b""
+
+    def send(self, data: bytes):
+        self.sock.sendall(data)
+
+    def line(self):
+        while b"\n" not in self.buf:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise EOFError("connection closed")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class Control:
+    """JSON-RPC over the virtio-serial port. The guest side is one stream,
+    so a VM has one of these at a time."""
+
+    def __init__(self, path, timeout):
+        self.ls = LineSocket(socket.AF_UNIX, path, timeout)
+        self.next_id = 1
+        self.events = []
+
+    def call(self, method, params=None):
+        rid = self.next_id
+        self.next_id += 1
+        req = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            req["params"] = params
+        self.ls.send((json.dumps(req) + "\n").encode())
+        while True:
+            msg = json.loads(self.ls.line())
+            if "id" not in msg:
+                self.events.append(msg.get("params", {}))
+                continue
+            if msg["id"] == rid:
+                return msg
+
+    def result(self, method, params=None):
+        reply = self.call(method, params)
+        assert "result" in reply, reply
+        return reply["result"]
+
+    def close(self):
+        self.ls.close()
+
+
+class QMP:
+    def __init__(self, path, timeout=30.0):
+        self.ls = LineSocket(socket.AF_UNIX, path, timeout)
+        json.loads(self.ls.line())  # greeting
+        self.cmd("qmp_capabilities")
+
+    def cmd(self, name, **args):
+        req = {"execute": name}
+        if args:
+            req["arguments"] = args
+        self.ls.send((json.dumps(req) + "\n").encode())
+        while True:
+            msg = json.loads(self.ls.line())
+            if "return" in msg:
+                return msg["return"]
+            if "error" in msg:
+                raise RuntimeError(f"qmp {name}: {msg['error']}")
+
+    def close(self):
+        self.ls.close()
+
+
+class VM:
+    def __init__(self, state, args, hostfwd_port=None):
+        self.state = state
+        self.ctl_path = os.path.join(state, "ctl.sock")
+        self.qmp_path = os.path.join(state, "qmp.sock")
+        self.console = os.path.join(state, "console.log")
+        self.agent_port = hostfwd_port
+        self.args = args
+        self.proc = None
+        self.ctl = None
+        self.qmp = None
+
+    def start(self, wait=True, incoming=None):
+        for p in (self.ctl_path, self.qmp_path):
+            if os.path.exists(p):
+                os.unlink(p)
+        cmd = [RUN_VM, "--image", IMAGE, "--state", self.state] + self.args
+        if self.agent_port:
+            cmd += ["--hostfwd", f"tcp:127.0.0.1:{self.agent_port}-:9119"]
+        if incoming:
+            cmd += ["--incoming", incoming]
+        os.makedirs(self.state, exist_ok=True)
+        self.log = open(self.console, "wb")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
+        self._wait_path(self.qmp_path)
+        self.qmp = QMP(self.qmp_path)
+        if incoming:
+            self._wait_incoming()
+            self.qmp.cmd("cont")
+        if wait:
+            self.connect()
+        return self
+
+    def _wait_path(self, path):
+        deadline = time.monotonic() + 30
+        while not os.path.exists(path):
+            if self.proc.poll() is not None:
+                raise AssertionError(f"qemu exited {self.proc.returncode}:\n{self.console_text()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{path} did not appear")
+            time.sleep(0.05)
+
+    def _wait_incoming(self):
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            st = self.qmp.cmd("query-status")
+            if st["status"] not in ("inmigrate", "restore-vm"):
+                return
+            mig = self.qmp.cmd("query-migrate")
+            if mig.get("status") == "failed":
+                raise AssertionError(f"incoming migration failed: {mig}")
+            time.sleep(0.1)
+        raise AssertionError("incoming migration did not finish")
+
+    def connect(self, timeout=BOOT_TIMEOUT):
+        """Connects to the control channel and waits for hearth to answer.
+
+        One connection, kept: what the host writes before the guest opens
+        its port waits in the chardev, so pings are repeated on it until
+        one is answered (later answers to the extra pings are skipped by
+        id)."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"qemu exited {self.proc.returncode}:\n{self.console_text()}")
+            try:
+                c = Control(self.ctl_path, 1.0)
+            except OSError as e:
+                last = e
+                time.sleep(0.2)
+                continue
+            try:
+                while time.monotonic() < deadline:
+                    if self.proc.poll() is not None:
+                        break
+                    c.ls.send(b'{"jsonrpc":"2.0","id":0,"method":"ping"}\n')
+                    try:
+                        msg = json.loads(c.ls.line())
+                    except socket.timeout:
+                        continue
+                    if "result" in msg:
+                        c.ls.sock.settimeout(30.0)
+                        self.ctl = c
+                        return c
+            except (OSError, EOFError, ValueError) as e:
+                last = e
+                c.close()
+        raise AssertionError(f"hearth did not answer within {timeout}s ({last}):\n"
+                             f"{self.console_text()}")
+
+    def disconnect(self):
+        if self.ctl:
+            self.ctl.close()
+            self.ctl = None
+
+    def result(self, method, params=None):
+        return self.ctl.result(method, params)
+
+    def call(self, method, params=None):
+        return self.ctl.call(method, params)
+
+    def methods(self):
+        return set(self.result("version").get("methods", []))
+
+    def require(self, *methods):
+        missing = [m for m in methods if m not in self.methods()]
+        if missing:
+            pytest.skip(f"this hearth has no {', '.join(missing)}")
+
+    def agent(self, command, timeout=15.0):
+        """One command to the stand-in agent through the forwarded port."""
+        s = LineSocket(socket.AF_INET, ("127.0.0.1", self.agent_port), timeout)
+        try:
+            s.send(command.encode() + b"\n")
+            return s.line().decode()
+        finally:
+            s.close()
+
+    def agent_state(self):
+        return json.loads(self.agent("state"))
+
+    def wait_agent(self, timeout=60.0):
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                return self.agent_state()
+            except (OSError, EOFError, ValueError) as e:
+                last = e
+                time.sleep(0.3)
+        raise AssertionError(f"stand-in agent did not answer ({last}):\n{self.console_text()}")
+
+    def service(self, name):
+        for s in self.result("status")["services"]:
+            if s["name"] == name:
+                return s
+        raise AssertionError(f"no service {name}")
+
+    def wait_for(self, pred, timeout=30.0, what="condition"):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            v = pred()
+            if v:
+                return v
+            time.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    def wait_exit(self, timeout=60.0):
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"qemu still running after {timeout}s:\n{self.console_text()}")
+
+    def console_text(self):
+        try:
+            with open(self.console, "rb") as f:
+                return f.read().decode(errors="replace")[-6000:]
+        except OSError:
+            return ""
+
+    def kill(self):
+        self.disconnect()
+        if self.qmp:
+            self.qmp.close()
+            self.qmp = None
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if getattr(self, "log", None):
+            self.log.close()
+
+
+@pytest.fixture(scope="session")
+def image():
+    if not shutil.which("qemu-system-x86_64"):
+        pytest.skip("qemu-system-x86_64 is not installed (scripts/deps.sh installs it)")
+    initrd = os.path.join(IMAGE, "initramfs.cpio.gz")
+    stale = (not os.path.exists(initrd) or
+             os.path.getmtime(initrd) < os.path.getmtime(HEARTH))
+    if stale:
+        subprocess.run([os.path.join(ROOT, "rootfs", "build-image.sh"), "--no-ext4"],
+                       check=True, stdout=subprocess.DEVNULL)
+    return IMAGE
+
+
+@pytest.fixture
+def hostdirs():
+    d = tempfile.mkdtemp(prefix="hearth-vm-")
+    dirs = {k: os.path.join(d, k) for k in ("state", "home", "workspace", "skills")}
+    for p in dirs.values():
+        os.makedirs(p)
+    dirs["root"] = d
+    yield dirs
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def make_vm(image, hostdirs):
+    vms = []
+
+    def make(extra=None, state=None, shares=True, agent=True):
+        args = []
+        if shares:
+            args += ["--home", hostdirs["home"], "--workspace", hostdirs["workspace"],
+                     "--skills", hostdirs["skills"]]
+        else:
+            args += ["--no-shares"]
+        args += extra or []
+        vm = VM(state or hostdirs["state"], args, free_port() if agent else None)
+        vms.append(vm)
+        return vm
+
+    yield make
+    for vm in vms:
+        vm.kill()
