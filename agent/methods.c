@@ -1,6 +1,7 @@
 #include "methods.h"
 #include "utf8.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,25 @@ static int m_version(struct client *c, cJSON *params, cJSON **result, struct rpc
     return 0;
 }
 
+/* hearth's own resident memory, so the host can watch its overhead. */
+static long self_rss_kib(void)
+{
+    char buf[2048];
+    long kib = -1;
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    const char *p = strstr(buf, "VmRSS:");
+    if (p)
+        kib = strtol(p + 6, NULL, 10);
+    return kib;
+}
+
 static int m_status(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     char host[65] = "";
@@ -62,6 +82,15 @@ static int m_status(struct client *c, cJSON *params, cJSON **result, struct rpc_
     cJSON_AddStringToObject(r, "hostname", host);
     cJSON_AddNumberToObject(r, "uptime_ms", (double)(mono_ms() - H.boot_mono_ms));
     cJSON_AddNumberToObject(r, "pid", getpid());
+    cJSON_AddNumberToObject(r, "rss_kib", (double)self_rss_kib());
+    cJSON *boot = cJSON_AddObjectToObject(r, "boot");
+    if (boot) {
+        cJSON_AddNumberToObject(boot, "hearth_start_us", (double)H.boot_us);
+        cJSON_AddNumberToObject(boot, "modules_us", (double)H.modules_us);
+        cJSON_AddNumberToObject(boot, "running_us", (double)(H.running_us - H.boot_us));
+        if (H.first_exec_us)
+            cJSON_AddNumberToObject(boot, "first_exec_us", (double)(H.first_exec_us - H.boot_us));
+    }
     cJSON_AddNumberToObject(r, "clients", (double)control_client_count());
     cJSON_AddNumberToObject(r, "orphans_reaped", (double)reaper_orphans());
     cJSON_AddNumberToObject(r, "event_seq", (double)events_last_seq());

@@ -33,6 +33,9 @@ struct hearth {
     enum hearth_mode mode;
     enum hearth_phase phase;
     int64_t boot_mono_ms;
+    /* Boot timings, monotonic µs: hearth's start (in vm mode, the time the
+     * kernel took to run it), phase "running", the first service exec. */
+    int64_t boot_us, running_us, first_exec_us, modules_us;
     int exit_status;                   /* container/supervisor exit status */
 };
 
@@ -46,6 +49,7 @@ void hearth_set_phase(enum hearth_phase p);
 /* Monotonic milliseconds (CLOCK_MONOTONIC): every timer and uptime uses it
  * so a wall-clock step after resume changes nothing. */
 int64_t mono_ms(void);
+int64_t mono_us(void);
 /* Wall-clock milliseconds since the epoch, for reporting only. */
 int64_t wall_ms(void);
 

@@ -175,6 +175,7 @@ int main(int argc, char **argv)
     int o;
 
     H.boot_mono_ms = mono_ms();
+    H.boot_us = mono_us();
     /* The kernel hands init the words of its command line it did not
      * recognise; as PID 1, unknown arguments are ignored, not fatal. */
     opterr = getpid() != 1;
@@ -280,7 +281,9 @@ int main(int argc, char **argv)
         machine_loopback_up();
         /* Before the listeners: the control channel's own driver
          * (virtio_console, vsock) may be one of the listed modules. */
+        int64_t t0 = mono_us();
         int mfail = modules_load(NULL, H.cfg->modules, H.cfg->n_modules);
+        H.modules_us = mono_us() - t0;
         if (mfail)
             log_warn("%d of %zu modules could not be loaded", mfail, H.cfg->n_modules);
     }
@@ -298,6 +301,7 @@ int main(int argc, char **argv)
     hearth_set_phase(PHASE_STARTING);
     services_start_all();
     hearth_set_phase(PHASE_RUNNING);
+    H.running_us = mono_us();
     log_info("ready in %lld ms", (long long)(mono_ms() - H.boot_mono_ms));
 
     for (;;) {

@@ -197,6 +197,8 @@ static void exec_cb(struct ev_loop *loop, ev_io *w, int revents)
         log_error("service %s: %s", s->cfg->name, s->error);
         return; /* the exit follows through the reaper */
     }
+    if (!H.first_exec_us)
+        H.first_exec_us = mono_us();
     dispatch(s, E_EXEC_OK);
 }
 
