@@ -77,7 +77,11 @@ fuzz:
 image: all
 	rootfs/build-image.sh
 
-run: all
+# Everything from a fresh machine: packages, libraries, kernel, build,
+# image, boot, status.
+run:
+	scripts/deps.sh --kernel
+	$(MAKE) all
 	scripts/run-vm --demo
 
 check-static: $(BUILD)/hearth $(BUILD)/hearthctl
