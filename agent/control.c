@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,8 @@ struct listener {
     int64_t retry_ms;
     char error[160];
     struct client *serial;    /* the one stream of a serial listener */
+    bool parked;              /* serial: port open, no host connected */
+    bool sigio;               /* serial: the port signals a host connecting */
 };
 
 struct client {
@@ -58,6 +61,7 @@ struct client {
     bool reading;
     bool eof;                 /* the peer closed its side */
     bool dead;
+    bool keep_fd;             /* the listener keeps the fd (a parked port) */
     char peer[96];
     struct client *next_dead;
 };
@@ -77,6 +81,7 @@ static void log_sink(const char *service, size_t index, const struct logline *l)
 static void schedule_retry(struct listener *l, int64_t max_ms);
 static void client_drop(struct client *c, const char *why);
 static void process_lines(struct client *c);
+static void serial_park(struct listener *l);
 
 size_t control_client_count(void) { return nclients; }
 const char *control_client_peer(const struct client *c) { return c->peer; }
@@ -195,16 +200,21 @@ static void client_drop(struct client *c, const char *why)
     ev_io_stop(H.loop, &c->rio);
     ev_io_stop(H.loop, &c->wio);
     ev_timer_stop(H.loop, &c->stall);
-    close(c->fd);
+    if (!c->keep_fd)
+        close(c->fd);
     for (size_t i = 0; i < sizeof(clients) / sizeof(clients[0]); i++)
         if (clients[i] == c)
             clients[i] = NULL;
     if (c->l && c->l->serial == c) {
-        /* A serial port is reopened: the host may reconnect at any time. */
         c->l->serial = NULL;
-        c->l->fd = -1;
-        if (!stopping)
-            schedule_retry(c->l, SERIAL_RETRY_MAX_MS);
+        if (c->keep_fd) {
+            /* The host hung up: the port stays open for its return. */
+        } else {
+            /* A read error: the port is reopened. */
+            c->l->fd = -1;
+            if (!stopping)
+                schedule_retry(c->l, SERIAL_RETRY_MAX_MS);
+        }
     } else {
         nclients--;
     }
@@ -306,8 +316,13 @@ static void read_cb(struct ev_loop *loop, ev_io *w, int revents)
     }
     if (n == 0) {
         if (c->l && c->l->serial == c) {
-            /* virtio-serial: the host side hung up. */
+            /* virtio-serial: no host on the other end (it hung up, or has
+             * not connected yet). This session ends; the port waits. */
+            struct listener *l = c->l;
+            c->keep_fd = l->sigio;
             client_drop(c, NULL);
+            if (l->sigio && !stopping)
+                serial_park(l);
             return;
         }
         c->eof = true;
@@ -602,6 +617,56 @@ static int open_serial(struct listener *l)
     return fd;
 }
 
+/* A virtio-serial port reads EOF and polls POLLHUP for as long as no host
+ * is connected, so it cannot simply be watched. The kernel's virtio
+ * console sends SIGIO to the port's owner when the host side opens: a
+ * parked port keeps its fd, arms O_ASYNC and waits for that signal
+ * (control_serial_kick) instead of being reopened on a timer, so an
+ * unattended sandbox does not wake up. */
+static void serial_async(struct listener *l, bool on)
+{
+    int fl = fcntl(l->fd, F_GETFL);
+    if (fl < 0 || fcntl(l->fd, F_SETFL, on ? fl | O_ASYNC : fl & ~O_ASYNC) < 0)
+        log_warn("control %s: unable to %s O_ASYNC: %s", l->name, on ? "set" : "clear",
+                 strerror(errno));
+}
+
+static void serial_unpark(struct listener *l)
+{
+    l->parked = false;
+    serial_async(l, false);
+    l->serial = client_new(l->fd, l, l->name);
+    if (!l->serial) {
+        close(l->fd);
+        l->fd = -1;
+        schedule_retry(l, SERIAL_RETRY_MAX_MS);
+        return;
+    }
+    log_debug("control %s: host connected", l->name);
+}
+
+static void serial_park(struct listener *l)
+{
+    l->parked = true;
+    serial_async(l, true);
+    /* The host may have come back between the EOF and O_ASYNC. */
+    struct pollfd p = {.fd = l->fd, .events = POLLIN};
+    if (poll(&p, 1, 0) == 1 && !(p.revents & POLLHUP))
+        serial_unpark(l);
+}
+
+void control_serial_kick(void)
+{
+    for (size_t i = 0; i < nlisteners; i++) {
+        struct listener *l = &listeners[i];
+        if (l->spec.kind != LISTEN_SERIAL || !l->parked || l->fd < 0 || stopping)
+            continue;
+        struct pollfd p = {.fd = l->fd, .events = POLLIN};
+        if (poll(&p, 1, 0) == 1 && !(p.revents & POLLHUP))
+            serial_unpark(l);
+    }
+}
+
 static void listener_open(struct listener *l)
 {
     int fd = -1;
@@ -620,6 +685,10 @@ static void listener_open(struct listener *l)
     l->fd = fd;
     l->error[0] = 0;
     if (l->spec.kind == LISTEN_SERIAL) {
+        /* SIGIO to hearth once O_ASYNC is set (only while parked). A UART
+         * or a plain file cannot signal: it keeps the reopen timer. */
+        l->sigio = !isatty(fd) && fcntl(fd, F_SETOWN, getpid()) == 0;
+        l->parked = false;
         l->serial = client_new(fd, l, l->name);
         if (!l->serial) {
             close(fd);
@@ -688,6 +757,9 @@ void control_stop(void)
             close(l->fd);
             if (l->spec.kind == LISTEN_UNIX)
                 unlink(l->spec.path);
+        } else if (l->spec.kind == LISTEN_SERIAL && l->parked && l->fd >= 0) {
+            close(l->fd);
+            l->parked = false;
         }
         l->fd = -1;
     }
@@ -775,7 +847,7 @@ cJSON *control_listeners_json(void)
         if (!o)
             break;
         cJSON_AddStringToObject(o, "listen", l->name);
-        cJSON_AddStringToObject(o, "state", l->fd >= 0 ? "open" : "retrying");
+        cJSON_AddStringToObject(o, "state", l->fd < 0 ? "retrying" : l->parked ? "waiting" : "open");
         if (l->error[0] && l->fd < 0)
             cJSON_AddStringToObject(o, "error", l->error);
         cJSON_AddItemToArray(arr, o);

@@ -26,6 +26,8 @@ int control_start(const struct config *cfg);
 void control_stop(void);
 /* Flushes what can be written without blocking to every client. */
 void control_flush(void);
+/* SIGIO arrived: a parked virtio-serial port may have a host again. */
+void control_serial_kick(void);
 
 size_t control_client_count(void);
 /* Starts sending events to c, first replaying those with seq > since. */

@@ -48,23 +48,26 @@ static int m_version(struct client *c, cJSON *params, cJSON **result, struct rpc
     return 0;
 }
 
-/* hearth's own resident memory, so the host can watch its overhead. */
-static long self_rss_kib(void)
+/* hearth's own resident memory and voluntary context switches (its
+ * wake-ups), so the host can watch its overhead. -1 when unknown. */
+static void self_usage(long *rss_kib, long *wakeups)
 {
-    char buf[2048];
-    long kib = -1;
+    char buf[4096];
+    *rss_kib = *wakeups = -1;
     int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return -1;
+        return;
     ssize_t n = read(fd, buf, sizeof(buf) - 1);
     close(fd);
     if (n <= 0)
-        return -1;
+        return;
     buf[n] = 0;
     const char *p = strstr(buf, "VmRSS:");
     if (p)
-        kib = strtol(p + 6, NULL, 10);
-    return kib;
+        *rss_kib = strtol(p + 6, NULL, 10);
+    p = strstr(buf, "\nvoluntary_ctxt_switches:");
+    if (p)
+        *wakeups = strtol(p + 25, NULL, 10);
 }
 
 static int m_status(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
@@ -82,7 +85,10 @@ static int m_status(struct client *c, cJSON *params, cJSON **result, struct rpc_
     cJSON_AddStringToObject(r, "hostname", host);
     cJSON_AddNumberToObject(r, "uptime_ms", (double)(mono_ms() - H.boot_mono_ms));
     cJSON_AddNumberToObject(r, "pid", getpid());
-    cJSON_AddNumberToObject(r, "rss_kib", (double)self_rss_kib());
+    long rss, wakeups;
+    self_usage(&rss, &wakeups);
+    cJSON_AddNumberToObject(r, "rss_kib", (double)rss);
+    cJSON_AddNumberToObject(r, "wakeups", (double)wakeups);
     cJSON *boot = cJSON_AddObjectToObject(r, "boot");
     if (boot) {
         cJSON_AddNumberToObject(boot, "hearth_start_us", (double)H.boot_us);

@@ -89,6 +89,9 @@ static void on_signal(struct ev_loop *loop, ev_io *w, int revents)
         case SIGCHLD:
             reaper_reap();
             break;
+        case SIGIO:
+            control_serial_kick();
+            break;
         case SIGTERM:
         case SIGPWR:
             shutdown_request(H.mode == MODE_VM ? SHUTDOWN_POWEROFF : SHUTDOWN_EXIT,
@@ -120,6 +123,7 @@ static int setup_signals(void)
     sigaddset(&set, SIGUSR1);
     sigaddset(&set, SIGUSR2);
     sigaddset(&set, SIGQUIT);
+    sigaddset(&set, SIGIO);
     if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
         return -1;
     /* Peers that vanish mid-write must not kill us. */

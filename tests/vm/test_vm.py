@@ -223,3 +223,23 @@ def test_snapshot_restore(make_vm, hostdirs, tmp_path):
     hist = subprocess.run(["debugfs", "-R", "cat /home/sessions/history.log", disk],
                           capture_output=True, text=True).stdout
     assert "note before-snapshot" in hist and "note after-restore" in hist, hist
+
+
+def test_control_channel_waits_for_the_host_without_waking(make_vm):
+    vm = make_vm().start()
+    w0 = vm.result("status")["wakeups"]
+    # The host goes away for a while: hearth keeps the port and sleeps
+    # until the kernel's SIGIO says a host is back.
+    vm.disconnect()
+    time.sleep(10)
+    vm.connect(timeout=10)
+    st = vm.result("status")
+    assert st["control"][0]["state"] == "open"
+    # The reconnect and this status call cost a few; a reopen timer would
+    # have cost several per second.
+    assert st["wakeups"] - w0 <= 8, st["wakeups"] - w0
+    # Sessions are independent: each new one is answered at once.
+    for _ in range(3):
+        vm.disconnect()
+        vm.connect(timeout=5)
+        assert vm.result("ping") == {}
