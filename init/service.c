@@ -31,13 +31,14 @@ enum svc_event {
     E_TIMER,        /* backoff elapsed or stop timeout */
     E_DEPS,         /* everything it is "after" is up */
     E_READY,        /* its readiness check passed */
+    E_UNHEALTHY,    /* its health check failed too many times in a row */
     E_NEVENTS
 };
 
 /* What the child was doing when it failed, reported with errno. */
 enum child_stage { STAGE_SETUP = 1, STAGE_CWD, STAGE_EXEC };
 
-static const char *const event_names[] = {"start", "stop", "exec", "exit", "timer", "deps", "ready"};
+static const char *const event_names[] = {"start", "stop", "exec", "exit", "timer", "deps", "ready", "unhealthy"};
 
 struct service {
     const struct service_config *cfg;
@@ -73,6 +74,20 @@ struct service {
     int64_t ready_deadline;
     struct check *probe;
     ev_timer ready_timer;     /* next attempt */
+    /* health: periodic probes while running */
+    bool has_health;
+    struct check_spec health;
+    int64_t health_interval_ms;
+    unsigned health_threshold;   /* consecutive failures that restart it */
+    struct check *hprobe;
+    ev_timer health_timer;       /* next probe */
+    unsigned health_fails;       /* consecutive */
+    unsigned long health_checks; /* probes completed since it last started */
+    int64_t health_last_ms;      /* when the last probe ended; 0 = none yet */
+    char health_detail[160];     /* the last failure */
+    bool unhealthy_stop;         /* being stopped because of its health */
+    /* backoff time left when suspended, restored on resume */
+    int64_t suspend_left_ms;
 };
 
 static struct service svcs[CONFIG_MAX_SERVICES];
@@ -84,6 +99,11 @@ static int stop_all_next = -1; /* position in order[] being stopped during stop_
 static int order[CONFIG_MAX_SERVICES]; /* dependency order: each after what it needs */
 
 static void dispatch(struct service *s, enum svc_event ev);
+
+/* While the sandbox is frozen, no clock-driven judgement about a service
+ * (health, readiness, backoff) may count the frozen time against it. */
+static bool suspended;
+static int64_t suspended_at; /* mono_ms when it began */
 
 static const char *const state_names[SVC_NSTATES] = {
     "stopped", "waiting", "starting", "running", "stopping", "backoff", "failed", "exited",
@@ -124,6 +144,8 @@ static cJSON *exit_json(const struct service *s)
     return o;
 }
 
+static void health_on_state(struct service *s, enum svc_state from, enum svc_state to);
+
 static void set_state(struct service *s, enum svc_state to)
 {
     enum svc_state from = s->state;
@@ -131,6 +153,7 @@ static void set_state(struct service *s, enum svc_state to)
         return;
     s->state = to;
     s->since_ms = mono_ms();
+    health_on_state(s, from, to);
     log_info("service %s: %s -> %s%s%s", s->cfg->name, state_names[from], state_names[to],
              s->error[0] && (to == SVC_FAILED || to == SVC_BACKOFF) ? ": " : "",
              s->error[0] && (to == SVC_FAILED || to == SVC_BACKOFF) ? s->error : "");
@@ -482,12 +505,145 @@ static void ready_attempt(struct service *s)
     }
 }
 
+/* ---- health: periodic probes while running ---- */
+
+/* "starting" until the first probe ends, then "healthy" or "failing"
+ * (some consecutive failures, fewer than the threshold) and "unhealthy"
+ * once it is being restarted for it. */
+static const char *health_status(const struct service *s)
+{
+    if (s->unhealthy_stop)
+        return "unhealthy";
+    if (s->state != SVC_RUNNING)
+        return "off";
+    if (suspended)
+        return "suspended";
+    if (!s->health_last_ms)
+        return "starting";
+    return s->health_fails ? "failing" : "healthy";
+}
+
+static void health_event(struct service *s, const char *action)
+{
+    cJSON *p = cJSON_CreateObject();
+    if (p) {
+        cJSON_AddStringToObject(p, "service", s->cfg->name);
+        cJSON_AddStringToObject(p, "status", health_status(s));
+        cJSON_AddNumberToObject(p, "failures", s->health_fails);
+        cJSON_AddNumberToObject(p, "threshold", s->health_threshold);
+        if (s->health_fails && s->health_detail[0])
+            cJSON_AddStringToObject(p, "detail", s->health_detail);
+        if (action)
+            cJSON_AddStringToObject(p, "action", action);
+    }
+    events_emit("service.health", p);
+}
+
+static void health_stop(struct service *s)
+{
+    check_cancel(s->hprobe);
+    s->hprobe = NULL;
+    ev_timer_stop(H.loop, &s->health_timer);
+}
+
+/* The next probe in ms; nothing while suspended (the resume re-arms it). */
+static void health_arm(struct service *s, int64_t ms)
+{
+    ev_timer_stop(H.loop, &s->health_timer);
+    if (!s->has_health || s->state != SVC_RUNNING || suspended || s->hprobe)
+        return;
+    ev_timer_set(&s->health_timer, (double)ms / 1000.0, 0.);
+    ev_timer_start(H.loop, &s->health_timer);
+}
+
+static void health_done(void *ctx, bool ok, const char *detail)
+{
+    struct service *s = ctx;
+    s->hprobe = NULL;
+    if (s->state != SVC_RUNNING || suspended)
+        return;
+    s->health_checks++;
+    s->health_last_ms = mono_ms();
+    if (ok) {
+        bool was = s->health_fails > 0 || s->health_checks == 1;
+        s->health_fails = 0;
+        if (was) {
+            log_info("service %s: healthy", s->cfg->name);
+            health_event(s, NULL);
+        }
+    } else {
+        s->health_fails++;
+        snprintf(s->health_detail, sizeof(s->health_detail), "%s", detail ? detail : "failed");
+        log_warn("service %s: health check failed (%u of %u): %s", s->cfg->name, s->health_fails,
+                 s->health_threshold, s->health_detail);
+        if (s->health_fails >= s->health_threshold) {
+            dispatch(s, E_UNHEALTHY);
+            return;
+        }
+        health_event(s, NULL);
+    }
+    health_arm(s, s->health_interval_ms);
+}
+
+static void health_attempt(struct service *s)
+{
+    char err[160];
+    struct check_spec spec = s->health;
+    spec.argv = spec.argv ? s->health.argv_store : NULL;
+    s->hprobe = check_start(H.loop, &spec, health_done, s, err, sizeof(err));
+    if (!s->hprobe) {
+        /* hearth could not even run the probe (no fd, no fork): that says
+         * nothing about the service, so it does not count as a failure. */
+        log_warn("service %s: health check not started: %s", s->cfg->name, err);
+        health_arm(s, s->health_interval_ms);
+    }
+}
+
+static void health_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct service *s = w->data;
+    if (s->state == SVC_RUNNING && !suspended && !s->hprobe)
+        health_attempt(s);
+}
+
+/* Probing runs exactly while the service is running: the first probe one
+ * interval after it became running (ready), none in any other state. */
+static void health_on_state(struct service *s, enum svc_state from, enum svc_state to)
+{
+    if (!s->has_health)
+        return;
+    if (from == SVC_RUNNING)
+        health_stop(s);
+    if (to == SVC_RUNNING) {
+        s->health_fails = 0;
+        s->health_checks = 0;
+        s->health_last_ms = 0;
+        s->health_detail[0] = 0;
+        health_arm(s, s->health_interval_ms);
+    }
+}
+
+static enum svc_state a_unhealthy(struct service *s)
+{
+    snprintf(s->error, sizeof(s->error), "unhealthy: %u health checks failed in a row: %s",
+             s->health_fails, s->health_detail);
+    log_warn("service %s: %s; stopping it", s->cfg->name, s->error);
+    s->unhealthy_stop = true;
+    health_event(s, s->cfg->restart == RESTART_NEVER ? "stop" : "restart");
+    ev_timer_stop(H.loop, &s->timer);
+    signal_group(s, s->cfg->stop_signal);
+    timer_start(s, s->cfg->stop_timeout_ms);
+    return SVC_STOPPING;
+}
+
 static enum svc_state a_running(struct service *s)
 {
     if (s->has_ready) {
-        /* exec worked; "running" waits for the readiness check. */
+        /* exec worked; "running" waits for the readiness check (after the
+         * resume, when suspended). */
         s->ready_deadline = mono_ms() + s->ready_timeout_ms;
-        ready_attempt(s);
+        if (!suspended)
+            ready_attempt(s);
         return SVC_STARTING;
     }
     s->started_ms = mono_ms();
@@ -551,10 +707,11 @@ static int64_t backoff_delay(struct service *s)
 
 static enum svc_state a_spawn(struct service *s);
 
-static enum svc_state a_exited(struct service *s)
+/* What follows the end of the main process: ok forced false when it was
+ * stopped for failing its health check, whatever it exited with. */
+static enum svc_state exit_policy(struct service *s, bool ok)
 {
     ready_cancel(s);
-    bool ok = exit_is_success(s);
     sweep(s);
     if (s->error[0] == 0 && !ok) {
         if (WIFEXITED(s->wstatus))
@@ -569,15 +726,26 @@ static enum svc_state a_exited(struct service *s)
     }
     if (s->cfg->restart == RESTART_ALWAYS || (s->cfg->restart == RESTART_ON_FAILURE && !ok)) {
         s->restarts++;
-        timer_start(s, backoff_delay(s));
+        int64_t d = backoff_delay(s);
+        if (suspended)
+            s->suspend_left_ms = d; /* the resume starts the timer */
+        else
+            timer_start(s, d);
         return SVC_BACKOFF;
     }
     return ok ? SVC_EXITED : SVC_FAILED;
 }
 
+static enum svc_state a_exited(struct service *s) { return exit_policy(s, exit_is_success(s)); }
+
 static enum svc_state a_stopped(struct service *s)
 {
     ev_timer_stop(H.loop, &s->timer);
+    if (s->unhealthy_stop) {
+        /* Stopped for its health: restart (or not) as its policy says. */
+        s->unhealthy_stop = false;
+        return exit_policy(s, false);
+    }
     sweep(s);
     s->fails = 0;
     if (s->restart_pending) {
@@ -635,15 +803,15 @@ static enum svc_state a_start(struct service *s)
 
 /* The table: what each event does in each state. NULL = ignored. */
 static const action_fn table[SVC_NSTATES][E_NEVENTS] = {
-    /*               START     STOP      EXEC_OK    EXIT       TIMER    DEPS     READY */
-    [SVC_STOPPED]  = {a_start, NULL,     NULL,      NULL,      NULL,    NULL,    NULL},
-    [SVC_WAITING]  = {NULL,    a_cancel, NULL,      NULL,      NULL,    a_spawn, NULL},
-    [SVC_STARTING] = {NULL,    a_stop,   a_running, a_exited,  NULL,    NULL,    a_ready},
-    [SVC_RUNNING]  = {NULL,    a_stop,   NULL,      a_exited,  NULL,    NULL,    NULL},
-    [SVC_STOPPING] = {NULL,    NULL,     NULL,      a_stopped, a_kill,  NULL,    NULL},
-    [SVC_BACKOFF]  = {NULL,    a_cancel, NULL,      NULL,      a_spawn, NULL,    NULL},
-    [SVC_FAILED]   = {a_start, NULL,     NULL,      NULL,      NULL,    NULL,    NULL},
-    [SVC_EXITED]   = {a_start, NULL,     NULL,      NULL,      NULL,    NULL,    NULL},
+    /*               START     STOP      EXEC_OK    EXIT       TIMER    DEPS     READY    UNHEALTHY */
+    [SVC_STOPPED]  = {a_start, NULL,     NULL,      NULL,      NULL,    NULL,    NULL,    NULL},
+    [SVC_WAITING]  = {NULL,    a_cancel, NULL,      NULL,      NULL,    a_spawn, NULL,    NULL},
+    [SVC_STARTING] = {NULL,    a_stop,   a_running, a_exited,  NULL,    NULL,    a_ready, NULL},
+    [SVC_RUNNING]  = {NULL,    a_stop,   NULL,      a_exited,  NULL,    NULL,    NULL,    a_unhealthy},
+    [SVC_STOPPING] = {NULL,    NULL,     NULL,      a_stopped, a_kill,  NULL,    NULL,    NULL},
+    [SVC_BACKOFF]  = {NULL,    a_cancel, NULL,      NULL,      a_spawn, NULL,    NULL,    NULL},
+    [SVC_FAILED]   = {a_start, NULL,     NULL,      NULL,      NULL,    NULL,    NULL,    NULL},
+    [SVC_EXITED]   = {a_start, NULL,     NULL,      NULL,      NULL,    NULL,    NULL,    NULL},
 };
 
 static void after_transition(struct service *s);
@@ -800,11 +968,39 @@ int services_init(const struct config *cfg)
                 log_warn("service %s: ready: %s", s->cfg->name, err);
             }
         }
+        ev_timer_init(&s->health_timer, health_timer_cb, 0., 0.);
+        s->health_timer.data = s;
+        const cJSON *hj = cJSON_GetObjectItemCaseSensitive(s->cfg->json, "health");
+        if (hj) {
+            char err[160];
+            if (check_spec_from_json(hj, &s->health, err, sizeof(err)) == 0) {
+                s->has_health = true;
+                s->health_interval_ms = s->health.interval_ms ? s->health.interval_ms : 10000;
+                s->health_threshold = s->health.failures ? (unsigned)s->health.failures : 3;
+            } else {
+                log_warn("service %s: health: %s", s->cfg->name, err);
+            }
+        }
         if (s->cfg->main)
             main_index = (int)i;
     }
     compute_order();
     return 0;
+}
+
+void services_free(void)
+{
+    for (size_t i = 0; i < nsvcs; i++) {
+        struct service *s = &svcs[i];
+        health_stop(s);
+        ready_cancel(s);
+        ev_timer_stop(H.loop, &s->timer);
+        close_exec_pipe(s);
+        for (int k = 0; k < 2; k++)
+            outpipe_close(&s->out[k]);
+        logring_free(&s->ring);
+    }
+    nsvcs = 0;
 }
 
 void services_start_all(void)
@@ -845,9 +1041,12 @@ void services_stop_all(void (*done)(void))
     stop_all_done = done;
     stop_all_next = (int)nsvcs - 1;
     /* Nothing may restart while the stop walks down the list. */
-    for (size_t i = 0; i < nsvcs; i++)
+    for (size_t i = 0; i < nsvcs; i++) {
+        svcs[i].unhealthy_stop = false;
+        svcs[i].restart_pending = false;
         if (svcs[i].state == SVC_BACKOFF || svcs[i].state == SVC_WAITING)
             dispatch(&svcs[i], E_STOP);
+    }
     stop_next();
 }
 
@@ -890,11 +1089,25 @@ cJSON *services_to_json(void)
         if (s->state == SVC_WAITING && unmet_dep(s))
             cJSON_AddStringToObject(o, "waiting_for", unmet_dep(s));
         if (s->state == SVC_BACKOFF) {
-            double left = ev_timer_remaining(H.loop, (ev_timer *)&s->timer);
+            double left = suspended ? (double)s->suspend_left_ms / 1000.0
+                                    : ev_timer_remaining(H.loop, (ev_timer *)&s->timer);
             cJSON_AddNumberToObject(o, "next_start_ms", (double)(int64_t)(left * 1000.0));
         }
         if (s->cgroup[0])
             cJSON_AddStringToObject(o, "cgroup", s->cgroup);
+        if (s->has_health) {
+            cJSON *hc = cJSON_AddObjectToObject(o, "health");
+            if (hc) {
+                cJSON_AddStringToObject(hc, "status", health_status(s));
+                cJSON_AddNumberToObject(hc, "failures", s->health_fails);
+                cJSON_AddNumberToObject(hc, "threshold", s->health_threshold);
+                cJSON_AddNumberToObject(hc, "checks", (double)s->health_checks);
+                if (s->health_last_ms)
+                    cJSON_AddNumberToObject(hc, "last_check_ms", (double)(now - s->health_last_ms));
+                if (s->health_detail[0])
+                    cJSON_AddStringToObject(hc, "last_failure", s->health_detail);
+            }
+        }
         cJSON_AddNumberToObject(o, "output_lines", (double)s->ring.total);
         if (s->ring.last_mono_ms)
             cJSON_AddNumberToObject(o, "last_output_ms", (double)(now - s->ring.last_mono_ms));
@@ -947,6 +1160,8 @@ int service_stop(int idx, char *err, size_t errlen)
 {
     struct service *s = &svcs[idx];
     s->restart_pending = false;
+    /* Already stopping for its health: stay down once it is. */
+    s->unhealthy_stop = false;
     dispatch(s, E_STOP);
     return 0;
 }
@@ -981,15 +1196,42 @@ cJSON *service_logs_json(int idx, size_t n) { return logring_tail_json(&svcs[idx
 
 /* ---- pause and resume ---- */
 
-/* While the sandbox is frozen, no clock-driven judgement about a service
- * (health, readiness, backoff) may count the frozen time against it. */
-static bool suspended;
 
+/* Suspending stops every clock that judges a service: health probes (one
+ * in flight is cancelled and not counted), readiness attempts and their
+ * deadline, backoff delays. Resuming re-arms them: the readiness deadline
+ * moves by the frozen time, a backoff gets what it had left, and health is
+ * probed at once. */
 void services_suspend(bool on)
 {
     if (suspended == on)
         return;
     suspended = on;
+    int64_t now = mono_ms();
+    if (on)
+        suspended_at = now;
+    for (size_t i = 0; i < nsvcs; i++) {
+        struct service *s = &svcs[i];
+        if (on) {
+            health_stop(s);
+            if (s->state == SVC_STARTING && s->has_ready)
+                ready_cancel(s);
+            if (s->state == SVC_BACKOFF && ev_is_active(&s->timer)) {
+                s->suspend_left_ms = (int64_t)(ev_timer_remaining(H.loop, &s->timer) * 1000.0);
+                ev_timer_stop(H.loop, &s->timer);
+            }
+            continue;
+        }
+        if (s->state == SVC_RUNNING)
+            health_arm(s, 0);
+        else if (s->state == SVC_STARTING && s->has_ready && s->exec_fd < 0) {
+            /* exec confirmed: readiness was being probed */
+            s->ready_deadline += now - suspended_at;
+            ready_attempt(s);
+        } else if (s->state == SVC_BACKOFF) {
+            timer_start(s, s->suspend_left_ms > 0 ? s->suspend_left_ms : 0);
+        }
+    }
     log_debug("services %s", on ? "suspended" : "no longer suspended");
 }
 
