@@ -73,7 +73,10 @@ struct service {
     int64_t ready_timeout_ms; /* overall; 0 = no limit */
     int64_t ready_deadline;
     struct check *probe;
-    ev_timer ready_timer;     /* next attempt */
+    ev_timer ready_timer;     /* next attempt; with notify_fd, the deadline */
+    int notify_fd;            /* ready.notify_fd in the child; 0 = not used */
+    int notify_rd;            /* hearth's end of that pipe, -1 when closed */
+    ev_io notify_io;
     /* health: periodic probes while running */
     bool has_health;
     struct check_spec health;
@@ -99,6 +102,8 @@ static int stop_all_next = -1; /* position in order[] being stopped during stop_
 static int order[CONFIG_MAX_SERVICES]; /* dependency order: each after what it needs */
 
 static void dispatch(struct service *s, enum svc_event ev);
+static void notify_close(struct service *s);
+static void notify_cb(struct ev_loop *loop, ev_io *w, int revents);
 
 /* While the sandbox is frozen, no clock-driven judgement about a service
  * (health, readiness, backoff) may count the frozen time against it. */
@@ -296,7 +301,7 @@ static void outpipe_cb(struct ev_loop *loop, ev_io *w, int revents)
  * pipe and ends the child with 127. */
 static void __attribute__((noreturn)) child_exec(struct service *s, int errfd,
                                                  const struct launch_plan *plan, int outfd,
-                                                 int errpipe)
+                                                 int errpipe, int notify_w)
 {
     const struct service_config *c = s->cfg;
     int report[2];
@@ -324,6 +329,19 @@ static void __attribute__((noreturn)) child_exec(struct service *s, int errfd,
     if (errpipe >= 0)
         dup2(errpipe, 2);
     report[0] = STAGE_SETUP;
+    if (notify_w >= 0) {
+        /* The write end goes to the number the service expects, without
+         * close-on-exec; the error pipe moves away if it sits there. */
+        int nfd = s->notify_fd;
+        if (errfd == nfd) {
+            int moved = fcntl(errfd, F_DUPFD_CLOEXEC, 3);
+            if (moved < 0)
+                goto fail;
+            errfd = moved;
+        }
+        if (notify_w == nfd ? fcntl(nfd, F_SETFD, 0) < 0 : dup2(notify_w, nfd) < 0)
+            goto fail;
+    }
     if (launch_apply(plan) < 0)
         goto fail;
     report[0] = STAGE_CWD;
@@ -360,9 +378,18 @@ static int spawn(struct service *s)
         close(p[1]);
         return -1;
     }
-    int po[2] = {-1, -1}, pe[2] = {-1, -1};
+    int po[2] = {-1, -1}, pe[2] = {-1, -1}, pn[2] = {-1, -1};
     for (int i = 0; i < 2; i++)
         outpipe_close(&s->out[i]);
+    notify_close(s);
+    if (s->notify_fd && pipe2(pn, O_CLOEXEC) < 0) {
+        snprintf(s->error, sizeof(s->error), "unable to create the notify_fd pipe: %s",
+                 strerror(errno));
+        close(p[0]);
+        close(p[1]);
+        launch_free(&plan);
+        return -1;
+    }
     if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
         /* Still runnable: output then goes to hearth's own stdout. */
         log_warn("service %s: unable to create output pipes: %s", s->cfg->name, strerror(errno));
@@ -380,15 +407,24 @@ static int spawn(struct service *s)
         for (int i = 0; i < 2; i++) {
             if (po[i] >= 0) close(po[i]);
             if (pe[i] >= 0) close(pe[i]);
+            if (pn[i] >= 0) close(pn[i]);
         }
         launch_free(&plan);
         return -1;
     }
     if (pid == 0) {
         close(p[0]);
-        child_exec(s, p[1], &plan, po[1], pe[1]);
+        child_exec(s, p[1], &plan, po[1], pe[1], pn[1]);
     }
     close(p[1]);
+    if (pn[0] >= 0) {
+        close(pn[1]);
+        s->notify_rd = pn[0];
+        fcntl(pn[0], F_SETFL, O_NONBLOCK);
+        ev_io_init(&s->notify_io, notify_cb, pn[0], EV_READ);
+        s->notify_io.data = s;
+        ev_io_start(H.loop, &s->notify_io);
+    }
     int rd[2] = {po[0], pe[0]};
     for (int i = 0; i < 2; i++) {
         if (po[1] >= 0 && i == 0) close(po[1]);
@@ -459,6 +495,54 @@ static void ready_cancel(struct service *s)
 
 static void ready_attempt(struct service *s);
 
+static void ready_give_up(struct service *s, const char *detail)
+{
+    snprintf(s->error, sizeof(s->error), "not ready after %lld ms: %s",
+             (long long)s->ready_timeout_ms, detail);
+    log_warn("service %s: %s; killing it", s->cfg->name, s->error);
+    signal_group(s, SIGKILL);
+    if (s->cgroup[0])
+        cgroup_kill(s->cgroup);
+    /* the exit goes on through the reaper into backoff */
+}
+
+static void notify_close(struct service *s)
+{
+    if (s->notify_rd >= 0) {
+        ev_io_stop(H.loop, &s->notify_io);
+        close(s->notify_rd);
+        s->notify_rd = -1;
+    }
+}
+
+/* ready.notify_fd: any newline the service writes (sd_notify's "READY=1\n"
+ * or a bare "\n") makes it ready. The pipe stays open and drained for the
+ * service's life, so a later write neither blocks it nor kills it with
+ * SIGPIPE; what it says is not kept. */
+static void notify_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct service *s = w->data;
+    char buf[4096];
+    ssize_t n;
+
+    do
+        n = read(s->notify_rd, buf, sizeof(buf));
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && errno == EAGAIN)
+        return;
+    if (n <= 0) {
+        if (s->state == SVC_STARTING)
+            log_warn("service %s: closed notify_fd %d without writing a line", s->cfg->name,
+                     s->notify_fd);
+        notify_close(s);
+        return;
+    }
+    if (s->state == SVC_STARTING && memchr(buf, '\n', (size_t)n)) {
+        log_debug("service %s: ready line on fd %d", s->cfg->name, s->notify_fd);
+        dispatch(s, E_READY);
+    }
+}
+
 static void ready_done(void *ctx, bool ok, const char *detail)
 {
     struct service *s = ctx;
@@ -470,13 +554,8 @@ static void ready_done(void *ctx, bool ok, const char *detail)
         return;
     }
     if (s->ready_timeout_ms && mono_ms() >= s->ready_deadline) {
-        snprintf(s->error, sizeof(s->error), "not ready after %lld ms: %s",
-                 (long long)s->ready_timeout_ms, detail);
-        log_warn("service %s: %s; killing it", s->cfg->name, s->error);
-        signal_group(s, SIGKILL);
-        if (s->cgroup[0])
-            cgroup_kill(s->cgroup);
-        return; /* the exit goes on through the reaper into backoff */
+        ready_give_up(s, detail);
+        return;
     }
     /* Poll again shortly: readiness usually comes within seconds. */
     ev_timer_set(&s->ready_timer, 0.2, 0.);
@@ -485,12 +564,34 @@ static void ready_done(void *ctx, bool ok, const char *detail)
 
 static void ready_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
-    ready_attempt(w->data);
+    struct service *s = w->data;
+    if (s->notify_fd) {
+        char why[64];
+        snprintf(why, sizeof(why), "no line on notify_fd %d", s->notify_fd);
+        ready_give_up(s, why);
+        return;
+    }
+    ready_attempt(s);
+}
+
+/* notify_fd: no probing, only the overall deadline (if any) from now. */
+static void ready_arm_deadline(struct service *s)
+{
+    int64_t left = s->ready_deadline - mono_ms();
+    ev_timer_stop(H.loop, &s->ready_timer);
+    if (!s->ready_timeout_ms)
+        return;
+    ev_timer_set(&s->ready_timer, (double)(left > 0 ? left : 0) / 1000.0, 0.);
+    ev_timer_start(H.loop, &s->ready_timer);
 }
 
 static void ready_attempt(struct service *s)
 {
     char err[160];
+    if (s->notify_fd) {
+        ready_arm_deadline(s);
+        return;
+    }
     struct check_spec spec = s->ready;
     spec.argv = spec.argv ? s->ready.argv_store : NULL;
     /* One attempt never outlasts the overall deadline (or 1 s). */
@@ -712,6 +813,7 @@ static enum svc_state a_spawn(struct service *s);
 static enum svc_state exit_policy(struct service *s, bool ok)
 {
     ready_cancel(s);
+    notify_close(s);
     sweep(s);
     if (s->error[0] == 0 && !ok) {
         if (WIFEXITED(s->wstatus))
@@ -746,6 +848,7 @@ static enum svc_state a_stopped(struct service *s)
         s->unhealthy_stop = false;
         return exit_policy(s, false);
     }
+    notify_close(s);
     sweep(s);
     s->fails = 0;
     if (s->restart_pending) {
@@ -934,6 +1037,7 @@ int services_init(const struct config *cfg)
         s->cfg = &cfg->services[i];
         s->state = SVC_STOPPED;
         s->exec_fd = -1;
+        s->notify_rd = -1;
         for (int k = 0; k < 2; k++) {
             s->out[k].fd = -1;
             s->out[k].s = s;
@@ -962,8 +1066,9 @@ int services_init(const struct config *cfg)
                 s->has_ready = true;
                 s->ready_timeout_ms = s->ready.timeout_ms;
             } else if (rc == 1) {
-                log_warn("service %s: ready.notify_fd is not supported yet; treated as ready at exec",
-                         s->cfg->name);
+                s->has_ready = true;
+                s->notify_fd = s->ready.notify_fd;
+                s->ready_timeout_ms = s->ready.timeout_ms;
             } else {
                 log_warn("service %s: ready: %s", s->cfg->name, err);
             }
@@ -996,6 +1101,7 @@ void services_free(void)
         ready_cancel(s);
         ev_timer_stop(H.loop, &s->timer);
         close_exec_pipe(s);
+        notify_close(s);
         for (int k = 0; k < 2; k++)
             outpipe_close(&s->out[k]);
         logring_free(&s->ring);
