@@ -28,6 +28,13 @@ bool cgroup_pid_in_services(pid_t pid);
 /* Whether the leaf holds no process. */
 bool cgroup_is_empty(const char *leaf);
 
+/* Forks a child that starts life inside leaf (clone3 with
+ * CLONE_INTO_CGROUP, kernel 5.7+), so not even its first instructions run
+ * outside it. Where the kernel cannot (older kernel, leaf NULL or empty,
+ * leaf refused), it is a plain fork and *placed is false: the child then
+ * has to join the leaf itself (cgroup.procs). Returns as fork() does. */
+pid_t cgroup_fork_into(const char *leaf, bool *placed);
+
 /* Removes the tree (non-vm modes, on exit); leaves must be empty. */
 void cgroup_teardown(void);
 

@@ -301,14 +301,15 @@ static void outpipe_cb(struct ev_loop *loop, ev_io *w, int revents)
  * pipe and ends the child with 127. */
 static void __attribute__((noreturn)) child_exec(struct service *s, int errfd,
                                                  const struct launch_plan *plan, int outfd,
-                                                 int errpipe, int notify_w)
+                                                 int errpipe, int notify_w, bool placed)
 {
     const struct service_config *c = s->cfg;
     int report[2];
 
     launch_reset_signals();
     setsid();
-    if (s->cgroup[0]) {
+    /* Born in its leaf by clone3; otherwise it moves itself there. */
+    if (s->cgroup[0] && !placed) {
         char path[CGROUP_PATH_MAX + 16];
         snprintf(path, sizeof(path), "%s/cgroup.procs", s->cgroup);
         int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -399,7 +400,8 @@ static int spawn(struct service *s)
             po[i] = pe[i] = -1;
         }
     }
-    pid = fork();
+    bool placed;
+    pid = cgroup_fork_into(s->cgroup, &placed);
     if (pid < 0) {
         snprintf(s->error, sizeof(s->error), "unable to fork: %s", strerror(errno));
         close(p[0]);
@@ -414,7 +416,7 @@ static int spawn(struct service *s)
     }
     if (pid == 0) {
         close(p[0]);
-        child_exec(s, p[1], &plan, po[1], pe[1], pn[1]);
+        child_exec(s, p[1], &plan, po[1], pe[1], pn[1], placed);
     }
     close(p[1]);
     if (pn[0] >= 0) {
@@ -452,7 +454,8 @@ static int spawn(struct service *s)
         /* Cannot happen with REAPER_MAX > services; still, never leak. */
         log_error("service %s: unable to watch pid %d", s->cfg->name, (int)pid);
     }
-    log_debug("service %s: spawned pid %d", s->cfg->name, (int)pid);
+    log_debug("service %s: spawned pid %d%s", s->cfg->name, (int)pid,
+              placed ? " into its cgroup (clone3)" : "");
     return 0;
 }
 

@@ -95,3 +95,24 @@ def test_dropped_net_admin_cannot_add_an_nftables_table(hearth, tmp_path):
     # The same command with the capability works, so the refusal is the drop.
     hearth.wait_for(lambda: (tmp_path / "nft.out2").exists(), what="control attempt")
     assert "rc=0" in (tmp_path / "nft.out2").read_text()
+
+
+def test_service_is_born_in_its_cgroup_leaf(hearth, tmp_path):
+    import os
+    if not os.path.exists("/sys/fs/cgroup/unified/cgroup.procs") and \
+            not os.path.exists("/sys/fs/cgroup/cgroup.procs"):
+        pytest.skip("no cgroup2 on this host")
+    out = tmp_path / "cg"
+    hearth.start(hearth.config(services=[{
+        "name": "agent", "argv": ["sh", "-c", f"cat /proc/self/cgroup > {out}; exec sleep 1000"]}]))
+    hearth.wait_for(lambda: out.exists() and out.read_text(), what="cgroup dump")
+    leaf = hearth.service("agent")["cgroup"]
+    line = [l for l in out.read_text().splitlines() if l.startswith("0::")][0]
+    assert leaf.endswith(line[3:]) and line.endswith("/services/agent")
+    # From kernel 5.7 on it is placed by clone3 itself, not moved after
+    # the fork.
+    assert "spawned pid" in hearth.log_text()
+    import re
+    major, minor = (int(x) for x in re.match(r"(\d+)\.(\d+)", os.uname().release).groups())
+    if (major, minor) >= (5, 7):
+        assert "into its cgroup (clone3)" in hearth.log_text()
