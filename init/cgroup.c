@@ -232,6 +232,32 @@ bool cgroup_pid_in_services(pid_t pid)
     return false;
 }
 
+int cgroup_parse_oom_kills(const char *text, uint64_t *count)
+{
+    /* Lines "KEY VALUE"; only oom_kill matters here. */
+    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        if (strncmp(l, "oom_kill ", 9) != 0)
+            continue;
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(l + 9, &end, 10);
+        if (errno || end == l + 9 || (*end && *end != '\n'))
+            return -1;
+        *count = v;
+        return 0;
+    }
+    return -1;
+}
+
+int cgroup_oom_kills(const char *leaf, uint64_t *count)
+{
+    char path[CGROUP_PATH_MAX + 32], buf[512];
+    snprintf(path, sizeof(path), "%s/memory.events", leaf);
+    if (read_file(path, buf, sizeof(buf)) < 0)
+        return -1;
+    return cgroup_parse_oom_kills(buf, count);
+}
+
 #ifndef SYS_clone3
 #define SYS_clone3 435 /* the same number on every architecture */
 #endif

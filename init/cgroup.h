@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define CGROUP_PATH_MAX 512
@@ -27,6 +28,12 @@ int cgroup_kill(const char *leaf);
 bool cgroup_pid_in_services(pid_t pid);
 /* Whether the leaf holds no process. */
 bool cgroup_is_empty(const char *leaf);
+
+/* The oom_kill count of a leaf's memory.events (processes the kernel's
+ * OOM killer ended there). -1 when the leaf has no memory controller. */
+int cgroup_oom_kills(const char *leaf, uint64_t *count);
+/* Parses memory.events text; exposed for unit tests. */
+int cgroup_parse_oom_kills(const char *text, uint64_t *count);
 
 /* Forks a child that starts life inside leaf (clone3 with
  * CLONE_INTO_CGROUP, kernel 5.7+), so not even its first instructions run

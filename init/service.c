@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -91,6 +92,11 @@ struct service {
     bool unhealthy_stop;         /* being stopped because of its health */
     /* backoff time left when suspended, restored on resume */
     int64_t suspend_left_ms;
+    /* OOM kills in its leaf (memory.events), when it has memory accounting */
+    bool oom_known;
+    int oom_wd;               /* inotify watch on memory.events, -1 = none */
+    uint64_t oom_kills;
+    bool oom_this_run;        /* the OOM killer struck since the last spawn */
 };
 
 static struct service svcs[CONFIG_MAX_SERVICES];
@@ -358,6 +364,82 @@ fail:
     _exit(127);
 }
 
+/* ---- OOM kills: memory.events of each leaf, watched with inotify ---- */
+
+/* The kernel signals a change of a cgroup's memory.events as a file
+ * modification; poll() on it would report readable at all times, so one
+ * inotify descriptor carries the news for every leaf. */
+static int ino_fd = -1;
+static ev_io ino_io;
+
+static void oom_check(struct service *s)
+{
+    uint64_t n;
+    if (!s->oom_known || !s->cgroup[0] || cgroup_oom_kills(s->cgroup, &n) < 0 || n <= s->oom_kills)
+        return;
+    uint64_t added = n - s->oom_kills;
+    s->oom_kills = n;
+    s->oom_this_run = true;
+    log_warn("service %s: the kernel's OOM killer ended %llu process%s in its cgroup",
+             s->cfg->name, (unsigned long long)added, added == 1 ? "" : "es");
+    cJSON *p = cJSON_CreateObject();
+    if (p) {
+        cJSON_AddStringToObject(p, "service", s->cfg->name);
+        cJSON_AddNumberToObject(p, "oom_kills", (double)n);
+        cJSON_AddNumberToObject(p, "new", (double)added);
+        cJSON_AddNumberToObject(p, "pid", s->pid);
+    }
+    events_emit("service.oom", p);
+}
+
+static void ino_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    ssize_t n;
+
+    do
+        n = read(ino_fd, buf, sizeof(buf));
+    while (n < 0 && errno == EINTR);
+    if (n <= 0)
+        return;
+    for (char *p = buf; p + sizeof(struct inotify_event) <= buf + n;) {
+        const struct inotify_event *e = (const struct inotify_event *)p;
+        for (size_t i = 0; i < nsvcs; i++) {
+            if (svcs[i].oom_wd == e->wd) {
+                if (e->mask & IN_IGNORED)
+                    svcs[i].oom_wd = -1; /* the leaf went away */
+                else
+                    oom_check(&svcs[i]);
+            }
+        }
+        p += sizeof(struct inotify_event) + e->len;
+    }
+}
+
+/* Once per leaf: the baseline count and a watch. Without a memory
+ * controller on the leaf there is nothing to watch, and status says so by
+ * leaving out oom_kills. */
+static void oom_watch(struct service *s)
+{
+    char path[CGROUP_PATH_MAX + 32];
+    if (s->oom_known || !s->cgroup[0] || cgroup_oom_kills(s->cgroup, &s->oom_kills) < 0)
+        return;
+    s->oom_known = true;
+    if (ino_fd < 0) {
+        ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        if (ino_fd < 0) {
+            log_warn("unable to watch memory.events: inotify: %s", strerror(errno));
+            return;
+        }
+        ev_io_init(&ino_io, ino_cb, ino_fd, EV_READ);
+        ev_io_start(H.loop, &ino_io);
+    }
+    snprintf(path, sizeof(path), "%s/memory.events", s->cgroup);
+    s->oom_wd = inotify_add_watch(ino_fd, path, IN_MODIFY);
+    if (s->oom_wd < 0)
+        log_warn("service %s: unable to watch %s: %s", s->cfg->name, path, strerror(errno));
+}
+
 static int spawn(struct service *s)
 {
     int p[2];
@@ -370,6 +452,8 @@ static int spawn(struct service *s)
         log_warn("service %s: unable to create cgroup: %s", s->cfg->name, strerror(errno));
         s->cgroup[0] = 0;
     }
+    oom_watch(s);
+    s->oom_this_run = false;
     if (pipe2(p, O_CLOEXEC) < 0) {
         snprintf(s->error, sizeof(s->error), "unable to create pipe: %s", strerror(errno));
         return -1;
@@ -817,13 +901,16 @@ static enum svc_state exit_policy(struct service *s, bool ok)
 {
     ready_cancel(s);
     notify_close(s);
+    /* The exit may be seen before the inotify news of why. */
+    oom_check(s);
     sweep(s);
     if (s->error[0] == 0 && !ok) {
         if (WIFEXITED(s->wstatus))
             snprintf(s->error, sizeof(s->error), "exited with code %d", WEXITSTATUS(s->wstatus));
         else if (WIFSIGNALED(s->wstatus))
-            snprintf(s->error, sizeof(s->error), "killed by %s",
-                     config_signal_name(WTERMSIG(s->wstatus)) ?: "signal");
+            snprintf(s->error, sizeof(s->error), "killed by %s%s",
+                     config_signal_name(WTERMSIG(s->wstatus)) ?: "signal",
+                     WTERMSIG(s->wstatus) == SIGKILL && s->oom_this_run ? " (out of memory)" : "");
     }
     if (s->restart_pending) {
         s->restart_pending = false;
@@ -1041,6 +1128,7 @@ int services_init(const struct config *cfg)
         s->state = SVC_STOPPED;
         s->exec_fd = -1;
         s->notify_rd = -1;
+        s->oom_wd = -1;
         for (int k = 0; k < 2; k++) {
             s->out[k].fd = -1;
             s->out[k].s = s;
@@ -1110,6 +1198,11 @@ void services_free(void)
         logring_free(&s->ring);
     }
     nsvcs = 0;
+    if (ino_fd >= 0) {
+        ev_io_stop(H.loop, &ino_io);
+        close(ino_fd);
+        ino_fd = -1;
+    }
 }
 
 void services_start_all(void)
@@ -1217,6 +1310,8 @@ cJSON *services_to_json(void)
                     cJSON_AddStringToObject(hc, "last_failure", s->health_detail);
             }
         }
+        if (s->oom_known)
+            cJSON_AddNumberToObject(o, "oom_kills", (double)s->oom_kills);
         cJSON_AddNumberToObject(o, "output_lines", (double)s->ring.total);
         if (s->ring.last_mono_ms)
             cJSON_AddNumberToObject(o, "last_output_ms", (double)(now - s->ring.last_mono_ms));
