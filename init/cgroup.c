@@ -175,6 +175,15 @@ int cgroup_service_create(const char *name, char *out, size_t outlen)
     return 0;
 }
 
+int cgroup_service_recreate(const char *leaf)
+{
+    if (rmdir(leaf) < 0 && errno != ENOENT)
+        return -1;
+    if (mkdir(leaf, 0755) < 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
 void cgroup_service_remove(const char *leaf)
 {
     if (leaf && leaf[0] && rmdir(leaf) < 0 && errno != ENOENT && errno != EBUSY)

@@ -19,6 +19,9 @@ int cgroup_setup(bool vm_mode);
 bool cgroup_available(void);
 /* Creates (if needed) the leaf for a service; writes its path to out. */
 int cgroup_service_create(const char *name, char *out, size_t outlen);
+/* Replaces an empty leaf by a new one of the same path; -1 with errno
+ * (EBUSY while a process is still in it). */
+int cgroup_service_recreate(const char *leaf);
 /* Removes an empty leaf; ignores EBUSY/ENOENT. */
 void cgroup_service_remove(const char *leaf);
 /* Kills every process in the leaf (cgroup.kill, or SIGKILL per pid). */

@@ -95,7 +95,9 @@ struct service {
     /* OOM kills in its leaf (memory.events), when it has memory accounting */
     bool oom_known;
     int oom_wd;               /* inotify watch on memory.events, -1 = none */
-    uint64_t oom_kills;
+    uint64_t oom_leaf;        /* the current leaf's oom_kill count, last read */
+    uint64_t oom_kills;       /* over every leaf it had */
+    bool leaf_killed;         /* cgroup.kill was used on the leaf */
     bool oom_this_run;        /* the OOM killer struck since the last spawn */
 };
 
@@ -364,6 +366,42 @@ fail:
     _exit(127);
 }
 
+/* Kills everything in the leaf. Some kernels then SIGKILL every child
+ * clone3 places into that leaf later on (the count of kills the child
+ * was forked under is taken from the parent's cgroup, not the target's),
+ * so the next spawn recreates the leaf first, or falls back to a fork. */
+static void leaf_kill(struct service *s)
+{
+    if (!s->cgroup[0])
+        return;
+    cgroup_kill(s->cgroup);
+    s->leaf_killed = true;
+}
+
+static void oom_watch(struct service *s);
+
+/* Before a spawn: a leaf cgroup.kill was used on is replaced by a fresh
+ * one when it is empty. Returns the leaf clone3 may place the child in,
+ * or NULL when the child has to move itself. */
+static const char *leaf_for_spawn(struct service *s)
+{
+    if (!s->cgroup[0])
+        return NULL;
+    if (!s->leaf_killed)
+        return s->cgroup;
+    if (!cgroup_is_empty(s->cgroup) || cgroup_service_recreate(s->cgroup) < 0) {
+        log_debug("service %s: cgroup %s not recreated (%s); forking", s->cfg->name, s->cgroup,
+                  strerror(errno));
+        return NULL;
+    }
+    s->leaf_killed = false;
+    /* The old watch went with the old leaf; counts go on from the new one. */
+    s->oom_known = false;
+    s->oom_wd = -1;
+    oom_watch(s);
+    return s->cgroup;
+}
+
 /* ---- OOM kills: memory.events of each leaf, watched with inotify ---- */
 
 /* The kernel signals a change of a cgroup's memory.events as a file
@@ -375,17 +413,18 @@ static ev_io ino_io;
 static void oom_check(struct service *s)
 {
     uint64_t n;
-    if (!s->oom_known || !s->cgroup[0] || cgroup_oom_kills(s->cgroup, &n) < 0 || n <= s->oom_kills)
+    if (!s->oom_known || !s->cgroup[0] || cgroup_oom_kills(s->cgroup, &n) < 0 || n <= s->oom_leaf)
         return;
-    uint64_t added = n - s->oom_kills;
-    s->oom_kills = n;
+    uint64_t added = n - s->oom_leaf;
+    s->oom_leaf = n;
+    s->oom_kills += added;
     s->oom_this_run = true;
     log_warn("service %s: the kernel's OOM killer ended %llu process%s in its cgroup",
              s->cfg->name, (unsigned long long)added, added == 1 ? "" : "es");
     cJSON *p = cJSON_CreateObject();
     if (p) {
         cJSON_AddStringToObject(p, "service", s->cfg->name);
-        cJSON_AddNumberToObject(p, "oom_kills", (double)n);
+        cJSON_AddNumberToObject(p, "oom_kills", (double)s->oom_kills);
         cJSON_AddNumberToObject(p, "new", (double)added);
         cJSON_AddNumberToObject(p, "pid", s->pid);
     }
@@ -422,7 +461,7 @@ static void ino_cb(struct ev_loop *loop, ev_io *w, int revents)
 static void oom_watch(struct service *s)
 {
     char path[CGROUP_PATH_MAX + 32];
-    if (s->oom_known || !s->cgroup[0] || cgroup_oom_kills(s->cgroup, &s->oom_kills) < 0)
+    if (s->oom_known || !s->cgroup[0] || cgroup_oom_kills(s->cgroup, &s->oom_leaf) < 0)
         return;
     s->oom_known = true;
     if (ino_fd < 0) {
@@ -485,7 +524,7 @@ static int spawn(struct service *s)
         }
     }
     bool placed;
-    pid = cgroup_fork_into(s->cgroup, &placed);
+    pid = cgroup_fork_into(leaf_for_spawn(s), &placed);
     if (pid < 0) {
         snprintf(s->error, sizeof(s->error), "unable to fork: %s", strerror(errno));
         close(p[0]);
@@ -557,7 +596,7 @@ static void signal_group(struct service *s, int sig)
 static void sweep(struct service *s)
 {
     if (s->cgroup[0] && !cgroup_is_empty(s->cgroup))
-        cgroup_kill(s->cgroup);
+        leaf_kill(s);
 }
 
 /* ---- actions: each returns the next state ---- */
@@ -589,7 +628,7 @@ static void ready_give_up(struct service *s, const char *detail)
     log_warn("service %s: %s; killing it", s->cfg->name, s->error);
     signal_group(s, SIGKILL);
     if (s->cgroup[0])
-        cgroup_kill(s->cgroup);
+        leaf_kill(s);
     /* the exit goes on through the reaper into backoff */
 }
 
@@ -868,7 +907,7 @@ static enum svc_state a_kill(struct service *s)
     s->killed = true;
     signal_group(s, SIGKILL);
     if (s->cgroup[0])
-        cgroup_kill(s->cgroup);
+        leaf_kill(s);
     return SVC_STOPPING;
 }
 

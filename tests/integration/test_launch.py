@@ -116,3 +116,26 @@ def test_service_is_born_in_its_cgroup_leaf(hearth, tmp_path):
     major, minor = (int(x) for x in re.match(r"(\d+)\.(\d+)", os.uname().release).groups())
     if (major, minor) >= (5, 7):
         assert "into its cgroup (clone3)" in hearth.log_text()
+
+
+def test_leaf_killed_once_still_hosts_the_next_run(hearth):
+    """After cgroup.kill has emptied a leaf, the next run must live: some
+    kernels kill every child clone3 places in such a leaf, so hearth gives
+    the service a fresh leaf."""
+    import os
+    import time
+    hearth.start(hearth.config(services=[{
+        "name": "stubborn", "argv": ["sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"],
+        "stop": {"timeout_ms": 200}}]))
+    hearth.wait_for(lambda: hearth.service("stubborn")["state"] == "running", what="running")
+    hearth.rpc("services.stop", {"name": "stubborn"})
+    hearth.wait_for(lambda: hearth.service("stubborn")["state"] == "stopped", what="killed")
+    assert "killing" in hearth.log_text()
+    hearth.rpc("services.start", {"name": "stubborn"})
+    time.sleep(0.5)
+    s = hearth.service("stubborn")
+    assert s["state"] == "running" and s["restarts"] == 0, s
+    pid = hearth.host_pid(s["pid"])
+    with open(f"/proc/{pid}/cgroup") as f:
+        assert f.read().strip().endswith("/services/stubborn")
+    assert os.path.isdir(s["cgroup"])
