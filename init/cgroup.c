@@ -258,6 +258,23 @@ int cgroup_parse_oom_kills(const char *text, uint64_t *count)
     return -1;
 }
 
+int cgroup_cpu_usec(const char *leaf, uint64_t *usec)
+{
+    char path[CGROUP_PATH_MAX + 32], buf[1024];
+    snprintf(path, sizeof(path), "%s/cpu.stat", leaf);
+    if (read_file(path, buf, sizeof(buf)) < 0)
+        return -1;
+    if (strncmp(buf, "usage_usec ", 11) != 0)
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(buf + 11, &end, 10);
+    if (errno || end == buf + 11)
+        return -1;
+    *usec = v;
+    return 0;
+}
+
 int cgroup_oom_kills(const char *leaf, uint64_t *count)
 {
     char path[CGROUP_PATH_MAX + 32], buf[512];

@@ -35,6 +35,9 @@ bool cgroup_is_empty(const char *leaf);
 /* The oom_kill count of a leaf's memory.events (processes the kernel's
  * OOM killer ended there). -1 when the leaf has no memory controller. */
 int cgroup_oom_kills(const char *leaf, uint64_t *count);
+/* CPU time used in the leaf so far (cpu.stat usage_usec, which cgroup2
+ * keeps even without the cpu controller); -1 when unreadable. */
+int cgroup_cpu_usec(const char *leaf, uint64_t *usec);
 /* Parses memory.events text; exposed for unit tests. */
 int cgroup_parse_oom_kills(const char *text, uint64_t *count);
 

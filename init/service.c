@@ -98,6 +98,7 @@ struct service {
     uint64_t oom_leaf;        /* the current leaf's oom_kill count, last read */
     uint64_t oom_kills;       /* over every leaf it had */
     bool leaf_killed;         /* cgroup.kill was used on the leaf */
+    uint64_t cpu_usec_before; /* CPU time of leaves it had before this one */
     bool oom_this_run;        /* the OOM killer struck since the last spawn */
 };
 
@@ -389,12 +390,16 @@ static const char *leaf_for_spawn(struct service *s)
         return NULL;
     if (!s->leaf_killed)
         return s->cgroup;
+    uint64_t used = 0;
+    bool have_used = cgroup_cpu_usec(s->cgroup, &used) == 0;
     if (!cgroup_is_empty(s->cgroup) || cgroup_service_recreate(s->cgroup) < 0) {
         log_debug("service %s: cgroup %s not recreated (%s); forking", s->cfg->name, s->cgroup,
                   strerror(errno));
         return NULL;
     }
     s->leaf_killed = false;
+    if (have_used)
+        s->cpu_usec_before += used;
     /* The old watch went with the old leaf; counts go on from the new one. */
     s->oom_known = false;
     s->oom_wd = -1;
@@ -1351,6 +1356,12 @@ cJSON *services_to_json(void)
         }
         if (s->oom_known)
             cJSON_AddNumberToObject(o, "oom_kills", (double)s->oom_kills);
+        /* Activity, for a host deciding whether the sandbox is idle. */
+        if (s->state == SVC_RUNNING && s->started_ms)
+            cJSON_AddNumberToObject(o, "uptime_ms", (double)(now - s->started_ms));
+        uint64_t cpu;
+        if (s->cgroup[0] && cgroup_cpu_usec(s->cgroup, &cpu) == 0)
+            cJSON_AddNumberToObject(o, "cpu_ms", (double)((s->cpu_usec_before + cpu) / 1000));
         cJSON_AddNumberToObject(o, "output_lines", (double)s->ring.total);
         if (s->ring.last_mono_ms)
             cJSON_AddNumberToObject(o, "last_output_ms", (double)(now - s->ring.last_mono_ms));

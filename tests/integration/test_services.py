@@ -198,3 +198,20 @@ def test_ready_notify_fd_never_written(hearth):
         except (OSError, AssertionError):
             return None  # between two runs
     assert hearth.wait_for(fd7, what="fd 7 in the child").startswith("pipe:")
+
+
+def test_status_activity(hearth):
+    hearth.start(hearth.config(services=[
+        {"name": "busy", "argv": ["sh", "-c", "while :; do :; done"]},
+        {"name": "idle", "argv": ["sleep", "1000"]}]))
+    hearth.wait_for(lambda: hearth.service("busy").get("cpu_ms", 0) >= 100, what="busy cpu time")
+    s = hearth.service("idle")
+    assert s["state"] == "running" and s["uptime_ms"] >= 0
+    if "cpu_ms" in s:
+        assert s["cpu_ms"] < 100
+    u1 = hearth.service("busy")["uptime_ms"]
+    time.sleep(0.2)
+    assert hearth.service("busy")["uptime_ms"] >= u1 + 150
+    hearth.rpc("services.stop", {"name": "busy"})
+    hearth.wait_for(lambda: hearth.service("busy")["state"] == "stopped", what="stopped")
+    assert "uptime_ms" not in hearth.service("busy")
