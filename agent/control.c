@@ -64,7 +64,12 @@ struct client {
     bool keep_fd;             /* the listener keeps the fd (a parked port) */
     char peer[96];
     struct client *next_dead;
+    size_t in_counted;        /* its share of in_extra */
 };
+
+/* Input buffer bytes beyond the first chunk, over all clients: bounded by
+ * CONTROL_INPUT_BUDGET. */
+static size_t in_extra;
 
 static struct listener listeners[CONFIG_MAX_LISTEN];
 static size_t nlisteners;
@@ -188,11 +193,23 @@ static int client_send(struct client *c, const char *data, size_t len)
     return 0;
 }
 
+/* Brings c's share of in_extra up to date with its buffer; false when
+ * that buffer is above one chunk and the total is over the budget. */
+static bool in_account(struct client *c)
+{
+    size_t extra = c->in.cap > LINEBUF_CHUNK ? c->in.cap - LINEBUF_CHUNK : 0;
+    in_extra = in_extra - c->in_counted + extra;
+    c->in_counted = extra;
+    return extra == 0 || in_extra <= CONTROL_INPUT_BUDGET;
+}
+
 static void client_drop(struct client *c, const char *why)
 {
     if (c->dead)
         return;
     c->dead = true;
+    in_extra -= c->in_counted;
+    c->in_counted = 0;
     if (why)
         log_info("control client %s dropped: %s", c->peer, why);
     else
@@ -248,6 +265,8 @@ static void process_lines(struct client *c)
         int r = linebuf_next(&c->in, &line, &len);
         if (r == 0) {
             drained = true;
+            linebuf_shrink(&c->in);
+            in_account(c);
             break;
         }
         if (r < 0) {
@@ -301,6 +320,24 @@ static void read_cb(struct ev_loop *loop, ev_io *w, int revents)
 
     if (space == 0) {
         set_reading(c, false);
+        return;
+    }
+    if (!in_account(c)) {
+        /* Refused rather than paused: clients stuck mid-line could
+         * otherwise hold the budget and wait for each other forever. */
+        size_t elen;
+        char *e = rpc_format_error(NULL, RPC_ERR_BUSY,
+                                   "too much request data buffered by all clients", NULL, &elen);
+        log_warn("control client %s: refused, request data of all clients over %d bytes",
+                 c->peer, CONTROL_INPUT_BUDGET);
+        c->closing = true;
+        set_reading(c, false);
+        if (e) {
+            client_send(c, e, elen);
+            free(e);
+        }
+        if (!c->dead && out_pending(c) == 0)
+            client_drop(c, NULL);
         return;
     }
     if (space > READ_CHUNK)

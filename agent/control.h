@@ -14,6 +14,9 @@
 #define CLIENT_OUT_SOFT (256 * 1024)     /* stop reading requests above this */
 #define CLIENT_OUT_MAX (8 * 1024 * 1024) /* drop the client above this */
 #define CLIENT_STALL_MS 10000            /* drop a client that reads nothing this long */
+/* Request bytes all clients together may buffer beyond one 64 KiB read
+ * each: 128 clients with a 1 MiB line apiece would otherwise hold 136 MiB. */
+#define CONTROL_INPUT_BUDGET (8 * 1024 * 1024)
 
 struct client;
 

@@ -782,10 +782,10 @@ static int print_json(const cJSON *j, bool pretty)
     return 0;
 }
 
-enum { COL_NAME, COL_STATE, COL_PID, COL_RESTARTS, COL_EXIT, COL_SINCE, NCOLS };
+enum { COL_NAME, COL_STATE, COL_PID, COL_RESTARTS, COL_EXIT, COL_HEALTH, COL_SINCE, NCOLS };
 
-static const char *const col_head[NCOLS] = {"NAME",     "STATE",     "PID",
-                                            "RESTARTS", "LAST-EXIT", "SINCE"};
+static const char *const col_head[NCOLS] = {"NAME",      "STATE",  "PID", "RESTARTS",
+                                            "LAST-EXIT", "HEALTH", "SINCE"};
 
 /* SINCE: since_ms is how long the service has been in its state. */
 static void service_cells(const cJSON *svc, bool have_up, double up,
@@ -808,6 +808,9 @@ static void service_cells(const cJSON *svc, bool have_up, double up,
         snprintf(cells[COL_EXIT], CELL_MAX, "exit %lld", (long long)code);
     else
         snprintf(cells[COL_EXIT], CELL_MAX, "-");
+    /* HEALTH: the health check's status, "-" for a service without one. */
+    const char *hs = jstr(cJSON_GetObjectItemCaseSensitive(svc, "health"), "status");
+    safe_copy(cells[COL_HEALTH], CELL_MAX, hs ? hs : "-");
     (void)have_up;
     (void)up;
     if (!jnum(svc, "since_ms", &since) || since < 0)

@@ -8,8 +8,6 @@
 
 #include <cJSON.h>
 
-#define LINEBUF_CHUNK 65536
-
 void linebuf_init(struct linebuf *lb, size_t max)
 {
     memset(lb, 0, sizeof(*lb));
@@ -23,6 +21,15 @@ void linebuf_free(struct linebuf *lb)
 }
 
 size_t linebuf_pending(const struct linebuf *lb) { return lb->len - lb->start; }
+
+void linebuf_shrink(struct linebuf *lb)
+{
+    if (lb->len != lb->start || lb->cap <= LINEBUF_CHUNK)
+        return;
+    free(lb->buf);
+    lb->buf = NULL;
+    lb->cap = lb->len = lb->start = lb->scan = 0;
+}
 
 /* The buffer never holds more than one maximal line plus one read chunk,
  * so a peer can make hearth hold at most max + 64 KiB per connection. */

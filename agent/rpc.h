@@ -10,6 +10,7 @@
 struct cJSON;
 
 #define RPC_MAX_LINE (1 << 20) /* one request, without its newline */
+#define LINEBUF_CHUNK 65536     /* a linebuf grows by reads of this size */
 
 enum rpc_code {
     RPC_PARSE_ERROR = -32700,
@@ -46,6 +47,9 @@ int linebuf_append(struct linebuf *lb, const char *data, size_t n);
  * the pending line is already longer than max (the stream is unusable). */
 int linebuf_next(struct linebuf *lb, const char **line, size_t *len);
 size_t linebuf_pending(const struct linebuf *lb);
+/* With nothing pending, gives back a buffer that grew past one chunk (a
+ * large request must not pin its memory for the connection's life). */
+void linebuf_shrink(struct linebuf *lb);
 
 struct rpc_request {
     struct cJSON *root;   /* owned; free with rpc_request_free */

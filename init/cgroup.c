@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -174,6 +175,15 @@ int cgroup_service_create(const char *name, char *out, size_t outlen)
     return 0;
 }
 
+int cgroup_service_recreate(const char *leaf)
+{
+    if (rmdir(leaf) < 0 && errno != ENOENT)
+        return -1;
+    if (mkdir(leaf, 0755) < 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
 void cgroup_service_remove(const char *leaf)
 {
     if (leaf && leaf[0] && rmdir(leaf) < 0 && errno != ENOENT && errno != EBUSY)
@@ -229,6 +239,98 @@ bool cgroup_pid_in_services(pid_t pid)
             return true;
     }
     return false;
+}
+
+int cgroup_parse_oom_kills(const char *text, uint64_t *count)
+{
+    /* Lines "KEY VALUE"; only oom_kill matters here. */
+    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        if (strncmp(l, "oom_kill ", 9) != 0)
+            continue;
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(l + 9, &end, 10);
+        if (errno || end == l + 9 || (*end && *end != '\n'))
+            return -1;
+        *count = v;
+        return 0;
+    }
+    return -1;
+}
+
+int cgroup_cpu_usec(const char *leaf, uint64_t *usec)
+{
+    char path[CGROUP_PATH_MAX + 32], buf[1024];
+    snprintf(path, sizeof(path), "%s/cpu.stat", leaf);
+    if (read_file(path, buf, sizeof(buf)) < 0)
+        return -1;
+    if (strncmp(buf, "usage_usec ", 11) != 0)
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(buf + 11, &end, 10);
+    if (errno || end == buf + 11)
+        return -1;
+    *usec = v;
+    return 0;
+}
+
+int cgroup_oom_kills(const char *leaf, uint64_t *count)
+{
+    char path[CGROUP_PATH_MAX + 32], buf[512];
+    snprintf(path, sizeof(path), "%s/memory.events", leaf);
+    if (read_file(path, buf, sizeof(buf)) < 0)
+        return -1;
+    return cgroup_parse_oom_kills(buf, count);
+}
+
+#ifndef SYS_clone3
+#define SYS_clone3 435 /* the same number on every architecture */
+#endif
+#define HEARTH_CLONE_INTO_CGROUP 0x200000000ULL
+
+/* struct clone_args up to the cgroup field (CLONE_ARGS_SIZE_VER2), spelt
+ * out here: <linux/sched.h> clashes with the libc's <sched.h>. */
+struct clone_args_v2 {
+    uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
+    uint64_t set_tid, set_tid_size, cgroup;
+};
+
+static bool clone3_unusable; /* the kernel has no clone3 or no CLONE_INTO_CGROUP */
+
+pid_t cgroup_fork_into(const char *leaf, bool *placed)
+{
+    *placed = false;
+    if (leaf && leaf[0] && !clone3_unusable) {
+        int dfd = open(leaf, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            struct clone_args_v2 a;
+            memset(&a, 0, sizeof(a));
+            a.flags = HEARTH_CLONE_INTO_CGROUP;
+            a.exit_signal = SIGCHLD;
+            a.cgroup = (uint64_t)dfd;
+            /* No CLONE_VM and no stack: the child is a copy, as with fork;
+             * it only makes plain syscalls before exec. */
+            long r = syscall(SYS_clone3, &a, sizeof(a));
+            if (r == 0)
+                return 0;
+            int e = errno;
+            close(dfd);
+            if (r > 0) {
+                *placed = true;
+                return (pid_t)r;
+            }
+            if (e == ENOSYS || e == E2BIG || e == EINVAL) {
+                clone3_unusable = true;
+                log_debug("clone3 into a cgroup is not available (%s): forking", strerror(e));
+            } else {
+                log_debug("clone3 into %s failed (%s): forking", leaf, strerror(e));
+            }
+        } else {
+            log_debug("unable to open %s: %s", leaf, strerror(errno));
+        }
+    }
+    return fork();
 }
 
 void cgroup_teardown(void)

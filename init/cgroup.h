@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define CGROUP_PATH_MAX 512
@@ -18,6 +19,9 @@ int cgroup_setup(bool vm_mode);
 bool cgroup_available(void);
 /* Creates (if needed) the leaf for a service; writes its path to out. */
 int cgroup_service_create(const char *name, char *out, size_t outlen);
+/* Replaces an empty leaf by a new one of the same path; -1 with errno
+ * (EBUSY while a process is still in it). */
+int cgroup_service_recreate(const char *leaf);
 /* Removes an empty leaf; ignores EBUSY/ENOENT. */
 void cgroup_service_remove(const char *leaf);
 /* Kills every process in the leaf (cgroup.kill, or SIGKILL per pid). */
@@ -27,6 +31,22 @@ int cgroup_kill(const char *leaf);
 bool cgroup_pid_in_services(pid_t pid);
 /* Whether the leaf holds no process. */
 bool cgroup_is_empty(const char *leaf);
+
+/* The oom_kill count of a leaf's memory.events (processes the kernel's
+ * OOM killer ended there). -1 when the leaf has no memory controller. */
+int cgroup_oom_kills(const char *leaf, uint64_t *count);
+/* CPU time used in the leaf so far (cpu.stat usage_usec, which cgroup2
+ * keeps even without the cpu controller); -1 when unreadable. */
+int cgroup_cpu_usec(const char *leaf, uint64_t *usec);
+/* Parses memory.events text; exposed for unit tests. */
+int cgroup_parse_oom_kills(const char *text, uint64_t *count);
+
+/* Forks a child that starts life inside leaf (clone3 with
+ * CLONE_INTO_CGROUP, kernel 5.7+), so not even its first instructions run
+ * outside it. Where the kernel cannot (older kernel, leaf NULL or empty,
+ * leaf refused), it is a plain fork and *placed is false: the child then
+ * has to join the leaf itself (cgroup.procs). Returns as fork() does. */
+pid_t cgroup_fork_into(const char *leaf, bool *placed);
 
 /* Removes the tree (non-vm modes, on exit); leaves must be empty. */
 void cgroup_teardown(void);

@@ -880,8 +880,8 @@ static int check_ready(const cJSON *v, struct vctx *c)
 
 static int check_health(const cJSON *v, struct vctx *c)
 {
-    static const char *const keys[] = {"tcp", "exec", NULL};
-    return one_of(v, c, keys, "tcp, exec");
+    static const char *const keys[] = {"tcp", "unix", "exec", NULL};
+    return one_of(v, c, keys, "tcp, unix, exec");
 }
 
 static int check_mount(const cJSON *v, struct vctx *c)
@@ -1195,6 +1195,7 @@ static const struct key k_ready[] = {
 
 static const struct key k_health[] = {
     KEY("tcp", &s_hostport),
+    KEY("unix", &s_abspath),
     KEY("exec", &s_argv),
     KEY("interval_ms", INT(1, INT53)),
     KEY("timeout_ms", &s_ms),

@@ -76,6 +76,12 @@ int launch_parse_env(const char *text, size_t len, const char *fname, char ***en
         lineno++;
         const char *p = text + pos, *e = text + end;
         pos = end + 1;
+        /* A NUL would silently cut the value short in the environment. */
+        if (memchr(p, '\0', (size_t)(e - p))) {
+            snprintf(err, errlen, "%s:%d: NUL byte", fname, lineno);
+            free(val);
+            return -1;
+        }
         while (p < e && (*p == ' ' || *p == '\t'))
             p++;
         while (e > p && (e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t'))

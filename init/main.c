@@ -315,5 +315,6 @@ int main(int argc, char **argv)
         /* The loop only ends on purpose outside vm mode. */
         log_error("event loop ended unexpectedly; restarting it");
     }
+    services_free();
     return H.exit_status;
 }

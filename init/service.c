@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,13 +32,14 @@ enum svc_event {
     E_TIMER,        /* backoff elapsed or stop timeout */
     E_DEPS,         /* everything it is "after" is up */
     E_READY,        /* its readiness check passed */
+    E_UNHEALTHY,    /* its health check failed too many times in a row */
     E_NEVENTS
 };
 
 /* What the child was doing when it failed, reported with errno. */
 enum child_stage { STAGE_SETUP = 1, STAGE_CWD, STAGE_EXEC };
 
-static const char *const event_names[] = {"start", "stop", "exec", "exit", "timer", "deps", "ready"};
+static const char *const event_names[] = {"start", "stop", "exec", "exit", "timer", "deps", "ready", "unhealthy"};
 
 struct service {
     const struct service_config *cfg;
@@ -72,7 +74,32 @@ struct service {
     int64_t ready_timeout_ms; /* overall; 0 = no limit */
     int64_t ready_deadline;
     struct check *probe;
-    ev_timer ready_timer;     /* next attempt */
+    ev_timer ready_timer;     /* next attempt; with notify_fd, the deadline */
+    int notify_fd;            /* ready.notify_fd in the child; 0 = not used */
+    int notify_rd;            /* hearth's end of that pipe, -1 when closed */
+    ev_io notify_io;
+    /* health: periodic probes while running */
+    bool has_health;
+    struct check_spec health;
+    int64_t health_interval_ms;
+    unsigned health_threshold;   /* consecutive failures that restart it */
+    struct check *hprobe;
+    ev_timer health_timer;       /* next probe */
+    unsigned health_fails;       /* consecutive */
+    unsigned long health_checks; /* probes completed since it last started */
+    int64_t health_last_ms;      /* when the last probe ended; 0 = none yet */
+    char health_detail[160];     /* the last failure */
+    bool unhealthy_stop;         /* being stopped because of its health */
+    /* backoff time left when suspended, restored on resume */
+    int64_t suspend_left_ms;
+    /* OOM kills in its leaf (memory.events), when it has memory accounting */
+    bool oom_known;
+    int oom_wd;               /* inotify watch on memory.events, -1 = none */
+    uint64_t oom_leaf;        /* the current leaf's oom_kill count, last read */
+    uint64_t oom_kills;       /* over every leaf it had */
+    bool leaf_killed;         /* cgroup.kill was used on the leaf */
+    uint64_t cpu_usec_before; /* CPU time of leaves it had before this one */
+    bool oom_this_run;        /* the OOM killer struck since the last spawn */
 };
 
 static struct service svcs[CONFIG_MAX_SERVICES];
@@ -84,6 +111,13 @@ static int stop_all_next = -1; /* position in order[] being stopped during stop_
 static int order[CONFIG_MAX_SERVICES]; /* dependency order: each after what it needs */
 
 static void dispatch(struct service *s, enum svc_event ev);
+static void notify_close(struct service *s);
+static void notify_cb(struct ev_loop *loop, ev_io *w, int revents);
+
+/* While the sandbox is frozen, no clock-driven judgement about a service
+ * (health, readiness, backoff) may count the frozen time against it. */
+static bool suspended;
+static int64_t suspended_at; /* mono_ms when it began */
 
 static const char *const state_names[SVC_NSTATES] = {
     "stopped", "waiting", "starting", "running", "stopping", "backoff", "failed", "exited",
@@ -124,6 +158,8 @@ static cJSON *exit_json(const struct service *s)
     return o;
 }
 
+static void health_on_state(struct service *s, enum svc_state from, enum svc_state to);
+
 static void set_state(struct service *s, enum svc_state to)
 {
     enum svc_state from = s->state;
@@ -131,6 +167,7 @@ static void set_state(struct service *s, enum svc_state to)
         return;
     s->state = to;
     s->since_ms = mono_ms();
+    health_on_state(s, from, to);
     log_info("service %s: %s -> %s%s%s", s->cfg->name, state_names[from], state_names[to],
              s->error[0] && (to == SVC_FAILED || to == SVC_BACKOFF) ? ": " : "",
              s->error[0] && (to == SVC_FAILED || to == SVC_BACKOFF) ? s->error : "");
@@ -275,14 +312,15 @@ static void outpipe_cb(struct ev_loop *loop, ev_io *w, int revents)
  * pipe and ends the child with 127. */
 static void __attribute__((noreturn)) child_exec(struct service *s, int errfd,
                                                  const struct launch_plan *plan, int outfd,
-                                                 int errpipe)
+                                                 int errpipe, int notify_w, bool placed)
 {
     const struct service_config *c = s->cfg;
     int report[2];
 
     launch_reset_signals();
     setsid();
-    if (s->cgroup[0]) {
+    /* Born in its leaf by clone3; otherwise it moves itself there. */
+    if (s->cgroup[0] && !placed) {
         char path[CGROUP_PATH_MAX + 16];
         snprintf(path, sizeof(path), "%s/cgroup.procs", s->cgroup);
         int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -303,6 +341,19 @@ static void __attribute__((noreturn)) child_exec(struct service *s, int errfd,
     if (errpipe >= 0)
         dup2(errpipe, 2);
     report[0] = STAGE_SETUP;
+    if (notify_w >= 0) {
+        /* The write end goes to the number the service expects, without
+         * close-on-exec; the error pipe moves away if it sits there. */
+        int nfd = s->notify_fd;
+        if (errfd == nfd) {
+            int moved = fcntl(errfd, F_DUPFD_CLOEXEC, 3);
+            if (moved < 0)
+                goto fail;
+            errfd = moved;
+        }
+        if (notify_w == nfd ? fcntl(nfd, F_SETFD, 0) < 0 : dup2(notify_w, nfd) < 0)
+            goto fail;
+    }
     if (launch_apply(plan) < 0)
         goto fail;
     report[0] = STAGE_CWD;
@@ -318,6 +369,123 @@ fail:
     _exit(127);
 }
 
+/* Kills everything in the leaf. Some kernels then SIGKILL every child
+ * clone3 places into that leaf later on (the count of kills the child
+ * was forked under is taken from the parent's cgroup, not the target's),
+ * so the next spawn recreates the leaf first, or falls back to a fork. */
+static void leaf_kill(struct service *s)
+{
+    if (!s->cgroup[0])
+        return;
+    cgroup_kill(s->cgroup);
+    s->leaf_killed = true;
+}
+
+static void oom_watch(struct service *s);
+
+/* Before a spawn: a leaf cgroup.kill was used on is replaced by a fresh
+ * one when it is empty. Returns the leaf clone3 may place the child in,
+ * or NULL when the child has to move itself. */
+static const char *leaf_for_spawn(struct service *s)
+{
+    if (!s->cgroup[0])
+        return NULL;
+    if (!s->leaf_killed)
+        return s->cgroup;
+    uint64_t used = 0;
+    bool have_used = cgroup_cpu_usec(s->cgroup, &used) == 0;
+    if (!cgroup_is_empty(s->cgroup) || cgroup_service_recreate(s->cgroup) < 0) {
+        log_debug("service %s: cgroup %s not recreated (%s); forking", s->cfg->name, s->cgroup,
+                  strerror(errno));
+        return NULL;
+    }
+    s->leaf_killed = false;
+    if (have_used)
+        s->cpu_usec_before += used;
+    /* The old watch went with the old leaf; counts go on from the new one. */
+    s->oom_known = false;
+    s->oom_wd = -1;
+    oom_watch(s);
+    return s->cgroup;
+}
+
+/* ---- OOM kills: memory.events of each leaf, watched with inotify ---- */
+
+/* The kernel signals a change of a cgroup's memory.events as a file
+ * modification; poll() on it would report readable at all times, so one
+ * inotify descriptor carries the news for every leaf. */
+static int ino_fd = -1;
+static ev_io ino_io;
+
+static void oom_check(struct service *s)
+{
+    uint64_t n;
+    if (!s->oom_known || !s->cgroup[0] || cgroup_oom_kills(s->cgroup, &n) < 0 || n <= s->oom_leaf)
+        return;
+    uint64_t added = n - s->oom_leaf;
+    s->oom_leaf = n;
+    s->oom_kills += added;
+    s->oom_this_run = true;
+    log_warn("service %s: the kernel's OOM killer ended %llu process%s in its cgroup",
+             s->cfg->name, (unsigned long long)added, added == 1 ? "" : "es");
+    cJSON *p = cJSON_CreateObject();
+    if (p) {
+        cJSON_AddStringToObject(p, "service", s->cfg->name);
+        cJSON_AddNumberToObject(p, "oom_kills", (double)s->oom_kills);
+        cJSON_AddNumberToObject(p, "new", (double)added);
+        cJSON_AddNumberToObject(p, "pid", s->pid);
+    }
+    events_emit("service.oom", p);
+}
+
+static void ino_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    ssize_t n;
+
+    do
+        n = read(ino_fd, buf, sizeof(buf));
+    while (n < 0 && errno == EINTR);
+    if (n <= 0)
+        return;
+    for (char *p = buf; p + sizeof(struct inotify_event) <= buf + n;) {
+        const struct inotify_event *e = (const struct inotify_event *)p;
+        for (size_t i = 0; i < nsvcs; i++) {
+            if (svcs[i].oom_wd == e->wd) {
+                if (e->mask & IN_IGNORED)
+                    svcs[i].oom_wd = -1; /* the leaf went away */
+                else
+                    oom_check(&svcs[i]);
+            }
+        }
+        p += sizeof(struct inotify_event) + e->len;
+    }
+}
+
+/* Once per leaf: the baseline count and a watch. Without a memory
+ * controller on the leaf there is nothing to watch, and status says so by
+ * leaving out oom_kills. */
+static void oom_watch(struct service *s)
+{
+    char path[CGROUP_PATH_MAX + 32];
+    if (s->oom_known || !s->cgroup[0] || cgroup_oom_kills(s->cgroup, &s->oom_leaf) < 0)
+        return;
+    s->oom_known = true;
+    if (ino_fd < 0) {
+        ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        if (ino_fd < 0) {
+            log_warn("unable to watch memory.events: inotify: %s", strerror(errno));
+            return;
+        }
+        ev_io_init(&ino_io, ino_cb, ino_fd, EV_READ);
+        ev_io_start(H.loop, &ino_io);
+    }
+    snprintf(path, sizeof(path), "%s/memory.events", s->cgroup);
+    s->oom_wd = inotify_add_watch(ino_fd, path, IN_MODIFY);
+    if (s->oom_wd < 0)
+        log_warn("service %s: unable to watch %s: %s", s->cfg->name, path, strerror(errno));
+}
+
 static int spawn(struct service *s)
 {
     int p[2];
@@ -330,6 +498,8 @@ static int spawn(struct service *s)
         log_warn("service %s: unable to create cgroup: %s", s->cfg->name, strerror(errno));
         s->cgroup[0] = 0;
     }
+    oom_watch(s);
+    s->oom_this_run = false;
     if (pipe2(p, O_CLOEXEC) < 0) {
         snprintf(s->error, sizeof(s->error), "unable to create pipe: %s", strerror(errno));
         return -1;
@@ -339,9 +509,18 @@ static int spawn(struct service *s)
         close(p[1]);
         return -1;
     }
-    int po[2] = {-1, -1}, pe[2] = {-1, -1};
+    int po[2] = {-1, -1}, pe[2] = {-1, -1}, pn[2] = {-1, -1};
     for (int i = 0; i < 2; i++)
         outpipe_close(&s->out[i]);
+    notify_close(s);
+    if (s->notify_fd && pipe2(pn, O_CLOEXEC) < 0) {
+        snprintf(s->error, sizeof(s->error), "unable to create the notify_fd pipe: %s",
+                 strerror(errno));
+        close(p[0]);
+        close(p[1]);
+        launch_free(&plan);
+        return -1;
+    }
     if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
         /* Still runnable: output then goes to hearth's own stdout. */
         log_warn("service %s: unable to create output pipes: %s", s->cfg->name, strerror(errno));
@@ -351,7 +530,8 @@ static int spawn(struct service *s)
             po[i] = pe[i] = -1;
         }
     }
-    pid = fork();
+    bool placed;
+    pid = cgroup_fork_into(leaf_for_spawn(s), &placed);
     if (pid < 0) {
         snprintf(s->error, sizeof(s->error), "unable to fork: %s", strerror(errno));
         close(p[0]);
@@ -359,15 +539,24 @@ static int spawn(struct service *s)
         for (int i = 0; i < 2; i++) {
             if (po[i] >= 0) close(po[i]);
             if (pe[i] >= 0) close(pe[i]);
+            if (pn[i] >= 0) close(pn[i]);
         }
         launch_free(&plan);
         return -1;
     }
     if (pid == 0) {
         close(p[0]);
-        child_exec(s, p[1], &plan, po[1], pe[1]);
+        child_exec(s, p[1], &plan, po[1], pe[1], pn[1], placed);
     }
     close(p[1]);
+    if (pn[0] >= 0) {
+        close(pn[1]);
+        s->notify_rd = pn[0];
+        fcntl(pn[0], F_SETFL, O_NONBLOCK);
+        ev_io_init(&s->notify_io, notify_cb, pn[0], EV_READ);
+        s->notify_io.data = s;
+        ev_io_start(H.loop, &s->notify_io);
+    }
     int rd[2] = {po[0], pe[0]};
     for (int i = 0; i < 2; i++) {
         if (po[1] >= 0 && i == 0) close(po[1]);
@@ -395,7 +584,8 @@ static int spawn(struct service *s)
         /* Cannot happen with REAPER_MAX > services; still, never leak. */
         log_error("service %s: unable to watch pid %d", s->cfg->name, (int)pid);
     }
-    log_debug("service %s: spawned pid %d", s->cfg->name, (int)pid);
+    log_debug("service %s: spawned pid %d%s", s->cfg->name, (int)pid,
+              placed ? " into its cgroup (clone3)" : "");
     return 0;
 }
 
@@ -413,7 +603,7 @@ static void signal_group(struct service *s, int sig)
 static void sweep(struct service *s)
 {
     if (s->cgroup[0] && !cgroup_is_empty(s->cgroup))
-        cgroup_kill(s->cgroup);
+        leaf_kill(s);
 }
 
 /* ---- actions: each returns the next state ---- */
@@ -438,6 +628,54 @@ static void ready_cancel(struct service *s)
 
 static void ready_attempt(struct service *s);
 
+static void ready_give_up(struct service *s, const char *detail)
+{
+    snprintf(s->error, sizeof(s->error), "not ready after %lld ms: %s",
+             (long long)s->ready_timeout_ms, detail);
+    log_warn("service %s: %s; killing it", s->cfg->name, s->error);
+    signal_group(s, SIGKILL);
+    if (s->cgroup[0])
+        leaf_kill(s);
+    /* the exit goes on through the reaper into backoff */
+}
+
+static void notify_close(struct service *s)
+{
+    if (s->notify_rd >= 0) {
+        ev_io_stop(H.loop, &s->notify_io);
+        close(s->notify_rd);
+        s->notify_rd = -1;
+    }
+}
+
+/* ready.notify_fd: any newline the service writes (sd_notify's "READY=1\n"
+ * or a bare "\n") makes it ready. The pipe stays open and drained for the
+ * service's life, so a later write neither blocks it nor kills it with
+ * SIGPIPE; what it says is not kept. */
+static void notify_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct service *s = w->data;
+    char buf[4096];
+    ssize_t n;
+
+    do
+        n = read(s->notify_rd, buf, sizeof(buf));
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && errno == EAGAIN)
+        return;
+    if (n <= 0) {
+        if (s->state == SVC_STARTING)
+            log_warn("service %s: closed notify_fd %d without writing a line", s->cfg->name,
+                     s->notify_fd);
+        notify_close(s);
+        return;
+    }
+    if (s->state == SVC_STARTING && memchr(buf, '\n', (size_t)n)) {
+        log_debug("service %s: ready line on fd %d", s->cfg->name, s->notify_fd);
+        dispatch(s, E_READY);
+    }
+}
+
 static void ready_done(void *ctx, bool ok, const char *detail)
 {
     struct service *s = ctx;
@@ -449,13 +687,8 @@ static void ready_done(void *ctx, bool ok, const char *detail)
         return;
     }
     if (s->ready_timeout_ms && mono_ms() >= s->ready_deadline) {
-        snprintf(s->error, sizeof(s->error), "not ready after %lld ms: %s",
-                 (long long)s->ready_timeout_ms, detail);
-        log_warn("service %s: %s; killing it", s->cfg->name, s->error);
-        signal_group(s, SIGKILL);
-        if (s->cgroup[0])
-            cgroup_kill(s->cgroup);
-        return; /* the exit goes on through the reaper into backoff */
+        ready_give_up(s, detail);
+        return;
     }
     /* Poll again shortly: readiness usually comes within seconds. */
     ev_timer_set(&s->ready_timer, 0.2, 0.);
@@ -464,12 +697,34 @@ static void ready_done(void *ctx, bool ok, const char *detail)
 
 static void ready_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
-    ready_attempt(w->data);
+    struct service *s = w->data;
+    if (s->notify_fd) {
+        char why[64];
+        snprintf(why, sizeof(why), "no line on notify_fd %d", s->notify_fd);
+        ready_give_up(s, why);
+        return;
+    }
+    ready_attempt(s);
+}
+
+/* notify_fd: no probing, only the overall deadline (if any) from now. */
+static void ready_arm_deadline(struct service *s)
+{
+    int64_t left = s->ready_deadline - mono_ms();
+    ev_timer_stop(H.loop, &s->ready_timer);
+    if (!s->ready_timeout_ms)
+        return;
+    ev_timer_set(&s->ready_timer, (double)(left > 0 ? left : 0) / 1000.0, 0.);
+    ev_timer_start(H.loop, &s->ready_timer);
 }
 
 static void ready_attempt(struct service *s)
 {
     char err[160];
+    if (s->notify_fd) {
+        ready_arm_deadline(s);
+        return;
+    }
     struct check_spec spec = s->ready;
     spec.argv = spec.argv ? s->ready.argv_store : NULL;
     /* One attempt never outlasts the overall deadline (or 1 s). */
@@ -484,12 +739,145 @@ static void ready_attempt(struct service *s)
     }
 }
 
+/* ---- health: periodic probes while running ---- */
+
+/* "starting" until the first probe ends, then "healthy" or "failing"
+ * (some consecutive failures, fewer than the threshold) and "unhealthy"
+ * once it is being restarted for it. */
+static const char *health_status(const struct service *s)
+{
+    if (s->unhealthy_stop)
+        return "unhealthy";
+    if (s->state != SVC_RUNNING)
+        return "off";
+    if (suspended)
+        return "suspended";
+    if (!s->health_last_ms)
+        return "starting";
+    return s->health_fails ? "failing" : "healthy";
+}
+
+static void health_event(struct service *s, const char *action)
+{
+    cJSON *p = cJSON_CreateObject();
+    if (p) {
+        cJSON_AddStringToObject(p, "service", s->cfg->name);
+        cJSON_AddStringToObject(p, "status", health_status(s));
+        cJSON_AddNumberToObject(p, "failures", s->health_fails);
+        cJSON_AddNumberToObject(p, "threshold", s->health_threshold);
+        if (s->health_fails && s->health_detail[0])
+            cJSON_AddStringToObject(p, "detail", s->health_detail);
+        if (action)
+            cJSON_AddStringToObject(p, "action", action);
+    }
+    events_emit("service.health", p);
+}
+
+static void health_stop(struct service *s)
+{
+    check_cancel(s->hprobe);
+    s->hprobe = NULL;
+    ev_timer_stop(H.loop, &s->health_timer);
+}
+
+/* The next probe in ms; nothing while suspended (the resume re-arms it). */
+static void health_arm(struct service *s, int64_t ms)
+{
+    ev_timer_stop(H.loop, &s->health_timer);
+    if (!s->has_health || s->state != SVC_RUNNING || suspended || s->hprobe)
+        return;
+    ev_timer_set(&s->health_timer, (double)ms / 1000.0, 0.);
+    ev_timer_start(H.loop, &s->health_timer);
+}
+
+static void health_done(void *ctx, bool ok, const char *detail)
+{
+    struct service *s = ctx;
+    s->hprobe = NULL;
+    if (s->state != SVC_RUNNING || suspended)
+        return;
+    s->health_checks++;
+    s->health_last_ms = mono_ms();
+    if (ok) {
+        bool was = s->health_fails > 0 || s->health_checks == 1;
+        s->health_fails = 0;
+        if (was) {
+            log_info("service %s: healthy", s->cfg->name);
+            health_event(s, NULL);
+        }
+    } else {
+        s->health_fails++;
+        snprintf(s->health_detail, sizeof(s->health_detail), "%s", detail ? detail : "failed");
+        log_warn("service %s: health check failed (%u of %u): %s", s->cfg->name, s->health_fails,
+                 s->health_threshold, s->health_detail);
+        if (s->health_fails >= s->health_threshold) {
+            dispatch(s, E_UNHEALTHY);
+            return;
+        }
+        health_event(s, NULL);
+    }
+    health_arm(s, s->health_interval_ms);
+}
+
+static void health_attempt(struct service *s)
+{
+    char err[160];
+    struct check_spec spec = s->health;
+    spec.argv = spec.argv ? s->health.argv_store : NULL;
+    s->hprobe = check_start(H.loop, &spec, health_done, s, err, sizeof(err));
+    if (!s->hprobe) {
+        /* hearth could not even run the probe (no fd, no fork): that says
+         * nothing about the service, so it does not count as a failure. */
+        log_warn("service %s: health check not started: %s", s->cfg->name, err);
+        health_arm(s, s->health_interval_ms);
+    }
+}
+
+static void health_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    struct service *s = w->data;
+    if (s->state == SVC_RUNNING && !suspended && !s->hprobe)
+        health_attempt(s);
+}
+
+/* Probing runs exactly while the service is running: the first probe one
+ * interval after it became running (ready), none in any other state. */
+static void health_on_state(struct service *s, enum svc_state from, enum svc_state to)
+{
+    if (!s->has_health)
+        return;
+    if (from == SVC_RUNNING)
+        health_stop(s);
+    if (to == SVC_RUNNING) {
+        s->health_fails = 0;
+        s->health_checks = 0;
+        s->health_last_ms = 0;
+        s->health_detail[0] = 0;
+        health_arm(s, s->health_interval_ms);
+    }
+}
+
+static enum svc_state a_unhealthy(struct service *s)
+{
+    snprintf(s->error, sizeof(s->error), "unhealthy: %u health checks failed in a row: %s",
+             s->health_fails, s->health_detail);
+    log_warn("service %s: %s; stopping it", s->cfg->name, s->error);
+    s->unhealthy_stop = true;
+    health_event(s, s->cfg->restart == RESTART_NEVER ? "stop" : "restart");
+    ev_timer_stop(H.loop, &s->timer);
+    signal_group(s, s->cfg->stop_signal);
+    timer_start(s, s->cfg->stop_timeout_ms);
+    return SVC_STOPPING;
+}
+
 static enum svc_state a_running(struct service *s)
 {
     if (s->has_ready) {
-        /* exec worked; "running" waits for the readiness check. */
+        /* exec worked; "running" waits for the readiness check (after the
+         * resume, when suspended). */
         s->ready_deadline = mono_ms() + s->ready_timeout_ms;
-        ready_attempt(s);
+        if (!suspended)
+            ready_attempt(s);
         return SVC_STARTING;
     }
     s->started_ms = mono_ms();
@@ -526,7 +914,7 @@ static enum svc_state a_kill(struct service *s)
     s->killed = true;
     signal_group(s, SIGKILL);
     if (s->cgroup[0])
-        cgroup_kill(s->cgroup);
+        leaf_kill(s);
     return SVC_STOPPING;
 }
 
@@ -553,17 +941,22 @@ static int64_t backoff_delay(struct service *s)
 
 static enum svc_state a_spawn(struct service *s);
 
-static enum svc_state a_exited(struct service *s)
+/* What follows the end of the main process: ok forced false when it was
+ * stopped for failing its health check, whatever it exited with. */
+static enum svc_state exit_policy(struct service *s, bool ok)
 {
     ready_cancel(s);
-    bool ok = exit_is_success(s);
+    notify_close(s);
+    /* The exit may be seen before the inotify news of why. */
+    oom_check(s);
     sweep(s);
     if (s->error[0] == 0 && !ok) {
         if (WIFEXITED(s->wstatus))
             snprintf(s->error, sizeof(s->error), "exited with code %d", WEXITSTATUS(s->wstatus));
         else if (WIFSIGNALED(s->wstatus))
-            snprintf(s->error, sizeof(s->error), "killed by %s",
-                     config_signal_name(WTERMSIG(s->wstatus)) ?: "signal");
+            snprintf(s->error, sizeof(s->error), "killed by %s%s",
+                     config_signal_name(WTERMSIG(s->wstatus)) ?: "signal",
+                     WTERMSIG(s->wstatus) == SIGKILL && s->oom_this_run ? " (out of memory)" : "");
     }
     if (s->restart_pending) {
         s->restart_pending = false;
@@ -571,15 +964,27 @@ static enum svc_state a_exited(struct service *s)
     }
     if (s->cfg->restart == RESTART_ALWAYS || (s->cfg->restart == RESTART_ON_FAILURE && !ok)) {
         s->restarts++;
-        timer_start(s, backoff_delay(s));
+        int64_t d = backoff_delay(s);
+        if (suspended)
+            s->suspend_left_ms = d; /* the resume starts the timer */
+        else
+            timer_start(s, d);
         return SVC_BACKOFF;
     }
     return ok ? SVC_EXITED : SVC_FAILED;
 }
 
+static enum svc_state a_exited(struct service *s) { return exit_policy(s, exit_is_success(s)); }
+
 static enum svc_state a_stopped(struct service *s)
 {
     ev_timer_stop(H.loop, &s->timer);
+    if (s->unhealthy_stop) {
+        /* Stopped for its health: restart (or not) as its policy says. */
+        s->unhealthy_stop = false;
+        return exit_policy(s, false);
+    }
+    notify_close(s);
     sweep(s);
     s->fails = 0;
     if (s->restart_pending) {
@@ -637,15 +1042,15 @@ static enum svc_state a_start(struct service *s)
 
 /* The table: what each event does in each state. NULL = ignored. */
 static const action_fn table[SVC_NSTATES][E_NEVENTS] = {
-    /*               START     STOP      EXEC_OK    EXIT       TIMER    DEPS     READY */
-    [SVC_STOPPED]  = {a_start, NULL,     NULL,      NULL,      NULL,    NULL,    NULL},
-    [SVC_WAITING]  = {NULL,    a_cancel, NULL,      NULL,      NULL,    a_spawn, NULL},
-    [SVC_STARTING] = {NULL,    a_stop,   a_running, a_exited,  NULL,    NULL,    a_ready},
-    [SVC_RUNNING]  = {NULL,    a_stop,   NULL,      a_exited,  NULL,    NULL,    NULL},
-    [SVC_STOPPING] = {NULL,    NULL,     NULL,      a_stopped, a_kill,  NULL,    NULL},
-    [SVC_BACKOFF]  = {NULL,    a_cancel, NULL,      NULL,      a_spawn, NULL,    NULL},
-    [SVC_FAILED]   = {a_start, NULL,     NULL,      NULL,      NULL,    NULL,    NULL},
-    [SVC_EXITED]   = {a_start, NULL,     NULL,      NULL,      NULL,    NULL,    NULL},
+    /*               START     STOP      EXEC_OK    EXIT       TIMER    DEPS     READY    UNHEALTHY */
+    [SVC_STOPPED]  = {a_start, NULL,     NULL,      NULL,      NULL,    NULL,    NULL,    NULL},
+    [SVC_WAITING]  = {NULL,    a_cancel, NULL,      NULL,      NULL,    a_spawn, NULL,    NULL},
+    [SVC_STARTING] = {NULL,    a_stop,   a_running, a_exited,  NULL,    NULL,    a_ready, NULL},
+    [SVC_RUNNING]  = {NULL,    a_stop,   NULL,      a_exited,  NULL,    NULL,    NULL,    a_unhealthy},
+    [SVC_STOPPING] = {NULL,    NULL,     NULL,      a_stopped, a_kill,  NULL,    NULL,    NULL},
+    [SVC_BACKOFF]  = {NULL,    a_cancel, NULL,      NULL,      a_spawn, NULL,    NULL,    NULL},
+    [SVC_FAILED]   = {a_start, NULL,     NULL,      NULL,      NULL,    NULL,    NULL,    NULL},
+    [SVC_EXITED]   = {a_start, NULL,     NULL,      NULL,      NULL,    NULL,    NULL,    NULL},
 };
 
 static void after_transition(struct service *s);
@@ -768,6 +1173,8 @@ int services_init(const struct config *cfg)
         s->cfg = &cfg->services[i];
         s->state = SVC_STOPPED;
         s->exec_fd = -1;
+        s->notify_rd = -1;
+        s->oom_wd = -1;
         for (int k = 0; k < 2; k++) {
             s->out[k].fd = -1;
             s->out[k].s = s;
@@ -796,10 +1203,24 @@ int services_init(const struct config *cfg)
                 s->has_ready = true;
                 s->ready_timeout_ms = s->ready.timeout_ms;
             } else if (rc == 1) {
-                log_warn("service %s: ready.notify_fd is not supported yet; treated as ready at exec",
-                         s->cfg->name);
+                s->has_ready = true;
+                s->notify_fd = s->ready.notify_fd;
+                s->ready_timeout_ms = s->ready.timeout_ms;
             } else {
                 log_warn("service %s: ready: %s", s->cfg->name, err);
+            }
+        }
+        ev_timer_init(&s->health_timer, health_timer_cb, 0., 0.);
+        s->health_timer.data = s;
+        const cJSON *hj = cJSON_GetObjectItemCaseSensitive(s->cfg->json, "health");
+        if (hj) {
+            char err[160];
+            if (check_spec_from_json(hj, &s->health, err, sizeof(err)) == 0) {
+                s->has_health = true;
+                s->health_interval_ms = s->health.interval_ms ? s->health.interval_ms : 10000;
+                s->health_threshold = s->health.failures ? (unsigned)s->health.failures : 3;
+            } else {
+                log_warn("service %s: health: %s", s->cfg->name, err);
             }
         }
         if (s->cfg->main)
@@ -807,6 +1228,27 @@ int services_init(const struct config *cfg)
     }
     compute_order();
     return 0;
+}
+
+void services_free(void)
+{
+    for (size_t i = 0; i < nsvcs; i++) {
+        struct service *s = &svcs[i];
+        health_stop(s);
+        ready_cancel(s);
+        ev_timer_stop(H.loop, &s->timer);
+        close_exec_pipe(s);
+        notify_close(s);
+        for (int k = 0; k < 2; k++)
+            outpipe_close(&s->out[k]);
+        logring_free(&s->ring);
+    }
+    nsvcs = 0;
+    if (ino_fd >= 0) {
+        ev_io_stop(H.loop, &ino_io);
+        close(ino_fd);
+        ino_fd = -1;
+    }
 }
 
 void services_start_all(void)
@@ -847,9 +1289,12 @@ void services_stop_all(void (*done)(void))
     stop_all_done = done;
     stop_all_next = (int)nsvcs - 1;
     /* Nothing may restart while the stop walks down the list. */
-    for (size_t i = 0; i < nsvcs; i++)
+    for (size_t i = 0; i < nsvcs; i++) {
+        svcs[i].unhealthy_stop = false;
+        svcs[i].restart_pending = false;
         if (svcs[i].state == SVC_BACKOFF || svcs[i].state == SVC_WAITING)
             dispatch(&svcs[i], E_STOP);
+    }
     stop_next();
 }
 
@@ -892,11 +1337,33 @@ cJSON *services_to_json(void)
         if (s->state == SVC_WAITING && unmet_dep(s))
             cJSON_AddStringToObject(o, "waiting_for", unmet_dep(s));
         if (s->state == SVC_BACKOFF) {
-            double left = ev_timer_remaining(H.loop, (ev_timer *)&s->timer);
+            double left = suspended ? (double)s->suspend_left_ms / 1000.0
+                                    : ev_timer_remaining(H.loop, (ev_timer *)&s->timer);
             cJSON_AddNumberToObject(o, "next_start_ms", (double)(int64_t)(left * 1000.0));
         }
         if (s->cgroup[0])
             cJSON_AddStringToObject(o, "cgroup", s->cgroup);
+        if (s->has_health) {
+            cJSON *hc = cJSON_AddObjectToObject(o, "health");
+            if (hc) {
+                cJSON_AddStringToObject(hc, "status", health_status(s));
+                cJSON_AddNumberToObject(hc, "failures", s->health_fails);
+                cJSON_AddNumberToObject(hc, "threshold", s->health_threshold);
+                cJSON_AddNumberToObject(hc, "checks", (double)s->health_checks);
+                if (s->health_last_ms)
+                    cJSON_AddNumberToObject(hc, "last_check_ms", (double)(now - s->health_last_ms));
+                if (s->health_detail[0])
+                    cJSON_AddStringToObject(hc, "last_failure", s->health_detail);
+            }
+        }
+        if (s->oom_known)
+            cJSON_AddNumberToObject(o, "oom_kills", (double)s->oom_kills);
+        /* Activity, for a host deciding whether the sandbox is idle. */
+        if (s->state == SVC_RUNNING && s->started_ms)
+            cJSON_AddNumberToObject(o, "uptime_ms", (double)(now - s->started_ms));
+        uint64_t cpu;
+        if (s->cgroup[0] && cgroup_cpu_usec(s->cgroup, &cpu) == 0)
+            cJSON_AddNumberToObject(o, "cpu_ms", (double)((s->cpu_usec_before + cpu) / 1000));
         cJSON_AddNumberToObject(o, "output_lines", (double)s->ring.total);
         if (s->ring.last_mono_ms)
             cJSON_AddNumberToObject(o, "last_output_ms", (double)(now - s->ring.last_mono_ms));
@@ -949,6 +1416,8 @@ int service_stop(int idx, char *err, size_t errlen)
 {
     struct service *s = &svcs[idx];
     s->restart_pending = false;
+    /* Already stopping for its health: stay down once it is. */
+    s->unhealthy_stop = false;
     dispatch(s, E_STOP);
     return 0;
 }
@@ -983,15 +1452,42 @@ cJSON *service_logs_json(int idx, size_t n) { return logring_tail_json(&svcs[idx
 
 /* ---- pause and resume ---- */
 
-/* While the sandbox is frozen, no clock-driven judgement about a service
- * (health, readiness, backoff) may count the frozen time against it. */
-static bool suspended;
 
+/* Suspending stops every clock that judges a service: health probes (one
+ * in flight is cancelled and not counted), readiness attempts and their
+ * deadline, backoff delays. Resuming re-arms them: the readiness deadline
+ * moves by the frozen time, a backoff gets what it had left, and health is
+ * probed at once. */
 void services_suspend(bool on)
 {
     if (suspended == on)
         return;
     suspended = on;
+    int64_t now = mono_ms();
+    if (on)
+        suspended_at = now;
+    for (size_t i = 0; i < nsvcs; i++) {
+        struct service *s = &svcs[i];
+        if (on) {
+            health_stop(s);
+            if (s->state == SVC_STARTING && s->has_ready)
+                ready_cancel(s);
+            if (s->state == SVC_BACKOFF && ev_is_active(&s->timer)) {
+                s->suspend_left_ms = (int64_t)(ev_timer_remaining(H.loop, &s->timer) * 1000.0);
+                ev_timer_stop(H.loop, &s->timer);
+            }
+            continue;
+        }
+        if (s->state == SVC_RUNNING)
+            health_arm(s, 0);
+        else if (s->state == SVC_STARTING && s->has_ready && s->exec_fd < 0) {
+            /* exec confirmed: readiness was being probed */
+            s->ready_deadline += now - suspended_at;
+            ready_attempt(s);
+        } else if (s->state == SVC_BACKOFF) {
+            timer_start(s, s->suspend_left_ms > 0 ? s->suspend_left_ms : 0);
+        }
+    }
     log_debug("services %s", on ? "suspended" : "no longer suspended");
 }
 

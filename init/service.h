@@ -28,6 +28,9 @@ const char *service_state_name(enum svc_state s);
 
 /* Builds the runtime for every configured service (none started). */
 int services_init(const struct config *cfg);
+/* Frees what services_init allocated (rings, open output pipes) once
+ * every service is down: on exit, so leak checkers see a clean end. */
+void services_free(void);
 /* Wants every service up and starts them in the listed order. */
 void services_start_all(void);
 /* Stops every service in reverse order, one after the other, each with its

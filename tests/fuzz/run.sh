@@ -28,7 +28,7 @@ CLANG=${CLANG:-clang}
 OUT=build/fuzz
 SRC=tests/fuzz
 CJSON=build/deps/cjson-src
-TARGETS="rpc config cidr listen"
+TARGETS="rpc config cidr listen env"
 
 case $FUZZ_SECONDS in
     ''|*[!0-9]*) echo "fuzz: FUZZ_SECONDS must be a whole number of seconds" >&2; exit 2 ;;
@@ -41,6 +41,7 @@ target_srcs() {
         config) echo "init/config.c init/cidr.c init/log.c" ;;
         cidr)   echo "init/cidr.c" ;;
         listen) echo "init/config.c init/cidr.c init/log.c" ;;
+        env)    echo "init/launch.c init/config.c init/cidr.c init/log.c" ;;
     esac
 }
 target_uses_cjson() { [ "$1" != cidr ]; }

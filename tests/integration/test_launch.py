@@ -95,3 +95,47 @@ def test_dropped_net_admin_cannot_add_an_nftables_table(hearth, tmp_path):
     # The same command with the capability works, so the refusal is the drop.
     hearth.wait_for(lambda: (tmp_path / "nft.out2").exists(), what="control attempt")
     assert "rc=0" in (tmp_path / "nft.out2").read_text()
+
+
+def test_service_is_born_in_its_cgroup_leaf(hearth, tmp_path):
+    import os
+    if not os.path.exists("/sys/fs/cgroup/unified/cgroup.procs") and \
+            not os.path.exists("/sys/fs/cgroup/cgroup.procs"):
+        pytest.skip("no cgroup2 on this host")
+    out = tmp_path / "cg"
+    hearth.start(hearth.config(services=[{
+        "name": "agent", "argv": ["sh", "-c", f"cat /proc/self/cgroup > {out}; exec sleep 1000"]}]))
+    hearth.wait_for(lambda: out.exists() and out.read_text(), what="cgroup dump")
+    leaf = hearth.service("agent")["cgroup"]
+    line = [l for l in out.read_text().splitlines() if l.startswith("0::")][0]
+    assert leaf.endswith(line[3:]) and line.endswith("/services/agent")
+    # From kernel 5.7 on it is placed by clone3 itself, not moved after
+    # the fork.
+    assert "spawned pid" in hearth.log_text()
+    import re
+    major, minor = (int(x) for x in re.match(r"(\d+)\.(\d+)", os.uname().release).groups())
+    if (major, minor) >= (5, 7):
+        assert "into its cgroup (clone3)" in hearth.log_text()
+
+
+def test_leaf_killed_once_still_hosts_the_next_run(hearth):
+    """After cgroup.kill has emptied a leaf, the next run must live: some
+    kernels kill every child clone3 places in such a leaf, so hearth gives
+    the service a fresh leaf."""
+    import os
+    import time
+    hearth.start(hearth.config(services=[{
+        "name": "stubborn", "argv": ["sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"],
+        "stop": {"timeout_ms": 200}}]))
+    hearth.wait_for(lambda: hearth.service("stubborn")["state"] == "running", what="running")
+    hearth.rpc("services.stop", {"name": "stubborn"})
+    hearth.wait_for(lambda: hearth.service("stubborn")["state"] == "stopped", what="killed")
+    assert "killing" in hearth.log_text()
+    hearth.rpc("services.start", {"name": "stubborn"})
+    time.sleep(0.5)
+    s = hearth.service("stubborn")
+    assert s["state"] == "running" and s["restarts"] == 0, s
+    pid = hearth.host_pid(s["pid"])
+    with open(f"/proc/{pid}/cgroup") as f:
+        assert f.read().strip().endswith("/services/stubborn")
+    assert os.path.isdir(s["cgroup"])

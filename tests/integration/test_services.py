@@ -1,4 +1,5 @@
 """Service control, backoff and output capture."""
+import os
 import signal
 import time
 
@@ -110,19 +111,23 @@ def test_output_flood_keeps_memory_bounded(hearth):
 def test_dependency_order_and_reverse_stop(hearth, tmp_path):
     import signal as sg
     order = tmp_path / "order"
+    # Each is ready once it has written its name: exec alone would let the
+    # next one's shell race this one's echo.
     def svc(name, after):
-        return {"name": name, "after": after,
-                "argv": ["sh", "-c", f"echo {name} >> {order}; exec sleep 1000"]}
+        mark = tmp_path / f"{name}.up"
+        return {"name": name, "after": after, "ready": {"file": str(mark)},
+                "argv": ["sh", "-c", f"echo {name} >> {order}; touch {mark}; exec sleep 1000"]}
     # Listed before what they need: they must still start after it.
     hearth.start(hearth.config(services=[
         svc("web-ui", ["hermes", "egress"]),
         svc("hermes", ["setup"]),
-        {"name": "setup", "argv": ["sh", "-c", f"echo setup >> {order}; exec sleep 1000"]},
+        svc("setup", []),
         {"name": "needs-broken", "after": ["broken"], "argv": ["sleep", "1000"]},
         {"name": "broken", "argv": ["/nonexistent/agent"], "restart": "never"},
     ]))
     hearth.wait_for(lambda: order.exists() and len(order.read_text().split()) == 3, what="all started")
     assert order.read_text().split() == ["setup", "hermes", "web-ui"]
+    hearth.wait_for(lambda: hearth.service("web-ui")["state"] == "running", what="web-ui ready")
     # What it needs never came up: it waits, and says for what.
     hearth.wait_for(lambda: hearth.service("broken")["state"] == "failed", what="broken failed")
     st = hearth.service("needs-broken")
@@ -157,3 +162,56 @@ def test_never_ready_is_killed_and_retried(hearth, tmp_path):
                         what="restart after readiness timeout")
     assert "not ready after 400 ms" in s["error"]
     assert s["last_exit"] == {"signal": "SIGKILL"}
+
+
+def test_ready_notify_fd(hearth, tmp_path):
+    talk = ("sleep 0.5; printf READY >&3; sleep 0.3; printf '=1\\n' >&3; "
+            # Writes after readiness neither block it nor kill it (SIGPIPE).
+            "i=0; while [ $i -lt 3000 ]; do echo STATUS=busy >&3; i=$((i+1)); done; exec sleep 1000")
+    hearth.start(hearth.config(services=[
+        {"name": "api", "argv": ["sh", "-c", talk], "ready": {"notify_fd": 3, "timeout_ms": 10000}},
+        {"name": "ui", "after": ["api"], "argv": ["sleep", "1000"]},
+    ]))
+    time.sleep(0.6)
+    # Half a line is not a ready line.
+    assert hearth.service("api")["state"] == "starting"
+    assert hearth.service("ui")["state"] == "waiting"
+    hearth.wait_for(lambda: hearth.service("api")["state"] == "running", what="api ready")
+    hearth.wait_for(lambda: hearth.service("ui")["state"] == "running", what="ui released")
+    time.sleep(0.5)
+    s = hearth.service("api")
+    assert s["state"] == "running" and s["restarts"] == 0
+
+
+def test_ready_notify_fd_never_written(hearth):
+    hearth.start(hearth.config(services=[
+        {"name": "mute", "argv": ["sleep", "1000"], "ready": {"notify_fd": 7, "timeout_ms": 400},
+         "backoff": {"initial_ms": 100}}]))
+    s = hearth.wait_for(lambda: (lambda x: x if x["restarts"] >= 1 else None)(hearth.service("mute")),
+                        what="restart after notify timeout")
+    assert "not ready after 400 ms: no line on notify_fd 7" in s["error"]
+    # The descriptor is really there in the child, and not close-on-exec.
+    def fd7():
+        try:
+            pid = hearth.host_pid(hearth.service("mute")["pid"])
+            return os.readlink(f"/proc/{pid}/fd/7")
+        except (OSError, AssertionError):
+            return None  # between two runs
+    assert hearth.wait_for(fd7, what="fd 7 in the child").startswith("pipe:")
+
+
+def test_status_activity(hearth):
+    hearth.start(hearth.config(services=[
+        {"name": "busy", "argv": ["sh", "-c", "while :; do :; done"]},
+        {"name": "idle", "argv": ["sleep", "1000"]}]))
+    hearth.wait_for(lambda: hearth.service("busy").get("cpu_ms", 0) >= 100, what="busy cpu time")
+    s = hearth.service("idle")
+    assert s["state"] == "running" and s["uptime_ms"] >= 0
+    if "cpu_ms" in s:
+        assert s["cpu_ms"] < 100
+    u1 = hearth.service("busy")["uptime_ms"]
+    time.sleep(0.2)
+    assert hearth.service("busy")["uptime_ms"] >= u1 + 150
+    hearth.rpc("services.stop", {"name": "busy"})
+    hearth.wait_for(lambda: hearth.service("busy")["state"] == "stopped", what="stopped")
+    assert "uptime_ms" not in hearth.service("busy")

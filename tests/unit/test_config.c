@@ -618,7 +618,7 @@ TEST(config_error_ready_health_stop)
                "services[0].ready.tcp: bad address \"::1:80\" (expected HOST:PORT; IPv6 as "
                "[ADDR]:PORT)");
     EXPECT_ERR(SVC(",\"ready\":{\"exec\":[]}"), "services[0].ready.exec: must not be empty");
-    EXPECT_ERR(SVC(",\"health\":{\"interval_ms\":1000}"), "services[0].health: needs one of tcp, exec");
+    EXPECT_ERR(SVC(",\"health\":{\"interval_ms\":1000}"), "services[0].health: needs one of tcp, unix, exec");
     EXPECT_ERR(SVC(",\"health\":{\"tcp\":\"127.0.0.1:80\",\"interval_ms\":0}"),
                "services[0].health.interval_ms: must be >= 1");
     EXPECT_ERR(SVC(",\"stop\":{\"signal\":\"SIGFOO\"}"),

@@ -85,3 +85,16 @@ TEST(user_and_group_lookup_from_files)
     unlink(pw);
     unlink(gr);
 }
+
+TEST(env_file_nul_byte_refused)
+{
+    static const char text[] = "A=1\nB=x\0y\n";
+    char **env = NULL;
+    size_t n = 0;
+    char err[256] = "";
+
+    CHECK_EQ_INT(launch_parse_env(text, sizeof(text) - 1, "f", &env, &n, err, sizeof(err)), -1);
+    CHECK_STR(err, "f:2: NUL byte");
+    CHECK_EQ_INT(n, 1);
+    free_env(env, n);
+}

@@ -77,6 +77,39 @@ TEST(linebuf_oversize_line_detected_before_newline)
     linebuf_free(&lb);
 }
 
+TEST(linebuf_shrinks_only_when_empty)
+{
+    struct linebuf lb;
+    const char *line;
+    size_t len;
+    static char big[300000];
+
+    memset(big, 'x', sizeof(big));
+    linebuf_init(&lb, sizeof(big));
+    CHECK_EQ_INT(linebuf_append(&lb, big, sizeof(big)), 0);
+    CHECK(lb.cap > LINEBUF_CHUNK);
+    /* A partial line is kept whole. */
+    linebuf_shrink(&lb);
+    CHECK(lb.cap > LINEBUF_CHUNK);
+    CHECK_EQ_INT(linebuf_pending(&lb), sizeof(big));
+    CHECK_EQ_INT(linebuf_append(&lb, "\nab", 3), 0);
+    CHECK_EQ_INT(linebuf_next(&lb, &line, &len), 1);
+    CHECK_EQ_INT(len, sizeof(big));
+    linebuf_shrink(&lb); /* "ab" pending */
+    CHECK(lb.cap > LINEBUF_CHUNK);
+    CHECK_EQ_INT(linebuf_append(&lb, "\n", 1), 0);
+    CHECK_EQ_INT(linebuf_next(&lb, &line, &len), 1);
+    CHECK_EQ_INT(len, 2);
+    CHECK(memcmp(line, "ab", 2) == 0);
+    linebuf_shrink(&lb);
+    CHECK_EQ_INT(lb.cap, 0);
+    /* Usable again after shrinking. */
+    CHECK_EQ_INT(linebuf_append(&lb, "ping\n", 5), 0);
+    CHECK_EQ_INT(linebuf_next(&lb, &line, &len), 1);
+    CHECK_EQ_INT(len, 4);
+    linebuf_free(&lb);
+}
+
 TEST(linebuf_is_bounded)
 {
     struct linebuf lb;

@@ -1,0 +1,188 @@
+#!/bin/sh
+# hearth beside the init/supervisor peers Debian ships (scripts/deps.sh
+# --bench): stripped binary size, RSS while supervising one idle child,
+# start -> child exec latency beside tini and dumb-init, and the cost of a
+# crash -> restart beyond the configured delay beside s6-supervise.
+# A peer that is not installed gets "absent" as its value.
+set -eu
+B="$BUILD"
+mkdir -p "$B/bench"
+cc -O2 -o "$B/bench/stamp" "$ROOT/tests/bench/stamp.c"
+exec /usr/bin/python3 - "$B" <<'PY'
+import json, os, shutil, signal, statistics, subprocess, sys, tempfile, time
+
+B = sys.argv[1]
+HEARTH = os.path.join(B, "hearth")
+STAMP = os.path.join(B, "bench", "stamp")
+tmp = tempfile.mkdtemp(prefix="hearth-bench-")
+
+def row(key, fig, hv, peer, pv):
+    print(f"{key}\t{fig}\t{hv}\t{peer}\t{pv}")
+
+def which(name):
+    return shutil.which(name) or (os.path.exists(f"/usr/sbin/{name}") and f"/usr/sbin/{name}") or None
+
+def stripped_kib(path):
+    out = os.path.join(tmp, "stripped")
+    shutil.copy(path, out)
+    subprocess.run(["strip", out], stderr=subprocess.DEVNULL)
+    return os.path.getsize(out) // 1024
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for l in f:
+            if l.startswith("VmRSS:"):
+                return int(l.split()[1])
+
+def hearth_cfg(services, name="h.json"):
+    path = os.path.join(tmp, name)
+    with open(path, "w") as f:
+        json.dump({"control": {"listen": ["unix:" + os.path.join(tmp, "ctl.sock")]},
+                   "services": services}, f)
+    return path
+
+def wait_file(path, timeout=5):
+    t = time.monotonic() + timeout
+    while time.monotonic() < t:
+        if os.path.exists(path) and os.path.getsize(path) > 0:
+            return True
+        time.sleep(0.002)
+    return False
+
+def stop(p):
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(5)
+        except subprocess.TimeoutExpired:
+            p.kill(); p.wait()
+
+# ---- size ----
+hsize = os.path.getsize(HEARTH) // 1024  # already stripped by the build
+for peer in ["tini", "dumb-init", "s6-svscan", "qemu-ga"]:
+    p = which(peer)
+    row(f"size_vs_{peer.replace('-', '_')}", "binary size, stripped (KiB)", hsize, peer,
+        stripped_kib(p) if p else "absent")
+
+# ---- RSS while supervising one idle child ----
+def idle_rss(cmd, marker):
+    if os.path.exists(marker):
+        os.unlink(marker)
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ok = wait_file(marker)
+    time.sleep(0.2)
+    r = rss_kib(p.pid) if ok and p.poll() is None else "failed"
+    stop(p)
+    return r
+
+m = os.path.join(tmp, "m")
+hr = idle_rss([HEARTH, "--mode", "supervisor", "-c",
+               hearth_cfg([{"name": "idle", "argv": [STAMP, m, "0", "stay"]}]), "--log", "warn"], m)
+peers = {
+    "tini": lambda t: [t, "-s", "--", STAMP, m, "0", "stay"],
+    "dumb-init": lambda t: [t, STAMP, m, "0", "stay"],
+}
+for name, mk in peers.items():
+    t = which(name)
+    row(f"rss_one_child_vs_{name.replace('-', '_')}", "RSS supervising one idle child (KiB)", hr, name,
+        idle_rss(mk(t), m) if t else "absent")
+qga = which("qemu-ga")
+if qga:
+    sd = os.path.join(tmp, "qga-state"); os.makedirs(sd, exist_ok=True)
+    p = subprocess.Popen([qga, "-m", "unix-listen", "-p", os.path.join(tmp, "qga.sock"), "-t", sd],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_file(os.path.join(tmp, "qga.sock"))
+    time.sleep(0.3)
+    qr = rss_kib(p.pid) if p.poll() is None else "failed"
+    stop(p)
+else:
+    qr = "absent"
+row("rss_vs_qemu_ga", "RSS idle agent (KiB; qemu-ga has no child)", hr, "qemu-ga", qr)
+
+# ---- start -> child exec ----
+seq = [0]
+
+def exec_latency(cmd_for, runs=40):
+    lat = []
+    for i in range(runs):
+        seq[0] += 1
+        f = os.path.join(tmp, f"x{seq[0]}")
+        t0 = time.monotonic_ns()
+        p = subprocess.Popen(cmd_for(f), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if not wait_file(f):
+            stop(p); continue
+        with open(f) as fh:
+            lat.append((int(fh.read().split()[0]) - t0) / 1e6)
+        p.wait(5) if p.poll() is None else None
+        stop(p)
+    return f"{statistics.median(lat):.2f}" if lat else "failed"
+
+hl = exec_latency(lambda f: [HEARTH, "--mode", "supervisor", "--log", "warn", "-c",
+                             hearth_cfg([{"name": "s", "argv": [STAMP, f], "restart": "never"}],
+                                        f"e{os.path.basename(f)}.json")])
+direct = exec_latency(lambda f: [STAMP, f])
+row("exec_direct", "start -> child exec, no supervisor (ms, median)", direct, "-", "-")
+for name, mk in {"tini": lambda t, f: [t, "-s", "--", STAMP, f],
+                 "dumb-init": lambda t, f: [t, STAMP, f]}.items():
+    t = which(name)
+    row(f"exec_vs_{name.replace('-', '_')}", "start -> child exec (ms, median)", hl, name,
+        exec_latency(lambda f: mk(t, f)) if t else "absent")
+
+# ---- crash -> restart beyond the configured delay ----
+def gaps(path, n):
+    with open(path) as fh:
+        ts = [int(x) for x in fh.read().split()]
+    ts = ts[:n + 1]
+    return [(b - a) / 1e6 for a, b in zip(ts, ts[1:])]
+
+def cpu_ms(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        parts = f.read().rsplit(")", 1)[1].split()
+    return (int(parts[11]) + int(parts[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+crash = os.path.join(tmp, "crash")
+n = 300
+p = subprocess.Popen([HEARTH, "--mode", "supervisor", "--log", "warn", "-c",
+                      hearth_cfg([{"name": "main", "argv": ["sleep", "1000"], "main": True},
+                                  {"name": "crash", "argv": [STAMP, crash, "1"],
+                                   "backoff": {"initial_ms": 0, "max_ms": 0}}], "crash.json")],
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+t = time.monotonic() + 30
+while time.monotonic() < t:
+    if os.path.exists(crash) and len(open(crash).read().split()) > n:
+        break
+    time.sleep(0.01)
+hcpu = cpu_ms(p.pid)
+stop(p)
+g = gaps(crash, n)
+hgap = statistics.median(g)
+hcount = len(open(crash).read().split())
+
+s6 = which("s6-supervise")
+if s6:
+    sdir = os.path.join(tmp, "s6svc"); os.makedirs(sdir)
+    crash6 = os.path.join(tmp, "crash6")
+    with open(os.path.join(sdir, "run"), "w") as f:
+        f.write(f"#!/bin/sh\nexec {STAMP} {crash6} 1\n")
+    os.chmod(os.path.join(sdir, "run"), 0o755)
+    p = subprocess.Popen([s6, sdir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # s6-supervise waits out the rest of a second after a run that lasted
+    # less than one: that second is its configured delay.
+    t = time.monotonic() + 15
+    while time.monotonic() < t:
+        if os.path.exists(crash6) and len(open(crash6).read().split()) > 5:
+            break
+        time.sleep(0.05)
+    scpu = cpu_ms(p.pid)
+    stop(p)
+    g6 = gaps(crash6, 5)
+    s6extra = f"{statistics.median(g6) - 1000:.2f}"
+    s6count = len(open(crash6).read().split())
+    s6cpu = f"{scpu * 1000 / max(s6count, 1):.0f}"
+else:
+    s6extra = s6cpu = "absent"
+row("restart_extra_ms", "crash -> restart beyond the delay (ms, median)", f"{hgap:.2f}", "s6-supervise", s6extra)
+row("restart_cpu_us", "supervisor CPU per restart (us)", f"{hcpu * 1000 / max(hcount, 1):.0f}",
+    "s6-supervise", s6cpu)
+shutil.rmtree(tmp, ignore_errors=True)
+PY
