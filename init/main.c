@@ -24,9 +24,12 @@
 #include "hearth.h"
 #include "log.h"
 #include "machine.h"
+#include "mounts.h"
 #include "reaper.h"
+#include "seed.h"
 #include "service.h"
 #include "shutdown.h"
+#include "skills.h"
 
 static ev_io sig_watcher;
 static int sig_fd = -1;
@@ -134,6 +137,14 @@ static void main_done(int status)
     char why[64];
     snprintf(why, sizeof(why), "main service ended with status %d", status);
     shutdown_request(SHUTDOWN_EXIT, why);
+}
+
+/* After each pass over the mounts: seed the homes they brought, then lay
+ * the skills overlay (the first time, that also starts its triggers). */
+static void on_mounts_done(void)
+{
+    seed_apply(H.cfg, mounts_path_failed);
+    skills_start(mounts_path_failed);
 }
 
 static struct config *load_config(const char *path, bool explicit_path)
@@ -283,9 +294,13 @@ int main(int argc, char **argv)
     hearth_set_phase(PHASE_SETUP);
     services_init(H.cfg);
     services_on_main_done(main_done);
+    /* Mounts run in the background (sources may appear late) and mark
+     * "mounts"; seeding and the skills overlay ("skills") follow them. */
+    skills_init(H.cfg);
+    mounts_start(H.cfg, on_mounts_done);
     /* Phases no setup module claims are reached at once; each module
      * listed here marks its own phase when its work is done. */
-    static const char *const reached_at_boot[] = {"mounts", "skills", "egress", "network", "init"};
+    static const char *const reached_at_boot[] = {"egress", "network", "init"};
     for (size_t i = 0; i < sizeof(reached_at_boot) / sizeof(reached_at_boot[0]); i++)
         services_phase_set(reached_at_boot[i], true);
     hearth_set_phase(PHASE_STARTING);
