@@ -1014,11 +1014,12 @@ static int p_shutdown(struct ctl *t, const cJSON *res)
     return 0;
 }
 
+#define PATH_CELL 4096 /* mount paths are shown whole, not cut like names */
+
 static void print_mount_row(const char *target, const char *type, const char *src,
                             const char *state, const char *err, int wt, int wy, int wsrc)
 {
-    printf("%-*s  %-*s  %-*s  ", wt, target, wy, type, wsrc, src);
-    put_safe(stdout, state);
+    printf("%-*s  %-*s  %-*s  %s", wt, target, wy, type, wsrc, src, state);
     if (err && *err) {
         fputs("  ", stdout);
         put_safe(stdout, err);
@@ -1026,39 +1027,39 @@ static void print_mount_row(const char *target, const char *type, const char *sr
     fputc('\n', stdout);
 }
 
+static void mount_cells(const cJSON *m, char c[3][PATH_CELL])
+{
+    safe_copy(c[0], PATH_CELL, jstr(m, "target") ? jstr(m, "target") : "?");
+    safe_copy(c[1], PATH_CELL, jstr(m, "type") ? jstr(m, "type") : "?");
+    safe_copy(c[2], PATH_CELL, jstr(m, "source") ? jstr(m, "source") : "");
+}
+
 static int p_mounts(struct ctl *t, const cJSON *res)
 {
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(res, "mounts"), *m;
-    int wt = 6, wy = 4, ws = 6, rows = 0;
-    char c[3][CELL_MAX];
+    int w[3] = {6, 4, 6}, rows = 0;
+    static char c[3][PATH_CELL];
 
     cJSON_ArrayForEach(m, list) {
-        int l;
-        safe_copy(c[0], CELL_MAX, jstr(m, "target") ? jstr(m, "target") : "?");
-        safe_copy(c[1], CELL_MAX, jstr(m, "type") ? jstr(m, "type") : "?");
-        safe_copy(c[2], CELL_MAX, jstr(m, "source") ? jstr(m, "source") : "");
-        if ((l = (int)strlen(c[0])) > wt)
-            wt = l;
-        if ((l = (int)strlen(c[1])) > wy)
-            wy = l;
-        if ((l = (int)strlen(c[2])) > ws)
-            ws = l;
+        mount_cells(m, c);
+        for (int i = 0; i < 3; i++)
+            if ((int)strlen(c[i]) > w[i])
+                w[i] = (int)strlen(c[i]);
         rows++;
     }
     if (!rows) {
         puts("no mounts");
         return 0;
     }
-    print_mount_row("TARGET", "TYPE", "SOURCE", "STATE", NULL, wt, wy, ws);
+    print_mount_row("TARGET", "TYPE", "SOURCE", "STATE", NULL, w[0], w[1], w[2]);
     cJSON_ArrayForEach(m, list) {
-        char state[40];
+        char state[CELL_MAX];
         const cJSON *ro = cJSON_GetObjectItemCaseSensitive(m, "read_only");
-        safe_copy(c[0], CELL_MAX, jstr(m, "target") ? jstr(m, "target") : "?");
-        safe_copy(c[1], CELL_MAX, jstr(m, "type") ? jstr(m, "type") : "?");
-        safe_copy(c[2], CELL_MAX, jstr(m, "source") ? jstr(m, "source") : "");
-        snprintf(state, sizeof(state), "%s%s", jstr(m, "state") ? jstr(m, "state") : "?",
-                 cJSON_IsTrue(ro) ? " (ro)" : "");
-        print_mount_row(c[0], c[1], c[2], state, jstr(m, "error"), wt, wy, ws);
+        mount_cells(m, c);
+        safe_copy(state, 32, jstr(m, "state") ? jstr(m, "state") : "?");
+        if (cJSON_IsTrue(ro))
+            strcat(state, " (ro)");
+        print_mount_row(c[0], c[1], c[2], state, jstr(m, "error"), w[0], w[1], w[2]);
     }
     return 0;
 }

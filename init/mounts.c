@@ -500,7 +500,15 @@ static void run(void)
         }
         if (m->state == M_FAILED) {
             log_error("mount %s %s: %s", m->target, m->required ? "failed" : "skipped", m->error);
-            cJSON *ev = mount_json(m);
+            /* Not mount_json: "type" is the event's own key. */
+            cJSON *ev = cJSON_CreateObject();
+            if (ev) {
+                cJSON_AddStringToObject(ev, "target", m->target);
+                cJSON_AddStringToObject(ev, "source", m->source);
+                cJSON_AddStringToObject(ev, "fstype", m->type);
+                cJSON_AddBoolToObject(ev, "required", m->required);
+                cJSON_AddStringToObject(ev, "error", m->error);
+            }
             events_emit("mount.failed", ev);
         }
         M.cur++;
