@@ -43,14 +43,20 @@ struct skills_lists {
     struct cJSON *public_, *private_, *linked, *shadowed, *ignored;
 };
 
+/* What one run learnt for the next (which links are ours, by inode), so
+ * a no-op pass needs no readlink per skill. Optional everywhere. */
+struct skills_cache;
+struct skills_cache *skills_cache_new(void);
+void skills_cache_free(struct skills_cache *k);
+
 /* One reconcile of private against public. ignore is NULL-terminated
  * (may be NULL). dry: change nothing, only count and list. Creates
  * private (one level) when it is missing. Returns 0, or -1 with the first
  * problem in err: a directory that cannot be read changes nothing, an
  * entry that cannot be handled is counted in errors and the rest goes on. */
 int skills_reconcile(const char *pub, const char *priv, const char *const *ignore, bool dry,
-                     struct skills_counts *c, struct skills_lists *lists, char *err,
-                     size_t errlen);
+                     struct skills_counts *c, struct skills_lists *lists,
+                     struct skills_cache *cache, char *err, size_t errlen);
 
 /* Whether name matches the shell glob pat ('*', '?', '[a-z]', '[!x]',
  * '\\' escapes; no special case for a leading '.'). */

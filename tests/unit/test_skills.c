@@ -82,19 +82,19 @@ TEST(skills_new_public_skills_linked_and_private_created)
     setup(&t);
     mk(t.pub, "alpha");
     mk(t.pub, "beta");
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
     CHECK_EQ_INT(c.created, 2);
     CHECK_EQ_INT(c.public_n, 2);
     snprintf(want, sizeof(want), "%s/alpha", t.pub);
     CHECK_STR(link_of(&t, "alpha", buf, sizeof(buf)), want);
     /* A second run changes nothing. */
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
     CHECK_EQ_INT(c.created, 0);
     CHECK_EQ_INT(c.linked, 2);
     CHECK_EQ_INT(c.removed, 0);
     /* A skill published later is picked up. */
     mk(t.pub, "gamma");
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
     CHECK_EQ_INT(c.created, 1);
     CHECK(exists(&t, "gamma"));
     CHECK(!exists(&t, SKILLS_TMP_LINK));
@@ -120,7 +120,7 @@ TEST(skills_private_wins_and_is_never_touched)
     CHECK(symlink("/somewhere/else", p) == 0); /* a link of the agent's own */
     snprintf(p, sizeof(p), "%s/notes", t.priv);
     CHECK(stat(p, &before) == 0);
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
     CHECK_EQ_INT(c.shadowed, 3);
     CHECK_EQ_INT(c.created, 0);
     CHECK_EQ_INT(c.removed, 0);
@@ -144,7 +144,7 @@ TEST(skills_stale_links_removed_others_kept)
     setup(&t);
     mk(t.pub, "alpha");
     mk(t.pub, "beta");
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
     /* The public skill goes away: its link goes too. */
     snprintf(p, sizeof(p), "%s/beta", t.pub);
     CHECK(rmdir(p) == 0);
@@ -155,7 +155,7 @@ TEST(skills_stale_links_removed_others_kept)
     snprintf(q, sizeof(q), "%s/deep", t.priv);
     snprintf(p, sizeof(p), "%s/alpha/gone", t.pub);
     CHECK(symlink(p, q) == 0);
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
     CHECK_EQ_INT(c.removed, 2);
     CHECK(!exists(&t, "beta"));
     CHECK(!exists(&t, "deep"));
@@ -176,12 +176,12 @@ TEST(skills_ignored_names_never_linked_and_unlinked_when_ignored_later)
     touch(t.pub, ".DS_Store", "x");
     mk(t.pub, "draft-1");
     mk(t.pub, "real");
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
     CHECK_EQ_INT(c.ignored, 2);
     CHECK(!exists(&t, "._foo"));
     CHECK(!exists(&t, ".DS_Store"));
     CHECK(exists(&t, "draft-1"));
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, more, false, &c, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, more, false, &c, NULL, NULL, err, sizeof(err)), 0);
     CHECK_EQ_INT(c.ignored, 3);
     CHECK_EQ_INT(c.removed, 1);
     CHECK(!exists(&t, "draft-1"));
@@ -198,7 +198,7 @@ TEST(skills_nothing_written_outside_private)
     setup(&t);
     mk(t.pub, "alpha");
     /* public read-only for everyone (root ignores modes: count entries). */
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "test $(ls -A '%s' | wc -l) -eq 1 && test $(ls -A '%s' | wc -l) -eq 2",
              t.pub, t.root);
@@ -214,12 +214,12 @@ TEST(skills_unreadable_public_changes_nothing)
 
     setup(&t);
     mk(t.pub, "alpha");
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
     /* The share is gone (an unmounted, missing directory): keep the links. */
     snprintf(p, sizeof(p), "%s/alpha", t.pub);
     CHECK(rmdir(p) == 0);
     CHECK(rmdir(t.pub) == 0);
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, err, sizeof(err)), -1);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), -1);
     CHECK_CONTAINS(err, "unable to open");
     CHECK(exists(&t, "alpha"));
     teardown(&t);
@@ -244,7 +244,7 @@ TEST(skills_dry_run_lists_without_changing)
     l.linked = cJSON_CreateArray();
     l.shadowed = cJSON_CreateArray();
     l.ignored = cJSON_CreateArray();
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, true, &c, &l, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, true, &c, &l, NULL, err, sizeof(err)), 0);
     CHECK_EQ_INT(c.created, 1); /* alpha would be linked */
     CHECK(!exists(&t, "alpha"));
     CHECK_EQ_INT(cJSON_GetArraySize(l.public_), 2);
@@ -273,7 +273,7 @@ TEST(skills_leftover_temp_link_cleaned)
     /* A crash between symlink and rename left this behind. */
     snprintf(p, sizeof(p), "%s/%s", t.priv, SKILLS_TMP_LINK);
     CHECK(symlink("/x/alpha", p) == 0);
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
     CHECK(!exists(&t, SKILLS_TMP_LINK));
     CHECK(exists(&t, "alpha"));
     teardown(&t);
@@ -291,7 +291,7 @@ TEST(skills_fork_gives_an_editable_private_copy)
     snprintf(p, sizeof(p), "%s/alpha", t.pub);
     touch(p, "SKILL.md", "public text\n");
     mk(p, "sub");
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
     CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "alpha", err, sizeof(err)), 0);
     snprintf(p, sizeof(p), "%s/alpha", t.priv);
     CHECK(lstat(p, &s) == 0 && S_ISDIR(s.st_mode));
@@ -311,7 +311,7 @@ TEST(skills_fork_gives_an_editable_private_copy)
     if (f)
         fclose(f);
     CHECK_STR(buf, "public text\n");
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
     CHECK_EQ_INT(c.shadowed, 1);
     CHECK(!exists(&t, SKILLS_TMP_FORK));
     /* A private skill cannot be forked again; an unknown one is refused. */
@@ -345,4 +345,38 @@ TEST(skills_glob_matches_like_a_shell)
     CHECK(skills_glob("[", "["));
     CHECK(skills_glob("*a*b*", "xxaxxbxx"));
     CHECK(!skills_glob("*a*b", "xxaxxbxx"));
+}
+
+TEST(skills_cache_skips_readlink_but_sees_replaced_links)
+{
+    struct trees t;
+    struct skills_counts c;
+    struct skills_cache *k = skills_cache_new();
+    char err[512], p[512], q[512];
+
+    setup(&t);
+    mk(t.pub, "alpha");
+    mk(t.pub, "beta");
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.created, 2);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.linked, 2);
+    /* The agent replaces alpha's link with its own: a new inode, so the
+     * cache does not vouch for it and it shadows the public skill. */
+    snprintf(p, sizeof(p), "%s/alpha", t.priv);
+    snprintf(q, sizeof(q), "%s/alpha.new", t.priv);
+    CHECK(symlink("/elsewhere", q) == 0);
+    CHECK(rename(q, p) == 0);
+    /* beta's public skill goes: its cached link is removed all the same. */
+    snprintf(p, sizeof(p), "%s/beta", t.pub);
+    CHECK(rmdir(p) == 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.linked, 0);
+    CHECK_EQ_INT(c.shadowed, 1);
+    CHECK_EQ_INT(c.removed, 1);
+    CHECK(!exists(&t, "beta"));
+    char buf[64];
+    CHECK_STR(link_of(&t, "alpha", buf, sizeof(buf)), "/elsewhere");
+    skills_cache_free(k);
+    teardown(&t);
 }
