@@ -790,20 +790,22 @@ void skills_start(const char *(*failed_mount)(const char *path))
     if (!S.enabled)
         return;
     S.failed_mount = failed_mount;
-    if (!S.started) {
-        S.started = true;
-        S.ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-        if (S.ino_fd >= 0) {
-            ev_io_init(&S.ino, on_inotify, S.ino_fd, EV_READ);
-            ev_io_start(H.loop, &S.ino);
-        } else {
-            log_debug("skills: no inotify: %s", strerror(errno));
-        }
-        if (S.poll_ms > 0) {
-            double iv = (double)S.poll_ms / 1000.0;
-            ev_timer_set(&S.poll, iv, iv);
-            ev_timer_start(H.loop, &S.poll);
-        }
+    if (S.started) {
+        skills_sync("mounts", err, sizeof(err)); /* a later pass over the mounts */
+        return;
+    }
+    S.started = true;
+    S.ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (S.ino_fd >= 0) {
+        ev_io_init(&S.ino, on_inotify, S.ino_fd, EV_READ);
+        ev_io_start(H.loop, &S.ino);
+    } else {
+        log_debug("skills: no inotify: %s", strerror(errno));
+    }
+    if (S.poll_ms > 0) {
+        double iv = (double)S.poll_ms / 1000.0;
+        ev_timer_set(&S.poll, iv, iv);
+        ev_timer_start(H.loop, &S.poll);
     }
     skills_sync("boot", err, sizeof(err));
 }

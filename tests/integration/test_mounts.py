@@ -219,3 +219,19 @@ def test_data_survives_a_rebuild(hearth, tmp_path):
         assert h2.rpc("mounts.list")["seed"][0]["result"] == "already"
     finally:
         h2.stop()
+
+
+def test_mount_already_in_place_is_left_alone(hearth, tmp_path):
+    src = tmp_path / "host"
+    src.mkdir()
+    (src / "f").write_text("x")
+    g = tmp_path / "guest" / "m"
+    entry = {"source": str(src), "target": str(g), "type": "bind", "read_only": True}
+    hearth.start(hearth.config(mounts=[entry, dict(entry)], services=[
+        {"name": "look", "argv": ["sh", "-c", f"grep -c ' {g} ' /proc/self/mountinfo"],
+         "after": ["mounts"], "restart": "never"}, KEEP]))
+    ms = hearth.rpc("mounts.list")["mounts"]
+    assert [m["state"] for m in ms] == ["mounted", "mounted"]
+    assert "already" not in ms[0] and ms[1]["already"] is True
+    # Mounted once, not stacked twice.
+    assert _wait_lines(hearth, "look", 1) == ["1"]
