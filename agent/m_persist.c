@@ -17,6 +17,7 @@ int m_mounts_list(struct client *c, cJSON *params, cJSON **result, struct rpc_er
     if (!r)
         return -1;
     cJSON_AddItemToObject(r, "seed", seed_to_json());
+    cJSON_AddBoolToObject(r, "seeding", seed_running());
     *result = r;
     return 0;
 }

@@ -139,12 +139,18 @@ static void main_done(int status)
     shutdown_request(SHUTDOWN_EXIT, why);
 }
 
-/* After each pass over the mounts: seed the homes they brought, then lay
- * the skills overlay (the first time, that also starts its triggers). */
+/* After each pass over the mounts: seed the homes they brought (in the
+ * background), then release "mounts" and lay the skills overlay (the first
+ * time, that also starts its triggers). */
+static void on_seeded(void)
+{
+    mounts_phase_ready();
+    skills_start(mounts_path_failed);
+}
+
 static void on_mounts_done(void)
 {
-    seed_apply(H.cfg, mounts_path_failed);
-    skills_start(mounts_path_failed);
+    seed_start(H.cfg, mounts_path_failed, on_seeded);
 }
 
 static struct config *load_config(const char *path, bool explicit_path)

@@ -458,10 +458,18 @@ static void finish(void)
         cJSON_AddNumberToObject(o, "failed_required", (double)bad);
     }
     events_emit("mounts.done", o);
-    if (bad == 0)
-        services_phase_set("mounts", true);
+    /* With a done callback (seeding follows), the phase waits for
+     * mounts_phase_ready: "mounts" means mounted and seeded. */
     if (M.done_fn)
         M.done_fn();
+    else
+        mounts_phase_ready();
+}
+
+void mounts_phase_ready(void)
+{
+    if (M.done && failed_required() == 0)
+        services_phase_set("mounts", true);
 }
 
 static void run(void);
@@ -643,9 +651,10 @@ void mounts_start(const struct config *cfg, void (*done)(void))
     cJSON_Delete(hm);
     if (M.n == 0) {
         M.done = true;
-        services_phase_set("mounts", true);
         if (done)
             done();
+        else
+            mounts_phase_ready();
         return;
     }
     run();

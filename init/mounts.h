@@ -5,7 +5,8 @@
  * backoff on a monotonic timer until the mount's timeout, without
  * blocking the loop. A mount that is already in place is left alone.
  *
- * Owns the phase "mounts": reached once every required mount is in; a
+ * Owns the phase "mounts": reached once every required mount is in and
+ * the homes on them are seeded; a
  * required failure keeps it unreached (services after "mounts" are held),
  * is kept in status and emitted as a "mount.failed" event. */
 #ifndef HEARTH_MOUNTS_H
@@ -23,8 +24,12 @@ struct cJSON;
 
 /* Builds the list from the config (mounts, then host_mounts) and starts
  * applying it; done() is called each time a pass over the list ends
- * (seeding and skills follow it). */
+ * (seeding and skills follow it), and the phase "mounts" then waits for
+ * mounts_phase_ready(). Without done, the phase is marked at once. */
 void mounts_start(const struct config *cfg, void (*done)(void));
+/* Marks the phase "mounts" reached if the last pass ended with every
+ * required mount in (called once seeding is through). */
+void mounts_phase_ready(void);
 
 /* sandbox.init's host_mounts (the platform's JSON array string, or the
  * array itself): replaces the entries that came from host_mounts and

@@ -23,11 +23,18 @@ enum seed_result { SEED_DONE, SEED_ALREADY, SEED_SKIPPED, SEED_FAILED };
 enum seed_result seed_one(const char *target, const char *from, const char *unless, char *err,
                           size_t errlen);
 
-/* Runs every seed entry of the config; skip(path) says whether a target
- * lies under a failed mount (those are reported, not seeded). Returns the
- * number of failures. */
-int seed_apply(const struct config *cfg, const char *(*skip)(const char *path));
-/* The results of the last seed_apply, for status. */
+/* Runs every seed entry of the config in order, each copy in a child
+ * process so the loop never waits for a large template (without a loop,
+ * or when fork fails, in-line); skip(path) names the failed mount a target
+ * lies under (those are reported, not seeded). done() is called when all
+ * entries are through. Called again while running, it runs once more
+ * afterwards. */
+void seed_start(const struct config *cfg, const char *(*skip)(const char *path),
+                void (*done)(void));
+bool seed_running(void);
+/* Failures in the last complete run. */
+int seed_failures(void);
+/* The results of the last complete run, for mounts.list. */
 struct cJSON *seed_to_json(void);
 
 #endif

@@ -86,3 +86,33 @@ def test_missing_template_is_reported(hearth, tmp_path):
     r = _seed_result(hearth)
     assert r["result"] == "failed" and str(tmp_path / "tmpl") in r["error"]
     assert os.listdir(home) == []
+
+
+def test_late_home_is_seeded_before_its_service_starts(hearth, tmp_path):
+    """The home share appears late: the service that waits for "mounts" must
+    not start before the home is seeded (the phase means mounted and seeded).
+    A template big enough that the copy takes a while, config.yaml last."""
+    t = _template(tmp_path)
+    (t / "many").mkdir()
+    for i in range(300):
+        (t / "many" / f"f{i}").write_text(str(i))
+    home = tmp_path / "host-home"
+    g = tmp_path / "guest" / "home"
+    cfg = hearth.config(
+        mounts=[{"source": str(home), "target": str(g), "type": "bind", "timeout_ms": 20000}],
+        seed=[{"target": str(g), "from": str(tmp_path / "tmpl"), "unless": "config.yaml"}],
+        services=[{"name": "agent", "after": ["mounts"], "restart": "never",
+                   "argv": ["cat", str(g / "config.yaml"), str(g / "memories" / "MEMORY.md")]},
+                  KEEP])
+    hearth.start(cfg)
+    hearth.wait_for(lambda: hearth.rpc("mounts.list")["mounts"][0]["attempts"] >= 2,
+                    what="retries")
+    assert hearth.service("agent")["state"] == "waiting"
+    home.mkdir()
+    lines = hearth.wait_for(
+        lambda: [l["line"] for l in hearth.rpc("logs.read", {"name": "agent"})["lines"]] or None,
+        what="agent output")
+    assert lines == ["model: default", "# memory"]
+    assert _seed_result(hearth)["result"] == "seeded"
+    assert hearth.service("agent")["last_exit"] == {"code": 0}
+    assert len(os.listdir(home / "many")) == 300

@@ -26,6 +26,7 @@ static int passes;
 static void on_done(void)
 {
     passes++;
+    mounts_phase_ready();
 }
 
 /* Runs fn in a child with a private mount namespace; its CHECK failures
