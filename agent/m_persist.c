@@ -50,6 +50,10 @@ int m_skills_sync(struct client *c, cJSON *params, cJSON **result, struct rpc_er
     /* Entry errors still leave a result worth showing (counts, error);
      * only a reconcile that could not read its directories fails. */
     int rc = skills_sync("sync", msg, sizeof(msg));
+    if (rc < 0 && strstr(msg, "starts after mounts")) {
+        rpc_error_set(err, RPC_ERR_STATE, "%s", msg);
+        return -1;
+    }
     cJSON *r = skills_last_json();
     if (!r)
         return -1;

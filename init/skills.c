@@ -648,6 +648,12 @@ int skills_sync(const char *trigger, char *err, size_t errlen)
         snprintf(err, errlen, "the skills overlay is not configured (skills.public, skills.private)");
         return -1;
     }
+    if (!S.started) {
+        /* Before mounts and seeding, private may be the image's directory
+         * under a share still to come: writing there would be lost. */
+        snprintf(err, errlen, "the skills overlay starts after mounts and seeding");
+        return -1;
+    }
     if (S.failed_mount && ((fm = S.failed_mount(S.pub)) || (fm = S.failed_mount(S.priv)))) {
         snprintf(err, errlen, "mount %s failed", fm);
         snprintf(S.error, sizeof(S.error), "%s", err);

@@ -179,3 +179,24 @@ def test_skills_off_without_config(hearth, tmp_path):
     assert e["code"] == -32003 and "not configured" in e["message"]
     assert c.result("status")["phases"]["skills"] is True
     c.close()
+
+
+def test_overlay_waits_for_a_late_home(hearth, tmp_path):
+    pub, priv, g, extra = _setup(tmp_path)
+    home = tmp_path / "host-home"
+    os.rename(home, tmp_path / "later")
+    extra["mounts"][0]["timeout_ms"] = 20000
+    hearth.start(hearth.config(services=[
+        KEEP, {"name": "agent", "after": ["skills"], "argv": ["sleep", "1000"]}], **extra))
+    c = hearth.client()
+    e = c.call("skills.sync")["error"]
+    assert e["code"] == -32003 and "after mounts" in e["message"]
+    st = c.result("status")
+    assert st["phases"]["skills"] is False and st["phases"]["mounts"] is False
+    c.close()
+    assert hearth.service("agent")["state"] == "waiting"
+    # Nothing was written into the image's directory under the mount point.
+    assert not os.path.exists(g / "home" / "skills")
+    os.rename(tmp_path / "later", home)
+    hearth.wait_for(lambda: hearth.service("agent")["state"] == "running", what="agent")
+    assert os.readlink(priv / "alpha") == str(g / "skills" / "alpha")
