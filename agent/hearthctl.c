@@ -962,7 +962,17 @@ static int p_status(struct ctl *t, const cJSON *res)
     }
     if (jnum(res, "clients", &clients) && clients >= 0 && clients < 1e10)
         printf("  clients %lld", (long long)clients);
-    fputs("\n\n", stdout);
+    fputs("\n", stdout);
+    /* A required mount that failed holds services back: say so up front. */
+    const cJSON *mounts = cJSON_GetObjectItemCaseSensitive(res, "mounts");
+    double failed;
+    if (jnum(mounts, "failed", &failed) && failed > 0 && failed < 1e6) {
+        const char *merr = jstr(mounts, "error");
+        printf("mounts: %lld required failed: ", (long long)failed);
+        put_safe(stdout, merr ? merr : "?");
+        fputc('\n', stdout);
+    }
+    fputc('\n', stdout);
     print_service_table(cJSON_GetObjectItemCaseSensitive(res, "services"), have_up, up);
     return 0;
 }

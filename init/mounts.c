@@ -159,12 +159,19 @@ static void unescape(char *s)
 static bool mountinfo_find(const char *target, struct minfo *out)
 {
     FILE *f = fopen("/proc/self/mountinfo", "re");
-    char line[2048];
+    char line[4096];
     bool found = false;
 
     if (!f)
         return false;
     while (fgets(line, sizeof(line), f)) {
+        if (!strchr(line, '\n') && !feof(f)) {
+            /* Longer than any path we mount: skip the rest of the line. */
+            int ch;
+            while ((ch = fgetc(f)) != EOF && ch != '\n')
+                ;
+            continue;
+        }
         char *save, *tok, *mp = NULL, *opts = NULL, *fstype = NULL, *src = NULL;
         int field = 0;
         bool after_sep = false;

@@ -420,7 +420,9 @@ int skills_reconcile(const char *pub, const char *priv, const char *const *ignor
 
     for (size_t i = 0; i < pl.n; i++) {
         struct ent *p = &pl.v[i];
-        p->ignored = is_ignored(p->name, ignore);
+        /* Our temporary names are never skill names. */
+        p->ignored = is_ignored(p->name, ignore) || strcmp(p->name, SKILLS_TMP_LINK) == 0 ||
+                     strcmp(p->name, SKILLS_TMP_FORK) == 0;
         if (p->ignored) {
             c->ignored++;
             list_add(lists->ignored, p->name);

@@ -1,7 +1,10 @@
 """Host-shared mounts: real bind mounts of temp "host" directories inside
 hearth's own mount namespace, nested mounts, late sources, failures."""
 import os
+import subprocess
 import time
+
+from conftest import HEARTHCTL
 
 # The service reports what each access did, by errno name.
 PROBE = r'''
@@ -131,6 +134,10 @@ def test_missing_required_mount_reported_and_dependants_held(hearth, tmp_path):
     assert st["phases"]["mounts"] is False
     assert st["mounts"]["failed"] == 1 and str(g / "home") in st["mounts"]["error"]
     assert "No such file" in st["mounts"]["error"]
+    out = subprocess.run([HEARTHCTL, "--connect", "unix:" + hearth.sock, "status"],
+                         capture_output=True, text=True, timeout=10)
+    assert out.returncode == 0, out.stderr
+    assert f"mounts: 1 required failed: {g / 'home'}: unable to mount" in out.stdout
     time.sleep(0.3)
     assert hearth.service("agent")["state"] == "waiting"
     assert hearth.service("other")["state"] == "running"
