@@ -566,8 +566,26 @@ int skills_fork_at(const char *pub, const char *priv, const char *name, char *er
         snprintf(err, errlen, "%s/%s links to %s, not into %s", priv, name, link, pub);
         goto fail;
     }
-    if (stat(link, &s) < 0 || !S_ISDIR(s.st_mode)) {
-        snprintf(err, errlen, "unable to fork %s: %s is not a directory", name, link);
+    if (stat(link, &s) < 0) {
+        snprintf(err, errlen, "unable to fork %s: %s: %s", name, link, strerror(errno));
+        goto fail;
+    }
+    if (S_ISREG(s.st_mode)) {
+        /* A one-file skill: renaming a file over the link replaces it. */
+        if (tree_copy_file(link, dfd, SKILLS_TMP_FORK, err, errlen) < 0)
+            goto fail;
+        if (renameat(dfd, SKILLS_TMP_FORK, dfd, name) < 0) {
+            snprintf(err, errlen, "unable to replace %s/%s: %s", priv, name, strerror(errno));
+            unlinkat(dfd, SKILLS_TMP_FORK, 0);
+            goto fail;
+        }
+        close(dfd);
+        log_info("skills: %s forked from %s (a file)", name, link);
+        return 0;
+    }
+    if (!S_ISDIR(s.st_mode)) {
+        snprintf(err, errlen, "unable to fork %s: %s is neither a directory nor a file", name,
+                 link);
         goto fail;
     }
     /* A copy left by an interrupted fork is redone from scratch. */

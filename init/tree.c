@@ -334,3 +334,37 @@ int tree_remove(int dirfd, const char *name, char *err, size_t errlen)
     struct walk w = {.st = &dummy, .err = err, .errlen = errlen};
     return remove_at(&w, dirfd, name, name, 0);
 }
+
+int tree_copy_file(const char *src, int ddir, const char *name, char *err, size_t errlen)
+{
+    struct stat s;
+    int in = open(src, O_RDONLY | O_CLOEXEC);
+
+    if (in < 0 || fstat(in, &s) < 0) {
+        snprintf(err, errlen, "unable to open %s: %s", src, strerror(errno));
+        if (in >= 0)
+            close(in);
+        return -1;
+    }
+    unlinkat(ddir, name, 0);
+    int out = openat(ddir, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (out < 0) {
+        snprintf(err, errlen, "unable to create %s: %s", name, strerror(errno));
+        close(in);
+        return -1;
+    }
+    int rc = copy_bytes(in, out);
+    if (rc == 0 && fchmod(out, (s.st_mode & 07777) | 0600) < 0)
+        rc = -1;
+    if (rc == 0 && fsync(out) < 0 && errno != EINVAL)
+        rc = -1;
+    int e = errno;
+    close(in);
+    if (close(out) < 0 && rc == 0)
+        rc = -1, e = errno;
+    if (rc < 0) {
+        snprintf(err, errlen, "unable to copy %s: %s", src, strerror(e));
+        unlinkat(ddir, name, 0);
+    }
+    return rc;
+}

@@ -26,6 +26,10 @@ struct tree_stats {
 int tree_copy(const char *src, const char *dst, const char *const *last, struct tree_stats *st,
               char *err, size_t errlen);
 
+/* Copies the regular file src to dirfd/name (replacing a stale name), its
+ * mode plus the owner's read/write bits, flushed to disk. */
+int tree_copy_file(const char *src, int dirfd, const char *name, char *err, size_t errlen);
+
 /* Moves dirfd/from to dirfd/to unless to exists (EEXIST then). Falls back
  * to link+unlink where the filesystem lacks RENAME_NOREPLACE. */
 int tree_rename_noreplace(int dirfd, const char *from, const char *to);

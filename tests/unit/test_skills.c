@@ -380,3 +380,25 @@ TEST(skills_cache_skips_readlink_but_sees_replaced_links)
     skills_cache_free(k);
     teardown(&t);
 }
+
+TEST(skills_fork_of_a_one_file_skill)
+{
+    struct trees t;
+    struct skills_counts c;
+    char err[512], p[512], buf[64];
+    struct stat s;
+
+    setup(&t);
+    touch(t.pub, "quick.md", "one file\n");
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "quick.md", err, sizeof(err)), 0);
+    snprintf(p, sizeof(p), "%s/quick.md", t.priv);
+    CHECK(lstat(p, &s) == 0 && S_ISREG(s.st_mode));
+    FILE *f = fopen(p, "r");
+    CHECK(f && fgets(buf, sizeof(buf), f));
+    if (f)
+        fclose(f);
+    CHECK_STR(buf, "one file\n");
+    CHECK(!exists(&t, SKILLS_TMP_FORK));
+    teardown(&t);
+}
