@@ -965,7 +965,17 @@ static int p_status(struct ctl *t, const cJSON *res)
     }
     if (jnum(res, "clients", &clients) && clients >= 0 && clients < 1e10)
         printf("  clients %lld", (long long)clients);
-    fputs("\n\n", stdout);
+    fputs("\n", stdout);
+    /* A required mount that failed holds services back: say so up front. */
+    const cJSON *mounts = cJSON_GetObjectItemCaseSensitive(res, "mounts");
+    double failed;
+    if (jnum(mounts, "failed", &failed) && failed > 0 && failed < 1e6) {
+        const char *merr = jstr(mounts, "error");
+        printf("mounts: %lld required failed: ", (long long)failed);
+        put_safe(stdout, merr ? merr : "?");
+        fputc('\n', stdout);
+    }
+    fputc('\n', stdout);
     print_service_table(cJSON_GetObjectItemCaseSensitive(res, "services"), have_up, up);
     return 0;
 }
@@ -1014,6 +1024,135 @@ static int p_shutdown(struct ctl *t, const cJSON *res)
     fputs("shutting down (", stdout);
     put_safe(stdout, a ? a : t->arg);
     fputs(")\n", stdout);
+    return 0;
+}
+
+#define PATH_CELL 4096 /* mount paths are shown whole, not cut like names */
+
+static void print_mount_row(const char *target, const char *type, const char *src,
+                            const char *state, const char *err, int wt, int wy, int wsrc)
+{
+    printf("%-*s  %-*s  %-*s  %s", wt, target, wy, type, wsrc, src, state);
+    if (err && *err) {
+        fputs("  ", stdout);
+        put_safe(stdout, err);
+    }
+    fputc('\n', stdout);
+}
+
+static void mount_cells(const cJSON *m, char c[3][PATH_CELL])
+{
+    safe_copy(c[0], PATH_CELL, jstr(m, "target") ? jstr(m, "target") : "?");
+    safe_copy(c[1], PATH_CELL, jstr(m, "type") ? jstr(m, "type") : "?");
+    safe_copy(c[2], PATH_CELL, jstr(m, "source") ? jstr(m, "source") : "");
+}
+
+static int p_mounts(struct ctl *t, const cJSON *res)
+{
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(res, "mounts"), *m;
+    int w[3] = {6, 4, 6}, rows = 0;
+    static char c[3][PATH_CELL];
+
+    cJSON_ArrayForEach(m, list) {
+        mount_cells(m, c);
+        for (int i = 0; i < 3; i++)
+            if ((int)strlen(c[i]) > w[i])
+                w[i] = (int)strlen(c[i]);
+        rows++;
+    }
+    if (!rows) {
+        puts("no mounts");
+        return 0;
+    }
+    print_mount_row("TARGET", "TYPE", "SOURCE", "STATE", NULL, w[0], w[1], w[2]);
+    cJSON_ArrayForEach(m, list) {
+        char state[CELL_MAX];
+        const cJSON *ro = cJSON_GetObjectItemCaseSensitive(m, "read_only");
+        mount_cells(m, c);
+        safe_copy(state, 32, jstr(m, "state") ? jstr(m, "state") : "?");
+        if (cJSON_IsTrue(ro))
+            strcat(state, " (ro)");
+        print_mount_row(c[0], c[1], c[2], state, jstr(m, "error"), w[0], w[1], w[2]);
+    }
+    return 0;
+}
+
+static void print_names(const char *label, const cJSON *arr)
+{
+    const cJSON *n;
+    int count = cJSON_GetArraySize(arr), shown = 0;
+
+    printf("%-9s %d", label, count);
+    cJSON_ArrayForEach(n, arr) {
+        if (!cJSON_IsString(n))
+            continue;
+        /* A few names tell the story; --json has them all. */
+        if (shown++ == 8) {
+            fputs(" ...", stdout);
+            break;
+        }
+        fputs(shown == 1 ? ": " : " ", stdout);
+        put_safe(stdout, n->valuestring);
+    }
+    fputc('\n', stdout);
+}
+
+static void print_sync(const cJSON *last)
+{
+    double runs = 0, v;
+    const char *trig = jstr(last, "trigger"), *err = jstr(last, "error");
+
+    jnum(last, "runs", &runs);
+    if (runs <= 0) {
+        puts("last sync: never");
+    } else {
+        fputs("last sync: ", stdout);
+        put_safe(stdout, trig ? trig : "?");
+        static const char *const keys[] = {"linked", "created", "removed", "shadowed", "ignored",
+                                           "errors"};
+        for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+            if (jnum(last, keys[i], &v) && v >= 0 && v < 1e10)
+                printf(", %s %lld", keys[i], (long long)v);
+        if (jnum(last, "duration_us", &v) && v >= 0 && v < 1e12)
+            printf(" in %.3f ms", v / 1000.0);
+        fputc('\n', stdout);
+    }
+    if (err) {
+        fputs("error: ", stdout);
+        put_safe(stdout, err);
+        fputc('\n', stdout);
+    }
+}
+
+static int p_skills(struct ctl *t, const cJSON *res)
+{
+    const char *pub = jstr(res, "public_dir"), *priv = jstr(res, "private_dir");
+
+    fputs("public   ", stdout);
+    put_safe(stdout, pub ? pub : "?");
+    fputs("\nprivate  ", stdout);
+    put_safe(stdout, priv ? priv : "?");
+    fputc('\n', stdout);
+    print_names("public", cJSON_GetObjectItemCaseSensitive(res, "public"));
+    print_names("linked", cJSON_GetObjectItemCaseSensitive(res, "linked"));
+    print_names("shadowed", cJSON_GetObjectItemCaseSensitive(res, "shadowed"));
+    print_names("private", cJSON_GetObjectItemCaseSensitive(res, "private"));
+    print_names("ignored", cJSON_GetObjectItemCaseSensitive(res, "ignored"));
+    print_sync(cJSON_GetObjectItemCaseSensitive(res, "last"));
+    return 0;
+}
+
+static int p_skills_sync(struct ctl *t, const cJSON *res)
+{
+    print_sync(res);
+    return 0;
+}
+
+static int p_forked(struct ctl *t, const cJSON *res)
+{
+    fputs("forked ", stdout);
+    put_safe(stdout, t->arg ? t->arg : "?");
+    puts(": now a private copy");
     return 0;
 }
 
@@ -1201,6 +1340,18 @@ static int b_service(struct ctl *t, int argc, char **argv, cJSON **params)
     return 0;
 }
 
+static int b_skill(struct ctl *t, int argc, char **argv, cJSON **params)
+{
+    if (argc != 1)
+        return usage_err(t, "%s", argc ? "too many arguments" : "missing skill NAME");
+    if (!valid_name(argv[0]) || strchr(argv[0], '/'))
+        return usage_err(t, "bad skill name '%s'", argv[0]);
+    t->arg = argv[0];
+    *params = new_object();
+    add_str(*params, "name", argv[0]);
+    return 0;
+}
+
 static int b_signal(struct ctl *t, int argc, char **argv, cJSON **params)
 {
     char sig[20];
@@ -1380,6 +1531,17 @@ static const struct cmd cmds[] = {
     {.name = "events", .method = "events.subscribe", .args = "[--since SEQ]",
      .help = "follow the event stream", .build = b_events, .print = p_events,
      .notify = "event", .on_note = n_event},
+    {.name = "mounts", .method = "mounts.list", .args = "",
+     .help = "host-shared mounts and seeding", .print = p_mounts},
+    {.name = "skills", .method = "skills.list", .args = "[list]",
+     .help = "public skills overlay", .print = p_skills},
+    {.name = "skills list", .method = "skills.list", .args = "",
+     .help = "public skills overlay", .print = p_skills, .hidden = true},
+    {.name = "skills sync", .method = "skills.sync", .args = "",
+     .help = "reconcile the skills overlay now", .print = p_skills_sync},
+    {.name = "skills fork", .method = "skills.fork", .args = "NAME",
+     .help = "replace a linked public skill by a private copy", .build = b_skill,
+     .print = p_forked},
     {.name = "call", .method = NULL, .args = "METHOD [JSON]",
      .help = "call any method; params JSON, default {}", .build = b_call},
     {.name = "shutdown", .method = "system.shutdown", .args = "[--reboot]",

@@ -14,6 +14,8 @@
 #include "hearth.h"
 #include "log.h"
 #include "modules.h"
+#include "m_persist.h"
+#include "mounts.h"
 #include "params.h"
 #include "reaper.h"
 #include "service.h"
@@ -106,6 +108,7 @@ static int m_status(struct client *c, cJSON *params, cJSON **result, struct rpc_
     cJSON_AddItemToObject(r, "control", control_listeners_json());
     cJSON_AddItemToObject(r, "modules", modules_json());
     cJSON_AddItemToObject(r, "phases", services_phases_json());
+    cJSON_AddItemToObject(r, "mounts", mounts_status_json());
     cJSON_AddItemToObject(r, "services", services_to_json());
     *result = r;
     return 0;
@@ -312,6 +315,10 @@ static const struct method methods[] = {
     {"services.signal", m_services_signal},
     {"logs.read", m_logs_read},
     {"events.subscribe", m_events_subscribe},
+    {"mounts.list", m_mounts_list},
+    {"skills.list", m_skills_list},
+    {"skills.sync", m_skills_sync},
+    {"skills.fork", m_skills_fork},
     {"system.shutdown", m_system_shutdown},
 };
 

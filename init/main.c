@@ -25,9 +25,12 @@
 #include "log.h"
 #include "machine.h"
 #include "modules.h"
+#include "mounts.h"
 #include "reaper.h"
+#include "seed.h"
 #include "service.h"
 #include "shutdown.h"
+#include "skills.h"
 
 static ev_io sig_watcher;
 static int sig_fd = -1;
@@ -139,6 +142,20 @@ static void main_done(int status)
     char why[64];
     snprintf(why, sizeof(why), "main service ended with status %d", status);
     shutdown_request(SHUTDOWN_EXIT, why);
+}
+
+/* After each pass over the mounts: seed the homes they brought (in the
+ * background), then release "mounts" and lay the skills overlay (the first
+ * time, that also starts its triggers). */
+static void on_seeded(void)
+{
+    mounts_phase_ready();
+    skills_start(mounts_path_failed);
+}
+
+static void on_mounts_done(void)
+{
+    seed_start(H.cfg, mounts_path_failed, on_seeded);
 }
 
 static struct config *load_config(const char *path, bool explicit_path)
@@ -297,9 +314,13 @@ int main(int argc, char **argv)
     hearth_set_phase(PHASE_SETUP);
     services_init(H.cfg);
     services_on_main_done(main_done);
+    /* Mounts run in the background (sources may appear late) and mark
+     * "mounts"; seeding and the skills overlay ("skills") follow them. */
+    skills_init(H.cfg);
+    mounts_start(H.cfg, on_mounts_done);
     /* Phases no setup module claims are reached at once; each module
      * listed here marks its own phase when its work is done. */
-    static const char *const reached_at_boot[] = {"mounts", "skills", "egress", "network", "init"};
+    static const char *const reached_at_boot[] = {"egress", "network", "init"};
     for (size_t i = 0; i < sizeof(reached_at_boot) / sizeof(reached_at_boot[0]); i++)
         services_phase_set(reached_at_boot[i], true);
     hearth_set_phase(PHASE_STARTING);

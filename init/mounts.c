@@ -1,0 +1,814 @@
+#include "mounts.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+#include <ev.h>
+
+#include "config.h"
+#include "events.h"
+#include "hearth.h"
+#include "log.h"
+#include "service.h"
+
+#define DEFAULT_TIMEOUT_MS 10000
+#define RETRY_FIRST_MS 50
+#define RETRY_MAX_MS 1000
+
+enum mstate { M_PENDING, M_WAITING, M_MOUNTED, M_FAILED };
+static const char *const state_names[] = {"pending", "waiting", "mounted", "failed"};
+
+enum mfrom { FROM_CONFIG, FROM_HOST, FROM_SHARE };
+static const char *const from_names[] = {"mounts", "host_mounts", "host_mounts_rule"};
+
+struct mnt {
+    char source[512];
+    char target[512];
+    char type[32];
+    char options[512];
+    bool ro, required;
+    enum mfrom from;
+    int64_t timeout_ms;
+    enum mstate state;
+    bool already;          /* found in place, not mounted by this pass */
+    unsigned attempts;
+    int64_t first_ms;      /* monotonic time of the first attempt */
+    char error[256];
+};
+
+static struct {
+    struct mnt *m;         /* grown as entries are added, at most MOUNTS_MAX */
+    size_t n, cap;
+    size_t cur;            /* the next entry to try in this pass */
+    bool running, done;
+    ev_timer retry;
+    void (*done_fn)(void);
+    char rule_mode[16], rule_tag[256], rule_root[512];
+} M;
+
+/* ------------------------------------------------------------------ */
+/* Options and sources. */
+
+static const struct {
+    const char *name;
+    unsigned long set, clear;
+} flag_opts[] = {
+    {"ro", MS_RDONLY, 0},          {"rw", 0, MS_RDONLY},
+    {"nosuid", MS_NOSUID, 0},      {"suid", 0, MS_NOSUID},
+    {"nodev", MS_NODEV, 0},        {"dev", 0, MS_NODEV},
+    {"noexec", MS_NOEXEC, 0},      {"exec", 0, MS_NOEXEC},
+    {"noatime", MS_NOATIME, 0},    {"nodiratime", MS_NODIRATIME, 0},
+    {"relatime", MS_RELATIME, 0},  {"strictatime", MS_STRICTATIME, 0},
+    {"sync", MS_SYNCHRONOUS, 0},   {"dirsync", MS_DIRSYNC, 0},
+    {"lazytime", MS_LAZYTIME, 0},  {"defaults", 0, 0},
+};
+
+int mounts_parse_options(const char *opts, unsigned long *flags, char *data, size_t datalen)
+{
+    size_t o = 0;
+
+    data[0] = '\0';
+    while (opts && *opts) {
+        size_t len = strcspn(opts, ",");
+        bool known = false;
+        for (size_t i = 0; i < sizeof(flag_opts) / sizeof(flag_opts[0]); i++) {
+            if (strlen(flag_opts[i].name) == len && strncmp(opts, flag_opts[i].name, len) == 0) {
+                *flags = (*flags | flag_opts[i].set) & ~flag_opts[i].clear;
+                known = true;
+                break;
+            }
+        }
+        if (!known && len > 0) {
+            if (o + len + 2 > datalen)
+                return -1;
+            if (o)
+                data[o++] = ',';
+            memcpy(data + o, opts, len);
+            o += len;
+            data[o] = '\0';
+        }
+        opts += len;
+        if (*opts == ',')
+            opts++;
+    }
+    return 0;
+}
+
+static const char *last_component(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s && s[1] ? s + 1 : p;
+}
+
+int mounts_host_source(const char *mode, const char *tag, const char *host_root,
+                       const char *host_path, char *out, size_t outlen)
+{
+    int n;
+
+    if (mode && strcmp(mode, "subpath") == 0) {
+        size_t rl = strlen(host_root ? host_root : "/");
+        while (rl > 1 && host_root[rl - 1] == '/')
+            rl--;
+        const char *rest = host_path;
+        if (host_root && !(rl == 1 && host_root[0] == '/')) {
+            if (strncmp(host_path, host_root, rl) != 0 || (host_path[rl] && host_path[rl] != '/'))
+                return -1;
+            rest = host_path + rl;
+        }
+        n = snprintf(out, outlen, "%s/%s%s", MOUNTS_SHARE_DIR, tag ? tag : "", rest);
+    } else {
+        n = snprintf(out, outlen, "%s%s", tag ? tag : "", last_component(host_path));
+    }
+    return n < 0 || (size_t)n >= outlen ? -1 : 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* /proc/self/mountinfo: what is mounted at a path now. */
+
+struct minfo {
+    char fstype[32];
+    char source[512];
+    bool ro;
+};
+
+/* Undoes the octal escapes (\040) mountinfo uses for spaces and such. */
+static void unescape(char *s)
+{
+    char *o = s;
+    for (; *s; s++) {
+        if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+            s[3] >= '0' && s[3] <= '7') {
+            *o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+            s += 3;
+        } else {
+            *o++ = *s;
+        }
+    }
+    *o = '\0';
+}
+
+/* The topmost mount at target, if any (the last line naming it). */
+static bool mountinfo_find(const char *target, struct minfo *out)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    char line[4096];
+    bool found = false;
+
+    if (!f)
+        return false;
+    while (fgets(line, sizeof(line), f)) {
+        if (!strchr(line, '\n') && !feof(f)) {
+            /* Longer than any path we mount: skip the rest of the line. */
+            int ch;
+            while ((ch = fgetc(f)) != EOF && ch != '\n')
+                ;
+            continue;
+        }
+        char *save, *tok, *mp = NULL, *opts = NULL, *fstype = NULL, *src = NULL;
+        int field = 0;
+        bool after_sep = false;
+        for (tok = strtok_r(line, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save)) {
+            if (!after_sep) {
+                if (field == 4)
+                    mp = tok;
+                else if (field == 5)
+                    opts = tok;
+                else if (field > 5 && strcmp(tok, "-") == 0) {
+                    after_sep = true;
+                    field = 0;
+                    continue;
+                }
+            } else {
+                if (field == 0)
+                    fstype = tok;
+                else if (field == 1)
+                    src = tok;
+            }
+            field++;
+        }
+        if (!mp || !fstype || !src)
+            continue;
+        unescape(mp);
+        if (strcmp(mp, target) != 0)
+            continue;
+        unescape(src);
+        snprintf(out->fstype, sizeof(out->fstype), "%s", fstype);
+        snprintf(out->source, sizeof(out->source), "%s", src);
+        out->ro = opts && (strncmp(opts, "ro,", 3) == 0 || strcmp(opts, "ro") == 0);
+        found = true;
+    }
+    fclose(f);
+    return found;
+}
+
+static const char *kernel_type(const struct mnt *m)
+{
+    return strcmp(m->type, "bind") == 0 ? NULL : m->type;
+}
+
+/* Whether what is mounted at m->target is m already: same filesystem and
+ * source, or for a bind the same inode as the source. */
+static bool in_place(const struct mnt *m, const struct minfo *mi)
+{
+    if (strcmp(m->type, "bind") == 0) {
+        struct stat a, b;
+        return stat(m->source, &a) == 0 && stat(m->target, &b) == 0 && a.st_dev == b.st_dev &&
+               a.st_ino == b.st_ino;
+    }
+    if (strcmp(mi->fstype, kernel_type(m)) != 0)
+        return false;
+    if (strcmp(m->type, "tmpfs") == 0)
+        return true;
+    if (strcmp(mi->source, m->source) == 0)
+        return true;
+    /* A block device named through a link (/dev/disk/by-label/x): the
+     * mounted filesystem's device is the source's. */
+    struct stat a, b;
+    return stat(m->source, &a) == 0 && S_ISBLK(a.st_mode) && stat(m->target, &b) == 0 &&
+           a.st_rdev == b.st_dev;
+}
+
+/* ------------------------------------------------------------------ */
+/* One attempt. */
+
+enum attempt { A_DONE, A_RETRY };
+
+static int make_dirs(const char *path)
+{
+    char buf[512];
+    size_t n = strlen(path);
+
+    if (n == 0 || n >= sizeof(buf)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(buf, path, n + 1);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+                return -1;
+            *p = c;
+            if (!c)
+                break;
+        }
+    }
+    return 0;
+}
+
+/* A bind of a single file needs a file to mount on. */
+static int make_target(const struct mnt *m)
+{
+    struct stat s;
+
+    if (strcmp(m->type, "bind") == 0 && stat(m->source, &s) == 0 && !S_ISDIR(s.st_mode)) {
+        char parent[512];
+        snprintf(parent, sizeof(parent), "%s", m->target);
+        char *slash = strrchr(parent, '/');
+        if (slash && slash != parent) {
+            *slash = '\0';
+            if (make_dirs(parent) < 0)
+                return -1;
+        }
+        int fd = open(m->target, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0)
+            return errno == EISDIR ? 0 : -1;
+        close(fd);
+        return 0;
+    }
+    return make_dirs(m->target);
+}
+
+/* Errors that mean "not there yet": the tag, device or source may still
+ * be hot-plugged. virtio-fs answers EINVAL for an unknown tag, 9p ENOENT. */
+static bool retryable(const struct mnt *m, int e)
+{
+    if (e == ENOENT || e == ENXIO || e == ENODEV)
+        return true;
+    return e == EINVAL && strcmp(m->type, "virtiofs") == 0;
+}
+
+static void set_error(struct mnt *m, const char *fmt, const char *what, int e)
+{
+    snprintf(m->error, sizeof(m->error), fmt, what, strerror(e));
+}
+
+static int read_only_now(const char *target)
+{
+    struct statvfs v;
+    if (statvfs(target, &v) < 0)
+        return -1;
+    return (v.f_flag & ST_RDONLY) != 0;
+}
+
+static enum attempt attempt(struct mnt *m)
+{
+    unsigned long flags = 0;
+    char data[640];
+    struct minfo mi;
+    const char *src = m->source;
+
+    if (m->attempts++ == 0)
+        m->first_ms = mono_ms();
+    m->error[0] = '\0';
+    const char *parent = mounts_path_failed(m->target);
+    if (parent && strcmp(parent, m->target) != 0) {
+        snprintf(m->error, sizeof(m->error), "mount %s failed", parent);
+        m->state = M_FAILED;
+        return A_DONE;
+    }
+    if (make_target(m) < 0) {
+        /* The source decides whether a bind target is a file: maybe later. */
+        int e = errno;
+        set_error(m, "unable to create %s: %s", m->target, e);
+        if (e == ENOENT)
+            goto failed_or_retry;
+        m->state = M_FAILED;
+        return A_DONE;
+    }
+    if (mountinfo_find(m->target, &mi) && in_place(m, &mi)) {
+        int ro = read_only_now(m->target);
+        if (ro == (int)m->ro) {
+            m->already = true;
+            m->state = M_MOUNTED;
+            log_info("mount %s: already in place", m->target);
+            return A_DONE;
+        }
+        /* In place with the wrong mode: fix just that. */
+        unsigned long rf = MS_REMOUNT | (m->ro ? MS_RDONLY : 0) |
+                           (strcmp(m->type, "bind") == 0 ? MS_BIND : 0);
+        if (mount(NULL, m->target, NULL, rf, NULL) < 0) {
+            set_error(m, "unable to remount %s: %s", m->target, errno);
+            m->state = M_FAILED;
+            return A_DONE;
+        }
+        m->already = true;
+        goto verify;
+    }
+    if (mounts_parse_options(m->options, &flags, data, sizeof(data)) < 0) {
+        snprintf(m->error, sizeof(m->error), "options too long");
+        m->state = M_FAILED;
+        return A_DONE;
+    }
+    if (m->ro)
+        flags |= MS_RDONLY;
+    if (strcmp(m->type, "9p") == 0) {
+        char d9[sizeof(data)];
+        snprintf(d9, sizeof(d9), "trans=virtio,version=9p2000.L%s%s", data[0] ? "," : "", data);
+        snprintf(data, sizeof(data), "%s", d9);
+    } else if (strcmp(m->type, "bind") == 0) {
+        /* The kernel ignores MS_RDONLY on the bind itself: a remount
+         * below makes it read-only. */
+        flags = MS_BIND | MS_REC;
+    } else if (strcmp(m->type, "tmpfs") == 0 && !src[0]) {
+        src = "tmpfs";
+    }
+    if (mount(src, m->target, kernel_type(m), flags, data[0] ? data : NULL) < 0) {
+        int e = errno;
+        set_error(m, "unable to mount %s: %s", src, e);
+        if (retryable(m, e))
+            goto failed_or_retry;
+        m->state = M_FAILED;
+        return A_DONE;
+    }
+    if (strcmp(m->type, "bind") == 0) {
+        unsigned long rf = 0;
+        char ignored[sizeof(data)];
+        mounts_parse_options(m->options, &rf, ignored, sizeof(ignored));
+        rf &= MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_NOATIME | MS_NODIRATIME;
+        if (m->ro)
+            rf |= MS_RDONLY;
+        if (rf && mount(NULL, m->target, NULL, MS_REMOUNT | MS_BIND | rf, NULL) < 0) {
+            set_error(m, "unable to make %s read-only: %s", m->target, errno);
+            umount2(m->target, MNT_DETACH);
+            m->state = M_FAILED;
+            return A_DONE;
+        }
+    }
+verify:
+    /* Read-only is a promise to the host (shared skills, templates): it is
+     * checked, never assumed. */
+    if (m->ro && read_only_now(m->target) != 1) {
+        snprintf(m->error, sizeof(m->error), "%s is not read-only after mounting", m->target);
+        umount2(m->target, MNT_DETACH);
+        m->state = M_FAILED;
+        return A_DONE;
+    }
+    m->state = M_MOUNTED;
+    log_info("mounted %s on %s (%s%s) after %u attempt%s", src[0] ? src : m->type, m->target,
+             m->type, m->ro ? ", read-only" : "", m->attempts, m->attempts == 1 ? "" : "s");
+    return A_DONE;
+
+failed_or_retry:
+    if (mono_ms() - m->first_ms < m->timeout_ms) {
+        m->state = M_WAITING;
+        return A_RETRY;
+    }
+    m->state = M_FAILED;
+    return A_DONE;
+}
+
+/* ------------------------------------------------------------------ */
+/* The pass over the list. */
+
+static size_t failed_required(void)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < M.n; i++)
+        n += M.m[i].state == M_FAILED && M.m[i].required;
+    return n;
+}
+
+static cJSON *mount_json(const struct mnt *m)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddStringToObject(o, "source", m->source);
+    cJSON_AddStringToObject(o, "target", m->target);
+    cJSON_AddStringToObject(o, "type", m->type);
+    if (m->options[0])
+        cJSON_AddStringToObject(o, "options", m->options);
+    cJSON_AddBoolToObject(o, "read_only", m->ro);
+    cJSON_AddBoolToObject(o, "required", m->required);
+    cJSON_AddStringToObject(o, "state", state_names[m->state]);
+    if (m->error[0] && m->state != M_MOUNTED)
+        cJSON_AddStringToObject(o, "error", m->error);
+    cJSON_AddNumberToObject(o, "attempts", m->attempts);
+    if (m->already)
+        cJSON_AddBoolToObject(o, "already", 1);
+    cJSON_AddStringToObject(o, "from", from_names[m->from]);
+    return o;
+}
+
+static void finish(void)
+{
+    size_t bad = failed_required(), mounted = 0;
+
+    for (size_t i = 0; i < M.n; i++)
+        mounted += M.m[i].state == M_MOUNTED;
+    M.running = false;
+    M.done = true;
+    log_info("mounts: %zu of %zu mounted, %zu required failed", mounted, M.n, bad);
+    cJSON *o = cJSON_CreateObject();
+    if (o) {
+        cJSON_AddNumberToObject(o, "mounted", (double)mounted);
+        cJSON_AddNumberToObject(o, "failed_required", (double)bad);
+    }
+    events_emit("mounts.done", o);
+    /* With a done callback (seeding follows), the phase waits for
+     * mounts_phase_ready: "mounts" means mounted and seeded. */
+    if (M.done_fn)
+        M.done_fn();
+    else
+        mounts_phase_ready();
+}
+
+void mounts_phase_ready(void)
+{
+    if (M.done && failed_required() == 0)
+        services_phase_set("mounts", true);
+}
+
+static void run(void);
+
+static void on_retry(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    run();
+}
+
+static void run(void)
+{
+    M.running = true;
+    while (M.cur < M.n) {
+        struct mnt *m = &M.m[M.cur];
+        if (m->state == M_MOUNTED) {
+            M.cur++;
+            continue;
+        }
+        if (attempt(m) == A_RETRY) {
+            /* Backoff doubling from 50 ms to 1 s, never past the deadline. */
+            int64_t delay = RETRY_FIRST_MS << (m->attempts < 6 ? m->attempts - 1 : 5);
+            int64_t left = m->first_ms + m->timeout_ms - mono_ms();
+            if (delay > RETRY_MAX_MS)
+                delay = RETRY_MAX_MS;
+            if (delay > left)
+                delay = left > 1 ? left : 1;
+            if (m->attempts == 1)
+                log_info("mount %s: %s; retrying for up to %lld ms", m->target, m->error,
+                         (long long)m->timeout_ms);
+            if (H.loop) {
+                ev_timer_set(&M.retry, (double)delay / 1000.0, 0.);
+                ev_timer_start(H.loop, &M.retry);
+                return;
+            }
+            continue; /* no loop (unit tests): try again at once */
+        }
+        if (m->state == M_FAILED) {
+            log_error("mount %s %s: %s", m->target, m->required ? "failed" : "skipped", m->error);
+            /* Not mount_json: "type" is the event's own key. */
+            cJSON *ev = cJSON_CreateObject();
+            if (ev) {
+                cJSON_AddStringToObject(ev, "target", m->target);
+                cJSON_AddStringToObject(ev, "source", m->source);
+                cJSON_AddStringToObject(ev, "fstype", m->type);
+                cJSON_AddBoolToObject(ev, "required", m->required);
+                cJSON_AddStringToObject(ev, "error", m->error);
+            }
+            events_emit("mount.failed", ev);
+        }
+        M.cur++;
+    }
+    finish();
+}
+
+/* Starts a pass from the first entry that is not mounted. */
+static void restart_pass(void)
+{
+    if (H.loop && ev_is_active(&M.retry))
+        ev_timer_stop(H.loop, &M.retry);
+    M.cur = 0;
+    M.done = false;
+    /* Failed entries get a fresh timeout: the host may have fixed them. */
+    for (size_t i = 0; i < M.n; i++) {
+        if (M.m[i].state != M_MOUNTED) {
+            M.m[i].state = M_PENDING;
+            M.m[i].attempts = 0;
+        }
+    }
+    if (M.n)
+        services_phase_set("mounts", false);
+    run();
+}
+
+static void add_mount(const char *source, const char *target, const char *type,
+                      const char *options, bool ro, bool required, int64_t timeout_ms,
+                      enum mfrom from)
+{
+    if (M.n >= MOUNTS_MAX) {
+        log_error("mount %s ignored: more than %d mounts", target, MOUNTS_MAX);
+        return;
+    }
+    if (M.n == M.cap) {
+        size_t nc = M.cap ? M.cap * 2 : 8;
+        struct mnt *nm = realloc(M.m, nc * sizeof(*nm));
+        if (!nm) {
+            log_error("mount %s ignored: out of memory", target);
+            return;
+        }
+        M.m = nm;
+        M.cap = nc;
+    }
+    struct mnt *m = &M.m[M.n++];
+    memset(m, 0, sizeof(*m));
+    snprintf(m->source, sizeof(m->source), "%s", source ? source : "");
+    snprintf(m->target, sizeof(m->target), "%s", target);
+    snprintf(m->type, sizeof(m->type), "%s", type ? type : "virtiofs");
+    snprintf(m->options, sizeof(m->options), "%s", options ? options : "");
+    m->ro = ro;
+    m->required = required;
+    m->timeout_ms = timeout_ms;
+    m->from = from;
+}
+
+static const char *jstring(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static bool jbool(const cJSON *o, const char *k, bool dflt)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : dflt;
+}
+
+/* Appends the entries of a validated host_mounts array under the rule. */
+static void add_host(const cJSON *arr)
+{
+    const cJSON *e;
+    bool subpath = strcmp(M.rule_mode, "subpath") == 0;
+    char src[512];
+
+    if (subpath && cJSON_GetArraySize(arr) > 0) {
+        char share[512];
+        snprintf(share, sizeof(share), "%s/%s", MOUNTS_SHARE_DIR, M.rule_tag);
+        add_mount(M.rule_tag, share, "virtiofs", NULL, false, true, DEFAULT_TIMEOUT_MS,
+                  FROM_SHARE);
+    }
+    cJSON_ArrayForEach(e, arr) {
+        const char *hp = jstring(e, "hostPath"), *mp = jstring(e, "mountPath");
+        if (!hp || !mp ||
+            mounts_host_source(M.rule_mode, M.rule_tag, M.rule_root, hp, src, sizeof(src)) < 0) {
+            log_error("host_mounts entry %s ignored: no source under the rule", mp ? mp : "?");
+            continue;
+        }
+        add_mount(src, mp, subpath ? "bind" : "virtiofs", NULL, jbool(e, "readOnly", false), true,
+                  DEFAULT_TIMEOUT_MS, FROM_HOST);
+    }
+}
+
+/* A host_mounts value as a parsed array: the platform's string, or (from
+ * sandbox.init) the array itself. NULL when empty. */
+static cJSON *host_array(const cJSON *v)
+{
+    if (cJSON_IsArray(v))
+        return cJSON_Duplicate(v, 1);
+    if (!cJSON_IsString(v))
+        return NULL;
+    cJSON *a = cJSON_Parse(v->valuestring);
+    if (!cJSON_IsArray(a)) {
+        cJSON_Delete(a);
+        return NULL;
+    }
+    return a;
+}
+
+void mounts_start(const struct config *cfg, void (*done)(void))
+{
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(cfg->json, "mounts"), *e;
+    const cJSON *rule = cJSON_GetObjectItemCaseSensitive(cfg->json, "host_mounts_rule");
+    const char *s;
+
+    free(M.m);
+    memset(&M, 0, sizeof(M));
+    M.done_fn = done;
+    ev_timer_init(&M.retry, on_retry, 0., 0.);
+    snprintf(M.rule_mode, sizeof(M.rule_mode), "%s",
+             (s = jstring(rule, "mode")) ? s : "tag-per-share");
+    snprintf(M.rule_tag, sizeof(M.rule_tag), "%s", (s = jstring(rule, "tag")) ? s : "");
+    snprintf(M.rule_root, sizeof(M.rule_root), "%s", (s = jstring(rule, "host_root")) ? s : "/");
+    cJSON_ArrayForEach(e, list) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "timeout_ms");
+        add_mount(jstring(e, "source"), jstring(e, "target"), jstring(e, "type"),
+                  jstring(e, "options"), jbool(e, "read_only", false), jbool(e, "required", true),
+                  cJSON_IsNumber(t) ? (int64_t)t->valuedouble : DEFAULT_TIMEOUT_MS, FROM_CONFIG);
+    }
+    cJSON *hm = host_array(cJSON_GetObjectItemCaseSensitive(cfg->json, "host_mounts"));
+    add_host(hm);
+    cJSON_Delete(hm);
+    if (M.n == 0) {
+        M.done = true;
+        if (done)
+            done();
+        else
+            mounts_phase_ready();
+        return;
+    }
+    run();
+}
+
+int mounts_set_host(const cJSON *host_mounts, char *err, size_t errlen)
+{
+    cJSON *arr;
+    char *text = NULL;
+
+    if (cJSON_IsArray(host_mounts)) {
+        /* Validated in the platform's string form, like the config's. */
+        text = cJSON_PrintUnformatted(host_mounts);
+        cJSON *str = text ? cJSON_CreateString(text) : NULL;
+        int r = str ? config_check_section("host_mounts", str, err, errlen) : -1;
+        if (!str)
+            snprintf(err, errlen, "host_mounts: out of memory");
+        cJSON_Delete(str);
+        cJSON_free(text);
+        if (r < 0)
+            return -1;
+    } else if (config_check_section("host_mounts", host_mounts, err, errlen) < 0) {
+        return -1;
+    }
+    arr = host_array(host_mounts);
+    /* Drop the previous host entries (those mounted stay mounted). */
+    size_t keep = 0;
+    for (size_t i = 0; i < M.n; i++)
+        if (M.m[i].from == FROM_CONFIG)
+            M.m[keep++] = M.m[i];
+    M.n = keep;
+    add_host(arr);
+    cJSON_Delete(arr);
+    log_info("mounts: host_mounts set, %zu mounts", M.n);
+    restart_pass();
+    return 0;
+}
+
+int mounts_recheck(char *err, size_t errlen)
+{
+    size_t stale = 0;
+    struct minfo mi;
+
+    err[0] = '\0';
+    if (M.running)
+        return 0; /* a pass is under way: it will get there */
+    for (size_t i = 0; i < M.n; i++) {
+        struct mnt *m = &M.m[i];
+        struct stat s;
+        if (m->state != M_MOUNTED)
+            continue;
+        bool gone = stat(m->target, &s) < 0 || !mountinfo_find(m->target, &mi) || !in_place(m, &mi);
+        if (!gone)
+            continue;
+        log_warn("mount %s is gone or stale; remounting", m->target);
+        umount2(m->target, MNT_DETACH);
+        m->state = M_PENDING;
+        m->attempts = 0;
+        m->already = false;
+        stale++;
+    }
+    if (stale == 0)
+        return 0;
+    restart_pass();
+    for (size_t i = 0; i < M.n; i++) {
+        if (M.m[i].state == M_FAILED) {
+            snprintf(err, errlen, "mount %s: %s", M.m[i].target, M.m[i].error);
+            return -1;
+        }
+    }
+    return (int)stale;
+}
+
+int mounts_sync(void)
+{
+    int count = 0, failed = 0;
+
+    for (size_t i = 0; i < M.n; i++) {
+        const struct mnt *m = &M.m[i];
+        if (m->state != M_MOUNTED || m->ro || strcmp(m->type, "tmpfs") == 0)
+            continue;
+        int fd = open(m->target, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0 || syncfs(fd) < 0) {
+            log_error("unable to sync %s: %s", m->target, strerror(errno));
+            failed++;
+        } else {
+            count++;
+        }
+        if (fd >= 0)
+            close(fd);
+    }
+    return failed ? -1 : count;
+}
+
+const char *mounts_path_failed(const char *path)
+{
+    for (size_t i = 0; i < M.n; i++) {
+        const struct mnt *m = &M.m[i];
+        size_t n = strlen(m->target);
+        if (m->state != M_FAILED)
+            continue;
+        if (strncmp(path, m->target, n) == 0 && (path[n] == '\0' || path[n] == '/' ||
+                                                  (n == 1 && m->target[0] == '/')))
+            return m->target;
+    }
+    return NULL;
+}
+
+bool mounts_done(void)
+{
+    return M.done;
+}
+
+cJSON *mounts_list_json(void)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON *a = cJSON_AddArrayToObject(o, "mounts");
+    for (size_t i = 0; a && i < M.n; i++)
+        cJSON_AddItemToArray(a, mount_json(&M.m[i]));
+    cJSON_AddBoolToObject(o, "done", M.done);
+    cJSON_AddNumberToObject(o, "failed", (double)failed_required());
+    return o;
+}
+
+cJSON *mounts_status_json(void)
+{
+    size_t mounted = 0;
+    const struct mnt *bad = NULL;
+
+    for (size_t i = 0; i < M.n; i++) {
+        mounted += M.m[i].state == M_MOUNTED;
+        if (!bad && M.m[i].state == M_FAILED && M.m[i].required)
+            bad = &M.m[i];
+    }
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddBoolToObject(o, "done", M.done);
+    cJSON_AddNumberToObject(o, "total", (double)M.n);
+    cJSON_AddNumberToObject(o, "mounted", (double)mounted);
+    cJSON_AddNumberToObject(o, "failed", (double)failed_required());
+    if (bad) {
+        char msg[900];
+        snprintf(msg, sizeof(msg), "%s: %s", bad->target, bad->error);
+        cJSON_AddStringToObject(o, "error", msg);
+    }
+    return o;
+}

@@ -1,0 +1,72 @@
+/* mounts: the configured filesystems (`mounts`, then the entries derived
+ * from `host_mounts`), applied one after the other in the listed order so
+ * nested mounts work. A source that is not there yet (a hot-plugged
+ * virtio-fs tag, a block device, a bind source) is retried with a
+ * backoff on a monotonic timer until the mount's timeout, without
+ * blocking the loop. A mount that is already in place is left alone.
+ *
+ * Owns the phase "mounts": reached once every required mount is in and
+ * the homes on them are seeded; a
+ * required failure keeps it unreached (services after "mounts" are held),
+ * is kept in status and emitted as a "mount.failed" event. */
+#ifndef HEARTH_MOUNTS_H
+#define HEARTH_MOUNTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct config;
+struct cJSON;
+
+#define MOUNTS_MAX 128
+/* Where the shared tag of host_mounts_rule "subpath" mode is mounted. */
+#define MOUNTS_SHARE_DIR "/run/hearth/shares"
+
+/* Builds the list from the config (mounts, then host_mounts) and starts
+ * applying it; done() is called each time a pass over the list ends
+ * (seeding and skills follow it), and the phase "mounts" then waits for
+ * mounts_phase_ready(). Without done, the phase is marked at once. */
+void mounts_start(const struct config *cfg, void (*done)(void));
+/* Marks the phase "mounts" reached if the last pass ended with every
+ * required mount in (called once seeding is through). */
+void mounts_phase_ready(void);
+
+/* sandbox.init's host_mounts (the platform's JSON array string, or the
+ * array itself): replaces the entries that came from host_mounts and
+ * applies the list again. Validated first; on error nothing changes and
+ * err names the field. */
+int mounts_set_host(const struct cJSON *host_mounts, char *err, size_t errlen);
+
+/* After a resume: stats every mounted target and remounts those that are
+ * gone or stale (ENOTCONN, ESTALE, EIO). Returns how many were remounted,
+ * or -1 with err when one of them could not be. */
+int mounts_recheck(char *err, size_t errlen);
+
+/* syncfs on every mounted, writable, persistent (not tmpfs) mount, before
+ * a freeze. Returns the count, or -1 when one failed. */
+int mounts_sync(void);
+
+/* The target of a failed mount that path lies at or under, else NULL. */
+const char *mounts_path_failed(const char *path);
+/* Whether the last pass has finished. */
+bool mounts_done(void);
+
+/* mounts.list: {"mounts": [{source, target, type, read_only, required,
+ * state, error, attempts, from}], "done", "failed"}. */
+struct cJSON *mounts_list_json(void);
+/* A short summary for status: {"done", "mounted", "failed", "error"}. */
+struct cJSON *mounts_status_json(void);
+
+/* Parses the mount options string: flags (ro, nosuid, nodev, noexec,
+ * noatime, ...) into *flags, the rest into data (comma-separated).
+ * Returns -1 when data does not fit. Exposed for unit tests. */
+int mounts_parse_options(const char *opts, unsigned long *flags, char *data, size_t datalen);
+
+/* Where a host_mounts entry comes from under a rule: tag-per-share gives
+ * prefix + the last component of hostPath; subpath gives
+ * MOUNTS_SHARE_DIR/tag + the remainder of hostPath under host_root.
+ * Exposed for unit tests. */
+int mounts_host_source(const char *mode, const char *tag, const char *host_root,
+                       const char *host_path, char *out, size_t outlen);
+
+#endif

@@ -1,0 +1,319 @@
+#include "seed.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+
+#include "config.h"
+#include "events.h"
+#include "hearth.h"
+#include "log.h"
+#include "reaper.h"
+#include "tree.h"
+
+static cJSON *last_report;
+
+static const char *const result_names[] = {"seeded", "already", "skipped", "failed"};
+
+/* mkdir -p, each missing level 0755. */
+static int make_dirs(const char *path)
+{
+    char buf[4096];
+    size_t n = strlen(path);
+
+    if (n == 0 || n >= sizeof(buf)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(buf, path, n + 1);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+                return -1;
+            *p = c;
+            if (!c)
+                break;
+        }
+    }
+    return 0;
+}
+
+static bool dir_is_empty(int fd)
+{
+    int d2 = dup(fd);
+    if (d2 < 0)
+        return false;
+    DIR *d = fdopendir(d2);
+    if (!d) {
+        close(d2);
+        return false;
+    }
+    struct dirent *de;
+    bool empty = true;
+    while ((de = readdir(d))) {
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+            strcmp(de->d_name, "lost+found")) {
+            empty = false;
+            break;
+        }
+    }
+    closedir(d);
+    return empty;
+}
+
+static int fsync_dir(int fd)
+{
+    return fsync(fd) < 0 && errno != EINVAL ? -1 : 0;
+}
+
+enum seed_result seed_one(const char *target, const char *from, const char *unless, char *err,
+                          size_t errlen)
+{
+    struct stat s;
+    struct tree_stats st;
+
+    err[0] = '\0';
+    if (stat(from, &s) < 0) {
+        snprintf(err, errlen, "unable to use template %s: %s", from, strerror(errno));
+        return SEED_FAILED;
+    }
+    if (!S_ISDIR(s.st_mode)) {
+        snprintf(err, errlen, "unable to use template %s: not a directory", from);
+        return SEED_FAILED;
+    }
+    if (make_dirs(target) < 0) {
+        snprintf(err, errlen, "unable to create %s: %s", target, strerror(errno));
+        return SEED_FAILED;
+    }
+    int fd = open(target, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, errlen, "unable to open %s: %s", target, strerror(errno));
+        return SEED_FAILED;
+    }
+    bool interrupted = fstatat(fd, SEED_MARKER, &s, AT_SYMLINK_NOFOLLOW) == 0;
+    if (!interrupted) {
+        bool done = unless ? fstatat(fd, unless, &s, AT_SYMLINK_NOFOLLOW) == 0 : !dir_is_empty(fd);
+        if (done) {
+            close(fd);
+            return SEED_ALREADY;
+        }
+        int m = openat(fd, SEED_MARKER, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        if (m < 0) {
+            snprintf(err, errlen, "unable to write %s/%s: %s", target, SEED_MARKER,
+                     strerror(errno));
+            close(fd);
+            return SEED_FAILED;
+        }
+        close(m);
+        fsync_dir(fd);
+    } else {
+        log_warn("seed %s: an earlier seed was interrupted; completing it", target);
+    }
+    /* unless is the "seeded" flag: copied last, it only exists once the
+     * rest of the template is in place. */
+    const char *last[] = {unless, NULL};
+    if (tree_copy(from, target, unless ? last : NULL, &st, err, errlen) < 0) {
+        close(fd);
+        return SEED_FAILED;
+    }
+    fsync_dir(fd);
+    if (unlinkat(fd, SEED_MARKER, 0) < 0 && errno != ENOENT) {
+        snprintf(err, errlen, "unable to remove %s/%s: %s", target, SEED_MARKER, strerror(errno));
+        close(fd);
+        return SEED_FAILED;
+    }
+    fsync_dir(fd);
+    close(fd);
+    log_info("seeded %s from %s: %lu files, %lu dirs, %lu links, %lu kept", target, from, st.files,
+             st.dirs, st.links, st.kept);
+    return SEED_DONE;
+}
+
+/* The entries run one after the other, each copy in a child process so a
+ * large template never stalls the loop (the control plane stays up). The
+ * child reports its result through a pipe: one byte, then the error. */
+static struct {
+    const struct config *cfg;
+    const char *(*skip)(const char *path);
+    void (*done)(void);
+    const cJSON *cur;
+    bool running, again;
+    cJSON *report;
+    int64_t t0;
+    int rd;
+    int failures;
+} Q = {.rd = -1};
+
+static void step(void);
+
+static void record(const cJSON *e, enum seed_result r, const char *err)
+{
+    const char *target = cJSON_GetObjectItemCaseSensitive(e, "target")->valuestring;
+    const char *from = cJSON_GetObjectItemCaseSensitive(e, "from")->valuestring;
+
+    if (r == SEED_FAILED) {
+        Q.failures++;
+        log_error("seed %s: %s", target, err);
+    } else if (r == SEED_SKIPPED) {
+        log_warn("seed %s skipped: %s", target, err);
+    }
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return;
+    cJSON_AddStringToObject(o, "target", target);
+    cJSON_AddStringToObject(o, "from", from);
+    cJSON_AddStringToObject(o, "result", result_names[r]);
+    if (err[0])
+        cJSON_AddStringToObject(o, "error", err);
+    cJSON_AddNumberToObject(o, "ms", (double)(mono_ms() - Q.t0));
+    if (r != SEED_ALREADY)
+        events_emit(r == SEED_DONE ? "seed.done" : "seed.failed", cJSON_Duplicate(o, 1));
+    if (Q.report)
+        cJSON_AddItemToArray(Q.report, o);
+    else
+        cJSON_Delete(o);
+}
+
+static void on_child(void *ctx, pid_t pid, int status)
+{
+    char buf[520];
+    ssize_t n = Q.rd >= 0 ? read(Q.rd, buf, sizeof(buf) - 1) : -1;
+    enum seed_result r = SEED_FAILED;
+    char err[512];
+
+    if (Q.rd >= 0)
+        close(Q.rd);
+    Q.rd = -1;
+    if (n >= 1 && (unsigned char)buf[0] <= SEED_FAILED && WIFEXITED(status)) {
+        buf[n] = '\0';
+        r = (enum seed_result)buf[0];
+        snprintf(err, sizeof(err), "%s", buf + 1);
+    } else if (WIFSIGNALED(status)) {
+        snprintf(err, sizeof(err), "seed process killed by signal %d", WTERMSIG(status));
+    } else {
+        snprintf(err, sizeof(err), "seed process ended without a result (status %d)", status);
+    }
+    record(Q.cur, r, err);
+    Q.cur = Q.cur->next;
+    step();
+}
+
+/* Starts the copy of entry e in a child; false when that is not possible
+ * (no loop yet, or fork failed): then it runs here. */
+static bool spawn(const char *target, const char *from, const char *unless)
+{
+    int p[2];
+
+    if (!H.loop || pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
+        return false;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(p[0]);
+        close(p[1]);
+        return false;
+    }
+    if (pid == 0) {
+        char msg[513];
+        close(p[0]);
+        msg[0] = (char)seed_one(target, from, unless, msg + 1, sizeof(msg) - 1);
+        ssize_t w = write(p[1], msg, 1 + strlen(msg + 1));
+        _exit(w > 0 ? 0 : 1);
+    }
+    close(p[1]);
+    Q.rd = p[0];
+    if (reaper_watch(pid, on_child, NULL) < 0) {
+        /* Unwatched, it is reaped as an orphan; its result is lost. */
+        log_error("seed %s: unable to watch the copy process", target);
+        close(Q.rd);
+        Q.rd = -1;
+        return false;
+    }
+    return true;
+}
+
+static void finish(void)
+{
+    cJSON_Delete(last_report);
+    last_report = Q.report;
+    Q.report = NULL;
+    Q.running = false;
+    if (Q.again) {
+        Q.again = false;
+        seed_start(Q.cfg, Q.skip, Q.done);
+        return;
+    }
+    if (Q.done)
+        Q.done();
+}
+
+static void step(void)
+{
+    char err[512];
+
+    while (Q.cur) {
+        const cJSON *e = Q.cur;
+        const char *target = cJSON_GetObjectItemCaseSensitive(e, "target")->valuestring;
+        const char *from = cJSON_GetObjectItemCaseSensitive(e, "from")->valuestring;
+        const cJSON *u = cJSON_GetObjectItemCaseSensitive(e, "unless");
+        const char *unless = cJSON_IsString(u) ? u->valuestring : NULL;
+        const char *failed_mount = Q.skip ? Q.skip(target) : NULL;
+
+        Q.t0 = mono_ms();
+        if (failed_mount) {
+            snprintf(err, sizeof(err), "mount %s failed", failed_mount);
+            record(e, SEED_SKIPPED, err);
+        } else if (spawn(target, from, unless)) {
+            return; /* on_child goes on */
+        } else {
+            enum seed_result r = seed_one(target, from, unless, err, sizeof(err));
+            record(e, r, err);
+        }
+        Q.cur = Q.cur->next;
+    }
+    finish();
+}
+
+void seed_start(const struct config *cfg, const char *(*skip)(const char *path),
+                void (*done)(void))
+{
+    if (Q.running) {
+        /* A new pass over the mounts while copying: run again after. */
+        Q.again = true;
+        Q.cfg = cfg, Q.skip = skip, Q.done = done;
+        return;
+    }
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(cfg->json, "seed");
+    Q.cfg = cfg;
+    Q.skip = skip;
+    Q.done = done;
+    Q.failures = 0;
+    Q.report = cJSON_CreateArray();
+    Q.cur = list ? list->child : NULL;
+    Q.running = true;
+    step();
+}
+
+bool seed_running(void)
+{
+    return Q.running;
+}
+
+int seed_failures(void)
+{
+    return Q.failures;
+}
+
+cJSON *seed_to_json(void)
+{
+    return last_report ? cJSON_Duplicate(last_report, 1) : cJSON_CreateArray();
+}

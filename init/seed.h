@@ -1,0 +1,40 @@
+/* seed: populates an empty persistent directory (a home on a host share)
+ * from a template in the image, never overwriting what is there. */
+#ifndef HEARTH_SEED_H
+#define HEARTH_SEED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct config;
+struct cJSON;
+
+/* While a seed is being copied this file sits in its target, so a seed
+ * interrupted by a crash or power loss is redone at the next boot. */
+#define SEED_MARKER ".hearth-seeding"
+
+enum seed_result { SEED_DONE, SEED_ALREADY, SEED_SKIPPED, SEED_FAILED };
+
+/* Seeds target from template from: skipped (SEED_ALREADY) when
+ * target/unless exists, or — without unless — when target is not empty;
+ * either way redone while SEED_MARKER is present. unless is copied last,
+ * so its presence means the whole template is in. err gets the reason on
+ * SEED_FAILED. */
+enum seed_result seed_one(const char *target, const char *from, const char *unless, char *err,
+                          size_t errlen);
+
+/* Runs every seed entry of the config in order, each copy in a child
+ * process so the loop never waits for a large template (without a loop,
+ * or when fork fails, in-line); skip(path) names the failed mount a target
+ * lies under (those are reported, not seeded). done() is called when all
+ * entries are through. Called again while running, it runs once more
+ * afterwards. */
+void seed_start(const struct config *cfg, const char *(*skip)(const char *path),
+                void (*done)(void));
+bool seed_running(void);
+/* Failures in the last complete run. */
+int seed_failures(void);
+/* The results of the last complete run, for mounts.list. */
+struct cJSON *seed_to_json(void);
+
+#endif

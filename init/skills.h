@@ -1,0 +1,88 @@
+/* skills: the public-skills overlay. Every entry N of the public skill
+ * directory (usually a read-only host share) gets a link private/N ->
+ * public/N in the agent's own skill directory, unless private/N exists:
+ * then the private entry wins and is never touched. Links into public
+ * whose target has gone are removed, names matching the ignore globs are
+ * never linked, and nothing outside private is written.
+ *
+ * Owns the phase "skills" (reached after the first reconcile). Runs at
+ * boot (after mounts and seeding), on skills.sync, on sandbox.init and
+ * resume (skills_sync from those modules), every poll_ms on a monotonic
+ * timer, and on inotify events in public where the filesystem sends them
+ * (virtio-fs does not for host-side changes: hence the poll). */
+#ifndef HEARTH_SKILLS_H
+#define HEARTH_SKILLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct config;
+struct cJSON;
+
+/* Entries per directory one reconcile accepts; more is an error, so a
+ * runaway share costs bounded memory. */
+#define SKILLS_MAX_ENTRIES 100000
+/* The temporary names in private (links are made there, then renamed). */
+#define SKILLS_TMP_LINK ".hearth-link.tmp"
+#define SKILLS_TMP_FORK ".hearth-fork.tmp"
+
+struct skills_counts {
+    unsigned public_n;  /* public entries that are not ignored */
+    unsigned linked;    /* private/N -> public/N already in place */
+    unsigned created;   /* links made by this run (dry: would be made) */
+    unsigned removed;   /* stale links removed (dry: would be removed) */
+    unsigned shadowed;  /* public names a private entry overrides */
+    unsigned ignored;   /* public names matching ignore */
+    unsigned errors;    /* entries that could not be handled */
+};
+
+/* Named lists for skills.list (each a cJSON array of names); NULL members
+ * are not filled. */
+struct skills_lists {
+    struct cJSON *public_, *private_, *linked, *shadowed, *ignored;
+};
+
+/* What one run learnt for the next (which links are ours, by inode), so
+ * a no-op pass needs no readlink per skill. Optional everywhere. */
+struct skills_cache;
+struct skills_cache *skills_cache_new(void);
+void skills_cache_free(struct skills_cache *k);
+
+/* One reconcile of private against public. ignore is NULL-terminated
+ * (may be NULL). dry: change nothing, only count and list. Creates
+ * private (one level) when it is missing. Returns 0, or -1 with the first
+ * problem in err: a directory that cannot be read changes nothing, an
+ * entry that cannot be handled is counted in errors and the rest goes on. */
+int skills_reconcile(const char *pub, const char *priv, const char *const *ignore, bool dry,
+                     struct skills_counts *c, struct skills_lists *lists,
+                     struct skills_cache *cache, char *err, size_t errlen);
+
+/* Whether name matches the shell glob pat ('*', '?', '[a-z]', '[!x]',
+ * '\\' escapes; no special case for a leading '.'). */
+bool skills_glob(const char *pat, const char *name);
+
+/* Turns the linked public skill private/name into a private copy of the
+ * public one (a directory), swapped in atomically where the filesystem can
+ * (RENAME_EXCHANGE), so the agent can edit it. */
+int skills_fork_at(const char *pub, const char *priv, const char *name, char *err, size_t errlen);
+
+/* Reads the skills section; without public and private the overlay is
+ * off and the phase is reached at once. */
+void skills_init(const struct config *cfg);
+/* The first reconcile, once mounts and seeding are done; failed_mount
+ * tells whether public or private lies under a failed mount (then the
+ * phase stays unreached). Starts the poll timer and inotify. */
+void skills_start(const char *(*failed_mount)(const char *path));
+/* A reconcile now; trigger names why ("boot", "sync", "resume", "init",
+ * "poll", "inotify"). Returns 0, or -1 with err. */
+int skills_sync(const char *trigger, char *err, size_t errlen);
+/* skills.fork for the configured directories. */
+int skills_fork(const char *name, char *err, size_t errlen);
+bool skills_enabled(void);
+/* skills.list: directories, the five lists and the last run. */
+struct cJSON *skills_list_json(char *err, size_t errlen);
+/* The last run (trigger, counts, duration), for skills.sync and status. */
+struct cJSON *skills_last_json(void);
+
+#endif

@@ -1,0 +1,43 @@
+/* tree: file-tree operations shared by seeding and skills.fork — copying
+ * a template tree without ever overwriting, renames that refuse to
+ * replace or that swap atomically, and a bounded recursive removal. */
+#ifndef HEARTH_TREE_H
+#define HEARTH_TREE_H
+
+#include <stddef.h>
+
+/* Entries one copy or removal may visit, so a hostile or runaway tree
+ * costs bounded time in the loop. */
+#define TREE_MAX_ENTRIES 100000
+#define TREE_MAX_DEPTH 64
+
+struct tree_stats {
+    unsigned long files, dirs, links, kept, skipped;
+};
+
+/* Copies the tree under src into dst (an existing directory): each file
+ * and symlink is written under a temporary name in its final directory and
+ * renamed into place without replacing anything already there, so a crash
+ * leaves whole files or none; directories get the template's mode once
+ * filled. Names listed in last (NULL-terminated, top level only, may be
+ * NULL) are copied after everything else. Existing entries are kept
+ * (counted in kept); fifos, sockets and devices are skipped. Returns 0, or
+ * -1 with "unable to X PATH: reason" in err. */
+int tree_copy(const char *src, const char *dst, const char *const *last, struct tree_stats *st,
+              char *err, size_t errlen);
+
+/* Copies the regular file src to dirfd/name (replacing a stale name), its
+ * mode plus the owner's read/write bits, flushed to disk. */
+int tree_copy_file(const char *src, int dirfd, const char *name, char *err, size_t errlen);
+
+/* Moves dirfd/from to dirfd/to unless to exists (EEXIST then). Falls back
+ * to link+unlink where the filesystem lacks RENAME_NOREPLACE. */
+int tree_rename_noreplace(int dirfd, const char *from, const char *to);
+/* Atomically swaps dirfd/a and dirfd/b (RENAME_EXCHANGE); -1 with errno
+ * (EINVAL where the filesystem cannot). */
+int tree_rename_exchange(int dirfd, const char *a, const char *b);
+/* Removes dirfd/name and everything under it, not following symlinks;
+ * ENOENT is success. */
+int tree_remove(int dirfd, const char *name, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,55 @@
+#!/bin/sh
+# The skills overlay with 10,000 public skills: the first (cold) reconcile
+# and a no-op one, as hearth times them (skills.list / skills.sync
+# duration_us), beside a shell loop doing the same with ln -s.
+set -eu
+B="$BUILD"
+N=${SKILLS_BENCH_N:-10000}
+# On tmpfs by default: the figure is hearth's cost, not this disk's
+# journal (SKILLS_BENCH_DIR=/tmp measures the disk too).
+dir=${SKILLS_BENCH_DIR:-/dev/shm}
+[ -d "$dir" ] && [ -w "$dir" ] || dir=/tmp
+tmp=$(mktemp -d "$dir/hearth-bench-skills.XXXXXX")
+pid=
+trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+
+mkdir -p "$tmp/public" "$tmp/private" "$tmp/shell"
+(cd "$tmp/public" && seq -f "skill-%05g" 1 "$N" | xargs mkdir)
+
+cat > "$tmp/c.json" <<JSON
+{"control":{"listen":["unix:$tmp/ctl.sock"]},"services":[],
+ "skills":{"public":"$tmp/public","private":"$tmp/private","ignore":["._*",".DS_Store"]}}
+JSON
+"$B/hearth" --mode supervisor -c "$tmp/c.json" --log warn &
+pid=$!
+for _ in $(seq 200); do [ -S "$tmp/ctl.sock" ] && break; sleep 0.02; done
+us=$(/usr/bin/python3 - "$tmp/ctl.sock" <<'PY'
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile("rb")
+def call(m, i):
+    s.sendall(json.dumps({"jsonrpc": "2.0", "id": i, "method": m}).encode() + b"\n")
+    return json.loads(f.readline())["result"]
+cold = call("skills.list", 1)["last"]
+noop = [call("skills.sync", i)["duration_us"] for i in range(2, 12)]
+print(cold["duration_us"], sorted(noop)[len(noop) // 2], cold["created"])
+PY
+)
+set -- $us
+[ "$3" -eq "$N" ] || { echo "bench_skills: hearth linked $3 of $N" >&2; exit 1; }
+
+# The peer: what operators script by hand.
+link_all() {
+    for d in "$tmp/public"/*; do
+        n=${d##*/}
+        [ -e "$tmp/shell/$n" ] || [ -L "$tmp/shell/$n" ] || ln -s "$d" "$tmp/shell/$n"
+    done
+}
+ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
+t=$(date +%s%N); link_all; sh_cold=$(ms "$t")
+t=$(date +%s%N); link_all; sh_noop=$(ms "$t")
+
+fs=$(stat -f -c %T "$tmp")
+printf 'skills_cold_ms\t%s public skills on %s, cold reconcile (ms)\t%s\tshell ln -s loop\t%s\n' \
+    "$N" "$fs" "$(awk "BEGIN {printf \"%.1f\", $1 / 1000}")" "$sh_cold"
+printf 'skills_noop_ms\t%s public skills on %s, no-op reconcile (ms)\t%s\tshell ln -s loop\t%s\n' \
+    "$N" "$fs" "$(awk "BEGIN {printf \"%.1f\", $2 / 1000}")" "$sh_noop"

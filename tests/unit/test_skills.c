@@ -1,0 +1,404 @@
+/* The skills overlay reconcile on temporary trees: every rule of the
+ * spec's section 6, and the glob matcher behind "ignore". */
+#include "unit.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+
+#include "skills.h"
+
+struct trees {
+    char root[64], pub[128], priv[128];
+};
+
+static void mk(const char *dir, const char *name)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    CHECK(mkdir(p, 0755) == 0);
+}
+
+static void touch(const char *dir, const char *name, const char *text)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+static void setup(struct trees *t)
+{
+    snprintf(t->root, sizeof(t->root), "/tmp/hearth-skills-XXXXXX");
+    CHECK(mkdtemp(t->root) != NULL);
+    snprintf(t->pub, sizeof(t->pub), "%s/public", t->root);
+    snprintf(t->priv, sizeof(t->priv), "%s/private", t->root);
+    CHECK(mkdir(t->pub, 0755) == 0);
+}
+
+static void teardown(struct trees *t)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", t->root);
+    CHECK(system(cmd) == 0);
+}
+
+/* The link text at priv/name, or "" when it is not a link. */
+static const char *link_of(const struct trees *t, const char *name, char *buf, size_t n)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/%s", t->priv, name);
+    ssize_t r = readlink(p, buf, n - 1);
+    buf[r < 0 ? 0 : r] = '\0';
+    return buf;
+}
+
+static bool exists(const struct trees *t, const char *name)
+{
+    char p[512];
+    struct stat s;
+    snprintf(p, sizeof(p), "%s/%s", t->priv, name);
+    return lstat(p, &s) == 0;
+}
+
+static const char *const ignore[] = {"._*", ".DS_Store", NULL};
+
+TEST(skills_new_public_skills_linked_and_private_created)
+{
+    struct trees t;
+    struct skills_counts c;
+    char err[512], buf[512], want[512];
+
+    setup(&t);
+    mk(t.pub, "alpha");
+    mk(t.pub, "beta");
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.created, 2);
+    CHECK_EQ_INT(c.public_n, 2);
+    snprintf(want, sizeof(want), "%s/alpha", t.pub);
+    CHECK_STR(link_of(&t, "alpha", buf, sizeof(buf)), want);
+    /* A second run changes nothing. */
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.created, 0);
+    CHECK_EQ_INT(c.linked, 2);
+    CHECK_EQ_INT(c.removed, 0);
+    /* A skill published later is picked up. */
+    mk(t.pub, "gamma");
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.created, 1);
+    CHECK(exists(&t, "gamma"));
+    CHECK(!exists(&t, SKILLS_TMP_LINK));
+    teardown(&t);
+}
+
+TEST(skills_private_wins_and_is_never_touched)
+{
+    struct trees t;
+    struct skills_counts c;
+    char err[512], buf[512];
+    struct stat before, after;
+
+    setup(&t);
+    mk(t.pub, "alpha");
+    mk(t.pub, "notes");
+    mk(t.pub, "other");
+    CHECK(mkdir(t.priv, 0755) == 0);
+    mk(t.priv, "alpha");                  /* a private skill of the same name */
+    touch(t.priv, "notes", "mine\n");     /* a regular file named like a public skill */
+    char p[512];
+    snprintf(p, sizeof(p), "%s/other", t.priv);
+    CHECK(symlink("/somewhere/else", p) == 0); /* a link of the agent's own */
+    snprintf(p, sizeof(p), "%s/notes", t.priv);
+    CHECK(stat(p, &before) == 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.shadowed, 3);
+    CHECK_EQ_INT(c.created, 0);
+    CHECK_EQ_INT(c.removed, 0);
+    CHECK(stat(p, &after) == 0);
+    CHECK(S_ISREG(after.st_mode));
+    CHECK_EQ_INT(after.st_ino, before.st_ino);
+    CHECK_EQ_INT(after.st_mtime, before.st_mtime);
+    CHECK_STR(link_of(&t, "other", buf, sizeof(buf)), "/somewhere/else");
+    snprintf(p, sizeof(p), "%s/alpha", t.priv);
+    struct stat s;
+    CHECK(lstat(p, &s) == 0 && S_ISDIR(s.st_mode));
+    teardown(&t);
+}
+
+TEST(skills_stale_links_removed_others_kept)
+{
+    struct trees t;
+    struct skills_counts c;
+    char err[512], p[512], q[512];
+
+    setup(&t);
+    mk(t.pub, "alpha");
+    mk(t.pub, "beta");
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    /* The public skill goes away: its link goes too. */
+    snprintf(p, sizeof(p), "%s/beta", t.pub);
+    CHECK(rmdir(p) == 0);
+    /* A dangling link that does not point into public is the agent's. */
+    snprintf(q, sizeof(q), "%s/mine", t.priv);
+    CHECK(symlink("/nonexistent/thing", q) == 0);
+    /* A link under another name into a deeper public path that is gone. */
+    snprintf(q, sizeof(q), "%s/deep", t.priv);
+    snprintf(p, sizeof(p), "%s/alpha/gone", t.pub);
+    CHECK(symlink(p, q) == 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.removed, 2);
+    CHECK(!exists(&t, "beta"));
+    CHECK(!exists(&t, "deep"));
+    CHECK(exists(&t, "mine"));
+    CHECK(exists(&t, "alpha"));
+    teardown(&t);
+}
+
+TEST(skills_ignored_names_never_linked_and_unlinked_when_ignored_later)
+{
+    struct trees t;
+    struct skills_counts c;
+    char err[512];
+    static const char *const more[] = {"._*", ".DS_Store", "draft-*", NULL};
+
+    setup(&t);
+    mk(t.pub, "._foo");
+    touch(t.pub, ".DS_Store", "x");
+    mk(t.pub, "draft-1");
+    mk(t.pub, "real");
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.ignored, 2);
+    CHECK(!exists(&t, "._foo"));
+    CHECK(!exists(&t, ".DS_Store"));
+    CHECK(exists(&t, "draft-1"));
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, more, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.ignored, 3);
+    CHECK_EQ_INT(c.removed, 1);
+    CHECK(!exists(&t, "draft-1"));
+    CHECK(exists(&t, "real"));
+    teardown(&t);
+}
+
+TEST(skills_nothing_written_outside_private)
+{
+    struct trees t;
+    struct skills_counts c;
+    char err[512];
+
+    setup(&t);
+    mk(t.pub, "alpha");
+    /* public read-only for everyone (root ignores modes: count entries). */
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "test $(ls -A '%s' | wc -l) -eq 1 && test $(ls -A '%s' | wc -l) -eq 2",
+             t.pub, t.root);
+    CHECK(system(cmd) == 0);
+    teardown(&t);
+}
+
+TEST(skills_unreadable_public_changes_nothing)
+{
+    struct trees t;
+    struct skills_counts c;
+    char err[512], p[512];
+
+    setup(&t);
+    mk(t.pub, "alpha");
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    /* The share is gone (an unmounted, missing directory): keep the links. */
+    snprintf(p, sizeof(p), "%s/alpha", t.pub);
+    CHECK(rmdir(p) == 0);
+    CHECK(rmdir(t.pub) == 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), -1);
+    CHECK_CONTAINS(err, "unable to open");
+    CHECK(exists(&t, "alpha"));
+    teardown(&t);
+}
+
+TEST(skills_dry_run_lists_without_changing)
+{
+    struct trees t;
+    struct skills_counts c;
+    struct skills_lists l;
+    char err[512];
+
+    setup(&t);
+    mk(t.pub, "alpha");
+    mk(t.pub, "beta");
+    mk(t.pub, "._x");
+    CHECK(mkdir(t.priv, 0755) == 0);
+    mk(t.priv, "beta");
+    mk(t.priv, "own");
+    l.public_ = cJSON_CreateArray();
+    l.private_ = cJSON_CreateArray();
+    l.linked = cJSON_CreateArray();
+    l.shadowed = cJSON_CreateArray();
+    l.ignored = cJSON_CreateArray();
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, true, &c, &l, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.created, 1); /* alpha would be linked */
+    CHECK(!exists(&t, "alpha"));
+    CHECK_EQ_INT(cJSON_GetArraySize(l.public_), 2);
+    CHECK_EQ_INT(cJSON_GetArraySize(l.shadowed), 1);
+    CHECK_STR(cJSON_GetArrayItem(l.shadowed, 0)->valuestring, "beta");
+    CHECK_EQ_INT(cJSON_GetArraySize(l.ignored), 1);
+    CHECK_EQ_INT(cJSON_GetArraySize(l.private_), 2);
+    CHECK_EQ_INT(cJSON_GetArraySize(l.linked), 0);
+    cJSON_Delete(l.public_);
+    cJSON_Delete(l.private_);
+    cJSON_Delete(l.linked);
+    cJSON_Delete(l.shadowed);
+    cJSON_Delete(l.ignored);
+    teardown(&t);
+}
+
+TEST(skills_leftover_temp_link_cleaned)
+{
+    struct trees t;
+    struct skills_counts c;
+    char err[512], p[512];
+
+    setup(&t);
+    mk(t.pub, "alpha");
+    CHECK(mkdir(t.priv, 0755) == 0);
+    /* A crash between symlink and rename left this behind. */
+    snprintf(p, sizeof(p), "%s/%s", t.priv, SKILLS_TMP_LINK);
+    CHECK(symlink("/x/alpha", p) == 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK(!exists(&t, SKILLS_TMP_LINK));
+    CHECK(exists(&t, "alpha"));
+    teardown(&t);
+}
+
+TEST(skills_fork_gives_an_editable_private_copy)
+{
+    struct trees t;
+    struct skills_counts c;
+    char err[512], p[512], buf[64];
+    struct stat s;
+
+    setup(&t);
+    mk(t.pub, "alpha");
+    snprintf(p, sizeof(p), "%s/alpha", t.pub);
+    touch(p, "SKILL.md", "public text\n");
+    mk(p, "sub");
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "alpha", err, sizeof(err)), 0);
+    snprintf(p, sizeof(p), "%s/alpha", t.priv);
+    CHECK(lstat(p, &s) == 0 && S_ISDIR(s.st_mode));
+    snprintf(p, sizeof(p), "%s/alpha/SKILL.md", t.priv);
+    FILE *f = fopen(p, "r+");
+    CHECK(f != NULL);
+    if (f) {
+        CHECK(fgets(buf, sizeof(buf), f) != NULL);
+        CHECK_STR(buf, "public text\n");
+        fclose(f);
+    }
+    touch(t.priv, "alpha/SKILL.md", "edited\n");
+    /* The public copy is untouched, and the fork now shadows it. */
+    snprintf(p, sizeof(p), "%s/alpha/SKILL.md", t.pub);
+    f = fopen(p, "r");
+    CHECK(f && fgets(buf, sizeof(buf), f));
+    if (f)
+        fclose(f);
+    CHECK_STR(buf, "public text\n");
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.shadowed, 1);
+    CHECK(!exists(&t, SKILLS_TMP_FORK));
+    /* A private skill cannot be forked again; an unknown one is refused. */
+    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "alpha", err, sizeof(err)), -1);
+    CHECK_CONTAINS(err, "already private");
+    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "nope", err, sizeof(err)), -1);
+    CHECK_CONTAINS(err, "no linked skill");
+    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "../x", err, sizeof(err)), -1);
+    CHECK_CONTAINS(err, "name:");
+    teardown(&t);
+}
+
+TEST(skills_glob_matches_like_a_shell)
+{
+    CHECK(skills_glob("._*", "._foo"));
+    CHECK(!skills_glob("._*", "_foo"));
+    CHECK(skills_glob(".DS_Store", ".DS_Store"));
+    CHECK(!skills_glob(".DS_Store", ".DS_Storex"));
+    CHECK(skills_glob(".*", ".hidden"));
+    CHECK(!skills_glob(".*", "visible"));
+    CHECK(skills_glob("*", ".x"));
+    CHECK(skills_glob("a?c", "abc"));
+    CHECK(!skills_glob("a?c", "ac"));
+    CHECK(skills_glob("*.bak", "x.y.bak"));
+    CHECK(!skills_glob("*.bak", "x.bak.y"));
+    CHECK(skills_glob("[a-c]x", "bx"));
+    CHECK(!skills_glob("[!a-c]x", "bx"));
+    CHECK(skills_glob("[!a-c]x", "dx"));
+    CHECK(skills_glob("\\*", "*"));
+    CHECK(!skills_glob("\\*", "a"));
+    CHECK(skills_glob("[", "["));
+    CHECK(skills_glob("*a*b*", "xxaxxbxx"));
+    CHECK(!skills_glob("*a*b", "xxaxxbxx"));
+}
+
+TEST(skills_cache_skips_readlink_but_sees_replaced_links)
+{
+    struct trees t;
+    struct skills_counts c;
+    struct skills_cache *k = skills_cache_new();
+    char err[512], p[512], q[512];
+
+    setup(&t);
+    mk(t.pub, "alpha");
+    mk(t.pub, "beta");
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.created, 2);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.linked, 2);
+    /* The agent replaces alpha's link with its own: a new inode, so the
+     * cache does not vouch for it and it shadows the public skill. */
+    snprintf(p, sizeof(p), "%s/alpha", t.priv);
+    snprintf(q, sizeof(q), "%s/alpha.new", t.priv);
+    CHECK(symlink("/elsewhere", q) == 0);
+    CHECK(rename(q, p) == 0);
+    /* beta's public skill goes: its cached link is removed all the same. */
+    snprintf(p, sizeof(p), "%s/beta", t.pub);
+    CHECK(rmdir(p) == 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.linked, 0);
+    CHECK_EQ_INT(c.shadowed, 1);
+    CHECK_EQ_INT(c.removed, 1);
+    CHECK(!exists(&t, "beta"));
+    char buf[64];
+    CHECK_STR(link_of(&t, "alpha", buf, sizeof(buf)), "/elsewhere");
+    skills_cache_free(k);
+    teardown(&t);
+}
+
+TEST(skills_fork_of_a_one_file_skill)
+{
+    struct trees t;
+    struct skills_counts c;
+    char err[512], p[512], buf[64];
+    struct stat s;
+
+    setup(&t);
+    touch(t.pub, "quick.md", "one file\n");
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "quick.md", err, sizeof(err)), 0);
+    snprintf(p, sizeof(p), "%s/quick.md", t.priv);
+    CHECK(lstat(p, &s) == 0 && S_ISREG(s.st_mode));
+    FILE *f = fopen(p, "r");
+    CHECK(f && fgets(buf, sizeof(buf), f));
+    if (f)
+        fclose(f);
+    CHECK_STR(buf, "one file\n");
+    CHECK(!exists(&t, SKILLS_TMP_FORK));
+    teardown(&t);
+}
