@@ -12,6 +12,7 @@
 #include "events.h"
 #include "hearth.h"
 #include "log.h"
+#include "m_net.h"
 #include "params.h"
 #include "reaper.h"
 #include "service.h"
@@ -275,6 +276,8 @@ static const struct method methods[] = {
     {"services.signal", m_services_signal},
     {"logs.read", m_logs_read},
     {"events.subscribe", m_events_subscribe},
+    {"egress.get", m_egress_get},
+    {"egress.set", m_egress_set},
     {"system.shutdown", m_system_shutdown},
 };
 

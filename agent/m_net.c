@@ -1,0 +1,36 @@
+#include "m_net.h"
+
+#include <cJSON.h>
+
+#include "egress.h"
+#include "params.h"
+
+int m_egress_get(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+{
+    if (params_only(params, no_params, err) < 0)
+        return -1;
+    *result = egress_json();
+    return *result ? 0 : -1;
+}
+
+/* params is the policy itself, replacing the old one whole: absent
+ * fields take their defaults (public on, empty lists). */
+int m_egress_set(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+{
+    static const char *const known[] = {"allowPublicTraffic", "allowOut", "denyOut", NULL};
+    char why[256];
+    cJSON *empty = NULL;
+
+    if (params_only(params, known, err) < 0)
+        return -1;
+    if (!params)
+        params = empty = cJSON_CreateObject();
+    int rc = egress_set(params, why, sizeof(why));
+    cJSON_Delete(empty);
+    if (rc < 0) {
+        rpc_error_set(err, rc == -1 ? RPC_INVALID_PARAMS : RPC_ERR_FAILED, "%s", why);
+        return -1;
+    }
+    *result = egress_json();
+    return *result ? 0 : -1;
+}
