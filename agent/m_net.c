@@ -34,3 +34,22 @@ int m_egress_set(struct client *c, cJSON *params, cJSON **result, struct rpc_err
     *result = egress_json();
     return *result ? 0 : -1;
 }
+
+/* Verifies the ruleset now (as after a resume) and repairs it. */
+int m_egress_check(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+{
+    char why[256];
+    if (params_only(params, no_params, err) < 0)
+        return -1;
+    unsigned before = egress_repairs();
+    if (egress_recheck(why, sizeof(why)) < 0) {
+        rpc_error_set(err, RPC_ERR_FAILED, "%s", why);
+        return -1;
+    }
+    cJSON *r = egress_json();
+    if (!r)
+        return -1;
+    cJSON_AddBoolToObject(r, "repaired", egress_repairs() != before);
+    *result = r;
+    return 0;
+}

@@ -8,6 +8,7 @@ struct client;
 struct cJSON;
 
 int m_egress_get(struct client *c, struct cJSON *params, struct cJSON **result, struct rpc_error *err);
+int m_egress_check(struct client *c, struct cJSON *params, struct cJSON **result, struct rpc_error *err);
 int m_egress_set(struct client *c, struct cJSON *params, struct cJSON **result, struct rpc_error *err);
 
 #endif

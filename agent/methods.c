@@ -278,6 +278,7 @@ static const struct method methods[] = {
     {"events.subscribe", m_events_subscribe},
     {"egress.get", m_egress_get},
     {"egress.set", m_egress_set},
+    {"egress.check", m_egress_check},
     {"system.shutdown", m_system_shutdown},
 };
 

@@ -285,7 +285,27 @@ static void e_daddr_in(struct nlbuf *b, int idx)
     e_lookup(b, idx);
 }
 
-enum rule_kind { R_LOOPBACK, R_ESTABLISHED, R_SET_ACCEPT, R_SET_REJECT_TCP, R_SET_REJECT,
+/* ICMPv6 router/neighbour discovery (types 133..137) is link-local
+ * plumbing, not egress: without it a guest with public traffic off could
+ * not even resolve its gateway. */
+static void e_ndp(struct nlbuf *b)
+{
+    uint8_t v6 = NFPROTO_IPV6, icmp6 = 58, lo = 133, hi = 137;
+    e_meta(b, NFT_META_NFPROTO);
+    e_cmp(b, NFT_CMP_EQ, &v6, 1);
+    e_meta(b, NFT_META_L4PROTO);
+    e_cmp(b, NFT_CMP_EQ, &icmp6, 1);
+    size_t d, e = expr_begin(b, "payload", &d);
+    nl_attr_be32(b, NFTA_PAYLOAD_DREG, NFT_REG_1);
+    nl_attr_be32(b, NFTA_PAYLOAD_BASE, NFT_PAYLOAD_TRANSPORT_HEADER);
+    nl_attr_be32(b, NFTA_PAYLOAD_OFFSET, 0);
+    nl_attr_be32(b, NFTA_PAYLOAD_LEN, 1);
+    expr_end(b, e, d);
+    e_cmp(b, NFT_CMP_GTE, &lo, 1);
+    e_cmp(b, NFT_CMP_LTE, &hi, 1);
+}
+
+enum rule_kind { R_LOOPBACK, R_ESTABLISHED, R_NDP, R_SET_ACCEPT, R_SET_REJECT_TCP, R_SET_REJECT,
                  R_PUBLIC_ACCEPT, R_PUBLIC_REJECT_TCP, R_PUBLIC_REJECT };
 
 struct rule {
@@ -300,6 +320,7 @@ static size_t rule_list(bool allow_public, struct rule out[16])
     size_t n = 0;
     out[n++] = (struct rule){R_LOOPBACK, -1, "loopback"};
     out[n++] = (struct rule){R_ESTABLISHED, -1, "established"};
+    out[n++] = (struct rule){R_NDP, -1, "ndp"};
     out[n++] = (struct rule){R_SET_ACCEPT, S_ALWAYS4, "always4"};
     out[n++] = (struct rule){R_SET_ACCEPT, S_ALWAYS6, "always6"};
     out[n++] = (struct rule){R_SET_ACCEPT, S_ALLOW4, "allow4"};
@@ -333,6 +354,9 @@ static void build_rule(struct nlbuf *b, const struct rule *r)
     case R_ESTABLISHED:
         e_ct_state(b);
         break;
+    case R_NDP:
+        e_ndp(b);
+        break;
     case R_SET_ACCEPT:
     case R_SET_REJECT:
         e_daddr_in(b, r->set);
@@ -349,7 +373,7 @@ static void build_rule(struct nlbuf *b, const struct rule *r)
         break;
     }
     e_counter(b);
-    if (r->kind == R_LOOPBACK || r->kind == R_ESTABLISHED || r->kind == R_SET_ACCEPT ||
+    if (r->kind == R_LOOPBACK || r->kind == R_ESTABLISHED || r->kind == R_NDP || r->kind == R_SET_ACCEPT ||
         r->kind == R_PUBLIC_ACCEPT)
         e_accept(b);
     else

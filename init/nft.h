@@ -2,6 +2,7 @@
  * read back over netlink (no libnftnl). One output-hook chain with
  * interval sets per family and rules in the policy's order:
  *   oifname "lo" accept; ct state established,related accept;
+ *   icmpv6 router/neighbour discovery accept;
  *   daddr @always4/6 accept; daddr @allow4/6 accept;
  *   daddr @deny4/6 reject (tcp reset, else icmpx admin-prohibited);
  *   public: accept, or reject everything.
