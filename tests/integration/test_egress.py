@@ -208,3 +208,26 @@ def test_service_without_net_admin_cannot_lift_policy(hearth, lan, tmp_path):
     assert out.read_text().strip() != "rc=0"
     assert lan.nft("list", "table", "inet", "hearth").returncode == 0
     assert hearth.rpc("egress.check")["repaired"] is False
+
+
+def test_hearthctl_egress_set_and_get(hearth, lan):
+    from conftest import HEARTHCTL
+    boot(hearth, lan, {"allowOut": ["10.10.0.0/16"]})
+    ctl = [HEARTHCTL, "--connect", "unix:" + hearth.sock]
+    r = subprocess.run([*ctl, "egress", "set", "--allow-out", "10.20.0.0/16", "10.10.0.0/16",
+                        "--deny-out", "203.0.113.0/24", "--public", "off"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "public    off" in r.stdout
+    pol = hearth.rpc("egress.get")["policy"]
+    assert pol == {"allowPublicTraffic": False, "allowOut": ["10.20.0.0/16", "10.10.0.0/16"],
+                   "denyOut": ["203.0.113.0/24"]}
+    assert lan.reach("10.20.0.2") == "ok"
+    r = subprocess.run([*ctl, "egress", "set", "--allow-out", "10.0.0.0/33"],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "10.0.0.0/33" in r.stderr
+    r = subprocess.run([*ctl, "egress"], capture_output=True, text=True)
+    assert r.returncode == 0 and "allowOut   10.20.0.0/16 10.10.0.0/16" in r.stdout, r.stdout
+    assert "deny4-tcp" in r.stdout
+    r = subprocess.run([*ctl, "egress", "set", "--public", "maybe"], capture_output=True, text=True)
+    assert r.returncode != 0 and "--public" in r.stderr
