@@ -3,6 +3,7 @@
 #include <cJSON.h>
 
 #include "egress.h"
+#include "network.h"
 #include "params.h"
 
 int m_egress_get(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
@@ -52,4 +53,20 @@ int m_egress_check(struct client *c, cJSON *params, cJSON **result, struct rpc_e
     cJSON_AddBoolToObject(r, "repaired", egress_repairs() != before);
     *result = r;
     return 0;
+}
+
+int m_network_get(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+{
+    if (params_only(params, no_params, err) < 0)
+        return -1;
+    *result = network_json();
+    return *result ? 0 : -1;
+}
+
+int m_network_check(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+{
+    if (params_only(params, no_params, err) < 0)
+        return -1;
+    *result = network_check_json();
+    return *result ? 0 : -1;
 }

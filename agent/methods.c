@@ -279,6 +279,8 @@ static const struct method methods[] = {
     {"egress.get", m_egress_get},
     {"egress.set", m_egress_set},
     {"egress.check", m_egress_check},
+    {"network.get", m_network_get},
+    {"network.check", m_network_check},
     {"system.shutdown", m_system_shutdown},
 };
 

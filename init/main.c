@@ -25,6 +25,7 @@
 #include "hearth.h"
 #include "log.h"
 #include "machine.h"
+#include "network.h"
 #include "reaper.h"
 #include "service.h"
 #include "shutdown.h"
@@ -286,10 +287,11 @@ int main(int argc, char **argv)
     services_on_main_done(main_done);
     /* Phases no setup module claims are reached at once; each module
      * listed here marks its own phase when its work is done. */
-    static const char *const reached_at_boot[] = {"mounts", "skills", "network", "init"};
+    static const char *const reached_at_boot[] = {"mounts", "skills", "init"};
     for (size_t i = 0; i < sizeof(reached_at_boot) / sizeof(reached_at_boot[0]); i++)
         services_phase_set(reached_at_boot[i], true);
     egress_boot(H.cfg);
+    network_boot(H.cfg);
     hearth_set_phase(PHASE_STARTING);
     services_start_all();
     hearth_set_phase(PHASE_RUNNING);

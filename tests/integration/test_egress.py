@@ -5,6 +5,7 @@ peer netns that holds a LAN model service (10.10.0.2), another LAN host
 import os
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -123,6 +124,7 @@ def test_allow_out_punches_through_private_deny(hearth, lan):
     boot(hearth, lan, {"allowPublicTraffic": True, "allowOut": ["10.10.0.0/16"], "denyOut": []})
     st = hearth.rpc("egress.get")
     assert st["applied"] is True
+    assert hearth.rpc("status")["phases"]["egress"] is True
     assert lan.reach("10.10.0.2") == "ok"
     # Refused by a reset: an immediate error, not a timeout.
     assert lan.reach("10.20.0.2") == "ECONNREFUSED"
@@ -231,3 +233,34 @@ def test_hearthctl_egress_set_and_get(hearth, lan):
     assert "deny4-tcp" in r.stdout
     r = subprocess.run([*ctl, "egress", "set", "--public", "maybe"], capture_output=True, text=True)
     assert r.returncode != 0 and "--public" in r.stderr
+
+
+def test_fail_closed_until_the_policy_applies(hearth, lan):
+    # Another socket owns a table of the same name (nft's "owner" flag), so
+    # hearth's replace transaction is refused as a whole.
+    holder = subprocess.Popen(["ip", "netns", "exec", lan.guest, "nft", "-i"],
+                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, text=True)
+    try:
+        holder.stdin.write("add table inet hearth { flags owner; }\n")
+        holder.stdin.flush()
+        for _ in range(100):
+            if lan.nft("list", "table", "inet", "hearth").returncode == 0:
+                break
+            time.sleep(0.02)
+        svc = {"name": "agent", "argv": ["sleep", "1000"], "after": ["egress"]}
+        boot(hearth, lan, {"allowOut": ["10.10.0.0/16"]}, services=[svc])
+        st = hearth.rpc("egress.get")
+        assert st["applied"] is False and "not permitted" in st["error"]
+        assert hearth.rpc("status")["phases"]["egress"] is False
+        assert hearth.service("agent")["state"] != "running"
+        c = hearth.client()
+        assert "error" in c.call("egress.check")
+        c.close()
+    finally:
+        holder.stdin.close()
+        holder.wait()
+    r = hearth.rpc("egress.check")
+    assert r["applied"] is True
+    hearth.wait_for(lambda: hearth.service("agent")["state"] == "running", what="agent started")
+    assert lan.reach("10.20.0.2") == "ECONNREFUSED"
