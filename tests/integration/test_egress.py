@@ -264,3 +264,13 @@ def test_fail_closed_until_the_policy_applies(hearth, lan):
     assert r["applied"] is True
     hearth.wait_for(lambda: hearth.service("agent")["state"] == "running", what="agent started")
     assert lan.reach("10.20.0.2") == "ECONNREFUSED"
+
+
+def test_dns_servers_are_always_allowed(hearth, lan, tmp_path):
+    # 10.20.0.2 is private (denied by default) but is a configured name server.
+    boot(hearth, lan, {"allowPublicTraffic": False, "allowOut": []},
+         network={"dns": ["10.20.0.2"], "resolv_conf": str(tmp_path / "resolv.conf")})
+    assert hearth.rpc("egress.get")["alwaysAllowed"] == ["10.20.0.2/32"]
+    assert lan.reach("10.20.0.2") == "ok"
+    assert lan.reach("10.10.0.2") == "ECONNREFUSED"
+    assert lan.reach("203.0.113.10") == "ECONNREFUSED"

@@ -80,6 +80,20 @@ def test_interface_by_name(hearth, pair, tmp_path):
                     in ("reachable", "stale", "delay"), what="gateway neighbour")
 
 
+def test_hearthctl_network_check(hearth, pair, tmp_path):
+    from conftest import HEARTHCTL
+    name = "egc" + pair.tag
+    pair.veth(name)
+    hearth.start(hearth.config(network=net_cfg(tmp_path, name=name)), netns=pair.guest)
+    hearth.wait_for(lambda: hearth.rpc("network.get")["interfaces"][0]["state"] == "up",
+                    what="interface up")
+    r = subprocess.run([HEARTHCTL, "--connect", "unix:" + hearth.sock, "--json", "network",
+                        "check"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    i = json.loads(r.stdout)["interfaces"][0]
+    assert i["name"] == name and i["carrier"] is True and i["default_route"] is True
+
+
 def test_interface_by_mac_is_renamed(hearth, pair, tmp_path):
     mac = "02:00:5e:10:20:30"
     pair.veth("egm" + pair.tag, mac=mac)
