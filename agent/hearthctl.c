@@ -1506,6 +1506,93 @@ static int b_call(struct ctl *t, int argc, char **argv, cJSON **params)
 
 /* ---- command table ---------------------------------------------------- */
 
+/* egress set: --allow-out and --deny-out take one or more CIDRs each (up
+ * to the next option); the result replaces the whole policy. */
+static int b_egress_set(struct ctl *t, int argc, char **argv, cJSON **params)
+{
+    cJSON *p = new_object(), *list = NULL;
+    cJSON *allow = cJSON_AddArrayToObject(p, "allowOut");
+    cJSON *deny = cJSON_AddArrayToObject(p, "denyOut");
+    bool pub = true;
+
+    if (!allow || !deny) {
+        cJSON_Delete(p);
+        return usage_err(t, "%s", "out of memory");
+    }
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--allow-out") == 0) {
+            list = allow;
+        } else if (strcmp(argv[i], "--deny-out") == 0) {
+            list = deny;
+        } else if (strcmp(argv[i], "--public") == 0) {
+            list = NULL;
+            if (i + 1 >= argc || (strcmp(argv[i + 1], "on") != 0 && strcmp(argv[i + 1], "off") != 0)) {
+                cJSON_Delete(p);
+                return usage_err(t, "%s", "--public takes on or off");
+            }
+            pub = strcmp(argv[++i], "on") == 0;
+        } else if (list && argv[i][0] != '-') {
+            cJSON_AddItemToArray(list, cJSON_CreateString(argv[i]));
+        } else {
+            cJSON_Delete(p);
+            return usage_err(t, "unexpected argument '%s'", argv[i]);
+        }
+    }
+    cJSON_AddBoolToObject(p, "allowPublicTraffic", pub);
+    *params = p;
+    return 0;
+}
+
+static void put_cidrs(const char *label, const cJSON *arr)
+{
+    const cJSON *it;
+    printf("%-10s", label);
+    if (!cJSON_GetArraySize(arr))
+        fputs(" -", stdout);
+    cJSON_ArrayForEach(it, arr) {
+        if (cJSON_IsString(it)) {
+            putchar(' ');
+            put_safe(stdout, it->valuestring);
+        }
+    }
+    putchar('\n');
+}
+
+static int p_egress(struct ctl *t, const cJSON *res)
+{
+    const cJSON *pol = cJSON_GetObjectItemCaseSensitive(res, "policy");
+    const cJSON *ctr = cJSON_GetObjectItemCaseSensitive(res, "counters"), *it;
+    const char *err = jstr(res, "error");
+
+    if (!pol) {
+        puts("no egress policy");
+        return 0;
+    }
+    printf("applied   %s\n", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "applied")) ? "yes" : "no");
+    if (err) {
+        fputs("error     ", stdout);
+        put_safe(stdout, err);
+        putchar('\n');
+    }
+    printf("public    %s\n",
+           cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pol, "allowPublicTraffic")) ? "on" : "off");
+    put_cidrs("allowOut", cJSON_GetObjectItemCaseSensitive(pol, "allowOut"));
+    put_cidrs("denyOut", cJSON_GetObjectItemCaseSensitive(pol, "denyOut"));
+    put_cidrs("always", cJSON_GetObjectItemCaseSensitive(res, "alwaysAllowed"));
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "repaired")))
+        puts("repaired  yes (the ruleset had changed)");
+    if (ctr) {
+        printf("%-12s %12s %14s\n", "RULE", "PACKETS", "BYTES");
+        cJSON_ArrayForEach(it, ctr) {
+            const cJSON *pk = cJSON_GetObjectItemCaseSensitive(it, "packets");
+            const cJSON *by = cJSON_GetObjectItemCaseSensitive(it, "bytes");
+            printf("%-12.32s %12.0f %14.0f\n", it->string ? it->string : "?",
+                   cJSON_IsNumber(pk) ? pk->valuedouble : 0, cJSON_IsNumber(by) ? by->valuedouble : 0);
+        }
+    }
+    return 0;
+}
+
 static const struct cmd cmds[] = {
     {.name = "ping", .method = "ping", .args = "", .help = "check the server, show round-trip time",
      .print = p_ping},
@@ -1542,6 +1629,19 @@ static const struct cmd cmds[] = {
     {.name = "skills fork", .method = "skills.fork", .args = "NAME",
      .help = "replace a linked public skill by a private copy", .build = b_skill,
      .print = p_forked},
+    {.name = "egress", .method = "egress.get", .args = "[get]", .help = "egress policy and counters",
+     .print = p_egress},
+    {.name = "egress get", .method = "egress.get", .args = "", .help = "egress policy and counters",
+     .print = p_egress, .hidden = true},
+    {.name = "egress set", .method = "egress.set",
+     .args = "[--allow-out CIDR...] [--deny-out CIDR...] [--public on|off]",
+     .help = "replace the egress policy", .build = b_egress_set, .print = p_egress},
+    {.name = "egress check", .method = "egress.check", .args = "",
+     .help = "verify the ruleset, repair it if changed", .print = p_egress},
+    {.name = "network", .method = "network.get", .args = "[check]",
+     .help = "interfaces, addresses, DNS (JSON)"},
+    {.name = "network check", .method = "network.check", .args = "",
+     .help = "link, carrier, address, route, gateway neighbour (JSON)"},
     {.name = "call", .method = NULL, .args = "METHOD [JSON]",
      .help = "call any method; params JSON, default {}", .build = b_call},
     {.name = "shutdown", .method = "system.shutdown", .args = "[--reboot]",

@@ -16,6 +16,7 @@
 #include "modules.h"
 #include "m_persist.h"
 #include "mounts.h"
+#include "m_net.h"
 #include "params.h"
 #include "reaper.h"
 #include "service.h"
@@ -319,6 +320,11 @@ static const struct method methods[] = {
     {"skills.list", m_skills_list},
     {"skills.sync", m_skills_sync},
     {"skills.fork", m_skills_fork},
+    {"egress.get", m_egress_get},
+    {"egress.set", m_egress_set},
+    {"egress.check", m_egress_check},
+    {"network.get", m_network_get},
+    {"network.check", m_network_check},
     {"system.shutdown", m_system_shutdown},
 };
 

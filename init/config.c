@@ -1132,6 +1132,7 @@ static const struct key k_interface[] = {
 static const struct key k_network[] = {
     KEY("interfaces", ARRAY(OBJECT(k_interface, NULL), 0, 0, NULL)),
     KEY("dns", ARRAY(&s_ip, 0, 0, NULL)),
+    KEY("resolv_conf", &s_abspath),
     {0}};
 
 static const struct key k_mount[] = {

@@ -21,11 +21,13 @@
 #include "cmdline.h"
 #include "config.h"
 #include "control.h"
+#include "egress.h"
 #include "hearth.h"
 #include "log.h"
 #include "machine.h"
 #include "modules.h"
 #include "mounts.h"
+#include "network.h"
 #include "reaper.h"
 #include "seed.h"
 #include "service.h"
@@ -320,9 +322,11 @@ int main(int argc, char **argv)
     mounts_start(H.cfg, on_mounts_done);
     /* Phases no setup module claims are reached at once; each module
      * listed here marks its own phase when its work is done. */
-    static const char *const reached_at_boot[] = {"egress", "network", "init"};
+    static const char *const reached_at_boot[] = {"init"};
     for (size_t i = 0; i < sizeof(reached_at_boot) / sizeof(reached_at_boot[0]); i++)
         services_phase_set(reached_at_boot[i], true);
+    egress_boot(H.cfg);
+    network_boot(H.cfg);
     hearth_set_phase(PHASE_STARTING);
     services_start_all();
     hearth_set_phase(PHASE_RUNNING);

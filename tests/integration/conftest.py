@@ -88,11 +88,15 @@ class Hearth:
         cfg.update(extra)
         return cfg
 
-    def start(self, cfg, wait=True, args=()):
+    def start(self, cfg, wait=True, args=(), netns=None):
+        """netns: run in that `ip netns` (made by the test) instead of a
+        fresh, empty network namespace."""
         path = self.dir / "hearth.json"
         path.write_text(json.dumps(cfg))
         self.log = open(self.log_path, "wb")
-        cmd = ["unshare", "--pid", "--fork", "--mount", "--net", "--uts", "--ipc",
+        prefix = ["ip", "netns", "exec", netns] if netns else []
+        net = [] if netns else ["--net"]
+        cmd = [*prefix, "unshare", "--pid", "--fork", "--mount", *net, "--uts", "--ipc",
                "--mount-proc", HEARTH, "-c", str(path), "--log", "debug", *args]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         if wait:

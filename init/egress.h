@@ -1,0 +1,33 @@
+/* egress: the outbound policy {allowPublicTraffic, allowOut, denyOut} as
+ * the host product states it, enforced with nf_tables (see nft.h). Owns
+ * the "egress" phase: services after it start only once a policy is
+ * applied and read back, and stay held while applying fails. */
+#ifndef HEARTH_EGRESS_H
+#define HEARTH_EGRESS_H
+
+#include <stddef.h>
+
+struct cJSON;
+struct config;
+
+/* Boot: applies the config's `egress` (if any) with the gateways and
+ * DNS servers of `network` always allowed, and marks the phase. */
+void egress_boot(const struct config *cfg);
+
+/* Validates and applies policy as a whole replacement. Returns 0; -1
+ * with err naming the offending value (nothing applied); or -2 with the
+ * kernel's reason when applying failed (the old policy stands). */
+int egress_set(const struct cJSON *policy, char *err, size_t errlen);
+
+/* Checks the table is still there and unchanged (generation id first,
+ * then a full read-back) and re-applies it if not. Returns 0 when the
+ * policy is in force afterwards (*repaired set when it had to), -1 with
+ * err otherwise. No-op without a policy. */
+int egress_recheck(char *err, size_t errlen);
+/* How many repairs recheck has made since boot. */
+unsigned egress_repairs(void);
+
+/* {configured, applied, policy, error, generation, repairs, counters}. */
+struct cJSON *egress_json(void);
+
+#endif

@@ -1,0 +1,435 @@
+#include "netlink.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include <linux/netfilter/nfnetlink.h>
+
+#ifndef NETLINK_EXT_ACK
+#define NETLINK_EXT_ACK 11
+#endif
+#ifndef NETLINK_CAP_ACK
+#define NETLINK_CAP_ACK 10
+#endif
+
+#define RECV_BUF (64u * 1024)
+/* Stop reading after this many messages: a bound on a misbehaving dump. */
+#define DUMP_MAX_MSGS 1000000
+
+void nl_init(struct nlbuf *b, uint32_t first_seq)
+{
+    memset(b, 0, sizeof(*b));
+    b->seq = first_seq;
+}
+
+void nl_free(struct nlbuf *b)
+{
+    free(b->data);
+    memset(b, 0, sizeof(*b));
+}
+
+static uint8_t *reserve(struct nlbuf *b, size_t n)
+{
+    if (b->failed)
+        return NULL;
+    if (n > NL_BUF_MAX || b->len > NL_BUF_MAX - n) {
+        b->failed = true;
+        return NULL;
+    }
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n)
+            cap *= 2;
+        uint8_t *d = realloc(b->data, cap);
+        if (!d) {
+            b->failed = true;
+            return NULL;
+        }
+        b->data = d;
+        b->cap = cap;
+    }
+    uint8_t *p = b->data + b->len;
+    memset(p, 0, NLMSG_ALIGN(n));
+    return p;
+}
+
+static void append(struct nlbuf *b, const void *p, size_t len)
+{
+    size_t al = NLMSG_ALIGN(len);
+    uint8_t *d = reserve(b, al);
+    if (!d)
+        return;
+    if (len)
+        memcpy(d, p, len);
+    b->len += al;
+}
+
+uint32_t nl_msg_begin(struct nlbuf *b, uint16_t type, uint16_t flags)
+{
+    struct nlmsghdr h = {.nlmsg_len = 0, .nlmsg_type = type,
+                         .nlmsg_flags = NLM_F_REQUEST | flags, .nlmsg_seq = b->seq};
+    b->msg_start = b->len;
+    append(b, &h, sizeof(h));
+    b->n_msgs++;
+    return b->seq++;
+}
+
+void nl_put(struct nlbuf *b, const void *p, size_t len)
+{
+    append(b, p, len);
+}
+
+void nl_put_nfgen(struct nlbuf *b, uint8_t family, uint16_t res_id)
+{
+    struct nfgenmsg g = {.nfgen_family = family, .version = NFNETLINK_V0,
+                         .res_id = htons(res_id)};
+    append(b, &g, sizeof(g));
+}
+
+void nl_msg_end(struct nlbuf *b)
+{
+    if (b->failed)
+        return;
+    struct nlmsghdr *h = (struct nlmsghdr *)(b->data + b->msg_start);
+    h->nlmsg_len = (uint32_t)(b->len - b->msg_start);
+}
+
+void nl_attr(struct nlbuf *b, uint16_t type, const void *p, size_t len)
+{
+    if (len > 0xffff - NLA_HDRLEN) {
+        b->failed = true;
+        return;
+    }
+    struct nlattr a = {.nla_len = (uint16_t)(NLA_HDRLEN + len), .nla_type = type};
+    uint8_t *d = reserve(b, NLA_HDRLEN + NLA_ALIGN(len));
+    if (!d)
+        return;
+    memcpy(d, &a, sizeof(a));
+    if (len)
+        memcpy(d + NLA_HDRLEN, p, len);
+    b->len += NLA_HDRLEN + NLA_ALIGN(len);
+}
+
+void nl_attr_str(struct nlbuf *b, uint16_t type, const char *s)
+{
+    nl_attr(b, type, s, strlen(s) + 1);
+}
+
+void nl_attr_u8(struct nlbuf *b, uint16_t type, uint8_t v)
+{
+    nl_attr(b, type, &v, 1);
+}
+
+void nl_attr_u32(struct nlbuf *b, uint16_t type, uint32_t v)
+{
+    nl_attr(b, type, &v, 4);
+}
+
+void nl_attr_be32(struct nlbuf *b, uint16_t type, uint32_t v)
+{
+    uint32_t be = htonl(v);
+    nl_attr(b, type, &be, 4);
+}
+
+void nl_attr_be64(struct nlbuf *b, uint16_t type, uint64_t v)
+{
+    uint8_t be[8];
+    for (int i = 0; i < 8; i++)
+        be[i] = (uint8_t)(v >> (56 - 8 * i));
+    nl_attr(b, type, be, 8);
+}
+
+size_t nl_nest_begin(struct nlbuf *b, uint16_t type)
+{
+    size_t off = b->len;
+    nl_attr(b, type | NLA_F_NESTED, NULL, 0);
+    return off;
+}
+
+void nl_nest_end(struct nlbuf *b, size_t off)
+{
+    if (b->failed)
+        return;
+    size_t n = b->len - off;
+    if (n > 0xffff) {
+        b->failed = true;
+        return;
+    }
+    ((struct nlattr *)(b->data + off))->nla_len = (uint16_t)n;
+}
+
+static void batch_msg(struct nlbuf *b, uint16_t type, uint16_t subsys)
+{
+    nl_msg_begin(b, type, 0);
+    b->n_msgs--; /* batch markers are never acked */
+    nl_put_nfgen(b, AF_UNSPEC, subsys);
+    nl_msg_end(b);
+}
+
+void nl_batch_begin(struct nlbuf *b, uint16_t subsys)
+{
+    batch_msg(b, NFNL_MSG_BATCH_BEGIN, subsys);
+}
+
+void nl_batch_end(struct nlbuf *b, uint16_t subsys)
+{
+    batch_msg(b, NFNL_MSG_BATCH_END, subsys);
+}
+
+int nl_attr_parse(const void *p, size_t len, const struct nlattr **tb, int max)
+{
+    const uint8_t *q = p;
+
+    for (int i = 0; i <= max; i++)
+        tb[i] = NULL;
+    while (len >= NLA_HDRLEN) {
+        const struct nlattr *a = (const struct nlattr *)q;
+        if (a->nla_len < NLA_HDRLEN || a->nla_len > len)
+            return -1;
+        int t = a->nla_type & NLA_TYPE_MASK;
+        if (t <= max)
+            tb[t] = a;
+        size_t step = NLA_ALIGN(a->nla_len);
+        if (step >= len)
+            return 0;
+        q += step;
+        len -= step;
+    }
+    return len == 0 ? 0 : -1;
+}
+
+const void *nl_attr_data(const struct nlattr *a)
+{
+    return (const uint8_t *)a + NLA_HDRLEN;
+}
+
+size_t nl_attr_len(const struct nlattr *a)
+{
+    return a->nla_len - NLA_HDRLEN;
+}
+
+uint32_t nl_attr_get_u32(const struct nlattr *a)
+{
+    uint32_t v = 0;
+    if (nl_attr_len(a) >= 4)
+        memcpy(&v, nl_attr_data(a), 4);
+    return v;
+}
+
+uint32_t nl_attr_get_be32(const struct nlattr *a)
+{
+    return ntohl(nl_attr_get_u32(a));
+}
+
+uint64_t nl_attr_get_be64(const struct nlattr *a)
+{
+    const uint8_t *d = nl_attr_data(a);
+    uint64_t v = 0;
+    if (nl_attr_len(a) < 8)
+        return 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | d[i];
+    return v;
+}
+
+int nl_parse_error(const struct nlmsghdr *h, char *msg, size_t msglen)
+{
+    if (msglen)
+        msg[0] = 0;
+    if (h->nlmsg_len < NLMSG_HDRLEN + sizeof(struct nlmsgerr)) {
+        snprintf(msg, msglen, "truncated netlink error message");
+        return -EBADMSG;
+    }
+    const struct nlmsgerr *e = NLMSG_DATA(h);
+    int code = e->error;
+    if (code > 0 || code < -4095) {
+        snprintf(msg, msglen, "bad netlink error code %d", code);
+        return -EBADMSG;
+    }
+    if (code == 0)
+        return 0;
+    /* Extended ack: TLVs follow the echoed header (capped: header only)
+     * when the kernel set NLM_F_ACK_TLVS. */
+    if (h->nlmsg_flags & NLM_F_ACK_TLVS) {
+        size_t off = NLMSG_HDRLEN + sizeof(*e);
+        if (!(h->nlmsg_flags & NLM_F_CAPPED))
+            off += NLMSG_ALIGN(e->msg.nlmsg_len) - NLMSG_HDRLEN;
+        if (off < h->nlmsg_len) {
+            const struct nlattr *tb[NLMSGERR_ATTR_MSG + 1];
+            if (nl_attr_parse((const uint8_t *)h + off, h->nlmsg_len - off, tb,
+                              NLMSGERR_ATTR_MSG) == 0 && tb[NLMSGERR_ATTR_MSG]) {
+                const char *s = nl_attr_data(tb[NLMSGERR_ATTR_MSG]);
+                size_t n = strnlen(s, nl_attr_len(tb[NLMSGERR_ATTR_MSG]));
+                snprintf(msg, msglen, "%s: %.*s", strerror(-code), (int)n, s);
+                return code;
+            }
+        }
+    }
+    snprintf(msg, msglen, "%s", strerror(-code));
+    return code;
+}
+
+int nl_open(int protocol, char *err, size_t errlen)
+{
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, protocol);
+    if (fd < 0) {
+        snprintf(err, errlen, "netlink socket: %s", strerror(errno));
+        return -1;
+    }
+    int one = 1, big = 8 << 20;
+    /* Best effort: without them errors are shorter and big policies may
+     * need several tries, but nothing is wrong. */
+    setsockopt(fd, SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof(one));
+    setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof(one));
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof(big)) < 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big)) < 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+    struct sockaddr_nl sa = {.nl_family = AF_NETLINK};
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        snprintf(err, errlen, "netlink bind: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int send_buf(int fd, struct nlbuf *b, char *err, size_t errlen)
+{
+    if (b->failed) {
+        snprintf(err, errlen, "netlink message too large or out of memory");
+        return -ENOMEM;
+    }
+    struct sockaddr_nl sa = {.nl_family = AF_NETLINK};
+    ssize_t n;
+    do
+        n = sendto(fd, b->data, b->len, 0, (struct sockaddr *)&sa, sizeof(sa));
+    while (n < 0 && errno == EINTR);
+    if (n < 0) {
+        int e = errno;
+        snprintf(err, errlen, "netlink send: %s", strerror(e));
+        return -e;
+    }
+    if ((size_t)n != b->len) {
+        snprintf(err, errlen, "netlink send: short write");
+        return -EIO;
+    }
+    return 0;
+}
+
+/* One datagram, or -errno. EAGAIN means the kernel had nothing more. */
+static ssize_t recv_one(int fd, uint8_t *buf, size_t len)
+{
+    ssize_t n;
+    do
+        n = recv(fd, buf, len, MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    return n < 0 ? -errno : n;
+}
+
+int nl_transact(int fd, struct nlbuf *b, char *err, size_t errlen)
+{
+    uint32_t acked = 0;
+    int first_err = 0;
+    uint8_t *buf;
+
+    int rc = send_buf(fd, b, err, errlen);
+    if (rc < 0)
+        return rc;
+    buf = malloc(RECV_BUF);
+    if (!buf) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    /* Errors arrive for failing messages and acks for the others; after
+     * the first error the kernel aborts the batch and acks no more. */
+    while (acked < b->n_msgs) {
+        ssize_t n = recv_one(fd, buf, RECV_BUF);
+        if (n < 0) {
+            if (!first_err) {
+                snprintf(err, errlen, "netlink: %u of %u replies missing (%s)",
+                         b->n_msgs - acked, b->n_msgs, strerror((int)-n));
+                first_err = n == -EAGAIN ? -ETIMEDOUT : (int)n;
+            }
+            break;
+        }
+        for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
+             h = NLMSG_NEXT(h, n)) {
+            if (h->nlmsg_type != NLMSG_ERROR)
+                continue;
+            char msg[256];
+            int e = nl_parse_error(h, msg, sizeof(msg));
+            acked++;
+            if (e < 0 && !first_err) {
+                first_err = e;
+                snprintf(err, errlen, "%s", msg);
+            }
+        }
+        if (first_err)
+            break;
+    }
+    /* Drain whatever else is queued so the next request starts clean. */
+    while (recv_one(fd, buf, RECV_BUF) > 0)
+        ;
+    free(buf);
+    return first_err;
+}
+
+int nl_dump(int fd, struct nlbuf *b, nl_msg_cb cb, void *arg, char *err, size_t errlen)
+{
+    int rc = send_buf(fd, b, err, errlen);
+    if (rc < 0)
+        return rc;
+    uint8_t *buf = malloc(RECV_BUF);
+    if (!buf) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    size_t count = 0;
+    rc = 0;
+    for (;;) {
+        ssize_t n = recv_one(fd, buf, RECV_BUF);
+        if (n < 0) {
+            snprintf(err, errlen, "netlink dump: %s", strerror((int)-n));
+            rc = n == -EAGAIN ? -ETIMEDOUT : (int)n;
+            goto out;
+        }
+        for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
+             h = NLMSG_NEXT(h, n)) {
+            if (++count > DUMP_MAX_MSGS) {
+                snprintf(err, errlen, "netlink dump: too many messages");
+                rc = -E2BIG;
+                goto out;
+            }
+            if (h->nlmsg_type == NLMSG_DONE)
+                goto out;
+            if (h->nlmsg_type == NLMSG_ERROR) {
+                char msg[256];
+                int e = nl_parse_error(h, msg, sizeof(msg));
+                if (e < 0) {
+                    snprintf(err, errlen, "%s", msg);
+                    rc = e;
+                }
+                /* An ack ends a plain (non-dump) request such as GETGEN. */
+                goto out;
+            }
+            if (!rc) {
+                int r = cb(h, arg);
+                if (r < 0) {
+                    snprintf(err, errlen, "netlink dump: bad reply");
+                    rc = r;
+                }
+            }
+        }
+    }
+out:
+    while (recv_one(fd, buf, RECV_BUF) > 0)
+        ;
+    free(buf);
+    return rc;
+}

@@ -1,0 +1,686 @@
+#include "nft.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
+
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+
+#include <cJSON.h>
+
+#define NFPROTO_INET_ 1
+#define MSG(t) ((uint16_t)((NFNL_SUBSYS_NFTABLES << 8) | (t)))
+/* Elements per NEWSETELEM message: keeps each nest far below 64 KiB. */
+#define ELEMS_PER_MSG 1024
+/* ct state bits (1 << IP_CT_ESTABLISHED, 1 << IP_CT_RELATED). */
+#define CT_EST_REL 0x6u
+
+enum { S_ALWAYS4, S_ALWAYS6, S_ALLOW4, S_ALLOW6, S_DENY4, S_DENY6, N_SETS };
+static const char *const set_names[N_SETS] = {"always4", "always6", "allow4",
+                                              "allow6", "deny4", "deny6"};
+
+struct range {
+    uint8_t lo[16], hi[16];   /* inclusive, big-endian */
+};
+
+static uint64_t fnv(const uint8_t *p, size_t n, uint32_t flags)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    h = (h ^ (flags & 0xff)) * 1099511628211ull;
+    return h;
+}
+
+static size_t g_keylen;
+static int range_cmp(const void *a, const void *b)
+{
+    return memcmp(((const struct range *)a)->lo, ((const struct range *)b)->lo, g_keylen);
+}
+
+/* x + 1 in place; returns false on wrap (x was all ones). */
+static bool inc(uint8_t *x, size_t n)
+{
+    for (size_t i = n; i-- > 0;)
+        if (++x[i] != 0)
+            return true;
+    return false;
+}
+
+/* Sorted, merged ranges of one family from cidrs: overlapping or
+ * adjacent networks become one interval, as the kernel refuses overlaps. */
+static struct range *ranges_of(const struct cidr *c, size_t n, int family, size_t *out_n)
+{
+    size_t kl = family == AF_INET ? 4 : 16, m = 0;
+    struct range *r = calloc(n ? n : 1, sizeof(*r));
+    if (!r)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (c[i].family != family)
+            continue;
+        memcpy(r[m].lo, c[i].addr, kl);
+        memcpy(r[m].hi, c[i].addr, kl);
+        for (size_t bit = c[i].prefix; bit < kl * 8; bit++)
+            r[m].hi[bit / 8] |= (uint8_t)(0x80 >> (bit % 8));
+        m++;
+    }
+    g_keylen = kl;
+    qsort(r, m, sizeof(*r), range_cmp);
+    size_t w = 0;
+    for (size_t i = 0; i < m; i++) {
+        if (w > 0) {
+            uint8_t next[16];
+            memcpy(next, r[w - 1].hi, kl);
+            bool wrapped = !inc(next, kl);
+            if (wrapped || memcmp(r[i].lo, next, kl) <= 0) {
+                if (memcmp(r[i].hi, r[w - 1].hi, kl) > 0)
+                    memcpy(r[w - 1].hi, r[i].hi, kl);
+                continue;
+            }
+        }
+        r[w++] = r[i];
+    }
+    *out_n = w;
+    return r;
+}
+
+static void put_elem(struct nlbuf *b, const uint8_t *key, size_t kl, bool end)
+{
+    size_t e = nl_nest_begin(b, NFTA_LIST_ELEM);
+    size_t k = nl_nest_begin(b, NFTA_SET_ELEM_KEY);
+    nl_attr(b, NFTA_DATA_VALUE, key, kl);
+    nl_nest_end(b, k);
+    if (end)
+        nl_attr_be32(b, NFTA_SET_ELEM_FLAGS, NFT_SET_ELEM_INTERVAL_END);
+    nl_nest_end(b, e);
+}
+
+static void begin(struct nlbuf *b, uint16_t type, uint16_t flags)
+{
+    nl_msg_begin(b, MSG(type), NLM_F_ACK | flags);
+    nl_put_nfgen(b, NFPROTO_INET_, 0);
+}
+
+static void build_set(struct nlbuf *b, int idx, const struct cidr *c, size_t n,
+                      struct nft_expect *exp)
+{
+    int family = idx % 2 == 0 ? AF_INET : AF_INET6;
+    size_t kl = family == AF_INET ? 4 : 16, nr = 0;
+
+    begin(b, NFT_MSG_NEWSET, NLM_F_CREATE);
+    nl_attr_str(b, NFTA_SET_TABLE, NFT_TABLE);
+    nl_attr_str(b, NFTA_SET_NAME, set_names[idx]);
+    nl_attr_be32(b, NFTA_SET_FLAGS, NFT_SET_INTERVAL);
+    nl_attr_be32(b, NFTA_SET_KEY_TYPE, family == AF_INET ? 7 : 8); /* ipv4_addr, ipv6_addr */
+    nl_attr_be32(b, NFTA_SET_KEY_LEN, (uint32_t)kl);
+    nl_attr_be32(b, NFTA_SET_ID, (uint32_t)idx + 1);
+    nl_msg_end(b);
+
+    struct range *r = ranges_of(c, n, family, &nr);
+    if (!r) {
+        b->failed = true;
+        return;
+    }
+    exp->n_elems[idx] = 0;
+    exp->digest[idx] = 0;
+    size_t in_msg = ELEMS_PER_MSG, list = 0;
+    for (size_t i = 0; i < nr; i++) {
+        uint8_t end[16];
+        memcpy(end, r[i].hi, kl);
+        bool has_end = inc(end, kl);
+        if (in_msg + 2 > ELEMS_PER_MSG) {
+            if (in_msg != ELEMS_PER_MSG || i > 0) {
+                nl_nest_end(b, list);
+                nl_msg_end(b);
+            }
+            begin(b, NFT_MSG_NEWSETELEM, NLM_F_CREATE);
+            nl_attr_str(b, NFTA_SET_ELEM_LIST_TABLE, NFT_TABLE);
+            nl_attr_str(b, NFTA_SET_ELEM_LIST_SET, set_names[idx]);
+            nl_attr_be32(b, NFTA_SET_ELEM_LIST_SET_ID, (uint32_t)idx + 1);
+            list = nl_nest_begin(b, NFTA_SET_ELEM_LIST_ELEMENTS);
+            in_msg = 0;
+        }
+        put_elem(b, r[i].lo, kl, false);
+        exp->n_elems[idx]++;
+        exp->digest[idx] += fnv(r[i].lo, kl, 0);
+        in_msg++;
+        if (has_end) {
+            put_elem(b, end, kl, true);
+            exp->n_elems[idx]++;
+            exp->digest[idx] += fnv(end, kl, NFT_SET_ELEM_INTERVAL_END);
+            in_msg++;
+        }
+    }
+    if (nr > 0) {
+        nl_nest_end(b, list);
+        nl_msg_end(b);
+    }
+    free(r);
+}
+
+/* ---- expressions ---- */
+
+static size_t expr_begin(struct nlbuf *b, const char *name, size_t *data)
+{
+    size_t e = nl_nest_begin(b, NFTA_LIST_ELEM);
+    nl_attr_str(b, NFTA_EXPR_NAME, name);
+    *data = nl_nest_begin(b, NFTA_EXPR_DATA);
+    return e;
+}
+
+static void expr_end(struct nlbuf *b, size_t e, size_t data)
+{
+    nl_nest_end(b, data);
+    nl_nest_end(b, e);
+}
+
+static void e_meta(struct nlbuf *b, uint32_t key)
+{
+    size_t d, e = expr_begin(b, "meta", &d);
+    nl_attr_be32(b, NFTA_META_KEY, key);
+    nl_attr_be32(b, NFTA_META_DREG, NFT_REG_1);
+    expr_end(b, e, d);
+}
+
+static void e_cmp(struct nlbuf *b, uint32_t op, const void *v, size_t len)
+{
+    size_t d, e = expr_begin(b, "cmp", &d);
+    nl_attr_be32(b, NFTA_CMP_SREG, NFT_REG_1);
+    nl_attr_be32(b, NFTA_CMP_OP, op);
+    size_t n = nl_nest_begin(b, NFTA_CMP_DATA);
+    nl_attr(b, NFTA_DATA_VALUE, v, len);
+    nl_nest_end(b, n);
+    expr_end(b, e, d);
+}
+
+static void e_payload_daddr(struct nlbuf *b, int family)
+{
+    size_t d, e = expr_begin(b, "payload", &d);
+    nl_attr_be32(b, NFTA_PAYLOAD_DREG, NFT_REG_1);
+    nl_attr_be32(b, NFTA_PAYLOAD_BASE, NFT_PAYLOAD_NETWORK_HEADER);
+    nl_attr_be32(b, NFTA_PAYLOAD_OFFSET, family == AF_INET ? 16 : 24);
+    nl_attr_be32(b, NFTA_PAYLOAD_LEN, family == AF_INET ? 4 : 16);
+    expr_end(b, e, d);
+}
+
+static void e_lookup(struct nlbuf *b, int idx)
+{
+    size_t d, e = expr_begin(b, "lookup", &d);
+    nl_attr_str(b, NFTA_LOOKUP_SET, set_names[idx]);
+    nl_attr_be32(b, NFTA_LOOKUP_SREG, NFT_REG_1);
+    nl_attr_be32(b, NFTA_LOOKUP_SET_ID, (uint32_t)idx + 1);
+    expr_end(b, e, d);
+}
+
+static void e_ct_state(struct nlbuf *b)
+{
+    size_t d, e = expr_begin(b, "ct", &d);
+    nl_attr_be32(b, NFTA_CT_DREG, NFT_REG_1);
+    nl_attr_be32(b, NFTA_CT_KEY, NFT_CT_STATE);
+    expr_end(b, e, d);
+    uint32_t mask = CT_EST_REL, zero = 0;
+    e = expr_begin(b, "bitwise", &d);
+    nl_attr_be32(b, NFTA_BITWISE_SREG, NFT_REG_1);
+    nl_attr_be32(b, NFTA_BITWISE_DREG, NFT_REG_1);
+    nl_attr_be32(b, NFTA_BITWISE_LEN, 4);
+    size_t n = nl_nest_begin(b, NFTA_BITWISE_MASK);
+    nl_attr(b, NFTA_DATA_VALUE, &mask, 4);
+    nl_nest_end(b, n);
+    n = nl_nest_begin(b, NFTA_BITWISE_XOR);
+    nl_attr(b, NFTA_DATA_VALUE, &zero, 4);
+    nl_nest_end(b, n);
+    expr_end(b, e, d);
+    e_cmp(b, NFT_CMP_NEQ, &zero, 4);
+}
+
+static void e_counter(struct nlbuf *b)
+{
+    size_t d, e = expr_begin(b, "counter", &d);
+    nl_attr_be64(b, NFTA_COUNTER_BYTES, 0);
+    nl_attr_be64(b, NFTA_COUNTER_PACKETS, 0);
+    expr_end(b, e, d);
+}
+
+static void e_accept(struct nlbuf *b)
+{
+    size_t d, e = expr_begin(b, "immediate", &d);
+    nl_attr_be32(b, NFTA_IMMEDIATE_DREG, NFT_REG_VERDICT);
+    size_t n = nl_nest_begin(b, NFTA_IMMEDIATE_DATA);
+    size_t v = nl_nest_begin(b, NFTA_DATA_VERDICT);
+    nl_attr_be32(b, NFTA_VERDICT_CODE, NF_ACCEPT);
+    nl_nest_end(b, v);
+    nl_nest_end(b, n);
+    expr_end(b, e, d);
+}
+
+/* TCP gets a reset; everything else ICMP(v6) admin-prohibited, so a
+ * refused connect fails at once instead of timing out. */
+static void e_reject(struct nlbuf *b, bool tcp)
+{
+    size_t d, e = expr_begin(b, "reject", &d);
+    nl_attr_be32(b, NFTA_REJECT_TYPE, tcp ? NFT_REJECT_TCP_RST : NFT_REJECT_ICMPX_UNREACH);
+    nl_attr_u8(b, NFTA_REJECT_ICMP_CODE, tcp ? 0 : NFT_REJECT_ICMPX_ADMIN_PROHIBITED);
+    expr_end(b, e, d);
+}
+
+static void e_l4proto_tcp(struct nlbuf *b)
+{
+    uint8_t tcp = 6;
+    e_meta(b, NFT_META_L4PROTO);
+    e_cmp(b, NFT_CMP_EQ, &tcp, 1);
+}
+
+static void e_daddr_in(struct nlbuf *b, int idx)
+{
+    uint8_t proto = idx % 2 == 0 ? NFPROTO_IPV4 : NFPROTO_IPV6;
+    e_meta(b, NFT_META_NFPROTO);
+    e_cmp(b, NFT_CMP_EQ, &proto, 1);
+    e_payload_daddr(b, idx % 2 == 0 ? AF_INET : AF_INET6);
+    e_lookup(b, idx);
+}
+
+/* ICMPv6 router/neighbour discovery (types 133..137) is link-local
+ * plumbing, not egress: without it a guest with public traffic off could
+ * not even resolve its gateway. */
+static void e_ndp(struct nlbuf *b)
+{
+    uint8_t v6 = NFPROTO_IPV6, icmp6 = 58, lo = 133, hi = 137;
+    e_meta(b, NFT_META_NFPROTO);
+    e_cmp(b, NFT_CMP_EQ, &v6, 1);
+    e_meta(b, NFT_META_L4PROTO);
+    e_cmp(b, NFT_CMP_EQ, &icmp6, 1);
+    size_t d, e = expr_begin(b, "payload", &d);
+    nl_attr_be32(b, NFTA_PAYLOAD_DREG, NFT_REG_1);
+    nl_attr_be32(b, NFTA_PAYLOAD_BASE, NFT_PAYLOAD_TRANSPORT_HEADER);
+    nl_attr_be32(b, NFTA_PAYLOAD_OFFSET, 0);
+    nl_attr_be32(b, NFTA_PAYLOAD_LEN, 1);
+    expr_end(b, e, d);
+    e_cmp(b, NFT_CMP_GTE, &lo, 1);
+    e_cmp(b, NFT_CMP_LTE, &hi, 1);
+}
+
+enum rule_kind { R_LOOPBACK, R_ESTABLISHED, R_NDP, R_SET_ACCEPT, R_SET_REJECT_TCP, R_SET_REJECT,
+                 R_PUBLIC_ACCEPT, R_PUBLIC_REJECT_TCP, R_PUBLIC_REJECT };
+
+struct rule {
+    enum rule_kind kind;
+    int set;
+    const char *name;
+};
+
+/* The rules in order; returns how many. */
+static size_t rule_list(bool allow_public, struct rule out[16])
+{
+    size_t n = 0;
+    out[n++] = (struct rule){R_LOOPBACK, -1, "loopback"};
+    out[n++] = (struct rule){R_ESTABLISHED, -1, "established"};
+    out[n++] = (struct rule){R_NDP, -1, "ndp"};
+    out[n++] = (struct rule){R_SET_ACCEPT, S_ALWAYS4, "always4"};
+    out[n++] = (struct rule){R_SET_ACCEPT, S_ALWAYS6, "always6"};
+    out[n++] = (struct rule){R_SET_ACCEPT, S_ALLOW4, "allow4"};
+    out[n++] = (struct rule){R_SET_ACCEPT, S_ALLOW6, "allow6"};
+    out[n++] = (struct rule){R_SET_REJECT_TCP, S_DENY4, "deny4-tcp"};
+    out[n++] = (struct rule){R_SET_REJECT, S_DENY4, "deny4"};
+    out[n++] = (struct rule){R_SET_REJECT_TCP, S_DENY6, "deny6-tcp"};
+    out[n++] = (struct rule){R_SET_REJECT, S_DENY6, "deny6"};
+    if (allow_public) {
+        out[n++] = (struct rule){R_PUBLIC_ACCEPT, -1, "public"};
+    } else {
+        out[n++] = (struct rule){R_PUBLIC_REJECT_TCP, -1, "public-tcp"};
+        out[n++] = (struct rule){R_PUBLIC_REJECT, -1, "public"};
+    }
+    return n;
+}
+
+static void build_rule(struct nlbuf *b, const struct rule *r)
+{
+    begin(b, NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND);
+    nl_attr_str(b, NFTA_RULE_TABLE, NFT_TABLE);
+    nl_attr_str(b, NFTA_RULE_CHAIN, NFT_CHAIN);
+    size_t list = nl_nest_begin(b, NFTA_RULE_EXPRESSIONS);
+    switch (r->kind) {
+    case R_LOOPBACK: {
+        char lo[16] = "lo";
+        e_meta(b, NFT_META_OIFNAME);
+        e_cmp(b, NFT_CMP_EQ, lo, sizeof(lo));
+        break;
+    }
+    case R_ESTABLISHED:
+        e_ct_state(b);
+        break;
+    case R_NDP:
+        e_ndp(b);
+        break;
+    case R_SET_ACCEPT:
+    case R_SET_REJECT:
+        e_daddr_in(b, r->set);
+        break;
+    case R_SET_REJECT_TCP:
+        e_daddr_in(b, r->set);
+        e_l4proto_tcp(b);
+        break;
+    case R_PUBLIC_REJECT_TCP:
+        e_l4proto_tcp(b);
+        break;
+    case R_PUBLIC_ACCEPT:
+    case R_PUBLIC_REJECT:
+        break;
+    }
+    e_counter(b);
+    if (r->kind == R_LOOPBACK || r->kind == R_ESTABLISHED || r->kind == R_NDP || r->kind == R_SET_ACCEPT ||
+        r->kind == R_PUBLIC_ACCEPT)
+        e_accept(b);
+    else
+        e_reject(b, r->kind == R_SET_REJECT_TCP || r->kind == R_PUBLIC_REJECT_TCP);
+    nl_nest_end(b, list);
+    /* nftnl's comment TLV (type 0), so `nft list` shows the name too. */
+    uint8_t ud[2 + 32];
+    size_t len = strlen(r->name) + 1;
+    ud[0] = 0;
+    ud[1] = (uint8_t)len;
+    memcpy(ud + 2, r->name, len);
+    nl_attr(b, NFTA_RULE_USERDATA, ud, 2 + len);
+    nl_msg_end(b);
+}
+
+static void table_msg(struct nlbuf *b, uint16_t type, uint16_t flags)
+{
+    begin(b, type, flags);
+    nl_attr_str(b, NFTA_TABLE_NAME, NFT_TABLE);
+    nl_msg_end(b);
+}
+
+int nft_build(const struct nft_policy *p, struct nlbuf *b, struct nft_expect *exp)
+{
+    memset(exp, 0, sizeof(*exp));
+    exp->allow_public = p->allow_public;
+    nl_batch_begin(b, NFNL_SUBSYS_NFTABLES);
+    /* Create-if-missing, delete, create: replaces whatever is there (or
+     * nothing) inside the one transaction, as `nft -f` does. */
+    table_msg(b, NFT_MSG_NEWTABLE, NLM_F_CREATE);
+    table_msg(b, NFT_MSG_DELTABLE, 0);
+    table_msg(b, NFT_MSG_NEWTABLE, NLM_F_CREATE);
+
+    begin(b, NFT_MSG_NEWCHAIN, NLM_F_CREATE);
+    nl_attr_str(b, NFTA_CHAIN_TABLE, NFT_TABLE);
+    nl_attr_str(b, NFTA_CHAIN_NAME, NFT_CHAIN);
+    size_t h = nl_nest_begin(b, NFTA_CHAIN_HOOK);
+    nl_attr_be32(b, NFTA_HOOK_HOOKNUM, NF_INET_LOCAL_OUT);
+    nl_attr_be32(b, NFTA_HOOK_PRIORITY, 0);
+    nl_nest_end(b, h);
+    nl_attr_be32(b, NFTA_CHAIN_POLICY, NF_ACCEPT);
+    nl_attr_str(b, NFTA_CHAIN_TYPE, "filter");
+    nl_msg_end(b);
+
+    const struct cidr *src[3] = {p->always, p->allow, p->deny};
+    size_t cnt[3] = {p->n_always, p->n_allow, p->n_deny};
+    for (int i = 0; i < N_SETS; i++)
+        build_set(b, i, src[i / 2], cnt[i / 2], exp);
+
+    struct rule rules[16];
+    size_t nr = rule_list(p->allow_public, rules);
+    for (size_t i = 0; i < nr; i++)
+        build_rule(b, &rules[i]);
+    nl_batch_end(b, NFNL_SUBSYS_NFTABLES);
+    return b->failed ? -1 : 0;
+}
+
+static uint32_t seq_base(void)
+{
+    static uint32_t s = 1;
+    s += 0x10000;
+    return s;
+}
+
+int nft_apply(const struct nft_policy *p, struct nft_expect *exp, char *err, size_t errlen)
+{
+    struct nlbuf b;
+    struct nft_expect e;
+    nl_init(&b, seq_base());
+    if (nft_build(p, &b, &e) < 0) {
+        snprintf(err, errlen, "policy too large to encode");
+        nl_free(&b);
+        return -1;
+    }
+    int fd = nl_open(NETLINK_NETFILTER, err, errlen);
+    if (fd < 0) {
+        nl_free(&b);
+        return -1;
+    }
+    int rc = nl_transact(fd, &b, err, errlen);
+    close(fd);
+    nl_free(&b);
+    if (rc < 0)
+        return -1;
+    *exp = e;
+    return 0;
+}
+
+/* ---- read back ---- */
+
+struct readback {
+    char names[16][32];
+    size_t n_rules;
+    bool overflow;
+    uint32_t n_elems;
+    uint64_t digest;
+    cJSON *counters;
+};
+
+static int rule_cb(const struct nlmsghdr *h, void *arg)
+{
+    struct readback *rb = arg;
+    const struct nlattr *tb[NFTA_RULE_MAX + 1];
+    size_t hl = NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(struct nfgenmsg));
+    if (h->nlmsg_len < hl)
+        return -EBADMSG;
+    if (nl_attr_parse((const uint8_t *)h + hl, h->nlmsg_len - hl, tb, NFTA_RULE_MAX) < 0)
+        return -EBADMSG;
+    char name[32] = "?";
+    if (tb[NFTA_RULE_USERDATA] && nl_attr_len(tb[NFTA_RULE_USERDATA]) >= 3) {
+        const uint8_t *u = nl_attr_data(tb[NFTA_RULE_USERDATA]);
+        size_t l = u[1] < nl_attr_len(tb[NFTA_RULE_USERDATA]) - 2 ? u[1]
+                                                                   : nl_attr_len(tb[NFTA_RULE_USERDATA]) - 2;
+        snprintf(name, sizeof(name), "%.*s", (int)strnlen((const char *)u + 2, l), u + 2);
+    }
+    if (rb->n_rules < 16)
+        snprintf(rb->names[rb->n_rules], sizeof(rb->names[0]), "%s", name);
+    else
+        rb->overflow = true;
+    rb->n_rules++;
+    if (!rb->counters || !tb[NFTA_RULE_EXPRESSIONS])
+        return 0;
+    const uint8_t *p = nl_attr_data(tb[NFTA_RULE_EXPRESSIONS]);
+    size_t len = nl_attr_len(tb[NFTA_RULE_EXPRESSIONS]);
+    while (len >= NLA_HDRLEN) {
+        const struct nlattr *el = (const struct nlattr *)p;
+        if (el->nla_len < NLA_HDRLEN || el->nla_len > len)
+            return -EBADMSG;
+        const struct nlattr *ex[NFTA_EXPR_MAX + 1];
+        if (nl_attr_parse(nl_attr_data(el), nl_attr_len(el), ex, NFTA_EXPR_MAX) == 0 &&
+            ex[NFTA_EXPR_NAME] && ex[NFTA_EXPR_DATA] &&
+            strncmp(nl_attr_data(ex[NFTA_EXPR_NAME]), "counter", nl_attr_len(ex[NFTA_EXPR_NAME])) == 0) {
+            const struct nlattr *ct[NFTA_COUNTER_MAX + 1];
+            if (nl_attr_parse(nl_attr_data(ex[NFTA_EXPR_DATA]), nl_attr_len(ex[NFTA_EXPR_DATA]), ct,
+                              NFTA_COUNTER_MAX) == 0 && ct[NFTA_COUNTER_PACKETS] && ct[NFTA_COUNTER_BYTES]) {
+                cJSON *o = cJSON_CreateObject();
+                cJSON_AddNumberToObject(o, "packets", (double)nl_attr_get_be64(ct[NFTA_COUNTER_PACKETS]));
+                cJSON_AddNumberToObject(o, "bytes", (double)nl_attr_get_be64(ct[NFTA_COUNTER_BYTES]));
+                cJSON_AddItemToObject(rb->counters, name, o);
+            }
+        }
+        size_t step = NLA_ALIGN(el->nla_len);
+        if (step >= len)
+            break;
+        p += step;
+        len -= step;
+    }
+    return 0;
+}
+
+static int elem_cb(const struct nlmsghdr *h, void *arg)
+{
+    struct readback *rb = arg;
+    const struct nlattr *tb[NFTA_SET_ELEM_LIST_MAX + 1];
+    size_t hl = NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(struct nfgenmsg));
+    if (h->nlmsg_len < hl)
+        return -EBADMSG;
+    if (nl_attr_parse((const uint8_t *)h + hl, h->nlmsg_len - hl, tb, NFTA_SET_ELEM_LIST_MAX) < 0)
+        return -EBADMSG;
+    if (!tb[NFTA_SET_ELEM_LIST_ELEMENTS])
+        return 0;
+    const uint8_t *p = nl_attr_data(tb[NFTA_SET_ELEM_LIST_ELEMENTS]);
+    size_t len = nl_attr_len(tb[NFTA_SET_ELEM_LIST_ELEMENTS]);
+    while (len >= NLA_HDRLEN) {
+        const struct nlattr *el = (const struct nlattr *)p;
+        if (el->nla_len < NLA_HDRLEN || el->nla_len > len)
+            return -EBADMSG;
+        const struct nlattr *e[NFTA_SET_ELEM_MAX + 1], *k[NFTA_DATA_MAX + 1];
+        if (nl_attr_parse(nl_attr_data(el), nl_attr_len(el), e, NFTA_SET_ELEM_MAX) < 0 ||
+            !e[NFTA_SET_ELEM_KEY] ||
+            nl_attr_parse(nl_attr_data(e[NFTA_SET_ELEM_KEY]), nl_attr_len(e[NFTA_SET_ELEM_KEY]), k,
+                          NFTA_DATA_MAX) < 0 || !k[NFTA_DATA_VALUE])
+            return -EBADMSG;
+        uint32_t flags = e[NFTA_SET_ELEM_FLAGS] ? nl_attr_get_be32(e[NFTA_SET_ELEM_FLAGS]) : 0;
+        rb->n_elems++;
+        rb->digest += fnv(nl_attr_data(k[NFTA_DATA_VALUE]), nl_attr_len(k[NFTA_DATA_VALUE]),
+                          flags & NFT_SET_ELEM_INTERVAL_END);
+        size_t step = NLA_ALIGN(el->nla_len);
+        if (step >= len)
+            break;
+        p += step;
+        len -= step;
+    }
+    return 0;
+}
+
+static int dump_rules(int fd, struct readback *rb, char *err, size_t errlen)
+{
+    struct nlbuf b;
+    nl_init(&b, seq_base());
+    nl_msg_begin(&b, MSG(NFT_MSG_GETRULE), NLM_F_DUMP);
+    nl_put_nfgen(&b, NFPROTO_INET_, 0);
+    nl_attr_str(&b, NFTA_RULE_TABLE, NFT_TABLE);
+    nl_attr_str(&b, NFTA_RULE_CHAIN, NFT_CHAIN);
+    nl_msg_end(&b);
+    int rc = nl_dump(fd, &b, rule_cb, rb, err, errlen);
+    nl_free(&b);
+    return rc;
+}
+
+int nft_verify(const struct nft_expect *exp, char *err, size_t errlen)
+{
+    struct readback rb = {0};
+    struct rule rules[16];
+    size_t nr = rule_list(exp->allow_public, rules);
+    int fd = nl_open(NETLINK_NETFILTER, err, errlen);
+    if (fd < 0)
+        return -1;
+    int rc = dump_rules(fd, &rb, err, errlen);
+    if (rc == -ENOENT) {
+        snprintf(err, errlen, "table inet %s or its chain is gone", NFT_TABLE);
+        close(fd);
+        return 1;
+    }
+    if (rc < 0) {
+        close(fd);
+        return -1;
+    }
+    if (rb.n_rules != nr || rb.overflow) {
+        snprintf(err, errlen, "chain %s has %zu rules, expected %zu", NFT_CHAIN, rb.n_rules, nr);
+        close(fd);
+        return 1;
+    }
+    for (size_t i = 0; i < nr; i++)
+        if (strcmp(rb.names[i], rules[i].name) != 0) {
+            snprintf(err, errlen, "rule %zu is %s, expected %s", i, rb.names[i], rules[i].name);
+            close(fd);
+            return 1;
+        }
+    for (int s = 0; s < N_SETS; s++) {
+        struct readback eb = {0};
+        struct nlbuf b;
+        nl_init(&b, seq_base());
+        nl_msg_begin(&b, MSG(NFT_MSG_GETSETELEM), NLM_F_DUMP);
+        nl_put_nfgen(&b, NFPROTO_INET_, 0);
+        nl_attr_str(&b, NFTA_SET_ELEM_LIST_TABLE, NFT_TABLE);
+        nl_attr_str(&b, NFTA_SET_ELEM_LIST_SET, set_names[s]);
+        nl_msg_end(&b);
+        rc = nl_dump(fd, &b, elem_cb, &eb, err, errlen);
+        nl_free(&b);
+        if (rc == -ENOENT) {
+            snprintf(err, errlen, "set %s is gone", set_names[s]);
+            close(fd);
+            return 1;
+        }
+        if (rc < 0) {
+            close(fd);
+            return -1;
+        }
+        if (eb.n_elems != exp->n_elems[s] || eb.digest != exp->digest[s]) {
+            snprintf(err, errlen, "set %s has %u elements (expected %u) or different contents",
+                     set_names[s], eb.n_elems, exp->n_elems[s]);
+            close(fd);
+            return 1;
+        }
+    }
+    close(fd);
+    return 0;
+}
+
+static int gen_cb(const struct nlmsghdr *h, void *arg)
+{
+    const struct nlattr *tb[NFTA_GEN_MAX + 1];
+    size_t hl = NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(struct nfgenmsg));
+    if (h->nlmsg_len < hl ||
+        nl_attr_parse((const uint8_t *)h + hl, h->nlmsg_len - hl, tb, NFTA_GEN_MAX) < 0)
+        return -EBADMSG;
+    if (tb[NFTA_GEN_ID])
+        *(uint32_t *)arg = nl_attr_get_be32(tb[NFTA_GEN_ID]);
+    return 0;
+}
+
+int nft_genid(uint32_t *out, char *err, size_t errlen)
+{
+    struct nlbuf b;
+    int fd = nl_open(NETLINK_NETFILTER, err, errlen);
+    if (fd < 0)
+        return -1;
+    nl_init(&b, seq_base());
+    nl_msg_begin(&b, MSG(NFT_MSG_GETGEN), NLM_F_ACK);
+    nl_put_nfgen(&b, AF_UNSPEC, 0);
+    nl_msg_end(&b);
+    *out = 0;
+    int rc = nl_dump(fd, &b, gen_cb, out, err, errlen);
+    nl_free(&b);
+    close(fd);
+    return rc < 0 ? -1 : 0;
+}
+
+cJSON *nft_counters_json(char *err, size_t errlen)
+{
+    struct readback rb = {0};
+    rb.counters = cJSON_CreateObject();
+    if (!rb.counters) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    int fd = nl_open(NETLINK_NETFILTER, err, errlen);
+    if (fd < 0) {
+        cJSON_Delete(rb.counters);
+        return NULL;
+    }
+    int rc = dump_rules(fd, &rb, err, errlen);
+    close(fd);
+    if (rc < 0) {
+        cJSON_Delete(rb.counters);
+        return NULL;
+    }
+    return rb.counters;
+}

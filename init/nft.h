@@ -1,0 +1,59 @@
+/* nft: the egress ruleset in nf_tables, table "inet hearth", built and
+ * read back over netlink (no libnftnl). One output-hook chain with
+ * interval sets per family and rules in the policy's order:
+ *   oifname "lo" accept; ct state established,related accept;
+ *   icmpv6 router/neighbour discovery accept;
+ *   daddr @always4/6 accept; daddr @allow4/6 accept;
+ *   daddr @deny4/6 reject (tcp reset, else icmpx admin-prohibited);
+ *   public: accept, or reject everything.
+ * Every rule counts; its nftnl-style comment names it for the counters. */
+#ifndef HEARTH_NFT_H
+#define HEARTH_NFT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cidr.h"
+#include "netlink.h"
+
+#define NFT_TABLE "hearth"
+#define NFT_CHAIN "output"
+
+struct cJSON;
+
+struct nft_policy {
+    const struct cidr *always, *allow, *deny;   /* mixed families */
+    size_t n_always, n_allow, n_deny;
+    bool allow_public;
+};
+
+/* What the verifier expects to find: per set, the element count and an
+ * order-independent digest of its elements. */
+struct nft_expect {
+    uint32_t n_elems[6];
+    uint64_t digest[6];
+    bool allow_public;
+};
+
+/* Builds the whole replace transaction (batch begin, table create,
+ * delete, recreate, chain, sets, elements, rules, batch end) into b, and
+ * what a read-back must show into exp. Returns 0 or -1 (b->failed). */
+int nft_build(const struct nft_policy *p, struct nlbuf *b, struct nft_expect *exp);
+
+/* Applies p in one transaction: on any error the old ruleset stands.
+ * Returns 0, or -1 with the kernel's reason in err. */
+int nft_apply(const struct nft_policy *p, struct nft_expect *exp, char *err, size_t errlen);
+
+/* Reads the table back and compares it with exp (rule order and names,
+ * set contents). Returns 0 when it matches, 1 when it differs or is gone
+ * (err says how), -1 when it could not be read. */
+int nft_verify(const struct nft_expect *exp, char *err, size_t errlen);
+
+/* The ruleset generation id: any change anywhere bumps it. */
+int nft_genid(uint32_t *out, char *err, size_t errlen);
+
+/* {"rule-name": {"packets": N, "bytes": N}, ...}, or NULL with err. */
+struct cJSON *nft_counters_json(char *err, size_t errlen);
+
+#endif

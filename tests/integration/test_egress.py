@@ -1,0 +1,276 @@
+"""Egress allowlist: hearth as PID 1 in a guest netns wired by veth to a
+peer netns that holds a LAN model service (10.10.0.2), another LAN host
+(10.20.0.2) and a "public" host (203.0.113.10), plus IPv6 counterparts in
+2001:db8::/32. Traffic only ever flows between the namespaces made here."""
+import os
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+PORT = 8080
+UDP_PORT = 9090
+
+SERVER = r"""
+import socket, threading
+def tcp():
+    s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("::", %d)); s.listen(64)
+    while True:
+        c, _ = s.accept(); c.sendall(b"hi\n"); c.close()
+# One UDP socket per address, so each reply leaves from the address the
+# client sent to (a wildcard socket would answer from the veth address).
+def udp(addr):
+    u = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET, socket.SOCK_DGRAM)
+    u.bind((addr, %d))
+    while True:
+        d, a = u.recvfrom(100); u.sendto(d, a)
+for addr in ("10.10.0.2", "10.20.0.2", "203.0.113.10",
+             "2001:db8:10::2", "2001:db8:20::2", "2001:db8:ff::10"):
+    threading.Thread(target=udp, args=(addr,), daemon=True).start()
+print("ready", flush=True)
+tcp()
+""" % (PORT, UDP_PORT)
+
+# Prints "ok" or the errno name of the failure; a timeout prints "timeout".
+CLIENT = r"""
+import errno, socket, sys
+host, proto = sys.argv[1], sys.argv[2]
+fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+try:
+    if proto == "tcp":
+        s = socket.socket(fam, socket.SOCK_STREAM); s.settimeout(5)
+        s.connect((host, %d)); print("ok" if s.recv(3) == b"hi\n" else "bad")
+    else:
+        s = socket.socket(fam, socket.SOCK_DGRAM); s.settimeout(5)
+        s.connect((host, %d)); s.send(b"x"); s.recv(10); print("ok")
+except socket.timeout:
+    print("timeout")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, str(e.errno)))
+""" % (PORT, UDP_PORT)
+
+
+def sh(*cmd):
+    subprocess.run(cmd, check=True, capture_output=True)
+
+
+class Lan:
+    def __init__(self):
+        tag = uuid.uuid4().hex[:6]
+        self.guest, self.peer = "egG" + tag, "egP" + tag
+        self.server = None
+        sh("ip", "netns", "add", self.guest)
+        sh("ip", "netns", "add", self.peer)
+        a, b = "eg" + tag + "a", "eg" + tag + "b"
+        sh("ip", "link", "add", a, "netns", self.guest, "type", "veth", "peer", "name", b,
+           "netns", self.peer)
+        g, p = ["ip", "-n", self.guest], ["ip", "-n", self.peer]
+        sh(*g, "addr", "add", "172.31.0.1/24", "dev", a)
+        sh(*g, "addr", "add", "2001:db8:1::1/64", "dev", a, "nodad")
+        sh(*p, "addr", "add", "172.31.0.2/24", "dev", b)
+        sh(*p, "addr", "add", "2001:db8:1::2/64", "dev", b, "nodad")
+        for addr in ("10.10.0.2/32", "10.20.0.2/32", "203.0.113.10/32"):
+            sh(*p, "addr", "add", addr, "dev", b)
+        for addr in ("2001:db8:10::2/128", "2001:db8:20::2/128", "2001:db8:ff::10/128"):
+            sh(*p, "addr", "add", addr, "dev", b, "nodad")
+        for ns, dev in ((g, a), (p, b)):
+            sh(*ns, "link", "set", "lo", "up")
+            sh(*ns, "link", "set", dev, "up")
+        sh(*g, "route", "add", "default", "via", "172.31.0.2")
+        sh(*g, "-6", "route", "add", "default", "via", "2001:db8:1::2")
+        self.server = subprocess.Popen(
+            ["ip", "netns", "exec", self.peer, sys.executable, "-c", SERVER],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert self.server.stdout.readline().strip() == b"ready"
+
+    def reach(self, host, proto="tcp"):
+        out = subprocess.run(["ip", "netns", "exec", self.guest, sys.executable, "-c", CLIENT,
+                              host, proto], capture_output=True, text=True, timeout=30)
+        return out.stdout.strip()
+
+    def nft(self, *args):
+        return subprocess.run(["ip", "netns", "exec", self.guest, "nft", *args],
+                              capture_output=True, text=True)
+
+    def close(self):
+        if self.server:
+            self.server.kill()
+            self.server.wait()
+        for ns in (self.guest, self.peer):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+@pytest.fixture
+def lan():
+    if os.geteuid() != 0:
+        pytest.skip("namespace tests need root")
+    if not os.path.exists("/usr/sbin/nft") and not os.path.exists("/sbin/nft"):
+        pytest.skip("nft (for reading the table from outside) is not installed")
+    net = Lan()
+    yield net
+    net.close()
+
+
+def boot(hearth, lan, policy, **extra):
+    hearth.start(hearth.config(egress=policy, **extra), netns=lan.guest)
+
+
+def test_allow_out_punches_through_private_deny(hearth, lan):
+    boot(hearth, lan, {"allowPublicTraffic": True, "allowOut": ["10.10.0.0/16"], "denyOut": []})
+    st = hearth.rpc("egress.get")
+    assert st["applied"] is True
+    assert hearth.rpc("status")["phases"]["egress"] is True
+    assert lan.reach("10.10.0.2") == "ok"
+    # Refused by a reset: an immediate error, not a timeout.
+    assert lan.reach("10.20.0.2") == "ECONNREFUSED"
+    assert lan.reach("203.0.113.10") == "ok"
+    counters = hearth.rpc("egress.get")["counters"]
+    assert counters["deny4-tcp"]["packets"] >= 1
+    assert counters["allow4"]["packets"] >= 1
+
+
+def test_public_off_rejects_public_tcp_and_udp(hearth, lan):
+    boot(hearth, lan, {"allowPublicTraffic": True, "allowOut": ["10.10.0.0/16"]})
+    assert lan.reach("203.0.113.10", "udp") == "ok"
+    r = hearth.rpc("egress.set", {"allowPublicTraffic": False, "allowOut": ["10.10.0.0/16"]})
+    assert r["policy"]["allowPublicTraffic"] is False
+    assert lan.reach("203.0.113.10") == "ECONNREFUSED"
+    # A rejected local datagram fails in send() itself: EPERM, at once.
+    assert lan.reach("203.0.113.10", "udp") == "EPERM"
+    assert lan.reach("10.10.0.2") == "ok"
+    assert lan.reach("10.10.0.2", "udp") == "ok"
+
+
+def test_ipv6_allow_deny_public(hearth, lan):
+    boot(hearth, lan, {"allowOut": ["2001:db8:10::/48"], "denyOut": ["2001:db8:20::/48"]})
+    assert lan.reach("2001:db8:10::2") == "ok"
+    assert lan.reach("2001:db8:20::2") == "ECONNREFUSED"
+    assert lan.reach("2001:db8:ff::10") == "ok"
+    hearth.rpc("egress.set", {"allowPublicTraffic": False, "allowOut": ["2001:db8:10::/48"]})
+    assert lan.reach("2001:db8:ff::10") == "ECONNREFUSED"
+    assert lan.reach("2001:db8:20::2") == "ECONNREFUSED"
+    assert lan.reach("2001:db8:10::2") == "ok"
+
+
+@pytest.mark.parametrize("bad", ["10.10.0.0/33", "10.10.1.0/16", "not-an-ip", "2001:db8::/129"])
+def test_bad_cidr_changes_nothing(hearth, lan, bad):
+    policy = {"allowPublicTraffic": True, "allowOut": ["10.10.0.0/16"], "denyOut": []}
+    boot(hearth, lan, policy)
+    before = lan.nft("list", "table", "inet", "hearth").stdout
+    c = hearth.client()
+    reply = c.call("egress.set", {"allowPublicTraffic": False,
+                                  "allowOut": ["10.20.0.0/16", bad]})
+    c.close()
+    assert reply["error"]["code"] == -32602
+    assert bad in reply["error"]["message"]
+    assert "allowOut[1]" in reply["error"]["message"]
+    st = hearth.rpc("egress.get")
+    assert st["policy"] == policy
+    assert lan.nft("list", "table", "inet", "hearth").stdout == before
+    assert lan.reach("10.20.0.2") == "ECONNREFUSED"
+    assert lan.reach("203.0.113.10") == "ok"
+
+
+def test_replace_is_whole_and_overlaps_merge(hearth, lan):
+    boot(hearth, lan, {"allowOut": ["10.10.0.0/16"]})
+    # Overlapping and adjacent networks are one interval to the kernel.
+    hearth.rpc("egress.set", {"allowOut": ["10.20.0.0/24", "10.20.0.0/16", "10.21.0.0/16"]})
+    assert lan.reach("10.20.0.2") == "ok"
+    assert lan.reach("10.10.0.2") == "ECONNREFUSED"
+    listing = lan.nft("list", "set", "inet", "hearth", "allow4").stdout
+    assert "10.20.0.0/15" in listing, listing
+
+
+def test_deleted_table_is_repaired_by_check(hearth, lan):
+    boot(hearth, lan, {"allowOut": ["10.10.0.0/16"]})
+    assert hearth.rpc("egress.check")["repaired"] is False
+    assert lan.nft("delete", "table", "inet", "hearth").returncode == 0
+    assert lan.reach("10.20.0.2") == "ok"   # the policy really is gone
+    r = hearth.rpc("egress.check")
+    assert r["repaired"] is True and r["applied"] is True and r["repairs"] == 1
+    assert lan.reach("10.20.0.2") == "ECONNREFUSED"
+    # A changed set (not just a missing table) is noticed too.
+    assert lan.nft("add", "element", "inet", "hearth", "allow4", "{ 10.20.0.0/16 }").returncode == 0
+    assert hearth.rpc("egress.check")["repaired"] is True
+    assert lan.reach("10.20.0.2") == "ECONNREFUSED"
+
+
+def test_service_without_net_admin_cannot_lift_policy(hearth, lan, tmp_path):
+    out = tmp_path / "nft.out"
+    svc = {"name": "agent", "after": ["egress"], "restart": "never",
+           "caps_drop": ["CAP_NET_ADMIN", "CAP_SYS_ADMIN"],
+           "argv": ["/bin/sh", "-c", f"nft delete table inet hearth; echo rc=$? > {out}; exec sleep 1000"]}
+    boot(hearth, lan, {"allowOut": ["10.10.0.0/16"]}, services=[svc])
+    hearth.wait_for(lambda: out.exists() and out.read_text().strip(), what="service ran")
+    assert out.read_text().strip() != "rc=0"
+    assert lan.nft("list", "table", "inet", "hearth").returncode == 0
+    assert hearth.rpc("egress.check")["repaired"] is False
+
+
+def test_hearthctl_egress_set_and_get(hearth, lan):
+    from conftest import HEARTHCTL
+    boot(hearth, lan, {"allowOut": ["10.10.0.0/16"]})
+    ctl = [HEARTHCTL, "--connect", "unix:" + hearth.sock]
+    r = subprocess.run([*ctl, "egress", "set", "--allow-out", "10.20.0.0/16", "10.10.0.0/16",
+                        "--deny-out", "203.0.113.0/24", "--public", "off"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "public    off" in r.stdout
+    pol = hearth.rpc("egress.get")["policy"]
+    assert pol == {"allowPublicTraffic": False, "allowOut": ["10.20.0.0/16", "10.10.0.0/16"],
+                   "denyOut": ["203.0.113.0/24"]}
+    assert lan.reach("10.20.0.2") == "ok"
+    r = subprocess.run([*ctl, "egress", "set", "--allow-out", "10.0.0.0/33"],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "10.0.0.0/33" in r.stderr
+    r = subprocess.run([*ctl, "egress"], capture_output=True, text=True)
+    assert r.returncode == 0 and "allowOut   10.20.0.0/16 10.10.0.0/16" in r.stdout, r.stdout
+    assert "deny4-tcp" in r.stdout
+    r = subprocess.run([*ctl, "egress", "set", "--public", "maybe"], capture_output=True, text=True)
+    assert r.returncode != 0 and "--public" in r.stderr
+
+
+def test_fail_closed_until_the_policy_applies(hearth, lan):
+    # Another socket owns a table of the same name (nft's "owner" flag), so
+    # hearth's replace transaction is refused as a whole.
+    holder = subprocess.Popen(["ip", "netns", "exec", lan.guest, "nft", "-i"],
+                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, text=True)
+    try:
+        holder.stdin.write("add table inet hearth { flags owner; }\n")
+        holder.stdin.flush()
+        for _ in range(100):
+            if lan.nft("list", "table", "inet", "hearth").returncode == 0:
+                break
+            time.sleep(0.02)
+        svc = {"name": "agent", "argv": ["sleep", "1000"], "after": ["egress"]}
+        boot(hearth, lan, {"allowOut": ["10.10.0.0/16"]}, services=[svc])
+        st = hearth.rpc("egress.get")
+        assert st["applied"] is False and "not permitted" in st["error"]
+        assert hearth.rpc("status")["phases"]["egress"] is False
+        assert hearth.service("agent")["state"] != "running"
+        c = hearth.client()
+        assert "error" in c.call("egress.check")
+        c.close()
+    finally:
+        holder.stdin.close()
+        holder.wait()
+    r = hearth.rpc("egress.check")
+    assert r["applied"] is True
+    hearth.wait_for(lambda: hearth.service("agent")["state"] == "running", what="agent started")
+    assert lan.reach("10.20.0.2") == "ECONNREFUSED"
+
+
+def test_dns_servers_are_always_allowed(hearth, lan, tmp_path):
+    # 10.20.0.2 is private (denied by default) but is a configured name server.
+    boot(hearth, lan, {"allowPublicTraffic": False, "allowOut": []},
+         network={"dns": ["10.20.0.2"], "resolv_conf": str(tmp_path / "resolv.conf")})
+    assert hearth.rpc("egress.get")["alwaysAllowed"] == ["10.20.0.2/32"]
+    assert lan.reach("10.20.0.2") == "ok"
+    assert lan.reach("10.10.0.2") == "ECONNREFUSED"
+    assert lan.reach("203.0.113.10") == "ECONNREFUSED"
