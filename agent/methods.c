@@ -12,8 +12,10 @@
 #include "events.h"
 #include "hearth.h"
 #include "log.h"
+#include "m_sandbox.h"
 #include "params.h"
 #include "reaper.h"
+#include "sandbox.h"
 #include "service.h"
 #include "shutdown.h"
 
@@ -70,6 +72,7 @@ static int m_status(struct client *c, cJSON *params, cJSON **result, struct rpc_
     cJSON_AddItemToObject(r, "control", control_listeners_json());
     cJSON_AddItemToObject(r, "phases", services_phases_json());
     cJSON_AddItemToObject(r, "services", services_to_json());
+    sandbox_status_json(r);
     *result = r;
     return 0;
 }
@@ -276,6 +279,11 @@ static const struct method methods[] = {
     {"logs.read", m_logs_read},
     {"events.subscribe", m_events_subscribe},
     {"system.shutdown", m_system_shutdown},
+    {"sandbox.init", m_sandbox_init},
+    {"sandbox.freeze", m_sandbox_freeze},
+    {"sandbox.resume", m_sandbox_resume},
+    {"time.sync", m_time_sync},
+    {"entropy.add", m_entropy_add},
 };
 
 const struct method *methods_find(const char *name)
@@ -311,13 +319,20 @@ char *methods_handle_line(struct client *c, const char *line, size_t len, size_t
     }
     const struct method *m = methods_find(req.method);
     cJSON *result = NULL;
+    int rcm = -1;
     if (!m) {
         rpc_error_set(&err, RPC_METHOD_NOT_FOUND, "unknown method: %.*s", utf8_clip(req.method, 128),
                       req.method);
     } else if (req.params && !cJSON_IsObject(req.params)) {
         rpc_error_set(&err, RPC_INVALID_PARAMS, "params: expected object");
-    } else if (m->fn(c, req.params, &result, &err) == 0 && result) {
+    } else if ((rcm = m->fn(c, req.params, &result, &err)) == 0 && result) {
         err.code = 0;
+    } else if (rcm == 0 && control_is_deferring(c)) {
+        /* Answered later by control_complete, with this id. */
+        control_defer_id(c, req.id ? cJSON_Duplicate(req.id, 1) : NULL);
+        rpc_request_free(&req);
+        *outlen = 0;
+        return NULL;
     } else if (err.code == 0) {
         cJSON_Delete(result);
         result = NULL;

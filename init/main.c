@@ -25,6 +25,7 @@
 #include "log.h"
 #include "machine.h"
 #include "reaper.h"
+#include "sandbox.h"
 #include "service.h"
 #include "shutdown.h"
 
@@ -285,9 +286,11 @@ int main(int argc, char **argv)
     services_on_main_done(main_done);
     /* Phases no setup module claims are reached at once; each module
      * listed here marks its own phase when its work is done. */
-    static const char *const reached_at_boot[] = {"mounts", "skills", "egress", "network", "init"};
+    static const char *const reached_at_boot[] = {"mounts", "skills", "egress", "network"};
     for (size_t i = 0; i < sizeof(reached_at_boot) / sizeof(reached_at_boot[0]); i++)
         services_phase_set(reached_at_boot[i], true);
+    /* Owns the "init" phase (wait_for_init) and the resume detectors. */
+    sandbox_setup(H.cfg);
     hearth_set_phase(PHASE_STARTING);
     services_start_all();
     hearth_set_phase(PHASE_RUNNING);
