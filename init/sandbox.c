@@ -840,23 +840,38 @@ static void clock_cb(struct ev_loop *loop, ev_io *w, int revents)
     detected("clock_step");
 }
 
+bool sandbox_uevent_is_vmgenid(const char *buf, size_t n)
+{
+    /* "ACTION@DEVPATH" then NUL-separated KEY=VALUE strings; the last one
+     * need not be terminated. */
+    for (size_t off = 0; off < n;) {
+        size_t l = strnlen(buf + off, n - off);
+        if (l >= 13 && memcmp(buf + off, "NEW_VMGEN_ID=", 13) == 0)
+            return true;
+        off += l + 1;
+    }
+    return false;
+}
+
 static void uevent_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
     char buf[8192];
     for (int i = 0; i < 16; i++) {
-        ssize_t n = recv(uevent_fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+        struct sockaddr_nl from;
+        socklen_t fl = sizeof(from);
+        ssize_t n = recvfrom(uevent_fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&from,
+                             &fl);
         if (n < 0) {
             if (errno != EAGAIN && errno != EINTR && errno != ENOBUFS)
                 log_debug("uevent socket: %s", strerror(errno));
             return;
         }
-        buf[n] = 0;
-        /* A uevent is NUL-separated "KEY=VALUE" strings after a header. */
-        for (ssize_t off = 0; off < n; off += (ssize_t)strlen(buf + off) + 1)
-            if (strncmp(buf + off, "NEW_VMGEN_ID=", 13) == 0) {
-                detected("vmgenid");
-                break;
-            }
+        /* Only the kernel (port 0) speaks for the VM generation: a
+         * process that may send on this socket cannot fake a restore. */
+        if (fl < sizeof(from) || from.nl_pid != 0)
+            continue;
+        if (sandbox_uevent_is_vmgenid(buf, (size_t)n))
+            detected("vmgenid");
     }
 }
 

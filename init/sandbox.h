@@ -102,6 +102,10 @@ void sandbox_thaw_for_shutdown(void);
 /* status fields: "sandbox" object, "frozen", "last_resume". */
 void sandbox_status_json(struct cJSON *status);
 
+/* Whether a kobject uevent (n bytes) carries NEW_VMGEN_ID: the kernel's
+ * VM-generation change after a snapshot restore (6.10 and later). */
+bool sandbox_uevent_is_vmgenid(const char *buf, size_t n);
+
 /* The clock settings in force (for tests of the decision). */
 bool sandbox_clock_allowed(void);
 int64_t sandbox_clock_threshold_ms(void);

@@ -435,6 +435,7 @@ static void ready_cancel(struct service *s)
 }
 
 static void ready_attempt(struct service *s);
+static bool suspended;
 
 static void ready_done(void *ctx, bool ok, const char *detail)
 {
@@ -446,6 +447,10 @@ static void ready_done(void *ctx, bool ok, const char *detail)
         dispatch(s, E_READY);
         return;
     }
+    /* Frozen: a failed probe says nothing; services_suspend(false) tries
+     * again with the deadline moved by the frozen time. */
+    if (suspended)
+        return;
     if (s->ready_timeout_ms && mono_ms() >= s->ready_deadline) {
         snprintf(s->error, sizeof(s->error), "not ready after %lld ms: %s",
                  (long long)s->ready_timeout_ms, detail);
@@ -462,6 +467,8 @@ static void ready_done(void *ctx, bool ok, const char *detail)
 
 static void ready_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
+    if (suspended)
+        return; /* held until the thaw */
     ready_attempt(w->data);
 }
 
@@ -983,7 +990,7 @@ cJSON *service_logs_json(int idx, size_t n) { return logring_tail_json(&svcs[idx
 
 /* While the sandbox is frozen, no clock-driven judgement about a service
  * (health, readiness, backoff) may count the frozen time against it. */
-static bool suspended;
+static int64_t suspended_at;
 
 void services_suspend(bool on)
 {
@@ -991,6 +998,19 @@ void services_suspend(bool on)
         return;
     suspended = on;
     log_debug("services %s", on ? "suspended" : "no longer suspended");
+    if (on) {
+        suspended_at = mono_ms();
+        return;
+    }
+    int64_t frozen = mono_ms() - suspended_at;
+    for (size_t i = 0; i < nsvcs; i++) {
+        struct service *s = &svcs[i];
+        if (s->state != SVC_STARTING || !s->has_ready)
+            continue;
+        s->ready_deadline += frozen;
+        if (!s->probe && !ev_is_active(&s->ready_timer))
+            ready_attempt(s);
+    }
 }
 
 bool services_suspended(void) { return suspended; }

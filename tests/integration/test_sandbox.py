@@ -294,3 +294,20 @@ def test_hearthctl_init_freeze_resume(hearth):
     assert cgroup_events(hearth, "gated")["frozen"] == "0"
     r = ctl(hearth, "resume", "--time", "yesterday", check=False)
     assert r.returncode != 0 and "bad time" in r.stderr
+
+
+def test_readiness_deadline_does_not_count_frozen_time(hearth, tmp_path):
+    flag = tmp_path / "ready"
+    hearth.start(hearth.config([svc("slow", "exec sleep 1000",
+                                    ready={"file": str(flag), "timeout_ms": 1500})]))
+    hearth.wait_for(lambda: hearth.service("slow")["pid"] > 0, what="slow started")
+    pid = hearth.service("slow")["pid"]
+    hearth.rpc("sandbox.freeze", {})
+    time.sleep(2.0)  # longer than the whole readiness budget
+    hearth.rpc("sandbox.resume", {})
+    time.sleep(0.2)
+    s = hearth.service("slow")
+    assert s["state"] == "starting" and s["pid"] == pid and "error" not in s, s
+    flag.write_text("")
+    hearth.wait_for(lambda: hearth.service("slow")["state"] == "running", what="ready")
+    assert hearth.service("slow")["restarts"] == 0

@@ -150,3 +150,17 @@ TEST(base64_refuses_bad_input_with_offset)
     CHECK_EQ_INT(dec("AAAAAAAAAAAAAAAAAAAAAAA=", b, err), -1);
     CHECK_CONTAINS(err, "more than 16");
 }
+
+#include "sandbox.h"
+
+TEST(uevent_vmgenid_is_found_only_as_a_key)
+{
+    static const char yes[] = "change@/devices/virtual/misc/vmgenid\0ACTION=change\0"
+                              "DEVPATH=/devices/virtual/misc/vmgenid\0NEW_VMGEN_ID=1";
+    static const char no[] = "change@/devices/NEW_VMGEN_ID=1\0ACTION=change\0X=NEW_VMGEN_ID=1";
+    static const char cut[] = "change@/x\0NEW_VMGEN_I";
+    CHECK(sandbox_uevent_is_vmgenid(yes, sizeof(yes) - 1));
+    CHECK(!sandbox_uevent_is_vmgenid(no, sizeof(no) - 1));
+    CHECK(!sandbox_uevent_is_vmgenid(cut, sizeof(cut) - 1));
+    CHECK(!sandbox_uevent_is_vmgenid("", 0));
+}
