@@ -963,6 +963,20 @@ static int p_status(struct ctl *t, const cJSON *res)
     }
     if (jnum(res, "clients", &clients) && clients >= 0 && clients < 1e10)
         printf("  clients %lld", (long long)clients);
+    const char *sb = jstr(cJSON_GetObjectItemCaseSensitive(res, "sandbox"), "state");
+    if (sb) {
+        fputs("  sandbox ", stdout);
+        put_safe(stdout, sb);
+    }
+    const cJSON *lr = cJSON_GetObjectItemCaseSensitive(res, "last_resume");
+    const char *cause = jstr(lr, "cause");
+    double lr_ms;
+    if (cause && jnum(lr, "total_ms", &lr_ms)) {
+        fputs("\nlast resume: ", stdout);
+        put_safe(stdout, cause);
+        printf(", %.3f ms%s", lr_ms, cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(lr, "ok"))
+                                         ? ", a step failed" : "");
+    }
     fputs("\n\n", stdout);
     print_service_table(cJSON_GetObjectItemCaseSensitive(res, "services"), have_up, up);
     return 0;

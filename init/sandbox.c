@@ -927,6 +927,15 @@ static void detectors_start(void)
 
 void sandbox_thaw_for_shutdown(void)
 {
+    if (fz.active) {
+        /* A freeze finishing now would freeze services mid-stop. */
+        if (fz.sync_pid > 0)
+            kill(fz.sync_pid, SIGKILL);
+        fz.sync_pid = -1;
+        fz.syncing = false;
+        step_row(fz.steps, "freeze", "cancelled", ms_since(fz.step_ns), "shutting down");
+        freeze_finish("cancelled: shutting down");
+    }
     if (state != SANDBOX_FROZEN && state != SANDBOX_FREEZING)
         return;
     if (cgroup_available() && cgroup_services_freeze(false) < 0)

@@ -288,10 +288,13 @@ def test_hearthctl_init_freeze_resume(hearth):
     r = ctl(hearth, "freeze", "--timeout-ms", "2000")
     assert "freeze" in r.stdout and "total" in r.stdout
     assert cgroup_events(hearth, "gated")["frozen"] == "1"
+    assert "sandbox frozen" in ctl(hearth, "status").stdout
     r = ctl(hearth, "resume", "--time", "now", "--entropy-from", "/dev/urandom")
     assert "thaw" in r.stdout and "sandbox running" in r.stdout
     assert "entropy    ok" in r.stdout
     assert cgroup_events(hearth, "gated")["frozen"] == "0"
+    out = ctl(hearth, "status").stdout
+    assert "sandbox running" in out and "last resume: host" in out
     r = ctl(hearth, "resume", "--time", "yesterday", check=False)
     assert r.returncode != 0 and "bad time" in r.stderr
 
@@ -311,3 +314,15 @@ def test_readiness_deadline_does_not_count_frozen_time(hearth, tmp_path):
     flag.write_text("")
     hearth.wait_for(lambda: hearth.service("slow")["state"] == "running", what="ready")
     assert hearth.service("slow")["restarts"] == 0
+
+
+def test_shutdown_while_frozen_thaws_so_services_see_their_signal(hearth):
+    # A handler has to run to exit 7: a frozen process cannot run it and
+    # would be SIGKILLed at the stop timeout (137).
+    hearth.start(hearth.config([svc("main", 'trap "exit 7" TERM; echo up; '
+                                    'while :; do sleep 0.05; done', main=True,
+                                    stop={"timeout_ms": 3000})]))
+    hearth.wait_for(lambda: lines(hearth, "main") == ["up"], what="main")
+    assert hearth.rpc("sandbox.freeze", {})["frozen"] is True
+    hearth.signal(15)
+    assert hearth.wait_exit() == 7, hearth.log_text()
