@@ -875,19 +875,38 @@ static void uevent_cb(struct ev_loop *loop, ev_io *w, int revents)
     }
 }
 
-static void hw_cb(struct ev_loop *loop, ev_timer *w, int revents)
+/* The lag already accounted for: when the clock could not be stepped the
+ * lag stays, and only a further jump is a new pause. */
+static int64_t hw_baseline_ms;
+
+static int hw_lag_ms(int64_t *lag_ms, int64_t *res, const char **src)
 {
     struct timespec hw, sys;
-    const char *src;
-    int64_t res;
-
-    if (clock_hw_read(&hw, &src, &res) < 0 || clock_gettime(CLOCK_REALTIME, &sys) < 0)
-        return;
+    if (clock_hw_read(&hw, src, res) < 0 || clock_gettime(CLOCK_REALTIME, &sys) < 0)
+        return -1;
     /* After a pause the system clock lags by the gap; the hardware clock
      * kept going. Only a lag counts: RTC truncation makes sys look ahead. */
-    int64_t lag_ms = clock_diff_ns(&hw, &sys) / 1000000;
-    if (lag_ms > clock_threshold_ms + res)
+    *lag_ms = clock_diff_ns(&hw, &sys) / 1000000;
+    return 0;
+}
+
+static void hw_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    const char *src;
+    int64_t lag, res;
+
+    if (hw_lag_ms(&lag, &res, &src) < 0)
+        return;
+    if (sandbox_hw_clock_lags(lag - hw_baseline_ms, clock_threshold_ms, res)) {
         detected(strcmp(src, "ptp0") == 0 ? "ptp_clock" : "rtc");
+        if (hw_lag_ms(&lag, &res, &src) == 0)
+            hw_baseline_ms = lag > 0 ? lag : 0;
+    }
+}
+
+bool sandbox_hw_clock_lags(int64_t lag_ms, int64_t threshold_ms, int64_t resolution_ms)
+{
+    return lag_ms > threshold_ms + resolution_ms;
 }
 
 static void detectors_start(void)
@@ -918,7 +937,9 @@ static void detectors_start(void)
         ev_io_init(&uevent_io, uevent_cb, uevent_fd, EV_READ);
         ev_io_start(H.loop, &uevent_io);
     }
-    if (clock_check_ms > 0 && clock_hw_present()) {
+    /* Also only where hearth owns the clock: a host's RTC drifts from its
+     * NTP-disciplined clock by seconds, which is not a resume. */
+    if (clock_allowed && clock_check_ms > 0 && clock_hw_present()) {
         double s = (double)clock_check_ms / 1000.0;
         ev_timer_init(&hw_timer, hw_cb, s, s);
         ev_timer_start(H.loop, &hw_timer);

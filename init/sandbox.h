@@ -106,6 +106,10 @@ void sandbox_status_json(struct cJSON *status);
  * VM-generation change after a snapshot restore (6.10 and later). */
 bool sandbox_uevent_is_vmgenid(const char *buf, size_t n);
 
+/* The periodic check's decision: the system clock lags the hardware
+ * clock (of the given resolution) by more than the threshold. */
+bool sandbox_hw_clock_lags(int64_t lag_ms, int64_t threshold_ms, int64_t resolution_ms);
+
 /* The clock settings in force (for tests of the decision). */
 bool sandbox_clock_allowed(void);
 int64_t sandbox_clock_threshold_ms(void);

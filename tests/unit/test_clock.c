@@ -164,3 +164,15 @@ TEST(uevent_vmgenid_is_found_only_as_a_key)
     CHECK(!sandbox_uevent_is_vmgenid(cut, sizeof(cut) - 1));
     CHECK(!sandbox_uevent_is_vmgenid("", 0));
 }
+
+TEST(hw_clock_lag_counts_only_beyond_threshold_and_resolution)
+{
+    /* RTC: whole seconds, so up to 1 s of apparent lag is noise. */
+    CHECK(!sandbox_hw_clock_lags(1040, 50, 1000));
+    CHECK(sandbox_hw_clock_lags(1051, 50, 1000));
+    /* PTP: nanoseconds; the threshold alone decides. */
+    CHECK(!sandbox_hw_clock_lags(50, 50, 0));
+    CHECK(sandbox_hw_clock_lags(5000, 50, 0));
+    /* The system clock ahead is never a pause. */
+    CHECK(!sandbox_hw_clock_lags(-5000, 50, 0));
+}
