@@ -293,7 +293,9 @@ int main(int argc, char **argv)
     sandbox_setup(H.cfg);
     hearth_set_phase(PHASE_STARTING);
     services_start_all();
-    hearth_set_phase(PHASE_RUNNING);
+    /* With wait_for_init the host watches for wait_init to send its
+     * sandbox.init; sandbox.c moves on to running when it arrives. */
+    hearth_set_phase(sandbox_waiting_for_init() ? PHASE_WAIT_INIT : PHASE_RUNNING);
     log_info("ready in %lld ms", (long long)(mono_ms() - H.boot_mono_ms));
 
     for (;;) {

@@ -124,6 +124,16 @@ static int64_t init_at_ms = -1;
 static bool on_timeout_fail;
 static ev_timer init_timer;
 
+bool sandbox_waiting_for_init(void) { return init_waiting; }
+
+/* The lifecycle moves on once the gate opens (main set wait_init). */
+static void init_released(void)
+{
+    services_phase_set("init", true);
+    if (H.phase == PHASE_WAIT_INIT)
+        hearth_set_phase(PHASE_RUNNING);
+}
+
 static void init_timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     if (!init_waiting)
@@ -146,7 +156,7 @@ static void init_timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
     if (p)
         cJSON_AddStringToObject(p, "error", init_error);
     events_emit("sandbox.init_timeout", p);
-    services_phase_set("init", true);
+    init_released();
 }
 
 static bool env_key_ok(const char *k)
@@ -327,7 +337,7 @@ int sandbox_init(const struct sandbox_init_req *r, cJSON *report, int *code, cha
     }
     /* The gate opens even when one parameter failed to apply: the report
      * says which, and holding every service would not repair it. */
-    services_phase_set("init", true);
+    init_released();
     cJSON *ev = cJSON_Duplicate(report, 1);
     if (ev)
         events_emit("sandbox.init", ev);

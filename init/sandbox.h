@@ -44,6 +44,9 @@ void sandbox_set_hooks(const struct sandbox_hooks *h);
  * detectors. Call after services_init. */
 void sandbox_setup(const struct config *cfg);
 
+/* Whether services after "init" are still held for sandbox.init. */
+bool sandbox_waiting_for_init(void);
+
 /* Limits of sandbox.init's env. */
 #define SANDBOX_ENV_MAX 256
 #define SANDBOX_ENV_VALUE_MAX 32768

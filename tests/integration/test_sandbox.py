@@ -49,13 +49,14 @@ def test_init_gate_holds_then_env_reaches_the_service(hearth):
     assert gated["state"] == "waiting" and gated["waiting_for"] == "init"
     st = hearth.rpc("status")
     assert st["phases"]["init"] is False and st["sandbox"]["init"]["waiting"] is True
+    assert st["phase"] == "wait_init"
 
     r = hearth.rpc("sandbox.init", {"env": {"FOO": "bar", "API_TOKEN": "s3cr3t-value"}})
     assert sorted(r["env"]) == ["API_TOKEN", "FOO"] and r["ok"] is True
     hearth.wait_for(lambda: lines(hearth, "gated"), what="gated output")
     assert lines(hearth, "gated")[0] == "FOO=bar TOKEN=s3cr3t-value"
     st = hearth.rpc("status")
-    assert st["phases"]["init"] is True
+    assert st["phases"]["init"] is True and st["phase"] == "running"
     assert st["sandbox"]["init"]["env"] == {"FOO": "bar", "API_TOKEN": "<redacted>"}
     assert "s3cr3t-value" not in json.dumps(hearth.rpc("config.get"))
     assert "s3cr3t-value" not in hearth.log_text()
