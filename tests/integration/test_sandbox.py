@@ -214,6 +214,13 @@ def test_freeze_with_a_stuck_sync_reports_instead_of_hanging(hearth, tmp_path):
             f.write(os.urandom(1 << 20))
         subprocess.run(["fsfreeze", "-f", str(outer)], check=True)
         frozen = True
+        # A client that asks for a freeze and leaves before the reply.
+        gone = hearth.client()
+        gone.send_raw(b'{"jsonrpc":"2.0","id":1,"method":"sandbox.freeze",'
+                      b'"params":{"timeout_ms":400}}\n')
+        gone.close()
+        hearth.wait_for(lambda: hearth.rpc("status")["frozen"], what="freeze without its client")
+        hearth.rpc("sandbox.resume", {})
         t0 = time.monotonic()
         r = hearth.rpc("sandbox.freeze", {"timeout_ms": 1000})
         took = time.monotonic() - t0
