@@ -33,6 +33,7 @@
  * used; absent, the address is NULL and the step reports "not built". */
 extern int mounts_recheck(char *, size_t) __attribute__((weak));
 extern int mounts_set_host(const cJSON *, char *, size_t) __attribute__((weak));
+extern int mounts_sync(void) __attribute__((weak));
 extern int network_recheck(char *, size_t) __attribute__((weak));
 extern int egress_recheck(char *, size_t) __attribute__((weak));
 extern int egress_set(const cJSON *, char *, size_t) __attribute__((weak));
@@ -54,6 +55,7 @@ static void default_hooks(void)
     if (hooks_given)
         return;
     hooks.mounts_recheck = mounts_recheck;
+    hooks.mounts_sync = mounts_sync;
     hooks.mounts_set_host = mounts_set_host;
     hooks.network_recheck = network_recheck;
     hooks.egress_recheck = egress_recheck;
@@ -482,8 +484,12 @@ static void sync_reaped(void *ctx, pid_t pid, int wstatus)
     fz.sync_pid = -1;
     char d[96];
     int failed = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1;
-    if (failed == 0)
+    if (failed == 0 && hooks.mounts_sync)
+        snprintf(d, sizeof(d), "persistent mounts synced");
+    else if (failed == 0)
         snprintf(d, sizeof(d), "%d mount%s", fz.npaths, fz.npaths == 1 ? "" : "s");
+    else if (failed > 0 && hooks.mounts_sync)
+        snprintf(d, sizeof(d), "mounts_sync failed");
     else if (failed > 0)
         snprintf(d, sizeof(d), "%d of %d mounts failed", failed, fz.npaths);
     else
@@ -536,8 +542,8 @@ int sandbox_freeze(int64_t timeout_ms, sandbox_freeze_done done, void *ctx, char
         return 0;
     }
     set_state(SANDBOX_FREEZING);
-    fz.npaths = sync_paths(paths, SYNC_MAX_PATHS);
-    if (fz.npaths == 0) {
+    fz.npaths = hooks.mounts_sync ? 0 : sync_paths(paths, SYNC_MAX_PATHS);
+    if (fz.npaths == 0 && !hooks.mounts_sync) {
         step_row(fz.steps, "sync", "skipped", 0, "no persistent mounts");
         freeze_cgroup_start();
         return 0;
@@ -555,6 +561,8 @@ int sandbox_freeze(int64_t timeout_ms, sandbox_freeze_done done, void *ctx, char
     }
     if (pid == 0) {
         int failed = 0;
+        if (hooks.mounts_sync)
+            _exit(hooks.mounts_sync() < 0 ? 1 : 0);
         for (int i = 0; i < fz.npaths; i++) {
             int fd = open(paths[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
             if (fd < 0 || syncfs(fd) < 0)

@@ -28,6 +28,9 @@ enum sandbox_state sandbox_state(void);
  * do), -1 on failure, and writes a short detail either way. */
 struct sandbox_hooks {
     int (*mounts_recheck)(char *detail, size_t len);
+    /* syncfs on every persistent mount. It may block for ever (a stalled
+     * virtio-fs daemon), so it is only ever called in a forked child. */
+    int (*mounts_sync)(void);
     int (*network_recheck)(char *detail, size_t len);
     int (*egress_recheck)(char *detail, size_t len);
     int (*skills_sync)(const char *trigger, char *detail, size_t len);
@@ -70,7 +73,8 @@ struct sandbox_init_req {
 int sandbox_init(const struct sandbox_init_req *r, struct cJSON *report, int *code, char *err,
                  size_t errlen);
 
-/* Freeze: syncfs every persistent mount (in a child, at most half of
+/* Freeze: syncfs every persistent mount (the mounts module's mounts_sync
+ * when built, else each non-tmpfs mounts[] target; in a child, at most half of
  * timeout_ms), freeze the services cgroup and wait for "frozen 1" (the
  * rest of the budget), suspend health/backoff judgement. done() gets the
  * report (owned by the callee) or NULL with an error message (and the
