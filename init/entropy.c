@@ -67,9 +67,10 @@ long entropy_base64_decode(const char *in, size_t inlen, uint8_t *out, size_t ou
 
 int entropy_add(const uint8_t *data, size_t len, char *err, size_t errlen)
 {
-    struct {
+    /* rand_pool_info ends in a flexible array: a union gives it room. */
+    union {
         struct rand_pool_info info;
-        uint32_t buf[ENTROPY_MAX_BYTES / 4];
+        uint32_t words[(sizeof(struct rand_pool_info) + ENTROPY_MAX_BYTES) / 4 + 1];
     } req;
 
     if (len == 0 || len > ENTROPY_MAX_BYTES) {
@@ -77,7 +78,7 @@ int entropy_add(const uint8_t *data, size_t len, char *err, size_t errlen)
         return -1;
     }
     memset(&req, 0, sizeof(req));
-    memcpy(req.buf, data, len);
+    memcpy(req.info.buf, data, len);
     req.info.entropy_count = (int)(len * 8);
     req.info.buf_size = (int)len;
     int fd = open("/dev/urandom", O_RDWR | O_CLOEXEC);
