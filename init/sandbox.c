@@ -366,9 +366,9 @@ struct freeze_op {
 };
 static struct freeze_op fz;
 
-/* Persistent mounts: every configured mount that is not tmpfs, and each
- * host_mounts share. Read from the config so the list holds whether or
- * not this build mounts them itself. */
+/* Without the mounts module, persistent mounts are every configured mount
+ * that is not tmpfs, read from the config (host_mounts shares need the
+ * module's mounts_sync, which knows where they went). */
 static int sync_paths(const char **out, int max)
 {
     int n = 0;
