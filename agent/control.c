@@ -57,6 +57,9 @@ struct client {
     uint64_t follow;          /* services whose output streams to this client */
     bool subscribe_pending;   /* start the event stream after this reply */
     uint64_t subscribe_since;
+    uint64_t deferred;        /* ticket of the request being answered later */
+    struct cJSON *deferred_id;
+    bool deferred_has_id;
     bool closing;             /* close once the output is flushed */
     bool reading;
     bool eof;                 /* the peer closed its side */
@@ -219,6 +222,9 @@ static void client_drop(struct client *c, const char *why)
     ev_timer_stop(H.loop, &c->stall);
     if (!c->keep_fd)
         close(c->fd);
+    cJSON_Delete(c->deferred_id);
+    c->deferred_id = NULL;
+    c->deferred = 0;
     for (size_t i = 0; i < sizeof(clients) / sizeof(clients[0]); i++)
         if (clients[i] == c)
             clients[i] = NULL;
@@ -261,7 +267,7 @@ static void process_lines(struct client *c)
     size_t len;
     bool drained = false;
 
-    while (!c->dead && !c->closing && out_pending(c) < CLIENT_OUT_SOFT) {
+    while (!c->dead && !c->closing && !c->deferred && out_pending(c) < CLIENT_OUT_SOFT) {
         int r = linebuf_next(&c->in, &line, &len);
         if (r == 0) {
             drained = true;
@@ -826,6 +832,61 @@ void control_subscribe_after_reply(struct client *c, uint64_t since)
 {
     c->subscribe_pending = true;
     c->subscribe_since = since;
+}
+
+static uint64_t next_ticket;
+
+uint64_t control_defer(struct client *c)
+{
+    c->deferred = ++next_ticket;
+    c->deferred_has_id = false;
+    return c->deferred;
+}
+
+bool control_is_deferring(const struct client *c) { return c && c->deferred && !c->deferred_has_id; }
+
+void control_defer_id(struct client *c, cJSON *id)
+{
+    c->deferred_id = id;
+    c->deferred_has_id = true;
+}
+
+void control_complete(uint64_t ticket, cJSON *result, struct rpc_error *err)
+{
+    struct client *c = NULL;
+
+    for (size_t i = 0; ticket && i < sizeof(clients) / sizeof(clients[0]); i++)
+        if (clients[i] && clients[i]->deferred == ticket && !clients[i]->dead)
+            c = clients[i];
+    if (!c) {
+        /* The client went away while it waited: nobody to tell. */
+        cJSON_Delete(result);
+        if (err) {
+            cJSON_Delete(err->data);
+            err->data = NULL;
+        }
+        return;
+    }
+    size_t n = 0;
+    char *reply;
+    if (result)
+        reply = rpc_format_result(c->deferred_id, result, &n);
+    else
+        reply = rpc_format_error(c->deferred_id, err ? err->code : RPC_INTERNAL_ERROR,
+                                 err ? err->message : "internal error", err ? err->data : NULL, &n);
+    if (err)
+        err->data = NULL;
+    bool notification = !c->deferred_id;
+    cJSON_Delete(c->deferred_id);
+    c->deferred_id = NULL;
+    c->deferred = 0;
+    if (reply && !notification && client_send(c, reply, n) < 0) {
+        free(reply);
+        return;
+    }
+    free(reply);
+    /* Requests that arrived meanwhile are answered now, in order. */
+    process_lines(c);
 }
 
 void control_follow(struct client *c, size_t index) { c->follow |= 1ull << (index & 63); }

@@ -5,6 +5,7 @@
 #ifndef HEARTH_CONTROL_H
 #define HEARTH_CONTROL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,6 +43,19 @@ void control_subscribe_after_reply(struct client *c, uint64_t since);
 void control_follow(struct client *c, size_t index);
 /* Sends a notification line (with newline) to every subscriber. */
 void control_broadcast(const char *line, size_t len);
+/* Deferred replies: a handler that has to wait (a freeze waiting for the
+ * kernel) calls control_defer(c) and returns 0 without a result. Later
+ * requests of that client wait, so replies stay in order. The reply goes
+ * out with control_complete(ticket, ...); a client gone by then is
+ * skipped. result is consumed; err is used when result is NULL. */
+uint64_t control_defer(struct client *c);
+bool control_is_deferring(const struct client *c);
+/* methods_handle_line hands over the request id (a copy; NULL for a
+ * notification, whose reply is then dropped). */
+void control_defer_id(struct client *c, struct cJSON *id);
+struct rpc_error;
+void control_complete(uint64_t ticket, struct cJSON *result, struct rpc_error *err);
+
 /* Describes the client's transport and peer for logs ("unix uid=0 pid=12"). */
 const char *control_client_peer(const struct client *c);
 /* A JSON array describing the listeners and their state. */

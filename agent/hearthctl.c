@@ -14,6 +14,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -965,6 +966,20 @@ static int p_status(struct ctl *t, const cJSON *res)
     }
     if (jnum(res, "clients", &clients) && clients >= 0 && clients < 1e10)
         printf("  clients %lld", (long long)clients);
+    const char *sb = jstr(cJSON_GetObjectItemCaseSensitive(res, "sandbox"), "state");
+    if (sb) {
+        fputs("  sandbox ", stdout);
+        put_safe(stdout, sb);
+    }
+    const cJSON *lr = cJSON_GetObjectItemCaseSensitive(res, "last_resume");
+    const char *cause = jstr(lr, "cause");
+    double lr_ms;
+    if (cause && jnum(lr, "total_ms", &lr_ms)) {
+        fputs("\nlast resume: ", stdout);
+        put_safe(stdout, cause);
+        printf(", %.3f ms%s", lr_ms, cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(lr, "ok"))
+                                         ? ", a step failed" : "");
+    }
     fputs("\n", stdout);
     /* A required mount that failed holds services back: say so up front. */
     const cJSON *mounts = cJSON_GetObjectItemCaseSensitive(res, "mounts");
@@ -1504,6 +1519,237 @@ static int b_call(struct ctl *t, int argc, char **argv, cJSON **params)
     return 0;
 }
 
+/* ---- sandbox commands ---------------------------------------------------- */
+
+static void b64_encode(const unsigned char *in, size_t n, char *out)
+{
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t o = 0;
+
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)in[i] << 16 | (i + 1 < n ? (unsigned)in[i + 1] << 8 : 0) |
+                     (i + 2 < n ? in[i + 2] : 0);
+        out[o++] = tab[v >> 18 & 63];
+        out[o++] = tab[v >> 12 & 63];
+        out[o++] = i + 1 < n ? tab[v >> 6 & 63] : '=';
+        out[o++] = i + 2 < n ? tab[v & 63] : '=';
+    }
+    out[o] = '\0';
+}
+
+#define ENTROPY_FROM_BYTES 64
+
+/* --entropy-from PATH: 64 bytes read from PATH (/dev/urandom), base64. */
+static int add_entropy_from(struct ctl *t, cJSON *params, const char *key, const char *path)
+{
+    unsigned char buf[ENTROPY_FROM_BYTES];
+    char enc[ENTROPY_FROM_BYTES / 3 * 4 + 8];
+    size_t got = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0) {
+        fprintf(stderr, "hearthctl: %s: %s\n", path, strerror(errno));
+        return EXIT_USAGE;
+    }
+    while (got < sizeof(buf)) {
+        ssize_t n = read(fd, buf + got, sizeof(buf) - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    if (got == 0)
+        return usage_err(t, "no bytes read from '%s'", path);
+    b64_encode(buf, got, enc);
+    add_str(params, key, enc);
+    return 0;
+}
+
+/* --time now|SEC[.FRACTION] as {"sec","nsec"}. */
+static int add_time(struct ctl *t, cJSON *params, const char *v)
+{
+    struct timespec ts;
+    unsigned long long sec = 0, nsec = 0;
+
+    if (strcmp(v, "now") == 0) {
+        clock_gettime(CLOCK_REALTIME, &ts);
+        sec = (unsigned long long)ts.tv_sec;
+        nsec = (unsigned long long)ts.tv_nsec;
+    } else {
+        char whole[24];
+        const char *dot = strchr(v, '.');
+        size_t wl = dot ? (size_t)(dot - v) : strlen(v);
+        if (wl == 0 || wl >= sizeof(whole))
+            return usage_err(t, "bad time '%s' (want now or seconds since the epoch)", v);
+        memcpy(whole, v, wl);
+        whole[wl] = '\0';
+        if (!parse_ulong(whole, 1ULL << 40, &sec))
+            return usage_err(t, "bad time '%s' (want now or seconds since the epoch)", v);
+        if (dot) {
+            size_t digits = 0;
+            for (const char *p = dot + 1; *p; p++, digits++) {
+                if (!isdigit((unsigned char)*p) || digits >= 9)
+                    return usage_err(t, "bad time '%s' (at most 9 fraction digits)", v);
+                nsec = nsec * 10 + (unsigned)(*p - '0');
+            }
+            for (; digits < 9; digits++)
+                nsec *= 10;
+        }
+    }
+    cJSON *o = new_object();
+    add_num(o, "sec", (double)sec);
+    add_num(o, "nsec", (double)nsec);
+    cJSON_AddItemToObject(params, "time", o);
+    return 0;
+}
+
+static int b_init(struct ctl *t, int argc, char **argv, cJSON **params)
+{
+    cJSON *p = new_object(), *env = NULL, *allow = NULL;
+    int rc = 0;
+
+    for (int i = 0; i < argc && rc == 0; i++) {
+        bool missing;
+        const char *v;
+
+        if ((v = opt_value(argc, argv, &i, "--env", "-e", &missing))) {
+            const char *eq = strchr(v, '=');
+            char key[129];
+            if (!eq || eq == v || (size_t)(eq - v) >= sizeof(key)) {
+                rc = usage_err(t, "bad --env '%s' (want KEY=VALUE)", v);
+                break;
+            }
+            memcpy(key, v, (size_t)(eq - v));
+            key[eq - v] = '\0';
+            if (!env)
+                env = cJSON_AddObjectToObject(p, "env");
+            if (!env)
+                die_oom();
+            cJSON_DeleteItemFromObjectCaseSensitive(env, key);
+            add_str(env, key, eq + 1);
+        } else if ((v = opt_value(argc, argv, &i, "--allow-out", NULL, &missing))) {
+            if (!allow) {
+                cJSON *eg = cJSON_AddObjectToObject(p, "egress");
+                allow = eg ? cJSON_AddArrayToObject(eg, "allowOut") : NULL;
+                if (!allow)
+                    die_oom();
+            }
+            cJSON_AddItemToArray(allow, cJSON_CreateString(v));
+        } else if ((v = opt_value(argc, argv, &i, "--hostname", NULL, &missing))) {
+            add_str(p, "hostname", v);
+        } else if ((v = opt_value(argc, argv, &i, "--time", NULL, &missing))) {
+            rc = add_time(t, p, v);
+        } else if ((v = opt_value(argc, argv, &i, "--entropy-from", NULL, &missing))) {
+            rc = add_entropy_from(t, p, "entropy", v);
+        } else if (missing) {
+            rc = usage_err(t, "%s needs a value", argv[i]);
+        } else {
+            rc = usage_err(t, "unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (rc) {
+        cJSON_Delete(p);
+        return rc;
+    }
+    *params = p;
+    return 0;
+}
+
+static int b_freeze(struct ctl *t, int argc, char **argv, cJSON **params)
+{
+    unsigned long long ms = 5000;
+
+    for (int i = 0; i < argc; i++) {
+        bool missing;
+        const char *v = opt_value(argc, argv, &i, "--timeout-ms", NULL, &missing);
+        if (missing)
+            return usage_err(t, "%s needs a number", argv[i]);
+        if (!v)
+            return usage_err(t, "unexpected argument '%s'", argv[i]);
+        if (!parse_ulong(v, 600000, &ms))
+            return usage_err(t, "bad timeout '%s' (milliseconds, at most 600000)", v);
+    }
+    /* The reply comes once the freeze is done: wait a bit longer. */
+    if ((unsigned long long)t->timeout_ms < ms + 2000)
+        t->timeout_ms = (int)ms + 2000;
+    *params = new_object();
+    add_num(*params, "timeout_ms", (double)ms);
+    return 0;
+}
+
+static int b_resume(struct ctl *t, int argc, char **argv, cJSON **params)
+{
+    cJSON *p = new_object();
+    int rc = 0;
+
+    for (int i = 0; i < argc && rc == 0; i++) {
+        bool missing;
+        const char *v;
+        if ((v = opt_value(argc, argv, &i, "--time", NULL, &missing)))
+            rc = add_time(t, p, v);
+        else if ((v = opt_value(argc, argv, &i, "--entropy-from", NULL, &missing)))
+            rc = add_entropy_from(t, p, "entropy", v);
+        else if (missing)
+            rc = usage_err(t, "%s needs a value", argv[i]);
+        else
+            rc = usage_err(t, "unexpected argument '%s'", argv[i]);
+    }
+    if (rc) {
+        cJSON_Delete(p);
+        return rc;
+    }
+    *params = p;
+    return 0;
+}
+
+/* A freeze or resume report: one line per step, then the total. */
+static int p_steps(struct ctl *t, const cJSON *res)
+{
+    const cJSON *steps = cJSON_GetObjectItemCaseSensitive(res, "steps"), *s;
+    double total = 0;
+
+    cJSON_ArrayForEach(s, steps) {
+        const char *name = jstr(s, "name"), *result = jstr(s, "result"), *d = jstr(s, "detail");
+        double ms = 0;
+        char nb[32], rb[16];
+        jnum(s, "ms", &ms);
+        safe_copy(nb, sizeof(nb), name ? name : "?");
+        safe_copy(rb, sizeof(rb), result ? result : "?");
+        printf("%-10s %-8s %8.3f ms", nb, rb, ms);
+        if (d) {
+            fputs("  ", stdout);
+            put_safe(stdout, d);
+        }
+        fputc('\n', stdout);
+    }
+    jnum(res, "total_ms", &total);
+    printf("total %.3f ms", total);
+    const char *st = jstr(res, "state");
+    if (st) {
+        fputs(", sandbox ", stdout);
+        put_safe(stdout, st);
+    }
+    fputc('\n', stdout);
+    return 0;
+}
+
+static int p_init(struct ctl *t, const cJSON *res)
+{
+    const cJSON *v;
+
+    cJSON_ArrayForEach(v, res) {
+        char *txt = cJSON_IsString(v) ? NULL : cJSON_PrintUnformatted(v);
+        put_safe(stdout, v->string ? v->string : "?");
+        fputs(": ", stdout);
+        put_safe(stdout, txt ? txt : (v->valuestring ? v->valuestring : ""));
+        fputc('\n', stdout);
+        free(txt);
+    }
+    return 0;
+}
+
 /* ---- command table ---------------------------------------------------- */
 
 /* egress set: --allow-out and --deny-out take one or more CIDRs each (up
@@ -1644,6 +1890,16 @@ static const struct cmd cmds[] = {
      .help = "link, carrier, address, route, gateway neighbour (JSON)"},
     {.name = "call", .method = NULL, .args = "METHOD [JSON]",
      .help = "call any method; params JSON, default {}", .build = b_call},
+    {.name = "init", .method = "sandbox.init",
+     .args = "[--env K=V]... [--allow-out CIDR]... [--hostname H] [--time now|SEC] [--entropy-from PATH]",
+     .help = "send the per-sandbox parameters (releases services after init)", .build = b_init,
+     .print = p_init},
+    {.name = "freeze", .method = "sandbox.freeze", .args = "[--timeout-ms MS]",
+     .help = "sync persistent mounts and freeze the services", .build = b_freeze,
+     .print = p_steps},
+    {.name = "resume", .method = "sandbox.resume", .args = "[--time now|SEC] [--entropy-from PATH]",
+     .help = "run the resume checks and thaw; each step timed", .build = b_resume,
+     .print = p_steps},
     {.name = "shutdown", .method = "system.shutdown", .args = "[--reboot]",
      .help = "power off (or reboot) the sandbox", .build = b_shutdown, .print = p_shutdown},
 };

@@ -17,8 +17,10 @@
 #include "m_persist.h"
 #include "mounts.h"
 #include "m_net.h"
+#include "m_sandbox.h"
 #include "params.h"
 #include "reaper.h"
+#include "sandbox.h"
 #include "service.h"
 #include "shutdown.h"
 
@@ -111,6 +113,7 @@ static int m_status(struct client *c, cJSON *params, cJSON **result, struct rpc_
     cJSON_AddItemToObject(r, "phases", services_phases_json());
     cJSON_AddItemToObject(r, "mounts", mounts_status_json());
     cJSON_AddItemToObject(r, "services", services_to_json());
+    sandbox_status_json(r);
     *result = r;
     return 0;
 }
@@ -326,6 +329,11 @@ static const struct method methods[] = {
     {"network.get", m_network_get},
     {"network.check", m_network_check},
     {"system.shutdown", m_system_shutdown},
+    {"sandbox.init", m_sandbox_init},
+    {"sandbox.freeze", m_sandbox_freeze},
+    {"sandbox.resume", m_sandbox_resume},
+    {"time.sync", m_time_sync},
+    {"entropy.add", m_entropy_add},
 };
 
 const struct method *methods_find(const char *name)
@@ -361,13 +369,20 @@ char *methods_handle_line(struct client *c, const char *line, size_t len, size_t
     }
     const struct method *m = methods_find(req.method);
     cJSON *result = NULL;
+    int rcm = -1;
     if (!m) {
         rpc_error_set(&err, RPC_METHOD_NOT_FOUND, "unknown method: %.*s", utf8_clip(req.method, 128),
                       req.method);
     } else if (req.params && !cJSON_IsObject(req.params)) {
         rpc_error_set(&err, RPC_INVALID_PARAMS, "params: expected object");
-    } else if (m->fn(c, req.params, &result, &err) == 0 && result) {
+    } else if ((rcm = m->fn(c, req.params, &result, &err)) == 0 && result) {
         err.code = 0;
+    } else if (rcm == 0 && control_is_deferring(c)) {
+        /* Answered later by control_complete, with this id. */
+        control_defer_id(c, req.id ? cJSON_Duplicate(req.id, 1) : NULL);
+        rpc_request_free(&req);
+        *outlen = 0;
+        return NULL;
     } else if (err.code == 0) {
         cJSON_Delete(result);
         result = NULL;

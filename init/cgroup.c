@@ -333,6 +333,38 @@ pid_t cgroup_fork_into(const char *leaf, bool *placed)
     return fork();
 }
 
+const char *cgroup_services_dir(void) { return base[0] ? services_dir : ""; }
+
+int cgroup_services_freeze(bool on)
+{
+    char path[CGROUP_PATH_MAX + 32];
+
+    if (!base[0]) {
+        errno = ENOTSUP;
+        return -1;
+    }
+    snprintf(path, sizeof(path), "%s/cgroup.freeze", services_dir);
+    return write_file(path, on ? "1" : "0");
+}
+
+int cgroup_services_frozen(void)
+{
+    char path[CGROUP_PATH_MAX + 32], buf[256];
+
+    if (!base[0]) {
+        errno = ENOTSUP;
+        return -1;
+    }
+    snprintf(path, sizeof(path), "%s/cgroup.events", services_dir);
+    if (read_file(path, buf, sizeof(buf)) < 0)
+        return -1;
+    for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n"))
+        if (strncmp(l, "frozen ", 7) == 0)
+            return l[7] == '1';
+    errno = ENOENT; /* kernels before 5.2 have no freezer in cgroup2 */
+    return -1;
+}
+
 void cgroup_teardown(void)
 {
     char path[CGROUP_PATH_MAX + 32], parent[CGROUP_PATH_MAX];

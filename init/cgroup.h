@@ -47,6 +47,16 @@ int cgroup_parse_oom_kills(const char *text, uint64_t *count);
  * leaf refused), it is a plain fork and *placed is false: the child then
  * has to join the leaf itself (cgroup.procs). Returns as fork() does. */
 pid_t cgroup_fork_into(const char *leaf, bool *placed);
+/* Freezing: the services directory is frozen as a whole (cgroup.freeze
+ * is hierarchical), so one write covers every leaf and hearth itself,
+ * in <tree>/init, keeps running. */
+int cgroup_services_freeze(bool on);
+/* From <tree>/services/cgroup.events: 1 once every process below is
+ * frozen, 0 when not (yet), -1 on error (errno). The kernel reports the
+ * change asynchronously, so freezers poll this with a deadline. */
+int cgroup_services_frozen(void);
+/* <tree>/services, or "" without cgroups. */
+const char *cgroup_services_dir(void);
 
 /* Removes the tree (non-vm modes, on exit); leaves must be empty. */
 void cgroup_teardown(void);

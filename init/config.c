@@ -1117,6 +1117,7 @@ static const struct key k_wait_for_init[] = {
 static const struct key k_clock[] = {
     KEY("set", &s_bool),
     KEY("step_threshold_ms", &s_ms),
+    KEY("check_ms", &s_ms),
     {0}};
 
 static const struct key k_interface[] = {

@@ -299,6 +299,15 @@ static void member_groups(const char *user, gid_t primary, struct launch_plan *p
 
 /* ---- the plan ---- */
 
+static const struct env_var *sandbox_env;
+static size_t n_sandbox_env;
+
+void launch_set_sandbox_env(const struct env_var *vars, size_t n)
+{
+    sandbox_env = vars;
+    n_sandbox_env = n;
+}
+
 int launch_prepare(const struct service_config *c, struct launch_plan *p, char *err, size_t errlen)
 {
     const cJSON *j = c->json;
@@ -314,6 +323,10 @@ int launch_prepare(const struct service_config *c, struct launch_plan *p, char *
     for (size_t i = 0; i < c->n_env; i++)
         if (env_set(&p->env, &p->n_env, c->env[i].key, strlen(c->env[i].key), c->env[i].value,
                     strlen(c->env[i].value)) < 0)
+            goto oom;
+    for (size_t i = 0; i < n_sandbox_env; i++)
+        if (env_set(&p->env, &p->n_env, sandbox_env[i].key, strlen(sandbox_env[i].key),
+                    sandbox_env[i].value, strlen(sandbox_env[i].value)) < 0)
             goto oom;
     for (size_t i = 0; i < c->n_env_files; i++) {
         char *text, fname[300];

@@ -41,6 +41,11 @@ struct launch_plan {
  * or file ("env_files[0] /root/.hermes/.env:3: expected KEY=VALUE"). */
 int launch_prepare(const struct service_config *c, struct launch_plan *p, char *err, size_t errlen);
 void launch_free(struct launch_plan *p);
+/* Per-sandbox variables (sandbox.init): added after a service's own env
+ * and before its env_files. The array stays owned by the caller and must
+ * live until the next call. */
+struct env_var;
+void launch_set_sandbox_env(const struct env_var *vars, size_t n);
 /* In the child: applies limits, identity, capabilities, no_new_privs.
  * Returns 0 or -1 with errno set (the caller reports it). */
 int launch_apply(const struct launch_plan *p);

@@ -30,6 +30,7 @@
 #include "network.h"
 #include "reaper.h"
 #include "seed.h"
+#include "sandbox.h"
 #include "service.h"
 #include "shutdown.h"
 #include "skills.h"
@@ -322,14 +323,17 @@ int main(int argc, char **argv)
     mounts_start(H.cfg, on_mounts_done);
     /* Phases no setup module claims are reached at once; each module
      * listed here marks its own phase when its work is done. */
-    static const char *const reached_at_boot[] = {"init"};
-    for (size_t i = 0; i < sizeof(reached_at_boot) / sizeof(reached_at_boot[0]); i++)
-        services_phase_set(reached_at_boot[i], true);
+    /* Every phase is owned by its module: network and egress here,
+     * mounts and skills above, init by the sandbox module. */
     egress_boot(H.cfg);
     network_boot(H.cfg);
+    /* Owns the "init" phase (wait_for_init) and the resume detectors. */
+    sandbox_setup(H.cfg);
     hearth_set_phase(PHASE_STARTING);
     services_start_all();
-    hearth_set_phase(PHASE_RUNNING);
+    /* With wait_for_init the host watches for wait_init to send its
+     * sandbox.init; sandbox.c moves on to running when it arrives. */
+    hearth_set_phase(sandbox_waiting_for_init() ? PHASE_WAIT_INIT : PHASE_RUNNING);
     H.running_us = mono_us();
     log_info("ready in %lld ms", (long long)(mono_ms() - H.boot_mono_ms));
 

@@ -686,6 +686,10 @@ static void ready_done(void *ctx, bool ok, const char *detail)
         dispatch(s, E_READY);
         return;
     }
+    /* Frozen: a failed probe says nothing; services_suspend(false) tries
+     * again with the deadline moved by the frozen time. */
+    if (suspended)
+        return;
     if (s->ready_timeout_ms && mono_ms() >= s->ready_deadline) {
         ready_give_up(s, detail);
         return;
@@ -698,6 +702,8 @@ static void ready_done(void *ctx, bool ok, const char *detail)
 static void ready_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct service *s = w->data;
+    if (suspended)
+        return; /* held until the thaw */
     if (s->notify_fd) {
         char why[64];
         snprintf(why, sizeof(why), "no line on notify_fd %d", s->notify_fd);
@@ -1492,6 +1498,21 @@ void services_suspend(bool on)
 }
 
 bool services_suspended(void) { return suspended; }
+
+int services_health_now(void)
+{
+    int n = 0;
+    for (size_t i = 0; i < nsvcs; i++) {
+        struct service *s = &svcs[i];
+        if (!s->has_health || s->state != SVC_RUNNING)
+            continue;
+        /* A probe already in flight is as good as a new one. */
+        if (!s->hprobe)
+            health_arm(s, 0);
+        n++;
+    }
+    return n;
+}
 
 int services_resumed(cJSON *report)
 {

@@ -71,6 +71,9 @@ struct cJSON *services_phases_json(void);
  * backoff timers must not count the time against a service. */
 void services_suspend(bool on);
 bool services_suspended(void);
+/* Probes the health of every running service with a health check at once
+ * (after a resume). Returns how many there are; none while suspended. */
+int services_health_now(void);
 /* After a resume: applies each running service's on_resume (restart, or
  * signal:NAME); adds {"name": "restart"|"SIGHUP"} to report when given.
  * Returns how many services were acted on. */

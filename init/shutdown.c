@@ -11,6 +11,7 @@
 #include "events.h"
 #include "log.h"
 #include "machine.h"
+#include "sandbox.h"
 #include "service.h"
 
 static bool requested;
@@ -53,6 +54,8 @@ static void all_stopped(void)
 static void kick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     hearth_set_phase(PHASE_STOPPING);
+    /* Frozen services cannot act on their stop signal: thaw them first. */
+    sandbox_thaw_for_shutdown();
     services_stop_all(all_stopped);
 }
 

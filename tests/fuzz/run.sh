@@ -28,7 +28,7 @@ CLANG=${CLANG:-clang}
 OUT=build/fuzz
 SRC=tests/fuzz
 CJSON=build/deps/cjson-src
-TARGETS="rpc config cidr listen env"
+TARGETS="rpc config cidr listen env base64"
 
 case $FUZZ_SECONDS in
     ''|*[!0-9]*) echo "fuzz: FUZZ_SECONDS must be a whole number of seconds" >&2; exit 2 ;;
@@ -40,11 +40,12 @@ target_srcs() {
         rpc)    echo "agent/rpc.c init/utf8.c" ;;
         config) echo "init/config.c init/cidr.c init/log.c" ;;
         cidr)   echo "init/cidr.c" ;;
+        base64) echo "init/entropy.c" ;;
         listen) echo "init/config.c init/cidr.c init/log.c" ;;
         env)    echo "init/launch.c init/config.c init/cidr.c init/log.c" ;;
     esac
 }
-target_uses_cjson() { [ "$1" != cidr ]; }
+target_uses_cjson() { [ "$1" != cidr ] && [ "$1" != base64 ]; }
 
 skip_all() {
     echo "fuzz: skipped: $1"

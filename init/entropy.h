@@ -1,0 +1,22 @@
+/* entropy: fresh randomness after a restore. A snapshot clones the CRNG
+ * state of every sandbox made from it, so the host's bytes are mixed in
+ * (RNDADDENTROPY) and the CRNG reseeded at once (RNDRESEEDCRNG). */
+#ifndef HEARTH_ENTROPY_H
+#define HEARTH_ENTROPY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ENTROPY_MAX_BYTES 4096 /* decoded; more is refused */
+
+/* Decodes standard base64 (RFC 4648, padding optional, no whitespace)
+ * into out (outcap bytes). Returns the decoded length, or -1 with a
+ * reason in err ("invalid base64 at offset 7"). */
+long entropy_base64_decode(const char *in, size_t inlen, uint8_t *out, size_t outcap,
+                           char *err, size_t errlen);
+
+/* Adds len bytes to the kernel pool, crediting them as entropy, then
+ * reseeds the CRNG. Returns 0, or -1 with err (the ioctl and errno). */
+int entropy_add(const uint8_t *data, size_t len, char *err, size_t errlen);
+
+#endif

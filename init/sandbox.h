@@ -1,0 +1,124 @@
+/* sandbox: the sandbox's own lifecycle around its services — the
+ * per-sandbox parameters of sandbox.init (and the "init" phase gate), the
+ * freeze and resume flows, and noticing a resume nobody announced (a
+ * wall-clock step, the VM-generation uevent, the system clock falling
+ * behind the hardware clock).
+ *
+ * State machine: running -> freezing -> frozen -> (resume) -> running.
+ * A resume is a table of steps run in order, each timed and reported;
+ * the steps owned by other modules (mounts, network, egress, skills) are
+ * reached through hooks and report "skipped" when that module is absent. */
+#ifndef HEARTH_SANDBOX_H
+#define HEARTH_SANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+struct cJSON;
+struct config;
+
+enum sandbox_state { SANDBOX_RUNNING, SANDBOX_FREEZING, SANDBOX_FROZEN, SANDBOX_RESUMING };
+
+const char *sandbox_state_name(enum sandbox_state s);
+enum sandbox_state sandbox_state(void);
+
+/* What other modules provide. Each returns 0 on success (or nothing to
+ * do), -1 on failure, and writes a short detail either way. */
+struct sandbox_hooks {
+    int (*mounts_recheck)(char *detail, size_t len);
+    /* syncfs on every persistent mount. It may block for ever (a stalled
+     * virtio-fs daemon), so it is only ever called in a forked child. */
+    int (*mounts_sync)(void);
+    int (*network_recheck)(char *detail, size_t len);
+    int (*egress_recheck)(char *detail, size_t len);
+    int (*skills_sync)(const char *trigger, char *detail, size_t len);
+    /* sandbox.init: the egress object, and the host_mounts string item. */
+    int (*egress_set)(const struct cJSON *policy, char *detail, size_t len);
+    int (*mounts_set_host)(const struct cJSON *host_mounts, char *detail, size_t len);
+};
+/* Replaces the hooks (a NULL member = not built). By default each hook is
+ * the module's function when it is linked in (weak references). */
+void sandbox_set_hooks(const struct sandbox_hooks *h);
+
+/* Boot: reads wait_for_init and clock from the config, owns the "init"
+ * phase (reached at once unless wait_for_init.enabled), starts the resume
+ * detectors. Call after services_init. */
+void sandbox_setup(const struct config *cfg);
+
+/* Whether services after "init" are still held for sandbox.init. */
+bool sandbox_waiting_for_init(void);
+
+/* Limits of sandbox.init's env. */
+#define SANDBOX_ENV_MAX 256
+#define SANDBOX_ENV_VALUE_MAX 32768
+#define SANDBOX_ENV_TOTAL_MAX (256 * 1024)
+
+struct sandbox_init_req {
+    const struct cJSON *env;         /* object of string values, or NULL */
+    const struct cJSON *egress;      /* object, or NULL */
+    const struct cJSON *host_mounts; /* string item, or NULL */
+    const char *hostname;            /* or NULL */
+    bool has_time;
+    struct timespec time;
+    const uint8_t *entropy;          /* decoded; NULL when absent */
+    size_t entropy_len;
+};
+
+/* Validates everything first (nothing changes on error; err names the
+ * field), then applies and marks the "init" phase reached. report gets
+ * one member per applied parameter. Returns 0, or -1 with err (code is
+ * -32602 for bad input, -32000 when applying failed). */
+int sandbox_init(const struct sandbox_init_req *r, struct cJSON *report, int *code, char *err,
+                 size_t errlen);
+
+/* Freeze: syncfs every persistent mount (the mounts module's mounts_sync
+ * when built, else each non-tmpfs mounts[] target; in a child, at most half of
+ * timeout_ms), freeze the services cgroup and wait for "frozen 1" (the
+ * rest of the budget), suspend health/backoff judgement. done() gets the
+ * report (owned by the callee) or NULL with an error message (and the
+ * report so far in *data). Returns -1 with err when a freeze cannot start
+ * (already freezing). */
+typedef void (*sandbox_freeze_done)(void *ctx, struct cJSON *result, const char *error,
+                                    struct cJSON *data);
+int sandbox_freeze(int64_t timeout_ms, sandbox_freeze_done done, void *ctx, char *err,
+                   size_t errlen);
+
+struct sandbox_resume_req {
+    bool has_time;
+    struct timespec time;
+    const uint8_t *entropy;
+    size_t entropy_len;
+};
+/* Runs every resume step in order (time, entropy, mounts, network, egress,
+ * skills, thaw, on_resume, health) and returns the report, also kept as
+ * status.last_resume and emitted as a "resume" event. cause is "host"
+ * for sandbox.resume. NULL only when out of memory or a freeze is in
+ * progress (err). */
+struct cJSON *sandbox_resume(const struct sandbox_resume_req *r, const char *cause, char *err,
+                             size_t errlen);
+
+/* time.sync: compares and (where allowed) steps the clock. */
+struct cJSON *sandbox_time_sync(const struct timespec *t);
+
+/* Before an orderly stop: thaws a frozen sandbox so services can act on
+ * their stop signal. */
+void sandbox_thaw_for_shutdown(void);
+
+/* status fields: "sandbox" object, "frozen", "last_resume". */
+void sandbox_status_json(struct cJSON *status);
+
+/* Whether a kobject uevent (n bytes) carries NEW_VMGEN_ID: the kernel's
+ * VM-generation change after a snapshot restore (6.10 and later). */
+bool sandbox_uevent_is_vmgenid(const char *buf, size_t n);
+
+/* The periodic check's decision: the system clock lags the hardware
+ * clock (of the given resolution) by more than the threshold. */
+bool sandbox_hw_clock_lags(int64_t lag_ms, int64_t threshold_ms, int64_t resolution_ms);
+
+/* The clock settings in force (for tests of the decision). */
+bool sandbox_clock_allowed(void);
+int64_t sandbox_clock_threshold_ms(void);
+
+#endif

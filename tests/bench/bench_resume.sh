@@ -1,0 +1,53 @@
+#!/bin/sh
+# sandbox.resume round trip with one running service (target <= 10 ms),
+# and a whole freeze + resume cycle. Skills, mounts, network and egress
+# steps report "skipped" in a build without those modules; the figure
+# then covers time, entropy, thaw, on_resume and the reply.
+set -eu
+B="$BUILD"
+tmp=$(mktemp -d /tmp/hearth-bench.XXXXXX)
+pid=
+trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+
+cat > "$tmp/c.json" <<JSON
+{"control":{"listen":["unix:$tmp/ctl.sock"]},
+ "services":[{"name":"agent","argv":["/bin/sleep","100000"],"on_resume":"none"}]}
+JSON
+"$B/hearth" --mode supervisor -c "$tmp/c.json" --log warn &
+pid=$!
+for _ in $(seq 100); do [ -S "$tmp/ctl.sock" ] && break; sleep 0.02; done
+out=$(/usr/bin/python3 - "$tmp/ctl.sock" <<'PY'
+import base64, json, os, socket, statistics, sys, time
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+f = s.makefile("rb")
+n = 0
+def call(method, params):
+    global n
+    n += 1
+    s.sendall((json.dumps({"jsonrpc": "2.0", "id": n, "method": method,
+                           "params": params}) + "\n").encode())
+    r = json.loads(f.readline())
+    assert "result" in r, r
+    return r["result"]
+ent = base64.b64encode(os.urandom(32)).decode()
+def resume():
+    t = time.time()
+    return call("sandbox.resume", {"time": {"sec": int(t), "nsec": int((t % 1) * 1e9)},
+                                   "entropy": ent})
+lat = []
+for i in range(600):
+    t = time.perf_counter_ns(); resume(); lat.append(time.perf_counter_ns() - t)
+lat = sorted(lat[100:])
+cyc = []
+for i in range(200):
+    t = time.perf_counter_ns(); call("sandbox.freeze", {}); resume()
+    cyc.append(time.perf_counter_ns() - t)
+cyc = sorted(cyc[20:])
+print(f"{statistics.median(lat)/1000:.1f} {lat[int(len(lat)*0.99)]/1000:.1f} "
+      f"{statistics.median(cyc)/1000:.1f}")
+PY
+)
+set -- $out
+printf 'resume_p50_us\tsandbox.resume round trip p50 (us, 1 service, no skills module)\t%s\t-\t-\n' "$1"
+printf 'resume_p99_us\tsandbox.resume round trip p99 (us, 1 service, no skills module)\t%s\t-\t-\n' "$2"
+printf 'freeze_resume_p50_us\tfreeze + resume cycle p50 (us, 1 service)\t%s\t-\t-\n' "$3"
