@@ -43,6 +43,7 @@ struct listener {
     struct client *serial;    /* the one stream of a serial listener */
     bool parked;              /* serial: port open, no host connected */
     bool sigio;               /* serial: the port signals a host connecting */
+    unsigned long sessions;   /* connections accepted / serial sessions begun */
 };
 
 struct client {
@@ -498,6 +499,7 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
             continue;
         }
         nclients++;
+        l->sessions++;
         log_debug("control client %s connected on %s", peer, l->name);
     }
 }
@@ -679,6 +681,7 @@ static void serial_unpark(struct listener *l)
     l->parked = false;
     serial_async(l, false);
     l->serial = client_new(l->fd, l, l->name);
+    l->sessions++;
     if (!l->serial) {
         close(l->fd);
         l->fd = -1;
@@ -733,6 +736,7 @@ static void listener_open(struct listener *l)
         l->sigio = !isatty(fd) && fcntl(fd, F_SETOWN, getpid()) == 0;
         l->parked = false;
         l->serial = client_new(fd, l, l->name);
+        l->sessions++;
         if (!l->serial) {
             close(fd);
             l->fd = -1;
@@ -946,6 +950,7 @@ cJSON *control_listeners_json(void)
             break;
         cJSON_AddStringToObject(o, "listen", l->name);
         cJSON_AddStringToObject(o, "state", l->fd < 0 ? "retrying" : l->parked ? "waiting" : "open");
+        cJSON_AddNumberToObject(o, "sessions", (double)l->sessions);
         if (l->error[0] && l->fd < 0)
             cJSON_AddStringToObject(o, "error", l->error);
         cJSON_AddItemToArray(arr, o);
