@@ -28,7 +28,7 @@ CLANG=${CLANG:-clang}
 OUT=build/fuzz
 SRC=tests/fuzz
 CJSON=build/deps/cjson-src
-TARGETS="rpc config cidr listen env base64"
+TARGETS=${FUZZ_TARGETS:-"rpc config cidr listen env base64 netlink"}
 
 case $FUZZ_SECONDS in
     ''|*[!0-9]*) echo "fuzz: FUZZ_SECONDS must be a whole number of seconds" >&2; exit 2 ;;
@@ -41,11 +41,12 @@ target_srcs() {
         config) echo "init/config.c init/cidr.c init/log.c" ;;
         cidr)   echo "init/cidr.c" ;;
         base64) echo "init/entropy.c" ;;
+        netlink) echo "init/netlink.c" ;;
         listen) echo "init/config.c init/cidr.c init/log.c" ;;
         env)    echo "init/launch.c init/config.c init/cidr.c init/log.c" ;;
     esac
 }
-target_uses_cjson() { [ "$1" != cidr ] && [ "$1" != base64 ]; }
+target_uses_cjson() { [ "$1" != cidr ] && [ "$1" != base64 ] && [ "$1" != netlink ]; }
 
 skip_all() {
     echo "fuzz: skipped: $1"
