@@ -1,16 +1,21 @@
 #!/bin/sh
-# sandbox.resume round trip with one running service (target <= 10 ms),
-# and a whole freeze + resume cycle. Skills, mounts, network and egress
-# steps report "skipped" in a build without those modules; the figure
-# then covers time, entropy, thaw, on_resume and the reply.
+# sandbox.resume round trip with one running service and a skills overlay
+# of 100 public skills (target <= 10 ms), and a whole freeze + resume
+# cycle. No mounts, interfaces or egress policy are configured (they would
+# need a VM or a netns), so those steps find nothing to check; the figure
+# covers time, entropy, the skills reconcile, thaw, on_resume, health and
+# the reply. In supervisor mode the clock is never stepped.
 set -eu
 B="$BUILD"
 tmp=$(mktemp -d /tmp/hearth-bench.XXXXXX)
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 
+mkdir -p "$tmp/public" "$tmp/private"
+for i in $(seq 100); do mkdir "$tmp/public/skill-$i"; done
 cat > "$tmp/c.json" <<JSON
 {"control":{"listen":["unix:$tmp/ctl.sock"]},
+ "skills":{"public":"$tmp/public","private":"$tmp/private","poll_ms":0},
  "services":[{"name":"agent","argv":["/bin/sleep","100000"],"on_resume":"none"}]}
 JSON
 "$B/hearth" --mode supervisor -c "$tmp/c.json" --log warn &
@@ -48,6 +53,6 @@ print(f"{statistics.median(lat)/1000:.1f} {lat[int(len(lat)*0.99)]/1000:.1f} "
 PY
 )
 set -- $out
-printf 'resume_p50_us\tsandbox.resume round trip p50 (us, 1 service, no skills module)\t%s\t-\t-\n' "$1"
-printf 'resume_p99_us\tsandbox.resume round trip p99 (us, 1 service, no skills module)\t%s\t-\t-\n' "$2"
+printf 'resume_p50_us\tsandbox.resume round trip p50 (us, 1 service, 100 skills)\t%s\t-\t-\n' "$1"
+printf 'resume_p99_us\tsandbox.resume round trip p99 (us, 1 service, 100 skills)\t%s\t-\t-\n' "$2"
 printf 'freeze_resume_p50_us\tfreeze + resume cycle p50 (us, 1 service)\t%s\t-\t-\n' "$3"
