@@ -1,4 +1,5 @@
 #include "mounts.h"
+#include "tree.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -241,30 +242,6 @@ static bool in_place(const struct mnt *m, const struct minfo *mi)
 
 enum attempt { A_DONE, A_RETRY };
 
-static int make_dirs(const char *path)
-{
-    char buf[512];
-    size_t n = strlen(path);
-
-    if (n == 0 || n >= sizeof(buf)) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    memcpy(buf, path, n + 1);
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char c = *p;
-            *p = '\0';
-            if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-                return -1;
-            *p = c;
-            if (!c)
-                break;
-        }
-    }
-    return 0;
-}
-
 /* A bind of a single file needs a file to mount on. */
 static int make_target(const struct mnt *m)
 {
@@ -276,7 +253,7 @@ static int make_target(const struct mnt *m)
         char *slash = strrchr(parent, '/');
         if (slash && slash != parent) {
             *slash = '\0';
-            if (make_dirs(parent) < 0)
+            if (tree_mkdir_p(parent) < 0)
                 return -1;
         }
         int fd = open(m->target, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
@@ -285,7 +262,7 @@ static int make_target(const struct mnt *m)
         close(fd);
         return 0;
     }
-    return make_dirs(m->target);
+    return tree_mkdir_p(m->target);
 }
 
 /* Errors that mean "not there yet": the tag, device or source may still

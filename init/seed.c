@@ -23,31 +23,6 @@ static cJSON *last_report;
 
 static const char *const result_names[] = {"seeded", "already", "skipped", "failed"};
 
-/* mkdir -p, each missing level 0755. */
-static int make_dirs(const char *path)
-{
-    char buf[4096];
-    size_t n = strlen(path);
-
-    if (n == 0 || n >= sizeof(buf)) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    memcpy(buf, path, n + 1);
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char c = *p;
-            *p = '\0';
-            if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-                return -1;
-            *p = c;
-            if (!c)
-                break;
-        }
-    }
-    return 0;
-}
-
 static bool dir_is_empty(int fd)
 {
     int d2 = dup(fd);
@@ -91,7 +66,7 @@ enum seed_result seed_one(const char *target, const char *from, const char *unle
         snprintf(err, errlen, "unable to use template %s: not a directory", from);
         return SEED_FAILED;
     }
-    if (make_dirs(target) < 0) {
+    if (tree_mkdir_p(target) < 0) {
         snprintf(err, errlen, "unable to create %s: %s", target, strerror(errno));
         return SEED_FAILED;
     }
