@@ -181,26 +181,46 @@ void nl_batch_end(struct nlbuf *b, uint16_t subsys)
     batch_msg(b, NFNL_MSG_BATCH_END, subsys);
 }
 
+const struct nlattr *nl_attr_next(const void *p, size_t len, const struct nlattr *prev, bool *bad)
+{
+    const uint8_t *start = p, *end = start + len;
+    const uint8_t *q = prev ? (const uint8_t *)prev + NLA_ALIGN(prev->nla_len) : start;
+
+    /* The last attribute's padding may be missing: stepping past the end
+     * is the end, not an error. */
+    if (q >= end)
+        return NULL;
+    const struct nlattr *a = (const struct nlattr *)q;
+    if ((size_t)(end - q) < NLA_HDRLEN || a->nla_len < NLA_HDRLEN ||
+        a->nla_len > (size_t)(end - q)) {
+        *bad = true;
+        return NULL;
+    }
+    return a;
+}
+
 int nl_attr_parse(const void *p, size_t len, const struct nlattr **tb, int max)
 {
-    const uint8_t *q = p;
+    bool bad = false;
 
     for (int i = 0; i <= max; i++)
         tb[i] = NULL;
-    while (len >= NLA_HDRLEN) {
-        const struct nlattr *a = (const struct nlattr *)q;
-        if (a->nla_len < NLA_HDRLEN || a->nla_len > len)
-            return -1;
+    for (const struct nlattr *a = nl_attr_next(p, len, NULL, &bad); a;
+         a = nl_attr_next(p, len, a, &bad)) {
         int t = a->nla_type & NLA_TYPE_MASK;
         if (t <= max)
             tb[t] = a;
-        size_t step = NLA_ALIGN(a->nla_len);
-        if (step >= len)
-            return 0;
-        q += step;
-        len -= step;
     }
-    return len == 0 ? 0 : -1;
+    return bad ? -1 : 0;
+}
+
+const void *nl_msg_attrs(const struct nlmsghdr *h, size_t hdrlen, const struct nlattr **tb, int max)
+{
+    size_t off = NLMSG_LENGTH(NLMSG_ALIGN(hdrlen));
+    if (h->nlmsg_len < off ||
+        nl_attr_parse((const uint8_t *)h + off, h->nlmsg_len - off, tb, max) < 0)
+        return NULL;
+    return NLMSG_DATA(h);
 }
 
 const void *nl_attr_data(const struct nlattr *a)

@@ -50,6 +50,14 @@ void nl_batch_end(struct nlbuf *b, uint16_t subsys);
  * (NULL when absent); unknown types above max are ignored. Returns -1 on
  * a malformed attribute stream. */
 int nl_attr_parse(const void *p, size_t len, const struct nlattr **tb, int max);
+/* Walks an attribute stream (a nested list's payload, say): the attribute
+ * after prev, the first when prev is NULL; NULL at the end, or when the
+ * stream is malformed, which also sets *bad. */
+const struct nlattr *nl_attr_next(const void *p, size_t len, const struct nlattr *prev, bool *bad);
+/* A received message's family header (hdrlen bytes: nfgenmsg, ifinfomsg,
+ * ...) with its attributes parsed into tb[0..max]; NULL when the message
+ * is too short or its attributes are malformed. */
+const void *nl_msg_attrs(const struct nlmsghdr *h, size_t hdrlen, const struct nlattr **tb, int max);
 const void *nl_attr_data(const struct nlattr *a);
 size_t nl_attr_len(const struct nlattr *a);
 uint32_t nl_attr_get_u32(const struct nlattr *a);

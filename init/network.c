@@ -90,12 +90,9 @@ struct link_info {
 static int link_cb(const struct nlmsghdr *h, void *arg)
 {
     struct link_info *li = arg;
-    if (h->nlmsg_type != RTM_NEWLINK || h->nlmsg_len < NLMSG_LENGTH(sizeof(struct ifinfomsg)))
-        return 0;
-    const struct ifinfomsg *ifi = NLMSG_DATA(h);
     const struct nlattr *tb[IFLA_MAX + 1];
-    size_t off = NLMSG_LENGTH(NLMSG_ALIGN(sizeof(*ifi)));
-    if (nl_attr_parse((const uint8_t *)h + off, h->nlmsg_len - off, tb, IFLA_MAX) < 0)
+    const struct ifinfomsg *ifi;
+    if (h->nlmsg_type != RTM_NEWLINK || !(ifi = nl_msg_attrs(h, sizeof(*ifi), tb, IFLA_MAX)))
         return 0;
     bool match = li->want_index ? ifi->ifi_index == li->want_index
                                 : tb[IFLA_ADDRESS] && nl_attr_len(tb[IFLA_ADDRESS]) == 6 &&
@@ -441,14 +438,11 @@ struct find {
 static int addr_cb(const struct nlmsghdr *h, void *arg)
 {
     struct find *q = arg;
-    if (h->nlmsg_type != RTM_NEWADDR || h->nlmsg_len < NLMSG_LENGTH(sizeof(struct ifaddrmsg)))
-        return 0;
-    const struct ifaddrmsg *ifa = NLMSG_DATA(h);
     const struct nlattr *tb[IFA_MAX + 1];
-    size_t off = NLMSG_LENGTH(NLMSG_ALIGN(sizeof(*ifa)));
-    if ((int)ifa->ifa_index != q->f->ifindex || ifa->ifa_family != q->f->fam ||
-        ifa->ifa_prefixlen != q->f->prefix ||
-        nl_attr_parse((const uint8_t *)h + off, h->nlmsg_len - off, tb, IFA_MAX) < 0)
+    const struct ifaddrmsg *ifa;
+    if (h->nlmsg_type != RTM_NEWADDR || !(ifa = nl_msg_attrs(h, sizeof(*ifa), tb, IFA_MAX)) ||
+        (int)ifa->ifa_index != q->f->ifindex || ifa->ifa_family != q->f->fam ||
+        ifa->ifa_prefixlen != q->f->prefix)
         return 0;
     const struct nlattr *a = tb[IFA_LOCAL] ? tb[IFA_LOCAL] : tb[IFA_ADDRESS];
     size_t al = q->f->fam == AF_INET ? 4 : 16;
@@ -460,13 +454,10 @@ static int addr_cb(const struct nlmsghdr *h, void *arg)
 static int route_cb(const struct nlmsghdr *h, void *arg)
 {
     struct find *q = arg;
-    if (h->nlmsg_type != RTM_NEWROUTE || h->nlmsg_len < NLMSG_LENGTH(sizeof(struct rtmsg)))
-        return 0;
-    const struct rtmsg *rt = NLMSG_DATA(h);
     const struct nlattr *tb[RTA_MAX + 1];
-    size_t off = NLMSG_LENGTH(NLMSG_ALIGN(sizeof(*rt)));
-    if (rt->rtm_dst_len != 0 || rt->rtm_table != RT_TABLE_MAIN || rt->rtm_family != q->f->gw_fam ||
-        nl_attr_parse((const uint8_t *)h + off, h->nlmsg_len - off, tb, RTA_MAX) < 0)
+    const struct rtmsg *rt;
+    if (h->nlmsg_type != RTM_NEWROUTE || !(rt = nl_msg_attrs(h, sizeof(*rt), tb, RTA_MAX)) ||
+        rt->rtm_dst_len != 0 || rt->rtm_table != RT_TABLE_MAIN || rt->rtm_family != q->f->gw_fam)
         return 0;
     size_t al = q->f->gw_fam == AF_INET ? 4 : 16;
     if (tb[RTA_GATEWAY] && nl_attr_len(tb[RTA_GATEWAY]) == al &&
@@ -479,13 +470,10 @@ static int route_cb(const struct nlmsghdr *h, void *arg)
 static int neigh_cb(const struct nlmsghdr *h, void *arg)
 {
     struct find *q = arg;
-    if (h->nlmsg_type != RTM_NEWNEIGH || h->nlmsg_len < NLMSG_LENGTH(sizeof(struct ndmsg)))
-        return 0;
-    const struct ndmsg *nd = NLMSG_DATA(h);
     const struct nlattr *tb[NDA_MAX + 1];
-    size_t off = NLMSG_LENGTH(NLMSG_ALIGN(sizeof(*nd)));
-    if (nd->ndm_ifindex != q->f->ifindex ||
-        nl_attr_parse((const uint8_t *)h + off, h->nlmsg_len - off, tb, NDA_MAX) < 0)
+    const struct ndmsg *nd;
+    if (h->nlmsg_type != RTM_NEWNEIGH || !(nd = nl_msg_attrs(h, sizeof(*nd), tb, NDA_MAX)) ||
+        nd->ndm_ifindex != q->f->ifindex)
         return 0;
     size_t al = q->f->gw_fam == AF_INET ? 4 : 16;
     if (tb[NDA_DST] && nl_attr_len(tb[NDA_DST]) == al && memcmp(nl_attr_data(tb[NDA_DST]), q->f->gw, al) == 0) {

@@ -477,10 +477,7 @@ static int rule_cb(const struct nlmsghdr *h, void *arg)
 {
     struct readback *rb = arg;
     const struct nlattr *tb[NFTA_RULE_MAX + 1];
-    size_t hl = NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(struct nfgenmsg));
-    if (h->nlmsg_len < hl)
-        return -EBADMSG;
-    if (nl_attr_parse((const uint8_t *)h + hl, h->nlmsg_len - hl, tb, NFTA_RULE_MAX) < 0)
+    if (!nl_msg_attrs(h, sizeof(struct nfgenmsg), tb, NFTA_RULE_MAX))
         return -EBADMSG;
     char name[32] = "?";
     if (tb[NFTA_RULE_USERDATA] && nl_attr_len(tb[NFTA_RULE_USERDATA]) >= 3) {
@@ -496,12 +493,11 @@ static int rule_cb(const struct nlmsghdr *h, void *arg)
     rb->n_rules++;
     if (!rb->counters || !tb[NFTA_RULE_EXPRESSIONS])
         return 0;
-    const uint8_t *p = nl_attr_data(tb[NFTA_RULE_EXPRESSIONS]);
+    const void *p = nl_attr_data(tb[NFTA_RULE_EXPRESSIONS]);
     size_t len = nl_attr_len(tb[NFTA_RULE_EXPRESSIONS]);
-    while (len >= NLA_HDRLEN) {
-        const struct nlattr *el = (const struct nlattr *)p;
-        if (el->nla_len < NLA_HDRLEN || el->nla_len > len)
-            return -EBADMSG;
+    bool bad = false;
+    for (const struct nlattr *el = nl_attr_next(p, len, NULL, &bad); el;
+         el = nl_attr_next(p, len, el, &bad)) {
         const struct nlattr *ex[NFTA_EXPR_MAX + 1];
         if (nl_attr_parse(nl_attr_data(el), nl_attr_len(el), ex, NFTA_EXPR_MAX) == 0 &&
             ex[NFTA_EXPR_NAME] && ex[NFTA_EXPR_DATA] &&
@@ -515,32 +511,23 @@ static int rule_cb(const struct nlmsghdr *h, void *arg)
                 cJSON_AddItemToObject(rb->counters, name, o);
             }
         }
-        size_t step = NLA_ALIGN(el->nla_len);
-        if (step >= len)
-            break;
-        p += step;
-        len -= step;
     }
-    return 0;
+    return bad ? -EBADMSG : 0;
 }
 
 static int elem_cb(const struct nlmsghdr *h, void *arg)
 {
     struct readback *rb = arg;
     const struct nlattr *tb[NFTA_SET_ELEM_LIST_MAX + 1];
-    size_t hl = NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(struct nfgenmsg));
-    if (h->nlmsg_len < hl)
-        return -EBADMSG;
-    if (nl_attr_parse((const uint8_t *)h + hl, h->nlmsg_len - hl, tb, NFTA_SET_ELEM_LIST_MAX) < 0)
+    if (!nl_msg_attrs(h, sizeof(struct nfgenmsg), tb, NFTA_SET_ELEM_LIST_MAX))
         return -EBADMSG;
     if (!tb[NFTA_SET_ELEM_LIST_ELEMENTS])
         return 0;
-    const uint8_t *p = nl_attr_data(tb[NFTA_SET_ELEM_LIST_ELEMENTS]);
+    const void *p = nl_attr_data(tb[NFTA_SET_ELEM_LIST_ELEMENTS]);
     size_t len = nl_attr_len(tb[NFTA_SET_ELEM_LIST_ELEMENTS]);
-    while (len >= NLA_HDRLEN) {
-        const struct nlattr *el = (const struct nlattr *)p;
-        if (el->nla_len < NLA_HDRLEN || el->nla_len > len)
-            return -EBADMSG;
+    bool bad = false;
+    for (const struct nlattr *el = nl_attr_next(p, len, NULL, &bad); el;
+         el = nl_attr_next(p, len, el, &bad)) {
         const struct nlattr *e[NFTA_SET_ELEM_MAX + 1], *k[NFTA_DATA_MAX + 1];
         if (nl_attr_parse(nl_attr_data(el), nl_attr_len(el), e, NFTA_SET_ELEM_MAX) < 0 ||
             !e[NFTA_SET_ELEM_KEY] ||
@@ -551,13 +538,8 @@ static int elem_cb(const struct nlmsghdr *h, void *arg)
         rb->n_elems++;
         rb->digest += fnv(nl_attr_data(k[NFTA_DATA_VALUE]), nl_attr_len(k[NFTA_DATA_VALUE]),
                           flags & NFT_SET_ELEM_INTERVAL_END);
-        size_t step = NLA_ALIGN(el->nla_len);
-        if (step >= len)
-            break;
-        p += step;
-        len -= step;
     }
-    return 0;
+    return bad ? -EBADMSG : 0;
 }
 
 static int dump_rules(int fd, struct readback *rb, char *err, size_t errlen)
@@ -637,9 +619,7 @@ int nft_verify(const struct nft_expect *exp, char *err, size_t errlen)
 static int gen_cb(const struct nlmsghdr *h, void *arg)
 {
     const struct nlattr *tb[NFTA_GEN_MAX + 1];
-    size_t hl = NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(struct nfgenmsg));
-    if (h->nlmsg_len < hl ||
-        nl_attr_parse((const uint8_t *)h + hl, h->nlmsg_len - hl, tb, NFTA_GEN_MAX) < 0)
+    if (!nl_msg_attrs(h, sizeof(struct nfgenmsg), tb, NFTA_GEN_MAX))
         return -EBADMSG;
     if (tb[NFTA_GEN_ID])
         *(uint32_t *)arg = nl_attr_get_be32(tb[NFTA_GEN_ID]);
