@@ -789,8 +789,7 @@ static const char *const col_head[NCOLS] = {"NAME",      "STATE",  "PID", "RESTA
                                             "LAST-EXIT", "HEALTH", "SINCE"};
 
 /* SINCE: since_ms is how long the service has been in its state. */
-static void service_cells(const cJSON *svc, bool have_up, double up,
-                          char cells[NCOLS][CELL_MAX])
+static void service_cells(const cJSON *svc, char cells[NCOLS][CELL_MAX])
 {
     const char *name = jstr(svc, "name"), *state = jstr(svc, "state");
     const cJSON *ex = cJSON_GetObjectItemCaseSensitive(svc, "last_exit");
@@ -812,8 +811,6 @@ static void service_cells(const cJSON *svc, bool have_up, double up,
     /* HEALTH: the health check's status, "-" for a service without one. */
     const char *hs = jstr(cJSON_GetObjectItemCaseSensitive(svc, "health"), "status");
     safe_copy(cells[COL_HEALTH], CELL_MAX, hs ? hs : "-");
-    (void)have_up;
-    (void)up;
     if (!jnum(svc, "since_ms", &since) || since < 0)
         snprintf(cells[COL_SINCE], CELL_MAX, "-");
     else
@@ -829,7 +826,7 @@ static void print_row(const size_t *width, const char *const *cells)
 
 /* Two passes over the array (widths, then rows) instead of storing rows:
  * the number of services is not bounded here. */
-static void print_service_table(const cJSON *services, bool have_up, double up)
+static void print_service_table(const cJSON *services)
 {
     size_t width[NCOLS];
     char cells[NCOLS][CELL_MAX];
@@ -843,7 +840,7 @@ static void print_service_table(const cJSON *services, bool have_up, double up)
         {
             if (!cJSON_IsObject(svc))
                 continue;
-            service_cells(svc, have_up, up, cells);
+            service_cells(svc, cells);
             for (int i = 0; i < NCOLS; i++)
                 if (strlen(cells[i]) > width[i])
                     width[i] = strlen(cells[i]);
@@ -861,7 +858,7 @@ static void print_service_table(const cJSON *services, bool have_up, double up)
 
         if (!cJSON_IsObject(svc))
             continue;
-        service_cells(svc, have_up, up, cells);
+        service_cells(svc, cells);
         for (int i = 0; i < NCOLS; i++)
             row[i] = cells[i];
         print_row(width, row);
@@ -991,16 +988,13 @@ static int p_status(struct ctl *t, const cJSON *res)
         fputc('\n', stdout);
     }
     fputc('\n', stdout);
-    print_service_table(cJSON_GetObjectItemCaseSensitive(res, "services"), have_up, up);
+    print_service_table(cJSON_GetObjectItemCaseSensitive(res, "services"));
     return 0;
 }
 
 static int p_services(struct ctl *t, const cJSON *res)
 {
-    double up;
-    bool have_up = jnum(res, "uptime_ms", &up);
-
-    print_service_table(cJSON_GetObjectItemCaseSensitive(res, "services"), have_up, up);
+    print_service_table(cJSON_GetObjectItemCaseSensitive(res, "services"));
     return 0;
 }
 
