@@ -225,7 +225,10 @@ def test_slow_reader_is_served_without_growing_memory(quiet):
     h = quiet
     n = 3000
     s = connect(h, timeout=30)
-    s.sendall(b"".join(req(i, "status") for i in range(n)))
+    # From a thread: hearth stops reading while replies wait for this slow
+    # reader, and a socket buffer smaller than the requests would stall a
+    # sender that is also the reader.
+    t, err = send_in_thread(s, b"".join(req(i, "status") for i in range(n)))
     got, buf = [], b""
     with RssWatch(h.pid) as w:
         while len(got) < n:
@@ -240,6 +243,8 @@ def test_slow_reader_is_served_without_growing_memory(quiet):
                 assert other.result("ping") == {}
                 other.close()
             time.sleep(0.01)
+    t.join(10)
+    assert not err
     assert got == list(range(n))
     assert w.peak < RSS_BOUND_KIB, w.peak
     s.close()
