@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "mountinfo.h"
 
 static char base[CGROUP_PATH_MAX];
 static char services_dir[CGROUP_PATH_MAX];
@@ -49,30 +50,29 @@ static ssize_t read_file(const char *path, char *buf, size_t len)
     return n;
 }
 
-/* Finds the cgroup2 mount point in /proc/self/mountinfo (field 5 is the
- * mount point, the fstype follows the " - " separator). */
+struct cg2_find {
+    char *out;
+    size_t outlen;
+    int found;
+};
+
+static bool cg2_match(const struct mountinfo_entry *e, void *ctx)
+{
+    struct cg2_find *q = ctx;
+    if (strcmp(e->fstype, "cgroup2") != 0)
+        return true;
+    snprintf(q->out, q->outlen, "%s", e->target);
+    q->found = 0;
+    return false;
+}
+
+/* The first cgroup2 mount point in /proc/self/mountinfo. */
 static int find_cgroup2_mount(char *out, size_t outlen)
 {
-    FILE *f = fopen("/proc/self/mountinfo", "re");
-    char line[1024];
-    int found = -1;
-
-    if (!f)
+    struct cg2_find q = {out, outlen, -1};
+    if (mountinfo_each(cg2_match, &q) < 0)
         return -1;
-    while (fgets(line, sizeof(line), f)) {
-        char *sep = strstr(line, " - ");
-        char mp[512];
-        char fstype[64];
-        if (!sep || sscanf(sep + 3, "%63s", fstype) != 1 || strcmp(fstype, "cgroup2") != 0)
-            continue;
-        if (sscanf(line, "%*s %*s %*s %*s %511s", mp) != 1)
-            continue;
-        snprintf(out, outlen, "%s", mp);
-        found = 0;
-        break;
-    }
-    fclose(f);
-    return found;
+    return q.found;
 }
 
 /* Our own cgroup v2 path, from the "0::" line of /proc/self/cgroup. */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "mountinfo.h"
 
 struct api_mount {
     const char *source;
@@ -122,28 +123,34 @@ int machine_loopback_up(void)
     return 0;
 }
 
+struct unmount_list {
+    char targets[64][256];
+    int n;
+};
+
+static bool unmount_collect(const struct mountinfo_entry *e, void *ctx)
+{
+    struct unmount_list *l = ctx;
+    const char *mp = e->target;
+    if (strcmp(mp, "/") == 0 || strncmp(mp, "/proc", 5) == 0 || strncmp(mp, "/sys", 4) == 0 ||
+        strncmp(mp, "/dev", 4) == 0)
+        return true;
+    snprintf(l->targets[l->n++], sizeof(l->targets[0]), "%s", mp);
+    return l->n < 64;
+}
+
 /* Unmounts everything below / that is not an API filesystem, deepest
  * first (reverse mountinfo order), a bounded number of passes. Busy ones
  * are detached lazily so power-off never waits on them. */
 static void unmount_all(void)
 {
-    char targets[64][256];
-    int n = 0;
-    FILE *f = fopen("/proc/self/mountinfo", "re");
-    char line[1024];
+    static struct unmount_list l;
+    char (*targets)[256] = l.targets;
 
-    if (!f)
+    l.n = 0;
+    if (mountinfo_each(unmount_collect, &l) < 0)
         return;
-    while (n < 64 && fgets(line, sizeof(line), f)) {
-        char mp[256];
-        if (sscanf(line, "%*s %*s %*s %*s %255s", mp) != 1)
-            continue;
-        if (strcmp(mp, "/") == 0 || strncmp(mp, "/proc", 5) == 0 ||
-            strncmp(mp, "/sys", 4) == 0 || strncmp(mp, "/dev", 4) == 0)
-            continue;
-        snprintf(targets[n++], sizeof(targets[0]), "%s", mp);
-    }
-    fclose(f);
+    int n = l.n;
     for (int i = n - 1; i >= 0; i--) {
         if (umount2(targets[i], 0) < 0 && errno != EINVAL && errno != ENOENT) {
             log_warn("unable to unmount %s: %s; detaching", targets[i], strerror(errno));

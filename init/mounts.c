@@ -1,4 +1,5 @@
 #include "mounts.h"
+#include "mountinfo.h"
 #include "tree.h"
 
 #include <errno.h>
@@ -140,74 +141,29 @@ struct minfo {
     bool ro;
 };
 
-/* Undoes the octal escapes (\040) mountinfo uses for spaces and such. */
-static void unescape(char *s)
+struct minfo_find {
+    const char *target;
+    struct minfo *out;
+    bool found;
+};
+
+static bool minfo_match(const struct mountinfo_entry *e, void *ctx)
 {
-    char *o = s;
-    for (; *s; s++) {
-        if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-            s[3] >= '0' && s[3] <= '7') {
-            *o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
-            s += 3;
-        } else {
-            *o++ = *s;
-        }
-    }
-    *o = '\0';
+    struct minfo_find *q = ctx;
+    if (strcmp(e->target, q->target) != 0)
+        return true;
+    snprintf(q->out->fstype, sizeof(q->out->fstype), "%s", e->fstype);
+    snprintf(q->out->source, sizeof(q->out->source), "%s", e->source);
+    q->out->ro = strncmp(e->opts, "ro,", 3) == 0 || strcmp(e->opts, "ro") == 0;
+    q->found = true;
+    return true; /* keep going: the topmost mount is the last one */
 }
 
 /* The topmost mount at target, if any (the last line naming it). */
 static bool mountinfo_find(const char *target, struct minfo *out)
 {
-    FILE *f = fopen("/proc/self/mountinfo", "re");
-    char line[4096];
-    bool found = false;
-
-    if (!f)
-        return false;
-    while (fgets(line, sizeof(line), f)) {
-        if (!strchr(line, '\n') && !feof(f)) {
-            /* Longer than any path we mount: skip the rest of the line. */
-            int ch;
-            while ((ch = fgetc(f)) != EOF && ch != '\n')
-                ;
-            continue;
-        }
-        char *save, *tok, *mp = NULL, *opts = NULL, *fstype = NULL, *src = NULL;
-        int field = 0;
-        bool after_sep = false;
-        for (tok = strtok_r(line, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save)) {
-            if (!after_sep) {
-                if (field == 4)
-                    mp = tok;
-                else if (field == 5)
-                    opts = tok;
-                else if (field > 5 && strcmp(tok, "-") == 0) {
-                    after_sep = true;
-                    field = 0;
-                    continue;
-                }
-            } else {
-                if (field == 0)
-                    fstype = tok;
-                else if (field == 1)
-                    src = tok;
-            }
-            field++;
-        }
-        if (!mp || !fstype || !src)
-            continue;
-        unescape(mp);
-        if (strcmp(mp, target) != 0)
-            continue;
-        unescape(src);
-        snprintf(out->fstype, sizeof(out->fstype), "%s", fstype);
-        snprintf(out->source, sizeof(out->source), "%s", src);
-        out->ro = opts && (strncmp(opts, "ro,", 3) == 0 || strcmp(opts, "ro") == 0);
-        found = true;
-    }
-    fclose(f);
-    return found;
+    struct minfo_find q = {target, out, false};
+    return mountinfo_each(minfo_match, &q) == 0 && q.found;
 }
 
 static const char *kernel_type(const struct mnt *m)

@@ -307,13 +307,31 @@ static bool parse_ip(const char *s, int *fam, uint8_t *out)
     return true;
 }
 
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c = (char)(c | 0x20);
+    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* "aa:bb:cc:dd:ee:ff", one or two hex digits a byte. */
 static bool parse_mac(const char *s, uint8_t mac[6])
 {
-    unsigned v[6];
-    if (sscanf(s, "%2x:%2x:%2x:%2x:%2x:%2x", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) != 6)
-        return false;
-    for (int i = 0; i < 6; i++)
-        mac[i] = (uint8_t)v[i];
+    for (int i = 0; i < 6; i++) {
+        int hi = hex_digit(*s), lo;
+        if (hi < 0)
+            return false;
+        s++;
+        if ((lo = hex_digit(*s)) >= 0) {
+            hi = hi * 16 + lo;
+            s++;
+        }
+        mac[i] = (uint8_t)hi;
+        if (*s != (i < 5 ? ':' : '\0'))
+            return false;
+        s++;
+    }
     return true;
 }
 

@@ -18,6 +18,7 @@
 
 #include "config.h"
 #include "hearth.h"
+#include "mountinfo.h"
 #include "mounts.h"
 #include "service.h"
 
@@ -200,4 +201,45 @@ static void host_body(const char *root)
 TEST(mounts_set_host_refuses_bad_input_unchanged)
 {
     in_mount_ns(host_body);
+}
+
+/* mountinfo lines as the kernel writes them: optional fields before the
+ * "-", octal escapes in paths, and lines that are cut short. */
+TEST(mountinfo_parse_fields_and_escapes)
+{
+    struct mountinfo_entry e;
+    char a[] = "36 35 98:0 /mnt1 /mnt/my\\040home rw,noatime master:1 shared:2 - ext3 "
+               "/dev/root rw,errors=continue\n";
+    CHECK(mountinfo_parse(a, &e));
+    CHECK_STR(e.target, "/mnt/my home");
+    CHECK_STR(e.opts, "rw,noatime");
+    CHECK_STR(e.fstype, "ext3");
+    CHECK_STR(e.source, "/dev/root");
+
+    char b[] = "25 1 0:22 / /sys/fs/cgroup ro,nosuid - cgroup2 cgroup2 rw\n";
+    CHECK(mountinfo_parse(b, &e));
+    CHECK_STR(e.target, "/sys/fs/cgroup");
+    CHECK_STR(e.fstype, "cgroup2");
+
+    char c[] = "25 1 0:22 / /x rw,nosuid";      /* no separator */
+    CHECK(!mountinfo_parse(c, &e));
+    char d[] = "25 1 0:22 / /x rw - tmpfs";     /* no source */
+    CHECK(!mountinfo_parse(d, &e));
+    char f[] = "";
+    CHECK(!mountinfo_parse(f, &e));
+}
+
+static bool find_root(const struct mountinfo_entry *e, void *ctx)
+{
+    if (strcmp(e->target, "/") != 0)
+        return true;
+    *(bool *)ctx = true;
+    return false;
+}
+
+TEST(mountinfo_each_sees_the_root_mount)
+{
+    bool seen = false;
+    CHECK_EQ_INT(mountinfo_each(find_root, &seen), 0);
+    CHECK(seen);
 }
