@@ -95,20 +95,40 @@ fetch_source() { # name version orig-tarball
     fi
 }
 
-# Periodic and child watchers are compiled out: hearth reaps children itself
-# and uses only monotonic timers, and without periodics libev has no reason
-# to wake up every minute to look for wall-clock jumps.
-LIBEV_DEFS="-DEV_PERIODIC_ENABLE=0 -DEV_CHILD_ENABLE=0 -DEV_STAT_ENABLE=0"
+# libev's features, one line shared with the Makefile and the fuzz build
+# (ev.h must be read with the same switches the library was built with).
+# Only what hearth uses is compiled in: io, timer and prepare watchers on
+# the epoll backend. Periodic watchers are out, so libev never wakes up to
+# look for wall-clock jumps; child and signal watchers are out because
+# hearth reaps children itself through a signalfd; the select and poll
+# backends, inotify, eventfd, async, fork, idle, check, cleanup and embed
+# are out because nothing here needs them and each costs binary size.
+LIBEV_DEFS=$(cat "$ROOT/scripts/libev-features")
+# How the libraries are compiled; part of the stamps, so a change rebuilds.
+DEP_CFLAGS="-Os -ffunction-sections -fdata-sections"
+LIBEV_RECIPE="$DEP_CFLAGS -fno-strict-aliasing $LIBEV_DEFS"
+CJSON_RECIPE="$DEP_CFLAGS"
+
+# A stamp holds the recipe it was built with; a matching one means the
+# library is current. The stamp is touched either way so make, which
+# compares it with this script, does not ask again.
+stamp_current() {
+    if [ -f "$1" ] && [ "$(cat "$1")" = "$2" ]; then
+        touch "$1"
+        return 0
+    fi
+    return 1
+}
 
 build_libev() {
     stamp="$DEPS/.libev-$LIBEV_VERSION"
-    [ -f "$stamp" ] && return 0
+    stamp_current "$stamp" "$LIBEV_RECIPE" && return 0
     fetch_source libev "1:$LIBEV_VERSION" "libev_$LIBEV_VERSION.orig.tar.gz"
     b="$DEPS/build-libev"
     rm -rf "$b"; mkdir -p "$b"
     tar -xzf "$DEPS/src/libev_$LIBEV_VERSION.orig.tar.gz" -C "$b" --strip-components=1
     log "building libev $LIBEV_VERSION with musl-gcc"
-    (cd "$b" && CC=musl-gcc CFLAGS="-O2 -fPIE -fno-strict-aliasing $LIBEV_DEFS" ./configure -q \
+    (cd "$b" && CC=musl-gcc CFLAGS="$LIBEV_RECIPE" ./configure -q \
         --disable-shared --enable-static --prefix="$DEPS" >/dev/null &&
         make -s >/dev/null 2>&1 && make -s install >/dev/null)
     # A glibc-compiled copy for the sanitizer unit build.
@@ -118,12 +138,12 @@ build_libev() {
     (cd "$g" && CFLAGS="-O1 -g -fno-strict-aliasing $LIBEV_DEFS" ./configure -q --disable-shared \
         --enable-static --prefix="$DEPS/glibc" >/dev/null &&
         make -s >/dev/null 2>&1 && make -s install >/dev/null)
-    touch "$stamp"
+    printf "%s\n" "$LIBEV_RECIPE" > "$stamp"
 }
 
 build_cjson() {
     stamp="$DEPS/.cjson-$CJSON_VERSION"
-    [ -f "$stamp" ] && return 0
+    stamp_current "$stamp" "$CJSON_RECIPE" && return 0
     fetch_source cjson "$CJSON_VERSION" "cjson_$CJSON_VERSION.orig.tar.gz"
     b="$DEPS/build-cjson"
     rm -rf "$b"; mkdir -p "$b"
@@ -134,7 +154,7 @@ build_cjson() {
     dpkg-source --no-check -x "$dsc" "$b" >/dev/null
     log "building cJSON $CJSON_VERSION with musl-gcc"
     mkdir -p "$DEPS/include" "$DEPS/lib" "$DEPS/glibc/include" "$DEPS/glibc/lib" "$DEPS/cjson-src"
-    musl-gcc -O2 -fPIE -c "$b/cJSON.c" -o "$b/cJSON.o"
+    musl-gcc $CJSON_RECIPE -c "$b/cJSON.c" -o "$b/cJSON.o"
     ar rcs "$DEPS/lib/libcjson.a" "$b/cJSON.o"
     cp "$b/cJSON.h" "$DEPS/include/"
     gcc -O1 -g -c "$b/cJSON.c" -o "$b/cJSON-glibc.o"
@@ -142,7 +162,7 @@ build_cjson() {
     cp "$b/cJSON.h" "$DEPS/glibc/include/"
     # Source kept for the fuzz build (clang + sanitizers compile it in).
     cp "$b/cJSON.c" "$b/cJSON.h" "$DEPS/cjson-src/"
-    touch "$stamp"
+    printf "%s\n" "$CJSON_RECIPE" > "$stamp"
 }
 
 # musl-gcc does not search /usr/include; kernel uapi headers are exposed

@@ -63,7 +63,7 @@ mkdir -p "$OUT/obj" "$OUT/logs" "$OUT/artifacts" "$OUT/corpus-work" || exit 2
 # artifact), frame pointers for readable stacks.
 FLAGS="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
 -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE \
--DEV_PERIODIC_ENABLE=0 -DEV_CHILD_ENABLE=0 -DEV_STAT_ENABLE=0"
+$(cat scripts/libev-features)"
 
 if ! command -v "$CLANG" >/dev/null 2>&1; then
     skip_all "$CLANG not found (install clang-14)"
