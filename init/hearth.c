@@ -37,6 +37,17 @@ int64_t wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+double hearth_grid_delay(int64_t period_ms)
+{
+    if (period_ms <= 0)
+        return 0.;
+    double now = ev_now(H.loop);
+    int64_t now_ms = (int64_t)(now * 1000.0);
+    int64_t next = ((now_ms + period_ms / 2) / period_ms + 1) * period_ms;
+    double d = (double)next / 1000.0 - now;
+    return d > 0. ? d : 0.;
+}
+
 void hearth_set_phase(enum hearth_phase p)
 {
     if (H.phase == p)

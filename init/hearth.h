@@ -53,4 +53,16 @@ int64_t mono_us(void);
 /* Wall-clock milliseconds since the epoch, for reporting only. */
 int64_t wall_ms(void);
 
+/* Seconds until the next multiple of period_ms that lies more than half a
+ * period ahead, for background timers (health probes, the skills poll, the
+ * clock check). Timers armed this way share a grid, so one whose period
+ * divides another's fires in the same wake-up instead of its own: an idle
+ * sandbox pays one wake-up per distinct instant, not one per timer. The
+ * gap between two firings stays within half and one and a half periods,
+ * one period on average. The grid is counted on the loop's cached wall
+ * time, which libev pairs with its monotonic time at the same instant, so
+ * two timers aimed at one grid point get the same deadline; a clock step
+ * only shifts the grid until each timer is next armed. */
+double hearth_grid_delay(int64_t period_ms);
+
 #endif

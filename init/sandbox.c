@@ -969,7 +969,7 @@ static void detectors_start(void)
      * NTP-disciplined clock by seconds, which is not a resume. */
     if (clock_allowed && clock_check_ms > 0 && clock_hw_present()) {
         double s = (double)clock_check_ms / 1000.0;
-        ev_timer_init(&hw_timer, hw_cb, s, s);
+        ev_timer_init(&hw_timer, hw_cb, hearth_grid_delay(clock_check_ms), s);
         ev_timer_start(H.loop, &hw_timer);
     }
 }

@@ -792,7 +792,7 @@ static void health_arm(struct service *s, int64_t ms)
     ev_timer_stop(H.loop, &s->health_timer);
     if (!s->has_health || s->state != SVC_RUNNING || suspended || s->hprobe)
         return;
-    ev_timer_set(&s->health_timer, (double)ms / 1000.0, 0.);
+    ev_timer_set(&s->health_timer, hearth_grid_delay(ms), 0.);
     ev_timer_start(H.loop, &s->health_timer);
 }
 

@@ -823,7 +823,7 @@ void skills_start(const char *(*failed_mount)(const char *path))
     }
     if (S.poll_ms > 0) {
         double iv = (double)S.poll_ms / 1000.0;
-        ev_timer_set(&S.poll, iv, iv);
+        ev_timer_set(&S.poll, hearth_grid_delay(S.poll_ms), iv);
         ev_timer_start(H.loop, &S.poll);
     }
     skills_sync("boot", err, sizeof(err));

@@ -1,11 +1,17 @@
 #!/bin/sh
 # Idle wake-ups: voluntary context switches per minute of a supervisor
 # with one sleeping child and no traffic, beside tini, dumb-init and
-# qemu-ga (no child). hearth runs with the Hermes-like timers off (no
-# health check, no skills poll): the design's "0 with polling off" row.
-# IDLE_SECONDS (default 20) sets the window.
+# qemu-ga (no child). hearth runs first with every timer off (no health
+# check, no skills poll): the design's "0 with polling off" row; then with
+# the Hermes config's timers (rootfs/hermes/hearth.json: a TCP health check
+# every 10 s on the stand-in agent, the skills overlay polled every 30 s,
+# the agent's output to a log file), beside a shell loop doing the same
+# probe on the same schedule. IDLE_SECONDS (default 20; the Hermes row
+# uses at least 60, so it sees whole poll periods) sets the window.
 set -eu
 B="$BUILD"
+mkdir -p "$B/bench"
+musl-gcc -static -O2 -o "$B/bench/hermes" "$ROOT/rootfs/standin/hermes.c"
 exec /usr/bin/python3 - "$B" "${IDLE_SECONDS:-20}" <<'PY'
 import json, os, shutil, subprocess, sys, tempfile, time
 
@@ -21,11 +27,11 @@ def vcs(pid):
             if l.startswith("voluntary_ctxt_switches:"):
                 return int(l.split()[1])
 
-def measure(argv):
+def measure(argv, window=window, settle=1.0):
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
     try:
-        time.sleep(1.0)  # start-up is not idle
+        time.sleep(settle)  # start-up is not idle
         a = vcs(p.pid)
         time.sleep(window)
         b = vcs(p.pid)
@@ -48,5 +54,49 @@ for name, argv in peers:
     path = which(name)
     pv = measure(argv(path)) if path else "absent"
     print(f"idle_wakeups_{name.replace('-', '_')}\t{fig}\t{hv}\t{name}\t{pv}")
+
+# ---- the Hermes config's timers ----
+import socket
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+home = os.path.join(tmp, "home")
+public = os.path.join(tmp, "public")
+for d in ("skills", "logs"):
+    os.makedirs(os.path.join(home, d), exist_ok=True)
+for i in range(20):
+    os.makedirs(os.path.join(public, f"skill-{i}"), exist_ok=True)
+    open(os.path.join(public, f"skill-{i}", "SKILL.md"), "w").close()
+agent = os.path.join(B, "bench", "hermes")
+hermes_cfg = os.path.join(tmp, "hermes.json")
+with open(hermes_cfg, "w") as f:
+    json.dump({"control": {"listen": ["unix:" + os.path.join(tmp, "ctl2.sock")]},
+               "skills": {"public": public, "private": os.path.join(home, "skills"),
+                          "ignore": ["._*", ".DS_Store", ".*"], "poll_ms": 30000},
+               "services": [{
+                   "name": "hermes", "argv": [agent],
+                   "env": {"HERMES_HOME": home, "HERMES_PORT": str(port),
+                           "HERMES_BIND": "127.0.0.1"},
+                   "after": ["skills"], "restart": "always",
+                   "ready": {"tcp": f"127.0.0.1:{port}", "timeout_ms": 60000},
+                   "health": {"tcp": f"127.0.0.1:{port}", "interval_ms": 10000, "failures": 3},
+                   "log": {"file": os.path.join(home, "logs", "hermes.out")}}]}, f)
+hwin = max(window, 60.0)
+hv = measure([os.path.join(B, "hearth"), "--mode", "supervisor", "-c", hermes_cfg,
+              "--log", "warn"], window=hwin, settle=2.0)
+# The peer: a shell loop probing the same port on the same schedule (bash's
+# /dev/tcp, so the probe is the shell's own connect, no child per probe
+# beyond sleep), its agent started beside it.
+ag = subprocess.Popen([agent], env=dict(os.environ, HERMES_HOME=home, HERMES_PORT=str(port),
+                                        HERMES_BIND="127.0.0.1"),
+                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+try:
+    loop = f"while sleep 10; do : < /dev/tcp/127.0.0.1/{port} || echo down; done"
+    pv = measure(["/bin/bash", "-c", loop], window=hwin, settle=2.0)
+finally:
+    ag.kill()
+    ag.wait()
+print(f"idle_wakeups_hermes\tidle wake-ups per minute, Hermes config timers (health 10 s, "
+      f"skills poll 30 s; target <= 4)\t{hv}\tshell probe loop\t{pv}")
 shutil.rmtree(tmp, ignore_errors=True)
 PY
