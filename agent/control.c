@@ -69,6 +69,7 @@ struct client {
     char peer[96];
     struct client *next_dead;
     size_t in_counted;        /* its share of in_extra */
+    int64_t last_ms;          /* monotonic ms of its connect or last bytes */
 };
 
 /* Input buffer bytes beyond the first chunk, over all clients: bounded by
@@ -375,6 +376,7 @@ static void read_cb(struct ev_loop *loop, ev_io *w, int revents)
         return;
     }
     linebuf_commit(&c->in, (size_t)n);
+    c->last_ms = mono_ms();
     if (c->l && c->l->serial == c)
         c->l->retry_ms = RETRY_MIN_MS;
     process_lines(c);
@@ -387,6 +389,7 @@ static struct client *client_new(int fd, struct listener *l, const char *peer)
         return NULL;
     c->fd = fd;
     c->l = l;
+    c->last_ms = mono_ms();
     snprintf(c->peer, sizeof(c->peer), "%s", peer);
     linebuf_init(&c->in, RPC_MAX_LINE);
     ev_io_init(&c->rio, read_cb, fd, EV_READ);
@@ -402,6 +405,39 @@ static struct client *client_new(int fd, struct listener *l, const char *peer)
     }
     set_reading(c, true);
     return c;
+}
+
+/* Frees a slot for a new client when all are taken: a host tool that
+ * connected and went quiet (a crashed script, a forgotten shell) must not
+ * lock the operator out until the guest reboots. Only a socket client
+ * silent for control.idle_evict_ms with nothing in flight qualifies, so
+ * subscribers, followers and a burst of fresh connections keep theirs.
+ * Returns true when a slot was freed. */
+static bool evict_idle(void)
+{
+    struct client *victim = NULL;
+    int64_t now = mono_ms();
+    if (!ccfg || ccfg->idle_evict_ms <= 0)
+        return false;
+    for (size_t i = 0; i < sizeof(clients) / sizeof(clients[0]); i++) {
+        struct client *c = clients[i];
+        if (!c || c->dead || c->closing || (c->l && c->l->serial == c))
+            continue;
+        if (c->subscribed || c->subscribe_pending || c->follow || c->deferred ||
+            out_pending(c) > 0)
+            continue;
+        if (now - c->last_ms < ccfg->idle_evict_ms)
+            continue;
+        if (!victim || c->last_ms < victim->last_ms)
+            victim = c;
+    }
+    if (!victim)
+        return false;
+    char why[64];
+    snprintf(why, sizeof(why), "idle %lld s, its slot given to a new client",
+             (long long)((now - victim->last_ms) / 1000));
+    client_drop(victim, why);
+    return true;
 }
 
 /* Returns 0 when the peer may talk to us; fills peer and why otherwise. */
@@ -487,7 +523,7 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
             refuse(fd, RPC_INVALID_REQUEST, "peer refused");
             continue;
         }
-        if (nclients >= CONTROL_MAX_CLIENTS) {
+        if (nclients >= CONTROL_MAX_CLIENTS && !evict_idle()) {
             log_warn("refused control client on %s (%s): %d clients already", l->name, peer,
                      CONTROL_MAX_CLIENTS);
             refuse(fd, RPC_ERR_BUSY, "too many clients");

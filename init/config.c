@@ -1106,6 +1106,7 @@ static const struct key k_log[] = {
 static const struct key k_control[] = {
     KEY("listen", ARRAY(STRING(check_listen), 0, CONFIG_MAX_LISTEN, NULL)),
     KEY("allowed_cids", ARRAY(INT(0, 0xffffffffLL), 0, MAX_ALLOWED_CIDS, NULL)),
+    KEY("idle_evict_ms", &s_ms),
     {0}};
 
 static const struct key k_wait_for_init[] = {
@@ -1542,6 +1543,7 @@ static struct config *build(cJSON *root, char *err, size_t errlen)
         cfg->n_allowed_cids = 1;
     }
     cfg->modules = dup_list(&b, get(root, "modules"), &cfg->n_modules);
+    cfg->idle_evict_ms = int_or(control, "idle_evict_ms", CONFIG_IDLE_EVICT_MS);
     cfg->wait_for_init = cJSON_IsTrue(get(wait, "enabled"));
     cfg->wait_for_init_timeout_ms = int_or(wait, "timeout_ms", 0);
     cJSON_ArrayForEach(svc, cJSON_GetObjectItemCaseSensitive(root, "services"))

@@ -21,6 +21,9 @@ struct cJSON;
 #define CONFIG_ERR_MAX 512
 #define CONFIG_MAX_SERVICES 64
 #define CONFIG_MAX_LISTEN 8
+/* control.idle_evict_ms when unset: a client silent this long gives up its
+ * slot when all are taken. */
+#define CONFIG_IDLE_EVICT_MS 30000
 
 enum listen_kind { LISTEN_UNIX, LISTEN_VSOCK, LISTEN_SERIAL };
 
@@ -70,6 +73,7 @@ struct config {
     size_t n_listen;
     uint32_t allowed_cids[16];
     size_t n_allowed_cids;      /* default: 1 entry, CID 2 (the host) */
+    int64_t idle_evict_ms;      /* 0 = a silent client keeps its slot */
     char **modules;
     size_t n_modules;
     bool wait_for_init;

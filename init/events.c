@@ -52,6 +52,15 @@ void events_emit(const char *type, cJSON *params)
     cJSON_AddNumberToObject(p, "time_ms", (double)wall_ms());
     while (params->child) {
         cJSON *c = cJSON_DetachItemViaPointer(params, params->child);
+        /* The envelope's keys are the event's own: a caller's field of the
+         * same name would make a second key that readers resolve
+         * differently, so it is dropped (and named, as it is a bug). */
+        if (!c->string || cJSON_GetObjectItemCaseSensitive(p, c->string)) {
+            log_error("event %s: field %s dropped, it would shadow the event's own", type,
+                      c->string ? c->string : "(unnamed)");
+            cJSON_Delete(c);
+            continue;
+        }
         cJSON_AddItemToObject(p, c->string, c);
     }
     cJSON_Delete(params);

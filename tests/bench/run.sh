@@ -21,13 +21,28 @@ done
 /usr/bin/python3 - "$rows" "$BUILD/bench.json" <<'PY'
 import json, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.count("\t") == 4]
+
+
+def ratio(hv, pv):
+    # hearth's figure over the peer's, so 0.5 means half the peer's time
+    # or size; blank when either side is not a number.
+    try:
+        h, p = float(hv), float(pv)
+    except ValueError:
+        return None
+    return round(h / p, 2) if p else None
+
+
 w = max([len(r[1]) for r in rows] + [10])
-print(f"{'figure':<{w}}  {'hearth':>14}  {'peer':<14} {'peer value':>14}")
+print(f"{'figure':<{w}}  {'hearth':>14}  {'peer':<16} {'peer value':>14} {'hearth/peer':>11}")
 out = {}
 for key, fig, hv, peer, pv in rows:
-    print(f"{fig:<{w}}  {hv:>14}  {peer:<14} {pv:>14}")
-    out[key] = {"figure": fig, "hearth": hv, "peer": None if peer == "-" else peer,
-                "peer_value": None if pv == "-" else pv}
+    r = ratio(hv, pv)
+    print(f"{fig:<{w}}  {hv:>14}  {peer:<16} {pv:>14} {'-' if r is None else r:>11}")
+    entry = {"figure": fig, "hearth": hv, "peer": None if peer == "-" else peer,
+             "peer_value": None if pv == "-" else pv, "ratio": r}
+    # Several peers share a key; keep each under key/peer.
+    out[key if key not in out else f"{key}/{peer}"] = entry
 json.dump(out, open(sys.argv[2], "w"), indent=1)
 PY
 exit $failed

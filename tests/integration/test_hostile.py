@@ -358,6 +358,48 @@ def test_1000_concurrent_clients(quiet):
     h.wait_for(lambda: h.rpc("status")["clients"] == 1, what="slots released")
 
 
+def test_idle_clients_give_up_their_slots(hearth):
+    # All 128 slots held by silent clients: a fresh burst is still refused,
+    # but once they have been silent past control.idle_evict_ms the longest
+    # silent one makes room; a subscriber keeps its slot however quiet.
+    cfg = hearth.config()
+    cfg["control"]["idle_evict_ms"] = 1500
+    hearth.start(cfg)
+    hearth.wait_for(lambda: hearth.rpc("status")["clients"] == 1, what="idle")
+    sub = connect(hearth)
+    sub.sendall(req(1, "events.subscribe", {"since": 0}))
+    assert read_lines(sub, until_id=1)[-1]["result"] is not None
+    socks = [connect(hearth) for _ in range(127)]
+    for s in socks[:10]:
+        s.sendall(req(2))
+        assert read_lines(s, 1)[0]["result"] == {}
+    late = connect(hearth)
+    late.sendall(req(3))
+    assert read_lines(late, 1)[0]["error"]["code"] == -32001
+    late.close()
+    time.sleep(2.0)
+    # socks[0..9] spoke after the others connected, so socks[10] has been
+    # silent longest among those that may be evicted.
+    for s in socks[:10]:
+        s.sendall(req(4))
+        assert read_lines(s, 1)[0]["result"] == {}
+    new = connect(hearth)
+    new.sendall(req(5))
+    assert read_lines(new, 1)[0] == {"jsonrpc": "2.0", "id": 5, "result": {}}
+    socks[10].settimeout(5)
+    assert socks[10].recv(100) == b"", "the longest silent client keeps its slot"
+    assert "its slot given to a new client" in hearth.log_text()
+    # The subscriber still gets events and everyone else still has a slot.
+    for s in socks[:10] + socks[11:]:
+        s.sendall(req(6))
+        assert read_lines(s, 1)[0]["result"] == {}
+    new.close()
+    for s in socks:
+        s.close()
+    hearth.wait_for(lambda: hearth.rpc("status")["clients"] == 2, what="slots released")
+    sub.close()
+
+
 def test_disconnect_mid_reply_repeatedly(quiet):
     h = quiet
     for _ in range(100):

@@ -227,6 +227,7 @@ TEST(config_defaults)
     CHECK_STR(cfg->listen[0].path, "/run/hearth/control.sock");
     CHECK_EQ_INT(cfg->listen[1].kind, LISTEN_VSOCK);
     CHECK_EQ_INT(cfg->listen[1].port, 1025);
+    CHECK_EQ_INT(cfg->idle_evict_ms, 30000);
     CHECK_EQ_INT(cfg->n_allowed_cids, 1);
     CHECK_EQ_INT(cfg->allowed_cids[0], 2);
     CHECK_EQ_INT(cfg->n_modules, 0);
@@ -319,9 +320,10 @@ TEST(config_typed_values)
     config_free(cfg);
 
     /* An explicit empty listener list means no control plane at all. */
-    cfg = parse("{\"control\":{\"listen\":[],\"allowed_cids\":[]}}", err);
+    cfg = parse("{\"control\":{\"listen\":[],\"allowed_cids\":[],\"idle_evict_ms\":0}}", err);
     CHECK(cfg != NULL);
     if (cfg) {
+        CHECK_EQ_INT(cfg->idle_evict_ms, 0);
         CHECK_EQ_INT(cfg->n_listen, 0);
         CHECK_EQ_INT(cfg->n_allowed_cids, 0);
     }
@@ -430,6 +432,8 @@ TEST(config_error_integers)
                "services[0].ready.notify_fd: must be between 3 and 1023");
     EXPECT_ERR("{\"network\":{\"interfaces\":[{\"name\":\"eth0\",\"mtu\":67}]}}",
                "network.interfaces[0].mtu: must be between 68 and 65535");
+    EXPECT_ERR("{\"control\":{\"idle_evict_ms\":-1}}",
+               "control.idle_evict_ms: must be >= 0");
     EXPECT_ERR("{\"control\":{\"allowed_cids\":[4294967296]}}",
                "control.allowed_cids[0]: must be between 0 and 4294967295");
     EXPECT_ERR("{\"control\":{\"allowed_cids\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]}}",
