@@ -26,6 +26,7 @@
 #include "machine.h"
 #include "reaper.h"
 #include "service.h"
+#include "utf8.h"
 
 /* ---- hooks ---- */
 
@@ -233,7 +234,10 @@ static int init_validate(const struct sandbox_init_req *r, char *err, size_t err
         }
         cJSON_ArrayForEach(it, r->env) {
             if (!env_key_ok(it->string)) {
-                snprintf(err, errlen, "env: bad variable name \"%.64s\"", it->string);
+                /* The name came from the request: cut on a character
+                 * boundary so the error reply stays valid UTF-8. */
+                snprintf(err, errlen, "env: bad variable name \"%.*s\"", utf8_clip(it->string, 64),
+                         it->string);
                 return -1;
             }
             if (!cJSON_IsString(it)) {

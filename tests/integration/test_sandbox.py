@@ -75,6 +75,10 @@ def test_init_bad_params_name_the_field_and_change_nothing(hearth):
                          ({"bogus": 1}, "bogus")]:
         e = c.call("sandbox.init", params)["error"]
         assert e["code"] == -32602 and word in e["message"], (params, e)
+    # A long non-ASCII name is echoed cut on a character boundary (a
+    # reply that is not UTF-8 would not decode here at all).
+    e = c.call("sandbox.init", {"env": {"a" + "\u00e9" * 40: "x"}})["error"]
+    assert e["message"] == 'env: bad variable name "a' + "\u00e9" * 31 + '"', e
     c.close()
     st = hearth.rpc("status")
     assert st["phases"]["init"] is False and st["sandbox"]["init"]["env"] == {}
