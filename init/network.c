@@ -27,6 +27,8 @@
 
 #define MAX_IFACES 16
 #define MAX_DNS 8
+/* Without a link-event socket (netlink refused it) the wait falls back
+ * to looking this often. */
 #define POLL_MS 50
 /* glibc's net/if.h (unlike linux/if.h, which clashes with it) lacks it. */
 #ifndef IFF_LOWER_UP
@@ -56,9 +58,11 @@ static struct {
     size_t n_dns;
     char resolv[256];
     char resolv_error[200];
-    ev_timer timer;
+    ev_timer timer;             /* the next deadline, or the fallback poll */
     bool timer_on;
-} N;
+    ev_io link_io;              /* RTMGRP_LINK: a link appeared or changed */
+    int link_fd;
+} N = {.link_fd = -1};
 
 static uint32_t next_seq(void)
 {
@@ -215,20 +219,41 @@ fail:
     return -1;
 }
 
+static void on_timer(struct ev_loop *loop, ev_timer *w, int revents);
+
+/* While an interface is missing, hearth waits for the kernel's link
+ * notifications and wakes only for one or for the earliest deadline; a
+ * NIC that is hot-plugged later is configured as soon as it appears. */
 static void settle(void)
 {
     bool waiting = false, ok = true;
+    int64_t first = INT64_MAX;
     for (size_t i = 0; i < N.n; i++) {
-        if (N.ifs[i].state == IF_WAITING)
+        if (N.ifs[i].state == IF_WAITING) {
             waiting = true;
-        else if (N.ifs[i].state == IF_FAILED && N.ifs[i].required)
+            if (N.ifs[i].deadline < first)
+                first = N.ifs[i].deadline;
+        } else if (N.ifs[i].state == IF_FAILED && N.ifs[i].required) {
             ok = false;
+        }
     }
-    if (waiting)
-        return;
     if (N.timer_on) {
         ev_timer_stop(H.loop, &N.timer);
         N.timer_on = false;
+    }
+    if (waiting) {
+        int64_t ms = first - mono_ms();
+        if (N.link_fd < 0 && ms > POLL_MS)
+            ms = POLL_MS;
+        ev_timer_init(&N.timer, on_timer, ms > 0 ? (double)ms / 1000.0 : 0., 0.);
+        ev_timer_start(H.loop, &N.timer);
+        N.timer_on = true;
+        return;
+    }
+    if (N.link_fd >= 0) {
+        ev_io_stop(H.loop, &N.link_io);
+        close(N.link_fd);
+        N.link_fd = -1;
     }
     services_phase_set("network", ok);
 }
@@ -257,7 +282,56 @@ static void attempt_all(void)
 
 static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
 {
+    N.timer_on = false;
     attempt_all();
+}
+
+static void on_link(struct ev_loop *loop, ev_io *w, int revents)
+{
+    char buf[8192];
+    ssize_t n;
+    bool any = false;
+    /* What changed does not matter: each wait looks the interface up
+     * afresh, so the notifications are only drained. */
+    for (;;) {
+        n = recv(N.link_fd, buf, sizeof(buf), 0);
+        if (n > 0) {
+            any = true;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == ENOBUFS) {
+            any = true; /* notifications were dropped: look anyway */
+            continue;
+        }
+        break;
+    }
+    if (n == 0 || (n < 0 && errno != EAGAIN)) {
+        log_warn("network: link notifications lost (%s); polling every %d ms",
+                 n == 0 ? "socket closed" : strerror(errno), POLL_MS);
+        ev_io_stop(loop, w);
+        close(N.link_fd);
+        N.link_fd = -1;
+    }
+    if (any || N.link_fd < 0)
+        attempt_all();
+}
+
+static void link_watch_open(void)
+{
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+    struct sockaddr_nl sa = {.nl_family = AF_NETLINK, .nl_groups = RTMGRP_LINK};
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        log_warn("network: no link notifications (%s); polling every %d ms for interfaces",
+                 strerror(errno), POLL_MS);
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    N.link_fd = fd;
+    ev_io_init(&N.link_io, on_link, fd, EV_READ);
+    ev_io_start(H.loop, &N.link_io);
 }
 
 static int write_resolv(void)
@@ -387,9 +461,9 @@ void network_boot(const struct config *cfg)
         services_phase_set("network", true);
         return;
     }
-    ev_timer_init(&N.timer, on_timer, POLL_MS / 1000.0, POLL_MS / 1000.0);
-    ev_timer_start(H.loop, &N.timer);
-    N.timer_on = true;
+    /* Subscribed before the first look, so a link that appears in
+     * between is not missed. */
+    link_watch_open();
     attempt_all();
 }
 

@@ -4,6 +4,7 @@ one, writes resolv.conf, and diagnoses with network.check."""
 import json
 import os
 import subprocess
+import time
 import uuid
 
 import pytest
@@ -106,6 +107,14 @@ def test_interface_by_mac_is_renamed(hearth, pair, tmp_path):
     assert any(a["local"] == "172.31.9.1" for a in link["addr_info"])
 
 
+def switches(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+    raise AssertionError("no voluntary_ctxt_switches")
+
+
 def test_hotplug_waits_and_holds_services(hearth, pair, tmp_path):
     name = "egh" + pair.tag
     svc = {"name": "web", "argv": ["sleep", "1000"], "after": ["network"]}
@@ -115,6 +124,11 @@ def test_hotplug_waits_and_holds_services(hearth, pair, tmp_path):
     assert hearth.rpc("network.get")["interfaces"][0]["state"] == "waiting"
     assert hearth.rpc("status")["phases"]["network"] is False
     assert hearth.service("web")["state"] != "running"
+    # Waiting is driven by the kernel's link notifications, not a poll:
+    # with nothing plugged in and no requests, hearth stays asleep.
+    before = switches(hearth.pid)
+    time.sleep(1.0)
+    assert switches(hearth.pid) - before <= 3
     pair.veth(name)   # plugged in after boot
     hearth.wait_for(lambda: hearth.rpc("network.get")["interfaces"][0]["state"] == "up",
                     what="hot-plugged interface up")
