@@ -93,22 +93,23 @@ static int own_cgroup(char *out, size_t outlen)
 
 /* Best effort: pass every controller the parent has down one level, so
  * service leaves get memory and cpu accounting where the host allows it. */
+/* One write per controller: the kernel applies a subtree_control write
+ * all or nothing, so one controller it refuses (cpu with a realtime task
+ * about, say) would otherwise take the memory and pids ones with it. */
 static void enable_controllers(const char *dir)
 {
-    char path[CGROUP_PATH_MAX + 32], ctl[512], req[600];
-    size_t off = 0;
+    char path[CGROUP_PATH_MAX + 32], ctl[512], req[64];
 
     snprintf(path, sizeof(path), "%s/cgroup.controllers", dir);
     if (read_file(path, ctl, sizeof(ctl)) <= 0)
         return;
-    req[0] = 0;
-    for (char *c = strtok(ctl, " \n"); c && off + strlen(c) + 3 < sizeof(req); c = strtok(NULL, " \n"))
-        off += (size_t)snprintf(req + off, sizeof(req) - off, "%s+%s", off ? " " : "", c);
-    if (!off)
-        return;
     snprintf(path, sizeof(path), "%s/cgroup.subtree_control", dir);
-    if (write_file(path, req) < 0)
-        log_debug("unable to enable controllers in %s: %s", dir, strerror(errno));
+    char *save = NULL;
+    for (char *c = strtok_r(ctl, " \n", &save); c; c = strtok_r(NULL, " \n", &save)) {
+        snprintf(req, sizeof(req), "+%s", c);
+        if (write_file(path, req) < 0)
+            log_debug("unable to enable the %s controller in %s: %s", c, dir, strerror(errno));
+    }
 }
 
 int cgroup_setup(bool vm_mode)
@@ -122,6 +123,10 @@ int cgroup_setup(bool vm_mode)
     }
     if (vm_mode) {
         snprintf(base, sizeof(base), "%s/hearth", mount_point);
+        /* A child sees only what its parent's subtree_control enables,
+         * and a fresh root enables nothing. The root is exempt from the
+         * no-internal-processes rule, so this works with hearth in it. */
+        enable_controllers(mount_point);
     } else {
         uint32_t r = 0;
         if (own_cgroup(own, sizeof(own)) < 0) {
@@ -272,6 +277,55 @@ int cgroup_cpu_usec(const char *leaf, uint64_t *usec)
     if (errno || end == buf + 11)
         return -1;
     *usec = v;
+    return 0;
+}
+
+int cgroup_memory_bytes(const char *leaf, uint64_t *bytes)
+{
+    char path[CGROUP_PATH_MAX + 32], buf[64];
+    snprintf(path, sizeof(path), "%s/memory.current", leaf);
+    if (read_file(path, buf, sizeof(buf)) <= 0)
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(buf, &end, 10);
+    if (errno || end == buf)
+        return -1;
+    *bytes = v;
+    return 0;
+}
+
+int cgroup_set_limits(const char *leaf, int64_t memory_max, int64_t memory_high, int64_t pids_max,
+                      char *err, size_t errlen)
+{
+    static const struct {
+        const char *field, *file, *controller;
+    } lim[] = {
+        {"memory_max", "memory.max", "memory"},
+        {"memory_high", "memory.high", "memory"},
+        {"pids_max", "pids.max", "pids"},
+    };
+    const int64_t val[] = {memory_max, memory_high, pids_max};
+    for (size_t i = 0; i < sizeof(lim) / sizeof(lim[0]); i++) {
+        char path[CGROUP_PATH_MAX + 32], v[32];
+        snprintf(path, sizeof(path), "%s/%s", leaf, lim[i].file);
+        if (val[i] <= 0) {
+            /* Unset: back to "max" where the file exists (best effort),
+             * so a leaf kept across starts never holds a stale value. */
+            write_file(path, "max");
+            continue;
+        }
+        snprintf(v, sizeof(v), "%lld", (long long)val[i]);
+        if (write_file(path, v) == 0)
+            continue;
+        if (errno == ENOENT)
+            snprintf(err, errlen, "limits.%s: the %s controller is not enabled for service cgroups",
+                     lim[i].field, lim[i].controller);
+        else
+            snprintf(err, errlen, "limits.%s: unable to write %s: %s", lim[i].field, path,
+                     strerror(errno));
+        return -1;
+    }
     return 0;
 }
 

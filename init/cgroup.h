@@ -38,6 +38,15 @@ int cgroup_oom_kills(const char *leaf, uint64_t *count);
 /* CPU time used in the leaf so far (cpu.stat usage_usec, which cgroup2
  * keeps even without the cpu controller); -1 when unreadable. */
 int cgroup_cpu_usec(const char *leaf, uint64_t *usec);
+/* Bytes charged to the leaf now (memory.current); -1 without the memory
+ * controller. */
+int cgroup_memory_bytes(const char *leaf, uint64_t *bytes);
+/* Writes a service's limits (memory.max, memory.high, pids.max; 0 leaves
+ * one at the kernel's "max") into its leaf. -1 with a message naming the
+ * limits field when one cannot be applied, a controller missing from
+ * service cgroups included: a configured limit is never silently lost. */
+int cgroup_set_limits(const char *leaf, int64_t memory_max, int64_t memory_high, int64_t pids_max,
+                      char *err, size_t errlen);
 /* Parses memory.events text; exposed for unit tests. */
 int cgroup_parse_oom_kills(const char *text, uint64_t *count);
 

@@ -1217,6 +1217,14 @@ static const struct key k_service_log[] = {
     KEY("ring_lines", INT(0, 100000)),
     {0}};
 
+/* A page is the least the kernel can account; below 1 MiB no program
+ * would start, so such a value is a unit mistake. */
+static const struct key k_limits[] = {
+    KEY("memory_max", INT(1 << 20, INT53)),
+    KEY("memory_high", INT(1 << 20, INT53)),
+    KEY("pids_max", INT(1, 4194304)),
+    {0}};
+
 static const struct key k_service[] = {
     REQUIRED("name", STRING(check_service_name)),
     REQUIRED("argv", &s_argv),
@@ -1242,6 +1250,7 @@ static const struct key k_service[] = {
     KEY("caps_drop", ARRAY(STRING(check_cap), 0, 0, NULL)),
     KEY("no_new_privs", &s_bool),
     KEY("log", OBJECT(k_service_log, NULL)),
+    KEY("limits", OBJECT(k_limits, NULL)),
     {0}};
 
 static const struct key k_top[] = {
@@ -1483,6 +1492,10 @@ static void build_service(struct builder *b, struct service_config *s, cJSON *ob
     if (get(stop, "signal"))
         s->stop_signal = config_signal_number(get(stop, "signal")->valuestring);
     s->stop_timeout_ms = int_or(stop, "timeout_ms", DEFAULT_STOP_TIMEOUT_MS);
+    const cJSON *limits = get(obj, "limits");
+    s->memory_max = int_or(limits, "memory_max", 0);
+    s->memory_high = int_or(limits, "memory_high", 0);
+    s->pids_max = int_or(limits, "pids_max", 0);
     s->n_success = codes ? (size_t)cJSON_GetArraySize(codes) : 1;
     s->success_exit_codes = calloc(s->n_success ? s->n_success : 1, sizeof(int));
     if (!s->success_exit_codes) {

@@ -63,6 +63,9 @@ struct service_config {
     int *success_exit_codes;    /* default {0} */
     size_t n_success;
     char *on_resume;            /* "none" | "restart" | "signal:SIGxxx"; NULL = none */
+    /* limits: written to the service's cgroup leaf before each start;
+     * 0 = not set (the leaf's default, "max"). */
+    int64_t memory_max, memory_high, pids_max;
     struct cJSON *json;         /* this service's validated object */
 };
 

@@ -500,6 +500,16 @@ static int spawn(struct service *s)
     }
     oom_watch(s);
     s->oom_this_run = false;
+    const char *leaf = leaf_for_spawn(s);
+    const struct service_config *sc = s->cfg;
+    bool limited = sc->memory_max || sc->memory_high || sc->pids_max;
+    if (limited && !s->cgroup[0]) {
+        snprintf(s->error, sizeof(s->error), "limits: services have no cgroup here to apply them to");
+        return -1;
+    }
+    if (s->cgroup[0] && cgroup_set_limits(s->cgroup, sc->memory_max, sc->memory_high, sc->pids_max,
+                                          s->error, sizeof(s->error)) < 0)
+        return -1;
     if (pipe2(p, O_CLOEXEC) < 0) {
         snprintf(s->error, sizeof(s->error), "unable to create pipe: %s", strerror(errno));
         return -1;
@@ -531,7 +541,7 @@ static int spawn(struct service *s)
         }
     }
     bool placed;
-    pid = cgroup_fork_into(leaf_for_spawn(s), &placed);
+    pid = cgroup_fork_into(leaf, &placed);
     if (pid < 0) {
         snprintf(s->error, sizeof(s->error), "unable to fork: %s", strerror(errno));
         close(p[0]);
@@ -1370,6 +1380,9 @@ cJSON *services_to_json(void)
         uint64_t cpu;
         if (s->cgroup[0] && cgroup_cpu_usec(s->cgroup, &cpu) == 0)
             cJSON_AddNumberToObject(o, "cpu_ms", (double)((s->cpu_usec_before + cpu) / 1000));
+        uint64_t mem;
+        if (s->cgroup[0] && cgroup_memory_bytes(s->cgroup, &mem) == 0)
+            cJSON_AddNumberToObject(o, "memory_bytes", (double)mem);
         cJSON_AddNumberToObject(o, "output_lines", (double)s->ring.total);
         if (s->ring.last_mono_ms)
             cJSON_AddNumberToObject(o, "last_output_ms", (double)(now - s->ring.last_mono_ms));

@@ -229,6 +229,20 @@ static void command(int fd, char *line)
         char out[LINE_MAX_LEN];
         snprintf(out, sizeof(out), "%s\n", v ? v : "-");
         reply(fd, out);
+    } else if (!strncmp(line, "eat ", 4)) {
+        /* A runaway tool: N MiB allocated and touched, so a memory limit
+         * on the service's cgroup is what ends it. */
+        long mib = strtol(line + 4, NULL, 10);
+        char *p = mib > 0 && mib <= 1 << 16 ? malloc((size_t)mib << 20) : NULL;
+        if (!p) {
+            reply(fd, "error: cannot allocate\n");
+            return;
+        }
+        for (size_t off = 0; off < (size_t)mib << 20; off += 4096)
+            p[off] = 1;
+        history("ate %ld MiB", mib);
+        free(p);
+        reply(fd, "ok\n");
     } else if (sscanf(line, "connect %127s %d", a, &port) == 2) {
         do_connect(fd, a, port);
     } else {

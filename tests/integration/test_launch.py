@@ -1,4 +1,5 @@
 """How service processes are set up: env_files, identity, limits, capabilities."""
+import os
 import shutil
 
 import pytest
@@ -139,3 +140,38 @@ def test_leaf_killed_once_still_hosts_the_next_run(hearth):
     with open(f"/proc/{pid}/cgroup") as f:
         assert f.read().strip().endswith("/services/stubborn")
     assert os.path.isdir(s["cgroup"])
+
+
+def test_cgroup_limits_applied_or_refused_by_name(hearth):
+    """A limit lands in the service's leaf where the controller is enabled
+    for service cgroups; where it is not (a host that keeps the controller
+    on cgroup v1), the service does not start and says which limit."""
+    limits = {"memory_max": 64 << 20, "memory_high": 48 << 20, "pids_max": 32}
+    hearth.start(hearth.config(services=[
+        {"name": "keeper", "argv": ["sleep", "1000"], "main": True},
+        {"name": "capped", "argv": ["sleep", "1000"], "limits": limits, "restart": "never"}]))
+    keeper = hearth.wait_for(lambda: (lambda x: x if x["state"] == "running" else None)(hearth.service("keeper")),
+                             what="keeper running")
+    leaf = keeper.get("cgroup")
+    if not leaf:
+        pytest.skip("services have no cgroup on this host")
+    with open(os.path.join(os.path.dirname(leaf), "cgroup.controllers")) as f:
+        have = f.read().split()
+    s = hearth.wait_for(lambda: (lambda x: x if x["state"] in ("running", "failed") else None)(
+        hearth.service("capped")), what="capped settled")
+    if "memory" in have and "pids" in have:
+        assert s["state"] == "running", s
+        files = {"memory.max": limits["memory_max"], "memory.high": limits["memory_high"],
+                 "pids.max": limits["pids_max"]}
+        for name, want in files.items():
+            with open(os.path.join(s["cgroup"], name)) as f:
+                assert int(f.read()) == want, name
+        assert s["memory_bytes"] > 0
+        with open(os.path.join(leaf, "memory.max")) as f:
+            assert f.read().strip() == "max"   # no limits: the kernel's default
+    else:
+        missing = "memory" if "memory" not in have else "pids"
+        field = "memory_max" if missing == "memory" else "pids_max"
+        assert s["state"] == "failed"
+        assert s["error"] == f"limits.{field}: the {missing} controller is not enabled for service cgroups"
+        assert hearth.service("keeper")["state"] == "running"

@@ -339,6 +339,7 @@ TEST(config_accepts_valid_variants)
     EXPECT_OK(SVC(",\"rlimits\":{\"nofile\":65536,\"core\":\"unlimited\",\"memlock\":0}"));
     EXPECT_OK(SVC(",\"caps_drop\":[\"NET_ADMIN\",\"cap_sys_admin\",\"CAP_CHECKPOINT_RESTORE\"]"));
     EXPECT_OK(SVC(",\"oom_score_adj\":-1000"));
+    EXPECT_OK(SVC(",\"limits\":{\"memory_max\":1048576,\"pids_max\":4194304}"));
     EXPECT_OK(SVC(",\"on_resume\":\"restart\""));
     EXPECT_OK(SVC(",\"on_resume\":\"none\""));
     EXPECT_OK(SVC(",\"on_resume\":\"signal:USR1\""));
@@ -421,6 +422,11 @@ TEST(config_error_integers)
     EXPECT_ERR("{\"clock\":{\"step_threshold_ms\":-50}}", "clock.step_threshold_ms: must be >= 0");
     EXPECT_ERR(SVC(",\"stop\":{\"timeout_ms\":1e300}"),
                "services[0].stop.timeout_ms: integer out of range");
+    EXPECT_ERR(SVC(",\"limits\":{\"memory_max\":65536}"),
+               "services[0].limits.memory_max: must be >= 1048576");
+    EXPECT_ERR(SVC(",\"limits\":{\"pids_max\":0}"),
+               "services[0].limits.pids_max: must be between 1 and 4194304");
+    EXPECT_ERR(SVC(",\"limits\":{\"cpu_max\":1}"), "services[0].limits.cpu_max: unknown key");
     EXPECT_ERR(SVC(",\"oom_score_adj\":1001"),
                "services[0].oom_score_adj: must be between -1000 and 1000");
     EXPECT_ERR(SVC(",\"success_exit_codes\":[0,256]"),

@@ -182,6 +182,36 @@ def test_pause_resume(make_vm):
     assert vm.service("hermes")["state"] == "running"
 
 
+def test_oom_in_the_agent_cgroup(make_vm):
+    # The image caps hermes at 128 MiB (limits.memory_max). A runaway
+    # allocation inside it is ended by the kernel in that cgroup alone:
+    # hearth reports it, restarts the agent and goes on answering.
+    vm = make_vm().start()
+    before = vm.wait_agent()
+    svc = vm.service("hermes")
+    if "oom_kills" not in svc:
+        pytest.skip("this hearth does not report OOM kills")
+    assert svc["oom_kills"] == 0 and svc["memory_bytes"] > 0
+    rss = vm.result("status")["rss_kib"]
+    vm.result("events.subscribe", {})
+    with pytest.raises((OSError, EOFError)):
+        vm.agent("eat 200", timeout=60)
+    # Each ping reads the stream, collecting the events sent before it.
+    oom = vm.wait_for(lambda: vm.result("ping") == {} and
+                      [e for e in vm.ctl.events if e.get("type") == "service.oom"],
+                      timeout=60, what="service.oom event")[0]
+    assert oom["service"] == "hermes" and oom["oom_kills"] >= 1, oom
+    after = vm.wait_agent()
+    assert after["pid"] != before["pid"]
+    s = vm.wait_for(lambda: (lambda x: x if x["state"] == "running" else None)(vm.service("hermes")),
+                    what="hermes running again")
+    assert s["oom_kills"] >= 1 and s["restarts"] >= 1
+    # Within its limit the agent allocates as before.
+    assert vm.agent("eat 16") == "ok"
+    st = vm.result("status")
+    assert st["pid"] == 1 and st["rss_kib"] < rss + 1024
+
+
 def test_snapshot_restore(make_vm, hostdirs, tmp_path):
     # QEMU will not migrate with a 9p share mounted: the agent's state
     # lives on a virtio-blk ext4 disk instead.
