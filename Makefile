@@ -35,7 +35,7 @@ UNIT_FLAGS  := $(EV_DEFS) -std=gnu11 $(WARN) -D_GNU_SOURCE -DHEARTH_VERSION='"$(
                -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 UNIT_LIBS   := $(DEPS)/glibc/lib/libev.a $(DEPS)/glibc/lib/libcjson.a -lm
 
-.PHONY: all deps test unit integration vm bench fuzz image run install clean check-static
+.PHONY: all deps test unit integration vm valgrind bench fuzz image run install clean check-static
 
 all: $(BUILD)/hearth $(BUILD)/hearthctl
 
@@ -51,6 +51,14 @@ $(BUILD)/hearth: $(INIT_SRCS) $(AGENT_SRCS) $(HDRS) $(DEPS_STAMP) VERSION
 $(BUILD)/hearthctl: $(CTL_SRCS) $(HDRS) $(DEPS_STAMP) VERSION
 	@mkdir -p $(BUILD)
 	$(MUSLCC) $(CFLAGS_COMMON) $(CFLAGS) $(DEP_INC) -o $@ $(CTL_SRCS) $(LDFLAGS_STATIC) $(DEPS)/lib/libcjson.a -lm
+
+# The same hearth linked dynamically against glibc, with debug info, for
+# valgrind: memcheck replaces malloc through the dynamic loader, so in the
+# static musl binary it would see no heap at all.
+$(BUILD)/hearth-debug: $(INIT_SRCS) $(AGENT_SRCS) $(HDRS) $(DEPS_STAMP) VERSION
+	@mkdir -p $(BUILD)
+	$(CC_UNIT) $(CFLAGS_COMMON) -g -O1 -fno-omit-frame-pointer -isystem $(DEPS)/glibc/include \
+		-o $@ $(INIT_SRCS) $(AGENT_SRCS) $(UNIT_LIBS)
 
 $(BUILD)/unit: $(UNIT_SRCS) $(LIB_SRCS) $(HDRS) $(DEPS_STAMP) $(wildcard tests/unit/*.h)
 	@mkdir -p $(BUILD)
@@ -68,8 +76,12 @@ integration: all
 vm: all
 	tests/run-layer.sh vm
 
+# The integration smoke subset with hearth under valgrind memcheck.
+valgrind: $(BUILD)/hearth-debug $(BUILD)/hearthctl
+	tests/run-layer.sh valgrind
+
 # All layers; the last line is the total "N passed, N failed".
-test: all $(BUILD)/unit
+test: all $(BUILD)/unit $(BUILD)/hearth-debug
 	tests/run-all.sh
 
 bench: all
@@ -98,7 +110,7 @@ install: all
 	install -D -m 0644 rootfs/hermes/hearth.json $(DESTDIR)/etc/hearth/hearth.json.example
 
 clean:
-	rm -rf $(BUILD)/hearth $(BUILD)/hearthctl $(BUILD)/unit $(BUILD)/test $(BUILD)/image
+	rm -rf $(BUILD)/hearth $(BUILD)/hearth-debug $(BUILD)/hearthctl $(BUILD)/unit $(BUILD)/test $(BUILD)/image
 
 distclean:
 	rm -rf $(BUILD)

@@ -17,7 +17,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DEPS=${HEARTH_DEPS:-$ROOT/build/deps}
 
 PKGS="build-essential musl-tools make python3-pytest iproute2 nftables util-linux \
-procps file dpkg-dev kmod cpio e2fsprogs qemu-system-x86 libclang-rt-14-dev clang"
+procps file dpkg-dev kmod cpio e2fsprogs qemu-system-x86 libclang-rt-14-dev clang valgrind"
 BENCH_PKGS="qemu-guest-agent tini dumb-init s6 nftables"
 
 want_bench=0

@@ -1,8 +1,18 @@
 """Fixtures that run the shipped static build/hearth as PID 1 of fresh
 namespaces (unshare --pid --fork --mount --net --uts --ipc --mount-proc)
-and talk to it over its unix control socket."""
+and talk to it over its unix control socket.
+
+Environment:
+  HEARTH_BIN   the binary to run (default build/hearth)
+  HEARTH_WRAP  a command prefix for it, e.g. "valgrind --leak-check=full";
+               under valgrind each run gets its own log files and the
+               fixture fails the test when valgrind reports an error
+  HEARTH_SLOW  factor for startup and wait timeouts (default 1, or 8
+               with HEARTH_WRAP)"""
 import json
 import os
+import re
+import shlex
 import shutil
 import signal
 import socket
@@ -13,8 +23,24 @@ import time
 import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-HEARTH = os.path.join(ROOT, "build", "hearth")
+HEARTH = os.environ.get("HEARTH_BIN") or os.path.join(ROOT, "build", "hearth")
+WRAP = shlex.split(os.environ.get("HEARTH_WRAP", ""))
+SLOW = float(os.environ.get("HEARTH_SLOW") or (8 if WRAP else 1))
+VALGRIND = bool(WRAP) and os.path.basename(WRAP[0]) == "valgrind"
+# Forced after the caller's options (valgrind takes the last of each), so
+# the verdict can be read whatever HEARTH_WRAP says.
+VG_ERROR_EXIT = 99
+# The first line of a report of each kind memcheck counts as an error.
+VG_ERROR_RE = re.compile(
+    r"^==\d+== (Invalid (read|write|free)|Conditional jump|Use of uninitialised|"
+    r"Syscall param|Mismatched free|Source and destination overlap|"
+    r"Argument '.*' of function|.* are definitely lost)", re.M)
 HEARTHCTL = os.path.join(ROOT, "build", "hearthctl")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "valgrind: fast smoke test, also run with hearth under valgrind (make valgrind)")
 
 
 def _need_root():
@@ -28,6 +54,7 @@ class Client:
     """A line-oriented JSON-RPC client on one connection."""
 
     def __init__(self, path, timeout=10.0):
+        timeout *= SLOW
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(timeout)
         self.sock.connect(path)
@@ -82,6 +109,8 @@ class Hearth:
         self.proc = None
         self.log_path = tmp_path / "hearth.log"
         self.extra_args = []
+        self.runs = 0
+        self.vg_problems = []
 
     def config(self, services=None, **extra):
         cfg = {"control": {"listen": ["unix:" + self.sock]}, "services": services or []}
@@ -93,18 +122,64 @@ class Hearth:
         fresh, empty network namespace."""
         path = self.dir / "hearth.json"
         path.write_text(json.dumps(cfg))
+        if self.proc is not None:  # a second run in one test: judge the first
+            self.check_valgrind()
+        self.runs += 1
         self.log = open(self.log_path, "wb")
         prefix = ["ip", "netns", "exec", netns] if netns else []
         net = [] if netns else ["--net"]
         cmd = [*prefix, "unshare", "--pid", "--fork", "--mount", *net, "--uts", "--ipc",
-               "--mount-proc", HEARTH, "-c", str(path), "--log", "debug", *args]
+               "--mount-proc", *self.wrap(), HEARTH, "-c", str(path), "--log", "debug", *args]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         if wait:
             self.wait_ready()
         return self
 
+    def wrap(self):
+        if not VALGRIND:
+            return WRAP
+        # Without -q the summary is written even when clean: the proof
+        # check_valgrind looks for.
+        opts = [o for o in WRAP if o not in ("-q", "--quiet")]
+        # %p: forked children that do not exec (probes, syncs) are checked
+        # too and write their own file; pids are those of hearth's namespace.
+        return [*opts, f"--log-file={self.vg_dir()}/vg.%p.log",
+                f"--error-exitcode={VG_ERROR_EXIT}",
+                "--suppressions=" + os.path.join(ROOT, "tests", "valgrind.supp")]
+
+    def vg_dir(self):
+        d = self.dir / f"valgrind.{self.runs}"
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def check_valgrind(self):
+        """Records what valgrind said about the run that ended. Its exit
+        status alone cannot tell: hearth's own status passes through, and
+        when hearth is killed from outside, unshare (util-linux 2.38)
+        exits 1 instead of re-raising the signal. So the log must hold the
+        ERROR SUMMARY that valgrind writes only once the whole process has
+        been judged, leaks included, and it must say 0 errors."""
+        if not VALGRIND or self.proc is None:
+            return
+        rc = self.proc.poll()
+        where = self.vg_dir()
+        if rc is None:
+            self.vg_problems.append(f"run {self.runs}: hearth still running; no valgrind verdict")
+        elif rc == VG_ERROR_EXIT:
+            self.vg_problems.append(f"run {self.runs}: valgrind exit status {rc} (errors)")
+        # Forked children that never exec (health probes, syncs) have
+        # their own files; any error in any of them counts.
+        for f in sorted(where.glob("vg.*.log")):
+            text = f.read_text(errors="replace")
+            if VG_ERROR_RE.search(text) or re.search(r"ERROR SUMMARY: [1-9]", text):
+                self.vg_problems.append(f"{f}:\n{text}")
+        main = where / "vg.1.log"
+        if not main.exists() or "ERROR SUMMARY: 0 errors" not in main.read_text(errors="replace"):
+            self.vg_problems.append(f"run {self.runs}: no clean ERROR SUMMARY in {main} "
+                                    f"(status {rc}): valgrind did not see hearth exit")
+
     def wait_ready(self, timeout=10.0):
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout * SLOW
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError("hearth exited early:\n" + self.log_text())
@@ -163,7 +238,7 @@ class Hearth:
         os.kill(self.pid, sig)
 
     def wait_exit(self, timeout=20.0):
-        return self.proc.wait(timeout=timeout)
+        return self.proc.wait(timeout=timeout * SLOW)
 
     def service(self, name):
         for s in self.rpc("services.list")["services"]:
@@ -172,7 +247,7 @@ class Hearth:
         raise KeyError(name)
 
     def wait_for(self, pred, timeout=10.0, what="condition"):
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout * SLOW
         last = None
         while time.monotonic() < deadline:
             last = pred()
@@ -185,13 +260,19 @@ class Hearth:
         if self.proc and self.proc.poll() is None:
             try:
                 self.signal(signal.SIGTERM)
-                self.proc.wait(timeout=20)
+                self.proc.wait(timeout=20 * SLOW)
             except Exception:
                 self.proc.kill()
                 self.proc.wait()
+        self.check_valgrind()
         if hasattr(self, "log"):
             self.log.close()
         shutil.rmtree(self.sockdir, ignore_errors=True)
+        # Here rather than in the fixture, so a second Hearth a test makes
+        # and stops itself is judged too.
+        if self.vg_problems:
+            problems, self.vg_problems = self.vg_problems, []
+            pytest.fail("valgrind:\n" + "\n".join(problems), pytrace=False)
 
 
 @pytest.fixture

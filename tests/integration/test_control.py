@@ -11,6 +11,7 @@ import pytest
 from conftest import Client
 
 
+@pytest.mark.valgrind
 def test_bad_requests_get_the_right_error_and_ping_keeps_working(hearth):
     hearth.start(hearth.config())
     c = hearth.client()
@@ -47,6 +48,7 @@ def test_bad_requests_get_the_right_error_and_ping_keeps_working(hearth):
     c.close()
 
 
+@pytest.mark.valgrind
 def test_pipelined_requests_are_answered_in_order(hearth):
     hearth.start(hearth.config())
     c = hearth.client()
@@ -77,6 +79,7 @@ def test_pipelined_requests_are_answered_in_order(hearth):
     c.close()
 
 
+@pytest.mark.valgrind
 def test_oversize_request_is_refused_and_connection_closed(hearth):
     hearth.start(hearth.config())
     c = hearth.client()
@@ -175,6 +178,7 @@ def test_client_that_never_reads_is_dropped_without_blocking_others(hearth):
     stuck.close()
 
 
+@pytest.mark.valgrind
 def test_client_disconnecting_mid_reply(hearth):
     hearth.start(hearth.config())
     for _ in range(20):

@@ -21,6 +21,7 @@ def _events(client, want, timeout=15.0):
     raise AssertionError(f"event not seen; got {seen}")
 
 
+@pytest.mark.valgrind
 def test_failing_health_restarts_and_recovers(hearth, tmp_path):
     flag = tmp_path / "healthy"
     flag.write_text("")
@@ -74,6 +75,7 @@ def test_unhealthy_with_restart_never_fails(hearth):
     assert s["health"]["status"] == "off"
 
 
+@pytest.mark.valgrind
 def test_health_waits_for_readiness_and_stops_with_the_service(hearth, tmp_path):
     ready = tmp_path / "ready"
     hearth.start(hearth.config(services=[

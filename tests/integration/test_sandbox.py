@@ -38,6 +38,7 @@ def ctl(h, *args, check=True):
     return r
 
 
+@pytest.mark.valgrind
 def test_init_gate_holds_then_env_reaches_the_service(hearth):
     hearth.start(hearth.config(
         [svc("gated", 'echo "FOO=$FOO TOKEN=$API_TOKEN"; exec sleep 1000', after=["init"]),
@@ -62,6 +63,7 @@ def test_init_gate_holds_then_env_reaches_the_service(hearth):
     assert "s3cr3t-value" not in hearth.log_text()
 
 
+@pytest.mark.valgrind
 def test_init_bad_params_name_the_field_and_change_nothing(hearth):
     hearth.start(hearth.config([svc("gated", "exec sleep 1000", after=["init"])],
                                wait_for_init={"enabled": True}))
@@ -111,6 +113,7 @@ def test_init_timeout_start_and_fail(hearth, tmp_path):
         h2.stop()
 
 
+@pytest.mark.valgrind
 def test_freeze_and_resume_run_on_resume_of_each_kind(hearth, tmp_path):
     hearth.start(hearth.config([
         svc("restarter", "echo start; exec sleep 1000", on_resume="restart"),
@@ -265,6 +268,7 @@ def test_backoff_timer_neither_early_nor_twice_across_a_freeze(hearth):
     assert hearth.service("flap")["restarts"] + 1 >= len(starts)
 
 
+@pytest.mark.valgrind
 def test_time_sync_and_entropy(hearth):
     hearth.start(hearth.config([]))
     c = hearth.client()

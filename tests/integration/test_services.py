@@ -3,11 +3,14 @@ import os
 import signal
 import time
 
+import pytest
+
 
 def _svc(h, name):
     return h.service(name)
 
 
+@pytest.mark.valgrind
 def test_logs_read_and_follow(hearth):
     script = 'echo out-one; echo err-one >&2; i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.1; done'
     hearth.start(hearth.config(services=[{"name": "talker", "argv": ["sh", "-c", script]}]))
@@ -43,6 +46,7 @@ def test_logs_read_errors_name_the_field(hearth):
     c.close()
 
 
+@pytest.mark.valgrind
 def test_stop_start_restart_signal(hearth, tmp_path):
     hup = tmp_path / "hup"
     script = f'trap "echo hup >> {hup}" HUP; while :; do sleep 0.05; done'
@@ -108,6 +112,7 @@ def test_output_flood_keeps_memory_bounded(hearth):
     assert hearth.rpc("ping") == {}
 
 
+@pytest.mark.valgrind
 def test_dependency_order_and_reverse_stop(hearth, tmp_path):
     import signal as sg
     order = tmp_path / "order"
@@ -164,6 +169,7 @@ def test_never_ready_is_killed_and_retried(hearth, tmp_path):
     assert s["last_exit"] == {"signal": "SIGKILL"}
 
 
+@pytest.mark.valgrind
 def test_ready_notify_fd(hearth, tmp_path):
     talk = ("sleep 0.5; printf READY >&3; sleep 0.3; printf '=1\\n' >&3; "
             # Writes after readiness neither block it nor kill it (SIGPIPE).

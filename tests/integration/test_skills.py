@@ -3,6 +3,8 @@ public share read-only, the private skills inside the agent's home."""
 import os
 import subprocess
 
+import pytest
+
 from conftest import HEARTHCTL
 
 KEEP = {"name": "keep", "argv": ["sleep", "1000"], "main": True}
@@ -34,6 +36,7 @@ def _ctl(h, *args):
                           capture_output=True, text=True, timeout=10)
 
 
+@pytest.mark.valgrind
 def test_overlay_rules(hearth, tmp_path):
     pub, priv, g, extra = _setup(tmp_path)
     # A private skill of the same name, and a regular file named like one.
@@ -62,6 +65,7 @@ def test_overlay_rules(hearth, tmp_path):
     assert hearth.rpc("status")["phases"]["skills"] is True
 
 
+@pytest.mark.valgrind
 def test_sync_links_new_and_removes_stale(hearth, tmp_path):
     pub, priv, g, extra = _setup(tmp_path)
     hearth.start(hearth.config(services=[KEEP], **extra))
@@ -107,6 +111,7 @@ def test_inotify_picks_up_changes_without_polling(hearth, tmp_path):
     assert hearth.rpc("skills.list")["last"]["trigger"] == "inotify"
 
 
+@pytest.mark.valgrind
 def test_fork_gives_a_private_copy(hearth, tmp_path):
     pub, priv, g, extra = _setup(tmp_path)
     (pub / "alpha" / "lib").mkdir()
