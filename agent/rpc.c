@@ -38,7 +38,12 @@ size_t linebuf_space(struct linebuf *lb)
     size_t limit = lb->max + 2 + LINEBUF_CHUNK;
     size_t pending = lb->len - lb->start;
 
-    if (lb->start > 0 && (lb->start >= lb->cap / 2 || lb->len == lb->cap)) {
+    /* Consumed data is dropped once it is half the buffer, fills it, or
+     * is all there is: without the last case a short request left less
+     * than a chunk behind it and every request doubled the buffer (which
+     * linebuf_shrink then freed). */
+    if (lb->start > 0 &&
+        (lb->start == lb->len || lb->start >= lb->cap / 2 || lb->len == lb->cap)) {
         memmove(lb->buf, lb->buf + lb->start, pending);
         lb->scan -= lb->start;
         lb->len = pending;

@@ -110,6 +110,30 @@ TEST(linebuf_shrinks_only_when_empty)
     linebuf_free(&lb);
 }
 
+TEST(linebuf_short_requests_keep_one_chunk)
+{
+    struct linebuf lb;
+    const char *line;
+    size_t len;
+
+    /* The control loop's pattern: room asked before each read, the line
+     * taken, shrink, room asked again. The buffer must not grow (and be
+     * freed again) per request. */
+    linebuf_init(&lb, 1 << 20);
+    for (int i = 0; i < 100; i++) {
+        CHECK(linebuf_space(&lb) >= LINEBUF_CHUNK);
+        memcpy(linebuf_tail(&lb), "{\"method\":\"ping\"}\n", 18);
+        linebuf_commit(&lb, 18);
+        CHECK_EQ_INT(linebuf_next(&lb, &line, &len), 1);
+        CHECK_EQ_INT(len, 17);
+        CHECK_EQ_INT(linebuf_next(&lb, &line, &len), 0);
+        linebuf_shrink(&lb);
+        CHECK(linebuf_space(&lb) >= LINEBUF_CHUNK);
+        CHECK_EQ_INT(lb.cap, LINEBUF_CHUNK);
+    }
+    linebuf_free(&lb);
+}
+
 TEST(linebuf_is_bounded)
 {
     struct linebuf lb;
