@@ -65,6 +65,7 @@ struct client {
     bool reading;
     bool eof;                 /* the peer closed its side */
     bool dead;
+    bool batch;               /* replies queue up until the read is handled */
     bool keep_fd;             /* the listener keeps the fd (a parked port) */
     char peer[96];
     struct client *next_dead;
@@ -192,8 +193,10 @@ static int client_send(struct client *c, const char *data, size_t len)
     memcpy(c->out + c->out_len, data, len);
     c->out_len += len;
     /* Write at once when nothing is queued ahead: the common case costs no
-     * extra loop iteration. */
-    if (out_pending(c) == len)
+     * extra loop iteration. While a read's requests are being answered the
+     * write waits for the last of them, so pipelined requests get their
+     * replies in one write instead of one each. */
+    if (out_pending(c) == len && !c->batch)
         return client_flush(c);
     return 0;
 }
@@ -263,7 +266,18 @@ static void write_cb(struct ev_loop *loop, ev_io *w, int revents)
     }
 }
 
+static void process_batch(struct client *c);
+
 static void process_lines(struct client *c)
+{
+    c->batch = true;
+    process_batch(c);
+    c->batch = false;
+    if (!c->dead && out_pending(c) > 0 && !ev_is_active(&c->wio))
+        client_flush(c);
+}
+
+static void process_batch(struct client *c)
 {
     const char *line;
     size_t len;

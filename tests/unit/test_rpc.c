@@ -232,6 +232,37 @@ TEST(rpc_format_replies)
     cJSON_Delete(id);
 }
 
+/* Integer ids are printed by hand, the rest by cJSON: either way the id
+ * reads back as the value the client sent. */
+TEST(rpc_format_result_echoes_every_kind_of_id)
+{
+    static const struct {
+        const char *id, *want;
+    } cases[] = {
+        {"0", "0"}, {"-7", "-7"}, {"4294967296", "4294967296"},
+        {"9007199254740992", "9007199254740992"}, {"1e3", "1000"},
+        {"2.5", "2.5"}, {"1e300", "1e+300"}, {"\"a\\\"b\"", "\"a\\\"b\""}, {"null", "null"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        cJSON *id = cJSON_Parse(cases[i].id);
+        CHECK(id != NULL);
+        cJSON *res = cJSON_CreateObject();
+        cJSON_AddNumberToObject(res, "n", 1);
+        size_t len = 0;
+        char *r = rpc_format_result(id, res, &len);
+        char want[128];
+        snprintf(want, sizeof(want), "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"n\":1}}\n",
+                 cases[i].want);
+        CHECK_STR(r, want);
+        CHECK_EQ_INT(len, r ? strlen(r) : 0);
+        cJSON *back = r ? cJSON_Parse(r) : NULL;
+        CHECK(back && cJSON_Compare(cJSON_GetObjectItemCaseSensitive(back, "id"), id, 1));
+        cJSON_Delete(back);
+        free(r);
+        cJSON_Delete(id);
+    }
+}
+
 TEST(rpc_error_messages_never_cut_a_character)
 {
     /* 63 ASCII bytes then a 2-byte character straddling the 64-byte clip. */
