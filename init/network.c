@@ -61,8 +61,9 @@ static struct {
     ev_timer timer;             /* the next deadline, or the fallback poll */
     bool timer_on;
     ev_io link_io;              /* RTMGRP_LINK: a link appeared or changed */
-    int link_fd;
-} N = {.link_fd = -1};
+} N;
+/* Outside N: an initialised N would put all of it in the binary's data. */
+static int link_fd = -1;
 
 static uint32_t next_seq(void)
 {
@@ -243,17 +244,17 @@ static void settle(void)
     }
     if (waiting) {
         int64_t ms = first - mono_ms();
-        if (N.link_fd < 0 && ms > POLL_MS)
+        if (link_fd < 0 && ms > POLL_MS)
             ms = POLL_MS;
         ev_timer_init(&N.timer, on_timer, ms > 0 ? (double)ms / 1000.0 : 0., 0.);
         ev_timer_start(H.loop, &N.timer);
         N.timer_on = true;
         return;
     }
-    if (N.link_fd >= 0) {
+    if (link_fd >= 0) {
         ev_io_stop(H.loop, &N.link_io);
-        close(N.link_fd);
-        N.link_fd = -1;
+        close(link_fd);
+        link_fd = -1;
     }
     services_phase_set("network", ok);
 }
@@ -294,7 +295,7 @@ static void on_link(struct ev_loop *loop, ev_io *w, int revents)
     /* What changed does not matter: each wait looks the interface up
      * afresh, so the notifications are only drained. */
     for (;;) {
-        n = recv(N.link_fd, buf, sizeof(buf), 0);
+        n = recv(link_fd, buf, sizeof(buf), 0);
         if (n > 0) {
             any = true;
             continue;
@@ -311,10 +312,10 @@ static void on_link(struct ev_loop *loop, ev_io *w, int revents)
         log_warn("network: link notifications lost (%s); polling every %d ms",
                  n == 0 ? "socket closed" : strerror(errno), POLL_MS);
         ev_io_stop(loop, w);
-        close(N.link_fd);
-        N.link_fd = -1;
+        close(link_fd);
+        link_fd = -1;
     }
-    if (any || N.link_fd < 0)
+    if (any || link_fd < 0)
         attempt_all();
 }
 
@@ -329,7 +330,7 @@ static void link_watch_open(void)
             close(fd);
         return;
     }
-    N.link_fd = fd;
+    link_fd = fd;
     ev_io_init(&N.link_io, on_link, fd, EV_READ);
     ev_io_start(H.loop, &N.link_io);
 }

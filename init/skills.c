@@ -688,7 +688,10 @@ int skills_sync(const char *trigger, char *err, size_t errlen)
         log_info("skills (%s): %u linked, %u new, %u removed, %u shadowed in %lld us", trigger,
                  S.last.linked + S.last.created, S.last.created, S.last.removed, S.last.shadowed,
                  (long long)S.last_us);
-        events_emit("skills.sync", skills_last_json());
+        /* The event's own time_ms is the run's: not repeated. */
+        cJSON *ev = skills_last_json();
+        cJSON_DeleteItemFromObjectCaseSensitive(ev, "time_ms");
+        events_emit("skills.sync", ev);
     }
     /* Per-entry errors still leave a usable overlay; an unreadable
      * directory does not. */

@@ -136,9 +136,16 @@ def gaps(path, n):
     return [(b - a) / 1e6 for a, b in zip(ts, ts[1:])]
 
 def cpu_ms(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        parts = f.read().rsplit(")", 1)[1].split()
-    return (int(parts[11]) + int(parts[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+    # schedstat's first field is the time on CPU in ns; utime + stime in
+    # /proc/PID/stat count whole clock ticks, and s6-supervise's handful of
+    # restarts in a run often adds up to less than one.
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[0]) / 1e6
+    except (OSError, ValueError, IndexError):
+        with open(f"/proc/{pid}/stat") as f:
+            parts = f.read().rsplit(")", 1)[1].split()
+        return (int(parts[11]) + int(parts[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 crash = os.path.join(tmp, "crash")
 n = 300
