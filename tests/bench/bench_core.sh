@@ -6,6 +6,9 @@ B="$BUILD"
 tmp=$(mktemp -d /tmp/hearth-bench.XXXXXX)
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+# A signal (a closed pipe included) ends the script through the EXIT trap,
+# so no server it started outlives it.
+trap 'exit 1' INT TERM HUP PIPE
 
 size=$(stat -c %s "$B/hearth")
 cat > "$tmp/c.json" <<JSON

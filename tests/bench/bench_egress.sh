@@ -8,12 +8,20 @@ tag=$$
 tmp=$(mktemp -d /tmp/hearth-bench.XXXXXX)
 pid=
 cleanup() {
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null
+    # $pid is unshare, which ignores SIGTERM while it waits for its child:
+    # hearth, PID 1 of the new pid namespace, is told directly.
+    if [ -n "$pid" ]; then
+        pkill -TERM -P "$pid" 2>/dev/null || :
+        wait "$pid" 2>/dev/null || :
+    fi
     ip netns del "egbh$tag" 2>/dev/null || true
     ip netns del "egbn$tag" 2>/dev/null || true
     rm -rf "$tmp"
 }
 trap cleanup EXIT
+# A signal (a closed pipe included) ends the script through the EXIT trap,
+# so no server it started outlives it.
+trap 'exit 1' INT TERM HUP PIPE
 command -v nft >/dev/null || { echo "bench_egress: nft not installed" >&2; exit 1; }
 ip netns add "egbh$tag"
 ip netns add "egbn$tag"

@@ -13,7 +13,7 @@ B="$BUILD"
 mkdir -p "$B/bench"
 musl-gcc -static -O2 -o "$B/bench/hermes" "$ROOT/rootfs/standin/hermes.c"
 exec /usr/bin/python3 - "$B" "${IDLE_SECONDS:-20}" <<'PY'
-import json, os, shutil, subprocess, sys, tempfile, time
+import json, os, shutil, signal, subprocess, sys, tempfile, time
 
 B, window = sys.argv[1], float(sys.argv[2])
 # On tmpfs where there is one: on a disk, a skills poll whose directory
@@ -31,9 +31,24 @@ def vcs(pid):
             if l.startswith("voluntary_ctxt_switches:"):
                 return int(l.split()[1])
 
+def stop(p):
+    # SIGTERM first: each supervisor then stops its own child (hearth its
+    # services, which live in sessions of their own); a SIGKILL would leave
+    # them behind. Then the process group, for what a shell left running.
+    for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(p.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            p.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+
 def measure(argv, window=window, settle=1.0):
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL)
+                         stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         time.sleep(settle)  # start-up is not idle
         a = vcs(p.pid)
@@ -41,8 +56,7 @@ def measure(argv, window=window, settle=1.0):
         b = vcs(p.pid)
         return f"{(b - a) * 60.0 / window:.1f}"
     finally:
-        p.kill()
-        p.wait()
+        stop(p)
 
 cfg = os.path.join(tmp, "h.json")
 with open(cfg, "w") as f:

@@ -29,7 +29,9 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
-trap 'exit 1' INT TERM
+# A signal (a closed pipe included) ends the script through the EXIT trap,
+# so no server it started outlives it.
+trap 'exit 1' INT TERM HUP PIPE
 
 HREQ='{"jsonrpc":"2.0","id":1,"method":"ping"}'
 QREQ='{"execute":"guest-ping"}'

@@ -10,6 +10,9 @@ B="$BUILD"
 tmp=$(mktemp -d /tmp/hearth-bench.XXXXXX)
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+# A signal (a closed pipe included) ends the script through the EXIT trap,
+# so no server it started outlives it.
+trap 'exit 1' INT TERM HUP PIPE
 
 mkdir -p "$tmp/public" "$tmp/private"
 for i in $(seq 100); do mkdir "$tmp/public/skill-$i"; done

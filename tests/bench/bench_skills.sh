@@ -12,6 +12,9 @@ dir=${SKILLS_BENCH_DIR:-/dev/shm}
 tmp=$(mktemp -d "$dir/hearth-bench-skills.XXXXXX")
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+# A signal (a closed pipe included) ends the script through the EXIT trap,
+# so no server it started outlives it.
+trap 'exit 1' INT TERM HUP PIPE
 
 mkdir -p "$tmp/public" "$tmp/private" "$tmp/shell"
 (cd "$tmp/public" && seq -f "skill-%05g" 1 "$N" | xargs mkdir)
