@@ -220,39 +220,6 @@ void rpc_request_free(struct rpc_request *req)
     memset(req, 0, sizeof(*req));
 }
 
-static char *finish(cJSON *msg, size_t *len)
-{
-    char *text = msg ? cJSON_PrintUnformatted(msg) : NULL;
-    cJSON_Delete(msg);
-    if (!text)
-        return NULL;
-    size_t n = strlen(text);
-    char *line = realloc(text, n + 2);
-    if (!line) {
-        free(text);
-        return NULL;
-    }
-    line[n] = '\n';
-    line[n + 1] = 0;
-    *len = n + 1;
-    return line;
-}
-
-static cJSON *envelope(const cJSON *id)
-{
-    cJSON *msg = cJSON_CreateObject();
-    if (!msg)
-        return NULL;
-    cJSON_AddStringToObject(msg, "jsonrpc", "2.0");
-    cJSON *idc = id ? cJSON_Duplicate(id, 1) : cJSON_CreateNull();
-    if (!idc) {
-        cJSON_Delete(msg);
-        return NULL;
-    }
-    cJSON_AddItemToObject(msg, "id", idc);
-    return msg;
-}
-
 /* The id as JSON text into buf. An integer id, what nearly every client
  * sends, is printed here: cJSON prints every number with "%1.15g" and
  * reads it back with sscanf to check it, which was most of the user time
@@ -274,46 +241,39 @@ static const char *id_text(const cJSON *id, char *buf, size_t n, char **heap)
     return *heap;
 }
 
-char *rpc_format_result(const cJSON *id, cJSON *result, size_t *len)
+/* {"jsonrpc":"2.0","id":ID,"KEY":BODY} and a newline, for results and
+ * errors alike; takes body. NULL when out of memory. */
+static char *envelope(const cJSON *id, const char *key, cJSON *body, size_t *len)
 {
-    char idbuf[24], *idheap, *rtext;
+    char idbuf[24], *idheap;
     const char *idt = id_text(id, idbuf, sizeof(idbuf), &idheap);
-    rtext = result ? cJSON_PrintUnformatted(result) : NULL;
-    cJSON_Delete(result);
+    char *btext = body ? cJSON_PrintUnformatted(body) : NULL;
+    cJSON_Delete(body);
     char *line = NULL;
-    if (idt && rtext) {
-        static const char pre[] = "{\"jsonrpc\":\"2.0\",\"id\":", mid[] = ",\"result\":";
-        size_t li = strlen(idt), lr = strlen(rtext);
-        size_t n = sizeof(pre) - 1 + li + sizeof(mid) - 1 + lr + 2;
+    if (idt && btext) {
+        static const char pre[] = "{\"jsonrpc\":\"2.0\",\"id\":";
+        size_t li = strlen(idt), lk = strlen(key), lb = strlen(btext);
+        size_t n = sizeof(pre) - 1 + li + lk + 4 + lb + 2; /* ,"KEY": BODY }\n */
         line = malloc(n + 1);
         if (line) {
-            char *o = line;
-            memcpy(o, pre, sizeof(pre) - 1);
-            o += sizeof(pre) - 1;
-            memcpy(o, idt, li);
-            o += li;
-            memcpy(o, mid, sizeof(mid) - 1);
-            o += sizeof(mid) - 1;
-            memcpy(o, rtext, lr);
-            o += lr;
-            *o++ = '}';
-            *o++ = '\n';
-            *o = 0;
+            snprintf(line, n + 1, "%s%s,\"%s\":%s}\n", pre, idt, key, btext);
             *len = n;
         }
     }
     free(idheap);
-    free(rtext);
+    free(btext);
     return line;
+}
+
+char *rpc_format_result(const cJSON *id, cJSON *result, size_t *len)
+{
+    return result ? envelope(id, "result", result, len) : NULL;
 }
 
 char *rpc_format_error(const cJSON *id, int code, const char *message, cJSON *data, size_t *len)
 {
-    cJSON *msg = envelope(id);
     cJSON *e = cJSON_CreateObject();
-    if (!msg || !e) {
-        cJSON_Delete(msg);
-        cJSON_Delete(e);
+    if (!e) {
         cJSON_Delete(data);
         return NULL;
     }
@@ -321,6 +281,5 @@ char *rpc_format_error(const cJSON *id, int code, const char *message, cJSON *da
     cJSON_AddStringToObject(e, "message", message);
     if (data)
         cJSON_AddItemToObject(e, "data", data);
-    cJSON_AddItemToObject(msg, "error", e);
-    return finish(msg, len);
+    return envelope(id, "error", e, len);
 }

@@ -92,8 +92,8 @@ static int own_cgroup(char *out, size_t outlen)
 }
 
 /* Best effort: pass every controller the parent has down one level, so
- * service leaves get memory and cpu accounting where the host allows it. */
-/* One write per controller: the kernel applies a subtree_control write
+ * service leaves get memory and cpu accounting where the host allows it.
+ * One write per controller: the kernel applies a subtree_control write
  * all or nothing, so one controller it refuses (cpu with a realtime task
  * about, say) would otherwise take the memory and pids ones with it. */
 static void enable_controllers(const char *dir)
@@ -263,36 +263,32 @@ int cgroup_parse_oom_kills(const char *text, uint64_t *count)
     return -1;
 }
 
-int cgroup_cpu_usec(const char *leaf, uint64_t *usec)
+/* The number after prefix at the start of leaf/file (cpu.stat's first
+ * line, or a one-number file with prefix ""). */
+static int read_u64(const char *leaf, const char *file, const char *prefix, uint64_t *out)
 {
     char path[CGROUP_PATH_MAX + 32], buf[1024];
-    snprintf(path, sizeof(path), "%s/cpu.stat", leaf);
-    if (read_file(path, buf, sizeof(buf)) < 0)
-        return -1;
-    if (strncmp(buf, "usage_usec ", 11) != 0)
+    size_t pl = strlen(prefix);
+    snprintf(path, sizeof(path), "%s/%s", leaf, file);
+    if (read_file(path, buf, sizeof(buf)) <= 0 || strncmp(buf, prefix, pl) != 0)
         return -1;
     char *end;
     errno = 0;
-    unsigned long long v = strtoull(buf + 11, &end, 10);
-    if (errno || end == buf + 11)
+    unsigned long long v = strtoull(buf + pl, &end, 10);
+    if (errno || end == buf + pl)
         return -1;
-    *usec = v;
+    *out = v;
     return 0;
+}
+
+int cgroup_cpu_usec(const char *leaf, uint64_t *usec)
+{
+    return read_u64(leaf, "cpu.stat", "usage_usec ", usec);
 }
 
 int cgroup_memory_bytes(const char *leaf, uint64_t *bytes)
 {
-    char path[CGROUP_PATH_MAX + 32], buf[64];
-    snprintf(path, sizeof(path), "%s/memory.current", leaf);
-    if (read_file(path, buf, sizeof(buf)) <= 0)
-        return -1;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(buf, &end, 10);
-    if (errno || end == buf)
-        return -1;
-    *bytes = v;
-    return 0;
+    return read_u64(leaf, "memory.current", "", bytes);
 }
 
 int cgroup_set_limits(const char *leaf, int64_t memory_max, int64_t memory_high, int64_t pids_max,
@@ -309,12 +305,10 @@ int cgroup_set_limits(const char *leaf, int64_t memory_max, int64_t memory_high,
     for (size_t i = 0; i < sizeof(lim) / sizeof(lim[0]); i++) {
         char path[CGROUP_PATH_MAX + 32], v[32];
         snprintf(path, sizeof(path), "%s/%s", leaf, lim[i].file);
-        if (val[i] <= 0) {
-            /* Unset: back to "max" where the file exists (best effort),
-             * so a leaf kept across starts never holds a stale value. */
-            write_file(path, "max");
+        /* Unset stays the kernel's "max": the config cannot change
+         * while hearth runs and a recreated leaf starts at "max". */
+        if (val[i] <= 0)
             continue;
-        }
         snprintf(v, sizeof(v), "%lld", (long long)val[i]);
         if (write_file(path, v) == 0)
             continue;

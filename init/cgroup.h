@@ -42,7 +42,7 @@ int cgroup_cpu_usec(const char *leaf, uint64_t *usec);
  * controller. */
 int cgroup_memory_bytes(const char *leaf, uint64_t *bytes);
 /* Writes a service's limits (memory.max, memory.high, pids.max; 0 leaves
- * one at the kernel's "max") into its leaf. -1 with a message naming the
+ * one untouched, at the kernel's "max") into its leaf. -1 with a message naming the
  * limits field when one cannot be applied, a controller missing from
  * service cgroups included: a configured limit is never silently lost. */
 int cgroup_set_limits(const char *leaf, int64_t memory_max, int64_t memory_high, int64_t pids_max,

@@ -60,9 +60,10 @@ int64_t wall_ms(void);
  * sandbox pays one wake-up per distinct instant, not one per timer. The
  * gap between two firings stays within half and one and a half periods,
  * one period on average. The grid is counted on the loop's cached wall
- * time, which libev pairs with its monotonic time at the same instant, so
- * two timers aimed at one grid point get the same deadline; a clock step
- * only shifts the grid until each timer is next armed. */
+ * time, which libev keeps at a fixed offset from its monotonic time
+ * (re-read to within microseconds at each wake-up), so two timers aimed
+ * at one grid point come due in the same wake-up; a clock step only
+ * shifts the grid until each timer is next armed. */
 double hearth_grid_delay(int64_t period_ms);
 
 #endif

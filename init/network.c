@@ -59,7 +59,6 @@ static struct {
     char resolv[256];
     char resolv_error[200];
     ev_timer timer;             /* the next deadline, or the fallback poll */
-    bool timer_on;
     ev_io link_io;              /* RTMGRP_LINK: a link appeared or changed */
 } N;
 /* Outside N: an initialised N would put all of it in the binary's data. */
@@ -238,17 +237,13 @@ static void settle(void)
             ok = false;
         }
     }
-    if (N.timer_on) {
-        ev_timer_stop(H.loop, &N.timer);
-        N.timer_on = false;
-    }
+    ev_timer_stop(H.loop, &N.timer);
     if (waiting) {
         int64_t ms = first - mono_ms();
         if (link_fd < 0 && ms > POLL_MS)
             ms = POLL_MS;
         ev_timer_init(&N.timer, on_timer, ms > 0 ? (double)ms / 1000.0 : 0., 0.);
         ev_timer_start(H.loop, &N.timer);
-        N.timer_on = true;
         return;
     }
     if (link_fd >= 0) {
@@ -283,7 +278,6 @@ static void attempt_all(void)
 
 static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
 {
-    N.timer_on = false;
     attempt_all();
 }
 
@@ -321,13 +315,18 @@ static void on_link(struct ev_loop *loop, ev_io *w, int revents)
 
 static void link_watch_open(void)
 {
-    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
-    struct sockaddr_nl sa = {.nl_family = AF_NETLINK, .nl_groups = RTMGRP_LINK};
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        log_warn("network: no link notifications (%s); polling every %d ms for interfaces",
-                 strerror(errno), POLL_MS);
-        if (fd >= 0)
-            close(fd);
+    char why[160];
+    int group = RTNLGRP_LINK;
+    int fd = nl_open(NETLINK_ROUTE, why, sizeof(why));
+    if (fd >= 0 &&
+        setsockopt(fd, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, &group, sizeof(group)) < 0) {
+        snprintf(why, sizeof(why), "joining the link group: %s", strerror(errno));
+        close(fd);
+        fd = -1;
+    }
+    if (fd < 0) {
+        log_warn("network: no link notifications (%s); polling every %d ms for interfaces", why,
+                 POLL_MS);
         return;
     }
     link_fd = fd;

@@ -507,8 +507,8 @@ static int spawn(struct service *s)
         snprintf(s->error, sizeof(s->error), "limits: services have no cgroup here to apply them to");
         return -1;
     }
-    if (s->cgroup[0] && cgroup_set_limits(s->cgroup, sc->memory_max, sc->memory_high, sc->pids_max,
-                                          s->error, sizeof(s->error)) < 0)
+    if (limited && cgroup_set_limits(s->cgroup, sc->memory_max, sc->memory_high, sc->pids_max,
+                                     s->error, sizeof(s->error)) < 0)
         return -1;
     if (pipe2(p, O_CLOEXEC) < 0) {
         snprintf(s->error, sizeof(s->error), "unable to create pipe: %s", strerror(errno));

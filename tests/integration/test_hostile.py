@@ -410,10 +410,10 @@ def test_idle_clients_give_up_their_slots(hearth):
     socks[10].settimeout(5)
     assert socks[10].recv(100) == b"", "the longest silent client keeps its slot"
     assert "its slot given to a new client" in hearth.log_text()
-    # The subscriber still gets events and everyone else still has a slot.
-    for s in socks[:10] + socks[11:]:
+    # The subscriber and everyone else still have their slots.
+    for s in [sub] + socks[:10] + socks[11:]:
         s.sendall(req(6))
-        assert read_lines(s, 1)[0]["result"] == {}
+        assert read_lines(s, until_id=6)[-1]["result"] == {}
     new.close()
     for s in socks:
         s.close()
