@@ -256,7 +256,24 @@ static char *envelope(const cJSON *id, const char *key, cJSON *body, size_t *len
         size_t n = sizeof(pre) - 1 + li + lk + 4 + lb + 2; /* ,"KEY": BODY }\n */
         line = malloc(n + 1);
         if (line) {
-            snprintf(line, n + 1, "%s%s,\"%s\":%s}\n", pre, idt, key, btext);
+            /* Copied, not printf'd: musl's printf costs a fifth of the
+             * pipelined throughput here. */
+            char *o = line;
+            memcpy(o, pre, sizeof(pre) - 1);
+            o += sizeof(pre) - 1;
+            memcpy(o, idt, li);
+            o += li;
+            *o++ = ',';
+            *o++ = '"';
+            memcpy(o, key, lk);
+            o += lk;
+            *o++ = '"';
+            *o++ = ':';
+            memcpy(o, btext, lb);
+            o += lb;
+            *o++ = '}';
+            *o++ = '\n';
+            *o = 0;
             *len = n;
         }
     }
