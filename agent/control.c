@@ -71,11 +71,20 @@ struct client {
     struct client *next_dead;
     size_t in_counted;        /* its share of in_extra */
     int64_t last_ms;          /* monotonic ms of its connect or last bytes */
+    uint64_t unread_since;    /* out_tick when its oldest unwritten output was queued */
+    bool out_midline;         /* the socket took part of a line: the rest must follow */
+    bool evicted;             /* queue discarded, "dropped" notice queued, closing */
 };
 
 /* Input buffer bytes beyond the first chunk, over all clients: bounded by
  * CONTROL_INPUT_BUDGET. */
 static size_t in_extra;
+/* Output queue bytes allocated over all clients: bounded by
+ * CONTROL_OUTPUT_BUDGET. */
+static size_t out_total;
+/* A counter, not a clock: it only has to order the clients by how long
+ * their output has waited, and costs no syscall on the reply path. */
+static uint64_t out_tick;
 
 static struct listener listeners[CONFIG_MAX_LISTEN];
 static size_t nlisteners;
@@ -89,10 +98,12 @@ static bool stopping;
 
 static void listener_open(struct listener *l);
 static void log_sink(const char *service, size_t index, const struct logline *l);
+static bool log_full(size_t index);
 static void schedule_retry(struct listener *l, int64_t max_ms);
 static void client_drop(struct client *c, const char *why);
 static void process_lines(struct client *c);
 static void serial_park(struct listener *l);
+static void client_evict(struct client *c, const char *reason, const char *why);
 
 size_t control_client_count(void) { return nclients; }
 const char *control_client_peer(const struct client *c) { return c->peer; }
@@ -105,12 +116,24 @@ static void reap_cb(struct ev_loop *loop, ev_prepare *w, int revents)
         struct client *c = graveyard;
         graveyard = c->next_dead;
         linebuf_free(&c->in);
-        free(c->out);
         free(c);
     }
 }
 
 static size_t out_pending(const struct client *c) { return c->out_len - c->out_off; }
+
+static bool is_follower(const struct client *c)
+{
+    return c->follow || c->subscribed || c->subscribe_pending;
+}
+
+/* Sets c's queue buffer to buf/cap, keeping out_total in step. */
+static void out_set_buffer(struct client *c, char *buf, size_t cap)
+{
+    out_total = out_total - c->out_cap + cap;
+    c->out = buf;
+    c->out_cap = cap;
+}
 
 static void set_reading(struct client *c, bool on)
 {
@@ -137,8 +160,12 @@ static int client_flush(struct client *c)
             return -1;
         }
         c->out_off += (size_t)n;
+        c->out_midline = c->out[c->out_off - 1] != '\n';
+        c->unread_since = ++out_tick;
         ev_timer_again(H.loop, &c->stall);
     }
+    if (c->follow && out_pending(c) < CLIENT_OUT_SOFT)
+        services_output_resume(); /* a no-op unless some service waits for room */
     if (out_pending(c) == 0) {
         c->out_off = c->out_len = 0;
         ev_io_stop(H.loop, &c->wio);
@@ -146,8 +173,7 @@ static int client_flush(struct client *c)
         /* Give back a large buffer once a big reply has gone out. */
         if (c->out_cap > CLIENT_OUT_SOFT) {
             free(c->out);
-            c->out = NULL;
-            c->out_cap = 0;
+            out_set_buffer(c, NULL, 0);
         }
         if (c->closing) {
             client_drop(c, NULL);
@@ -161,16 +187,47 @@ static int client_flush(struct client *c)
     return 0;
 }
 
+/* Makes room for need more queue bytes under CONTROL_OUTPUT_BUDGET.
+ * Followers go first, the one whose output has waited longest first: a
+ * stream can be resumed with logs.read or events.subscribe "since", a
+ * reply to a plain request cannot be asked for again. Only when no
+ * follower holds anything is c itself (whose queue this is) given up.
+ * Returns false when c was dropped. */
+static bool out_reserve(struct client *c, size_t need)
+{
+    while (out_total + need > CONTROL_OUTPUT_BUDGET) {
+        struct client *victim = NULL;
+        for (size_t i = 0; i < sizeof(clients) / sizeof(clients[0]); i++) {
+            struct client *f = clients[i];
+            if (!f || f->dead || f->evicted || !is_follower(f) || f->out_cap == 0)
+                continue;
+            if (!victim || f->unread_since < victim->unread_since)
+                victim = f;
+        }
+        if (!victim)
+            victim = c;
+        char why[128];
+        snprintf(why, sizeof(why), "output of all clients over %d bytes%s",
+                 CONTROL_OUTPUT_BUDGET, victim == c ? "" : " (furthest behind of the followers)");
+        client_evict(victim, "output_budget", why);
+        if (victim == c)
+            return false;
+    }
+    return true;
+}
+
 /* Queues a line. A client whose queue would pass CLIENT_OUT_MAX is not
  * reading: it is dropped rather than allowed to grow hearth's memory. */
 static int client_send(struct client *c, const char *data, size_t len)
 {
-    if (c->dead)
+    if (c->dead || c->evicted)
         return -1;
     if (out_pending(c) + len > CLIENT_OUT_MAX) {
-        client_drop(c, "output queue full (client not reading)");
+        client_evict(c, "queue_full", "output queue full (client not reading)");
         return -1;
     }
+    if (out_pending(c) == 0)
+        c->unread_since = ++out_tick;
     if (c->out_len + len > c->out_cap) {
         if (c->out_off > 0) {
             memmove(c->out, c->out + c->out_off, out_pending(c));
@@ -181,13 +238,14 @@ static int client_send(struct client *c, const char *data, size_t len)
             size_t ncap = c->out_cap ? c->out_cap : 4096;
             while (ncap < c->out_len + len)
                 ncap *= 2;
+            if (!out_reserve(c, ncap - c->out_cap))
+                return -1;
             char *nb = realloc(c->out, ncap);
             if (!nb) {
                 client_drop(c, "out of memory");
                 return -1;
             }
-            c->out = nb;
-            c->out_cap = ncap;
+            out_set_buffer(c, nb, ncap);
         }
     }
     memcpy(c->out + c->out_len, data, len);
@@ -218,6 +276,11 @@ static void client_drop(struct client *c, const char *why)
     c->dead = true;
     in_extra -= c->in_counted;
     c->in_counted = 0;
+    /* Nothing is written to a dead client: its queue is freed now, so
+     * the budget it held is free for the clients still here. */
+    free(c->out);
+    out_set_buffer(c, NULL, 0);
+    c->out_off = c->out_len = 0;
     if (why)
         log_info("control client %s dropped: %s", c->peer, why);
     else
@@ -248,6 +311,62 @@ static void client_drop(struct client *c, const char *why)
     }
     c->next_dead = graveyard;
     graveyard = c;
+    if (c->follow)
+        services_output_resume(); /* a service may have waited for c alone */
+}
+
+/* Drops a client whose queue cannot grow, telling it why first: the
+ * queue is discarded (except the rest of a line the socket has begun, so
+ * the notice starts a line of its own) and replaced by one "dropped"
+ * notification; the client is closed once that is written, or by the
+ * stall timer. Its memory is given back at once. */
+static void client_evict(struct client *c, const char *reason, const char *why)
+{
+    char note[384];
+    size_t keep = 0;
+
+    if (c->dead || c->evicted)
+        return;
+    if (c->out_midline && out_pending(c) > 0) {
+        const char *nl = memchr(c->out + c->out_off, '\n', out_pending(c));
+        keep = nl ? (size_t)(nl - (c->out + c->out_off)) + 1 : out_pending(c);
+    }
+    size_t discarded = out_pending(c) - keep;
+    int n = snprintf(note, sizeof(note),
+                     "{\"jsonrpc\":\"2.0\",\"method\":\"dropped\",\"params\":{\"reason\":\"%s\","
+                     "\"message\":\"%s\",\"discarded_bytes\":%zu}}\n",
+                     reason, why, discarded);
+    if (n < 0 || (size_t)n >= sizeof(note)) {
+        client_drop(c, why);
+        return;
+    }
+    if (keep)
+        memmove(c->out, c->out + c->out_off, keep);
+    c->out_off = 0;
+    c->out_len = keep;
+    /* The small buffer first, then the big one freed: a failed malloc
+     * only means the notice is lost, never that memory stays held. */
+    char *nb = malloc(keep + (size_t)n);
+    if (!nb) {
+        client_drop(c, why);
+        return;
+    }
+    if (keep)
+        memcpy(nb, c->out, keep);
+    memcpy(nb + keep, note, (size_t)n);
+    free(c->out);
+    out_set_buffer(c, nb, keep + (size_t)n);
+    c->out_len = keep + (size_t)n;
+    c->evicted = true;
+    c->closing = true;
+    bool followed = c->follow != 0;
+    c->follow = 0;
+    c->subscribed = c->subscribe_pending = false;
+    set_reading(c, false);
+    log_info("control client %s dropped: %s (%zu bytes discarded)", c->peer, why, discarded);
+    client_flush(c);
+    if (followed)
+        services_output_resume();
 }
 
 static void stall_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -812,6 +931,7 @@ int control_start(const struct config *cfg)
     ev_prepare_start(H.loop, &reap_prepare);
     events_set_sink(control_broadcast);
     services_set_log_sink(log_sink);
+    services_set_log_gate(log_full);
     nlisteners = cfg->n_listen;
     for (size_t i = 0; i < nlisteners; i++) {
         struct listener *l = &listeners[i];
@@ -944,6 +1064,24 @@ void control_complete(uint64_t ticket, cJSON *result, struct rpc_error *err)
 }
 
 void control_follow(struct client *c, size_t index) { c->follow |= 1ull << (index & 63); }
+
+/* The service gate (services_set_log_gate): true when index has followers
+ * and none of them has room left under CLIENT_OUT_SOFT. */
+static bool log_full(size_t index)
+{
+    uint64_t bit = 1ull << (index & 63);
+    bool any = false;
+
+    for (size_t i = 0; i < sizeof(clients) / sizeof(clients[0]); i++) {
+        const struct client *c = clients[i];
+        if (!c || c->dead || !(c->follow & bit))
+            continue;
+        if (out_pending(c) < CLIENT_OUT_SOFT)
+            return false;
+        any = true;
+    }
+    return any;
+}
 
 static void log_sink(const char *service, size_t index, const struct logline *l)
 {

@@ -18,6 +18,13 @@
 /* Request bytes all clients together may buffer beyond one 64 KiB read
  * each: 128 clients with a 1 MiB line apiece would otherwise hold 136 MiB. */
 #define CONTROL_INPUT_BUDGET (8 * 1024 * 1024)
+/* Reply and notification bytes all clients together may queue. A 256 MiB
+ * guest cannot afford 128 clients x CLIENT_OUT_MAX (1 GiB): past this,
+ * followers are dropped (the one furthest behind first) with a "dropped"
+ * notification, and followed services are back-pressured through their
+ * pipes. Input and output budgets together bound hearth's client
+ * buffers to 24 MiB. */
+#define CONTROL_OUTPUT_BUDGET (16 * 1024 * 1024)
 
 struct client;
 

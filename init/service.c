@@ -64,6 +64,7 @@ struct service {
         size_t plen;
         struct service *s;
         enum log_stream stream;
+        bool paused;                 /* not read: every follower is full */
     } out[2];
     unsigned fails;          /* consecutive failures, for the backoff */
     int64_t started_ms;      /* when it last reached running */
@@ -251,8 +252,11 @@ static void child_exited(void *ctx, pid_t pid, int wstatus)
 }
 
 static void (*log_sink)(const char *service, size_t index, const struct logline *l);
+static bool (*log_full)(size_t index);
+static unsigned paused_pipes; /* output pipes not being read, over all services */
 
 void services_set_log_sink(void (*fn)(const char *, size_t, const struct logline *)) { log_sink = fn; }
+void services_set_log_gate(bool (*full)(size_t index)) { log_full = full; }
 
 static void emit_line(struct service *s, enum log_stream st, const char *text, size_t len)
 {
@@ -269,9 +273,29 @@ static void outpipe_close(struct outpipe *o)
         emit_line(o->s, o->stream, o->part, o->plen);
         o->plen = 0;
     }
+    if (o->paused) {
+        o->paused = false;
+        paused_pipes--;
+    }
     ev_io_stop(H.loop, &o->io);
     close(o->fd);
     o->fd = -1;
+}
+
+void services_output_resume(void)
+{
+    if (!paused_pipes)
+        return;
+    for (size_t i = 0; i < nsvcs; i++) {
+        for (int k = 0; k < 2; k++) {
+            struct outpipe *o = &svcs[i].out[k];
+            if (!o->paused || o->fd < 0 || (log_full && log_full(i)))
+                continue;
+            o->paused = false;
+            paused_pipes--;
+            ev_io_start(H.loop, &o->io);
+        }
+    }
 }
 
 /* Reads a bounded amount per wake-up so a flooding service cannot starve
@@ -304,6 +328,15 @@ static void outpipe_cb(struct ev_loop *loop, ev_io *w, int revents)
             o->plen = 0;
         }
         o->part[o->plen++] = c;
+    }
+    /* Back-pressure: when everyone following this service has a full
+     * queue, the pipe is left unread, so the service blocks in write()
+     * instead of hearth buffering its output. The loop and the other
+     * services go on; services_output_resume starts reading again. */
+    if (log_full && log_full((size_t)(o->s - svcs))) {
+        ev_io_stop(loop, &o->io);
+        o->paused = true;
+        paused_pipes++;
     }
 }
 

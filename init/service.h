@@ -58,6 +58,12 @@ struct cJSON *service_logs_json(int idx, size_t n);
 struct logline;
 /* Called for every captured line (logs.read follow). */
 void services_set_log_sink(void (*fn)(const char *service, size_t index, const struct logline *l));
+/* full(index) is asked after each read of a service's output: true means
+ * every client following that service has a full queue, and the service's
+ * pipes are left unread until services_output_resume finds room. */
+void services_set_log_gate(bool (*full)(size_t index));
+/* Starts reading the paused output pipes whose followers have room again. */
+void services_output_resume(void);
 
 /* Phases ("mounts", "skills", "egress", "network", "init"): a module marks
  * its phase reached when its setup is done; services "after" a phase wait
