@@ -20,6 +20,7 @@
 #include "m_sandbox.h"
 #include "params.h"
 #include "reaper.h"
+#include "redact.h"
 #include "sandbox.h"
 #include "service.h"
 #include "shutdown.h"
@@ -114,6 +115,9 @@ static int m_status(struct client *c, cJSON *params, cJSON **result, struct rpc_
     cJSON_AddItemToObject(r, "mounts", mounts_status_json());
     cJSON_AddItemToObject(r, "services", services_to_json());
     sandbox_status_json(r);
+    /* Errors and paths in status may quote a secret (a URL password, a
+     * value from sandbox.init or an env file). */
+    redact_json(r);
     *result = r;
     return 0;
 }
@@ -135,6 +139,7 @@ static int m_services_list(struct client *c, cJSON *params, cJSON **result, stru
         return -1;
     cJSON_AddItemToObject(r, "phases", services_phases_json());
     cJSON_AddItemToObject(r, "services", services_to_json());
+    redact_json(r);
     *result = r;
     return 0;
 }

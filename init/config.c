@@ -27,6 +27,7 @@
 #include <cJSON.h>
 
 #include "cidr.h"
+#include "redact.h"
 
 /* Integers beyond 2^53 are not exact in a JSON double: they are the
  * ceiling for "no upper bound". */
@@ -241,17 +242,7 @@ int config_rlimit_number(const char *name)
     return -1;
 }
 
-bool config_env_is_secret(const char *name)
-{
-    static const char *const words[] = {"KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL"};
-
-    if (!name)
-        return false;
-    for (size_t i = 0; i < ARRAY_LEN(words); i++)
-        if (strcasestr(name, words[i]))
-            return true;
-    return false;
-}
+bool config_env_is_secret(const char *name) { return redact_name_is_secret(name); }
 
 static bool in_list(const char *s, const char *const *list)
 {
@@ -1730,30 +1721,13 @@ void config_free(struct config *cfg)
 
 struct cJSON *config_redacted_json(const struct config *cfg)
 {
-    cJSON *copy, *svc, *env, *item;
+    cJSON *copy;
 
     if (!cfg || !cfg->json)
         return NULL;
     copy = cJSON_Duplicate(cfg->json, 1);
-    if (!copy)
-        return NULL;
-    cJSON_ArrayForEach(svc, cJSON_GetObjectItemCaseSensitive(copy, "services")) {
-        env = cJSON_GetObjectItemCaseSensitive(svc, "env");
-        cJSON_ArrayForEach(item, env) {
-            cJSON *red;
-            if (!config_env_is_secret(item->string))
-                continue;
-            red = cJSON_CreateString("<redacted>");
-            /* Failing closed: without a replacement the copy is withheld.
-             * Keys are unique (validated), so replacing by key hits item;
-             * the replacement takes item's place in the list. */
-            if (!red || !cJSON_ReplaceItemInObjectCaseSensitive(env, item->string, red)) {
-                cJSON_Delete(red);
-                cJSON_Delete(copy);
-                return NULL;
-            }
-            item = red;
-        }
-    }
+    /* Env values by name, flags in argv and exec, registered values and
+     * URL passwords in every string (see redact.h). */
+    redact_json(copy);
     return copy;
 }

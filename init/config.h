@@ -104,11 +104,13 @@ int config_parse_listen(const char *s, struct listen_spec *out, char *err, size_
 /* Signal by name ("SIGTERM", "TERM") or number; -1 when unknown. */
 int config_signal_number(const char *name);
 const char *config_signal_name(int sig);
-/* Whether an env name looks secret (contains KEY, TOKEN, SECRET, PASSWORD
- * or CREDENTIAL, case-insensitively): such values are never shown. */
+/* Whether an env name looks secret (redact_name_is_secret: contains KEY,
+ * TOKEN, SECRET, PASSWORD, CREDENTIAL, DSN, AUTH or PASS, in any case):
+ * such values are never shown. */
 bool config_env_is_secret(const char *name);
-/* A deep copy of the config JSON with secret env values replaced by
- * "<redacted>". Caller frees with cJSON_Delete. */
+/* A deep copy of the config JSON with secrets replaced by "<redacted>"
+ * (redact_json: secret env names, secret flags in argv, registered values
+ * and URL passwords anywhere). Caller frees with cJSON_Delete. */
 struct cJSON *config_redacted_json(const struct config *cfg);
 
 /* Validates one top-level section on its own ("egress", "host_mounts",

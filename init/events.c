@@ -7,6 +7,7 @@
 
 #include "hearth.h"
 #include "log.h"
+#include "redact.h"
 
 struct kept {
     uint64_t seq;
@@ -35,6 +36,8 @@ void events_emit(const char *type, cJSON *params)
         log_error("unable to emit event %s: out of memory", type);
         return;
     }
+    /* Events are kept and replayed: no secret may enter them. */
+    redact_json(params);
     seq = next_seq++;
     /* seq and type first, so a human reading the stream sees them first. */
     cJSON *p = cJSON_CreateObject();

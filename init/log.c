@@ -1,4 +1,5 @@
 #include "log.h"
+#include "redact.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -63,17 +64,21 @@ void log_vmsg(enum log_level lvl, const char *fmt, va_list ap)
 {
     int saved = errno;
     char line[LOG_LINE_MAX + 32];
-    char msg[LOG_LINE_MAX];
+    char raw[LOG_LINE_MAX], red[LOG_LINE_MAX];
+    const char *msg = raw;
     struct timespec ts;
     int n;
 
     if (lvl > g_level)
         goto out;
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    vsnprintf(raw, sizeof(raw), fmt, ap);
     /* One line per record: embedded newlines would forge records. */
-    for (char *p = msg; *p; p++)
+    for (char *p = raw; *p; p++)
         if (*p == '\n' || *p == '\r')
             *p = ' ';
+    /* No secret value reaches the console, kmsg or stderr. */
+    if (redact_text(raw, strlen(raw), red, sizeof(red)) != (size_t)-1)
+        msg = red;
     if (g_sink == LOG_SINK_KMSG) {
         /* The kernel stamps kmsg records itself. */
         n = snprintf(line, sizeof(line), "<%d>hearth: %s\n", kmsg_prio[lvl], msg);

@@ -25,6 +25,7 @@
 #include "log.h"
 #include "machine.h"
 #include "reaper.h"
+#include "redact.h"
 #include "service.h"
 #include "utf8.h"
 
@@ -197,6 +198,8 @@ static int env_merge(const cJSON *obj, char *err, size_t errlen)
         next[nn++] = env[i];
     }
     cJSON_ArrayForEach(it, obj) {
+        /* Whatever its name, a value handed over here is a secret. */
+        redact_add_value(it->valuestring);
         next[nn].key = strdup(it->string);
         next[nn].value = strdup(it->valuestring);
         if (!next[nn].key || !next[nn].value) {
@@ -1043,11 +1046,11 @@ void sandbox_status_json(cJSON *status)
                 cJSON_AddNumberToObject(in, "at_ms", (double)init_at_ms);
             if (init_error[0])
                 cJSON_AddStringToObject(in, "error", init_error);
+            /* Names only: every value sandbox.init hands over may be a
+             * secret, whatever its name or length. */
             cJSON *e = cJSON_AddObjectToObject(in, "env");
             for (size_t i = 0; e && i < n_env; i++)
-                cJSON_AddStringToObject(e, env[i].key,
-                                        config_env_is_secret(env[i].key) ? "<redacted>"
-                                                                         : env[i].value);
+                cJSON_AddStringToObject(e, env[i].key, REDACT_MARK);
         }
         cJSON *c = cJSON_AddObjectToObject(s, "clock");
         if (c) {

@@ -21,6 +21,7 @@
 #include "launch.h"
 #include "logring.h"
 #include "reaper.h"
+#include "redact.h"
 
 extern char **environ;
 
@@ -260,6 +261,15 @@ void services_set_log_gate(bool (*full)(size_t index)) { log_full = full; }
 
 static void emit_line(struct service *s, enum log_stream st, const char *text, size_t len)
 {
+    /* Redacted as captured, so the ring, the log file and every follower
+     * see the same text; room for a few markers longer than what they
+     * hide, the ring cuts the line at LOGRING_LINE_MAX anyway. */
+    static char red[LOGRING_LINE_MAX * 2];
+    size_t rlen = redact_text(text, len, red, sizeof(red));
+    if (rlen != (size_t)-1) {
+        text = red;
+        len = rlen;
+    }
     const struct logline *l = logring_add(&s->ring, st, text, len);
     if (l && log_sink)
         log_sink(s->cfg->name, (size_t)(s - svcs), l);
@@ -337,6 +347,34 @@ static void outpipe_cb(struct ev_loop *loop, ev_io *w, int revents)
         ev_io_stop(loop, &o->io);
         o->paused = true;
         paused_pipes++;
+    }
+}
+
+/* The plan's environment is hearth's own, the service's env, the sandbox
+ * env (registered by sandbox.init) and what its env_files said: every
+ * value that is neither inherited nor configured (nor the HOME and USER
+ * set for its user) came from an env file, and is kept out of what
+ * hearth shows. */
+static void register_file_values(const struct service_config *c, const struct launch_plan *p)
+{
+    if (!c->n_env_files)
+        return;
+    for (size_t i = 0; i < p->n_env; i++) {
+        const char *kv = p->env[i], *eq = strchr(kv, '=');
+        if (!eq)
+            continue;
+        size_t klen = (size_t)(eq - kv);
+        const char *v = eq + 1;
+        if ((klen == 4 && (strncmp(kv, "HOME", 4) == 0 || strncmp(kv, "USER", 4) == 0)))
+            continue;
+        bool known = false;
+        for (size_t j = 0; j < c->n_env && !known; j++)
+            known = strlen(c->env[j].key) == klen && strncmp(c->env[j].key, kv, klen) == 0 &&
+                    strcmp(c->env[j].value, v) == 0;
+        for (char **e = environ; e && *e && !known; e++)
+            known = strncmp(*e, kv, klen + 1) == 0 && strcmp(*e + klen + 1, v) == 0;
+        if (!known)
+            redact_add_value(v);
     }
 }
 
@@ -552,6 +590,7 @@ static int spawn(struct service *s)
         close(p[1]);
         return -1;
     }
+    register_file_values(s->cfg, &plan);
     int po[2] = {-1, -1}, pe[2] = {-1, -1}, pn[2] = {-1, -1};
     for (int i = 0; i < 2; i++)
         outpipe_close(&s->out[i]);

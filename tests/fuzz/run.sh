@@ -38,12 +38,12 @@ esac
 target_srcs() {
     case $1 in
         rpc)    echo "agent/rpc.c init/utf8.c" ;;
-        config) echo "init/config.c init/cidr.c init/log.c" ;;
+        config) echo "init/config.c init/cidr.c init/log.c init/redact.c" ;;
         cidr)   echo "init/cidr.c" ;;
         base64) echo "init/entropy.c" ;;
         netlink) echo "init/netlink.c" ;;
-        listen) echo "init/config.c init/cidr.c init/log.c" ;;
-        env)    echo "init/launch.c init/config.c init/cidr.c init/log.c" ;;
+        listen) echo "init/config.c init/cidr.c init/log.c init/redact.c" ;;
+        env)    echo "init/launch.c init/config.c init/cidr.c init/log.c init/redact.c" ;;
     esac
 }
 target_uses_cjson() { [ "$1" != cidr ] && [ "$1" != base64 ] && [ "$1" != netlink ]; }

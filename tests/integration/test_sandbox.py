@@ -41,7 +41,8 @@ def ctl(h, *args, check=True):
 @pytest.mark.valgrind
 def test_init_gate_holds_then_env_reaches_the_service(hearth):
     hearth.start(hearth.config(
-        [svc("gated", 'echo "FOO=$FOO TOKEN=$API_TOKEN"; exec sleep 1000', after=["init"]),
+        [svc("gated", 'echo "FOO=$FOO TOKEN=$API_TOKEN len=${#API_TOKEN}"; exec sleep 1000',
+             after=["init"]),
          svc("free", "exec sleep 1000")],
         wait_for_init={"enabled": True}))
     hearth.wait_for(lambda: hearth.service("free")["state"] == "running", what="free running")
@@ -55,10 +56,12 @@ def test_init_gate_holds_then_env_reaches_the_service(hearth):
     r = hearth.rpc("sandbox.init", {"env": {"FOO": "bar", "API_TOKEN": "s3cr3t-value"}})
     assert sorted(r["env"]) == ["API_TOKEN", "FOO"] and r["ok"] is True
     hearth.wait_for(lambda: lines(hearth, "gated"), what="gated output")
-    assert lines(hearth, "gated")[0] == "FOO=bar TOKEN=s3cr3t-value"
+    # The value reached the service (its length shows it) but, being a
+    # sandbox.init value, never shows in its captured output.
+    assert lines(hearth, "gated")[0] == "FOO=bar TOKEN=<redacted> len=12"
     st = hearth.rpc("status")
     assert st["phases"]["init"] is True and st["phase"] == "running"
-    assert st["sandbox"]["init"]["env"] == {"FOO": "bar", "API_TOKEN": "<redacted>"}
+    assert st["sandbox"]["init"]["env"] == {"FOO": "<redacted>", "API_TOKEN": "<redacted>"}
     assert "s3cr3t-value" not in json.dumps(hearth.rpc("config.get"))
     assert "s3cr3t-value" not in hearth.log_text()
 
@@ -296,7 +299,7 @@ def test_time_sync_and_entropy(hearth):
 
 
 def test_hearthctl_init_freeze_resume(hearth):
-    hearth.start(hearth.config([svc("gated", 'echo "X=$X"; exec sleep 1000', after=["init"])],
+    hearth.start(hearth.config([svc("gated", 'echo "X=$X ${#X}"; exec sleep 1000', after=["init"])],
                                wait_for_init={"enabled": True}))
     r = ctl(hearth, "init", "--env", "X=from-ctl", "--time", "now",
             "--entropy-from", "/dev/urandom")
@@ -305,7 +308,7 @@ def test_hearthctl_init_freeze_resume(hearth):
     assert r.returncode != 0 and "10.0.0.0/33" in r.stderr
     ctl(hearth, "init", "--allow-out", "10.0.0.0/8")
     assert hearth.rpc("egress.get")["policy"]["allowOut"] == ["10.0.0.0/8"]
-    hearth.wait_for(lambda: lines(hearth, "gated") == ["X=from-ctl"], what="env from init")
+    hearth.wait_for(lambda: lines(hearth, "gated") == ["X=<redacted> 8"], what="env from init")
     r = ctl(hearth, "freeze", "--timeout-ms", "2000")
     assert "freeze" in r.stdout and "total" in r.stdout
     assert cgroup_events(hearth, "gated")["frozen"] == "1"
@@ -347,3 +350,66 @@ def test_shutdown_while_frozen_thaws_so_services_see_their_signal(hearth):
     assert hearth.rpc("sandbox.freeze", {})["frozen"] is True
     hearth.signal(15)
     assert hearth.wait_exit() == 7, hearth.log_text()
+
+
+SECRETS = ["hunter2pw", "plainvaluexyz", "fromfile-value-77", "sk-argv-secret-1", "urlpass-in-config"]
+
+
+def test_secret_values_never_show(hearth, tmp_path):
+    """Values handed over by sandbox.init or read from env_files, and
+    secrets in argv or URL userinfo, are kept out of config.get, status,
+    services.list, events, captured output and hearth's own log."""
+    envfile = tmp_path / "agent.env"
+    envfile.write_text("FILE_SECRET=fromfile-value-77\nSHORT=1\n")
+    script = ('echo "db=$DATABASE_URL foo=$FOO file=$FILE_SECRET short=$SHORT"; '
+              'echo "url=postgres://u:$FOO@db/x"; exec sleep 1000')
+    hearth.start(hearth.config(
+        [svc("agent", script, after=["init"], env_files=[str(envfile)],
+             env={"CACHE_URL": "redis://cache:urlpass-in-config@cache:6379/0", "MODE": "plain"}),
+         # The config happens to hold a value sandbox.init hands over: it is
+         # hidden there too, and in the exec error hearth logs about it.
+         {"name": "broken", "argv": ["/nonexistent/plainvaluexyz", "--api-key", "sk-argv-secret-1"],
+          "after": ["init"], "restart": "never"}],
+        wait_for_init={"enabled": True}))
+    sub = hearth.client()
+    sub.result("events.subscribe", {"since": 0})
+    r = hearth.rpc("sandbox.init", {"env": {"DATABASE_URL": "postgres://u:hunter2pw@db/x",
+                                            "FOO": "plainvaluexyz"}})
+    assert sorted(r["env"]) == ["DATABASE_URL", "FOO"]
+    out = hearth.wait_for(lambda: lines(hearth, "agent") if len(lines(hearth, "agent")) >= 2 else None,
+                          what="agent output")
+    assert out[:2] == ["db=<redacted> foo=<redacted> file=<redacted> short=1",
+                       "url=postgres://u:<redacted>@db/x"]
+    hearth.wait_for(lambda: hearth.service("broken")["state"] in ("failed", "stopped"),
+                    what="broken given up")
+
+    cfg = hearth.rpc("config.get")
+    agent = cfg["services"][0]
+    assert agent["env"]["CACHE_URL"] == "redis://cache:<redacted>@cache:6379/0"
+    assert agent["env"]["MODE"] == "plain"
+    assert cfg["services"][1]["argv"] == ["/nonexistent/<redacted>", "--api-key", "<redacted>"]
+    st = hearth.rpc("status")
+    assert st["sandbox"]["init"]["env"] == {"DATABASE_URL": "<redacted>", "FOO": "<redacted>"}
+    shown = {
+        "config.get": json.dumps(cfg),
+        "status": json.dumps(st),
+        "services.list": json.dumps(hearth.rpc("services.list")),
+        "logs.read": json.dumps(hearth.rpc("logs.read", {"name": "agent", "lines": 100})),
+    }
+    events = []
+    deadline = time.monotonic() + 2
+    sub.sock.settimeout(0.3)
+    while time.monotonic() < deadline:
+        try:
+            events.append(sub.read_line())
+        except (OSError, EOFError):
+            break
+    sub.close()
+    init_ev = [e["params"] for e in events if e.get("params", {}).get("type") == "sandbox.init"]
+    assert init_ev and sorted(init_ev[0]["env"]) == ["DATABASE_URL", "FOO"], init_ev
+    shown["events"] = json.dumps(events)
+    shown["hearth log"] = hearth.log_text()
+    assert "unable to exec /nonexistent/<redacted>" in shown["hearth log"]
+    for where, text in shown.items():
+        for secret in SECRETS:
+            assert secret not in text, (where, secret)

@@ -912,6 +912,9 @@ TEST(config_env_secret_names)
     CHECK(config_env_is_secret("client_secret"));
     CHECK(config_env_is_secret("GOOGLE_APPLICATION_CREDENTIALS"));
     CHECK(config_env_is_secret("monkey")); /* substring match, by design */
+    CHECK(config_env_is_secret("SENTRY_DSN"));
+    CHECK(config_env_is_secret("PROXY_AUTH"));
+    CHECK(config_env_is_secret("SMTP_PASS"));
     CHECK(!config_env_is_secret("PATH"));
     CHECK(!config_env_is_secret("HOME"));
     CHECK(!config_env_is_secret("HERMES_HOME"));
