@@ -188,18 +188,30 @@ static int client_flush(struct client *c)
 }
 
 /* Makes room for need more queue bytes under CONTROL_OUTPUT_BUDGET.
- * Followers go first, the one whose output has waited longest first: a
- * stream can be resumed with logs.read or events.subscribe "since", a
- * reply to a plain request cannot be asked for again. Only when no
- * follower holds anything is c itself (whose queue this is) given up.
- * Returns false when c was dropped. */
+ * First the empty buffers other clients keep for their next reply (up to
+ * CLIENT_OUT_SOFT each, so 128 idle clients could otherwise hold the
+ * budget). Then followers with output waiting, the one whose output has
+ * waited longest first: a stream can be resumed with logs.read or
+ * events.subscribe "since", a reply to a plain request cannot be asked
+ * for again. Only when no follower holds anything is c itself (whose
+ * queue this is) given up. Returns false when c was dropped. */
 static bool out_reserve(struct client *c, size_t need)
 {
+    for (size_t i = 0; i < sizeof(clients) / sizeof(clients[0]); i++) {
+        struct client *f = clients[i];
+        if (out_total + need <= CONTROL_OUTPUT_BUDGET)
+            return true;
+        if (f && f != c && !f->dead && f->out_cap && out_pending(f) == 0) {
+            free(f->out);
+            out_set_buffer(f, NULL, 0);
+            f->out_off = f->out_len = 0;
+        }
+    }
     while (out_total + need > CONTROL_OUTPUT_BUDGET) {
         struct client *victim = NULL;
         for (size_t i = 0; i < sizeof(clients) / sizeof(clients[0]); i++) {
             struct client *f = clients[i];
-            if (!f || f->dead || f->evicted || !is_follower(f) || f->out_cap == 0)
+            if (!f || f->dead || f->evicted || !is_follower(f) || out_pending(f) == 0)
                 continue;
             if (!victim || f->unread_since < victim->unread_since)
                 victim = f;

@@ -1258,6 +1258,15 @@ static int follow(struct ctl *t)
         if (cJSON_IsObject(msg) && is_notification(msg) &&
             strcmp(jstr(msg, "method"), t->cmd->notify) == 0)
             rc = emit_note(t, msg);
+        else if (cJSON_IsObject(msg) && is_notification(msg) &&
+                 strcmp(jstr(msg, "method"), "dropped") == 0) {
+            /* The server gave up on this stream (we read too slowly, or
+             * its output budget ran out): say so, do not end quietly. */
+            const cJSON *p = cJSON_GetObjectItemCaseSensitive(msg, "params");
+            const char *why = jstr(p, "message");
+            fprintf(stderr, "hearthctl: dropped by %s: %s\n", t->conn.spec, why ? why : "?");
+            rc = EXIT_SERVER;
+        }
         cJSON_Delete(msg);
     }
     return rc;

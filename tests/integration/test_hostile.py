@@ -5,13 +5,15 @@ bound, not a speed assertion)."""
 import json
 import os
 import random
+import signal
 import socket
+import subprocess
 import threading
 import time
 
 import pytest
 
-from conftest import VALGRIND
+from conftest import HEARTHCTL, VALGRIND
 
 # Generous: hearth idles well under 1 MiB; per client it may hold one
 # 1 MiB request line plus one 64 KiB read, and at most 16 MiB in total.
@@ -473,7 +475,8 @@ def test_100_followers_that_never_read_against_a_flood(hearth):
             s = connect(hearth)
             s.sendall(req(i, "logs.read", {"name": "flood", "lines": 0, "follow": True}))
             followers.append(s)
-        # Others are answered all along, and quickly.
+        # Others are answered all along, and quickly; a large reply to a
+        # plain request is not given up for the followers' backlog.
         pinger = hearth.client(timeout=2)
         worst = 0.0
         t0 = time.monotonic()
@@ -482,6 +485,8 @@ def test_100_followers_that_never_read_against_a_flood(hearth):
             assert pinger.result("ping") == {}
             worst = max(worst, time.monotonic() - a)
             time.sleep(0.02)
+        tail = pinger.result("logs.read", {"name": "flood", "lines": 1000})["lines"]
+        assert len(tail) == 1000 and all(l["line"] == line for l in tail)
         # Back-pressure: the followers left are all full, so the service's
         # pipe is not read and the flood is held, not buffered.
         n1 = hearth.service("flood")["output_lines"]
@@ -528,3 +533,29 @@ def test_100_followers_that_never_read_against_a_flood(hearth):
                     what="flood read again")
     assert rss_kib(pid) < FLOOD_RSS_BOUND_KIB
     pinger.close()
+
+
+def test_hearthctl_follower_that_falls_behind_is_told(hearth):
+    """A follower that stops reading while another keeps up reaches its own
+    8 MiB cap: hearth drops it with a "dropped" notice, and hearthctl says
+    so and exits 1 instead of ending quietly."""
+    hearth.start(hearth.config(services=[
+        {"name": "flood", "argv": ["sh", "-c", "exec yes " + "y" * 100]}]))
+    fast = connect(hearth)
+    fast.sendall(req(1, "logs.read", {"name": "flood", "lines": 0, "follow": True}))
+    ctl = subprocess.Popen([HEARTHCTL, "--connect", "unix:" + hearth.sock, "logs", "flood", "-f"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        hearth.wait_for(lambda: hearth.rpc("status")["clients"] >= 3, what="hearthctl following")
+        ctl.send_signal(signal.SIGSTOP)
+        # The fast follower reads on, so the flood goes on into the stopped one.
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline and "output queue full" not in hearth.log_text():
+            fast.recv(1 << 20)
+        assert "output queue full" in hearth.log_text()
+    finally:
+        ctl.send_signal(signal.SIGCONT)
+    _, err = ctl.communicate(timeout=20)
+    assert ctl.returncode == 1, err
+    assert b"hearthctl: dropped by unix:" in err and b"output queue full" in err, err
+    fast.close()
