@@ -79,8 +79,11 @@ ensure_deb_src() {
     if [ -f "$src" ]; then
         log "adding a deb-src entry"
         sed 's/^Types: deb$/Types: deb-src/' "$src" > /etc/apt/sources.list.d/hearth-src.sources
+    elif grep -qs '^deb ' /etc/apt/sources.list; then
+        log "adding deb-src lines"
+        sed -n 's/^deb /deb-src /p' /etc/apt/sources.list > /etc/apt/sources.list.d/hearth-src.list
     else
-        log "no $src: add a deb-src line yourself"
+        echo "deps: no Debian package source found: add a deb-src line for apt-get source" >&2
         return 1
     fi
     apt_updated=0
