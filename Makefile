@@ -65,7 +65,7 @@ $(BUILD)/hearthctl: $(CTL_SRCS) $(HDRS) $(DEPS_STAMP) VERSION
 # static musl binary it would see no heap at all.
 $(BUILD)/hearth-debug: $(INIT_SRCS) $(AGENT_SRCS) $(HDRS) $(DEPS_STAMP) VERSION
 	@mkdir -p $(BUILD)
-	$(CC_UNIT) $(CFLAGS_COMMON) -g -O1 -fno-omit-frame-pointer -isystem $(DEPS)/glibc/include \
+	$(CC_UNIT) $(CFLAGS_COMMON) -DJSONALLOC_KEEP=0 -g -O1 -fno-omit-frame-pointer -isystem $(DEPS)/glibc/include \
 		-o $@ $(INIT_SRCS) $(AGENT_SRCS) $(UNIT_LIBS)
 
 $(BUILD)/unit: $(UNIT_SRCS) $(LIB_SRCS) $(HDRS) $(DEPS_STAMP) $(wildcard tests/unit/*.h)

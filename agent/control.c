@@ -967,12 +967,14 @@ static void log_sink(const char *service, size_t index, const struct logline *l)
             cJSON_Delete(msg);
             if (!t)
                 return;
+            /* Copied out: cJSON's text belongs to its allocator. */
             len = strlen(t);
-            text = realloc(t, len + 2);
-            if (!text) {
-                free(t);
+            text = malloc(len + 2);
+            if (text)
+                memcpy(text, t, len);
+            cJSON_free(t);
+            if (!text)
                 return;
-            }
             text[len++] = '\n';
             text[len] = 0;
         }
