@@ -242,7 +242,7 @@ int safepath_open_owned(int dirfd, const char *rel, int flags, mode_t mode, uid_
     if (flags & O_CREAT) {
         fd = safepath_open(dirfd, rel, flags | O_EXCL, mode, why, whylen);
         if (fd >= 0) {
-            if ((uid != 0 || gid != 0) && fchown(fd, uid, gid) < 0) {
+            if ((uid != geteuid() || gid != getegid()) && fchown(fd, uid, gid) < 0) {
                 int e = errno;
                 close(fd);
                 return fail(why, whylen, e);
@@ -316,7 +316,7 @@ int safepath_mkdir(int dirfd, const char *rel, mode_t mode, uid_t uid, gid_t gid
         return -1;
     }
     /* On the fd: the name may have been swapped since mkdirat. */
-    if (mine && (uid != 0 || gid != 0) && fchown(fd, uid, gid) < 0) {
+    if (mine && (uid != geteuid() || gid != getegid()) && fchown(fd, uid, gid) < 0) {
         e = errno;
         close(fd);
         return fail(why, whylen, e);
