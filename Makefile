@@ -6,6 +6,7 @@ BUILD       := build
 DEPS        := $(BUILD)/deps
 PREFIX      ?= /usr
 DESTDIR     ?=
+STRICT      ?= 0
 
 MUSLCC      ?= musl-gcc
 CC_UNIT     ?= gcc
@@ -35,14 +36,22 @@ UNIT_FLAGS  := $(EV_DEFS) -std=gnu11 $(WARN) -D_GNU_SOURCE -DHEARTH_VERSION='"$(
                -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 UNIT_LIBS   := $(DEPS)/glibc/lib/libev.a $(DEPS)/glibc/lib/libcjson.a -lm
 
-.PHONY: all deps test unit integration vm valgrind bench fuzz image run install clean check-static
+.PHONY: all deps test unit distclean integration vm valgrind bench fuzz image run install clean check-static
 
 all: $(BUILD)/hearth $(BUILD)/hearthctl
 
 # A stamp older than the script or the feature list means the libraries
-# may have been built another way; deps.sh rebuilds only what differs.
+# may have been built another way; deps.sh rebuilds only what differs. The
+# build toolchain is installed first where it is missing, so any target
+# works as the first command on a fresh machine.
 $(DEPS_STAMP): scripts/deps.sh scripts/libev-features
-	scripts/deps.sh --libs
+	scripts/deps.sh --build
+
+# What each entry point needs beyond the toolchain (test tools, image
+# tools, benchmark peers, the guest kernel), one stamp per package set;
+# deps.sh checks a set once and says what it installs.
+$(DEPS)/.pkgs-test $(DEPS)/.pkgs-image $(DEPS)/.pkgs-bench: $(DEPS)/.pkgs-%: scripts/deps.sh
+	scripts/deps.sh --$*
 
 $(BUILD)/hearth: $(INIT_SRCS) $(AGENT_SRCS) $(HDRS) $(DEPS_STAMP) VERSION
 	@mkdir -p $(BUILD)
@@ -57,7 +66,7 @@ $(BUILD)/hearthctl: $(CTL_SRCS) $(HDRS) $(DEPS_STAMP) VERSION
 # static musl binary it would see no heap at all.
 $(BUILD)/hearth-debug: $(INIT_SRCS) $(AGENT_SRCS) $(HDRS) $(DEPS_STAMP) VERSION
 	@mkdir -p $(BUILD)
-	$(CC_UNIT) $(CFLAGS_COMMON) -g -O1 -fno-omit-frame-pointer -isystem $(DEPS)/glibc/include \
+	$(CC_UNIT) $(CFLAGS_COMMON) -DJSONALLOC_KEEP=0 -g -O1 -fno-omit-frame-pointer -isystem $(DEPS)/glibc/include \
 		-o $@ $(INIT_SRCS) $(AGENT_SRCS) $(UNIT_LIBS)
 
 $(BUILD)/unit: $(UNIT_SRCS) $(LIB_SRCS) $(HDRS) $(DEPS_STAMP) $(wildcard tests/unit/*.h)
@@ -67,41 +76,54 @@ $(BUILD)/unit: $(UNIT_SRCS) $(LIB_SRCS) $(HDRS) $(DEPS_STAMP) $(wildcard tests/u
 deps:
 	scripts/deps.sh
 
-unit: $(BUILD)/unit
+unit: $(DEPS)/.pkgs-test
+	$(MAKE) $(BUILD)/unit
 	$(BUILD)/unit
 
-integration: all
+integration: $(DEPS)/.pkgs-test
+	$(MAKE) all
 	tests/run-layer.sh integration
 
-vm: all
+vm: $(DEPS)/.pkgs-test
+	$(MAKE) all
 	tests/run-layer.sh vm
 
 # The integration smoke subset with hearth under valgrind memcheck.
-valgrind: $(BUILD)/hearth-debug $(BUILD)/hearthctl
+valgrind: $(DEPS)/.pkgs-test
+	$(MAKE) $(BUILD)/hearth-debug $(BUILD)/hearthctl
 	tests/run-layer.sh valgrind
 
-# All layers; the last line is the total "N passed, N failed".
-test: all $(BUILD)/unit $(BUILD)/hearth-debug
-	tests/run-all.sh
+# All layers; the last line is the total "N passed, N failed". STRICT=1
+# (CI) fails on any skip. The
+# packages come first, then the builds (a sub-make keeps that order under -j).
+test: $(DEPS)/.pkgs-test
+	$(MAKE) all $(BUILD)/unit $(BUILD)/hearth-debug
+	STRICT=$(STRICT) tests/run-all.sh
 
-bench: all
+bench: $(DEPS)/.pkgs-bench
+	$(MAKE) all
 	tests/bench/run.sh
 
-fuzz:
+fuzz: $(DEPS)/.pkgs-test
 	tests/fuzz/run.sh
 
-image: all
+image: $(DEPS)/.pkgs-image
+	$(MAKE) all
 	rootfs/build-image.sh
 
 # Everything from a fresh machine: packages, libraries, kernel, build,
 # image, boot, status.
-run:
-	scripts/deps.sh --kernel
+run: $(DEPS)/.pkgs-image
 	$(MAKE) all
 	scripts/run-vm --demo
 
+# "not stripped" contains "stripped": match the whole word after a comma.
 check-static: $(BUILD)/hearth $(BUILD)/hearthctl
-	@file $(BUILD)/hearth | grep -q 'statically linked' && file $(BUILD)/hearth | grep -q 'stripped'
+	@for b in $(BUILD)/hearth $(BUILD)/hearthctl; do \
+		out=$$(file -b $$b); \
+		echo "$$out" | grep -q 'statically linked' || { echo "$$b: not static: $$out"; exit 1; }; \
+		echo "$$out" | grep -q ', stripped' || { echo "$$b: not stripped: $$out"; exit 1; }; \
+	done
 	@echo "hearth: static, stripped, $$(stat -c %s $(BUILD)/hearth) bytes"
 
 install: all

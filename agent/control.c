@@ -747,12 +747,13 @@ static int open_unix(struct listener *l)
         snprintf(l->error, sizeof(l->error), "socket: %s", strerror(errno));
         return -1;
     }
-    /* The file is created 0600 from the start: no window where others
-     * could connect. */
+    /* The file is created 0600 by bind itself (umask 0177): no window
+     * where others could connect, and no chmod by name afterwards that a
+     * link swapped in after bind would redirect onto another file. */
     mode_t old = umask(0177);
     int rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
     umask(old);
-    if (rc < 0 || chmod(l->spec.path, 0600) < 0 || listen(fd, 256) < 0) {
+    if (rc < 0 || listen(fd, 256) < 0) {
         snprintf(l->error, sizeof(l->error), "%s", strerror(errno));
         close(fd);
         return -1;
@@ -1117,12 +1118,14 @@ static void log_sink(const char *service, size_t index, const struct logline *l)
             cJSON_Delete(msg);
             if (!t)
                 return;
+            /* Copied out: cJSON's text belongs to its allocator. */
             len = strlen(t);
-            text = realloc(t, len + 2);
-            if (!text) {
-                free(t);
+            text = malloc(len + 2);
+            if (text)
+                memcpy(text, t, len);
+            cJSON_free(t);
+            if (!text)
                 return;
-            }
             text[len++] = '\n';
             text[len] = 0;
         }

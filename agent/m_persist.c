@@ -1,9 +1,11 @@
 #include "m_persist.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include <cJSON.h>
 
+#include "control.h"
 #include "mounts.h"
 #include "params.h"
 #include "seed.h"
@@ -67,6 +69,53 @@ int m_skills_sync(struct client *c, cJSON *params, cJSON **result, struct rpc_er
     return 0;
 }
 
+/* One fork at a time (skills_fork refuses a second), so one slot. The
+ * copy runs in a child; the reply waits for it (a deferred reply). */
+static struct {
+    bool in_handler, done;
+    int rc;
+    uint64_t ticket;
+    char name[256];
+    char msg[768];
+} fork_pend;
+
+static int fork_error_code(const char *msg)
+{
+    return strncmp(msg, "name:", 5) == 0              ? RPC_INVALID_PARAMS
+           : strncmp(msg, "no linked skill", 15) == 0 ? RPC_ERR_NOT_FOUND
+           : strstr(msg, "already private")           ? RPC_ERR_STATE
+           : strstr(msg, "already in progress")       ? RPC_ERR_STATE
+                                                      : RPC_ERR_FAILED;
+}
+
+static cJSON *fork_result(const char *name)
+{
+    cJSON *r = cJSON_CreateObject();
+    if (!r)
+        return NULL;
+    cJSON_AddStringToObject(r, "name", name);
+    cJSON_AddBoolToObject(r, "forked", 1);
+    return r;
+}
+
+static void fork_done(void *ctx, int rc, const char *msg)
+{
+    if (fork_pend.in_handler) {
+        /* Finished before the handler returned: it replies directly. */
+        fork_pend.done = true;
+        fork_pend.rc = rc;
+        snprintf(fork_pend.msg, sizeof(fork_pend.msg), "%s", msg ? msg : "");
+        return;
+    }
+    struct rpc_error e = {0};
+    cJSON *r = NULL;
+    if (rc == 0)
+        r = fork_result(fork_pend.name);
+    else
+        rpc_error_set(&e, fork_error_code(msg ? msg : ""), "%s", msg && *msg ? msg : "failed");
+    control_complete(fork_pend.ticket, r, &e);
+}
+
 int m_skills_fork(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     static const char *const known[] = {"name", NULL};
@@ -81,19 +130,22 @@ int m_skills_fork(struct client *c, cJSON *params, cJSON **result, struct rpc_er
         rpc_error_set(err, RPC_INVALID_PARAMS, "name: expected a skill name");
         return -1;
     }
-    if (skills_fork(name, msg, sizeof(msg)) < 0) {
-        int code = strncmp(msg, "name:", 5) == 0            ? RPC_INVALID_PARAMS
-                   : strncmp(msg, "no linked skill", 15) == 0 ? RPC_ERR_NOT_FOUND
-                   : strstr(msg, "already private")           ? RPC_ERR_STATE
-                                                              : RPC_ERR_FAILED;
-        rpc_error_set(err, code, "%s", msg);
+    fork_pend.in_handler = true;
+    fork_pend.done = false;
+    snprintf(fork_pend.name, sizeof(fork_pend.name), "%s", name);
+    int rc = skills_fork(name, fork_done, NULL, msg, sizeof(msg));
+    fork_pend.in_handler = false;
+    if (rc == 0 && fork_pend.done) {
+        rc = fork_pend.rc;
+        snprintf(msg, sizeof(msg), "%s", fork_pend.msg);
+    } else if (rc == 0) {
+        fork_pend.ticket = control_defer(c);
+        return 0;
+    }
+    if (rc < 0) {
+        rpc_error_set(err, fork_error_code(msg), "%s", msg);
         return -1;
     }
-    cJSON *r = cJSON_CreateObject();
-    if (!r)
-        return -1;
-    cJSON_AddStringToObject(r, "name", name);
-    cJSON_AddBoolToObject(r, "forked", 1);
-    *result = r;
-    return 0;
+    *result = fork_result(name);
+    return *result ? 0 : -1;
 }

@@ -32,6 +32,9 @@
 
 static int m_ping(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
+    /* Unknown parameters are errors for every method, ping included. */
+    if (params && params->child && params_only(params, no_params, err) < 0)
+        return -1;
     *result = cJSON_CreateObject();
     return 0;
 }

@@ -114,7 +114,7 @@ static void enable_controllers(const char *dir)
 
 int cgroup_setup(bool vm_mode)
 {
-    char own[CGROUP_PATH_MAX], leaf[CGROUP_PATH_MAX + 16];
+    char own[CGROUP_PATH_MAX];
 
     base[0] = 0;
     if (find_cgroup2_mount(mount_point, sizeof(mount_point)) < 0) {
@@ -145,14 +145,12 @@ int cgroup_setup(bool vm_mode)
         base[0] = 0;
         return -1;
     }
-    /* hearth moves into a leaf of its own so the "no internal processes"
-     * rule lets controllers be enabled for the services below. */
-    snprintf(leaf, sizeof(leaf), "%s/init", base);
-    if ((mkdir(leaf, 0755) == 0 || errno == EEXIST)) {
-        snprintf(leaf, sizeof(leaf), "%s/init/cgroup.procs", base);
-        if (write_file(leaf, "0") < 0)
-            log_debug("unable to move hearth into %s/init: %s", base, strerror(errno));
-    }
+    /* hearth stays in the cgroup it was started in: base is a child of it,
+     * so base holds no process and may enable controllers for the
+     * services below. Moving itself into the tree would gain nothing and
+     * cost the first cgroup migration of the boot, which waits for an RCU
+     * grace period (about 10 ms here) before the first service can start.
+     * In vm mode that cgroup is the root, which cannot be frozen. */
     enable_controllers(base);
     snprintf(services_dir, sizeof(services_dir), "%s/services", base);
     if (mkdir(services_dir, 0755) < 0 && errno != EEXIST) {
@@ -360,8 +358,13 @@ pid_t cgroup_fork_into(const char *leaf, bool *placed)
             /* No CLONE_VM and no stack: the child is a copy, as with fork;
              * it only makes plain syscalls before exec. */
             long r = syscall(SYS_clone3, &a, sizeof(a));
-            if (r == 0)
+            /* The child is in its leaf too: it must not move itself again,
+             * which would cost a cgroup migration (an RCU grace period)
+             * between fork and exec. */
+            if (r == 0) {
+                *placed = true;
                 return 0;
+            }
             int e = errno;
             close(dfd);
             if (r > 0) {
@@ -415,20 +418,10 @@ int cgroup_services_frozen(void)
 
 void cgroup_teardown(void)
 {
-    char path[CGROUP_PATH_MAX + 32], parent[CGROUP_PATH_MAX];
-    char *slash;
+    char path[CGROUP_PATH_MAX + 32];
 
     if (!base[0])
         return;
-    /* Move back to where we started so the tree can be removed. */
-    snprintf(parent, sizeof(parent), "%s", base);
-    slash = strrchr(parent, '/');
-    if (slash) {
-        *slash = 0;
-        snprintf(path, sizeof(path), "%s/cgroup.procs", parent);
-        if (write_file(path, "0") < 0)
-            log_debug("unable to leave %s: %s", base, strerror(errno));
-    }
     DIR *d = opendir(services_dir);
     if (d) {
         struct dirent *e;
@@ -441,7 +434,5 @@ void cgroup_teardown(void)
         closedir(d);
     }
     rmdir(services_dir);
-    snprintf(path, sizeof(path), "%s/init", base);
-    rmdir(path);
     rmdir(base);
 }

@@ -76,10 +76,13 @@ void events_emit(const char *type, cJSON *params)
         log_error("unable to emit event %s: out of memory", type);
         return;
     }
+    /* Copied out: cJSON's text belongs to its allocator (jsonalloc). */
     len = strlen(text);
-    char *line = realloc(text, len + 2);
+    char *line = malloc(len + 2);
+    if (line)
+        memcpy(line, text, len);
+    cJSON_free(text);
     if (!line) {
-        free(text);
         log_error("unable to emit event %s: out of memory", type);
         return;
     }

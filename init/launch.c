@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
+#include <sys/fsuid.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,8 @@
 #include <unistd.h>
 
 #include <cJSON.h>
+
+#include "safepath.h"
 
 extern char **environ;
 
@@ -154,11 +158,58 @@ bad:
     return 0;
 }
 
-static int read_small_file(const char *path, char **out, size_t *len, size_t max)
+/* Opens an env file as the service would: with its filesystem uid, gid
+ * and no supplementary group (setfsuid/setfsgid and setgroups touch only
+ * this thread, and hearth has one; all are put back before returning),
+ * so a file or link the service could not read itself never reaches its
+ * environment. The last component is never followed, and a FIFO, socket
+ * or device is refused without blocking (safepath). why gets the reason
+ * when the file is refused. */
+static int open_env_file(const char *path, bool as_service, uid_t uid, gid_t gid, char *why,
+                         size_t whylen)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
+    char dir[PATH_MAX], leaf[PATH_MAX];
+    gid_t saved[LAUNCH_MAX_GROUPS * 2];
+    int n_saved = 0, old_uid = 0, old_gid = 0;
+
+    if (path[0] != '/' || safepath_split(path + 1, dir + 1, leaf) < 0) {
+        errno = path[0] != '/' ? EINVAL : errno;
+        snprintf(why, whylen, "%s", strerror(errno));
         return -1;
+    }
+    dir[0] = '/';
+    if (strcmp(dir + 1, ".") == 0)
+        dir[1] = '\0';
+    if (as_service) {
+        n_saved = getgroups((int)(sizeof(saved) / sizeof(saved[0])), saved);
+        if (n_saved < 0 || syscall(SYS_setgroups, 0, NULL) < 0) {
+            snprintf(why, whylen, "unable to take the service's identity: %s", strerror(errno));
+            return -1;
+        }
+        old_gid = setfsgid(gid);
+        old_uid = setfsuid(uid);
+    }
+    int fd = -1, e = 0;
+    int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        e = errno;
+        snprintf(why, whylen, "%s", strerror(e));
+    } else {
+        fd = safepath_open(dfd, leaf, O_RDONLY, 0, why, whylen);
+        e = errno;
+        close(dfd);
+    }
+    if (as_service) {
+        setfsuid(old_uid);
+        setfsgid(old_gid);
+        syscall(SYS_setgroups, n_saved, saved);
+    }
+    errno = e;
+    return fd;
+}
+
+static int read_small_file(int fd, char **out, size_t *len, size_t max)
+{
     char *buf = malloc(max + 1);
     size_t n = 0;
     if (!buf) {
@@ -299,6 +350,24 @@ static void member_groups(const char *user, gid_t primary, struct launch_plan *p
 
 /* ---- the plan ---- */
 
+/* The identity env_files are read with: the service's user and group
+ * when it names a non-root one; false (read as hearth) otherwise. A user
+ * that does not resolve is reported by launch_prepare afterwards. */
+static bool env_identity(const struct service_config *c, uid_t *uid, gid_t *gid)
+{
+    char home[256];
+
+    *uid = getuid();
+    *gid = getgid();
+    if (c->user && launch_lookup_user("/etc/passwd", c->user, uid, gid, home, sizeof(home)) < 0)
+        return false;
+    if (c->group && launch_lookup_group("/etc/group", c->group, gid) < 0)
+        return false;
+    /* Only root can take another identity; a hearth that is not root
+     * reads with its own. */
+    return geteuid() == 0 && (*uid != 0 || *gid != 0);
+}
+
 static const struct env_var *sandbox_env;
 static size_t n_sandbox_env;
 
@@ -328,13 +397,19 @@ int launch_prepare(const struct service_config *c, struct launch_plan *p, char *
         if (env_set(&p->env, &p->n_env, sandbox_env[i].key, strlen(sandbox_env[i].key),
                     sandbox_env[i].value, strlen(sandbox_env[i].value)) < 0)
             goto oom;
+    uid_t fs_uid = 0;
+    gid_t fs_gid = 0;
+    bool as_service = c->n_env_files > 0 && env_identity(c, &fs_uid, &fs_gid);
     for (size_t i = 0; i < c->n_env_files; i++) {
-        char *text, fname[300];
+        char *text, fname[300], why[160];
         size_t len;
-        if (read_small_file(c->env_files[i], &text, &len, LAUNCH_ENV_FILE_MAX) < 0) {
-            if (errno == ENOENT)
-                continue; /* an env file that is not there yet is fine */
-            snprintf(err, errlen, "env_files[%zu] %s: %s", i, c->env_files[i], strerror(errno));
+        int fd = open_env_file(c->env_files[i], as_service, fs_uid, fs_gid, why, sizeof(why));
+        if (fd < 0 && errno == ENOENT)
+            continue; /* an env file that is not there yet is fine */
+        if (fd < 0 || read_small_file(fd, &text, &len, LAUNCH_ENV_FILE_MAX) < 0) {
+            if (fd >= 0)
+                snprintf(why, sizeof(why), "%s", strerror(errno));
+            snprintf(err, errlen, "env_files[%zu] %s: %s", i, c->env_files[i], why);
             launch_free(p);
             return -1;
         }

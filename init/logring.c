@@ -13,46 +13,92 @@
 
 #include "hearth.h"
 #include "log.h"
+#include "safepath.h"
 #include "utf8.h"
 
 const char *logring_stream_name(enum log_stream s) { return s == STREAM_STDERR ? "stderr" : "stdout"; }
 
+/* The log's directory, opened fresh each time without following a link
+ * anywhere on the configured path: the agent may have swapped it for a
+ * link since the last open. */
+static int dir_open(struct logring *r)
+{
+    char dir[4200], why[128];
+    const char *slash = strrchr(r->file, '/');
+    size_t n = slash ? (size_t)(slash - r->file) : 0;
+
+    snprintf(dir, sizeof(dir), "%.*s", (int)(n ? n : 1), n ? r->file : "/");
+    int fd = safepath_open_abs(dir, O_DIRECTORY, 0, why, sizeof(why));
+    if (fd < 0)
+        log_warn("unable to open log file %s: %s: %s", r->file, dir, why);
+    return fd;
+}
+
+static const char *leaf(const struct logring *r)
+{
+    const char *slash = strrchr(r->file, '/');
+    return slash ? slash + 1 : r->file;
+}
+
+/* Created as the service's own (uid, gid) when it is not root; an
+ * existing file must be a regular file with no other hard link, owned by
+ * the service or root (safepath_open_owned): never a FIFO (hearth would
+ * block), a link or a hard link to someone else's file. */
 static void file_open(struct logring *r)
 {
-    r->fd = open(r->file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0640);
+    char why[128];
+    int dfd = dir_open(r);
+
+    if (dfd < 0)
+        return;
+    r->fd = safepath_open_owned(dfd, leaf(r), O_WRONLY | O_CREAT | O_APPEND, 0640, r->uid, r->gid,
+                                why, sizeof(why));
+    close(dfd);
     if (r->fd < 0) {
-        log_warn("unable to open log file %s: %s", r->file, strerror(errno));
+        log_warn("unable to open log file %s: %s", r->file, why);
         return;
     }
     off_t end = lseek(r->fd, 0, SEEK_END);
     r->file_size = end > 0 ? end : 0;
 }
 
-/* file -> file.1 -> ... -> file.keep; the oldest falls off. */
+/* file -> file.1 -> ... -> file.keep; the oldest falls off. Renames go by
+ * the directory's fd and never follow a link (renameat moves the link
+ * itself). When the file cannot be moved aside (the agent made file.1 a
+ * directory, say), the open fd is truncated instead: the size bound holds
+ * and nothing is truncated by name. */
 static void file_rotate(struct logring *r)
 {
     char from[4200], to[4200];
+    const char *name = leaf(r);
+    int dfd = r->keep > 0 ? dir_open(r) : -1;
 
-    if (r->fd >= 0)
-        close(r->fd);
-    r->fd = -1;
-    if (r->keep == 0) {
-        if (truncate(r->file, 0) < 0)
-            log_warn("unable to truncate %s: %s", r->file, strerror(errno));
-    } else {
+    if (dfd >= 0) {
         for (int i = r->keep - 1; i >= 1; i--) {
-            snprintf(from, sizeof(from), "%s.%d", r->file, i);
-            snprintf(to, sizeof(to), "%s.%d", r->file, i + 1);
-            rename(from, to);
+            snprintf(from, sizeof(from), "%s.%d", name, i);
+            snprintf(to, sizeof(to), "%s.%d", name, i + 1);
+            if (renameat(dfd, from, dfd, to) < 0 && errno != ENOENT)
+                log_warn("unable to rotate %s.%d: %s", r->file, i, strerror(errno));
         }
-        snprintf(to, sizeof(to), "%s.1", r->file);
-        if (rename(r->file, to) < 0 && errno != ENOENT)
-            log_warn("unable to rotate %s: %s", r->file, strerror(errno));
+        snprintf(to, sizeof(to), "%s.1", name);
+        if (renameat(dfd, name, dfd, to) == 0) {
+            close(dfd);
+            if (r->fd >= 0)
+                close(r->fd);
+            r->fd = -1;
+            file_open(r);
+            return;
+        }
+        log_warn("unable to rotate %s: %s; truncating it instead", r->file, strerror(errno));
+        close(dfd);
     }
-    file_open(r);
+    if (r->fd >= 0 && ftruncate(r->fd, 0) < 0)
+        log_warn("unable to truncate %s: %s", r->file, strerror(errno));
+    r->file_size = 0;
 }
 
-void logring_init(struct logring *r, size_t lines, const char *file, int64_t max_bytes, int keep)
+void logring_init(struct logring *r, size_t lines, const char *file, int64_t max_bytes, int keep,
+                  uid_t uid, gid_t gid)
 {
     memset(r, 0, sizeof(*r));
     r->cap = lines ? lines : 1;
@@ -64,6 +110,8 @@ void logring_init(struct logring *r, size_t lines, const char *file, int64_t max
         r->file = strdup(file);
         r->max_bytes = max_bytes;
         r->keep = keep;
+        r->uid = uid;
+        r->gid = gid;
         if (r->file)
             file_open(r);
     }

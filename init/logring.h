@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 struct cJSON;
 
@@ -35,9 +36,14 @@ struct logring {
     int64_t max_bytes;          /* 0 = never rotate */
     int keep;
     int64_t file_size;
+    uid_t uid;                  /* owner of a file hearth creates */
+    gid_t gid;
 };
 
-void logring_init(struct logring *r, size_t lines, const char *file, int64_t max_bytes, int keep);
+/* file (may be NULL): created owned by uid:gid (the service's), opened
+ * and rotated beneath its directory without following links. */
+void logring_init(struct logring *r, size_t lines, const char *file, int64_t max_bytes, int keep,
+                  uid_t uid, gid_t gid);
 void logring_free(struct logring *r);
 /* Adds one line (without newline); returns the stored entry. */
 const struct logline *logring_add(struct logring *r, enum log_stream s, const char *text, size_t len);

@@ -23,6 +23,7 @@
 #include "control.h"
 #include "egress.h"
 #include "hearth.h"
+#include "jsonalloc.h"
 #include "log.h"
 #include "machine.h"
 #include "modules.h"
@@ -197,6 +198,9 @@ int main(int argc, char **argv)
     enum log_level lvl;
     char buf[256];
     int o;
+
+    /* Before the first cJSON object. */
+    jsonalloc_install();
 
     H.boot_mono_ms = mono_ms();
     H.boot_us = mono_us();

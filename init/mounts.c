@@ -1,5 +1,6 @@
 #include "mounts.h"
 #include "mountinfo.h"
+#include "safepath.h"
 #include "tree.h"
 
 #include <errno.h>
@@ -198,24 +199,37 @@ static bool in_place(const struct mnt *m, const struct minfo *mi)
 
 enum attempt { A_DONE, A_RETRY };
 
-/* A bind of a single file needs a file to mount on. */
-static int make_target(const struct mnt *m)
+/* A bind of a single file needs a file to mount on. It is made (or
+ * found) beneath its directory without following a link or blocking on a
+ * FIFO, and *fd keeps it open so the bind lands on that very file (by
+ * /proc/self/fd), not on whatever a link swapped in since points to. */
+static int make_target(const struct mnt *m, int *fd)
 {
     struct stat s;
+    char why[128];
 
+    *fd = -1;
     if (strcmp(m->type, "bind") == 0 && stat(m->source, &s) == 0 && !S_ISDIR(s.st_mode)) {
         char parent[512];
         snprintf(parent, sizeof(parent), "%s", m->target);
         char *slash = strrchr(parent, '/');
-        if (slash && slash != parent) {
-            *slash = '\0';
-            if (tree_mkdir_p(parent) < 0)
-                return -1;
+        if (!slash || !slash[1]) {
+            errno = EINVAL;
+            return -1;
         }
-        int fd = open(m->target, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-        if (fd < 0)
-            return errno == EISDIR ? 0 : -1;
-        close(fd);
+        *slash = '\0';
+        int pfd = safepath_mkdir_p(parent[0] ? parent : "/", 0755, geteuid(), getegid(), why,
+                                   sizeof(why));
+        if (pfd < 0)
+            return -1;
+        int tfd = safepath_open(pfd, slash + 1, O_RDONLY | O_CREAT, 0644, why, sizeof(why));
+        int e = errno;
+        close(pfd);
+        if (tfd < 0) {
+            errno = e;
+            return e == EISDIR ? 0 : -1;
+        }
+        *fd = tfd;
         return 0;
     }
     return tree_mkdir_p(m->target);
@@ -243,7 +257,7 @@ static int read_only_now(const char *target)
     return (v.f_flag & ST_RDONLY) != 0;
 }
 
-static enum attempt attempt(struct mnt *m)
+static enum attempt attempt_fd(struct mnt *m, int *tfd)
 {
     unsigned long flags = 0;
     char data[640];
@@ -259,10 +273,16 @@ static enum attempt attempt(struct mnt *m)
         m->state = M_FAILED;
         return A_DONE;
     }
-    if (make_target(m) < 0) {
+    if (make_target(m, tfd) < 0) {
         /* The source decides whether a bind target is a file: maybe later. */
         int e = errno;
         set_error(m, "unable to create %s: %s", m->target, e);
+        if (e == ELOOP)
+            snprintf(m->error, sizeof(m->error),
+                     "unable to create %s: a symbolic link is in the way (not followed)",
+                     m->target);
+        else if (e == SAFEPATH_EWRONGTYPE)
+            snprintf(m->error, sizeof(m->error), "unable to use %s: not a regular file", m->target);
         if (e == ENOENT)
             goto failed_or_retry;
         m->state = M_FAILED;
@@ -305,7 +325,14 @@ static enum attempt attempt(struct mnt *m)
     } else if (strcmp(m->type, "tmpfs") == 0 && !src[0]) {
         src = "tmpfs";
     }
-    if (mount(src, m->target, kernel_type(m), flags, data[0] ? data : NULL) < 0) {
+    /* A file target is mounted on through the fd make_target checked. */
+    char fdpath[40];
+    const char *mt = m->target;
+    if (*tfd >= 0 && access("/proc/self/fd", X_OK) == 0) {
+        snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", *tfd);
+        mt = fdpath;
+    }
+    if (mount(src, mt, kernel_type(m), flags, data[0] ? data : NULL) < 0) {
         int e = errno;
         set_error(m, "unable to mount %s: %s", src, e);
         if (retryable(m, e))
@@ -348,6 +375,15 @@ failed_or_retry:
     }
     m->state = M_FAILED;
     return A_DONE;
+}
+
+static enum attempt attempt(struct mnt *m)
+{
+    int tfd = -1;
+    enum attempt r = attempt_fd(m, &tfd);
+    if (tfd >= 0)
+        close(tfd);
+    return r;
 }
 
 /* ------------------------------------------------------------------ */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <linux/if_addr.h>
@@ -23,6 +24,7 @@
 #include "hearth.h"
 #include "log.h"
 #include "netlink.h"
+#include "safepath.h"
 #include "service.h"
 
 #define MAX_IFACES 16
@@ -334,36 +336,65 @@ static void link_watch_open(void)
     ev_io_start(H.loop, &N.link_io);
 }
 
+/* The temp name sits beside resolv.conf, where an agent may have put a
+ * FIFO, a link or a directory: it is created O_EXCL beneath the
+ * directory's fd (safepath: never followed, never blocking), a stale one
+ * is unlinked first (unlink removes a link or FIFO itself), and the
+ * rename goes by that fd. */
 static int write_resolv(void)
 {
-    char tmp[300], buf[MAX_DNS * 80];
+    char tmp[300], buf[MAX_DNS * 80], dir[256], why[128];
+    const char *slash = strrchr(N.resolv, '/');
     size_t len = 0;
     for (size_t i = 0; i < N.n_dns; i++)
         len += (size_t)snprintf(buf + len, sizeof(buf) - len, "nameserver %s\n", N.dns[i]);
-    snprintf(tmp, sizeof(tmp), "%s.hearth-tmp", N.resolv);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
+    if (!slash || !slash[1]) {
+        errno = EINVAL;
         goto fail;
+    }
+    snprintf(dir, sizeof(dir), "%.*s", (int)(slash > N.resolv ? slash - N.resolv : 1), N.resolv);
+    const char *name = slash + 1;
+    snprintf(tmp, sizeof(tmp), "%s.hearth-tmp", name);
+    int dfd = safepath_open_abs(dir, O_DIRECTORY, 0, why, sizeof(why));
+    if (dfd < 0)
+        goto fail_why;
+    if (unlinkat(dfd, tmp, 0) < 0 && errno == EISDIR)
+        unlinkat(dfd, tmp, AT_REMOVEDIR);
+    int fd = safepath_open(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL, 0644, why, sizeof(why));
+    if (fd < 0) {
+        close(dfd);
+        snprintf(N.resolv_error, sizeof(N.resolv_error), "%s: unable to create %s/%s: %s",
+                 N.resolv, dir, tmp, why);
+        log_error("network: %s", N.resolv_error);
+        return -1;
+    }
     ssize_t w = write(fd, buf, len);
-    if (w != (ssize_t)len || fsync(fd) < 0) {
+    if (w != (ssize_t)len || fchmod(fd, 0644) < 0 || fsync(fd) < 0) {
         if (w >= 0 && w != (ssize_t)len)
             errno = EIO;
         int e = errno;
         close(fd);
-        unlink(tmp);
+        unlinkat(dfd, tmp, 0);
+        close(dfd);
         errno = e;
         goto fail;
     }
     close(fd);
     /* rename: readers see the old file or the new one, never half. */
-    if (rename(tmp, N.resolv) < 0) {
+    if (renameat(dfd, tmp, dfd, name) < 0) {
         int e = errno;
-        unlink(tmp);
+        unlinkat(dfd, tmp, 0);
+        close(dfd);
         errno = e;
         goto fail;
     }
+    close(dfd);
     N.resolv_error[0] = 0;
     return 0;
+fail_why:
+    snprintf(N.resolv_error, sizeof(N.resolv_error), "%s: %s", N.resolv, why);
+    log_error("network: %s", N.resolv_error);
+    return -1;
 fail:
     snprintf(N.resolv_error, sizeof(N.resolv_error), "%s: %s", N.resolv, strerror(errno));
     log_error("network: %s", N.resolv_error);

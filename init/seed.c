@@ -17,6 +17,7 @@
 #include "hearth.h"
 #include "log.h"
 #include "reaper.h"
+#include "safepath.h"
 #include "tree.h"
 
 static cJSON *last_report;
@@ -66,13 +67,12 @@ enum seed_result seed_one(const char *target, const char *from, const char *unle
         snprintf(err, errlen, "unable to use template %s: not a directory", from);
         return SEED_FAILED;
     }
-    if (tree_mkdir_p(target) < 0) {
-        snprintf(err, errlen, "unable to create %s: %s", target, strerror(errno));
-        return SEED_FAILED;
-    }
-    int fd = open(target, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    /* The target is the agent's home: no link on its path is followed,
+     * and every file below is opened beneath this one fd. */
+    char why[128];
+    int fd = safepath_mkdir_p(target, 0755, geteuid(), getegid(), why, sizeof(why));
     if (fd < 0) {
-        snprintf(err, errlen, "unable to open %s: %s", target, strerror(errno));
+        snprintf(err, errlen, "unable to open %s: %s", target, why);
         return SEED_FAILED;
     }
     bool interrupted = fstatat(fd, SEED_MARKER, &s, AT_SYMLINK_NOFOLLOW) == 0;
@@ -82,10 +82,9 @@ enum seed_result seed_one(const char *target, const char *from, const char *unle
             close(fd);
             return SEED_ALREADY;
         }
-        int m = openat(fd, SEED_MARKER, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        int m = safepath_open(fd, SEED_MARKER, O_WRONLY | O_CREAT, 0600, why, sizeof(why));
         if (m < 0) {
-            snprintf(err, errlen, "unable to write %s/%s: %s", target, SEED_MARKER,
-                     strerror(errno));
+            snprintf(err, errlen, "unable to write %s/%s: %s", target, SEED_MARKER, why);
             close(fd);
             return SEED_FAILED;
         }
@@ -97,7 +96,15 @@ enum seed_result seed_one(const char *target, const char *from, const char *unle
     /* unless is the "seeded" flag: copied last, it only exists once the
      * rest of the template is in place. */
     const char *last[] = {unless, NULL};
-    if (tree_copy(from, target, unless ? last : NULL, &st, err, errlen) < 0) {
+    int sd = open(from, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (sd < 0) {
+        snprintf(err, errlen, "unable to open template %s: %s", from, strerror(errno));
+        close(fd);
+        return SEED_FAILED;
+    }
+    int rc = tree_copy_fd(sd, fd, target, unless ? last : NULL, NULL, &st, err, errlen);
+    close(sd);
+    if (rc < 0) {
         close(fd);
         return SEED_FAILED;
     }

@@ -195,6 +195,24 @@ static void timer_start(struct service *s, int64_t ms)
     ev_timer_start(H.loop, &s->timer);
 }
 
+void service_owner(const struct service_config *c, uid_t *uid, gid_t *gid)
+{
+    char home[256];
+    uid_t u = geteuid();
+    gid_t g = getegid();
+
+    /* Only a root hearth can give files away; a user that does not
+     * resolve fails the start later, with its own error. */
+    if (u == 0 && c->user && launch_lookup_user("/etc/passwd", c->user, &u, &g, home, sizeof(home)) < 0)
+        u = 0, g = getegid();
+    if (u == 0 && geteuid() == 0 && c->group)
+        launch_lookup_group("/etc/group", c->group, &g);
+    if (geteuid() != 0)
+        u = geteuid(), g = getegid();
+    *uid = u;
+    *gid = g;
+}
+
 static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     dispatch(w->data, E_TIMER);
@@ -1274,10 +1292,13 @@ int services_init(const struct config *cfg)
             const cJSON *fl = cJSON_GetObjectItemCaseSensitive(lg, "file");
             const cJSON *mb = cJSON_GetObjectItemCaseSensitive(lg, "max_bytes");
             const cJSON *kp = cJSON_GetObjectItemCaseSensitive(lg, "keep");
+            uid_t lo_uid;
+            gid_t lo_gid;
+            service_owner(s->cfg, &lo_uid, &lo_gid);
             logring_init(&s->ring, cJSON_IsNumber(rl) ? (size_t)rl->valuedouble : LOGRING_DEFAULT_LINES,
                          cJSON_IsString(fl) ? fl->valuestring : NULL,
                          cJSON_IsNumber(mb) ? (int64_t)mb->valuedouble : 10 * 1024 * 1024,
-                         cJSON_IsNumber(kp) ? kp->valueint : 3);
+                         cJSON_IsNumber(kp) ? kp->valueint : 3, lo_uid, lo_gid);
         }
         ev_timer_init(&s->timer, timer_cb, 0., 0.);
         s->timer.data = s;

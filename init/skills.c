@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/inotify.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -19,8 +21,23 @@
 #include "events.h"
 #include "hearth.h"
 #include "log.h"
+#include "reaper.h"
+#include "safepath.h"
 #include "service.h"
 #include "tree.h"
+
+/* Who owns what hearth makes in private: the agent's service (see
+ * skills_init); hearth itself until then. */
+static struct tree_owner owner;
+static bool owner_set;
+
+static void owner_default(void)
+{
+    if (!owner_set) {
+        owner.uid = geteuid();
+        owner.gid = getegid();
+    }
+}
 
 /* ------------------------------------------------------------------ */
 /* A directory listing with a hash index: one readdir per side, then
@@ -373,6 +390,7 @@ int skills_reconcile(const char *pub, const char *priv, const char *const *ignor
 
     memset(c, 0, sizeof(*c));
     err[0] = '\0';
+    owner_default();
     if (!lists)
         lists = &none;
     if (plen + 2 >= sizeof(target)) {
@@ -388,13 +406,24 @@ int skills_reconcile(const char *pub, const char *priv, const char *const *ignor
     }
     if (listing_read(&pl, pfd, pub, err, errlen) < 0)
         goto out;
-    int vfd = open(priv, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    /* private is the agent's: opened once, no link anywhere on its path
+     * followed (a private directory renamed and replaced by a link is an
+     * error, never written through), and every change below is made by
+     * this fd. */
+    char why[128];
+    int vfd = safepath_open_abs(priv, O_DIRECTORY, 0, why, sizeof(why));
     if (vfd < 0 && errno == ENOENT && !dry) {
-        if (mkdir(priv, 0755) < 0 && errno != EEXIST) {
-            snprintf(err, errlen, "unable to create %s: %s", priv, strerror(errno));
+        int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        vfd = root < 0 || priv[0] != '/'
+                  ? -1
+                  : safepath_mkdir(root, priv + 1, 0755, owner.uid, owner.gid, NULL, why,
+                                   sizeof(why));
+        if (root >= 0)
+            close(root);
+        if (vfd < 0) {
+            snprintf(err, errlen, "unable to create %s: %s", priv, why);
             goto out;
         }
-        vfd = open(priv, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     }
     int dfd = -1;
     if (vfd >= 0) {
@@ -407,7 +436,7 @@ int skills_reconcile(const char *pub, const char *priv, const char *const *ignor
             goto out;
         }
     } else if (errno != ENOENT || !dry) {
-        snprintf(err, errlen, "unable to open %s: %s", priv, strerror(errno));
+        snprintf(err, errlen, "unable to open %s: %s", priv, why);
         goto out;
     }
 
@@ -463,6 +492,11 @@ int skills_reconcile(const char *pub, const char *priv, const char *const *ignor
             continue;
         }
 made:
+        /* The agent's own links, so it can replace them. */
+        if ((owner.uid != geteuid() || owner.gid != getegid()) &&
+            fchownat(dfd, SKILLS_TMP_LINK, owner.uid, owner.gid, AT_SYMLINK_NOFOLLOW) < 0)
+            log_debug("skills: unable to chown %s/%s: %s", priv, SKILLS_TMP_LINK,
+                      strerror(errno));
         if (tree_rename_noreplace(dfd, SKILLS_TMP_LINK, p->name) < 0) {
             int e = errno;
             unlinkat(dfd, SKILLS_TMP_LINK, 0);
@@ -540,17 +574,19 @@ static bool valid_skill_name(const char *n)
 int skills_fork_at(const char *pub, const char *priv, const char *name, char *err, size_t errlen)
 {
     size_t plen = norm_len(pub);
-    char link[4096], tmp_path[4096];
+    char link[4096], why[128];
     struct stat s;
     struct tree_stats st;
+    int pfd = -1, sfd = -1, tfd = -1;
 
+    owner_default();
     if (!valid_skill_name(name)) {
         snprintf(err, errlen, "name: expected a skill name (no '/')");
         return -1;
     }
-    int dfd = open(priv, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int dfd = safepath_open_abs(priv, O_DIRECTORY, 0, why, sizeof(why));
     if (dfd < 0) {
-        snprintf(err, errlen, "unable to open %s: %s", priv, strerror(errno));
+        snprintf(err, errlen, "unable to open %s: %s", priv, why);
         return -1;
     }
     ssize_t n = readlinkat(dfd, name, link, sizeof(link) - 1);
@@ -566,39 +602,52 @@ int skills_fork_at(const char *pub, const char *priv, const char *name, char *er
         snprintf(err, errlen, "%s/%s links to %s, not into %s", priv, name, link, pub);
         goto fail;
     }
-    if (stat(link, &s) < 0) {
-        snprintf(err, errlen, "unable to fork %s: %s: %s", name, link, strerror(errno));
+    /* The link is the agent's text: what follows pub/ is resolved beneath
+     * public's fd, so '..' or a link inside public can never lead out
+     * (pub/../../proc/kmsg is refused, not read). */
+    const char *rel = link + plen + 1;
+    while (*rel == '/')
+        rel++;
+    pfd = open(pub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (pfd < 0) {
+        snprintf(err, errlen, "unable to open %s: %s", pub, strerror(errno));
         goto fail;
     }
-    if (S_ISREG(s.st_mode)) {
+    sfd = safepath_open(pfd, rel, O_DIRECTORY, 0, why, sizeof(why));
+    if (sfd < 0 && errno == ENOTDIR) {
         /* A one-file skill: renaming a file over the link replaces it. */
-        if (tree_copy_file(link, dfd, SKILLS_TMP_FORK, err, errlen) < 0)
+        if (tree_copy_file(pfd, rel, dfd, SKILLS_TMP_FORK, &owner, err, errlen) < 0)
             goto fail;
         if (renameat(dfd, SKILLS_TMP_FORK, dfd, name) < 0) {
             snprintf(err, errlen, "unable to replace %s/%s: %s", priv, name, strerror(errno));
             unlinkat(dfd, SKILLS_TMP_FORK, 0);
             goto fail;
         }
+        close(pfd);
         close(dfd);
         log_info("skills: %s forked from %s (a file)", name, link);
         return 0;
     }
-    if (!S_ISDIR(s.st_mode)) {
-        snprintf(err, errlen, "unable to fork %s: %s is neither a directory nor a file", name,
-                 link);
+    if (sfd < 0 || fstat(sfd, &s) < 0) {
+        snprintf(err, errlen, "unable to fork %s: %s: %s", name, link,
+                 sfd < 0 ? why : strerror(errno));
         goto fail;
     }
     /* A copy left by an interrupted fork is redone from scratch. */
     if (tree_remove(dfd, SKILLS_TMP_FORK, err, errlen) < 0)
         goto fail;
-    if (mkdirat(dfd, SKILLS_TMP_FORK, 0700) < 0) {
-        snprintf(err, errlen, "unable to create %s/%s: %s", priv, SKILLS_TMP_FORK,
-                 strerror(errno));
+    tfd = safepath_mkdir(dfd, SKILLS_TMP_FORK, 0700, owner.uid, owner.gid, NULL, why,
+                         sizeof(why));
+    if (tfd < 0) {
+        snprintf(err, errlen, "unable to create %s/%s: %s", priv, SKILLS_TMP_FORK, why);
         goto fail;
     }
+    char tmp_path[4200];
     snprintf(tmp_path, sizeof(tmp_path), "%s/%s", priv, SKILLS_TMP_FORK);
-    if (tree_copy(link, tmp_path, NULL, &st, err, errlen) < 0 ||
-        fchmodat(dfd, SKILLS_TMP_FORK, (s.st_mode & 07777) | 0700, 0) < 0) {
+    /* The mode goes on the copy's own fd: a name swapped meanwhile is
+     * never chmodded. */
+    if (tree_copy_fd(sfd, tfd, tmp_path, NULL, &owner, &st, err, errlen) < 0 ||
+        fchmod(tfd, (s.st_mode & 07777) | 0700) < 0) {
         if (!err[0])
             snprintf(err, errlen, "unable to chmod %s: %s", tmp_path, strerror(errno));
         char e2[64];
@@ -615,10 +664,19 @@ int skills_fork_at(const char *pub, const char *priv, const char *name, char *er
         tree_remove(dfd, SKILLS_TMP_FORK, e2, sizeof(e2));
         goto fail;
     }
+    close(tfd);
+    close(sfd);
+    close(pfd);
     close(dfd);
     log_info("skills: %s forked from %s (%lu files, %lu dirs)", name, link, st.files, st.dirs + 1);
     return 0;
 fail:
+    if (tfd >= 0)
+        close(tfd);
+    if (sfd >= 0)
+        close(sfd);
+    if (pfd >= 0)
+        close(pfd);
     close(dfd);
     return -1;
 }
@@ -801,6 +859,22 @@ void skills_init(const struct config *cfg)
             n++;
     }
     S.poll_ms = cJSON_IsNumber(poll) ? (int64_t)poll->valuedouble : 0;
+    /* What hearth makes in private belongs to the agent: the first
+     * service that waits for the skills phase, so a non-root agent can
+     * write its own skills. */
+    owner_set = false;
+    owner_default();
+    for (size_t i = 0; i < cfg->n_services; i++) {
+        const struct service_config *sc = &cfg->services[i];
+        bool waits = false;
+        for (size_t k = 0; k < sc->n_after; k++)
+            waits |= strcmp(sc->after[k], "skills") == 0;
+        if (waits) {
+            service_owner(sc, &owner.uid, &owner.gid);
+            owner_set = true;
+            break;
+        }
+    }
     ev_timer_init(&S.poll, on_poll, 0., 0.);
     ev_timer_init(&S.debounce, on_debounce, 0., 0.);
 }
@@ -832,13 +906,131 @@ void skills_start(const char *(*failed_mount)(const char *path))
     skills_sync("boot", err, sizeof(err));
 }
 
-int skills_fork(const char *name, char *err, size_t errlen)
+/* skills.fork copies a whole skill: in a child process, so a skill of
+ * 30,000 files never stalls the loop, bounded by a deadline after which
+ * the child is killed (its temporary copy is removed by the next fork).
+ * The child reports through a pipe: one byte (0 ok, 1 failed), then the
+ * message. One fork at a time. */
+static struct {
+    pid_t pid;
+    int rd;
+    ev_timer deadline;
+    bool timed_out;
+    skills_fork_done done;
+    void *ctx;
+} F = {.pid = -1, .rd = -1};
+
+static void fork_finish(int rc, const char *msg)
 {
+    skills_fork_done done = F.done;
+    void *ctx = F.ctx;
+
+    F.pid = -1;
+    F.done = NULL;
+    F.ctx = NULL;
+    if (rc == 0) {
+        char err[512];
+        skills_sync("fork", err, sizeof(err));
+    }
+    if (done)
+        done(ctx, rc, msg);
+}
+
+static void on_fork_child(void *ctx, pid_t pid, int status)
+{
+    char buf[1024];
+    ssize_t n = F.rd >= 0 ? read(F.rd, buf, sizeof(buf) - 1) : -1;
+    char msg[1024];
+    int rc = -1;
+
+    ev_timer_stop(H.loop, &F.deadline);
+    if (F.rd >= 0)
+        close(F.rd);
+    F.rd = -1;
+    if (F.timed_out) {
+        snprintf(msg, sizeof(msg), "unable to fork: the copy took longer than %d ms; stopped",
+                 SKILLS_FORK_TIMEOUT_MS);
+    } else if (n >= 1 && WIFEXITED(status)) {
+        buf[n] = '\0';
+        rc = buf[0] == 0 ? 0 : -1;
+        snprintf(msg, sizeof(msg), "%s", buf + 1);
+    } else if (WIFSIGNALED(status)) {
+        snprintf(msg, sizeof(msg), "unable to fork: copy process killed by signal %d",
+                 WTERMSIG(status));
+    } else {
+        snprintf(msg, sizeof(msg), "unable to fork: copy process ended without a result");
+    }
+    F.timed_out = false;
+    fork_finish(rc, msg);
+}
+
+static void on_fork_deadline(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    if (F.pid > 0) {
+        log_warn("skills: fork still copying after %d ms; killing it", SKILLS_FORK_TIMEOUT_MS);
+        F.timed_out = true;
+        kill(F.pid, SIGKILL);
+    }
+}
+
+int skills_fork(const char *name, skills_fork_done done, void *ctx, char *err, size_t errlen)
+{
+    int p[2];
+
     if (!S.enabled) {
         snprintf(err, errlen, "the skills overlay is not configured (skills.public, skills.private)");
         return -1;
     }
-    return skills_fork_at(S.pub, S.priv, name, err, errlen);
+    if (!valid_skill_name(name)) {
+        snprintf(err, errlen, "name: expected a skill name (no '/')");
+        return -1;
+    }
+    if (F.pid > 0) {
+        snprintf(err, errlen, "a skills.fork is already in progress");
+        return -1;
+    }
+    if (!H.loop) {
+        /* No loop to wait on (unit tests): here and now. */
+        if (skills_fork_at(S.pub, S.priv, name, err, errlen) < 0)
+            return -1;
+        if (done)
+            done(ctx, 0, "");
+        return 0;
+    }
+    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0) {
+        snprintf(err, errlen, "unable to fork %s: pipe: %s", name, strerror(errno));
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(err, errlen, "unable to fork %s: fork: %s", name, strerror(errno));
+        close(p[0]);
+        close(p[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        char msg[1024];
+        close(p[0]);
+        msg[1] = '\0';
+        msg[0] = (char)(skills_fork_at(S.pub, S.priv, name, msg + 1, sizeof(msg) - 1) < 0);
+        ssize_t w = write(p[1], msg, 1 + strlen(msg + 1));
+        _exit(w > 0 ? 0 : 1);
+    }
+    close(p[1]);
+    if (reaper_watch(pid, on_fork_child, NULL) < 0) {
+        kill(pid, SIGKILL); /* reaped as an orphan */
+        close(p[0]);
+        snprintf(err, errlen, "unable to fork %s: unable to watch the copy process", name);
+        return -1;
+    }
+    F.pid = pid;
+    F.rd = p[0];
+    F.done = done;
+    F.ctx = ctx;
+    F.timed_out = false;
+    ev_timer_init(&F.deadline, on_fork_deadline, SKILLS_FORK_TIMEOUT_MS / 1000.0, 0.);
+    ev_timer_start(H.loop, &F.deadline);
+    return 0;
 }
 
 static void add_counts(cJSON *o, const struct skills_counts *c)

@@ -26,6 +26,8 @@ struct cJSON;
 /* The temporary names in private (links are made there, then renamed). */
 #define SKILLS_TMP_LINK ".hearth-link.tmp"
 #define SKILLS_TMP_FORK ".hearth-fork.tmp"
+/* How long one skills.fork copy may take before it is stopped. */
+#define SKILLS_FORK_TIMEOUT_MS 120000
 
 struct skills_counts {
     unsigned public_n;  /* public entries that are not ignored */
@@ -64,7 +66,11 @@ bool skills_glob(const char *pat, const char *name);
 
 /* Turns the linked public skill private/name into a private copy of the
  * public one (a directory), swapped in atomically where the filesystem can
- * (RENAME_EXCHANGE), so the agent can edit it. */
+ * (RENAME_EXCHANGE), so the agent can edit it. The link's target is
+ * resolved beneath public's fd ('..' or a link on the way is refused),
+ * private is opened without following links, the copy is owned by the
+ * agent's service and its modes are set on fds. Synchronous: the loop
+ * calls it in a child (skills_fork). */
 int skills_fork_at(const char *pub, const char *priv, const char *name, char *err, size_t errlen);
 
 /* Reads the skills section; without public and private the overlay is
@@ -77,8 +83,12 @@ void skills_start(const char *(*failed_mount)(const char *path));
 /* A reconcile now; trigger names why ("boot", "sync", "resume", "init",
  * "poll", "inotify"). Returns 0, or -1 with err. */
 int skills_sync(const char *trigger, char *err, size_t errlen);
-/* skills.fork for the configured directories. */
-int skills_fork(const char *name, char *err, size_t errlen);
+/* skills.fork for the configured directories, in a child process (see
+ * SKILLS_FORK_TIMEOUT_MS): returns 0 once started, and done(ctx, rc, msg)
+ * follows from the loop (msg: the error when rc is -1). -1 with err when
+ * it cannot start (not configured, a bad name, a fork in progress). */
+typedef void (*skills_fork_done)(void *ctx, int rc, const char *msg);
+int skills_fork(const char *name, skills_fork_done done, void *ctx, char *err, size_t errlen);
 bool skills_enabled(void);
 /* skills.list: directories, the five lists and the last run. */
 struct cJSON *skills_list_json(char *err, size_t errlen);

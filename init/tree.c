@@ -11,6 +11,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "safepath.h"
+
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
 #endif
@@ -22,6 +24,7 @@
 
 struct walk {
     struct tree_stats *st;
+    const struct tree_owner *own; /* NULL: the template's owner */
     unsigned long visited;
     char *err;
     size_t errlen;
@@ -102,22 +105,28 @@ static int copy_bytes(int in, int out)
 static int copy_file(struct walk *w, int sdir, int ddir, const char *name, const struct stat *s,
                      const char *dpath)
 {
-    int in = openat(sdir, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (in < 0)
-        return fail(w, "open", dpath, errno);
+    char why[128];
+    /* Never blocks on a FIFO swapped in since the stat, never follows. */
+    int in = safepath_open(sdir, name, O_RDONLY, 0, why, sizeof(why));
+    if (in < 0) {
+        snprintf(w->err, w->errlen, "unable to open %s: %s", dpath, why);
+        return -1;
+    }
     unlinkat(ddir, TMP_NAME, 0); /* left by an interrupted copy */
-    int out = openat(ddir, TMP_NAME, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int out = safepath_open(ddir, TMP_NAME, O_WRONLY | O_CREAT | O_EXCL, 0600, why, sizeof(why));
     if (out < 0) {
-        int e = errno;
         close(in);
-        return fail(w, "create a temporary file for", dpath, e);
+        snprintf(w->err, w->errlen, "unable to create a temporary file for %s: %s", dpath, why);
+        return -1;
     }
     int rc = copy_bytes(in, out);
     int e = errno;
     close(in);
     if (rc == 0 && fchmod(out, s->st_mode & 07777) < 0)
         rc = -1, e = errno;
-    if (rc == 0 && fchown(out, s->st_uid, s->st_gid) < 0 && errno != EPERM)
+    uid_t ou = w->own ? w->own->uid : s->st_uid;
+    gid_t og = w->own ? w->own->gid : s->st_gid;
+    if (rc == 0 && fchown(out, ou, og) < 0 && errno != EPERM)
         rc = -1, e = errno;
     /* The rename must not publish a file whose data is not on disk yet. */
     if (rc == 0 && fsync(out) < 0 && errno != EINVAL)
@@ -151,6 +160,12 @@ static int copy_link(struct walk *w, int sdir, int ddir, const char *name, const
     unlinkat(ddir, TMP_NAME, 0);
     if (symlinkat(target, ddir, TMP_NAME) < 0)
         return fail(w, "create link", dpath, errno);
+    if (w->own && fchownat(ddir, TMP_NAME, w->own->uid, w->own->gid, AT_SYMLINK_NOFOLLOW) < 0 &&
+        errno != EPERM) {
+        int e = errno;
+        unlinkat(ddir, TMP_NAME, 0);
+        return fail(w, "chown link", dpath, e);
+    }
     if (tree_rename_noreplace(ddir, TMP_NAME, name) < 0) {
         int e = errno;
         unlinkat(ddir, TMP_NAME, 0);
@@ -215,7 +230,8 @@ static int copy_entry(struct walk *w, int sdir, int ddir, const char *name, cons
     /* The template's mode goes on last: it may lack the owner's write bit
      * the copy needed. An existing directory keeps its own. */
     if (rc == 0 && made) {
-        if (fchown(cd, s.st_uid, s.st_gid) < 0 && errno != EPERM)
+        if (fchown(cd, w->own ? w->own->uid : s.st_uid, w->own ? w->own->gid : s.st_gid) < 0 &&
+            errno != EPERM)
             rc = fail(w, "chown", path, errno);
         else if (fchmod(cd, s.st_mode & 07777) < 0)
             rc = fail(w, "chmod", path, errno);
@@ -296,24 +312,33 @@ int tree_mkdir_p(const char *path)
     return 0;
 }
 
+int tree_copy_fd(int sd, int dd, const char *dpath, const char *const *last,
+                 const struct tree_owner *own, struct tree_stats *st, char *err, size_t errlen)
+{
+    struct tree_stats dummy;
+    struct walk w = {.st = st ? st : &dummy, .own = own, .err = err, .errlen = errlen};
+
+    memset(w.st, 0, sizeof(*w.st));
+    unlinkat(dd, TMP_NAME, 0);
+    return copy_dir(&w, sd, dd, dpath, 0, last);
+}
+
 int tree_copy(const char *src, const char *dst, const char *const *last, struct tree_stats *st,
               char *err, size_t errlen)
 {
-    struct tree_stats dummy;
-    struct walk w = {.st = st ? st : &dummy, .err = err, .errlen = errlen};
-
-    memset(w.st, 0, sizeof(*w.st));
+    char why[128];
     int sd = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (sd < 0)
-        return fail(&w, "open template", src, errno);
-    int dd = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dd < 0) {
-        int e = errno;
-        close(sd);
-        return fail(&w, "open", dst, e);
+    if (sd < 0) {
+        snprintf(err, errlen, "unable to open template %s: %s", src, strerror(errno));
+        return -1;
     }
-    unlinkat(dd, TMP_NAME, 0);
-    int rc = copy_dir(&w, sd, dd, dst, 0, last);
+    int dd = safepath_open_abs(dst, O_DIRECTORY, 0, why, sizeof(why));
+    if (dd < 0) {
+        close(sd);
+        snprintf(err, errlen, "unable to open %s: %s", dst, why);
+        return -1;
+    }
+    int rc = tree_copy_fd(sd, dd, dst, last, NULL, st, err, errlen);
     close(sd);
     close(dd);
     return rc;
@@ -360,25 +385,29 @@ int tree_remove(int dirfd, const char *name, char *err, size_t errlen)
     return remove_at(&w, dirfd, name, name, 0);
 }
 
-int tree_copy_file(const char *src, int ddir, const char *name, char *err, size_t errlen)
+int tree_copy_file(int sdir, const char *src, int ddir, const char *name,
+                   const struct tree_owner *own, char *err, size_t errlen)
 {
+    char why[128];
     struct stat s;
-    int in = open(src, O_RDONLY | O_CLOEXEC);
+    int in = safepath_open(sdir, src, O_RDONLY, 0, why, sizeof(why));
 
     if (in < 0 || fstat(in, &s) < 0) {
-        snprintf(err, errlen, "unable to open %s: %s", src, strerror(errno));
+        snprintf(err, errlen, "unable to open %s: %s", src, in < 0 ? why : strerror(errno));
         if (in >= 0)
             close(in);
         return -1;
     }
     unlinkat(ddir, name, 0);
-    int out = openat(ddir, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int out = safepath_open(ddir, name, O_WRONLY | O_CREAT | O_EXCL, 0600, why, sizeof(why));
     if (out < 0) {
-        snprintf(err, errlen, "unable to create %s: %s", name, strerror(errno));
+        snprintf(err, errlen, "unable to create %s: %s", name, why);
         close(in);
         return -1;
     }
     int rc = copy_bytes(in, out);
+    if (rc == 0 && own && fchown(out, own->uid, own->gid) < 0 && errno != EPERM)
+        rc = -1;
     if (rc == 0 && fchmod(out, (s.st_mode & 07777) | 0600) < 0)
         rc = -1;
     if (rc == 0 && fsync(out) < 0 && errno != EINVAL)

@@ -5,6 +5,7 @@
 #define HEARTH_TREE_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* Entries one copy or removal may visit, so a hostile or runaway tree
  * costs bounded time in the loop. */
@@ -13,6 +14,12 @@
 
 struct tree_stats {
     unsigned long files, dirs, links, kept, skipped;
+};
+
+/* Who owns what a copy makes; NULL where accepted: the template's owner. */
+struct tree_owner {
+    uid_t uid;
+    gid_t gid;
 };
 
 /* Copies the tree under src into dst (an existing directory): each file
@@ -27,10 +34,18 @@ struct tree_stats {
 int tree_mkdir_p(const char *path);
 int tree_copy(const char *src, const char *dst, const char *const *last, struct tree_stats *st,
               char *err, size_t errlen);
+/* The same between two open directories (dpath names dd in errors):
+ * nothing is resolved by path, every file is opened with safepath, and
+ * modes and owners (own, or the template's) are set on fds. */
+int tree_copy_fd(int sd, int dd, const char *dpath, const char *const *last,
+                 const struct tree_owner *own, struct tree_stats *st, char *err, size_t errlen);
 
-/* Copies the regular file src to dirfd/name (replacing a stale name), its
- * mode plus the owner's read/write bits, flushed to disk. */
-int tree_copy_file(const char *src, int dirfd, const char *name, char *err, size_t errlen);
+/* Copies the regular file sdir/src (resolved beneath sdir, no link
+ * followed) to dirfd/name (replacing a stale name, created O_EXCL), its
+ * mode plus the owner's read/write bits, owned by own when not NULL,
+ * flushed to disk. */
+int tree_copy_file(int sdir, const char *src, int dirfd, const char *name,
+                   const struct tree_owner *own, char *err, size_t errlen);
 
 /* Moves dirfd/from to dirfd/to unless to exists (EEXIST then). Falls back
  * to link+unlink where the filesystem lacks RENAME_NOREPLACE. */

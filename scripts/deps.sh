@@ -1,13 +1,21 @@
 #!/bin/sh
-# Installs the toolchain and test tools hearth needs on Debian, then fetches
-# libev and cJSON from Debian source packages at pinned versions and builds
-# them with musl-gcc into build/deps (once per version).
+# Installs what a make target needs on Debian, then fetches libev and cJSON
+# from Debian source packages at pinned versions and builds them with
+# musl-gcc into build/deps (once per version).
 #
-#   scripts/deps.sh            toolchain + test tools + libraries
-#   scripts/deps.sh --bench    also the benchmark peers
+#   scripts/deps.sh            build toolchain + test tools + libraries
+#   scripts/deps.sh --build    the build toolchain + libraries (make, make all)
+#   scripts/deps.sh --test     also the test tools (make test) and the kernel
+#   scripts/deps.sh --image    also the image tools (make image, make run) and the kernel
+#   scripts/deps.sh --bench    also the benchmark peers (make bench) and the kernel
 #   scripts/deps.sh --libs     only build the libraries (tools already there)
 #   scripts/deps.sh --kernel   also the guest kernel and its modules for the
 #                              image (Debian's linux-image package, cached)
+#
+# Each package set is checked once: when it is installed, a stamp
+# build/deps/.pkgs-SET holding the list is written, and a later run with the
+# same list skips the check. As non-root with packages missing it stops with
+# one line naming the command to run as root.
 set -eu
 
 LIBEV_VERSION=4.33
@@ -16,21 +24,33 @@ CJSON_VERSION=1.7.15
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DEPS=${HEARTH_DEPS:-$ROOT/build/deps}
 
-PKGS="build-essential musl-tools make python3-pytest iproute2 nftables util-linux \
-procps file dpkg-dev kmod cpio e2fsprogs qemu-system-x86 libclang-rt-14-dev clang valgrind"
-BENCH_PKGS="qemu-guest-agent tini dumb-init s6 nftables"
+# dpkg-dev: apt-get source unpacks with dpkg-source; file: make check-static.
+BUILD_PKGS="build-essential musl-tools make file dpkg-dev"
+TEST_PKGS="python3-pytest iproute2 nftables util-linux procps kmod cpio e2fsprogs \
+qemu-system-x86 libclang-rt-14-dev clang valgrind"
+IMAGE_PKGS="kmod cpio e2fsprogs qemu-system-x86"
+BENCH_PKGS="qemu-guest-agent tini dumb-init s6 nftables python3-pytest iproute2 util-linux procps \
+kmod cpio e2fsprogs qemu-system-x86"
 
+want_build=1
+want_test=0
+want_image=0
 want_bench=0
 want_kernel=0
 libs_only=0
+[ $# -eq 0 ] && want_test=1
 for a in "$@"; do
     case "$a" in
-        --bench) want_bench=1 ;;
+        --build) ;;
+        --test) want_test=1; want_kernel=1 ;;
+        --image) want_image=1; want_kernel=1 ;;
+        --bench) want_bench=1; want_kernel=1 ;;
         --libs) libs_only=1 ;;
         --kernel) want_kernel=1 ;;
         *) echo "deps.sh: unknown option $a" >&2; exit 2 ;;
     esac
 done
+ARGS="$*"
 
 log() { printf 'deps: %s\n' "$*"; }
 
@@ -59,24 +79,32 @@ ensure_deb_src() {
     if [ -f "$src" ]; then
         log "adding a deb-src entry"
         sed 's/^Types: deb$/Types: deb-src/' "$src" > /etc/apt/sources.list.d/hearth-src.sources
+    elif grep -qs '^deb ' /etc/apt/sources.list; then
+        log "adding deb-src lines"
+        sed -n 's/^deb /deb-src /p' /etc/apt/sources.list > /etc/apt/sources.list.d/hearth-src.list
     else
-        log "no $src: add a deb-src line yourself"
+        echo "deps: no Debian package source found: add a deb-src line for apt-get source" >&2
         return 1
     fi
     apt_updated=0
 }
 
-install_pkgs() {
+install_pkgs() { # set packages...
+    set_name=$1; shift
+    stamp="$DEPS/.pkgs-$set_name"
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$*" ]; then touch "$stamp"; return 0; fi
     miss=$(missing_pkgs "$@")
-    [ -z "$miss" ] && return 0
-    if [ "$(id -u)" != 0 ]; then
-        echo "deps: missing packages; run as root:" >&2
-        echo "  apt-get install -y$miss" >&2
-        exit 1
+    if [ -n "$miss" ]; then
+        if [ "$(id -u)" != 0 ]; then
+            echo "deps: missing packages ($(echo $miss)); as root, run: scripts/deps.sh${ARGS:+ $ARGS}" >&2
+            exit 1
+        fi
+        log "installing for $set_name:$miss"
+        apt_update
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $miss >/dev/null
     fi
-    log "installing$miss"
-    apt_update
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $miss >/dev/null
+    mkdir -p "$DEPS"
+    printf "%s\n" "$*" > "$stamp"
 }
 
 fetch_source() { # name version orig-tarball
@@ -194,7 +222,6 @@ fetch_kernel() {
     ver=${pkg#linux-image-}
     if [ -f "$kdir/$ver/vmlinuz" ] && [ -f "$kdir/$ver/lib/modules/$ver/modules.dep" ]; then
         echo "$pkg" > "$kdir/package"
-        log "ok: kernel $ver in $kdir/$ver"
         return 0
     fi
     if ! ls "$kdir"/"$pkg"_*.deb >/dev/null 2>&1; then
@@ -215,13 +242,14 @@ fetch_kernel() {
 }
 
 if [ "$libs_only" = 0 ]; then
-    install_pkgs $PKGS
-    [ "$want_bench" = 1 ] && install_pkgs $BENCH_PKGS
+    install_pkgs build $BUILD_PKGS
+    [ "$want_test" = 1 ] && install_pkgs test $TEST_PKGS
+    [ "$want_image" = 1 ] && install_pkgs image $IMAGE_PKGS
+    [ "$want_bench" = 1 ] && install_pkgs bench $BENCH_PKGS
 fi
 mkdir -p "$DEPS"
 build_libev
 build_cjson
 kernel_headers
-log "ok: libev $LIBEV_VERSION, cJSON $CJSON_VERSION in $DEPS"
 [ "$want_kernel" = 1 ] && fetch_kernel
 exit 0

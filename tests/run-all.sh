@@ -1,5 +1,8 @@
 #!/bin/sh
 # Runs every test layer and ends with one line: "N passed, N failed, N skipped".
+# STRICT=1 (what CI runs) counts every skip as a failure as well: a layer
+# or a test that cannot run is a gap, not a pass. The skips and their
+# reasons are listed before the total either way.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 out="$ROOT/build/test"
@@ -46,5 +49,18 @@ case "$fl" in
     *) echo "fuzz: runner gave no result"; tf=$((tf + 1)) ;;
 esac
 
+# Every skip with its reason: pytest's "SKIPPED [N] file:line: why" lines
+# and the fuzz runner's "fuzz: skipped: why".
+reasons=$(cat "$out"/integration.summary "$out"/vm.summary "$out"/valgrind.summary \
+              "$out"/fuzz.summary 2>/dev/null |
+          grep -E '^SKIPPED|^fuzz: skipped|layer skipped' | sort | uniq)
+if [ "$ts" -gt 0 ]; then
+    echo "skipped ($ts):"
+    echo "$reasons" | sed 's/^/  /'
+    if [ "${STRICT:-0}" = 1 ]; then
+        echo "STRICT=1: each skip counts as a failure"
+        tf=$((tf + ts))
+    fi
+fi
 echo "$tp passed, $tf failed, $ts skipped"
 [ "$tf" -eq 0 ]

@@ -70,7 +70,7 @@ peers = [("tini", lambda t: [t, "-s", "--", "/bin/sleep", "100000"]),
                                 "-t", tmp])]
 for name, argv in peers:
     path = which(name)
-    pv = measure(argv(path)) if path else "absent"
+    pv = measure(argv(path)) if path else "failed: not installed"
     print(f"idle_wakeups_{name.replace('-', '_')}\t{fig}\t{hv}\t{name}\t{pv}")
 
 # ---- the Hermes config's timers ----
@@ -86,6 +86,8 @@ for i in range(20):
     os.makedirs(os.path.join(public, f"skill-{i}"), exist_ok=True)
     open(os.path.join(public, f"skill-{i}", "SKILL.md"), "w").close()
 agent = os.path.join(B, "bench", "hermes")
+workspace = os.path.join(tmp, "workspace")
+os.makedirs(workspace, exist_ok=True)
 hermes_cfg = os.path.join(tmp, "hermes.json")
 with open(hermes_cfg, "w") as f:
     json.dump({"control": {"listen": ["unix:" + os.path.join(tmp, "ctl2.sock")]},
@@ -95,6 +97,9 @@ with open(hermes_cfg, "w") as f:
                    "name": "hermes", "argv": [agent],
                    "env": {"HERMES_HOME": home, "HERMES_PORT": str(port),
                            "HERMES_BIND": "127.0.0.1"},
+                   # Its workspace copy of the history lands here, not
+                   # in whatever directory make bench was started from.
+                   "cwd": workspace,
                    "after": ["skills"], "restart": "always",
                    "ready": {"tcp": f"127.0.0.1:{port}", "timeout_ms": 60000},
                    "health": {"tcp": f"127.0.0.1:{port}", "interval_ms": 10000, "failures": 3},

@@ -3,7 +3,7 @@
 # --bench): stripped binary size, RSS while supervising one idle child,
 # start -> child exec latency beside tini and dumb-init, and the cost of a
 # crash -> restart beyond the configured delay beside s6-supervise.
-# A peer that is not installed gets "absent" as its value.
+# A peer that is not installed gets "failed: not installed" as its value.
 set -eu
 B="$BUILD"
 mkdir -p "$B/bench"
@@ -62,7 +62,7 @@ hsize = os.path.getsize(HEARTH) // 1024  # already stripped by the build
 for peer in ["tini", "dumb-init", "s6-svscan", "qemu-ga"]:
     p = which(peer)
     row(f"size_vs_{peer.replace('-', '_')}", "binary size, stripped (KiB)", hsize, peer,
-        stripped_kib(p) if p else "absent")
+        stripped_kib(p) if p else "failed: not installed")
 
 # ---- RSS while supervising one idle child ----
 def idle_rss(cmd, marker):
@@ -85,7 +85,7 @@ peers = {
 for name, mk in peers.items():
     t = which(name)
     row(f"rss_one_child_vs_{name.replace('-', '_')}", "RSS supervising one idle child (KiB)", hr, name,
-        idle_rss(mk(t), m) if t else "absent")
+        idle_rss(mk(t), m) if t else "failed: not installed")
 qga = which("qemu-ga")
 if qga:
     sd = os.path.join(tmp, "qga-state"); os.makedirs(sd, exist_ok=True)
@@ -96,7 +96,7 @@ if qga:
     qr = rss_kib(p.pid) if p.poll() is None else "failed"
     stop(p)
 else:
-    qr = "absent"
+    qr = "failed: not installed"
 row("rss_vs_qemu_ga", "RSS idle agent (KiB; qemu-ga has no child)", hr, "qemu-ga", qr)
 
 # ---- start -> child exec ----
@@ -126,7 +126,7 @@ for name, mk in {"tini": lambda t, f: [t, "-s", "--", STAMP, f],
                  "dumb-init": lambda t, f: [t, STAMP, f]}.items():
     t = which(name)
     row(f"exec_vs_{name.replace('-', '_')}", "start -> child exec (ms, median)", hl, name,
-        exec_latency(lambda f: mk(t, f)) if t else "absent")
+        exec_latency(lambda f: mk(t, f)) if t else "failed: not installed")
 
 # ---- crash -> restart beyond the configured delay ----
 def gaps(path, n):
@@ -187,7 +187,7 @@ if s6:
     s6count = len(open(crash6).read().split())
     s6cpu = f"{scpu * 1000 / max(s6count, 1):.0f}"
 else:
-    s6extra = s6cpu = "absent"
+    s6extra = s6cpu = "failed: not installed"
 row("restart_extra_ms", "crash -> restart beyond the delay (ms, median)", f"{hgap:.2f}", "s6-supervise", s6extra)
 row("restart_cpu_us", "supervisor CPU per restart (us)", f"{hcpu * 1000 / max(hcount, 1):.0f}",
     "s6-supervise", s6cpu)

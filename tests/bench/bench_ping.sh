@@ -85,7 +85,7 @@ one=${BENCH_PING_CPU:+, one CPU}
 rows() {
     for p in floor:floor-server qga:qemu-ga; do
         f=${p%%:*} name=${p#*:}
-        if [ "$f" = qga ] && [ -z "$qpid" ]; then v=absent; else v=$(med "$tmp/$f.lat" "$1"); fi
+        if [ "$f" = qga ] && [ -z "$qpid" ]; then v="failed: qemu-ga did not start"; else v=$(med "$tmp/$f.lat" "$1"); fi
         printf '%s_vs_%s\t%s\t%s\t%s\t%s\n' "$2" "$(echo "$name" | tr - _)" "$3" \
             "$(med "$tmp/hearth.lat" "$1")" "$name" "$v"
     done
@@ -133,7 +133,7 @@ if [ -n "$qpid" ]; then
     qnote="; qemu-ga serves one client at a time and took $qpc of the 64 connects, answered $qpa"
     qqnote="; qemu-ga took $qqc of the 64 connects"
 else
-    qq=absent qp=absent qnote= qqnote=
+    qq="failed: qemu-ga did not start" qp="failed: qemu-ga did not start" qnote= qqnote=
 fi
 printf 'rss_64_silent_vs_qemu_ga\tRSS, 64 clients connected, none has sent (KiB%s)\t%s\tqemu-ga\t%s\n' \
     "$qqnote" "$hq" "$qq"

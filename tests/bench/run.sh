@@ -4,7 +4,9 @@
 #   key <TAB> figure <TAB> hearth value <TAB> peer name <TAB> peer value
 # (peer columns "-" when there is none); this script prints them as one
 # table and writes build/bench.json. A script that fails is reported and
-# the others still run.
+# the others still run. A row whose hearth or peer value is not a figure
+# ("failed: not installed", "failed") is a failed row: it is listed with
+# its reason at the end and make bench exits non-zero.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 export ROOT BUILD="$ROOT/build"
@@ -44,5 +46,22 @@ for key, fig, hv, peer, pv in rows:
     # Several peers share a key; keep each under key/peer.
     out[key if key not in out else f"{key}/{peer}"] = entry
 json.dump(out, open(sys.argv[2], "w"), indent=1)
+
+
+def figure(v):
+    try:
+        float(v)
+        return True
+    except ValueError:
+        return v == "-"
+
+
+bad = [(fig, peer, hv if not figure(hv) else pv) for key, fig, hv, peer, pv in rows
+       if not (figure(hv) and figure(pv))]
+for fig, peer, why in bad:
+    print(f"bench: FAILED row: {fig} ({'hearth' if peer == '-' else peer}): {why}")
+print(f"bench: {len(rows)} rows, {len(rows) - len(bad)} measured, {len(bad)} failed")
+sys.exit(1 if bad else 0)
 PY
+[ $? -ne 0 ] && failed=$((failed + 1))
 exit $failed

@@ -32,6 +32,10 @@ def test_bad_requests_get_the_right_error_and_ping_keeps_working(hearth):
         (b'{"jsonrpc":"2.0","id":11,"method":"\xff\xfe"}\n', -32700, None),
         (b'{"jsonrpc":"2.0","id":12,"method":"ping"} trailing\n', -32700, None),
         (b'{"jsonrpc":"2.0","id":13,"method":"ping","extra":1}\n', -32600, 13),
+        (b'{"jsonrpc":"2.0","id":14,"method":"ping","params":{"x":1}}\n', -32602, 14),
+        (b'{"jsonrpc":"2.0","id":-15,"method":"no.such.method"}\n', -32601, -15),
+        (b'{"jsonrpc":"2.0","id":9007199254740992,"method":"nope"}\n', -32601, 9007199254740992),
+        (b'{"jsonrpc":"2.0","id":1.5,"method":"nope"}\n', -32601, 1.5),
     ]
     for raw, code, rid in cases:
         c.send_raw(raw)
@@ -42,6 +46,13 @@ def test_bad_requests_get_the_right_error_and_ping_keeps_working(hearth):
         assert reply["error"]["message"]
         assert reply["id"] == rid, (raw, reply)
         assert c.result("ping") == {}
+    # ping with empty params, and ids printed back exactly.
+    c.send_raw(b'{"jsonrpc":"2.0","id":0,"method":"ping","params":{}}\n')
+    assert c.read_line() == {"jsonrpc": "2.0", "id": 0, "result": {}}
+    c.send_raw(b'{"jsonrpc":"2.0","id":-9007199254740992,"method":"ping"}\n')
+    assert c.read_line() == {"jsonrpc": "2.0", "id": -9007199254740992, "result": {}}
+    c.send_raw(b'{"jsonrpc":"2.0","id":"a\\"b","method":"ping"}\n')
+    assert c.read_line() == {"jsonrpc": "2.0", "id": 'a"b', "result": {}}
     # Blank lines and notifications (no id) get no reply at all.
     c.send_raw(b'\n  \n{"jsonrpc":"2.0","method":"ping"}\n')
     assert c.call("ping")["id"] == c.next_id - 1

@@ -397,7 +397,10 @@ def test_idle_clients_give_up_their_slots(hearth):
         s.sendall(req(2))
         assert read_lines(s, 1)[0]["result"] == {}
     late = connect(hearth)
-    late.sendall(req(3))
+    try:
+        late.sendall(req(3))
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # refused and closed already; its error line is still readable
     assert read_lines(late, 1)[0]["error"]["code"] == -32001
     late.close()
     time.sleep(2.0)

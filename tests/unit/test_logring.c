@@ -8,7 +8,7 @@
 TEST(logring_repairs_invalid_utf8)
 {
     struct logring r;
-    logring_init(&r, 4, NULL, 0, 0);
+    logring_init(&r, 4, NULL, 0, 0, 0, 0);
     const struct logline *l = logring_add(&r, STREAM_STDOUT, "ok\xff\xc0\xaf \xc3\xa9nd", 11);
     CHECK(l != NULL);
     cJSON *o = logline_json(l, "svc");
@@ -24,7 +24,7 @@ TEST(logring_bounded_in_lines_and_bytes)
     struct logring r;
     char big[LOGRING_LINE_MAX + 100];
     memset(big, 'x', sizeof(big));
-    logring_init(&r, 1000, NULL, 0, 0);
+    logring_init(&r, 1000, NULL, 0, 0, 0, 0);
     for (int i = 0; i < 1000; i++)
         logring_add(&r, STREAM_STDERR, big, sizeof(big));
     /* Each line is cut at LOGRING_LINE_MAX; the ring keeps at most 512 KiB. */

@@ -1,0 +1,381 @@
+"""What the agent leaves on disk never blocks or misleads PID 1: FIFOs,
+symbolic links, directories and stale temp names planted where hearth
+opens, renames or creates files (env_files, the service log and its
+rotation, resolv.conf's temp name, seed targets, bind-file targets, the
+private skills directory, skills.fork), as root and as a non-root service.
+Each test checks that hearth answers ping within a second, that the file
+outside the tree is untouched, and that the error names the path."""
+import os
+import shutil
+import stat
+import tempfile
+import threading
+import time
+
+import pytest
+
+from conftest import Client
+
+KEEP = {"name": "keep", "argv": ["sleep", "1000"], "main": True}
+USERS = ["root", "nobody"]
+
+
+def ping_fast(h):
+    """PID 1 answers within a second."""
+    t0 = time.monotonic()
+    c = Client(h.sock, timeout=1)
+    try:
+        assert c.result("ping") is not None
+    finally:
+        c.close()
+    assert time.monotonic() - t0 < 1.0
+
+
+@pytest.fixture
+def open_dir():
+    """A directory every user can traverse (tmp_path's parents are 0700,
+    which would hide the planted files from a non-root service)."""
+    d = tempfile.mkdtemp(prefix="hearth-disk-")
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def secret_file(tmp_path):
+    s = tmp_path / "root-secret"
+    s.write_text("TOKEN=root-only\n")
+    os.chmod(s, 0o600)
+    return s
+
+
+def failed(h, name):
+    return h.wait_for(lambda: (lambda s: s if s.get("error") else None)(h.service(name)),
+                      what=f"{name} error")
+
+
+# ---- env_files ------------------------------------------------------------
+
+@pytest.mark.parametrize("user", USERS)
+def test_env_file_fifo_then_restart(hearth, open_dir, user):
+    home = os.path.join(open_dir, "home", ".hermes")
+    os.makedirs(home)
+    envf = os.path.join(home, ".env")
+    with open(envf, "w") as f:
+        f.write("A=1\n")
+    hearth.start(hearth.config(services=[KEEP, {
+        "name": "agent", "argv": ["sleep", "1000"], "user": user, "env_files": [envf]}]))
+    hearth.wait_for(lambda: hearth.service("agent")["state"] == "running", what="agent")
+    os.unlink(envf)
+    os.mkfifo(envf, 0o666)
+    c = hearth.client()
+    c.call("services.restart", {"name": "agent"})
+    c.close()
+    ping_fast(hearth)
+    s = failed(hearth, "agent")
+    assert s["error"] == f"env_files[0] {envf}: a FIFO, not a regular file"
+    ping_fast(hearth)
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_env_file_link_to_a_root_secret_is_not_read(hearth, open_dir, tmp_path, user):
+    secret = secret_file(tmp_path)
+    envf = os.path.join(open_dir, ".env")
+    os.symlink(secret, envf)
+    out = os.path.join(open_dir, "env.out")
+    hearth.start(hearth.config(services=[KEEP, {
+        "name": "agent", "argv": ["sh", "-c", f"env > {out}; exec sleep 1000"],
+        "user": user, "env_files": [envf]}]))
+    s = failed(hearth, "agent")
+    assert s["error"].startswith(f"env_files[0] {envf}: ")
+    assert "symbolic link" in s["error"]
+    assert not os.path.exists(out)
+    ping_fast(hearth)
+    assert secret.read_text() == "TOKEN=root-only\n"
+
+
+def test_env_file_readable_only_by_root_stays_out_of_a_nobody_service(hearth, open_dir):
+    envf = os.path.join(open_dir, ".env")
+    with open(envf, "w") as f:
+        f.write("TOKEN=root-only\n")
+    os.chmod(envf, 0o600)
+    hearth.start(hearth.config(services=[KEEP, {
+        "name": "agent", "argv": ["sleep", "1000"], "user": "nobody", "env_files": [envf]}]))
+    s = failed(hearth, "agent")
+    assert s["error"] == f"env_files[0] {envf}: Permission denied"
+
+
+# ---- the service log file -------------------------------------------------
+
+def _flood(n=4000):
+    return ["sh", "-c", f"i=0; while [ $i -lt {n} ]; do echo line-$i-xxxxxxxxxxxxxxxxxxxxxxxx; "
+            "i=$((i+1)); done; exec sleep 1000"]
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_log_rotation_with_directories_in_the_way(hearth, open_dir, user):
+    logs = os.path.join(open_dir, "logs")
+    os.makedirs(logs)
+    f = os.path.join(logs, "hermes.out")
+    # The rename aside fails: hearth truncates on the fd instead.
+    os.makedirs(f + ".1" + "/x")
+    os.makedirs(f + ".2" + "/x")
+    hearth.start(hearth.config(services=[KEEP, {
+        "name": "agent", "argv": _flood(), "user": user,
+        "log": {"file": f, "max_bytes": 8192, "keep": 2}}]))
+    hearth.wait_for(lambda: hearth.service("agent")["output_lines"] >= 4000, what="output")
+    ping_fast(hearth)
+    st = os.lstat(f)
+    assert stat.S_ISREG(st.st_mode) and st.st_size <= 8192 + 200
+    assert os.path.isdir(f + ".1") and os.path.isdir(f + ".2")
+    want = 65534 if user == "nobody" else 0
+    assert st.st_uid == want and st.st_gid == want
+    assert f"unable to rotate {f}" in hearth.log_text()
+
+
+def test_log_file_fifo_and_link_to_root_file(hearth, open_dir, tmp_path):
+    secret = secret_file(tmp_path)
+    logs = os.path.join(open_dir, "logs")
+    os.makedirs(logs)
+    fifo = os.path.join(logs, "a.out")
+    os.mkfifo(fifo)
+    link = os.path.join(logs, "b.out")
+    os.symlink(secret, link)
+    hard = os.path.join(logs, "c.out")
+    os.link(secret, hard)
+    hearth.start(hearth.config(services=[KEEP] + [
+        {"name": n, "argv": ["sh", "-c", "echo agent-text; exec sleep 1000"],
+         "log": {"file": p, "max_bytes": 100, "keep": 0}}
+        for n, p in (("a", fifo), ("b", link), ("c", hard))]))
+    hearth.wait_for(lambda: all(hearth.service(n)["output_lines"] >= 1 for n in "abc"),
+                    what="output")
+    ping_fast(hearth)
+    text = hearth.log_text()
+    assert f"unable to open log file {fifo}: " in text
+    assert f"unable to open log file {link}: a symbolic link" in text
+    assert f"unable to open log file {hard}: has other hard links" in text
+    assert secret.read_text() == "TOKEN=root-only\n"
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_log_file_replaced_by_a_fifo_before_rotation(hearth, open_dir):
+    logs = os.path.join(open_dir, "logs")
+    os.makedirs(logs)
+    f = os.path.join(logs, "hermes.out")
+    go = os.path.join(open_dir, "go")
+    script = (f"echo first; while [ ! -e {go} ]; do sleep 0.05; done; "
+              "i=0; while [ $i -lt 300 ]; do echo line-$i-xxxxxxxxxxxxxxxxxxxxxxxx; "
+              "i=$((i+1)); done; exec sleep 1000")
+    hearth.start(hearth.config(services=[KEEP, {
+        "name": "agent", "argv": ["sh", "-c", script],
+        "log": {"file": f, "max_bytes": 4096, "keep": 1}}]))
+    hearth.wait_for(lambda: os.path.exists(f) and os.path.getsize(f) > 0, what="first line")
+    # The agent moves the log aside and plants a FIFO under its name while
+    # hearth holds the old file open: rotation moves the FIFO by its
+    # directory's fd (never opening it) and starts a fresh regular file.
+    os.rename(f, f + ".mine")
+    os.mkfifo(f)
+    open(go, "w").close()
+    hearth.wait_for(lambda: hearth.service("agent")["output_lines"] >= 301, what="output")
+    ping_fast(hearth)
+    st = os.lstat(f)
+    assert stat.S_ISREG(st.st_mode) and 0 < st.st_size <= 4096 + 200
+    assert os.path.getsize(f + ".mine") <= 4096 + 200
+
+
+# ---- resolv.conf's temp name ---------------------------------------------
+
+@pytest.mark.parametrize("kind", ["fifo", "link", "dir"])
+def test_resolv_conf_temp_name_planted_then_resume(hearth, tmp_path, kind):
+    secret = secret_file(tmp_path)
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    rc = etc / "resolv.conf"
+    hearth.start(hearth.config(services=[KEEP],
+                               network={"dns": ["192.0.2.53"], "resolv_conf": str(rc)}))
+    assert rc.read_text() == "nameserver 192.0.2.53\n"
+    tmp = etc / "resolv.conf.hearth-tmp"
+    if kind == "fifo":
+        os.mkfifo(tmp)
+    elif kind == "link":
+        os.symlink(secret, tmp)
+    else:
+        (tmp / "sub").mkdir(parents=True)
+    hearth.rpc("sandbox.freeze", {"timeout_ms": 2000})
+    c = Client(hearth.sock, timeout=1)
+    t0 = time.monotonic()
+    r = c.call("sandbox.resume", {})
+    c.close()
+    assert time.monotonic() - t0 < 1.0
+    ping_fast(hearth)
+    assert secret.read_text() == "TOKEN=root-only\n"
+    if kind == "dir":
+        err = hearth.rpc("network.get").get("resolv_conf_error", "")
+        assert f"unable to create {etc}/resolv.conf.hearth-tmp" in err, (r, err)
+    else:
+        assert rc.read_text() == "nameserver 192.0.2.53\n"
+        assert not os.path.lexists(tmp)
+        assert os.path.isfile(rc) and not os.path.islink(rc)
+
+
+# ---- seeding and bind-file targets ----------------------------------------
+
+def test_seed_target_behind_a_link_is_refused(hearth, tmp_path):
+    t = tmp_path / "tmpl"
+    t.mkdir()
+    (t / "config.yaml").write_text("model: x\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    g = tmp_path / "guest"
+    g.mkdir()
+    os.symlink(outside, g / "home")
+    hearth.start(hearth.config(services=[KEEP],
+                               seed=[{"target": str(g / "home"), "from": str(t)}]))
+    r = hearth.wait_for(lambda: hearth.rpc("mounts.list")["seed"], what="seed report")[0]
+    ping_fast(hearth)
+    assert r["result"] == "failed"
+    assert r["error"].startswith(f"unable to open {g / 'home'}: a symbolic link")
+    assert os.listdir(outside) == []
+
+
+def test_seed_marker_fifo_does_not_block(hearth, tmp_path):
+    t = tmp_path / "tmpl"
+    t.mkdir()
+    (t / "config.yaml").write_text("model: x\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    os.mkfifo(home / ".hearth-seeding")
+    hearth.start(hearth.config(services=[KEEP], seed=[{"target": str(home), "from": str(t)}]))
+    r = hearth.wait_for(lambda: hearth.rpc("mounts.list")["seed"], what="seed report")[0]
+    ping_fast(hearth)
+    # A marker means "interrupted": completed, and the marker removed.
+    assert r["result"] == "seeded", r
+    assert (home / "config.yaml").read_text() == "model: x\n"
+    assert not os.path.lexists(home / ".hearth-seeding")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link"])
+def test_bind_file_target_planted(hearth, tmp_path, kind):
+    secret = secret_file(tmp_path)
+    src = tmp_path / "src.yaml"
+    src.write_text("from the host\n")
+    g = tmp_path / "guest"
+    g.mkdir()
+    target = g / "config.yaml"
+    if kind == "fifo":
+        os.mkfifo(target)
+    else:
+        os.symlink(secret, target)
+    hearth.start(hearth.config(services=[KEEP], mounts=[
+        {"source": str(src), "target": str(target), "type": "bind", "required": False}]))
+    m = hearth.wait_for(lambda: (lambda l: l[0] if l and l[0].get("error") else None)(
+        hearth.rpc("mounts.list")["mounts"]), what="mount error")
+    ping_fast(hearth)
+    assert str(target) in m["error"]
+    assert secret.read_text() == "TOKEN=root-only\n"
+    with open("/proc/self/mountinfo") as f:
+        assert str(secret) not in f.read()
+
+
+# ---- the private skills directory and skills.fork -------------------------
+
+def _skills(tmp_path, names=("alpha",)):
+    pub = tmp_path / "pub"
+    for n in names:
+        (pub / n).mkdir(parents=True)
+        (pub / n / "SKILL.md").write_text(f"# {n}\n")
+    return pub
+
+
+def test_fork_of_a_link_out_of_public_is_refused(hearth, tmp_path):
+    pub = _skills(tmp_path)
+    priv = tmp_path / "priv"
+    priv.mkdir()
+    hearth.start(hearth.config(services=[KEEP],
+                               skills={"public": str(pub), "private": str(priv)}))
+    hearth.wait_for(lambda: os.path.islink(priv / "alpha"), what="overlay")
+    os.symlink(f"{pub}/../../proc/kmsg", priv / "evil")
+    c = Client(hearth.sock, timeout=1)
+    e = c.call("skills.fork", {"name": "evil"})["error"]
+    c.close()
+    assert "leaves its directory" in e["message"] and f"{pub}/../../proc/kmsg" in e["message"]
+    ping_fast(hearth)
+    assert os.path.islink(priv / "evil")
+
+
+def test_fork_of_30000_files_keeps_the_loop_answering(hearth, tmp_path):
+    pub = _skills(tmp_path)
+    big = pub / "alpha" / "data"
+    big.mkdir()
+    for i in range(30000):
+        (big / f"f{i}").write_bytes(b"x")
+    priv = tmp_path / "priv"
+    priv.mkdir()
+    hearth.start(hearth.config(services=[KEEP],
+                               skills={"public": str(pub), "private": str(priv)}))
+    hearth.wait_for(lambda: os.path.islink(priv / "alpha"), what="overlay")
+    result = {}
+
+    def fork():
+        c = Client(hearth.sock, timeout=120)
+        result["r"] = c.call("skills.fork", {"name": "alpha"})
+        c.close()
+
+    th = threading.Thread(target=fork)
+    th.start()
+    worst, pings = 0.0, 0
+    while th.is_alive():
+        t0 = time.monotonic()
+        ping_fast(hearth)
+        worst = max(worst, time.monotonic() - t0)
+        pings += 1
+        time.sleep(0.05)
+    th.join()
+    assert result["r"].get("result") == {"name": "alpha", "forked": True}, result
+    assert pings >= 2 and worst < 1.0
+    assert len(os.listdir(priv / "alpha" / "data")) == 30000
+
+
+def test_private_dir_swapped_for_a_link_to_a_root_dir(hearth, tmp_path):
+    pub = _skills(tmp_path, ("alpha", "beta"))
+    rootdir = tmp_path / "root-owned"
+    rootdir.mkdir()
+    os.chmod(rootdir, 0o700)
+    priv = tmp_path / "priv"
+    priv.mkdir()
+    hearth.start(hearth.config(services=[KEEP],
+                               skills={"public": str(pub), "private": str(priv)}))
+    hearth.wait_for(lambda: os.path.islink(priv / "alpha"), what="overlay")
+    os.rename(priv, tmp_path / "priv.old")
+    os.symlink(rootdir, priv)
+    c = Client(hearth.sock, timeout=1)
+    r = c.call("skills.sync")
+    e = c.call("skills.fork", {"name": "alpha"})["error"]
+    c.close()
+    assert "error" in r and str(priv) in r["error"]["message"], r
+    assert "symbolic link" in r["error"]["message"]
+    assert f"unable to open {priv}: a symbolic link" in e["message"]
+    ping_fast(hearth)
+    assert os.listdir(rootdir) == []
+
+
+def test_private_skills_and_forks_belong_to_a_non_root_agent(hearth, open_dir):
+    pub = os.path.join(open_dir, "pub", "alpha")
+    os.makedirs(pub)
+    with open(os.path.join(pub, "SKILL.md"), "w") as f:
+        f.write("# alpha\n")
+    home = os.path.join(open_dir, "home")
+    os.makedirs(home)
+    os.chown(home, 65534, 65534)
+    priv = os.path.join(home, "skills")
+    hearth.start(hearth.config(
+        services=[KEEP, {"name": "agent", "user": "nobody", "after": ["skills"],
+                         "argv": ["sleep", "1000"]}],
+        skills={"public": os.path.join(open_dir, "pub"), "private": priv}))
+    hearth.wait_for(lambda: os.path.islink(os.path.join(priv, "alpha")), what="overlay")
+    st = os.lstat(priv)
+    assert st.st_uid == 65534 and st.st_gid == 65534
+    assert os.lstat(os.path.join(priv, "alpha")).st_uid == 65534
+    hearth.rpc("skills.fork", {"name": "alpha"})
+    for p in (os.path.join(priv, "alpha"), os.path.join(priv, "alpha", "SKILL.md")):
+        assert os.lstat(p).st_uid == 65534, p
+    ping_fast(hearth)
