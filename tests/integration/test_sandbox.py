@@ -355,6 +355,7 @@ def test_shutdown_while_frozen_thaws_so_services_see_their_signal(hearth):
 SECRETS = ["hunter2pw", "plainvaluexyz", "fromfile-value-77", "sk-argv-secret-1", "urlpass-in-config"]
 
 
+@pytest.mark.valgrind
 def test_secret_values_never_show(hearth, tmp_path):
     """Values handed over by sandbox.init or read from env_files, and
     secrets in argv or URL userinfo, are kept out of config.get, status,
