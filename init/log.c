@@ -64,7 +64,10 @@ void log_vmsg(enum log_level lvl, const char *fmt, va_list ap)
 {
     int saved = errno;
     char line[LOG_LINE_MAX + 32];
-    char raw[LOG_LINE_MAX], red[LOG_LINE_MAX];
+    /* Formatted at twice the record's size: a secret cut by the limit
+     * would not match, but one that begins within the record is whole
+     * here, so it is redacted before the record is cut. */
+    char raw[LOG_LINE_MAX * 2], red[LOG_LINE_MAX];
     const char *msg = raw;
     struct timespec ts;
     int n;

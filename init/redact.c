@@ -18,6 +18,7 @@ struct secret {
 static struct secret secrets[REDACT_MAX_VALUES];
 static size_t nsecrets;
 static size_t secret_bytes;
+static size_t secret_longest;
 static bool full_warned;
 
 bool redact_name_is_secret(const char *name)
@@ -60,6 +61,8 @@ void redact_add_value(const char *value)
     secrets[nsecrets].len = len;
     nsecrets++;
     secret_bytes += len;
+    if (len > secret_longest)
+        secret_longest = len;
 }
 
 void redact_reset(void)
@@ -68,10 +71,12 @@ void redact_reset(void)
         free(secrets[i].text);
     nsecrets = 0;
     secret_bytes = 0;
+    secret_longest = 0;
     full_warned = false;
 }
 
 size_t redact_count(void) { return nsecrets; }
+size_t redact_longest(void) { return secret_longest; }
 
 static bool scheme_char(char c)
 {

@@ -34,8 +34,9 @@ bool redact_name_is_secret(const char *name);
 void redact_add_value(const char *value);
 /* Forgets every registered value (unit tests). */
 void redact_reset(void);
-/* How many values are registered. */
+/* How many values are registered, and the length of the longest. */
 size_t redact_count(void);
+size_t redact_longest(void);
 
 /* Copies in[0..len) to out (at most cap - 1 bytes, NUL-terminated) with
  * each registered value and each URL password replaced by REDACT_MARK.

@@ -352,8 +352,15 @@ static void outpipe_cb(struct ev_loop *loop, ev_io *w, int revents)
             continue;
         }
         if (o->plen == sizeof(o->part)) {
-            emit_line(o->s, o->stream, o->part, o->plen);
-            o->plen = 0;
+            /* A registered value across the cut would show as two halves
+             * that neither match: the cut moves back so a value (up to
+             * a quarter of a line) that begins in the tail goes whole into
+             * the next piece. */
+            size_t carry = redact_longest();
+            carry = carry > sizeof(o->part) / 4 ? sizeof(o->part) / 4 : carry ? carry - 1 : 0;
+            emit_line(o->s, o->stream, o->part, o->plen - carry);
+            memmove(o->part, o->part + o->plen - carry, carry);
+            o->plen = carry;
         }
         o->part[o->plen++] = c;
     }

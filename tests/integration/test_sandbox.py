@@ -363,7 +363,9 @@ def test_secret_values_never_show(hearth, tmp_path):
     envfile = tmp_path / "agent.env"
     envfile.write_text("FILE_SECRET=fromfile-value-77\nSHORT=1\n")
     script = ('echo "db=$DATABASE_URL foo=$FOO file=$FILE_SECRET short=$SHORT"; '
-              'echo "url=postgres://u:$FOO@db/x"; exec sleep 1000')
+              'echo "url=postgres://u:$FOO@db/x"; '
+              # A line over the 4 KiB limit, cut where the value stands.
+              'printf "%4090s%s tail\\n" "" "$FILE_SECRET"; exec sleep 1000')
     hearth.start(hearth.config(
         [svc("agent", script, after=["init"], env_files=[str(envfile)],
              env={"CACHE_URL": "redis://cache:urlpass-in-config@cache:6379/0", "MODE": "plain"}),
@@ -377,10 +379,15 @@ def test_secret_values_never_show(hearth, tmp_path):
     r = hearth.rpc("sandbox.init", {"env": {"DATABASE_URL": "postgres://u:hunter2pw@db/x",
                                             "FOO": "plainvaluexyz"}})
     assert sorted(r["env"]) == ["DATABASE_URL", "FOO"]
-    out = hearth.wait_for(lambda: lines(hearth, "agent") if len(lines(hearth, "agent")) >= 2 else None,
+    out = hearth.wait_for(lambda: lines(hearth, "agent") if len(lines(hearth, "agent")) >= 4 else None,
                           what="agent output")
     assert out[:2] == ["db=<redacted> foo=<redacted> file=<redacted> short=1",
                        "url=postgres://u:<redacted>@db/x"]
+    # The long line comes in two pieces, the value whole in the second
+    # (the cut moved back by the longest registered value, less one byte).
+    carry = len("postgres://u:hunter2pw@db/x") - 1
+    assert out[2] == " " * (4096 - carry), len(out[2])
+    assert out[3] == " " * (4090 - 4096 + carry) + "<redacted> tail", out[3]
     hearth.wait_for(lambda: hearth.service("broken")["state"] in ("failed", "stopped"),
                     what="broken given up")
 

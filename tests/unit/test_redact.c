@@ -67,6 +67,7 @@ TEST(redact_registered_values)
     redact_add_value(NULL);
     redact_add_value("");
     CHECK_EQ_INT(redact_count(), 2);
+    CHECK_EQ_INT(redact_longest(), 13);
     CHECK_STR(red("FOO is plainvaluexyz."), "FOO is <redacted>.");
     CHECK_STR(red("hunter2pwhunter2pw"), "<redacted><redacted>");
     CHECK_STR(red("x plainvaluexy"), "x plainvaluexy"); /* a prefix is not the value */
@@ -81,6 +82,7 @@ TEST(redact_registered_values)
     CHECK_STR(small, "aa <red");
     redact_reset();
     CHECK_EQ_INT(redact_count(), 0);
+    CHECK_EQ_INT(redact_longest(), 0);
     CHECK_STR(red("hunter2pw"), "hunter2pw");
 }
 
