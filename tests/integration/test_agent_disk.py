@@ -410,3 +410,21 @@ def test_private_dir_swapped_during_a_fork(hearth, tmp_path):
     assert os.listdir(rootdir) == []
     assert (tmp_path / "priv.old" / "alpha" / "SKILL.md").read_text() == "# alpha\n"
     ping_fast(hearth)
+
+
+def test_directory_mount_target_swapped_for_a_link(hearth, tmp_path):
+    src = tmp_path / "share"
+    src.mkdir()
+    (src / "from-host").write_text("x\n")
+    outside = tmp_path / "etc-like"
+    outside.mkdir()
+    g = tmp_path / "guest"
+    g.mkdir()
+    os.symlink(outside, g / "work")
+    hearth.start(hearth.config(services=[KEEP], mounts=[
+        {"source": str(src), "target": str(g / "work"), "type": "bind", "required": False}]))
+    m = hearth.wait_for(lambda: (lambda l: l[0] if l and l[0].get("error") else None)(
+        hearth.rpc("mounts.list")["mounts"]), what="mount error")
+    ping_fast(hearth)
+    assert m["error"] == f"unable to create {g / 'work'}: a symbolic link is in the way (not followed)"
+    assert os.listdir(outside) == []
