@@ -1353,6 +1353,10 @@ static int b_service(struct ctl *t, int argc, char **argv, cJSON **params)
     if (!valid_name(argv[0]))
         return usage_err(t, "bad service name '%s'", argv[0]);
     t->arg = argv[0];
+    /* skills.fork replies once the copy is done, which hearth stops after
+     * 120 s: wait that long (and a little more) unless told otherwise. */
+    if (strcmp(t->cmd->method, "skills.fork") == 0 && t->timeout_ms > 0 && t->timeout_ms < 122000)
+        t->timeout_ms = 122000;
     *params = new_object();
     add_str(*params, "name", argv[0]);
     return 0;

@@ -1,7 +1,6 @@
 #include "mounts.h"
 #include "mountinfo.h"
 #include "safepath.h"
-#include "tree.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -199,10 +198,11 @@ static bool in_place(const struct mnt *m, const struct minfo *mi)
 
 enum attempt { A_DONE, A_RETRY };
 
-/* A bind of a single file needs a file to mount on. It is made (or
- * found) beneath its directory without following a link or blocking on a
- * FIFO, and *fd keeps it open so the bind lands on that very file (by
- * /proc/self/fd), not on whatever a link swapped in since points to. */
+/* The mount point, made (or found) without following a link anywhere on
+ * its path: a directory, or for a bind of a single file a regular file
+ * (never blocking on a FIFO). *fd keeps it open so the mount lands on
+ * that very inode (by /proc/self/fd), not on whatever a link swapped in
+ * since points to. */
 static int make_target(const struct mnt *m, int *fd)
 {
     struct stat s;
@@ -232,7 +232,13 @@ static int make_target(const struct mnt *m, int *fd)
         *fd = tfd;
         return 0;
     }
-    return tree_mkdir_p(m->target);
+    /* A directory target likewise: made without following a link, and
+     * mounted on through its fd. */
+    int dfd = safepath_mkdir_p(m->target, 0755, geteuid(), getegid(), why, sizeof(why));
+    if (dfd < 0)
+        return -1;
+    *fd = dfd;
+    return 0;
 }
 
 /* Errors that mean "not there yet": the tag, device or source may still
@@ -325,7 +331,7 @@ static enum attempt attempt_fd(struct mnt *m, int *tfd)
     } else if (strcmp(m->type, "tmpfs") == 0 && !src[0]) {
         src = "tmpfs";
     }
-    /* A file target is mounted on through the fd make_target checked. */
+    /* Mounted on through the fd make_target checked. */
     char fdpath[40];
     const char *mt = m->target;
     if (*tfd >= 0 && access("/proc/self/fd", X_OK) == 0) {

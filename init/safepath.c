@@ -185,9 +185,13 @@ static int raw_open(int dirfd, const char *rel, int flags, mode_t mode)
         do
             fd = syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
         while (fd < 0 && errno == EINTR);
-        if (fd >= 0 || errno != ENOSYS)
+        /* ENOSYS: a kernel before 5.6. EPERM: also what some container
+         * seccomp profiles answer for a system call they do not know; the
+         * walk below gives the real answer either way. */
+        if (fd >= 0 || (errno != ENOSYS && errno != EPERM))
             return (int)fd;
-        no_openat2 = true;
+        if (errno == ENOSYS)
+            no_openat2 = true;
     }
     int fd;
     do

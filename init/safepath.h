@@ -2,7 +2,8 @@
  * (its home, its private skills, its log directory, resolv.conf's temp
  * name). Everything is resolved beneath a directory fd without following
  * any symbolic link (openat2 RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH, or
- * O_NOFOLLOW on each component where openat2 is missing), opened with
+ * O_NOFOLLOW on each component where openat2 is missing or a container's
+ * seccomp filter refuses it with EPERM), opened with
  * O_NONBLOCK | O_CLOEXEC | O_NOCTTY so a FIFO can never block PID 1, and
  * checked with fstat: a regular file where a file is expected, a
  * directory where a directory is. Modes and owners are then set on the

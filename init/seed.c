@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include <cJSON.h>
+#include <ev.h>
 
 #include "config.h"
 #include "events.h"
@@ -134,6 +136,9 @@ static struct {
     int64_t t0;
     int rd;
     int failures;
+    pid_t pid;
+    bool timed_out;
+    ev_timer deadline;
 } Q = {.rd = -1};
 
 static void step(void);
@@ -176,7 +181,13 @@ static void on_child(void *ctx, pid_t pid, int status)
     if (Q.rd >= 0)
         close(Q.rd);
     Q.rd = -1;
-    if (n >= 1 && (unsigned char)buf[0] <= SEED_FAILED && WIFEXITED(status)) {
+    Q.pid = 0;
+    ev_timer_stop(H.loop, &Q.deadline);
+    if (Q.timed_out) {
+        Q.timed_out = false;
+        snprintf(err, sizeof(err), "the copy took longer than %d ms; stopped (redone at the next pass)",
+                 SEED_TIMEOUT_MS);
+    } else if (n >= 1 && (unsigned char)buf[0] <= SEED_FAILED && WIFEXITED(status)) {
         buf[n] = '\0';
         r = (enum seed_result)buf[0];
         snprintf(err, sizeof(err), "%s", buf + 1);
@@ -188,6 +199,18 @@ static void on_child(void *ctx, pid_t pid, int status)
     record(Q.cur, r, err);
     Q.cur = Q.cur->next;
     step();
+}
+
+/* A copy that never ends (a template on a hung share) must not hold the
+ * mounts phase forever: it is killed; its marker makes the next pass
+ * complete it. */
+static void on_deadline(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    if (Q.pid > 0) {
+        log_warn("seed: copy still running after %d ms; killing it", SEED_TIMEOUT_MS);
+        Q.timed_out = true;
+        kill(Q.pid, SIGKILL);
+    }
 }
 
 /* Starts the copy of entry e in a child; false when that is not possible
@@ -216,10 +239,15 @@ static bool spawn(const char *target, const char *from, const char *unless)
     if (reaper_watch(pid, on_child, NULL) < 0) {
         /* Unwatched, it is reaped as an orphan; its result is lost. */
         log_error("seed %s: unable to watch the copy process", target);
+        kill(pid, SIGKILL);
         close(Q.rd);
         Q.rd = -1;
         return false;
     }
+    Q.pid = pid;
+    Q.timed_out = false;
+    ev_timer_init(&Q.deadline, on_deadline, SEED_TIMEOUT_MS / 1000.0, 0.);
+    ev_timer_start(H.loop, &Q.deadline);
     return true;
 }
 

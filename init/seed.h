@@ -12,6 +12,8 @@ struct cJSON;
 /* While a seed is being copied this file sits in its target, so a seed
  * interrupted by a crash or power loss is redone at the next boot. */
 #define SEED_MARKER ".hearth-seeding"
+/* How long one entry's copy (in a child process) may take. */
+#define SEED_TIMEOUT_MS 600000
 
 enum seed_result { SEED_DONE, SEED_ALREADY, SEED_SKIPPED, SEED_FAILED };
 

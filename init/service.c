@@ -198,19 +198,21 @@ static void timer_start(struct service *s, int64_t ms)
 void service_owner(const struct service_config *c, uid_t *uid, gid_t *gid)
 {
     char home[256];
-    uid_t u = geteuid();
-    gid_t g = getegid();
 
-    /* Only a root hearth can give files away; a user that does not
-     * resolve fails the start later, with its own error. */
-    if (u == 0 && c->user && launch_lookup_user("/etc/passwd", c->user, &u, &g, home, sizeof(home)) < 0)
-        u = 0, g = getegid();
-    if (u == 0 && geteuid() == 0 && c->group)
-        launch_lookup_group("/etc/group", c->group, &g);
-    if (geteuid() != 0)
-        u = geteuid(), g = getegid();
-    *uid = u;
-    *gid = g;
+    *uid = geteuid();
+    *gid = getegid();
+    /* Only a root hearth can give files away. */
+    if (*uid != 0)
+        return;
+    /* A user that does not resolve fails the start later, with its own
+     * error; meanwhile hearth keeps what it makes. */
+    if (c->user && launch_lookup_user("/etc/passwd", c->user, uid, gid, home, sizeof(home)) < 0) {
+        *uid = 0;
+        *gid = getegid();
+        return;
+    }
+    if (c->group && launch_lookup_group("/etc/group", c->group, gid) < 0)
+        *gid = getegid();
 }
 
 static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)

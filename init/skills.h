@@ -81,7 +81,7 @@ void skills_init(const struct config *cfg);
  * phase stays unreached). Starts the poll timer and inotify. */
 void skills_start(const char *(*failed_mount)(const char *path));
 /* A reconcile now; trigger names why ("boot", "sync", "resume", "init",
- * "poll", "inotify"). Returns 0, or -1 with err. */
+ * "poll", "inotify", "fork" after a skills.fork). Returns 0, or -1 with err. */
 int skills_sync(const char *trigger, char *err, size_t errlen);
 /* skills.fork for the configured directories, in a child process (see
  * SKILLS_FORK_TIMEOUT_MS): returns 0 once started, and done(ctx, rc, msg)

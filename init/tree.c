@@ -287,31 +287,6 @@ static int copy_dir(struct walk *w, int sdir, int ddir, const char *dpath, int d
     return rc;
 }
 
-/* mkdir -p, each missing level 0755. */
-int tree_mkdir_p(const char *path)
-{
-    char buf[4096];
-    size_t n = strlen(path);
-
-    if (n == 0 || n >= sizeof(buf)) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    memcpy(buf, path, n + 1);
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char c = *p;
-            *p = '\0';
-            if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-                return -1;
-            *p = c;
-            if (!c)
-                break;
-        }
-    }
-    return 0;
-}
-
 int tree_copy_fd(int sd, int dd, const char *dpath, const char *const *last,
                  const struct tree_owner *own, struct tree_stats *st, char *err, size_t errlen)
 {

@@ -30,8 +30,6 @@ struct tree_owner {
  * NULL) are copied after everything else. Existing entries are kept
  * (counted in kept); fifos, sockets and devices are skipped. Returns 0, or
  * -1 with "unable to X PATH: reason" in err. */
-/* mkdir -p: each missing level 0755; -1 with errno on failure. */
-int tree_mkdir_p(const char *path);
 int tree_copy(const char *src, const char *dst, const char *const *last, struct tree_stats *st,
               char *err, size_t errlen);
 /* The same between two open directories (dpath names dd in errors):

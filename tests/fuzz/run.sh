@@ -28,7 +28,7 @@ CLANG=${CLANG:-clang}
 OUT=build/fuzz
 SRC=tests/fuzz
 CJSON=build/deps/cjson-src
-TARGETS=${FUZZ_TARGETS:-"rpc config cidr listen env base64 netlink"}
+TARGETS=${FUZZ_TARGETS:-"rpc config cidr listen env base64 netlink safepath"}
 
 case $FUZZ_SECONDS in
     ''|*[!0-9]*) echo "fuzz: FUZZ_SECONDS must be a whole number of seconds" >&2; exit 2 ;;
@@ -42,11 +42,12 @@ target_srcs() {
         cidr)   echo "init/cidr.c" ;;
         base64) echo "init/entropy.c" ;;
         netlink) echo "init/netlink.c" ;;
+        safepath) echo "init/safepath.c" ;;
         listen) echo "init/config.c init/cidr.c init/log.c init/redact.c" ;;
         env)    echo "init/launch.c init/safepath.c init/config.c init/cidr.c init/log.c init/redact.c" ;;
     esac
 }
-target_uses_cjson() { [ "$1" != cidr ] && [ "$1" != base64 ] && [ "$1" != netlink ]; }
+target_uses_cjson() { [ "$1" != cidr ] && [ "$1" != base64 ] && [ "$1" != netlink ] && [ "$1" != safepath ]; }
 
 skip_all() {
     echo "fuzz: skipped: $1"

@@ -379,3 +379,52 @@ def test_private_skills_and_forks_belong_to_a_non_root_agent(hearth, open_dir):
     for p in (os.path.join(priv, "alpha"), os.path.join(priv, "alpha", "SKILL.md")):
         assert os.lstat(p).st_uid == 65534, p
     ping_fast(hearth)
+
+
+def test_private_dir_swapped_during_a_fork(hearth, tmp_path):
+    pub = _skills(tmp_path)
+    big = pub / "alpha" / "data"
+    big.mkdir()
+    for i in range(20000):
+        (big / f"f{i}").write_bytes(b"x")
+    rootdir = tmp_path / "root-owned"
+    rootdir.mkdir()
+    os.chmod(rootdir, 0o700)
+    priv = tmp_path / "priv"
+    priv.mkdir()
+    hearth.start(hearth.config(services=[KEEP],
+                               skills={"public": str(pub), "private": str(priv)}))
+    hearth.wait_for(lambda: os.path.islink(priv / "alpha"), what="overlay")
+    c = Client(hearth.sock, timeout=120)
+    c.send_raw(b'{"jsonrpc":"2.0","id":1,"method":"skills.fork","params":{"name":"alpha"}}\n')
+    hearth.wait_for(lambda: os.path.lexists(priv / ".hearth-fork.tmp"), what="copy under way")
+    # The agent renames its skills directory and puts a link to a root
+    # directory in its place while the copy runs.
+    os.rename(priv, tmp_path / "priv.old")
+    os.symlink(rootdir, priv)
+    ping_fast(hearth)
+    r = c.read_reply()
+    c.close()
+    assert r.get("result") == {"name": "alpha", "forked": True}, r
+    # The copy landed in the directory hearth opened, not through the link.
+    assert os.listdir(rootdir) == []
+    assert (tmp_path / "priv.old" / "alpha" / "SKILL.md").read_text() == "# alpha\n"
+    ping_fast(hearth)
+
+
+def test_directory_mount_target_swapped_for_a_link(hearth, tmp_path):
+    src = tmp_path / "share"
+    src.mkdir()
+    (src / "from-host").write_text("x\n")
+    outside = tmp_path / "etc-like"
+    outside.mkdir()
+    g = tmp_path / "guest"
+    g.mkdir()
+    os.symlink(outside, g / "work")
+    hearth.start(hearth.config(services=[KEEP], mounts=[
+        {"source": str(src), "target": str(g / "work"), "type": "bind", "required": False}]))
+    m = hearth.wait_for(lambda: (lambda l: l[0] if l and l[0].get("error") else None)(
+        hearth.rpc("mounts.list")["mounts"]), what="mount error")
+    ping_fast(hearth)
+    assert m["error"] == f"unable to create {g / 'work'}: a symbolic link is in the way (not followed)"
+    assert os.listdir(outside) == []

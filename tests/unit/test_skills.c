@@ -402,3 +402,50 @@ TEST(skills_fork_of_a_one_file_skill)
     CHECK(!exists(&t, SKILLS_TMP_FORK));
     teardown(&t);
 }
+
+/* skills.fork follows the agent's link only beneath public: '..' out of
+ * it, a link inside public, and a private directory that is itself a
+ * link are refused, and nothing outside is read or written. */
+TEST(skills_fork_stays_beneath_public_and_private)
+{
+    struct trees t;
+    struct skills_counts c;
+    char err[512], p[512], q[600];
+    struct stat s;
+    setup(&t);
+    mk(t.pub, "alpha");
+    touch(t.pub, "alpha/SKILL.md", "public\n");
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    snprintf(p, sizeof(p), "%s/out", t.root);
+    CHECK(mkdir(p, 0700) == 0);
+    touch(p, "secret", "root only\n");
+    /* priv/esc -> pub/../out */
+    snprintf(q, sizeof(q), "%s/../out", t.pub);
+    snprintf(p, sizeof(p), "%s/esc", t.priv);
+    CHECK(symlink(q, p) == 0);
+    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "esc", err, sizeof(err)), -1);
+    CHECK_CONTAINS(err, "leaves its directory");
+    CHECK(lstat(p, &s) == 0 && S_ISLNK(s.st_mode));
+    /* A link inside public leading out: not followed. */
+    snprintf(q, sizeof(q), "%s/out", t.root);
+    snprintf(p, sizeof(p), "%s/hop", t.pub);
+    CHECK(symlink(q, p) == 0);
+    snprintf(q, sizeof(q), "%s/hop", t.pub);
+    snprintf(p, sizeof(p), "%s/hop", t.priv);
+    CHECK(symlink(q, p) == 0);
+    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "hop", err, sizeof(err)), -1);
+    CHECK_CONTAINS(err, "symbolic link");
+    CHECK(!exists(&t, SKILLS_TMP_FORK));
+    /* private renamed and replaced by a link: refused, not written through. */
+    snprintf(p, sizeof(p), "%s/private.old", t.root);
+    CHECK(rename(t.priv, p) == 0);
+    snprintf(p, sizeof(p), "%s/out", t.root);
+    CHECK(symlink(p, t.priv) == 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), -1);
+    CHECK_CONTAINS(err, "symbolic link");
+    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "alpha", err, sizeof(err)), -1);
+    CHECK_CONTAINS(err, "symbolic link");
+    snprintf(p, sizeof(p), "%s/out/alpha", t.root);
+    CHECK(lstat(p, &s) < 0);
+    teardown(&t);
+}
