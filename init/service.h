@@ -49,6 +49,9 @@ struct cJSON *services_to_json(void);
 /* Control of one service by index (from service_index); -1 with err. */
 int service_index(const char *name);
 const char *service_state_of(int idx);
+/* The main pid of service idx (0 when it has none) and its name; -1 past
+ * the last service. For the peer checks, which walk every service. */
+pid_t service_pid_at(size_t idx, const char **name);
 int service_start(int idx, char *err, size_t errlen);
 int service_stop(int idx, char *err, size_t errlen);
 int service_restart(int idx, char *err, size_t errlen);
