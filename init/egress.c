@@ -56,6 +56,7 @@ static struct {
     int64_t verified_ms;        /* monotonic ms of the last read-back that matched */
     char netdev_error[200];     /* why the netdev layer is not in force */
     size_t n_uncovered;         /* Ethernet interfaces past NFT_MAX_IFACES */
+    bool netdev_refused;        /* the last apply went without it: the kernel said no */
     ev_io nft_io, link_io;
 } E;
 /* Outside E: an initialised E would put all of it in the binary's data.
@@ -224,6 +225,7 @@ static int apply_layers(struct nft_policy *np, struct nft_expect *exp, char *why
         np->n_ifaces = 0;
         rc = nft_apply(np, exp, why, wl);
         if (rc == 0) {
+            E.netdev_refused = true;
             snprintf(E.netdev_error, sizeof(E.netdev_error), "refused by the kernel: %s", first);
             log_warn("egress: netdev egress chains refused (%s): only the inet chain holds", first);
         }
@@ -262,6 +264,7 @@ static int apply_parsed(const struct parsed *p, char *err, size_t errlen)
     np.n_ifaces = links.n;
 
     struct nft_expect exp;
+    E.netdev_refused = false;
     watch_membership(false);
     int rc = apply_layers(&np, &exp, why, sizeof(why));
     watch_membership(true);
@@ -506,7 +509,10 @@ static void link_msg(const struct nlmsghdr *h, void *arg)
     snprintf(name, sizeof(name), "%.*s", (int)nl_attr_len(tb[IFLA_IFNAME]),
              (const char *)nl_attr_data(tb[IFLA_IFNAME]));
     bool has = covered(name);
-    if ((h->nlmsg_type == RTM_NEWLINK && !has && E.exp.n_ifaces < NFT_MAX_IFACES) ||
+    /* A kernel that refused the netdev chains would refuse them again on
+     * every link change: the next egress.set tries anew. */
+    if ((h->nlmsg_type == RTM_NEWLINK && !has && E.exp.n_ifaces < NFT_MAX_IFACES &&
+         !E.netdev_refused) ||
         (h->nlmsg_type == RTM_DELLINK && has)) {
         c->changed = true;
         snprintf(c->name, sizeof(c->name), "%s", name);

@@ -119,6 +119,11 @@ int peer_classify(pid_t pid, int pidfd, char *why, size_t wlen)
     }
     struct nsid ns;
     if (ns_of(pid, &ns) < 0) {
+        /* An unprivileged hearth (development) cannot read another
+         * user's namespaces; its services run as itself, so such a
+         * process is none of them. */
+        if (errno == EACCES && geteuid() != 0)
+            goto alive;
         snprintf(why, wlen, "pid %d cannot be identified (its namespaces are unreadable: %s)",
                  (int)pid, strerror(errno));
         return -1;
@@ -128,6 +133,7 @@ int peer_classify(pid_t pid, int pidfd, char *why, size_t wlen)
         snprintf(why, wlen, "pid %d is in the %s namespace of service %s", (int)pid, which, svc);
         return 1;
     }
+alive:
     /* What was read belongs to the pinned process only if it still runs:
      * otherwise the pid may name another process by now. */
     if (pidfd >= 0 && !pidfd_alive(pidfd)) {
