@@ -258,26 +258,41 @@ def test_interfaces_get_netdev_chains_as_they_come_and_go(hearth, lan):
     assert lan.reach("10.20.0.2") == "ECONNREFUSED"
 
 
-# Sends one UDP datagram as a raw Ethernet frame on the guest's veth
-# (AF_PACKET: below the IP stack, past the inet output hook) and waits
-# for the echo on an ordinary socket. Prints "answer" or "silence".
+# Sends one UDP datagram (IPv4 or IPv6) as a raw Ethernet frame on the
+# guest's veth (AF_PACKET: below the IP stack, past the inet output hook)
+# and waits for the echo on an ordinary socket. Prints "answer" or
+# "silence".
 RAW = r"""
 import socket, struct, sys
 ifname, src_mac, dst_mac, dst, port = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+v6 = ":" in dst
+src = "2001:db8:1::1" if v6 else "172.31.0.1"
 def mac(s): return bytes(int(x, 16) for x in s.split(":"))
 def csum(b):
+    if len(b) % 2: b += b"\0"
     s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
-    s = (s >> 16) + (s & 0xffff); s += s >> 16
+    while s >> 16: s = (s >> 16) + (s & 0xffff)
     return ~s & 0xffff
-rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-rx.bind(("172.31.0.1", 0)); rx.settimeout(1.5)
+fam = socket.AF_INET6 if v6 else socket.AF_INET
+rx = socket.socket(fam, socket.SOCK_DGRAM)
+rx.bind((src, 0)); rx.settimeout(1.5)
 sport = rx.getsockname()[1]
 payload = b"raw-frame"
-udp = struct.pack("!HHHH", sport, port, 8 + len(payload), 0) + payload
-ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 1, 0, 64, 17, 0,
-                 socket.inet_aton("172.31.0.1"), socket.inet_aton(dst))
-ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
-frame = mac(dst_mac) + mac(src_mac) + b"\x08\x00" + ip + udp
+ulen = 8 + len(payload)
+if v6:
+    s6, d6 = socket.inet_pton(fam, src), socket.inet_pton(fam, dst)
+    udp = struct.pack("!HHHH", sport, port, ulen, 0) + payload
+    ck = csum(s6 + d6 + struct.pack("!IxxxB", ulen, 17) + udp) or 0xffff
+    udp = udp[:6] + struct.pack("!H", ck) + udp[8:]
+    ip = struct.pack("!IHBB16s16s", 6 << 28, ulen, 17, 64, s6, d6)
+    etype = b"\x86\xdd"
+else:
+    udp = struct.pack("!HHHH", sport, port, ulen, 0) + payload
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + ulen, 1, 0, 64, 17, 0,
+                     socket.inet_aton(src), socket.inet_aton(dst))
+    ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
+    etype = b"\x08\x00"
+frame = mac(dst_mac) + mac(src_mac) + etype + ip + udp
 tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
 tx.bind((ifname, 0))
 for _ in range(3):
@@ -293,7 +308,8 @@ except socket.timeout:
 
 
 def test_raw_frames_from_a_packet_socket_obey_the_policy(hearth, lan):
-    boot(hearth, lan, {"allowOut": ["10.10.0.0/16"], "denyOut": ["203.0.113.0/24"]})
+    boot(hearth, lan, {"allowOut": ["10.10.0.0/16"],
+                       "denyOut": ["203.0.113.0/24", "2001:db8:20::/48"]})
     st = hearth.rpc("egress.get")
     assert st["layers"]["netdev"] == [lan.guest_if]
 
@@ -309,10 +325,18 @@ def test_raw_frames_from_a_packet_socket_obey_the_policy(hearth, lan):
     counters = hearth.rpc("egress.get")["counters"]["netdev"]
     assert counters["deny4"]["packets"] >= 6
     assert counters["allow4"]["packets"] >= 3
+    # IPv6: the addresses sit 24 bytes into the header, not 16.
+    assert raw("2001:db8:ff::10") == "answer"     # public, allowed
+    assert raw("2001:db8:20::2") == "silence"     # denied
+    assert counters["deny6"]["packets"] == 0
+    assert hearth.rpc("egress.get")["counters"]["netdev"]["deny6"]["packets"] >= 3
     # Public traffic off: a public address is dropped too.
-    hearth.rpc("egress.set", {"allowPublicTraffic": False, "allowOut": ["10.10.0.0/16"]})
+    hearth.rpc("egress.set", {"allowPublicTraffic": False,
+                              "allowOut": ["10.10.0.0/16", "2001:db8:10::/48"]})
     assert raw("203.0.113.10") == "silence"
+    assert raw("2001:db8:ff::10") == "silence"
     assert raw("10.10.0.2") == "answer"
+    assert raw("2001:db8:10::2") == "answer"
 
 
 @pytest.mark.parametrize("dst", ["100.100.100.200", "0.1.2.3", "198.18.0.10", "224.0.0.251",
