@@ -395,7 +395,10 @@ def test_idle_clients_give_up_their_slots(hearth):
         s.sendall(req(2))
         assert read_lines(s, 1)[0]["result"] == {}
     late = connect(hearth)
-    late.sendall(req(3))
+    try:
+        late.sendall(req(3))
+    except OSError:
+        pass  # refused and closed before the request went out; the refusal is still there
     assert read_lines(late, 1)[0]["error"]["code"] == -32001
     late.close()
     time.sleep(2.0)
