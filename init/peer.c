@@ -31,8 +31,9 @@ struct nsid {
     ino_t mnt, cg;
 };
 
-/* A service's namespaces, read once per main pid: a process that later
- * joins or creates other namespaces does not move the service's record. */
+/* A service's namespaces, kept per main pid once they are its own: a
+ * process that later joins or creates other namespaces does not move the
+ * service's record. */
 static struct {
     pid_t pid;
     bool ok;
@@ -82,7 +83,10 @@ static const char *service_sharing_ns(const struct nsid *p, const char **which)
     for (size_t i = 0; i < CONFIG_MAX_SERVICES && (pid = service_pid_at(i, &name)) >= 0; i++) {
         if (pid == 0)
             continue;
-        if (svc_ns[i].pid != pid) {
+        /* Read again until both namespaces differ from hearth's: a child
+         * enters its own only after fork (and may not have yet). */
+        if (svc_ns[i].pid != pid || !svc_ns[i].ok || svc_ns[i].ns.mnt == self_ns.mnt ||
+            svc_ns[i].ns.cg == self_ns.cg) {
             svc_ns[i].pid = pid;
             svc_ns[i].ok = ns_of(pid, &svc_ns[i].ns) == 0;
         }
