@@ -248,6 +248,11 @@ static int apply_parsed(const struct parsed *p, char *err, size_t errlen)
                             .allow = p->allow, .n_allow = p->n_allow,
                             .deny = p->deny, .n_deny = p->n_deny,
                             .allow_public = p->allow_public, .owner = true};
+    /* What describes the ruleset in force changes only if this applies. */
+    char old_error[sizeof(E.netdev_error)];
+    size_t old_uncovered = E.n_uncovered;
+    bool old_refused = E.netdev_refused;
+    memcpy(old_error, E.netdev_error, sizeof(old_error));
     E.netdev_error[0] = 0;
     if (list_links(&links, why, sizeof(why)) < 0) {
         snprintf(E.netdev_error, sizeof(E.netdev_error), "unable to list interfaces: %s", why);
@@ -269,6 +274,9 @@ static int apply_parsed(const struct parsed *p, char *err, size_t errlen)
     int rc = apply_layers(&np, &exp, why, sizeof(why));
     watch_membership(true);
     if (rc < 0) {
+        memcpy(E.netdev_error, old_error, sizeof(old_error));
+        E.n_uncovered = old_uncovered;
+        E.netdev_refused = old_refused;
         snprintf(err, errlen, "nf_tables: %s", why);
         return -1;
     }
