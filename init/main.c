@@ -355,6 +355,7 @@ int main(int argc, char **argv)
     }
     cgroup_setup(H.mode == MODE_VM);
     control_start(H.cfg);
+    peer_listeners_started(H.cfg);
 
     hearth_set_phase(PHASE_SETUP);
     services_init(H.cfg);

@@ -168,9 +168,26 @@ static int pidfd_pid(int pidfd, pid_t *out)
     return 0;
 }
 
-int peer_check_unix(int fd, char *peer, size_t plen, char *why, size_t wlen)
+static void warn_uid_only(void)
 {
     static bool warned;
+    if (warned || cgroup_available())
+        return;
+    warned = true;
+    log_warn("control: no cgroup2: unix peers are checked by uid (and the namespaces of "
+             "services that have their own) only; a service running as root can reach the "
+             "control socket");
+}
+
+void peer_listeners_started(const struct config *cfg)
+{
+    for (size_t i = 0; cfg && i < cfg->n_listen; i++)
+        if (cfg->listen[i].kind == LISTEN_UNIX)
+            warn_uid_only();
+}
+
+int peer_check_unix(int fd, char *peer, size_t plen, char *why, size_t wlen)
+{
     struct ucred cr;
     socklen_t sl = sizeof(cr);
 
@@ -190,12 +207,7 @@ int peer_check_unix(int fd, char *peer, size_t plen, char *why, size_t wlen)
      * exited keeps its old number, so it is never 0. */
     if (cr.pid == 0)
         return 0;
-    if (!cgroup_available() && !warned) {
-        warned = true;
-        log_warn("control: no cgroup2: unix peers are checked by uid (and the namespaces of "
-                 "services that have their own) only; a service running as root can reach "
-                 "the control socket");
-    }
+    warn_uid_only();
     /* Pin the peer: SO_PEERPIDFD names the very process that connected
      * (kernel 6.5+); before that, pidfd_open on its pid and the liveness
      * check in peer_classify close the window for a recycled pid. */

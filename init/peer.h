@@ -23,6 +23,11 @@ int peer_classify(pid_t pid, int pidfd, char *why, size_t wlen);
  * ("unix uid=0 pid=12"). Returns 0 to accept, -1 with why to refuse. */
 int peer_check_unix(int fd, char *peer, size_t plen, char *why, size_t wlen);
 
+/* After the listeners are set up: without cgroup2 a unix listener says,
+ * once and as a warning, that its peers are checked by uid only. */
+struct config;
+void peer_listeners_started(const struct config *cfg);
+
 /* Whether a signal hearth acts on (termination) should be obeyed: the
  * kernel's and those from outside hearth's pid namespace (sender pid 0)
  * are; one from a service, or from a sender that cannot be identified

@@ -173,3 +173,23 @@ def test_hearth_is_not_dumpable(hearth, tmp_path):
 def hearth_bin():
     from conftest import HEARTH
     return HEARTH
+
+
+def test_without_cgroup2_the_unix_listener_warns_that_only_uid_is_checked(hearth):
+    mnt = cgroup2_mount()
+    if not mnt:
+        pytest.skip("no cgroup2 on this host")
+    cfg = hearth.dir / "hearth.json"
+    cfg.write_text(json.dumps(hearth.config()))
+    hearth.log = open(hearth.log_path, "wb")
+    # Every cgroup2 mount is taken away inside hearth's own mount namespace.
+    script = ('for m in $(awk \'$3 == "cgroup2" {print $2}\' /proc/self/mounts); do '
+              'umount -l "$m" || exit 1; done; exec "$1" -c "$2" --log debug')
+    hearth.proc = subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--mount", "--net", "--uts", "--ipc", "--mount-proc",
+         "sh", "-c", script, "sh", hearth_bin(), str(cfg)],
+        stdout=hearth.log, stderr=subprocess.STDOUT)
+    hearth.wait_ready()
+    log = hearth.log_text()
+    assert log.count("no cgroup2: unix peers are checked by uid") == 1, log
+    assert hearth.rpc("ping") == {}
