@@ -215,6 +215,10 @@ int peer_check_unix(int fd, char *peer, size_t plen, char *why, size_t wlen)
     socklen_t pl = sizeof(pidfd);
     bool from_socket = getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &pl) == 0;
     if (!from_socket) {
+        if (errno == ESRCH) {
+            snprintf(why, wlen, "pid %d cannot be identified (it has exited)", (int)cr.pid);
+            return -1;
+        }
         if (errno != ENOPROTOOPT && errno != EINVAL && errno != EOPNOTSUPP) {
             snprintf(why, wlen, "pid %d: unable to pin the peer: %s", (int)cr.pid, strerror(errno));
             return -1;
