@@ -294,6 +294,8 @@ else:
     etype = b"\x08\x00"
 frame = mac(dst_mac) + mac(src_mac) + etype + ip + udp
 tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+if len(sys.argv) > 6:
+    tx.setsockopt(263, 20, 1)  # SOL_PACKET, PACKET_QDISC_BYPASS: straight to the driver
 tx.bind((ifname, 0))
 for _ in range(3):
     try:
@@ -313,18 +315,22 @@ def test_raw_frames_from_a_packet_socket_obey_the_policy(hearth, lan):
     st = hearth.rpc("egress.get")
     assert st["layers"]["netdev"] == [lan.guest_if]
 
-    def raw(dst):
+    def raw(dst, *bypass):
         out = subprocess.run(["ip", "netns", "exec", lan.guest, sys.executable, "-c", RAW,
-                              lan.guest_if, lan.guest_mac, lan.peer_mac, dst, str(UDP_PORT)],
+                              lan.guest_if, lan.guest_mac, lan.peer_mac, dst, str(UDP_PORT),
+                              *bypass],
                              capture_output=True, text=True, timeout=30)
         assert out.returncode == 0, out.stderr
         return out.stdout.strip()
     assert raw("10.10.0.2") == "answer"        # allowed: the echo comes back
     assert raw("203.0.113.10") == "silence"    # denied: dropped on the egress hook
     assert raw("10.20.0.2") == "silence"       # private range, denied by default
+    # Skipping the qdisc layer does not skip the egress hook.
+    assert raw("10.10.0.2", "bypass") == "answer"
+    assert raw("203.0.113.10", "bypass") == "silence"
     counters = hearth.rpc("egress.get")["counters"]["netdev"]
-    assert counters["deny4"]["packets"] >= 6
-    assert counters["allow4"]["packets"] >= 3
+    assert counters["deny4"]["packets"] >= 9
+    assert counters["allow4"]["packets"] >= 6
     # IPv6: the addresses sit 24 bytes into the header, not 16.
     assert raw("2001:db8:ff::10") == "answer"     # public, allowed
     assert raw("2001:db8:20::2") == "silence"     # denied
