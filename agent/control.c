@@ -24,6 +24,7 @@
 #include "log.h"
 #include "logring.h"
 #include "methods.h"
+#include "peer.h"
 #include "service.h"
 #include "rpc.h"
 
@@ -588,26 +589,8 @@ static bool evict_idle(void)
 /* Returns 0 when the peer may talk to us; fills peer and why otherwise. */
 static int check_peer(struct listener *l, int fd, char *peer, size_t plen, char *why, size_t wlen)
 {
-    if (l->spec.kind == LISTEN_UNIX) {
-        struct ucred cr;
-        socklen_t sl = sizeof(cr);
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &sl) < 0) {
-            snprintf(peer, plen, "unix ?");
-            snprintf(why, wlen, "no peer credentials: %s", strerror(errno));
-            return -1;
-        }
-        snprintf(peer, plen, "unix uid=%u pid=%d", (unsigned)cr.uid, (int)cr.pid);
-        /* Root, or our own user when hearth runs unprivileged (development). */
-        if (cr.uid != 0 && cr.uid != geteuid()) {
-            snprintf(why, wlen, "uid %u is not root", (unsigned)cr.uid);
-            return -1;
-        }
-        if (cr.pid > 0 && cgroup_pid_in_services((pid_t)cr.pid)) {
-            snprintf(why, wlen, "pid %d runs inside a service cgroup", (int)cr.pid);
-            return -1;
-        }
-        return 0;
-    }
+    if (l->spec.kind == LISTEN_UNIX)
+        return peer_check_unix(fd, peer, plen, why, wlen);
     if (l->spec.kind == LISTEN_VSOCK) {
         struct sockaddr_vm vm;
         socklen_t sl = sizeof(vm);

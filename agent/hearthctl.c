@@ -1811,6 +1811,22 @@ static void put_cidrs(const char *label, const cJSON *arr)
     putchar('\n');
 }
 
+/* One row per rule counter; nested objects that are not counters (the
+ * netdev chains' table) are skipped. */
+static void p_counters(const cJSON *ctr, const char *head)
+{
+    const cJSON *it;
+    printf("%-12s %12s %14s\n", head, "PACKETS", "BYTES");
+    cJSON_ArrayForEach(it, ctr) {
+        const cJSON *pk = cJSON_GetObjectItemCaseSensitive(it, "packets");
+        const cJSON *by = cJSON_GetObjectItemCaseSensitive(it, "bytes");
+        if (!cJSON_IsNumber(pk))
+            continue;
+        printf("%-12.32s %12.0f %14.0f\n", it->string ? it->string : "?", pk->valuedouble,
+               cJSON_IsNumber(by) ? by->valuedouble : 0);
+    }
+}
+
 static int p_egress(struct ctl *t, const cJSON *res)
 {
     const cJSON *pol = cJSON_GetObjectItemCaseSensitive(res, "policy");
@@ -1834,14 +1850,26 @@ static int p_egress(struct ctl *t, const cJSON *res)
     put_cidrs("always", cJSON_GetObjectItemCaseSensitive(res, "alwaysAllowed"));
     if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "repaired")))
         puts("repaired  yes (the ruleset had changed)");
-    if (ctr) {
-        printf("%-12s %12s %14s\n", "RULE", "PACKETS", "BYTES");
-        cJSON_ArrayForEach(it, ctr) {
-            const cJSON *pk = cJSON_GetObjectItemCaseSensitive(it, "packets");
-            const cJSON *by = cJSON_GetObjectItemCaseSensitive(it, "bytes");
-            printf("%-12.32s %12.0f %14.0f\n", it->string ? it->string : "?",
-                   cJSON_IsNumber(pk) ? pk->valuedouble : 0, cJSON_IsNumber(by) ? by->valuedouble : 0);
+    const cJSON *lay = cJSON_GetObjectItemCaseSensitive(res, "layers");
+    if (lay) {
+        const cJSON *nd = cJSON_GetObjectItemCaseSensitive(lay, "netdev");
+        printf("layers    inet %s, owner %s, watch %s, netdev",
+               cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(lay, "inet")) ? "yes" : "no",
+               cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(lay, "owner")) ? "yes" : "no",
+               cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(lay, "watch")) ? "yes" : "no");
+        if (cJSON_GetArraySize(nd) == 0)
+            fputs(" -", stdout);
+        cJSON_ArrayForEach(it, nd) {
+            putchar(' ');
+            put_safe(stdout, cJSON_GetStringValue(it) ? cJSON_GetStringValue(it) : "?");
         }
+        putchar('\n');
+    }
+    if (ctr) {
+        p_counters(ctr, "RULE");
+        const cJSON *nd = cJSON_GetObjectItemCaseSensitive(ctr, "netdev");
+        if (cJSON_IsObject(nd))
+            p_counters(nd, "NETDEV RULE");
     }
     return 0;
 }

@@ -222,26 +222,35 @@ int cgroup_kill(const char *leaf)
     return 0;
 }
 
-bool cgroup_pid_in_services(pid_t pid)
+int cgroup_pid_service(pid_t pid)
 {
     char path[64], buf[4096], rel[CGROUP_PATH_MAX];
 
     if (!base[0])
-        return false;
+        return 0;
     snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
-    if (read_file(path, buf, sizeof(buf)) < 0)
-        return false;
+    if (read_file(path, buf, sizeof(buf)) <= 0)
+        return -1;
     /* services_dir relative to the mount point is what the peer's "0::"
-     * line shows (cgroup namespaces aside). */
+     * line shows: hearth reads it, so the path is relative to hearth's
+     * cgroup namespace even when the peer has one of its own. */
     snprintf(rel, sizeof(rel), "%s", services_dir + strlen(mount_point));
+    bool seen = false;
     for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n")) {
         if (strncmp(l, "0::", 3) != 0)
             continue;
+        seen = true;
         size_t n = strlen(rel);
         if (strncmp(l + 3, rel, n) == 0 && (l[3 + n] == '/' || l[3 + n] == 0))
-            return true;
+            return 1;
     }
-    return false;
+    /* No unified line (a process already past exit): not identified. */
+    return seen ? 0 : -1;
+}
+
+bool cgroup_pid_in_services(pid_t pid)
+{
+    return cgroup_pid_service(pid) == 1;
 }
 
 int cgroup_parse_oom_kills(const char *text, uint64_t *count)

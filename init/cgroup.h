@@ -29,6 +29,10 @@ int cgroup_kill(const char *leaf);
 /* Whether pid is in a service leaf of this hearth: such a peer (a service
  * or its descendant) is never a control client. */
 bool cgroup_pid_in_services(pid_t pid);
+/* The same as a verdict that fails closed: 1 in a service leaf, 0 not
+ * (or hearth has no cgroups), -1 when /proc/PID/cgroup cannot be read or
+ * shows no cgroup2 line (the process is gone). */
+int cgroup_pid_service(pid_t pid);
 /* Whether the leaf holds no process. */
 bool cgroup_is_empty(const char *leaf);
 

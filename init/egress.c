@@ -1,28 +1,48 @@
 #include "egress.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
+
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/rtnetlink.h>
 
 #include <cJSON.h>
+#include <ev.h>
 
 #include "cidr.h"
 #include "config.h"
 #include "events.h"
+#include "hearth.h"
 #include "log.h"
+#include "netlink.h"
 #include "nft.h"
 #include "service.h"
+
+#ifndef ARPHRD_ETHER
+#define ARPHRD_ETHER 1
+#endif
+#ifndef IFF_LOOPBACK
+#define IFF_LOOPBACK 0x8
+#endif
 
 /* Bound on one list: 10,000 is the benchmarked size; far beyond it the
  * batch stops being cheap and the request line limit is near anyway. */
 #define EGRESS_MAX_CIDRS 65536
 
-/* Always in denyOut: "internet access" does not cover private ranges. */
+/* Always in denyOut: "internet access" does not cover private ranges,
+ * nor shared address space (100.64/10: carrier NAT, and where some clouds
+ * keep their metadata service), "this network" (0/8), the benchmarking
+ * range (198.18/15), multicast and the reserved 240/4 (with the limited
+ * broadcast 255.255.255.255). */
 static const char *const default_deny[] = {"10.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16",
-                                           "172.16.0.0/12", "192.168.0.0/16", "fc00::/7",
-                                           "fe80::/10"};
+                                           "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10",
+                                           "0.0.0.0/8", "198.18.0.0/15", "224.0.0.0/4",
+                                           "240.0.0.0/4", "fc00::/7", "fe80::/10", "ff00::/8"};
 
 static struct {
     cJSON *policy;              /* normalised, as last applied (or attempted at boot) */
@@ -33,7 +53,18 @@ static struct {
     struct cidr always[64];     /* gateways and DNS servers */
     size_t n_always;
     unsigned repairs;
+    int64_t verified_ms;        /* monotonic ms of the last read-back that matched */
+    char netdev_error[200];     /* why the netdev layer is not in force */
+    size_t n_uncovered;         /* Ethernet interfaces past NFT_MAX_IFACES */
+    bool netdev_refused;        /* the last apply went without it: the kernel said no */
+    ev_io nft_io, link_io;
 } E;
+/* Outside E: an initialised E would put all of it in the binary's data.
+ * The notification sockets, -1 when closed. */
+static int nft_watch = -1, link_watch = -1;
+
+static int reapply(const char *why);
+static void watch_start(void);
 
 struct parsed {
     struct cidr *allow, *deny;
@@ -120,26 +151,148 @@ static cJSON *normalised(const cJSON *policy, bool allow_public)
     return o;
 }
 
+struct link_list {
+    char names[NFT_MAX_IFACES][NFT_IFNAMSIZ];
+    size_t n, extra;
+};
+
+static int link_cb(const struct nlmsghdr *h, void *arg)
+{
+    struct link_list *l = arg;
+    const struct nlattr *tb[IFLA_MAX + 1];
+    const struct ifinfomsg *ifi = nl_msg_attrs(h, sizeof(*ifi), tb, IFLA_MAX);
+    if (!ifi || h->nlmsg_type != RTM_NEWLINK)
+        return 0;
+    if (ifi->ifi_type != ARPHRD_ETHER || (ifi->ifi_flags & IFF_LOOPBACK) || !tb[IFLA_IFNAME])
+        return 0;
+    if (l->n == NFT_MAX_IFACES) {
+        l->extra++;
+        return 0;
+    }
+    snprintf(l->names[l->n++], NFT_IFNAMSIZ, "%.*s", (int)nl_attr_len(tb[IFLA_IFNAME]),
+             (const char *)nl_attr_data(tb[IFLA_IFNAME]));
+    return 0;
+}
+
+/* Every Ethernet interface there is now, configured or not: a packet
+ * socket can send on any of them. Non-Ethernet links (tun, wireguard)
+ * get no netdev chain: their frames have no Ethernet header to read, and
+ * what a tunnel sends on leaves through the IP stack, past the inet
+ * chain. */
+static int list_links(struct link_list *l, char *err, size_t errlen)
+{
+    struct nlbuf b;
+    memset(l, 0, sizeof(*l));
+    int fd = nl_open(NETLINK_ROUTE, err, errlen);
+    if (fd < 0)
+        return -1;
+    nl_init(&b, 1);
+    nl_msg_begin(&b, RTM_GETLINK, NLM_F_DUMP);
+    struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC};
+    nl_put(&b, &ifi, sizeof(ifi));
+    nl_msg_end(&b);
+    int rc = nl_dump(fd, &b, link_cb, l, err, errlen);
+    nl_free(&b);
+    close(fd);
+    return rc < 0 ? -1 : 0;
+}
+
+/* The notifications of hearth's own transactions are of no interest, and
+ * for a large policy the kernel would build one per set element: the
+ * ruleset watch leaves its group while hearth writes. */
+static void watch_membership(bool on)
+{
+    int group = NFNLGRP_NFTABLES;
+    if (nft_watch >= 0 &&
+        setsockopt(nft_watch, SOL_NETLINK, on ? NETLINK_ADD_MEMBERSHIP : NETLINK_DROP_MEMBERSHIP,
+                   &group, sizeof(group)) < 0)
+        log_warn("egress: unable to %s the nf_tables notification group: %s",
+                 on ? "join" : "leave", strerror(errno));
+}
+
+/* Applies with every layer the kernel offers: owner flag and netdev
+ * chains first; without the netdev chains when they are refused (no
+ * egress hook before 5.16, an interface gone meanwhile), then without
+ * the owner flag (before 5.12). A refusal for permission (another
+ * socket owns a table of that name) is final: nothing is weakened. */
+static int apply_layers(struct nft_policy *np, struct nft_expect *exp, char *why, size_t wl)
+{
+    char first[256] = "";
+    int rc = nft_apply(np, exp, why, wl);
+    if (rc < 0 && rc != -EPERM && np->netdev) {
+        snprintf(first, sizeof(first), "%s", why);
+        np->netdev = false;
+        np->n_ifaces = 0;
+        rc = nft_apply(np, exp, why, wl);
+        if (rc == 0) {
+            E.netdev_refused = true;
+            snprintf(E.netdev_error, sizeof(E.netdev_error), "refused by the kernel: %s", first);
+            log_warn("egress: netdev egress chains refused (%s): only the inet chain holds", first);
+        }
+    }
+    if (rc < 0 && (rc == -EOPNOTSUPP || rc == -EINVAL) && np->owner) {
+        np->owner = false;
+        rc = nft_apply(np, exp, why, wl);
+        if (rc == 0)
+            log_warn("egress: the kernel refuses owned tables: other processes with "
+                     "CAP_NET_ADMIN can change them (changes are repaired when noticed)");
+    }
+    return rc;
+}
+
 static int apply_parsed(const struct parsed *p, char *err, size_t errlen)
 {
+    struct link_list links;
+    char why[256];
     struct nft_policy np = {.always = E.always, .n_always = E.n_always,
                             .allow = p->allow, .n_allow = p->n_allow,
                             .deny = p->deny, .n_deny = p->n_deny,
-                            .allow_public = p->allow_public};
+                            .allow_public = p->allow_public, .owner = true};
+    /* What describes the ruleset in force changes only if this applies. */
+    char old_error[sizeof(E.netdev_error)];
+    size_t old_uncovered = E.n_uncovered;
+    bool old_refused = E.netdev_refused;
+    memcpy(old_error, E.netdev_error, sizeof(old_error));
+    E.netdev_error[0] = 0;
+    if (list_links(&links, why, sizeof(why)) < 0) {
+        snprintf(E.netdev_error, sizeof(E.netdev_error), "unable to list interfaces: %s", why);
+        links.n = links.extra = 0;
+    } else if (links.n == 0) {
+        snprintf(E.netdev_error, sizeof(E.netdev_error), "no Ethernet interface");
+    }
+    E.n_uncovered = links.extra;
+    if (links.extra)
+        log_warn("egress: %zu Ethernet interfaces beyond the first %d have no netdev chain",
+                 links.extra, NFT_MAX_IFACES);
+    np.netdev = links.n > 0;
+    np.ifaces = (const char (*)[NFT_IFNAMSIZ])links.names;
+    np.n_ifaces = links.n;
+
     struct nft_expect exp;
-    char why[256];
-    if (nft_apply(&np, &exp, why, sizeof(why)) < 0) {
+    E.netdev_refused = false;
+    watch_membership(false);
+    int rc = apply_layers(&np, &exp, why, sizeof(why));
+    watch_membership(true);
+    if (rc < 0) {
+        memcpy(E.netdev_error, old_error, sizeof(old_error));
+        E.n_uncovered = old_uncovered;
+        E.netdev_refused = old_refused;
         snprintf(err, errlen, "nf_tables: %s", why);
         return -1;
     }
+    /* The generation first: a change after it, even during the read-back,
+     * is a new generation and is looked at again. */
+    uint32_t g = 0;
+    if (nft_genid(&g, why, sizeof(why)) < 0)
+        g = 0;
     int v = nft_verify(&exp, why, sizeof(why));
     if (v != 0) {
         snprintf(err, errlen, "read-back after apply: %s", why);
         return -1;
     }
     E.exp = exp;
-    if (nft_genid(&E.genid, why, sizeof(why)) < 0)
-        E.genid = 0;
+    E.genid = g;
+    E.verified_ms = mono_ms();
     return 0;
 }
 
@@ -179,6 +332,7 @@ int egress_set(const cJSON *policy, char *err, size_t errlen)
     cJSON_Delete(E.policy);
     E.policy = norm;
     E.applied = true;
+    watch_start();
     E.error[0] = 0;
     log_info("egress policy applied");
     services_phase_set("egress", true);
@@ -208,6 +362,7 @@ void egress_boot(const struct config *cfg)
         services_phase_set("egress", true);
         return;
     }
+    watch_start();
     char err[256];
     if (egress_set(pol, err, sizeof(err)) < 0) {
         /* Fail closed: keep what we tried so recheck can retry it. */
@@ -230,12 +385,13 @@ int egress_recheck(char *err, size_t errlen)
     if (!E.policy)
         return 0;
     if (E.applied) {
-        uint32_t g;
+        uint32_t g = 0;
         if (nft_genid(&g, why, sizeof(why)) == 0 && g == E.genid && g != 0)
             return 0;
         int v = nft_verify(&E.exp, why, sizeof(why));
         if (v == 0) {
-            nft_genid(&E.genid, why, sizeof(why));
+            E.genid = g;
+            E.verified_ms = mono_ms();
             return 0;
         }
         log_warn("egress: ruleset changed behind hearth (%s); re-applying", why);
@@ -258,6 +414,161 @@ int egress_recheck(char *err, size_t errlen)
     services_phase_set("egress", true);
     emit();
     return 0;
+}
+
+/* Re-applies the policy in force (interfaces came or went). */
+static int reapply(const char *why)
+{
+    char err[256];
+    struct parsed p;
+    if (!E.policy || !E.applied)
+        return 0;
+    log_info("egress: %s; re-applying", why);
+    if (parse_policy(E.policy, &p, err, sizeof(err)) < 0)
+        return -1;
+    int rc = apply_parsed(&p, err, sizeof(err));
+    parsed_free(&p);
+    if (rc < 0) {
+        /* The old ruleset stands (one transaction): still applied. */
+        log_warn("egress: unable to re-apply: %s", err);
+        return -1;
+    }
+    emit();
+    return 0;
+}
+
+/* Drains a notification socket. Returns 1 when anything arrived (or was
+ * lost: ENOBUFS), 0 when nothing, -1 when the socket broke. */
+static int drain(int fd, void (*each)(const struct nlmsghdr *h, void *arg), void *arg)
+{
+    char buf[8192];
+    int any = 0;
+    for (;;) {
+        ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+        if (n > 0) {
+            any = 1;
+            if (each)
+                for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
+                     h = NLMSG_NEXT(h, n))
+                    each(h, arg);
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == ENOBUFS) {
+            any = 1;
+            continue;
+        }
+        if (n < 0 && errno == EAGAIN)
+            return any;
+        return -1;
+    }
+}
+
+static void watch_close(int *fd, ev_io *io, const char *what)
+{
+    log_warn("egress: %s notifications lost (%s); checked again only on resume or egress.check",
+             what, strerror(errno));
+    ev_io_stop(H.loop, io);
+    close(*fd);
+    *fd = -1;
+}
+
+/* Any ruleset change in the namespace: the generation tells hearth's own
+ * (already verified) from others'; anything else is read back and, if
+ * hearth's tables differ, repaired. No timer: an idle sandbox never
+ * wakes for this. */
+static void on_nft(struct ev_loop *loop, ev_io *w, int revents)
+{
+    char err[256];
+    int r = drain(nft_watch, NULL, NULL);
+    if (r < 0)
+        watch_close(&nft_watch, &E.nft_io, "nf_tables");
+    if (r != 0 && egress_recheck(err, sizeof(err)) < 0)
+        log_error("egress: ruleset changed and could not be repaired: %s", err);
+}
+
+struct link_change {
+    bool changed;
+    char name[NFT_IFNAMSIZ];
+};
+
+static bool covered(const char *name)
+{
+    for (size_t i = 0; i < E.exp.n_ifaces; i++)
+        if (strcmp(E.exp.ifaces[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* A new (or renamed) Ethernet interface without a chain, or a covered one
+ * gone, changes what the netdev layer must hold. */
+static void link_msg(const struct nlmsghdr *h, void *arg)
+{
+    struct link_change *c = arg;
+    const struct nlattr *tb[IFLA_MAX + 1];
+    if (h->nlmsg_type != RTM_NEWLINK && h->nlmsg_type != RTM_DELLINK)
+        return;
+    const struct ifinfomsg *ifi = nl_msg_attrs(h, sizeof(*ifi), tb, IFLA_MAX);
+    if (!ifi || !tb[IFLA_IFNAME] || ifi->ifi_type != ARPHRD_ETHER ||
+        (ifi->ifi_flags & IFF_LOOPBACK))
+        return;
+    char name[NFT_IFNAMSIZ];
+    snprintf(name, sizeof(name), "%.*s", (int)nl_attr_len(tb[IFLA_IFNAME]),
+             (const char *)nl_attr_data(tb[IFLA_IFNAME]));
+    bool has = covered(name);
+    /* A kernel that refused the netdev chains would refuse them again on
+     * every link change: the next egress.set tries anew. */
+    if ((h->nlmsg_type == RTM_NEWLINK && !has && E.exp.n_ifaces < NFT_MAX_IFACES &&
+         !E.netdev_refused) ||
+        (h->nlmsg_type == RTM_DELLINK && has)) {
+        c->changed = true;
+        snprintf(c->name, sizeof(c->name), "%s", name);
+    }
+}
+
+static void on_link(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct link_change c = {0};
+    int r = drain(link_watch, link_msg, &c);
+    if (r < 0)
+        watch_close(&link_watch, &E.link_io, "link");
+    if (c.changed) {
+        char why[64];
+        snprintf(why, sizeof(why), "interface %s came or went", c.name);
+        reapply(why);
+    }
+}
+
+static int watch_open(int protocol, int group, ev_io *io, void (*cb)(struct ev_loop *, ev_io *, int))
+{
+    char why[160];
+    int fd = nl_open(protocol, why, sizeof(why));
+    if (fd >= 0 && setsockopt(fd, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, &group, sizeof(group)) < 0) {
+        snprintf(why, sizeof(why), "joining group %d: %s", group, strerror(errno));
+        close(fd);
+        fd = -1;
+    }
+    if (fd < 0) {
+        log_warn("egress: no %s notifications (%s): changes are noticed on resume or "
+                 "egress.check only", protocol == NETLINK_ROUTE ? "link" : "nf_tables", why);
+        return -1;
+    }
+    ev_io_init(io, cb, fd, EV_READ);
+    ev_io_start(H.loop, io);
+    return fd;
+}
+
+/* The watches run once there is a policy to keep (at boot, or with the
+ * first egress.set). */
+static void watch_start(void)
+{
+    if (!H.loop)
+        return;
+    if (nft_watch < 0 && !ev_is_active(&E.nft_io))
+        nft_watch = watch_open(NETLINK_NETFILTER, NFNLGRP_NFTABLES, &E.nft_io, on_nft);
+    if (link_watch < 0 && !ev_is_active(&E.link_io))
+        link_watch = watch_open(NETLINK_ROUTE, RTNLGRP_LINK, &E.link_io, on_link);
 }
 
 unsigned egress_repairs(void)
@@ -284,9 +595,24 @@ cJSON *egress_json(void)
         cidr_format(&E.always[i], buf, sizeof(buf));
         cJSON_AddItemToArray(always, cJSON_CreateString(buf));
     }
+    cJSON *layers = cJSON_AddObjectToObject(o, "layers");
+    if (layers) {
+        cJSON_AddBoolToObject(layers, "inet", E.applied);
+        cJSON *nd = cJSON_AddArrayToObject(layers, "netdev");
+        for (size_t i = 0; nd && E.applied && E.exp.netdev && i < E.exp.n_ifaces; i++)
+            cJSON_AddItemToArray(nd, cJSON_CreateString(E.exp.ifaces[i]));
+        if (E.applied && E.netdev_error[0])
+            cJSON_AddStringToObject(layers, "netdev_error", E.netdev_error);
+        if (E.n_uncovered)
+            cJSON_AddNumberToObject(layers, "netdev_uncovered", (double)E.n_uncovered);
+        cJSON_AddBoolToObject(layers, "owner", E.applied && E.exp.owner);
+        cJSON_AddBoolToObject(layers, "watch", nft_watch >= 0);
+    }
+    if (E.verified_ms)
+        cJSON_AddNumberToObject(o, "verified_ms_ago", (double)(mono_ms() - E.verified_ms));
     if (E.applied) {
         char why[256];
-        cJSON *c = nft_counters_json(why, sizeof(why));
+        cJSON *c = nft_counters_json(E.exp.netdev, why, sizeof(why));
         if (c)
             cJSON_AddItemToObject(o, "counters", c);
         else

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cJSON.h>
 #include <ev.h>
 
 #include "cgroup.h"
@@ -22,6 +23,7 @@
 #include "config.h"
 #include "control.h"
 #include "egress.h"
+#include "events.h"
 #include "hearth.h"
 #include "jsonalloc.h"
 #include "log.h"
@@ -29,6 +31,7 @@
 #include "modules.h"
 #include "mounts.h"
 #include "network.h"
+#include "peer.h"
 #include "reaper.h"
 #include "seed.h"
 #include "sandbox.h"
@@ -80,6 +83,35 @@ static enum hearth_mode detect_mode(void)
     return MODE_CONTAINER;
 }
 
+/* As PID 1 (vm and container modes), a termination signal from a
+ * service is ignored: the agent must not power the sandbox off with
+ * `kill -TERM 1`. The kernel's own signals (Ctrl-Alt-Del) and those sent
+ * from outside hearth's pid namespace (a container runtime's stop) carry
+ * sender pid 0 and are obeyed; so is a sender identified as no service.
+ * One that cannot be identified any more (it exited at once) is ignored
+ * too: the check fails closed. In supervisor mode hearth is no PID 1 and
+ * a developer's `kill` must work. */
+static bool termination_allowed(const struct signalfd_siginfo *si)
+{
+    char why[200], name[16];
+    if (H.mode == MODE_SUPERVISOR)
+        return true;
+    if (peer_signal_allowed((pid_t)si->ssi_pid, why, sizeof(why)))
+        return true;
+    snprintf(name, sizeof(name), "%s", si->ssi_signo == SIGTERM ? "SIGTERM"
+                                       : si->ssi_signo == SIGINT ? "SIGINT"
+                                       : si->ssi_signo == SIGPWR ? "SIGPWR" : "signal");
+    log_warn("%s from pid %u ignored: %s", name, (unsigned)si->ssi_pid, why);
+    cJSON *ev = cJSON_CreateObject();
+    if (ev) {
+        cJSON_AddStringToObject(ev, "signal", name);
+        cJSON_AddNumberToObject(ev, "pid", (double)si->ssi_pid);
+        cJSON_AddStringToObject(ev, "reason", why);
+        events_emit("signal.ignored", ev);
+    }
+    return false;
+}
+
 static void on_signal(struct ev_loop *loop, ev_io *w, int revents)
 {
     struct signalfd_siginfo si[16];
@@ -101,10 +133,14 @@ static void on_signal(struct ev_loop *loop, ev_io *w, int revents)
             break;
         case SIGTERM:
         case SIGPWR:
+            if (!termination_allowed(&si[i]))
+                break;
             shutdown_request(H.mode == MODE_VM ? SHUTDOWN_POWEROFF : SHUTDOWN_EXIT,
                              sig == SIGTERM ? "SIGTERM" : "SIGPWR");
             break;
         case SIGINT:
+            if (!termination_allowed(&si[i]))
+                break;
             /* In a VM the kernel turns Ctrl-Alt-Del into SIGINT: reboot. */
             shutdown_request(H.mode == MODE_VM ? SHUTDOWN_REBOOT : SHUTDOWN_EXIT, "SIGINT");
             break;
@@ -204,6 +240,10 @@ int main(int argc, char **argv)
 
     H.boot_mono_ms = mono_ms();
     H.boot_us = mono_us();
+    /* Not dumpable: no core file of hearth's memory, /proc/1 owned by
+     * root, and ptrace needs CAP_SYS_PTRACE, which services do not keep. */
+    int dumpable_rc = prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    int dumpable_errno = errno;
     /* The kernel hands init the words of its command line it did not
      * recognise; as PID 1, unknown arguments are ignored, not fatal. */
     opterr = getpid() != 1;
@@ -270,6 +310,8 @@ int main(int argc, char **argv)
         if (H.mode != MODE_VM)
             return 1;
     }
+    if (dumpable_rc < 0)
+        log_warn("unable to mark hearth non-dumpable: %s", strerror(dumpable_errno));
     if (H.mode == MODE_SUPERVISOR && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
         log_warn("unable to become a subreaper: %s", strerror(errno));
 
@@ -317,6 +359,7 @@ int main(int argc, char **argv)
     }
     cgroup_setup(H.mode == MODE_VM);
     control_start(H.cfg);
+    peer_listeners_started(H.cfg);
 
     hearth_set_phase(PHASE_SETUP);
     services_init(H.cfg);

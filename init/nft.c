@@ -15,6 +15,7 @@
 #include <cJSON.h>
 
 #define NFPROTO_INET_ 1
+#define NFPROTO_NETDEV_ 5
 #define MSG(t) ((uint16_t)((NFNL_SUBSYS_NFTABLES << 8) | (t)))
 /* Elements per NEWSETELEM message: keeps each nest far below 64 KiB. */
 #define ELEMS_PER_MSG 1024
@@ -101,17 +102,34 @@ static void put_elem(struct nlbuf *b, const uint8_t *key, size_t kl, bool end)
     nl_nest_end(b, e);
 }
 
+/* The table being built: inet (the output chain) or netdev (the egress
+ * chains). Both have the same sets, each under its own set ids. */
+static uint8_t cur_family = NFPROTO_INET_;
+
+static uint32_t set_id(int idx)
+{
+    return (uint32_t)idx + 1 + (cur_family == NFPROTO_NETDEV_ ? 16 : 0);
+}
+
 static void begin(struct nlbuf *b, uint16_t type, uint16_t flags)
 {
     nl_msg_begin(b, MSG(type), NLM_F_ACK | flags);
-    nl_put_nfgen(b, NFPROTO_INET_, 0);
+    nl_put_nfgen(b, cur_family, 0);
 }
 
-static void build_set(struct nlbuf *b, int idx, const struct cidr *c, size_t n,
+/* The sorted, merged ranges of every set, computed once per batch and
+ * written into both tables. */
+struct set_ranges {
+    struct range *r[N_SETS];
+    size_t n[N_SETS];
+};
+
+static void build_set(struct nlbuf *b, int idx, const struct set_ranges *sr,
                       struct nft_expect *exp)
 {
     int family = idx % 2 == 0 ? AF_INET : AF_INET6;
-    size_t kl = family == AF_INET ? 4 : 16, nr = 0;
+    size_t kl = family == AF_INET ? 4 : 16, nr = sr->n[idx];
+    const struct range *r = sr->r[idx];
 
     begin(b, NFT_MSG_NEWSET, NLM_F_CREATE);
     nl_attr_str(b, NFTA_SET_TABLE, NFT_TABLE);
@@ -119,14 +137,9 @@ static void build_set(struct nlbuf *b, int idx, const struct cidr *c, size_t n,
     nl_attr_be32(b, NFTA_SET_FLAGS, NFT_SET_INTERVAL);
     nl_attr_be32(b, NFTA_SET_KEY_TYPE, family == AF_INET ? 7 : 8); /* ipv4_addr, ipv6_addr */
     nl_attr_be32(b, NFTA_SET_KEY_LEN, (uint32_t)kl);
-    nl_attr_be32(b, NFTA_SET_ID, (uint32_t)idx + 1);
+    nl_attr_be32(b, NFTA_SET_ID, set_id(idx));
     nl_msg_end(b);
 
-    struct range *r = ranges_of(c, n, family, &nr);
-    if (!r) {
-        b->failed = true;
-        return;
-    }
     exp->n_elems[idx] = 0;
     exp->digest[idx] = 0;
     size_t in_msg = ELEMS_PER_MSG, list = 0;
@@ -142,7 +155,7 @@ static void build_set(struct nlbuf *b, int idx, const struct cidr *c, size_t n,
             begin(b, NFT_MSG_NEWSETELEM, NLM_F_CREATE);
             nl_attr_str(b, NFTA_SET_ELEM_LIST_TABLE, NFT_TABLE);
             nl_attr_str(b, NFTA_SET_ELEM_LIST_SET, set_names[idx]);
-            nl_attr_be32(b, NFTA_SET_ELEM_LIST_SET_ID, (uint32_t)idx + 1);
+            nl_attr_be32(b, NFTA_SET_ELEM_LIST_SET_ID, set_id(idx));
             list = nl_nest_begin(b, NFTA_SET_ELEM_LIST_ELEMENTS);
             in_msg = 0;
         }
@@ -161,7 +174,6 @@ static void build_set(struct nlbuf *b, int idx, const struct cidr *c, size_t n,
         nl_nest_end(b, list);
         nl_msg_end(b);
     }
-    free(r);
 }
 
 /* ---- expressions ---- */
@@ -214,7 +226,7 @@ static void e_lookup(struct nlbuf *b, int idx)
     size_t d, e = expr_begin(b, "lookup", &d);
     nl_attr_str(b, NFTA_LOOKUP_SET, set_names[idx]);
     nl_attr_be32(b, NFTA_LOOKUP_SREG, NFT_REG_1);
-    nl_attr_be32(b, NFTA_LOOKUP_SET_ID, (uint32_t)idx + 1);
+    nl_attr_be32(b, NFTA_LOOKUP_SET_ID, set_id(idx));
     expr_end(b, e, d);
 }
 
@@ -247,15 +259,33 @@ static void e_counter(struct nlbuf *b)
     expr_end(b, e, d);
 }
 
-static void e_accept(struct nlbuf *b)
+/* accept, drop, or a jump to chain. */
+static void e_verdict(struct nlbuf *b, int code, const char *chain)
 {
     size_t d, e = expr_begin(b, "immediate", &d);
     nl_attr_be32(b, NFTA_IMMEDIATE_DREG, NFT_REG_VERDICT);
     size_t n = nl_nest_begin(b, NFTA_IMMEDIATE_DATA);
     size_t v = nl_nest_begin(b, NFTA_DATA_VERDICT);
-    nl_attr_be32(b, NFTA_VERDICT_CODE, NF_ACCEPT);
+    nl_attr_be32(b, NFTA_VERDICT_CODE, (uint32_t)code);
+    if (chain)
+        nl_attr_str(b, NFTA_VERDICT_CHAIN, chain);
     nl_nest_end(b, v);
     nl_nest_end(b, n);
+    expr_end(b, e, d);
+}
+
+static void e_accept(struct nlbuf *b)
+{
+    e_verdict(b, NF_ACCEPT, NULL);
+}
+
+static void e_payload(struct nlbuf *b, uint32_t base, uint32_t off, uint32_t len)
+{
+    size_t d, e = expr_begin(b, "payload", &d);
+    nl_attr_be32(b, NFTA_PAYLOAD_DREG, NFT_REG_1);
+    nl_attr_be32(b, NFTA_PAYLOAD_BASE, base);
+    nl_attr_be32(b, NFTA_PAYLOAD_OFFSET, off);
+    nl_attr_be32(b, NFTA_PAYLOAD_LEN, len);
     expr_end(b, e, d);
 }
 
@@ -303,6 +333,17 @@ static void e_ndp(struct nlbuf *b)
     expr_end(b, e, d);
     e_cmp(b, NFT_CMP_GTE, &lo, 1);
     e_cmp(b, NFT_CMP_LTE, &hi, 1);
+}
+
+static void put_userdata_name(struct nlbuf *b, const char *name)
+{
+    /* nftnl's comment TLV (type 0), so `nft list` shows the name too. */
+    uint8_t ud[2 + 32];
+    size_t len = strlen(name) + 1;
+    ud[0] = 0;
+    ud[1] = (uint8_t)len;
+    memcpy(ud + 2, name, len);
+    nl_attr(b, NFTA_RULE_USERDATA, ud, 2 + len);
 }
 
 enum rule_kind { R_LOOPBACK, R_ESTABLISHED, R_NDP, R_SET_ACCEPT, R_SET_REJECT_TCP, R_SET_REJECT,
@@ -379,33 +420,180 @@ static void build_rule(struct nlbuf *b, const struct rule *r)
     else
         e_reject(b, r->kind == R_SET_REJECT_TCP || r->kind == R_PUBLIC_REJECT_TCP);
     nl_nest_end(b, list);
-    /* nftnl's comment TLV (type 0), so `nft list` shows the name too. */
-    uint8_t ud[2 + 32];
-    size_t len = strlen(r->name) + 1;
-    ud[0] = 0;
-    ud[1] = (uint8_t)len;
-    memcpy(ud + 2, r->name, len);
-    nl_attr(b, NFTA_RULE_USERDATA, ud, 2 + len);
+    put_userdata_name(b, r->name);
     nl_msg_end(b);
 }
 
-static void table_msg(struct nlbuf *b, uint16_t type, uint16_t flags)
+/* ---- the netdev egress chains ----
+ * They see every frame an interface sends, packet sockets' included, so
+ * everything is read from the frame itself: the Ethernet type at byte 12
+ * and the addresses behind a 14-byte header. skb->protocol and the
+ * network header offset come from the sender of a raw frame and could
+ * lie. There is no conntrack at this hook: nothing is "established". */
+
+#define ETH_TYPE_OFF 12
+#define ETH_HLEN_ 14
+
+enum nd_kind { ND_ETHERTYPE_DROP, ND_NDP, ND_SET_ACCEPT, ND_SET_DROP, ND_PUBLIC_ACCEPT,
+               ND_PUBLIC_DROP };
+
+struct nd_rule {
+    enum nd_kind kind;
+    int set;                  /* or, for ETHERTYPE_DROP / PUBLIC_DROP, the ether type */
+    const char *name;
+};
+
+static size_t nd_rule_list(bool allow_public, struct nd_rule out[16])
 {
-    begin(b, type, flags);
+    size_t n = 0;
+    /* VLAN-tagged frames carry their IP header elsewhere; hearth
+     * configures no VLANs (offloaded tags of a VLAN device are not in the
+     * frame and pass as plain IP). */
+    out[n++] = (struct nd_rule){ND_ETHERTYPE_DROP, 0x8100, "vlan"};
+    out[n++] = (struct nd_rule){ND_ETHERTYPE_DROP, 0x88a8, "qinq"};
+    out[n++] = (struct nd_rule){ND_NDP, -1, "ndp"};
+    out[n++] = (struct nd_rule){ND_SET_ACCEPT, S_ALWAYS4, "always4"};
+    out[n++] = (struct nd_rule){ND_SET_ACCEPT, S_ALWAYS6, "always6"};
+    out[n++] = (struct nd_rule){ND_SET_ACCEPT, S_ALLOW4, "allow4"};
+    out[n++] = (struct nd_rule){ND_SET_ACCEPT, S_ALLOW6, "allow6"};
+    out[n++] = (struct nd_rule){ND_SET_DROP, S_DENY4, "deny4"};
+    out[n++] = (struct nd_rule){ND_SET_DROP, S_DENY6, "deny6"};
+    if (allow_public) {
+        out[n++] = (struct nd_rule){ND_PUBLIC_ACCEPT, -1, "public"};
+    } else {
+        out[n++] = (struct nd_rule){ND_PUBLIC_DROP, 0x0800, "public4"};
+        out[n++] = (struct nd_rule){ND_PUBLIC_DROP, 0x86dd, "public6"};
+    }
+    return n;
+}
+
+static void e_ethertype(struct nlbuf *b, uint16_t type)
+{
+    uint8_t v[2] = {(uint8_t)(type >> 8), (uint8_t)type};
+    e_payload(b, NFT_PAYLOAD_LL_HEADER, ETH_TYPE_OFF, 2);
+    e_cmp(b, NFT_CMP_EQ, v, 2);
+}
+
+static void build_nd_rule(struct nlbuf *b, const struct nd_rule *r)
+{
+    begin(b, NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND);
+    nl_attr_str(b, NFTA_RULE_TABLE, NFT_TABLE);
+    nl_attr_str(b, NFTA_RULE_CHAIN, NFT_ND_CHAIN);
+    size_t list = nl_nest_begin(b, NFTA_RULE_EXPRESSIONS);
+    bool v4 = r->set >= 0 && r->set % 2 == 0;
+    switch (r->kind) {
+    case ND_ETHERTYPE_DROP:
+    case ND_PUBLIC_DROP:
+        e_ethertype(b, (uint16_t)r->set);
+        break;
+    case ND_NDP: {
+        uint8_t icmp6 = 58, lo = 133, hi = 137;
+        e_ethertype(b, 0x86dd);
+        e_payload(b, NFT_PAYLOAD_LL_HEADER, ETH_HLEN_ + 6, 1);
+        e_cmp(b, NFT_CMP_EQ, &icmp6, 1);
+        e_payload(b, NFT_PAYLOAD_LL_HEADER, ETH_HLEN_ + 40, 1);
+        e_cmp(b, NFT_CMP_GTE, &lo, 1);
+        e_cmp(b, NFT_CMP_LTE, &hi, 1);
+        break;
+    }
+    case ND_SET_ACCEPT:
+    case ND_SET_DROP:
+        e_ethertype(b, v4 ? 0x0800 : 0x86dd);
+        e_payload(b, NFT_PAYLOAD_LL_HEADER, ETH_HLEN_ + (v4 ? 16 : 24), v4 ? 4 : 16);
+        e_lookup(b, r->set);
+        break;
+    case ND_PUBLIC_ACCEPT:
+        break;
+    }
+    e_counter(b);
+    bool drop = r->kind == ND_ETHERTYPE_DROP || r->kind == ND_SET_DROP || r->kind == ND_PUBLIC_DROP;
+    e_verdict(b, drop ? NF_DROP : NF_ACCEPT, NULL);
+    nl_nest_end(b, list);
+    put_userdata_name(b, r->name);
+    nl_msg_end(b);
+}
+
+static void nd_chain_name(const char *ifname, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "egress-%s", ifname);
+}
+
+/* A base chain on one interface's egress hook (kernel 5.16+) whose only
+ * rule jumps to the shared policy chain. */
+static void build_nd_base(struct nlbuf *b, const char *ifname)
+{
+    char name[32];
+    nd_chain_name(ifname, name, sizeof(name));
+    begin(b, NFT_MSG_NEWCHAIN, NLM_F_CREATE);
+    nl_attr_str(b, NFTA_CHAIN_TABLE, NFT_TABLE);
+    nl_attr_str(b, NFTA_CHAIN_NAME, name);
+    size_t h = nl_nest_begin(b, NFTA_CHAIN_HOOK);
+    nl_attr_be32(b, NFTA_HOOK_HOOKNUM, NF_NETDEV_EGRESS);
+    nl_attr_be32(b, NFTA_HOOK_PRIORITY, 0);
+    nl_attr_str(b, NFTA_HOOK_DEV, ifname);
+    nl_nest_end(b, h);
+    nl_attr_be32(b, NFTA_CHAIN_POLICY, NF_ACCEPT);
+    nl_attr_str(b, NFTA_CHAIN_TYPE, "filter");
+    nl_msg_end(b);
+
+    begin(b, NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND);
+    nl_attr_str(b, NFTA_RULE_TABLE, NFT_TABLE);
+    nl_attr_str(b, NFTA_RULE_CHAIN, name);
+    size_t list = nl_nest_begin(b, NFTA_RULE_EXPRESSIONS);
+    e_verdict(b, NFT_JUMP, NFT_ND_CHAIN);
+    nl_nest_end(b, list);
+    put_userdata_name(b, "jump");
+    nl_msg_end(b);
+}
+
+/* Create-if-missing (no flags: an existing table keeps its own), delete,
+ * create: replaces whatever is there (or nothing) inside the one
+ * transaction, as `nft -f` does. The new table is owned by the socket
+ * that sends the batch when owner is set: from then on only that socket
+ * can change or delete it, and the kernel removes it when the socket
+ * closes. */
+static void table_replace(struct nlbuf *b, bool owner)
+{
+    begin(b, NFT_MSG_NEWTABLE, NLM_F_CREATE);
     nl_attr_str(b, NFTA_TABLE_NAME, NFT_TABLE);
     nl_msg_end(b);
+    begin(b, NFT_MSG_DELTABLE, 0);
+    nl_attr_str(b, NFTA_TABLE_NAME, NFT_TABLE);
+    nl_msg_end(b);
+    begin(b, NFT_MSG_NEWTABLE, NLM_F_CREATE);
+    nl_attr_str(b, NFTA_TABLE_NAME, NFT_TABLE);
+    if (owner)
+        nl_attr_be32(b, NFTA_TABLE_FLAGS, NFT_TABLE_F_OWNER);
+    nl_msg_end(b);
+}
+
+static void free_ranges(struct set_ranges *sr)
+{
+    for (int i = 0; i < N_SETS; i++)
+        free(sr->r[i]);
 }
 
 int nft_build(const struct nft_policy *p, struct nlbuf *b, struct nft_expect *exp)
 {
+    struct set_ranges sr = {0};
+    const struct cidr *src[3] = {p->always, p->allow, p->deny};
+    size_t cnt[3] = {p->n_always, p->n_allow, p->n_deny};
+
     memset(exp, 0, sizeof(*exp));
     exp->allow_public = p->allow_public;
+    exp->owner = p->owner;
+    exp->netdev = p->netdev;
+    for (int i = 0; i < N_SETS; i++) {
+        sr.r[i] = ranges_of(src[i / 2], cnt[i / 2], i % 2 == 0 ? AF_INET : AF_INET6, &sr.n[i]);
+        if (!sr.r[i]) {
+            free_ranges(&sr);
+            b->failed = true;
+            return -1;
+        }
+    }
     nl_batch_begin(b, NFNL_SUBSYS_NFTABLES);
-    /* Create-if-missing, delete, create: replaces whatever is there (or
-     * nothing) inside the one transaction, as `nft -f` does. */
-    table_msg(b, NFT_MSG_NEWTABLE, NLM_F_CREATE);
-    table_msg(b, NFT_MSG_DELTABLE, 0);
-    table_msg(b, NFT_MSG_NEWTABLE, NLM_F_CREATE);
+    cur_family = NFPROTO_INET_;
+    table_replace(b, p->owner);
 
     begin(b, NFT_MSG_NEWCHAIN, NLM_F_CREATE);
     nl_attr_str(b, NFTA_CHAIN_TABLE, NFT_TABLE);
@@ -418,16 +606,37 @@ int nft_build(const struct nft_policy *p, struct nlbuf *b, struct nft_expect *ex
     nl_attr_str(b, NFTA_CHAIN_TYPE, "filter");
     nl_msg_end(b);
 
-    const struct cidr *src[3] = {p->always, p->allow, p->deny};
-    size_t cnt[3] = {p->n_always, p->n_allow, p->n_deny};
     for (int i = 0; i < N_SETS; i++)
-        build_set(b, i, src[i / 2], cnt[i / 2], exp);
+        build_set(b, i, &sr, exp);
 
     struct rule rules[16];
     size_t nr = rule_list(p->allow_public, rules);
     for (size_t i = 0; i < nr; i++)
         build_rule(b, &rules[i]);
+
+    if (p->netdev) {
+        /* The same policy below the IP stack, in the same transaction. */
+        struct nft_expect nd;
+        cur_family = NFPROTO_NETDEV_;
+        table_replace(b, p->owner);
+        for (int i = 0; i < N_SETS; i++)
+            build_set(b, i, &sr, &nd);
+        begin(b, NFT_MSG_NEWCHAIN, NLM_F_CREATE);
+        nl_attr_str(b, NFTA_CHAIN_TABLE, NFT_TABLE);
+        nl_attr_str(b, NFTA_CHAIN_NAME, NFT_ND_CHAIN);
+        nl_msg_end(b);
+        struct nd_rule ndr[16];
+        size_t nn = nd_rule_list(p->allow_public, ndr);
+        for (size_t i = 0; i < nn; i++)
+            build_nd_rule(b, &ndr[i]);
+        for (size_t i = 0; i < p->n_ifaces && i < NFT_MAX_IFACES; i++) {
+            build_nd_base(b, p->ifaces[i]);
+            snprintf(exp->ifaces[exp->n_ifaces++], NFT_IFNAMSIZ, "%s", p->ifaces[i]);
+        }
+        cur_family = NFPROTO_INET_;
+    }
     nl_batch_end(b, NFNL_SUBSYS_NFTABLES);
+    free_ranges(&sr);
     return b->failed ? -1 : 0;
 }
 
@@ -438,6 +647,17 @@ static uint32_t seq_base(void)
     return s;
 }
 
+/* The one socket every change goes through, open for hearth's life: the
+ * tables it creates are owned by it. */
+static int owner_fd = -1;
+
+static int sock(char *err, size_t errlen)
+{
+    if (owner_fd < 0)
+        owner_fd = nl_open(NETLINK_NETFILTER, err, errlen);
+    return owner_fd;
+}
+
 int nft_apply(const struct nft_policy *p, struct nft_expect *exp, char *err, size_t errlen)
 {
     struct nlbuf b;
@@ -446,18 +666,17 @@ int nft_apply(const struct nft_policy *p, struct nft_expect *exp, char *err, siz
     if (nft_build(p, &b, &e) < 0) {
         snprintf(err, errlen, "policy too large to encode");
         nl_free(&b);
-        return -1;
+        return -E2BIG;
     }
-    int fd = nl_open(NETLINK_NETFILTER, err, errlen);
+    int fd = sock(err, errlen);
     if (fd < 0) {
         nl_free(&b);
-        return -1;
+        return -EIO;
     }
     int rc = nl_transact(fd, &b, err, errlen);
-    close(fd);
     nl_free(&b);
     if (rc < 0)
-        return -1;
+        return rc;
     *exp = e;
     return 0;
 }
@@ -542,78 +761,107 @@ static int elem_cb(const struct nlmsghdr *h, void *arg)
     return bad ? -EBADMSG : 0;
 }
 
-static int dump_rules(int fd, struct readback *rb, char *err, size_t errlen)
+static int dump_rules(int fd, uint8_t family, const char *chain, struct readback *rb, char *err,
+                      size_t errlen)
 {
     struct nlbuf b;
     nl_init(&b, seq_base());
     nl_msg_begin(&b, MSG(NFT_MSG_GETRULE), NLM_F_DUMP);
-    nl_put_nfgen(&b, NFPROTO_INET_, 0);
+    nl_put_nfgen(&b, family, 0);
     nl_attr_str(&b, NFTA_RULE_TABLE, NFT_TABLE);
-    nl_attr_str(&b, NFTA_RULE_CHAIN, NFT_CHAIN);
+    nl_attr_str(&b, NFTA_RULE_CHAIN, chain);
     nl_msg_end(&b);
     int rc = nl_dump(fd, &b, rule_cb, rb, err, errlen);
     nl_free(&b);
     return rc;
 }
 
-int nft_verify(const struct nft_expect *exp, char *err, size_t errlen)
+/* Checks one chain's rule names in order: 0, 1 (differs or gone, err
+ * says how) or -1. */
+static int verify_chain(int fd, uint8_t family, const char *chain, const char *const *names,
+                        size_t nr, char *err, size_t errlen)
 {
     struct readback rb = {0};
-    struct rule rules[16];
-    size_t nr = rule_list(exp->allow_public, rules);
-    int fd = nl_open(NETLINK_NETFILTER, err, errlen);
-    if (fd < 0)
-        return -1;
-    int rc = dump_rules(fd, &rb, err, errlen);
+    const char *fam = family == NFPROTO_NETDEV_ ? "netdev" : "inet";
+    int rc = dump_rules(fd, family, chain, &rb, err, errlen);
     if (rc == -ENOENT) {
-        snprintf(err, errlen, "table inet %s or its chain is gone", NFT_TABLE);
-        close(fd);
+        snprintf(err, errlen, "table %s %s or its chain %s is gone", fam, NFT_TABLE, chain);
         return 1;
     }
-    if (rc < 0) {
-        close(fd);
+    if (rc < 0)
         return -1;
-    }
     if (rb.n_rules != nr || rb.overflow) {
-        snprintf(err, errlen, "chain %s has %zu rules, expected %zu", NFT_CHAIN, rb.n_rules, nr);
-        close(fd);
+        snprintf(err, errlen, "chain %s %s has %zu rules, expected %zu", fam, chain, rb.n_rules, nr);
         return 1;
     }
     for (size_t i = 0; i < nr; i++)
-        if (strcmp(rb.names[i], rules[i].name) != 0) {
-            snprintf(err, errlen, "rule %zu is %s, expected %s", i, rb.names[i], rules[i].name);
-            close(fd);
+        if (strcmp(rb.names[i], names[i]) != 0) {
+            snprintf(err, errlen, "chain %s %s: rule %zu is %s, expected %s", fam, chain, i,
+                     rb.names[i], names[i]);
             return 1;
         }
+    return 0;
+}
+
+static int verify_sets(int fd, uint8_t family, const struct nft_expect *exp, char *err,
+                       size_t errlen)
+{
+    const char *fam = family == NFPROTO_NETDEV_ ? "netdev" : "inet";
     for (int s = 0; s < N_SETS; s++) {
         struct readback eb = {0};
         struct nlbuf b;
         nl_init(&b, seq_base());
         nl_msg_begin(&b, MSG(NFT_MSG_GETSETELEM), NLM_F_DUMP);
-        nl_put_nfgen(&b, NFPROTO_INET_, 0);
+        nl_put_nfgen(&b, family, 0);
         nl_attr_str(&b, NFTA_SET_ELEM_LIST_TABLE, NFT_TABLE);
         nl_attr_str(&b, NFTA_SET_ELEM_LIST_SET, set_names[s]);
         nl_msg_end(&b);
-        rc = nl_dump(fd, &b, elem_cb, &eb, err, errlen);
+        int rc = nl_dump(fd, &b, elem_cb, &eb, err, errlen);
         nl_free(&b);
         if (rc == -ENOENT) {
-            snprintf(err, errlen, "set %s is gone", set_names[s]);
-            close(fd);
+            snprintf(err, errlen, "set %s %s is gone", fam, set_names[s]);
             return 1;
         }
-        if (rc < 0) {
-            close(fd);
+        if (rc < 0)
             return -1;
-        }
         if (eb.n_elems != exp->n_elems[s] || eb.digest != exp->digest[s]) {
-            snprintf(err, errlen, "set %s has %u elements (expected %u) or different contents",
-                     set_names[s], eb.n_elems, exp->n_elems[s]);
-            close(fd);
+            snprintf(err, errlen, "set %s %s has %u elements (expected %u) or different contents",
+                     fam, set_names[s], eb.n_elems, exp->n_elems[s]);
             return 1;
         }
     }
-    close(fd);
     return 0;
+}
+
+int nft_verify(const struct nft_expect *exp, char *err, size_t errlen)
+{
+    const char *names[16];
+    struct rule rules[16];
+    size_t nr = rule_list(exp->allow_public, rules);
+    int fd = sock(err, errlen);
+    if (fd < 0)
+        return -1;
+    for (size_t i = 0; i < nr; i++)
+        names[i] = rules[i].name;
+    int v = verify_chain(fd, NFPROTO_INET_, NFT_CHAIN, names, nr, err, errlen);
+    if (v == 0)
+        v = verify_sets(fd, NFPROTO_INET_, exp, err, errlen);
+    if (v != 0 || !exp->netdev)
+        return v;
+    struct nd_rule ndr[16];
+    nr = nd_rule_list(exp->allow_public, ndr);
+    for (size_t i = 0; i < nr; i++)
+        names[i] = ndr[i].name;
+    v = verify_chain(fd, NFPROTO_NETDEV_, NFT_ND_CHAIN, names, nr, err, errlen);
+    if (v == 0)
+        v = verify_sets(fd, NFPROTO_NETDEV_, exp, err, errlen);
+    static const char *const jump[] = {"jump"};
+    for (size_t i = 0; v == 0 && i < exp->n_ifaces; i++) {
+        char chain[32];
+        nd_chain_name(exp->ifaces[i], chain, sizeof(chain));
+        v = verify_chain(fd, NFPROTO_NETDEV_, chain, jump, 1, err, errlen);
+    }
+    return v;
 }
 
 static int gen_cb(const struct nlmsghdr *h, void *arg)
@@ -629,7 +877,7 @@ static int gen_cb(const struct nlmsghdr *h, void *arg)
 int nft_genid(uint32_t *out, char *err, size_t errlen)
 {
     struct nlbuf b;
-    int fd = nl_open(NETLINK_NETFILTER, err, errlen);
+    int fd = sock(err, errlen);
     if (fd < 0)
         return -1;
     nl_init(&b, seq_base());
@@ -639,11 +887,10 @@ int nft_genid(uint32_t *out, char *err, size_t errlen)
     *out = 0;
     int rc = nl_dump(fd, &b, gen_cb, out, err, errlen);
     nl_free(&b);
-    close(fd);
     return rc < 0 ? -1 : 0;
 }
 
-cJSON *nft_counters_json(char *err, size_t errlen)
+cJSON *nft_counters_json(bool netdev, char *err, size_t errlen)
 {
     struct readback rb = {0};
     rb.counters = cJSON_CreateObject();
@@ -651,16 +898,24 @@ cJSON *nft_counters_json(char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    int fd = nl_open(NETLINK_NETFILTER, err, errlen);
+    int fd = sock(err, errlen);
     if (fd < 0) {
         cJSON_Delete(rb.counters);
         return NULL;
     }
-    int rc = dump_rules(fd, &rb, err, errlen);
-    close(fd);
+    int rc = dump_rules(fd, NFPROTO_INET_, NFT_CHAIN, &rb, err, errlen);
     if (rc < 0) {
         cJSON_Delete(rb.counters);
         return NULL;
+    }
+    if (netdev) {
+        /* The frames the egress chains counted, under "netdev". */
+        struct readback nd = {0};
+        nd.counters = cJSON_CreateObject();
+        if (nd.counters && dump_rules(fd, NFPROTO_NETDEV_, NFT_ND_CHAIN, &nd, err, errlen) == 0)
+            cJSON_AddItemToObject(rb.counters, "netdev", nd.counters);
+        else
+            cJSON_Delete(nd.counters);
     }
     return rb.counters;
 }

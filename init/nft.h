@@ -1,11 +1,19 @@
-/* nft: the egress ruleset in nf_tables, table "inet hearth", built and
- * read back over netlink (no libnftnl). One output-hook chain with
+/* nft: the egress ruleset in nf_tables, built and read back over netlink
+ * (no libnftnl). Table "inet hearth": one output-hook chain with
  * interval sets per family and rules in the policy's order:
  *   oifname "lo" accept; ct state established,related accept;
  *   icmpv6 router/neighbour discovery accept;
  *   daddr @always4/6 accept; daddr @allow4/6 accept;
  *   daddr @deny4/6 reject (tcp reset, else icmpx admin-prohibited);
  *   public: accept, or reject everything.
+ * Table "netdev hearth" (optional): the same sets, an "allowlist" chain with
+ * the same order read from the Ethernet frame (VLAN-tagged frames
+ * dropped, deny and public-off drop, no conntrack), and an egress-hook
+ * chain per interface, "egress-<ifname>", jumping to it: packet sockets
+ * bypass the inet hooks, not these. Both tables are replaced in one
+ * transaction, through one netlink socket kept open for hearth's life;
+ * with owner set they are owned by it (NFT_TABLE_F_OWNER, 5.12+): no
+ * other process can change or delete them, and they go when hearth does.
  * Every rule counts; its nftnl-style comment names it for the counters. */
 #ifndef HEARTH_NFT_H
 #define HEARTH_NFT_H
@@ -19,6 +27,9 @@
 
 #define NFT_TABLE "hearth"
 #define NFT_CHAIN "output"
+#define NFT_ND_CHAIN "allowlist"
+#define NFT_MAX_IFACES 16
+#define NFT_IFNAMSIZ 16
 
 struct cJSON;
 
@@ -26,6 +37,10 @@ struct nft_policy {
     const struct cidr *always, *allow, *deny;   /* mixed families */
     size_t n_always, n_allow, n_deny;
     bool allow_public;
+    bool owner;                                 /* NFT_TABLE_F_OWNER */
+    bool netdev;                                /* build the netdev table */
+    const char (*ifaces)[NFT_IFNAMSIZ];         /* its egress chains */
+    size_t n_ifaces;
 };
 
 /* What the verifier expects to find: per set, the element count and an
@@ -34,6 +49,9 @@ struct nft_expect {
     uint32_t n_elems[6];
     uint64_t digest[6];
     bool allow_public;
+    bool owner, netdev;
+    char ifaces[NFT_MAX_IFACES][NFT_IFNAMSIZ];
+    size_t n_ifaces;
 };
 
 /* Builds the whole replace transaction (batch begin, table create,
@@ -42,7 +60,8 @@ struct nft_expect {
 int nft_build(const struct nft_policy *p, struct nlbuf *b, struct nft_expect *exp);
 
 /* Applies p in one transaction: on any error the old ruleset stands.
- * Returns 0, or -1 with the kernel's reason in err. */
+ * Returns 0, or a negative errno (the kernel's, from the first message
+ * it refused) with the reason in err. */
 int nft_apply(const struct nft_policy *p, struct nft_expect *exp, char *err, size_t errlen);
 
 /* Reads the table back and compares it with exp (rule order and names,
@@ -50,10 +69,12 @@ int nft_apply(const struct nft_policy *p, struct nft_expect *exp, char *err, siz
  * (err says how), -1 when it could not be read. */
 int nft_verify(const struct nft_expect *exp, char *err, size_t errlen);
 
-/* The ruleset generation id: any change anywhere bumps it. */
+/* The ruleset generation id: any change anywhere bumps it. Read through
+ * the owner socket, like every read here. */
 int nft_genid(uint32_t *out, char *err, size_t errlen);
 
-/* {"rule-name": {"packets": N, "bytes": N}, ...}, or NULL with err. */
-struct cJSON *nft_counters_json(char *err, size_t errlen);
+/* {"rule-name": {"packets": N, "bytes": N}, ..., "netdev": {...}} (the
+ * netdev policy chain's when netdev), or NULL with err. */
+struct cJSON *nft_counters_json(bool netdev, char *err, size_t errlen);
 
 #endif

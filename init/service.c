@@ -1509,6 +1509,14 @@ int service_index(const char *name)
 
 const char *service_state_of(int idx) { return state_names[svcs[idx].state]; }
 
+pid_t service_pid_at(size_t idx, const char **name)
+{
+    if (idx >= nsvcs)
+        return -1;
+    *name = svcs[idx].cfg->name;
+    return svcs[idx].pid;
+}
+
 int service_start(int idx, char *err, size_t errlen)
 {
     struct service *s = &svcs[idx];

@@ -53,6 +53,9 @@ int service_index(const char *name);
  * resolve, else hearth's own identity. */
 void service_owner(const struct service_config *c, uid_t *uid, gid_t *gid);
 const char *service_state_of(int idx);
+/* The main pid of service idx (0 when it has none) and its name; -1 past
+ * the last service. For the peer checks, which walk every service. */
+pid_t service_pid_at(size_t idx, const char **name);
 int service_start(int idx, char *err, size_t errlen);
 int service_stop(int idx, char *err, size_t errlen);
 int service_restart(int idx, char *err, size_t errlen);

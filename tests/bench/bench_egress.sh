@@ -25,6 +25,12 @@ trap 'exit 1' INT TERM HUP PIPE
 command -v nft >/dev/null || { echo "bench_egress: nft not installed" >&2; exit 1; }
 ip netns add "egbh$tag"
 ip netns add "egbn$tag"
+# One veth pair in each namespace, as a guest has its NIC: hearth's batch
+# then carries the netdev table too (the same sets and an egress-hook
+# chain per interface), and so does the nft -f peer's (whose set lookups
+# read the network header, as nft's syntax has it; the work is the same).
+ip -n "egbh$tag" link add bh0 type veth peer name bh1
+ip -n "egbn$tag" link add bn0 type veth peer name bn1
 cat > "$tmp/c.json" <<JSON
 {"control":{"listen":["unix:$tmp/ctl.sock"]},"services":[]}
 JSON
@@ -47,16 +53,40 @@ def hearth(cidrs, i):
     assert "result" in r, r
     return dt
 def elems(c): return ", ".join(c) if c else ""
-private4 = "10.0.0.0/8, 127.0.0.0/8, 169.254.0.0/16, 172.16.0.0/12, 192.168.0.0/16"
-rules = f"""table inet hearth
-delete table inet hearth
-table inet hearth {{
+private4 = ("0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, "
+            "172.16.0.0/12, 192.168.0.0/16, 198.18.0.0/15, 224.0.0.0/3")
+sets = f"""
   set always4 {{ type ipv4_addr; flags interval; }}
   set always6 {{ type ipv6_addr; flags interval; }}
   set allow4 {{ type ipv4_addr; flags interval; elements = {{ {elems(cidrs)} }} }}
   set allow6 {{ type ipv6_addr; flags interval; }}
   set deny4 {{ type ipv4_addr; flags interval; elements = {{ {private4} }} }}
-  set deny6 {{ type ipv6_addr; flags interval; elements = {{ fc00::/7, fe80::/10 }} }}
+  set deny6 {{ type ipv6_addr; flags interval; elements = {{ fc00::/7, fe80::/10, ff00::/8 }} }}"""
+base = "".join(f"""
+  chain egress-{d} {{
+    type filter hook egress device "{d}" priority 0; policy accept;
+    jump allowlist
+  }}""" for d in ("bn0", "bn1"))
+netdev = f"""table netdev hearth
+delete table netdev hearth
+table netdev hearth {{{sets}
+  chain allowlist {{
+    @ll,96,16 0x8100 counter drop
+    @ll,96,16 0x88a8 counter drop
+    @ll,96,16 0x86dd @ll,160,8 0x3a @ll,432,8 133-137 counter accept
+    ip daddr @always4 counter accept
+    ip6 daddr @always6 counter accept
+    ip daddr @allow4 counter accept
+    ip6 daddr @allow6 counter accept
+    ip daddr @deny4 counter drop
+    ip6 daddr @deny6 counter drop
+    counter accept
+  }}{base}
+}}
+"""
+rules = f"""table inet hearth
+delete table inet hearth
+table inet hearth {{{sets}
   chain output {{
     type filter hook output priority 0; policy accept;
     oifname "lo" counter accept
@@ -73,7 +103,7 @@ table inet hearth {{
     counter accept
   }}
 }}
-"""
+""" + netdev
 open(tmp + "/p.nft", "w").write(rules)
 def nft():
     t = time.perf_counter()

@@ -2,6 +2,7 @@
 peer netns that holds a LAN model service (10.10.0.2), another LAN host
 (10.20.0.2) and a "public" host (203.0.113.10), plus IPv6 counterparts in
 2001:db8::/32. Traffic only ever flows between the namespaces made here."""
+import json
 import os
 import subprocess
 import sys
@@ -67,6 +68,7 @@ class Lan:
         sh("ip", "netns", "add", self.guest)
         sh("ip", "netns", "add", self.peer)
         a, b = "eg" + tag + "a", "eg" + tag + "b"
+        self.guest_if = a
         sh("ip", "link", "add", a, "netns", self.guest, "type", "veth", "peer", "name", b,
            "netns", self.peer)
         g, p = ["ip", "-n", self.guest], ["ip", "-n", self.peer]
@@ -81,12 +83,20 @@ class Lan:
         for ns, dev in ((g, a), (p, b)):
             sh(*ns, "link", "set", "lo", "up")
             sh(*ns, "link", "set", dev, "up")
+        self.guest_mac = self.mac(g, a)
+        self.peer_mac = self.mac(p, b)
         sh(*g, "route", "add", "default", "via", "172.31.0.2")
         sh(*g, "-6", "route", "add", "default", "via", "2001:db8:1::2")
         self.server = subprocess.Popen(
             ["ip", "netns", "exec", self.peer, sys.executable, "-c", SERVER],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         assert self.server.stdout.readline().strip() == b"ready"
+
+    @staticmethod
+    def mac(ns, dev):
+        out = subprocess.run([*ns, "-j", "link", "show", dev], check=True, capture_output=True,
+                             text=True).stdout
+        return json.loads(out)[0]["address"]
 
     def reach(self, host, proto="tcp"):
         out = subprocess.run(["ip", "netns", "exec", self.guest, sys.executable, "-c", CLIENT,
@@ -186,18 +196,164 @@ def test_replace_is_whole_and_overlaps_merge(hearth, lan):
     assert "10.20.0.0/15" in listing, listing
 
 
-def test_deleted_table_is_repaired_by_check(hearth, lan):
+def test_tables_cannot_be_changed_by_others(hearth, lan):
+    """hearth's tables are owned by its netlink socket: another process of
+    its network namespace, root with CAP_NET_ADMIN, can neither delete nor
+    edit them, and `nft flush ruleset` leaves them alone."""
     boot(hearth, lan, {"allowOut": ["10.10.0.0/16"]})
-    assert hearth.rpc("egress.check")["repaired"] is False
-    assert lan.nft("delete", "table", "inet", "hearth").returncode == 0
-    assert lan.reach("10.20.0.2") == "ok"   # the policy really is gone
+    st = hearth.rpc("egress.get")
+    assert st["layers"]["owner"] is True and st["layers"]["inet"] is True
+    before = lan.nft("-s", "list", "ruleset").stdout
+    assert "flags owner" in before
+    attempts = [
+        ("delete", "table", "inet", "hearth"),
+        ("delete", "table", "netdev", "hearth"),
+        ("add", "rule", "inet", "hearth", "output", "accept"),
+        ("insert", "rule", "inet", "hearth", "output", "accept"),
+        ("add", "element", "inet", "hearth", "allow4", "{ 10.20.0.0/16 }"),
+        ("delete", "element", "inet", "hearth", "deny4", "{ 10.0.0.0/8 }"),
+        ("flush", "chain", "netdev", "hearth", "allowlist"),
+        ("delete", "chain", "netdev", "hearth", "egress-" + lan.guest_if),
+    ]
+    for cmd in attempts:
+        r = lan.nft(*cmd)
+        assert r.returncode != 0 and "Operation not permitted" in r.stderr, (cmd, r.stderr)
+    # Flushing the whole ruleset succeeds for the tables it may touch and
+    # skips the owned ones.
+    lan.nft("flush", "ruleset")
+    assert lan.nft("-s", "list", "ruleset").stdout == before
+    assert lan.reach("10.20.0.2") == "ECONNREFUSED"
+    assert lan.reach("10.10.0.2") == "ok"
+    st = hearth.rpc("egress.get")
+    assert st["applied"] is True and st["layers"]["owner"] is True
     r = hearth.rpc("egress.check")
-    assert r["repaired"] is True and r["applied"] is True and r["repairs"] == 1
+    assert r["repaired"] is False and r["repairs"] == 0
+
+
+def test_foreign_ruleset_changes_are_verified_as_they_happen(hearth, lan):
+    """No polling: a change anywhere in the namespace's ruleset is a
+    notification, after which hearth reads its tables back at once."""
+    boot(hearth, lan, {"allowOut": ["10.10.0.0/16"]})
+    assert hearth.rpc("egress.get")["layers"]["watch"] is True
+    time.sleep(0.3)
+    assert hearth.rpc("egress.get")["verified_ms_ago"] >= 250
+    assert lan.nft("add", "table", "inet", "other").returncode == 0
+    hearth.wait_for(lambda: hearth.rpc("egress.get")["verified_ms_ago"] < 250,
+                    what="read-back after a foreign change")
+    st = hearth.rpc("egress.get")
+    assert st["applied"] is True and st["repairs"] == 0
+
+
+def test_interfaces_get_netdev_chains_as_they_come_and_go(hearth, lan):
+    boot(hearth, lan, {"allowOut": ["10.10.0.0/16"]})
+    assert hearth.rpc("egress.get")["layers"]["netdev"] == [lan.guest_if]
+    sh("ip", "-n", lan.guest, "link", "add", "egX0", "type", "veth", "peer", "name", "egX1")
+    hearth.wait_for(lambda: sorted(hearth.rpc("egress.get")["layers"]["netdev"]) ==
+                    sorted([lan.guest_if, "egX0", "egX1"]), what="new interfaces covered")
+    assert lan.nft("list", "chain", "netdev", "hearth", "egress-egX0").returncode == 0
+    sh("ip", "-n", lan.guest, "link", "del", "egX0")
+    hearth.wait_for(lambda: hearth.rpc("egress.get")["layers"]["netdev"] == [lan.guest_if],
+                    what="removed interfaces dropped")
+    assert hearth.rpc("egress.get")["applied"] is True
     assert lan.reach("10.20.0.2") == "ECONNREFUSED"
-    # A changed set (not just a missing table) is noticed too.
-    assert lan.nft("add", "element", "inet", "hearth", "allow4", "{ 10.20.0.0/16 }").returncode == 0
-    assert hearth.rpc("egress.check")["repaired"] is True
-    assert lan.reach("10.20.0.2") == "ECONNREFUSED"
+
+
+# Sends one UDP datagram (IPv4 or IPv6) as a raw Ethernet frame on the
+# guest's veth (AF_PACKET: below the IP stack, past the inet output hook)
+# and waits for the echo on an ordinary socket. Prints "answer" or
+# "silence".
+RAW = r"""
+import socket, struct, sys
+ifname, src_mac, dst_mac, dst, port = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+v6 = ":" in dst
+src = "2001:db8:1::1" if v6 else "172.31.0.1"
+def mac(s): return bytes(int(x, 16) for x in s.split(":"))
+def csum(b):
+    if len(b) % 2: b += b"\0"
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while s >> 16: s = (s >> 16) + (s & 0xffff)
+    return ~s & 0xffff
+fam = socket.AF_INET6 if v6 else socket.AF_INET
+rx = socket.socket(fam, socket.SOCK_DGRAM)
+rx.bind((src, 0)); rx.settimeout(1.5)
+sport = rx.getsockname()[1]
+payload = b"raw-frame"
+ulen = 8 + len(payload)
+if v6:
+    s6, d6 = socket.inet_pton(fam, src), socket.inet_pton(fam, dst)
+    udp = struct.pack("!HHHH", sport, port, ulen, 0) + payload
+    ck = csum(s6 + d6 + struct.pack("!IxxxB", ulen, 17) + udp) or 0xffff
+    udp = udp[:6] + struct.pack("!H", ck) + udp[8:]
+    ip = struct.pack("!IHBB16s16s", 6 << 28, ulen, 17, 64, s6, d6)
+    etype = b"\x86\xdd"
+else:
+    udp = struct.pack("!HHHH", sport, port, ulen, 0) + payload
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + ulen, 1, 0, 64, 17, 0,
+                     socket.inet_aton(src), socket.inet_aton(dst))
+    ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
+    etype = b"\x08\x00"
+frame = mac(dst_mac) + mac(src_mac) + etype + ip + udp
+tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+if len(sys.argv) > 6:
+    tx.setsockopt(263, 20, 1)  # SOL_PACKET, PACKET_QDISC_BYPASS: straight to the driver
+tx.bind((ifname, 0))
+for _ in range(3):
+    try:
+        tx.send(frame)
+    except OSError:
+        pass  # ENOBUFS: a drop on the egress hook is reported to the sender
+try:
+    rx.recvfrom(100); print("answer")
+except socket.timeout:
+    print("silence")
+"""
+
+
+def test_raw_frames_from_a_packet_socket_obey_the_policy(hearth, lan):
+    boot(hearth, lan, {"allowOut": ["10.10.0.0/16"],
+                       "denyOut": ["203.0.113.0/24", "2001:db8:20::/48"]})
+    st = hearth.rpc("egress.get")
+    assert st["layers"]["netdev"] == [lan.guest_if]
+
+    def raw(dst, *bypass):
+        out = subprocess.run(["ip", "netns", "exec", lan.guest, sys.executable, "-c", RAW,
+                              lan.guest_if, lan.guest_mac, lan.peer_mac, dst, str(UDP_PORT),
+                              *bypass],
+                             capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip()
+    assert raw("10.10.0.2") == "answer"        # allowed: the echo comes back
+    assert raw("203.0.113.10") == "silence"    # denied: dropped on the egress hook
+    assert raw("10.20.0.2") == "silence"       # private range, denied by default
+    # Skipping the qdisc layer does not skip the egress hook.
+    assert raw("10.10.0.2", "bypass") == "answer"
+    assert raw("203.0.113.10", "bypass") == "silence"
+    counters = hearth.rpc("egress.get")["counters"]["netdev"]
+    assert counters["deny4"]["packets"] >= 9
+    assert counters["allow4"]["packets"] >= 6
+    # IPv6: the addresses sit 24 bytes into the header, not 16.
+    assert raw("2001:db8:ff::10") == "answer"     # public, allowed
+    assert raw("2001:db8:20::2") == "silence"     # denied
+    assert counters["deny6"]["packets"] == 0
+    assert hearth.rpc("egress.get")["counters"]["netdev"]["deny6"]["packets"] >= 3
+    # Public traffic off: a public address is dropped too.
+    hearth.rpc("egress.set", {"allowPublicTraffic": False,
+                              "allowOut": ["10.10.0.0/16", "2001:db8:10::/48"]})
+    assert raw("203.0.113.10") == "silence"
+    assert raw("2001:db8:ff::10") == "silence"
+    assert raw("10.10.0.2") == "answer"
+    assert raw("2001:db8:10::2") == "answer"
+
+
+@pytest.mark.parametrize("dst", ["100.100.100.200", "0.1.2.3", "198.18.0.10", "224.0.0.251",
+                                 "240.0.0.1", "ff0e::1"])
+def test_new_default_ranges_are_denied(hearth, lan, dst):
+    boot(hearth, lan, {"allowPublicTraffic": True})
+    assert lan.reach(dst, "udp") == "EPERM"
+    if not dst.startswith(("224.", "ff")):
+        assert lan.reach(dst) == "ECONNREFUSED"
+    pol = hearth.rpc("egress.get")["policy"]
+    assert pol["denyOut"] == []   # the defaults are implicit, not shown as configured
 
 
 def test_service_without_net_admin_cannot_lift_policy(hearth, lan, tmp_path):

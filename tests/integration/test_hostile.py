@@ -399,8 +399,8 @@ def test_idle_clients_give_up_their_slots(hearth):
     late = connect(hearth)
     try:
         late.sendall(req(3))
-    except (BrokenPipeError, ConnectionResetError):
-        pass  # refused and closed already; its error line is still readable
+    except OSError:
+        pass  # refused and closed before the request went out; the refusal is still there
     assert read_lines(late, 1)[0]["error"]["code"] == -32001
     late.close()
     time.sleep(2.0)

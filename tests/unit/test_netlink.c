@@ -205,3 +205,54 @@ TEST(nft_digest_depends_on_contents_not_order)
     CHECK(ea.digest[ALLOW4] == eb.digest[ALLOW4]);
     CHECK(ea.digest[ALLOW4] != ec.digest[ALLOW4]);
 }
+
+/* The replace batch with the netdev layer: both tables in one
+ * transaction, each recreated with the owner flag, and one egress-hook
+ * chain per interface naming its device. */
+TEST(nft_batch_has_owned_tables_and_a_netdev_chain_per_interface)
+{
+    static const char ifs[2][NFT_IFNAMSIZ] = {"eth0", "eth1"};
+    struct cidr c;
+    struct nft_expect exp;
+    struct nlbuf b;
+    CHECK_EQ_INT(cidr_parse("10.0.0.0/8", false, &c, NULL, 0), 0);
+    struct nft_policy p = {.deny = &c, .n_deny = 1, .allow_public = true, .owner = true,
+                           .netdev = true, .ifaces = ifs, .n_ifaces = 2};
+    nl_init(&b, 1);
+    CHECK_EQ_INT(nft_build(&p, &b, &exp), 0);
+    CHECK(exp.owner && exp.netdev);
+    CHECK_EQ_INT(exp.n_ifaces, 2);
+    CHECK_STR(exp.ifaces[1], "eth1");
+    size_t left = b.len, owned = 0, tables[6] = {0}, hooks = 0, batches = 0;
+    for (struct nlmsghdr *h = (struct nlmsghdr *)b.data; NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
+        if (h->nlmsg_type == NFNL_MSG_BATCH_BEGIN || h->nlmsg_type == NFNL_MSG_BATCH_END) {
+            batches++;
+            continue;
+        }
+        const struct nfgenmsg *g = NLMSG_DATA(h);
+        const struct nlattr *tb[NFTA_CHAIN_MAX + 1];
+        int type = h->nlmsg_type & 0xff;
+        CHECK(nl_msg_attrs(h, sizeof(*g), tb, NFTA_CHAIN_MAX) != NULL);
+        if (type == NFT_MSG_NEWTABLE && g->nfgen_family < 6)
+            tables[g->nfgen_family]++;
+        if (type == NFT_MSG_NEWTABLE && tb[NFTA_TABLE_FLAGS] &&
+            nl_attr_get_be32(tb[NFTA_TABLE_FLAGS]) == NFT_TABLE_F_OWNER)
+            owned++;
+        if (type == NFT_MSG_NEWCHAIN && tb[NFTA_CHAIN_HOOK]) {
+            const struct nlattr *hk[NFTA_HOOK_MAX + 1];
+            CHECK_EQ_INT(nl_attr_parse(nl_attr_data(tb[NFTA_CHAIN_HOOK]),
+                                       nl_attr_len(tb[NFTA_CHAIN_HOOK]), hk, NFTA_HOOK_MAX), 0);
+            if (g->nfgen_family == 5) {
+                CHECK(hk[NFTA_HOOK_DEV] != NULL);
+                CHECK_EQ_INT(nl_attr_get_be32(hk[NFTA_HOOK_HOOKNUM]), 1); /* NF_NETDEV_EGRESS */
+                hooks++;
+            }
+        }
+    }
+    CHECK_EQ_INT(batches, 2);           /* one transaction */
+    CHECK_EQ_INT(tables[1], 2);         /* inet: create-if-missing, then recreate */
+    CHECK_EQ_INT(tables[5], 2);         /* netdev: the same */
+    CHECK_EQ_INT(owned, 2);             /* only the recreations carry the flag */
+    CHECK_EQ_INT(hooks, 2);
+    nl_free(&b);
+}
