@@ -117,9 +117,11 @@ class Hearth:
         cfg.update(extra)
         return cfg
 
-    def start(self, cfg, wait=True, args=(), netns=None):
+    def start(self, cfg, wait=True, args=(), netns=None, cgroup=False):
         """netns: run in that `ip netns` (made by the test) instead of a
-        fresh, empty network namespace."""
+        fresh, empty network namespace. cgroup: start hearth in a cgroup2
+        directory of its own (self.cgroup), which a test may freeze or
+        write to; hearth itself stays in the cgroup it starts in."""
         path = self.dir / "hearth.json"
         path.write_text(json.dumps(cfg))
         if self.proc is not None:  # a second run in one test: judge the first
@@ -130,6 +132,9 @@ class Hearth:
         net = [] if netns else ["--net"]
         cmd = [*prefix, "unshare", "--pid", "--fork", "--mount", *net, "--uts", "--ipc",
                "--mount-proc", *self.wrap(), HEARTH, "-c", str(path), "--log", "debug", *args]
+        if cgroup:
+            self.cgroup = make_test_cgroup()
+            cmd = ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', self.cgroup, *cmd]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         if wait:
             self.wait_ready()
@@ -268,11 +273,52 @@ class Hearth:
         if hasattr(self, "log"):
             self.log.close()
         shutil.rmtree(self.sockdir, ignore_errors=True)
+        if getattr(self, "cgroup", None):
+            remove_cgroup_tree(self.cgroup)
+            self.cgroup = None
         # Here rather than in the fixture, so a second Hearth a test makes
         # and stops itself is judged too.
         if self.vg_problems:
             problems, self.vg_problems = self.vg_problems, []
             pytest.fail("valgrind:\n" + "\n".join(problems), pytrace=False)
+
+
+def cgroup2_mount():
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            parts = line.split()
+            sep = parts.index("-")
+            if parts[sep + 1] == "cgroup2":
+                return parts[4]
+    return None
+
+
+def make_test_cgroup():
+    """A fresh cgroup2 directory below the test's own cgroup."""
+    mnt = cgroup2_mount()
+    assert mnt, "no cgroup2 mount on this host"
+    with open("/proc/self/cgroup") as f:
+        own = next(l[3:].strip() for l in f if l.startswith("0::"))
+    path = tempfile.mkdtemp(prefix="hearth-test.", dir=mnt + own.rstrip("/"))
+    return path
+
+
+def remove_cgroup_tree(path):
+    """Removes an emptied cgroup tree, deepest directories first."""
+    for _ in range(100):
+        for root, dirs, _files in os.walk(path, topdown=False):
+            for d in dirs:
+                try:
+                    os.rmdir(os.path.join(root, d))
+                except OSError:
+                    pass
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.05)
 
 
 @pytest.fixture

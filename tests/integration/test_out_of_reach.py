@@ -33,7 +33,7 @@ def cgroup_dir(pid):
         for line in f:
             if line.startswith("0::") and line[3:].strip() != "/":
                 return mnt + line[3:].strip()
-    pytest.skip("hearth has no cgroup2 line")
+    raise AssertionError(f"pid {pid} is in the root cgroup: start hearth with cgroup=True")
 
 
 def set_frozen(path, on):
@@ -57,7 +57,7 @@ def test_peer_that_exited_before_it_was_identified_is_refused(hearth):
     if not shutil.which("nsenter"):
         pytest.skip("nsenter (util-linux) is not installed")
     svc = {"name": "agent", "argv": ["sleep", "1000"]}
-    hearth.start(hearth.config(services=[svc]))
+    hearth.start(hearth.config(services=[svc]), cgroup=True)
     hearth.wait_for(lambda: hearth.service("agent")["state"] == "running", what="agent running")
     cg = cgroup_dir(hearth.pid)
     script = (
@@ -101,7 +101,7 @@ def test_peer_in_a_service_mount_namespace_is_refused_outside_its_cgroup(hearth,
         f"open({str(out)!r}, 'wb').write(s.recv(4096))\n"
         "time.sleep(1000)\n")
     svc = {"name": "agent", "argv": ["unshare", "-m", sys.executable, "-c", script]}
-    hearth.start(hearth.config(services=[svc]))
+    hearth.start(hearth.config(services=[svc]), cgroup=True)
     procs = os.path.join(cgroup_dir(hearth.pid), "cgroup.procs")
     go.write_text(procs)
     hearth.wait_for(lambda: out.exists() and out.stat().st_size > 0, what="peer result")
