@@ -1,0 +1,467 @@
+#include "contain.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <linux/capability.h>
+
+#include <cJSON.h>
+
+#include "hearth.h"
+#include "log.h"
+#include "mountinfo.h"
+
+#ifndef CAP_PERFMON
+#define CAP_PERFMON 38
+#endif
+#ifndef CAP_BPF
+#define CAP_BPF 39
+#endif
+#ifndef CLONE_NEWCGROUP
+#define CLONE_NEWCGROUP 0x02000000
+#endif
+#ifndef PR_CAP_AMBIENT
+#define PR_CAP_AMBIENT 47
+#define PR_CAP_AMBIENT_RAISE 2
+#define PR_CAP_AMBIENT_CLEAR_ALL 4
+#endif
+
+#define BIT(n) (UINT64_C(1) << (n))
+
+/* The container runtimes' default set without NET_RAW: raw and packet
+ * sockets send frames the inet egress hook never sees. */
+const uint64_t contain_default_caps =
+    BIT(CAP_CHOWN) | BIT(CAP_DAC_OVERRIDE) | BIT(CAP_FOWNER) | BIT(CAP_FSETID) | BIT(CAP_KILL) |
+    BIT(CAP_SETGID) | BIT(CAP_SETUID) | BIT(CAP_SETPCAP) | BIT(CAP_SETFCAP) |
+    BIT(CAP_NET_BIND_SERVICE) | BIT(CAP_SYS_CHROOT) | BIT(CAP_AUDIT_WRITE);
+
+/* Capabilities with which a service could undo what hearth set up: the
+ * egress ruleset and raw frames (NET_ADMIN, NET_RAW), mounts and
+ * namespaces (SYS_ADMIN), hearth's memory (SYS_PTRACE), the kernel
+ * itself (SYS_MODULE, SYS_RAWIO, BPF, PERFMON), the machine (SYS_BOOT,
+ * SYS_TIME), files by handle past any mount (DAC_READ_SEARCH), device
+ * nodes for the raw disks (MKNOD), and the security modules
+ * (MAC_ADMIN, MAC_OVERRIDE). */
+static const int dangerous[] = {
+    CAP_NET_ADMIN, CAP_NET_RAW,  CAP_SYS_ADMIN, CAP_SYS_PTRACE,      CAP_SYS_MODULE,
+    CAP_SYS_RAWIO, CAP_BPF,      CAP_PERFMON,   CAP_SYS_BOOT,        CAP_SYS_TIME,
+    CAP_DAC_READ_SEARCH, CAP_MKNOD, CAP_MAC_ADMIN, CAP_MAC_OVERRIDE,
+};
+
+/* The OCI runtimes' default masked paths: a file gets /dev/null over it,
+ * a directory an empty read-only tmpfs. */
+const char *const contain_masked[] = {
+    "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
+    "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/proc/interrupts",
+    "/sys/firmware", "/sys/devices/virtual/powercap", NULL,
+};
+
+/* Read-only in a service's namespace. All of /sys (sysfs files are
+ * guarded by their mode only: /sys/power/state, module parameters, and
+ * /sys/fs/cgroup with hearth's own cgroup.procs and cgroup.freeze), and
+ * the /proc entries that reach the kernel's settings. */
+const char *const contain_readonly[] = {
+    "/sys", "/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs",
+    "/proc/asound", NULL,
+};
+
+/* ---- policy ---- */
+
+static uint64_t caps_of(const cJSON *arr)
+{
+    uint64_t m = 0;
+    for (const cJSON *v = arr ? arr->child : NULL; v; v = v->next) {
+        int n = cJSON_IsString(v) ? config_cap_number(v->valuestring) : -1;
+        if (n >= 0 && n < 64)
+            m |= BIT(n);
+    }
+    return m;
+}
+
+void contain_policy_of(const struct service_config *c, struct contain_policy *out)
+{
+    const cJSON *j = c->json;
+    const cJSON *keep = cJSON_GetObjectItemCaseSensitive(j, "caps_keep");
+    const cJSON *iso = cJSON_GetObjectItemCaseSensitive(j, "isolation");
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(j, "seccomp");
+
+    memset(out, 0, sizeof(*out));
+    out->keep_given = keep != NULL;
+    out->keep = keep ? caps_of(keep) : contain_default_caps;
+    out->drop = caps_of(cJSON_GetObjectItemCaseSensitive(j, "caps_drop"));
+    out->isolation = !cJSON_IsFalse(iso);
+    out->seccomp = !(cJSON_IsString(sc) && strcmp(sc->valuestring, "off") == 0);
+}
+
+uint64_t contain_caps(const struct contain_policy *pol, bool root)
+{
+    uint64_t keep = pol->keep_given ? pol->keep : root ? contain_default_caps : 0;
+    return keep & ~pol->drop;
+}
+
+static void add_reason(char *buf, size_t len, int *n, const char *what, const char *name)
+{
+    size_t used = strlen(buf);
+    if (used < len)
+        snprintf(buf + used, len - used, "%s%s%s", *n ? ", " : "", what, name);
+    (*n)++;
+}
+
+int contain_privileged(const struct contain_policy *pol, char *buf, size_t len)
+{
+    int n = 0;
+    /* The default set holds none of the dangerous ones, so whether the
+     * service is root does not change the verdict: use the larger set. */
+    uint64_t caps = contain_caps(pol, true);
+    static const char *const names[] = {
+        [CAP_NET_ADMIN] = "NET_ADMIN", [CAP_NET_RAW] = "NET_RAW", [CAP_SYS_ADMIN] = "SYS_ADMIN",
+        [CAP_SYS_PTRACE] = "SYS_PTRACE", [CAP_SYS_MODULE] = "SYS_MODULE",
+        [CAP_SYS_RAWIO] = "SYS_RAWIO", [CAP_BPF] = "BPF", [CAP_PERFMON] = "PERFMON",
+        [CAP_SYS_BOOT] = "SYS_BOOT", [CAP_SYS_TIME] = "SYS_TIME",
+        [CAP_DAC_READ_SEARCH] = "DAC_READ_SEARCH", [CAP_MKNOD] = "MKNOD",
+        [CAP_MAC_ADMIN] = "MAC_ADMIN", [CAP_MAC_OVERRIDE] = "MAC_OVERRIDE",
+    };
+
+    if (len)
+        buf[0] = 0;
+    for (size_t i = 0; i < sizeof(dangerous) / sizeof(dangerous[0]); i++)
+        if (caps & BIT(dangerous[i]))
+            add_reason(buf, len, &n, "keeps CAP_", names[dangerous[i]]);
+    if (!pol->isolation)
+        add_reason(buf, len, &n, "isolation off", "");
+    if (!pol->seccomp)
+        add_reason(buf, len, &n, "seccomp off", "");
+    return n;
+}
+
+/* ---- the parent's side ---- */
+
+/* Whether the mount at / carries a "shared:N" tag in mountinfo. */
+static bool root_is_shared(void)
+{
+    char line[4096];
+    bool shared = false;
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+
+    if (!f)
+        return false;
+    while (fgets(line, sizeof(line), f)) {
+        /* id parent dev root target ... : field 5 is the mount point */
+        char *s = line, *field[6] = {0};
+        for (int k = 0; k < 6 && s; k++)
+            field[k] = strsep(&s, " ");
+        if (!field[4] || strcmp(field[4], "/") != 0 || !s)
+            continue;
+        char *dash = strstr(s, " - ");
+        if (dash)
+            *dash = 0;
+        shared = strstr(s, "shared:") != NULL; /* the last / mount wins */
+    }
+    fclose(f);
+    return shared;
+}
+
+void contain_host_setup(void)
+{
+    static bool done;
+
+    if (done)
+        return;
+    done = true;
+    if (H.mode == MODE_SUPERVISOR) {
+        if (!root_is_shared())
+            log_warn("/ is not a shared mount here: mounts hearth adds after a service started "
+                     "will not reach that service's namespace");
+        return;
+    }
+    /* hearth owns this mount namespace (vm: the machine's; container:
+     * the runtime made it for hearth): sharing it changes nothing outside. */
+    if (mount(NULL, "/", NULL, MS_REC | MS_SHARED, NULL) < 0)
+        log_warn("unable to make hearth's mounts shared: %s: mounts hearth adds after a service "
+                 "started will not reach that service's namespace", strerror(errno));
+}
+
+static int add_path(char (*list)[CONTAIN_PATH_MAX], size_t *n, const char *path, size_t len,
+                    char *err, size_t errlen)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (strlen(list[i]) == len && strncmp(list[i], path, len) == 0)
+            return 0;
+    if (*n >= CONTAIN_MAX_EXTRA || len >= CONTAIN_PATH_MAX) {
+        snprintf(err, errlen, "containment: too many or too long paths to hide (%.*s)", (int)len,
+                 path);
+        return -1;
+    }
+    memcpy(list[*n], path, len);
+    list[(*n)++][len] = 0;
+    return 0;
+}
+
+static bool cgroupns_supported(void)
+{
+    static int known = -1;
+    if (known < 0) {
+        known = access("/proc/self/ns/cgroup", F_OK) == 0;
+        if (!known)
+            log_warn("this kernel has no cgroup namespaces: services see hearth's whole cgroup tree "
+                     "(read-only)");
+    }
+    return known;
+}
+
+static bool seccomp_available(void)
+{
+    static int known = -1;
+    if (known < 0) {
+        known = seccomp_supported();
+        if (!known)
+            log_warn("this kernel has no seccomp filters: services run without the default filter");
+    }
+    return known;
+}
+
+int contain_prepare(const struct service_config *c, bool root, const char *leaf,
+                    struct contain_plan *p, char *err, size_t errlen)
+{
+    struct contain_policy pol;
+
+    contain_policy_of(c, &pol);
+    memset(p, 0, sizeof(*p));
+    p->caps = contain_caps(&pol, root);
+    p->ambient = !root && p->caps;
+    p->isolate = pol.isolation;
+    p->cgroupns = pol.isolation && leaf && leaf[0] && cgroupns_supported();
+    if (pol.seccomp && seccomp_available()) {
+        if (seccomp_build(p->caps, &p->prog) < 0) {
+            snprintf(err, errlen, "seccomp: unable to build the default filter: %s (set "
+                     "\"seccomp\": \"off\" to run without it)", strerror(errno));
+            return -1;
+        }
+        p->seccomp = true;
+    }
+    if (!p->isolate)
+        return 0;
+    /* The control sockets' directories: a service must not even reach
+     * the socket, whatever the peer check would say. */
+    const struct config *cfg = H.cfg;
+    for (size_t i = 0; cfg && i < cfg->n_listen; i++) {
+        if (cfg->listen[i].kind != LISTEN_UNIX)
+            continue;
+        const char *path = cfg->listen[i].path;
+        const char *slash = strrchr(path, '/');
+        /* A socket right under / hides itself rather than the root. */
+        size_t len = slash && slash != path ? (size_t)(slash - path) : strlen(path);
+        if (add_path(p->hide, &p->n_hide, path, len, err, errlen) < 0)
+            return -1;
+    }
+    if (add_path(p->ro, &p->n_ro, "/etc/hearth", strlen("/etc/hearth"), err, errlen) < 0)
+        return -1;
+    if (H.config_path[0] &&
+        add_path(p->ro, &p->n_ro, H.config_path, strlen(H.config_path), err, errlen) < 0)
+        return -1;
+    return 0;
+}
+
+/* ---- the child's side: plain syscalls only ---- */
+
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
+#endif
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000
+#endif
+#define HEARTH_MOUNT_ATTR_RDONLY 0x00000001
+
+struct hearth_mount_attr {
+    uint64_t attr_set, attr_clr, propagation, userns_fd;
+};
+
+static int fail(char *what, size_t len, const char *verb, const char *path)
+{
+    int e = errno;
+    snprintf(what, len, "unable to %s %s", verb, path);
+    errno = e;
+    return -1;
+}
+
+/* Without mount_setattr (before 5.12) each mount at or below path is
+ * remounted read-only one by one, keeping its other flags. */
+struct ro_walk {
+    const char *path;
+    size_t len;
+    int err;
+};
+
+static unsigned long flags_of(const char *target)
+{
+    struct statvfs sv;
+    unsigned long f = 0;
+    if (statvfs(target, &sv) == 0) {
+        if (sv.f_flag & ST_NOSUID) f |= MS_NOSUID;
+        if (sv.f_flag & ST_NODEV) f |= MS_NODEV;
+        if (sv.f_flag & ST_NOEXEC) f |= MS_NOEXEC;
+    }
+    return f;
+}
+
+static bool ro_each(const struct mountinfo_entry *e, void *ctx)
+{
+    struct ro_walk *w = ctx;
+    if (strncmp(e->target, w->path, w->len) != 0 || (e->target[w->len] && e->target[w->len] != '/'))
+        return true;
+    if (mount(NULL, e->target, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | flags_of(e->target),
+              NULL) < 0) {
+        w->err = errno;
+        return false;
+    }
+    return true;
+}
+
+/* A bind of path onto itself (so it is a mount of its own), then read-only
+ * with everything below it. */
+static int make_readonly(const char *path, char *what, size_t len)
+{
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return errno == ENOENT ? 0 : fail(what, len, "inspect", path);
+    if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) < 0)
+        return fail(what, len, "bind for read-only", path);
+    struct hearth_mount_attr a = {.attr_set = HEARTH_MOUNT_ATTR_RDONLY};
+    if (syscall(SYS_mount_setattr, AT_FDCWD, path, AT_RECURSIVE, &a, sizeof(a)) == 0)
+        return 0;
+    if (errno != ENOSYS)
+        return fail(what, len, "make read-only", path);
+    struct ro_walk w = {path, strlen(path), 0};
+    if (mountinfo_each(ro_each, &w) < 0)
+        return fail(what, len, "list the mounts under", path);
+    if (w.err) {
+        errno = w.err;
+        return fail(what, len, "make read-only", path);
+    }
+    return 0;
+}
+
+/* /dev/null over a file, an empty read-only tmpfs over a directory. */
+static int mask(const char *path, char *what, size_t len)
+{
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return errno == ENOENT ? 0 : fail(what, len, "inspect", path);
+    if (S_ISDIR(st.st_mode)) {
+        if (mount("hearth-mask", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "size=4k,mode=0555") < 0)
+            return fail(what, len, "mask", path);
+    } else if (mount("/dev/null", path, NULL, MS_BIND, NULL) < 0) {
+        return fail(what, len, "mask", path);
+    }
+    return 0;
+}
+
+int contain_enter(const struct contain_plan *p, char *what, size_t len)
+{
+    if (!p->isolate)
+        return 0;
+    if (unshare(CLONE_NEWNS) < 0)
+        return fail(what, len, "create", "a mount namespace");
+    /* A slave of hearth's namespace: what hearth mounts later (host
+     * mounts from sandbox.init, remounts after a resume) comes in, and
+     * nothing done here goes back. */
+    if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+        return fail(what, len, "make slave", "/");
+    for (size_t i = 0; i < p->n_hide; i++)
+        if (mask(p->hide[i], what, len) < 0)
+            return -1;
+    for (const char *const *m = contain_masked; *m; m++)
+        if (mask(*m, what, len) < 0)
+            return -1;
+    for (const char *const *r = contain_readonly; *r; r++)
+        if (make_readonly(*r, what, len) < 0)
+            return -1;
+    for (size_t i = 0; i < p->n_ro; i++)
+        if (make_readonly(p->ro[i], what, len) < 0)
+            return -1;
+    /* The child already lives in its leaf: the namespace is rooted
+     * there, so it cannot move itself or anything else out of it. */
+    if (p->cgroupns && unshare(CLONE_NEWCGROUP) < 0)
+        return fail(what, len, "create", "a cgroup namespace");
+    return 0;
+}
+
+static int capget_now(uint64_t *eff, uint64_t *perm)
+{
+    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct d[2];
+    memset(d, 0, sizeof(d));
+    if (syscall(SYS_capget, &h, d) < 0)
+        return -1;
+    *eff = (uint64_t)d[0].effective | (uint64_t)d[1].effective << 32;
+    *perm = (uint64_t)d[0].permitted | (uint64_t)d[1].permitted << 32;
+    return 0;
+}
+
+int contain_caps_before_ids(const struct contain_plan *p)
+{
+    uint64_t eff = 0, perm = 0;
+    /* Only a holder of CAP_SETPCAP can shrink the bounding set; a hearth
+     * that is not root has nothing in it to lose here (no_new_privs
+     * keeps file capabilities from adding any at exec). */
+    if (capget_now(&eff, &perm) < 0)
+        return -1;
+    if (eff & BIT(CAP_SETPCAP)) {
+        for (int c = 0; c < 64; c++) {
+            if (p->caps & BIT(c))
+                continue;
+            if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0) {
+                if (errno == EINVAL)
+                    break; /* past the kernel's last capability */
+                return -1;
+            }
+        }
+    }
+    if (p->ambient && prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0)
+        return -1;
+    return 0;
+}
+
+int contain_caps_after_ids(const struct contain_plan *p)
+{
+    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct d[2];
+    uint64_t eff = 0, perm = 0;
+
+    /* Never more than held now: a hearth that is not root has none. */
+    if (capget_now(&eff, &perm) < 0)
+        return -1;
+    uint64_t caps = p->caps & perm;
+    uint32_t lo = (uint32_t)caps, hi = (uint32_t)(caps >> 32);
+    memset(d, 0, sizeof(d));
+    d[0].effective = d[0].permitted = lo;
+    d[1].effective = d[1].permitted = hi;
+    /* Ambient capabilities must be inheritable too; a root service gets
+     * its set back from the bounding set at exec and needs none. */
+    if (p->ambient) {
+        d[0].inheritable = lo;
+        d[1].inheritable = hi;
+    }
+    if (syscall(SYS_capset, &h, d) < 0)
+        return -1;
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+        return -1;
+    if (p->ambient) {
+        for (int c = 0; c < 64; c++)
+            if ((caps & BIT(c)) && prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, c, 0, 0) < 0)
+                return -1;
+        prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0);
+    }
+    return 0;
+}
