@@ -222,3 +222,24 @@ TEST(contain_config_keys_checked)
     CHECK(c == NULL);
     CHECK_CONTAINS(err, "services[0].isolation: expected");
 }
+
+/* The shipped configs get their containment from the defaults: no
+ * capability list by hand, nothing privileged. */
+TEST(contain_shipped_configs_are_contained)
+{
+    static const char *const files[] = {"rootfs/hermes/hearth.json", "rootfs/qemu/hearth.json",
+                                        "rootfs/qemu/disk.json"};
+    for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
+        char err[CONFIG_ERR_MAX] = "", why[256];
+        struct config *c = config_load(files[f], err, sizeof(err));
+        CHECK_STR(err, "");
+        for (size_t i = 0; c && i < c->n_services; i++) {
+            struct contain_policy pol;
+            contain_policy_of(&c->services[i], &pol);
+            CHECK(!pol.keep_given && pol.isolation && pol.seccomp);
+            CHECK_EQ_INT(contain_privileged(&pol, why, sizeof(why)), 0);
+            CHECK(!cJSON_GetObjectItemCaseSensitive(c->services[i].json, "caps_drop"));
+        }
+        config_free(c);
+    }
+}
