@@ -230,6 +230,22 @@ static bool seccomp_available(void)
     return known;
 }
 
+/* A hearth that is not root (supervisor mode on a developer's machine)
+ * cannot make namespaces or mounts, and its services run as its own user:
+ * there is nothing of its setup they could undo that they could not
+ * already. They still get the capability sets and the filter. */
+static bool can_isolate(void)
+{
+    static int known = -1;
+    if (known < 0) {
+        known = geteuid() == 0;
+        if (!known)
+            log_warn("hearth is not root: services run without their own mount and cgroup "
+                     "namespaces");
+    }
+    return known;
+}
+
 int contain_prepare(const struct service_config *c, bool root, const char *leaf,
                     struct contain_plan *p, char *err, size_t errlen)
 {
@@ -239,7 +255,7 @@ int contain_prepare(const struct service_config *c, bool root, const char *leaf,
     memset(p, 0, sizeof(*p));
     p->caps = contain_caps(&pol, root);
     p->ambient = !root && p->caps;
-    p->isolate = pol.isolation;
+    p->isolate = pol.isolation && can_isolate();
     p->cgroupns = pol.isolation && leaf && leaf[0] && cgroupns_supported();
     if (pol.seccomp && seccomp_available()) {
         if (seccomp_build(p->caps, &p->prog) < 0) {

@@ -88,7 +88,9 @@ for i in range(20):
 agent = os.path.join(B, "bench", "hermes")
 hermes_cfg = os.path.join(tmp, "hermes.json")
 with open(hermes_cfg, "w") as f:
-    json.dump({"control": {"listen": ["unix:" + os.path.join(tmp, "ctl2.sock")]},
+    # The socket in a directory of its own: a service's namespace hides it.
+    os.makedirs(os.path.join(tmp, "ctl"), exist_ok=True)
+    json.dump({"control": {"listen": ["unix:" + os.path.join(tmp, "ctl", "ctl2.sock")]},
                "skills": {"public": public, "private": os.path.join(home, "skills"),
                           "ignore": ["._*", ".DS_Store", ".*"], "poll_ms": 30000},
                "services": [{
