@@ -17,7 +17,6 @@
 
 #include <cJSON.h>
 
-#include "hearth.h"
 #include "log.h"
 #include "mountinfo.h"
 
@@ -171,14 +170,17 @@ static bool root_is_shared(void)
     return shared;
 }
 
-void contain_host_setup(void)
+void contain_host_setup(bool supervisor)
 {
     static bool done;
 
     if (done)
         return;
     done = true;
-    if (H.mode == MODE_SUPERVISOR) {
+    /* vm and container modes are PID 1 of their namespaces; a process
+     * that is not (a forced --mode, the unit tests) shares someone
+     * else's mount namespace and must leave it alone. */
+    if (supervisor || getpid() != 1) {
         if (!root_is_shared())
             log_warn("/ is not a shared mount here: mounts hearth adds after a service started "
                      "will not reach that service's namespace");
@@ -246,7 +248,8 @@ static bool can_isolate(void)
     return known;
 }
 
-int contain_prepare(const struct service_config *c, bool root, const char *leaf,
+int contain_prepare(const struct service_config *c, const struct config *cfg,
+                    const char *config_path, bool root, const char *leaf,
                     struct contain_plan *p, char *err, size_t errlen)
 {
     struct contain_policy pol;
@@ -269,7 +272,6 @@ int contain_prepare(const struct service_config *c, bool root, const char *leaf,
         return 0;
     /* The control sockets' directories: a service must not even reach
      * the socket, whatever the peer check would say. */
-    const struct config *cfg = H.cfg;
     for (size_t i = 0; cfg && i < cfg->n_listen; i++) {
         if (cfg->listen[i].kind != LISTEN_UNIX)
             continue;
@@ -282,8 +284,8 @@ int contain_prepare(const struct service_config *c, bool root, const char *leaf,
     }
     if (add_path(p->ro, &p->n_ro, "/etc/hearth", strlen("/etc/hearth"), err, errlen) < 0)
         return -1;
-    if (H.config_path[0] &&
-        add_path(p->ro, &p->n_ro, H.config_path, strlen(H.config_path), err, errlen) < 0)
+    if (config_path && config_path[0] &&
+        add_path(p->ro, &p->n_ro, config_path, strlen(config_path), err, errlen) < 0)
         return -1;
     return 0;
 }

@@ -71,13 +71,16 @@ int contain_privileged(const struct contain_policy *pol, char *buf, size_t len);
 /* Once, in the parent, before the first isolated service starts: makes
  * hearth's own mounts shared (vm and container modes: hearth owns the
  * mount namespace) so mounts it adds later propagate into the services'
- * namespaces, which are slaves of it. In supervisor mode the developer's
- * namespace is left as it is; if / is not shared there, that is logged. */
-void contain_host_setup(void);
+ * namespaces, which are slaves of it. In supervisor mode (or when hearth
+ * is not PID 1) the namespace is someone else's and is left as it is; if /
+ * is not shared there, that is logged. */
+void contain_host_setup(bool supervisor);
 
-/* Builds the plan for a service running as root (root) or not. Returns 0,
- * or -1 with a message. */
-int contain_prepare(const struct service_config *c, bool root, const char *leaf,
+/* Builds the plan for a service running as root (root) or not, in leaf
+ * (NULL or "" without cgroups); cfg's unix listeners are hidden from it
+ * and config_path made read-only. Returns 0, or -1 with a message. */
+int contain_prepare(const struct service_config *c, const struct config *cfg,
+                    const char *config_path, bool root, const char *leaf,
                     struct contain_plan *p, char *err, size_t errlen);
 
 /* In the child, before identity changes: the namespaces and the mounts.

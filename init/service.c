@@ -548,15 +548,15 @@ static int spawn(struct service *s)
         close(p[1]);
         return -1;
     }
-    if (contain_prepare(s->cfg, launch_is_root(&plan), s->cgroup, &plan.contain, s->error,
-                        sizeof(s->error)) < 0) {
+    if (contain_prepare(s->cfg, H.cfg, H.config_path, launch_is_root(&plan), s->cgroup,
+                        &plan.contain, s->error, sizeof(s->error)) < 0) {
         close(p[0]);
         close(p[1]);
         launch_free(&plan);
         return -1;
     }
     if (plan.contain.isolate)
-        contain_host_setup();
+        contain_host_setup(H.mode == MODE_SUPERVISOR);
     int po[2] = {-1, -1}, pe[2] = {-1, -1}, pn[2] = {-1, -1};
     for (int i = 0; i < 2; i++)
         outpipe_close(&s->out[i]);

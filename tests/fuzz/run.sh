@@ -43,7 +43,7 @@ target_srcs() {
         base64) echo "init/entropy.c" ;;
         netlink) echo "init/netlink.c" ;;
         listen) echo "init/config.c init/cidr.c init/log.c" ;;
-        env)    echo "init/launch.c init/config.c init/cidr.c init/log.c" ;;
+        env)    echo "init/launch.c init/contain.c init/seccomp.c init/mountinfo.c init/config.c init/cidr.c init/log.c" ;;
     esac
 }
 target_uses_cjson() { [ "$1" != cidr ] && [ "$1" != base64 ] && [ "$1" != netlink ]; }
