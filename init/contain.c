@@ -10,6 +10,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -385,6 +386,92 @@ static int mask(const char *path, char *what, size_t len)
     return 0;
 }
 
+/* The device nodes a service gets: what programs expect to find. The
+ * image's /dev (disks, the console, /dev/kmsg, the virtio ports, /dev/mem)
+ * stays out of reach: a root service with DAC_OVERRIDE could open any of
+ * them, and no device cgroup stands in the way. */
+static const struct {
+    const char *name;
+    unsigned maj, min;
+} dev_nodes[] = {
+    {"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7}, {"random", 1, 8},
+    {"urandom", 1, 9}, {"tty", 5, 0}, {"ptmx", 5, 2},
+};
+
+static const struct {
+    const char *name, *target;
+} dev_links[] = {
+    {"fd", "/proc/self/fd"}, {"stdin", "/proc/self/fd/0"},
+    {"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"},
+};
+
+/* Shared with hearth and the other services: ptys, POSIX shared memory
+ * and message queues, bound in from the image's /dev. */
+static const char *const dev_shared[] = {"pts", "shm", "mqueue"};
+
+/* A /dev of its own: a small tmpfs with the nodes above (ptmx is a node
+ * here, not a link, so the kernel finds the "pts" beside it), the shared
+ * directories bound in, then read-only. The shared directories are opened
+ * first: the tmpfs hides the originals. */
+static int own_dev(char *what, size_t len)
+{
+    int fds[sizeof(dev_shared) / sizeof(dev_shared[0])];
+    char path[64];
+    struct stat st;
+    int rc = -1;
+
+    if (stat("/dev", &st) < 0 || !S_ISDIR(st.st_mode))
+        return 0; /* no /dev to replace */
+    for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
+        snprintf(path, sizeof(path), "/dev/%s", dev_shared[i]);
+        fds[i] = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    }
+    if (mount("hearth-dev", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") < 0) {
+        fail(what, len, "mount a tmpfs on", "/dev");
+        goto out;
+    }
+    for (size_t i = 0; i < sizeof(dev_nodes) / sizeof(dev_nodes[0]); i++) {
+        snprintf(path, sizeof(path), "/dev/%s", dev_nodes[i].name);
+        if (mknod(path, S_IFCHR | 0666, makedev(dev_nodes[i].maj, dev_nodes[i].min)) < 0 ||
+            chmod(path, 0666) < 0) { /* the mode without the umask */
+            fail(what, len, "create", path);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < sizeof(dev_links) / sizeof(dev_links[0]); i++) {
+        snprintf(path, sizeof(path), "/dev/%s", dev_links[i].name);
+        if (symlink(dev_links[i].target, path) < 0) {
+            fail(what, len, "create", path);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
+        char src[64];
+        if (fds[i] < 0)
+            continue; /* not in the image's /dev */
+        snprintf(path, sizeof(path), "/dev/%s", dev_shared[i]);
+        snprintf(src, sizeof(src), "/proc/self/fd/%d", fds[i]);
+        if (mkdir(path, 0755) < 0 || mount(src, path, NULL, MS_BIND | MS_REC, NULL) < 0) {
+            fail(what, len, "bind into the service's /dev", path);
+            goto out;
+        }
+    }
+    if (mount(NULL, "/dev", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
+              "mode=0755,size=64k") < 0) {
+        fail(what, len, "make read-only", "/dev");
+        goto out;
+    }
+    rc = 0;
+out:
+    for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+        if (fds[i] >= 0) {
+            int e = errno;
+            close(fds[i]);
+            errno = e;
+        }
+    return rc;
+}
+
 int contain_enter(const struct contain_plan *p, char *what, size_t len)
 {
     if (!p->isolate)
@@ -396,6 +483,8 @@ int contain_enter(const struct contain_plan *p, char *what, size_t len)
      * nothing done here goes back. */
     if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
         return fail(what, len, "make slave", "/");
+    if (own_dev(what, len) < 0)
+        return -1;
     for (size_t i = 0; i < p->n_hide; i++)
         if (mask(p->hide[i], what, len) < 0)
             return -1;

@@ -5,8 +5,8 @@
  *    every set (bounding, inheritable, ambient, effective, permitted)
  *    cleared beyond them;
  *  - its own mount namespace (isolation, default on), a slave of hearth's
- *    so later mounts still reach it, with the control sockets' directories
- *    masked, the kernel's sensitive /proc and /sys files masked or
+ *    so later mounts still reach it, with a /dev of its own (no disks,
+ *    console or kernel log), the control sockets' directories masked, the kernel's sensitive /proc and /sys files masked or
  *    read-only, /sys/fs/cgroup and hearth's config read-only;
  *  - a cgroup namespace rooted at its leaf;
  *  - the default seccomp filter (seccomp.h), with no_new_privs.

@@ -100,6 +100,29 @@ R["sys_write"] = try_open_write("/sys/kernel/mm/transparent_hugepage/enabled")
 st = os.stat("/proc/kcore") if os.path.exists("/proc/kcore") else None
 R["kcore"] = "missing" if st is None else ("chr" if stat.S_ISCHR(st.st_mode) else "readable")
 R["config_write"] = try_open_write(config)
+# Devices: the disk under /, the kernel log; and what a service needs.
+R["dev_entries"] = sorted(os.listdir("/dev"))
+dev = os.stat("/").st_dev
+try:
+    with open(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}/uevent") as f:
+        disk = [l.split("=", 1)[1].strip() for l in f if l.startswith("DEVNAME=")][0]
+except (OSError, IndexError):
+    disk = None
+R["open_root_disk"] = "no disk" if disk is None else try_open_write("/dev/" + disk)
+try:
+    os.mknod(os.path.join(os.path.dirname(out), "disk"), stat.S_IFBLK | 0o600, dev)
+    R["mknod_disk"] = "ok"
+except OSError as e:
+    R["mknod_disk"] = name(e.errno)
+R["kmsg"] = try_open_write("/dev/kmsg")
+try:
+    a, b = os.openpty()
+    os.close(a)
+    os.close(b)
+    R["openpty"] = "ok"
+except OSError as e:
+    R["openpty"] = name(e.errno)
+R["dev_null"] = try_open_write("/dev/null")
 # Mounts.
 R["mount_tmpfs"] = call(libc.mount, b"none", b"/tmp", b"tmpfs", 0, None)
 R["mount_cgroup2"] = call(libc.mount, b"none", b"/mnt", b"cgroup2", 0, None)

@@ -65,6 +65,14 @@ def test_root_service_with_defaults_cannot_undo_hearth(hearth, tmp_path):
     assert r["sys_write"] in ("EROFS", "ENOENT")
     assert r["kcore"] == ("chr" if os.path.exists("/proc/kcore") else "missing")
     assert r["config_write"] == "EROFS"
+    # Devices: a /dev of its own, without the disks or the kernel log.
+    assert r["dev_entries"] == ["fd", "full", "mqueue", "null", "ptmx", "pts", "random", "shm",
+                                "stderr", "stdin", "stdout", "tty", "urandom", "zero"] or \
+        r["dev_entries"] == ["fd", "full", "null", "ptmx", "pts", "random", "shm", "stderr",
+                             "stdin", "stdout", "tty", "urandom", "zero"], r["dev_entries"]
+    assert r["open_root_disk"] in ("ENOENT", "no disk") and r["kmsg"] == "ENOENT"
+    assert r["mknod_disk"] == "EPERM"
+    assert r["openpty"] == "ok" and r["dev_null"] == "ok"
     # Mounts and namespaces.
     for k in ("mount_tmpfs", "mount_cgroup2", "umount_proc_sys", "umount_mask", "unshare_user",
               "unshare_mnt"):
@@ -203,3 +211,14 @@ def test_mounts_hearth_adds_later_reach_a_running_service(hearth, tmp_path):
                     what="the remount seen read-only in the service")
     assert hearth.service("agent")["pid"] == pid
     assert not (src / "w").exists()
+
+
+def test_own_dev_serves_a_non_root_service(hearth):
+    script = ("echo x > /dev/null && head -c 4 /dev/urandom | od -An -tx1 > /dev/null && "
+              "/usr/bin/python3 -c 'import os; os.openpty()' && echo ok; "
+              "touch /dev/new 2>/dev/null || echo ro; exec sleep 1000")
+    hearth.start(hearth.config(services=[{"name": "agent", "user": "nobody",
+                                          "argv": ["sh", "-c", script]}]))
+    lines = hearth.wait_for(lambda: (lambda l: l if len(l) >= 2 else None)(
+        [x["line"] for x in hearth.rpc("logs.read", {"name": "agent"})["lines"]]), what="output")
+    assert lines[:2] == ["ok", "ro"], lines
