@@ -222,3 +222,22 @@ def test_own_dev_serves_a_non_root_service(hearth):
     lines = hearth.wait_for(lambda: (lambda l: l if len(l) >= 2 else None)(
         [x["line"] for x in hearth.rpc("logs.read", {"name": "agent"})["lines"]]), what="output")
     assert lines[:2] == ["ok", "ro"], lines
+
+
+def test_check_config_names_privileged_services(tmp_path):
+    from conftest import HEARTH
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"services": [
+        {"name": "agent", "argv": ["/bin/a"]},
+        {"name": "web", "argv": ["/bin/w"], "caps_keep": ["NET_ADMIN"], "isolation": False}]}))
+    r = subprocess.run([HEARTH, "--check-config", str(cfg)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        f"{cfg}: ok (2 services)",
+        f"{cfg}: services[1] (web) is privileged: keeps CAP_NET_ADMIN, isolation off"]
+    # The shipped configs have none.
+    root = os.path.dirname(os.path.dirname(HERE))
+    for f in ("rootfs/hermes/hearth.json", "rootfs/qemu/hearth.json", "rootfs/qemu/disk.json"):
+        r = subprocess.run([HEARTH, "--check-config", os.path.join(root, f)], capture_output=True,
+                           text=True)
+        assert r.returncode == 0 and "privileged" not in r.stdout, (f, r.stdout, r.stderr)
