@@ -162,7 +162,8 @@ static bool root_is_shared(void)
             field[k] = strsep(&s, " ");
         if (!field[4] || strcmp(field[4], "/") != 0 || !s)
             continue;
-        char *dash = strstr(s, " - ");
+        /* The optional fields end at a lone "-" (there may be none). */
+        char *dash = strncmp(s, "- ", 2) == 0 ? s : strstr(s, " - ");
         if (dash)
             *dash = 0;
         shared = strstr(s, "shared:") != NULL; /* the last / mount wins */
