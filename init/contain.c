@@ -211,6 +211,30 @@ static int add_path(char (*list)[CONTAIN_PATH_MAX], size_t *n, const char *path,
     return 0;
 }
 
+/* Whether the first cgroup2 mount carries nsdelegate (its superblock
+ * options, the last field of its mountinfo line). */
+static bool cgroup2_nsdelegate(void)
+{
+    char line[4096];
+    bool found = false, ns = false;
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+
+    if (!f)
+        return false;
+    while (!found && fgets(line, sizeof(line), f)) {
+        char *post = strstr(line, " - cgroup2 ");
+        if (!post)
+            continue;
+        found = true;
+        char *opts = strrchr(line, ' ');
+        opts[strcspn(opts, "\n")] = 0;
+        for (char *o = strtok(opts + 1, ","); o; o = strtok(NULL, ","))
+            ns = ns || strcmp(o, "nsdelegate") == 0;
+    }
+    fclose(f);
+    return ns;
+}
+
 static bool cgroupns_supported(void)
 {
     static int known = -1;
@@ -219,6 +243,13 @@ static bool cgroupns_supported(void)
         if (!known)
             log_warn("this kernel has no cgroup namespaces: services see hearth's whole cgroup tree "
                      "(read-only)");
+        /* The kernel checks migrations against the writer's cgroup
+         * namespace only on a hierarchy mounted with nsdelegate (hearth
+         * mounts it so in vm mode); elsewhere the read-only /sys is what
+         * keeps a service in its leaf. */
+        else if (!cgroup2_nsdelegate())
+            log_info("cgroup2 is mounted without nsdelegate here: a service's cgroup namespace "
+                     "hides hearth's tree but does not bound migrations; the read-only /sys does");
     }
     return known;
 }

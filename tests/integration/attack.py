@@ -91,6 +91,14 @@ R["freeze_services"] = try_open_write(os.path.join(os.path.dirname(hearth_cg), "
                                                    "cgroup.freeze"))
 with open("/proc/self/cgroup") as f:
     R["own_cgroup"] = [l for l in f.read().splitlines() if l.startswith("0::")][0]
+# Step out of its mount namespace through hearth's /proc entries.
+for key, path in (("proc1_root", "/proc/1/root/"), ("proc1_cwd", "/proc/1/cwd/")):
+    try:
+        os.listdir(path)
+        R[key] = "ok"
+    except OSError as e:
+        R[key] = name(e.errno)
+R["proc1_mem"] = try_open_write("/proc/1/mem")
 # Take over PID 1.
 R["ptrace_pid1"] = call(libc.syscall, SYS_ptrace, PTRACE_ATTACH, 1, 0, 0)
 # Kernel knobs.

@@ -60,6 +60,10 @@ def test_root_service_with_defaults_cannot_undo_hearth(hearth, tmp_path):
     assert r["control_socket"] == "ENOENT" and r["control_dir_entries"] == []
     # PID 1, kernel knobs, hearth's config.
     assert r["ptrace_pid1"] == "EPERM"
+    # hearth's root, cwd and memory through /proc: the kernel wants the
+    # caller's capabilities to cover hearth's, and a service's do not.
+    assert r["proc1_root"] == "EACCES" and r["proc1_cwd"] == "EACCES"
+    assert r["proc1_mem"] == "EACCES"
     assert r["core_pattern"] == "EROFS"
     assert r["sysrq"] == ("EROFS" if os.path.exists("/proc/sysrq-trigger") else "ENOENT")
     assert r["sys_write"] in ("EROFS", "ENOENT")
@@ -241,3 +245,65 @@ def test_check_config_names_privileged_services(tmp_path):
         r = subprocess.run([HEARTH, "--check-config", os.path.join(root, f)], capture_output=True,
                            text=True)
         assert r.returncode == 0 and "privileged" not in r.stdout, (f, r.stdout, r.stderr)
+
+
+MIGRATE = r'''
+import ctypes, errno, json, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+out = sys.argv[1]
+r = {"umount_sys": "ok" if libc.umount2(b"/sys", 2) == 0 else errno.errorcode[ctypes.get_errno()]}
+me = str(os.getpid())
+root = "/sys/fs/cgroup/unified" if os.path.exists("/sys/fs/cgroup/unified/cgroup.procs") \
+    else "/sys/fs/cgroup"
+leaf = None
+for d, subdirs, files in os.walk(root):
+    try:
+        if me in open(os.path.join(d, "cgroup.procs")).read().split():
+            leaf = d
+            break
+    except OSError:
+        pass
+r["leaf"] = leaf
+target = os.path.join(os.path.dirname(os.path.dirname(leaf)), "init", "cgroup.procs")
+try:
+    with open(target, "w") as f:
+        f.write(me)
+    r["migrate"] = "ok"
+except OSError as e:
+    r["migrate"] = errno.errorcode[e.errno]
+open(out + ".tmp", "w").write(json.dumps(r))
+os.rename(out + ".tmp", out)
+'''
+
+
+def _cgroup2_nsdelegate():
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            pre, _, post = line.partition(" - ")
+            if post.startswith("cgroup2 "):
+                return "nsdelegate" in post.split()[-1].split(",")
+    return False
+
+
+@pytest.mark.skipif(not CGROUP2, reason="needs cgroup2")
+@pytest.mark.skipif(not _cgroup2_nsdelegate(),
+                    reason="this host's cgroup2 is mounted without nsdelegate: a cgroup namespace "
+                           "bounds migration only with it (hearth mounts it so in vm mode)")
+def test_cgroup_namespace_holds_even_without_the_read_only_mount(hearth, tmp_path):
+    """A privileged service (SYS_ADMIN kept) can lift the read-only /sys by
+    unmounting it; its cgroup namespace still keeps it in its leaf."""
+    out, script = tmp_path / "migrate.json", tmp_path / "migrate.py"
+    script.write_text(MIGRATE)
+    hearth.start(hearth.config(services=[KEEP, {
+        "name": "admin", "caps_keep": ["SYS_ADMIN", "DAC_OVERRIDE"], "restart": "never",
+        "argv": [PY, str(script), str(out)]}]))
+    hearth.wait_for(lambda: out.exists(), what="migration attempt")
+    r = json.loads(out.read_text())
+    assert r["umount_sys"] == "ok" and r["leaf"], r
+    assert r["migrate"] in ("ENOENT", "EPERM"), r
+    leaf = hearth.service("keep")["cgroup"]
+    init = os.path.join(os.path.dirname(os.path.dirname(leaf)), "init", "cgroup.procs")
+    with open(init) as f:
+        assert [int(p) for p in f.read().split()] == [hearth.pid]
+    assert hearth.service("admin")["privileged_reasons"] == ["keeps CAP_SYS_ADMIN"]
+    assert hearth.rpc("ping") == {}
