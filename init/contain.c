@@ -418,7 +418,8 @@ static int mask(const char *path, char *what, size_t len)
     return 0;
 }
 
-/* The device nodes a service gets: what programs expect to find. The
+/* The device nodes a service gets: what programs expect to find (ptmx is
+ * a node here, not a link, so the kernel finds the "pts" beside it). The
  * image's /dev (disks, the console, /dev/kmsg, the virtio ports, /dev/mem)
  * stays out of reach: a root service with DAC_OVERRIDE could open any of
  * them, and no device cgroup stands in the way. */
@@ -441,35 +442,69 @@ static const struct {
  * and message queues, bound in from the image's /dev. */
 static const char *const dev_shared[] = {"pts", "shm", "mqueue"};
 
-/* A /dev of its own: a small tmpfs with the nodes above (ptmx is a node
- * here, not a link, so the kernel finds the "pts" beside it), the shared
- * directories bound in, then read-only. The shared directories are opened
- * first: the tmpfs hides the originals. */
+#define N_DEV_NODES (sizeof(dev_nodes) / sizeof(dev_nodes[0]))
+#define N_DEV_SHARED (sizeof(dev_shared) / sizeof(dev_shared[0]))
+
+/* Binds the file or directory behind an O_PATH descriptor onto path. */
+static int bind_fd(int fd, const char *path, unsigned long flags)
+{
+    char src[32];
+    snprintf(src, sizeof(src), "/proc/self/fd/%d", fd);
+    return mount(src, path, NULL, MS_BIND | flags, NULL);
+}
+
+/* One node of the service's /dev: made with mknod, or, where that is
+ * refused (hearth in a user namespace, as in a rootless container), the
+ * image's node bound onto an empty file. ptmx is then a link into pts:
+ * the kernel finds the pts instance beside the ptmx that was opened, and
+ * a bound node's "beside" is the image's /dev. */
+static int dev_node(size_t i, int orig, char *what, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/dev/%s", dev_nodes[i].name);
+    if (mknod(path, S_IFCHR | 0666, makedev(dev_nodes[i].maj, dev_nodes[i].min)) == 0) {
+        if (chmod(path, 0666) < 0) /* the mode without the umask */
+            return fail(what, len, "create", path);
+        return 0;
+    }
+    if (errno != EPERM || orig < 0)
+        return fail(what, len, "create", path);
+    if (strcmp(dev_nodes[i].name, "ptmx") == 0)
+        return symlink("pts/ptmx", path) < 0 ? fail(what, len, "create", path) : 0;
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return fail(what, len, "create", path);
+    close(fd);
+    return bind_fd(orig, path, 0) < 0 ? fail(what, len, "bind into the service's /dev", path) : 0;
+}
+
+/* A /dev of its own: a small tmpfs with the nodes above, the shared
+ * directories bound in, then read-only. What it takes from the image's
+ * /dev is opened first: the tmpfs hides the originals. */
 static int own_dev(char *what, size_t len)
 {
-    int fds[sizeof(dev_shared) / sizeof(dev_shared[0])];
+    int nodes[N_DEV_NODES], shared[N_DEV_SHARED];
     char path[64];
     struct stat st;
     int rc = -1;
 
     if (stat("/dev", &st) < 0 || !S_ISDIR(st.st_mode))
         return 0; /* no /dev to replace */
-    for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
+    for (size_t i = 0; i < N_DEV_NODES; i++) {
+        snprintf(path, sizeof(path), "/dev/%s", dev_nodes[i].name);
+        nodes[i] = open(path, O_PATH | O_CLOEXEC);
+    }
+    for (size_t i = 0; i < N_DEV_SHARED; i++) {
         snprintf(path, sizeof(path), "/dev/%s", dev_shared[i]);
-        fds[i] = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        shared[i] = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
     }
     if (mount("hearth-dev", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") < 0) {
         fail(what, len, "mount a tmpfs on", "/dev");
         goto out;
     }
-    for (size_t i = 0; i < sizeof(dev_nodes) / sizeof(dev_nodes[0]); i++) {
-        snprintf(path, sizeof(path), "/dev/%s", dev_nodes[i].name);
-        if (mknod(path, S_IFCHR | 0666, makedev(dev_nodes[i].maj, dev_nodes[i].min)) < 0 ||
-            chmod(path, 0666) < 0) { /* the mode without the umask */
-            fail(what, len, "create", path);
+    for (size_t i = 0; i < N_DEV_NODES; i++)
+        if (dev_node(i, nodes[i], what, len) < 0)
             goto out;
-        }
-    }
     for (size_t i = 0; i < sizeof(dev_links) / sizeof(dev_links[0]); i++) {
         snprintf(path, sizeof(path), "/dev/%s", dev_links[i].name);
         if (symlink(dev_links[i].target, path) < 0) {
@@ -477,13 +512,11 @@ static int own_dev(char *what, size_t len)
             goto out;
         }
     }
-    for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++) {
-        char src[64];
-        if (fds[i] < 0)
+    for (size_t i = 0; i < N_DEV_SHARED; i++) {
+        if (shared[i] < 0)
             continue; /* not in the image's /dev */
         snprintf(path, sizeof(path), "/dev/%s", dev_shared[i]);
-        snprintf(src, sizeof(src), "/proc/self/fd/%d", fds[i]);
-        if (mkdir(path, 0755) < 0 || mount(src, path, NULL, MS_BIND | MS_REC, NULL) < 0) {
+        if (mkdir(path, 0755) < 0 || bind_fd(shared[i], path, MS_REC) < 0) {
             fail(what, len, "bind into the service's /dev", path);
             goto out;
         }
@@ -494,13 +527,15 @@ static int own_dev(char *what, size_t len)
         goto out;
     }
     rc = 0;
-out:
-    for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
-        if (fds[i] >= 0) {
-            int e = errno;
-            close(fds[i]);
-            errno = e;
-        }
+out:;
+    int e = errno;
+    for (size_t i = 0; i < N_DEV_NODES; i++)
+        if (nodes[i] >= 0)
+            close(nodes[i]);
+    for (size_t i = 0; i < N_DEV_SHARED; i++)
+        if (shared[i] >= 0)
+            close(shared[i]);
+    errno = e;
     return rc;
 }
 

@@ -307,3 +307,42 @@ def test_cgroup_namespace_holds_even_without_the_read_only_mount(hearth, tmp_pat
         assert [int(p) for p in f.read().split()] == [hearth.pid]
     assert hearth.service("admin")["privileged_reasons"] == ["keeps CAP_SYS_ADMIN"]
     assert hearth.rpc("ping") == {}
+
+
+def test_contained_inside_a_user_namespace(tmp_path):
+    """hearth as root of a user namespace (a rootless container): device
+    nodes cannot be made there, so the service's /dev binds the image's;
+    the rest of the containment holds as it does elsewhere."""
+    from conftest import HEARTH, _need_root
+    _need_root()
+    out, ctl = tmp_path / "out", tmp_path / "ctl"
+    ctl.mkdir()
+    script = (f"{{ ls /dev; echo x > /dev/null && echo null-ok; "
+              f"{PY} -c 'import os; os.openpty(); print(\"pty-ok\")'; "
+              f"grep -E '^(CapEff|Seccomp):' /proc/self/status; ls -A {ctl} | wc -l; "
+              f"(: > /proc/sys/kernel/core_pattern) || echo sysctl-refused; }} > {out}.tmp 2>/dev/null; "
+              f"mv {out}.tmp {out}; exec sleep 1000")
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"control": {"listen": [f"unix:{ctl}/c.sock"]},
+                               "services": [{"name": "a", "argv": ["sh", "-c", script]}]}))
+    log = open(tmp_path / "hearth.log", "wb")
+    p = subprocess.Popen(["unshare", "--user", "--map-root-user", "--pid", "--fork", "--mount",
+                          "--mount-proc", HEARTH, "-c", str(cfg), "--log", "debug"],
+                         stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 10
+        while not out.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert out.exists(), (tmp_path / "hearth.log").read_text()
+        lines = out.read_text().split("\n")
+    finally:
+        # unshare ignores SIGTERM while it waits: stop hearth itself.
+        with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
+            for kid in f.read().split():
+                os.kill(int(kid), 15)
+        p.wait(10)
+        log.close()
+    assert "ptmx" in lines and "null" in lines and "kmsg" not in lines, lines
+    assert "null-ok" in lines and "pty-ok" in lines
+    assert f"CapEff:\t{DEFAULT_CAPS:016x}" in lines and "Seccomp:\t2" in lines
+    assert "0" in lines and "sysctl-refused" in lines, lines
