@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
 #include <linux/audit.h>
 #include <linux/capability.h>
@@ -242,4 +243,48 @@ TEST(contain_shipped_configs_are_contained)
         }
         config_free(c);
     }
+}
+
+/* What the child is told to hide and make read-only, and the capability
+ * plan, for root and for another user. */
+TEST(contain_prepare_plan)
+{
+    const char *json = "{\"control\":{\"listen\":[\"unix:/run/hearth/control.sock\","
+                       "\"vsock:1025\",\"unix:/top.sock\",\"unix:/run/hearth/second.sock\"]},"
+                       "\"services\":[{\"name\":\"a\",\"argv\":[\"/bin/a\"]},"
+                       "{\"name\":\"b\",\"argv\":[\"/bin/b\"],\"caps_keep\":[\"NET_BIND_SERVICE\"],"
+                       "\"isolation\":false,\"seccomp\":\"off\"}]}";
+    char err[CONFIG_ERR_MAX] = "";
+    struct config *c = parse(json, err);
+    struct contain_plan p;
+
+    CHECK_STR(err, "");
+    if (!c)
+        return;
+    CHECK_EQ_INT(contain_prepare(&c->services[0], c, "/cfg/h.json", true, "/sys/fs/cgroup/x", &p,
+                                 err, sizeof(err)),
+                 0);
+    CHECK_EQ_INT(p.caps, contain_default_caps);
+    CHECK(!p.ambient);
+    if (geteuid() == 0) {
+        CHECK(p.isolate);
+        CHECK_EQ_INT(p.n_hide, 2);
+        CHECK_STR(p.hide[0], "/run/hearth");
+        CHECK_STR(p.hide[1], "/top.sock");
+        CHECK_EQ_INT(p.n_ro, 2);
+        CHECK_STR(p.ro[0], "/etc/hearth");
+        CHECK_STR(p.ro[1], "/cfg/h.json");
+    }
+    CHECK(p.seccomp == seccomp_supported());
+    CHECK(!p.seccomp || p.prog.len > 0);
+    /* Not root: nothing kept. */
+    CHECK_EQ_INT(contain_prepare(&c->services[0], c, NULL, false, NULL, &p, err, sizeof(err)), 0);
+    CHECK_EQ_INT(p.caps, 0);
+    CHECK(!p.ambient && !p.cgroupns);
+    /* Not root with caps_keep: ambient; opted out of isolation and the filter. */
+    CHECK_EQ_INT(contain_prepare(&c->services[1], c, NULL, false, "/x", &p, err, sizeof(err)), 0);
+    CHECK_EQ_INT(p.caps, BIT(CAP_NET_BIND_SERVICE));
+    CHECK(p.ambient && !p.isolate && !p.cgroupns && !p.seccomp);
+    CHECK_EQ_INT(p.n_hide + p.n_ro, 0);
+    config_free(c);
 }
