@@ -235,6 +235,25 @@ static bool cgroup2_nsdelegate(void)
     return ns;
 }
 
+static void make_dirs(const char *path)
+{
+    char buf[CONTAIN_PATH_MAX];
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p)
+            continue;
+        char c = *p;
+        *p = 0;
+        if (mkdir(buf, 0755) < 0 && errno != EEXIST) {
+            log_debug("unable to create %s: %s", buf, strerror(errno));
+            return;
+        }
+        if (!c)
+            return;
+        *p = c;
+    }
+}
+
 static bool cgroupns_supported(void)
 {
     static int known = -1;
@@ -311,9 +330,15 @@ int contain_prepare(const struct service_config *c, const struct config *cfg,
         const char *path = cfg->listen[i].path;
         const char *slash = strrchr(path, '/');
         /* A socket right under / hides itself rather than the root. */
-        size_t len = slash && slash != path ? (size_t)(slash - path) : strlen(path);
+        bool dir = slash && slash != path;
+        size_t len = dir ? (size_t)(slash - path) : strlen(path);
         if (add_path(p->hide, &p->n_hide, path, len, err, errlen) < 0)
             return -1;
+        /* A directory the listener has not made yet would be skipped as
+         * missing and could appear unhidden later: make it now, as the
+         * listener does (0755). */
+        if (dir)
+            make_dirs(p->hide[p->n_hide - 1]);
     }
     if (add_path(p->ro, &p->n_ro, "/etc/hearth", strlen("/etc/hearth"), err, errlen) < 0)
         return -1;

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <linux/audit.h>
@@ -249,15 +250,24 @@ TEST(contain_shipped_configs_are_contained)
  * plan, for root and for another user. */
 TEST(contain_prepare_plan)
 {
-    const char *json = "{\"control\":{\"listen\":[\"unix:/run/hearth/control.sock\","
-                       "\"vsock:1025\",\"unix:/top.sock\",\"unix:/run/hearth/second.sock\"]},"
-                       "\"services\":[{\"name\":\"a\",\"argv\":[\"/bin/a\"]},"
-                       "{\"name\":\"b\",\"argv\":[\"/bin/b\"],\"caps_keep\":[\"NET_BIND_SERVICE\"],"
-                       "\"isolation\":false,\"seccomp\":\"off\"}]}";
+    char dir[] = "/tmp/hearth-contain-XXXXXX", json[1024], sockdir[64];
     char err[CONFIG_ERR_MAX] = "";
-    struct config *c = parse(json, err);
     struct contain_plan p;
+    struct stat st;
 
+    if (!mkdtemp(dir)) {
+        CHECK(!"mkdtemp");
+        return;
+    }
+    snprintf(sockdir, sizeof(sockdir), "%s/run/ctl", dir);
+    snprintf(json, sizeof(json),
+             "{\"control\":{\"listen\":[\"unix:%s/c.sock\",\"vsock:1025\",\"unix:/top.sock\","
+             "\"unix:%s/second.sock\"]},"
+             "\"services\":[{\"name\":\"a\",\"argv\":[\"/bin/a\"]},"
+             "{\"name\":\"b\",\"argv\":[\"/bin/b\"],\"caps_keep\":[\"NET_BIND_SERVICE\"],"
+             "\"isolation\":false,\"seccomp\":\"off\"}]}",
+             sockdir, sockdir);
+    struct config *c = parse(json, err);
     CHECK_STR(err, "");
     if (!c)
         return;
@@ -269,11 +279,13 @@ TEST(contain_prepare_plan)
     if (geteuid() == 0) {
         CHECK(p.isolate);
         CHECK_EQ_INT(p.n_hide, 2);
-        CHECK_STR(p.hide[0], "/run/hearth");
+        CHECK_STR(p.hide[0], sockdir);
         CHECK_STR(p.hide[1], "/top.sock");
         CHECK_EQ_INT(p.n_ro, 2);
         CHECK_STR(p.ro[0], "/etc/hearth");
         CHECK_STR(p.ro[1], "/cfg/h.json");
+        /* A socket directory not made yet is made, so it can be hidden. */
+        CHECK(stat(sockdir, &st) == 0 && S_ISDIR(st.st_mode));
     }
     CHECK(p.seccomp == seccomp_supported());
     CHECK(!p.seccomp || p.prog.len > 0);
@@ -287,4 +299,8 @@ TEST(contain_prepare_plan)
     CHECK(p.ambient && !p.isolate && !p.cgroupns && !p.seccomp);
     CHECK_EQ_INT(p.n_hide + p.n_ro, 0);
     config_free(c);
+    CHECK(rmdir(sockdir) == 0);
+    snprintf(sockdir, sizeof(sockdir), "%s/run", dir);
+    rmdir(sockdir);
+    rmdir(dir);
 }
