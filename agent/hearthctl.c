@@ -865,6 +865,38 @@ static void print_service_table(const cJSON *services)
     }
 }
 
+/* After the table, one line per privileged service with its reasons: a
+ * service that can undo the sandbox's setup should not hide in a column. */
+static void print_privileged(const cJSON *services)
+{
+    const cJSON *svc;
+
+    if (!cJSON_IsArray(services))
+        return;
+    cJSON_ArrayForEach(svc, services)
+    {
+        const cJSON *why = cJSON_GetObjectItemCaseSensitive(svc, "privileged_reasons");
+        const cJSON *r;
+        char name[CELL_MAX];
+        bool first = true;
+
+        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(svc, "privileged")))
+            continue;
+        safe_copy(name, sizeof(name), jstr(svc, "name") ? jstr(svc, "name") : "?");
+        printf("privileged: %s", name);
+        cJSON_ArrayForEach(r, why)
+        {
+            char text[CELL_MAX];
+            if (!cJSON_IsString(r))
+                continue;
+            safe_copy(text, sizeof(text), r->valuestring);
+            printf("%s%s", first ? " (" : ", ", text);
+            first = false;
+        }
+        puts(first ? "" : ")");
+    }
+}
+
 /* A notification value: bare when it is a plain word, else JSON. */
 static void put_value(const cJSON *v)
 {
@@ -989,12 +1021,14 @@ static int p_status(struct ctl *t, const cJSON *res)
     }
     fputc('\n', stdout);
     print_service_table(cJSON_GetObjectItemCaseSensitive(res, "services"));
+    print_privileged(cJSON_GetObjectItemCaseSensitive(res, "services"));
     return 0;
 }
 
 static int p_services(struct ctl *t, const cJSON *res)
 {
     print_service_table(cJSON_GetObjectItemCaseSensitive(res, "services"));
+    print_privileged(cJSON_GetObjectItemCaseSensitive(res, "services"));
     return 0;
 }
 

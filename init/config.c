@@ -1065,6 +1065,7 @@ static int check_services(const cJSON *arr, struct vctx *c)
 static const char *const e_log_level[] = {"error", "warn", "info", "debug", NULL};
 static const char *const e_on_timeout[] = {"start", "fail", NULL};
 static const char *const e_restart[] = {"always", "on-failure", "never", NULL};
+static const char *const e_seccomp[] = {"default", "off", NULL};
 static const char *const e_mount_rule[] = {"tag-per-share", "subpath", NULL};
 
 /* Shorthands so each table row reads as "key: type". */
@@ -1238,8 +1239,11 @@ static const struct key k_service[] = {
     KEY("stop", OBJECT(k_stop, NULL)),
     KEY("success_exit_codes", ARRAY(INT(0, 255), 0, 256, NULL)),
     KEY("on_resume", STRING(check_on_resume)),
+    KEY("caps_keep", ARRAY(STRING(check_cap), 0, 0, NULL)),
     KEY("caps_drop", ARRAY(STRING(check_cap), 0, 0, NULL)),
     KEY("no_new_privs", &s_bool),
+    KEY("isolation", &s_bool),
+    KEY("seccomp", ENUM(e_seccomp)),
     KEY("log", OBJECT(k_service_log, NULL)),
     KEY("limits", OBJECT(k_limits, NULL)),
     {0}};

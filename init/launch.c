@@ -476,12 +476,6 @@ int launch_prepare(const struct service_config *c, struct launch_plan *p, char *
         p->set_oom = true;
         p->oom_score_adj = v->valueint;
     }
-    v = cJSON_GetObjectItemCaseSensitive(j, "caps_drop");
-    for (const cJSON *cap = v ? v->child : NULL; cap && p->n_caps < LAUNCH_MAX_CAPS; cap = cap->next) {
-        int n = cJSON_IsString(cap) ? config_cap_number(cap->valuestring) : -1;
-        if (n >= 0)
-            p->caps_drop[p->n_caps++] = n;
-    }
     v = cJSON_GetObjectItemCaseSensitive(j, "no_new_privs");
     if (cJSON_IsBool(v))
         p->no_new_privs = cJSON_IsTrue(v);
@@ -490,6 +484,11 @@ oom:
     snprintf(err, errlen, "out of memory building the environment");
     launch_free(p);
     return -1;
+}
+
+bool launch_is_root(const struct launch_plan *p)
+{
+    return p->set_ids ? p->uid == 0 : geteuid() == 0;
 }
 
 void launch_free(struct launch_plan *p)
@@ -521,19 +520,20 @@ int launch_apply(const struct launch_plan *p)
         umask(p->umask);
     /* The bounding set must shrink while we still hold CAP_SETPCAP, i.e.
      * before changing uid. For a root service exec then grants exactly
-     * the bounding set, so dropped capabilities are gone for good. */
-    for (size_t i = 0; i < p->n_caps; i++)
-        if (prctl(PR_CAPBSET_DROP, p->caps_drop[i], 0, 0, 0) < 0 && errno != EINVAL)
-            return -1;
-    if (p->n_caps)
-        prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+     * the bounding set, so what is not kept is gone for good. */
+    if (contain_caps_before_ids(&p->contain) < 0)
+        return -1;
     if (p->set_ids) {
         if (setgroups(p->n_groups, p->groups) < 0 && errno != EPERM)
             return -1;
         if (setgid(p->gid) < 0 || setuid(p->uid) < 0)
             return -1;
     }
-    if (p->no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+    if (contain_caps_after_ids(&p->contain) < 0)
+        return -1;
+    /* A seccomp filter needs no_new_privs, and a filtered service must
+     * not regain what it lost through a setuid or file-capability exec. */
+    if ((p->no_new_privs || p->contain.seccomp) && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         return -1;
     return 0;
 }

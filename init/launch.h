@@ -12,10 +12,10 @@
 #include <sys/types.h>
 
 #include "config.h"
+#include "contain.h"
 
 #define LAUNCH_MAX_GROUPS 32
 #define LAUNCH_MAX_RLIMITS 16
-#define LAUNCH_MAX_CAPS 64
 #define LAUNCH_ENV_FILE_MAX (256 * 1024)
 
 struct launch_plan {
@@ -32,9 +32,10 @@ struct launch_plan {
     size_t n_rlimits;
     bool set_oom;
     int oom_score_adj;
-    int caps_drop[LAUNCH_MAX_CAPS];
-    size_t n_caps;
     bool no_new_privs;
+    /* capabilities, namespaces, masks, seccomp: filled by
+     * contain_prepare once the leaf is known */
+    struct contain_plan contain;
 };
 
 /* Builds the plan; on failure returns -1 with a message naming the field
@@ -46,8 +47,11 @@ void launch_free(struct launch_plan *p);
  * live until the next call. */
 struct env_var;
 void launch_set_sandbox_env(const struct env_var *vars, size_t n);
-/* In the child: applies limits, identity, capabilities, no_new_privs.
- * Returns 0 or -1 with errno set (the caller reports it). */
+/* Whether the service runs as uid 0 (its user, or hearth's own uid). */
+bool launch_is_root(const struct launch_plan *p);
+/* In the child: applies limits, identity, capabilities, no_new_privs
+ * (always on when a seccomp filter follows). Returns 0 or -1 with errno
+ * set (the caller reports it). */
 int launch_apply(const struct launch_plan *p);
 
 /* In a child before exec: every signal to its default disposition and

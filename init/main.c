@@ -21,6 +21,7 @@
 #include "cgroup.h"
 #include "cmdline.h"
 #include "config.h"
+#include "contain.h"
 #include "control.h"
 #include "egress.h"
 #include "events.h"
@@ -266,6 +267,16 @@ int main(int argc, char **argv)
                 return 1;
             }
             printf("%s: ok (%zu services)\n", optarg, cfg->n_services);
+            /* Valid is not the same as contained: say which services could
+             * undo hearth's setup, as the boot log would. */
+            for (size_t i = 0; i < cfg->n_services; i++) {
+                struct contain_policy pol;
+                char why[256];
+                contain_policy_of(&cfg->services[i], &pol);
+                if (contain_privileged(&pol, why, sizeof(why)))
+                    printf("%s: services[%zu] (%s) is privileged: %s\n", optarg, i,
+                           cfg->services[i].name, why);
+            }
             config_free(cfg);
             return 0;
         }

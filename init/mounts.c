@@ -4,12 +4,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cJSON.h>
@@ -263,6 +265,52 @@ static int read_only_now(const char *target)
     return (v.f_flag & ST_RDONLY) != 0;
 }
 
+
+#ifndef SYS_open_tree
+#define SYS_open_tree 428
+#endif
+#ifndef SYS_move_mount
+#define SYS_move_mount 429
+#endif
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
+#endif
+
+/* A bind mount given its flags before it is attached (open_tree, then
+ * mount_setattr, then move_mount; kernel 5.12+). The copies propagation
+ * makes into running services' namespaces are taken when it is attached
+ * and keep the flags it had then: a read-only remount afterwards would
+ * change hearth's copy only and leave theirs writable. -1 with errno
+ * ENOSYS where the kernel lacks one of the calls. */
+static int bind_with_flags(const char *src, int tfd, const char *target, unsigned long rf)
+{
+    struct {
+        uint64_t attr_set, attr_clr, propagation, userns_fd;
+    } a = {0, 0, 0, 0};
+    int fd = (int)syscall(SYS_open_tree, AT_FDCWD, src, 1 /* OPEN_TREE_CLONE */ | O_CLOEXEC |
+                                                              0x8000 /* AT_RECURSIVE */);
+    if (fd < 0)
+        return -1;
+    a.attr_set = (rf & MS_RDONLY ? 0x1 : 0) | (rf & MS_NOSUID ? 0x2 : 0) |
+                 (rf & MS_NODEV ? 0x4 : 0) | (rf & MS_NOEXEC ? 0x8 : 0) |
+                 (rf & MS_NOATIME ? 0x10 : 0) | (rf & MS_NODIRATIME ? 0x80 : 0);
+    if (rf & MS_NOATIME)
+        a.attr_clr = 0x70; /* MOUNT_ATTR__ATIME: the atime mode is replaced whole */
+    int rc = -1;
+    /* Onto the target's own fd where there is one (what make_target
+     * checked), else by name. */
+    if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | 0x8000, &a, sizeof(a)) == 0 &&
+        (tfd >= 0 ? syscall(SYS_move_mount, fd, "", tfd, "",
+                            0x4 /* MOVE_MOUNT_F_EMPTY_PATH */ | 0x40 /* MOVE_MOUNT_T_EMPTY_PATH */)
+                  : syscall(SYS_move_mount, fd, "", AT_FDCWD, target,
+                            0x4 /* MOVE_MOUNT_F_EMPTY_PATH */)) == 0)
+        rc = 0;
+    int e = errno;
+    close(fd);
+    errno = e;
+    return rc;
+}
+
 static enum attempt attempt_fd(struct mnt *m, int *tfd)
 {
     unsigned long flags = 0;
@@ -338,7 +386,27 @@ static enum attempt attempt_fd(struct mnt *m, int *tfd)
         snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", *tfd);
         mt = fdpath;
     }
-    if (mount(src, mt, kernel_type(m), flags, data[0] ? data : NULL) < 0) {
+    unsigned long bind_rf = 0;
+    if (strcmp(m->type, "bind") == 0) {
+        char ignored[sizeof(data)];
+        mounts_parse_options(m->options, &bind_rf, ignored, sizeof(ignored));
+        bind_rf &= MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_NOATIME | MS_NODIRATIME;
+        if (m->ro)
+            bind_rf |= MS_RDONLY;
+    }
+    bool attached = false;
+    if (bind_rf) {
+        attached = bind_with_flags(src, *tfd, m->target, bind_rf) == 0;
+        if (!attached && errno != ENOSYS) {
+            int e = errno;
+            set_error(m, "unable to mount %s: %s", src, e);
+            if (retryable(m, e))
+                goto failed_or_retry;
+            m->state = M_FAILED;
+            return A_DONE;
+        }
+    }
+    if (!attached && mount(src, mt, kernel_type(m), flags, data[0] ? data : NULL) < 0) {
         int e = errno;
         set_error(m, "unable to mount %s: %s", src, e);
         if (retryable(m, e))
@@ -346,14 +414,9 @@ static enum attempt attempt_fd(struct mnt *m, int *tfd)
         m->state = M_FAILED;
         return A_DONE;
     }
-    if (strcmp(m->type, "bind") == 0) {
-        unsigned long rf = 0;
-        char ignored[sizeof(data)];
-        mounts_parse_options(m->options, &rf, ignored, sizeof(ignored));
-        rf &= MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_NOATIME | MS_NODIRATIME;
-        if (m->ro)
-            rf |= MS_RDONLY;
-        if (rf && mount(NULL, m->target, NULL, MS_REMOUNT | MS_BIND | rf, NULL) < 0) {
+    if (!attached && bind_rf) {
+        unsigned long rf = bind_rf;
+        if (mount(NULL, m->target, NULL, MS_REMOUNT | MS_BIND | rf, NULL) < 0) {
             set_error(m, "unable to make %s read-only: %s", m->target, errno);
             umount2(m->target, MNT_DETACH);
             m->state = M_FAILED;

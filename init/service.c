@@ -14,6 +14,7 @@
 #include <ev.h>
 
 #include "cgroup.h"
+#include "contain.h"
 #include "check.h"
 #include "events.h"
 #include "hearth.h"
@@ -38,7 +39,15 @@ enum svc_event {
 };
 
 /* What the child was doing when it failed, reported with errno. */
-enum child_stage { STAGE_SETUP = 1, STAGE_CWD, STAGE_EXEC };
+enum child_stage { STAGE_SETUP = 1, STAGE_CWD, STAGE_EXEC, STAGE_CONTAIN, STAGE_SECCOMP };
+
+/* What a child that failed before exec writes to the exec-status pipe
+ * (one write below PIPE_BUF, so it arrives whole or not at all). */
+struct child_report {
+    int stage;
+    int err;
+    char what[200]; /* STAGE_CONTAIN: "unable to mask /proc/kcore" */
+};
 
 static const char *const event_names[] = {"start", "stop", "exec", "exit", "timer", "deps", "ready", "unhealthy"};
 
@@ -51,6 +60,7 @@ struct service {
     bool has_exit;
     bool killed;            /* stop escalated to SIGKILL */
     char error[256];        /* last spawn error */
+    char privileged[256];   /* why its settings let it undo hearth's setup; "" = contained */
     int64_t since_ms;
     ev_timer timer;
     ev_io exec_io;
@@ -234,25 +244,33 @@ static void close_exec_pipe(struct service *s)
 static void exec_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
     struct service *s = w->data;
-    int report[2] = {0, 0};
+    struct child_report report;
     ssize_t n;
 
+    memset(&report, 0, sizeof(report));
     do
-        n = read(s->exec_fd, report, sizeof(report));
+        n = read(s->exec_fd, &report, sizeof(report));
     while (n < 0 && errno == EINTR);
     if (n < 0 && errno == EAGAIN)
         return;
     close_exec_pipe(s);
     if (n == (ssize_t)sizeof(report)) {
-        if (report[0] == STAGE_SETUP)
+        report.what[sizeof(report.what) - 1] = 0;
+        if (report.stage == STAGE_SETUP)
             snprintf(s->error, sizeof(s->error), "unable to set up limits, identity or capabilities: %s",
-                     strerror(report[1]));
-        else if (report[0] == STAGE_CWD)
+                     strerror(report.err));
+        else if (report.stage == STAGE_CONTAIN)
+            snprintf(s->error, sizeof(s->error), "containment: %s: %s", report.what,
+                     strerror(report.err));
+        else if (report.stage == STAGE_SECCOMP)
+            snprintf(s->error, sizeof(s->error), "seccomp: unable to install the filter: %s",
+                     strerror(report.err));
+        else if (report.stage == STAGE_CWD)
             snprintf(s->error, sizeof(s->error), "unable to enter cwd %s: %s",
-                     s->cfg->cwd ? s->cfg->cwd : "/", strerror(report[1]));
+                     s->cfg->cwd ? s->cfg->cwd : "/", strerror(report.err));
         else
             snprintf(s->error, sizeof(s->error), "unable to exec %s: %s", s->cfg->argv[0],
-                     strerror(report[1]));
+                     strerror(report.err));
         log_error("service %s: %s", s->cfg->name, s->error);
         return; /* the exit follows through the reaper */
     }
@@ -413,7 +431,7 @@ static void __attribute__((noreturn)) child_exec(struct service *s, int errfd,
                                                  int errpipe, int notify_w, bool placed)
 {
     const struct service_config *c = s->cfg;
-    int report[2];
+    struct child_report report;
 
     launch_reset_signals();
     setsid();
@@ -438,7 +456,8 @@ static void __attribute__((noreturn)) child_exec(struct service *s, int errfd,
         dup2(outfd, 1);
     if (errpipe >= 0)
         dup2(errpipe, 2);
-    report[0] = STAGE_SETUP;
+    memset(&report, 0, sizeof(report));
+    report.stage = STAGE_SETUP;
     if (notify_w >= 0) {
         /* The write end goes to the number the service expects, without
          * close-on-exec; the error pipe moves away if it sits there. */
@@ -452,16 +471,26 @@ static void __attribute__((noreturn)) child_exec(struct service *s, int errfd,
         if (notify_w == nfd ? fcntl(nfd, F_SETFD, 0) < 0 : dup2(notify_w, nfd) < 0)
             goto fail;
     }
+    /* Namespaces and masks first: they need the privileges the
+     * capability and identity changes below take away. */
+    report.stage = STAGE_CONTAIN;
+    if (contain_enter(&plan->contain, report.what, sizeof(report.what)) < 0)
+        goto fail;
+    report.stage = STAGE_SETUP;
     if (launch_apply(plan) < 0)
         goto fail;
-    report[0] = STAGE_CWD;
+    report.stage = STAGE_CWD;
     if (chdir(c->cwd ? c->cwd : "/") < 0)
         goto fail;
-    report[0] = STAGE_EXEC;
+    /* Last: the filter would refuse the mounts made above. */
+    report.stage = STAGE_SECCOMP;
+    if (plan->contain.seccomp && seccomp_install(&plan->contain.prog) < 0)
+        goto fail;
+    report.stage = STAGE_EXEC;
     execvpe(c->argv[0], c->argv, plan->env);
 fail:
-    report[1] = errno;
-    if (write(errfd, report, sizeof(report)) < 0) {
+    report.err = errno;
+    if (write(errfd, &report, sizeof(report)) < 0) {
         /* nothing more to do */
     }
     _exit(127);
@@ -618,6 +647,15 @@ static int spawn(struct service *s)
         return -1;
     }
     register_file_values(s->cfg, &plan);
+    if (contain_prepare(s->cfg, H.cfg, H.config_path, launch_is_root(&plan), s->cgroup,
+                        &plan.contain, s->error, sizeof(s->error)) < 0) {
+        close(p[0]);
+        close(p[1]);
+        launch_free(&plan);
+        return -1;
+    }
+    if (plan.contain.isolate)
+        contain_host_setup(H.mode == MODE_SUPERVISOR);
     int po[2] = {-1, -1}, pe[2] = {-1, -1}, pn[2] = {-1, -1};
     for (int i = 0; i < 2; i++)
         outpipe_close(&s->out[i]);
@@ -1309,6 +1347,14 @@ int services_init(const struct config *cfg)
                          cJSON_IsNumber(mb) ? (int64_t)mb->valuedouble : 10 * 1024 * 1024,
                          cJSON_IsNumber(kp) ? kp->valueint : 3, lo_uid, lo_gid);
         }
+        {
+            /* Said once, loudly, when the config loads: such a service
+             * can undo the egress policy, the mounts or hearth itself. */
+            struct contain_policy pol;
+            contain_policy_of(s->cfg, &pol);
+            if (contain_privileged(&pol, s->privileged, sizeof(s->privileged)))
+                log_warn("service %s: privileged: %s", s->cfg->name, s->privileged);
+        }
         ev_timer_init(&s->timer, timer_cb, 0., 0.);
         s->timer.data = s;
         ev_timer_init(&s->ready_timer, ready_timer_cb, 0., 0.);
@@ -1448,6 +1494,20 @@ cJSON *services_to_json(void)
         cJSON_AddNumberToObject(o, "pid", s->pid);
         cJSON_AddNumberToObject(o, "restarts", s->restarts);
         cJSON_AddBoolToObject(o, "main", (int)i == main_index);
+        cJSON_AddBoolToObject(o, "privileged", s->privileged[0] != 0);
+        if (s->privileged[0]) {
+            cJSON *why = cJSON_AddArrayToObject(o, "privileged_reasons");
+            char copy[sizeof(s->privileged)];
+            snprintf(copy, sizeof(copy), "%s", s->privileged);
+            for (char *r = copy, *next; r && *r; r = next) {
+                next = strstr(r, ", ");
+                if (next) {
+                    *next = 0;
+                    next += 2;
+                }
+                cJSON_AddItemToArray(why, cJSON_CreateString(r));
+            }
+        }
         cJSON_AddNumberToObject(o, "since_ms", (double)(now - s->since_ms));
         cJSON_AddItemToObject(o, "last_exit", exit_json(s));
         if (s->error[0])

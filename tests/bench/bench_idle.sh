@@ -90,7 +90,9 @@ workspace = os.path.join(tmp, "workspace")
 os.makedirs(workspace, exist_ok=True)
 hermes_cfg = os.path.join(tmp, "hermes.json")
 with open(hermes_cfg, "w") as f:
-    json.dump({"control": {"listen": ["unix:" + os.path.join(tmp, "ctl2.sock")]},
+    # The socket in a directory of its own: a service's namespace hides it.
+    os.makedirs(os.path.join(tmp, "ctl"), exist_ok=True)
+    json.dump({"control": {"listen": ["unix:" + os.path.join(tmp, "ctl", "ctl2.sock")]},
                "skills": {"public": public, "private": os.path.join(home, "skills"),
                           "ignore": ["._*", ".DS_Store", ".*"], "poll_ms": 30000},
                "services": [{

@@ -15,6 +15,7 @@ B = sys.argv[1]
 HEARTH = os.path.join(B, "hearth")
 STAMP = os.path.join(B, "bench", "stamp")
 tmp = tempfile.mkdtemp(prefix="hearth-bench-")
+os.makedirs(os.path.join(tmp, "ctl"))
 
 def row(key, fig, hv, peer, pv):
     print(f"{key}\t{fig}\t{hv}\t{peer}\t{pv}")
@@ -37,7 +38,8 @@ def rss_kib(pid):
 def hearth_cfg(services, name="h.json"):
     path = os.path.join(tmp, name)
     with open(path, "w") as f:
-        json.dump({"control": {"listen": ["unix:" + os.path.join(tmp, "ctl.sock")]},
+        # The socket in a directory of its own: a service's namespace hides it.
+        json.dump({"control": {"listen": ["unix:" + os.path.join(tmp, "ctl", "ctl.sock")]},
                    "services": services}, f)
     return path
 

@@ -44,7 +44,7 @@ target_srcs() {
         netlink) echo "init/netlink.c" ;;
         safepath) echo "init/safepath.c" ;;
         listen) echo "init/config.c init/cidr.c init/log.c init/redact.c" ;;
-        env)    echo "init/launch.c init/safepath.c init/config.c init/cidr.c init/log.c init/redact.c" ;;
+        env)    echo "init/launch.c init/safepath.c init/contain.c init/seccomp.c init/mountinfo.c init/config.c init/cidr.c init/log.c init/redact.c" ;;
     esac
 }
 target_uses_cjson() { [ "$1" != cidr ] && [ "$1" != base64 ] && [ "$1" != netlink ] && [ "$1" != safepath ]; }

@@ -219,7 +219,10 @@ def test_peer_inside_a_service_cgroup_is_refused(hearth, tmp_path):
         "d=s.recv(4096)\n"
         f"open({str(out)!r},'wb').write(d)\n"
         "time.sleep(1000)\n")
-    hearth.start(hearth.config(services=[{"name": "agent", "argv": ["/usr/bin/python3", "-c", script]}]))
+    # isolation off: with it the socket's directory is masked and the
+    # peer check is never reached; this tests the check itself.
+    hearth.start(hearth.config(services=[{"name": "agent", "argv": ["/usr/bin/python3", "-c", script],
+                                          "isolation": False}]))
     hearth.wait_for(lambda: out.exists() and out.stat().st_size > 0, what="peer result")
     reply = json.loads(out.read_bytes().split(b"\n")[0])
     assert "error" in reply and reply["error"]["message"] == "peer refused"

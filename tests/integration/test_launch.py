@@ -83,17 +83,19 @@ def test_caps_dropped_and_no_new_privs(hearth):
 
 
 @pytest.mark.skipif(not shutil.which("nft"), reason="nft is not installed")
-def test_dropped_net_admin_cannot_add_an_nftables_table(hearth, tmp_path):
+def test_net_admin_only_when_kept(hearth, tmp_path):
     out = tmp_path / "nft.out"
     nft = shutil.which("nft")
     script = f"{nft} add table inet sneaky > {out}.tmp 2>&1; echo rc=$? >> {out}.tmp; mv {out}.tmp {out}; exec sleep 1000"
     hearth.start(hearth.config(services=[
         {"name": "agent", "argv": ["sh", "-c", script], "caps_drop": ["CAP_NET_ADMIN"]},
-        {"name": "control", "argv": ["sh", "-c", script.replace("sneaky", "allowed").replace(str(out), str(out) + "2")]}]))
+        {"name": "control", "argv": ["sh", "-c", script.replace("sneaky", "allowed").replace(str(out), str(out) + "2")],
+         "caps_keep": ["NET_ADMIN"]}]))
     hearth.wait_for(lambda: out.exists(), what="nft attempt")
     text = out.read_text()
     assert "rc=0" not in text and ("Operation not permitted" in text or "rc=1" in text)
-    # The same command with the capability works, so the refusal is the drop.
+    # The same command with the capability kept works, so the refusal is
+    # the capability (not on the default list).
     hearth.wait_for(lambda: (tmp_path / "nft.out2").exists(), what="control attempt")
     assert "rc=0" in (tmp_path / "nft.out2").read_text()
 
@@ -108,8 +110,13 @@ def test_service_is_born_in_its_cgroup_leaf(hearth, tmp_path):
         "name": "agent", "argv": ["sh", "-c", f"cat /proc/self/cgroup > {out}; exec sleep 1000"]}]))
     hearth.wait_for(lambda: out.exists() and out.read_text(), what="cgroup dump")
     leaf = hearth.service("agent")["cgroup"]
-    line = [l for l in out.read_text().splitlines() if l.startswith("0::")][0]
+    # Seen from outside, the service is in its leaf; inside, its cgroup
+    # namespace is rooted there, so it sees itself at "/".
+    with open(f"/proc/{_running_pid(hearth, 'agent')}/cgroup") as f:
+        line = [l for l in f.read().splitlines() if l.startswith("0::")][0]
     assert leaf.endswith(line[3:]) and line.endswith("/services/agent")
+    inside = [l for l in out.read_text().splitlines() if l.startswith("0::")][0]
+    assert inside == "0::/"
     # From kernel 5.7 on it is placed by clone3 itself, not moved after
     # the fork.
     assert "spawned pid" in hearth.log_text()

@@ -1,0 +1,666 @@
+#include "contain.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <linux/capability.h>
+
+#include <cJSON.h>
+
+#include "log.h"
+#include "mountinfo.h"
+
+#ifndef CAP_PERFMON
+#define CAP_PERFMON 38
+#endif
+#ifndef CAP_BPF
+#define CAP_BPF 39
+#endif
+#ifndef CLONE_NEWCGROUP
+#define CLONE_NEWCGROUP 0x02000000
+#endif
+#ifndef PR_CAP_AMBIENT
+#define PR_CAP_AMBIENT 47
+#define PR_CAP_AMBIENT_RAISE 2
+#define PR_CAP_AMBIENT_CLEAR_ALL 4
+#endif
+
+#define BIT(n) (UINT64_C(1) << (n))
+
+/* The container runtimes' default set without NET_RAW: raw and packet
+ * sockets send frames the inet egress hook never sees. */
+const uint64_t contain_default_caps =
+    BIT(CAP_CHOWN) | BIT(CAP_DAC_OVERRIDE) | BIT(CAP_FOWNER) | BIT(CAP_FSETID) | BIT(CAP_KILL) |
+    BIT(CAP_SETGID) | BIT(CAP_SETUID) | BIT(CAP_SETPCAP) | BIT(CAP_SETFCAP) |
+    BIT(CAP_NET_BIND_SERVICE) | BIT(CAP_SYS_CHROOT) | BIT(CAP_AUDIT_WRITE);
+
+/* Capabilities with which a service could undo what hearth set up: the
+ * egress ruleset and raw frames (NET_ADMIN, NET_RAW), mounts and
+ * namespaces (SYS_ADMIN), hearth's memory (SYS_PTRACE), the kernel
+ * itself (SYS_MODULE, SYS_RAWIO, BPF, PERFMON), the machine (SYS_BOOT,
+ * SYS_TIME), files by handle past any mount (DAC_READ_SEARCH), device
+ * nodes for the raw disks (MKNOD), and the security modules
+ * (MAC_ADMIN, MAC_OVERRIDE). */
+static const int dangerous[] = {
+    CAP_NET_ADMIN, CAP_NET_RAW,  CAP_SYS_ADMIN, CAP_SYS_PTRACE,      CAP_SYS_MODULE,
+    CAP_SYS_RAWIO, CAP_BPF,      CAP_PERFMON,   CAP_SYS_BOOT,        CAP_SYS_TIME,
+    CAP_DAC_READ_SEARCH, CAP_MKNOD, CAP_MAC_ADMIN, CAP_MAC_OVERRIDE,
+};
+
+/* The OCI runtimes' default masked paths: a file gets /dev/null over it,
+ * a directory an empty read-only tmpfs. */
+const char *const contain_masked[] = {
+    "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
+    "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/proc/interrupts",
+    "/sys/firmware", "/sys/devices/virtual/powercap", NULL,
+};
+
+/* Read-only in a service's namespace. All of /sys (sysfs files are
+ * guarded by their mode only: /sys/power/state, module parameters, and
+ * /sys/fs/cgroup with hearth's own cgroup.procs and cgroup.freeze), and
+ * the /proc entries that reach the kernel's settings. */
+const char *const contain_readonly[] = {
+    "/sys", "/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs",
+    "/proc/asound", NULL,
+};
+
+/* ---- policy ---- */
+
+static uint64_t caps_of(const cJSON *arr)
+{
+    uint64_t m = 0;
+    for (const cJSON *v = arr ? arr->child : NULL; v; v = v->next) {
+        int n = cJSON_IsString(v) ? config_cap_number(v->valuestring) : -1;
+        if (n >= 0 && n < 64)
+            m |= BIT(n);
+    }
+    return m;
+}
+
+void contain_policy_of(const struct service_config *c, struct contain_policy *out)
+{
+    const cJSON *j = c->json;
+    const cJSON *keep = cJSON_GetObjectItemCaseSensitive(j, "caps_keep");
+    const cJSON *iso = cJSON_GetObjectItemCaseSensitive(j, "isolation");
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(j, "seccomp");
+
+    memset(out, 0, sizeof(*out));
+    out->keep_given = keep != NULL;
+    out->keep = keep ? caps_of(keep) : contain_default_caps;
+    out->drop = caps_of(cJSON_GetObjectItemCaseSensitive(j, "caps_drop"));
+    out->isolation = !cJSON_IsFalse(iso);
+    out->seccomp = !(cJSON_IsString(sc) && strcmp(sc->valuestring, "off") == 0);
+}
+
+uint64_t contain_caps(const struct contain_policy *pol, bool root)
+{
+    uint64_t keep = pol->keep_given ? pol->keep : root ? contain_default_caps : 0;
+    return keep & ~pol->drop;
+}
+
+static void add_reason(char *buf, size_t len, int *n, const char *what, const char *name)
+{
+    size_t used = strlen(buf);
+    if (used < len)
+        snprintf(buf + used, len - used, "%s%s%s", *n ? ", " : "", what, name);
+    (*n)++;
+}
+
+int contain_privileged(const struct contain_policy *pol, char *buf, size_t len)
+{
+    int n = 0;
+    /* The default set holds none of the dangerous ones, so whether the
+     * service is root does not change the verdict: use the larger set. */
+    uint64_t caps = contain_caps(pol, true);
+    static const char *const names[] = {
+        [CAP_NET_ADMIN] = "NET_ADMIN", [CAP_NET_RAW] = "NET_RAW", [CAP_SYS_ADMIN] = "SYS_ADMIN",
+        [CAP_SYS_PTRACE] = "SYS_PTRACE", [CAP_SYS_MODULE] = "SYS_MODULE",
+        [CAP_SYS_RAWIO] = "SYS_RAWIO", [CAP_BPF] = "BPF", [CAP_PERFMON] = "PERFMON",
+        [CAP_SYS_BOOT] = "SYS_BOOT", [CAP_SYS_TIME] = "SYS_TIME",
+        [CAP_DAC_READ_SEARCH] = "DAC_READ_SEARCH", [CAP_MKNOD] = "MKNOD",
+        [CAP_MAC_ADMIN] = "MAC_ADMIN", [CAP_MAC_OVERRIDE] = "MAC_OVERRIDE",
+    };
+
+    if (len)
+        buf[0] = 0;
+    for (size_t i = 0; i < sizeof(dangerous) / sizeof(dangerous[0]); i++)
+        if (caps & BIT(dangerous[i]))
+            add_reason(buf, len, &n, "keeps CAP_", names[dangerous[i]]);
+    if (!pol->isolation)
+        add_reason(buf, len, &n, "isolation off", "");
+    if (!pol->seccomp)
+        add_reason(buf, len, &n, "seccomp off", "");
+    return n;
+}
+
+/* ---- the parent's side ---- */
+
+/* Whether the mount at / carries a "shared:N" tag in mountinfo. */
+static bool root_is_shared(void)
+{
+    char line[4096];
+    bool shared = false;
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+
+    if (!f)
+        return false;
+    while (fgets(line, sizeof(line), f)) {
+        /* id parent dev root target ... : field 5 is the mount point */
+        char *s = line, *field[6] = {0};
+        for (int k = 0; k < 6 && s; k++)
+            field[k] = strsep(&s, " ");
+        if (!field[4] || strcmp(field[4], "/") != 0 || !s)
+            continue;
+        /* The optional fields end at a lone "-" (there may be none). */
+        char *dash = strncmp(s, "- ", 2) == 0 ? s : strstr(s, " - ");
+        if (dash)
+            *dash = 0;
+        shared = strstr(s, "shared:") != NULL; /* the last / mount wins */
+    }
+    fclose(f);
+    return shared;
+}
+
+void contain_host_setup(bool supervisor)
+{
+    static bool done;
+
+    if (done)
+        return;
+    done = true;
+    /* vm and container modes are PID 1 of their namespaces; a process
+     * that is not (a forced --mode, the unit tests) shares someone
+     * else's mount namespace and must leave it alone. */
+    if (supervisor || getpid() != 1) {
+        if (!root_is_shared())
+            log_warn("/ is not a shared mount here: mounts hearth adds after a service started "
+                     "will not reach that service's namespace");
+        return;
+    }
+    /* hearth owns this mount namespace (vm: the machine's; container:
+     * the runtime made it for hearth): sharing it changes nothing outside. */
+    if (mount(NULL, "/", NULL, MS_REC | MS_SHARED, NULL) < 0)
+        log_warn("unable to make hearth's mounts shared: %s: mounts hearth adds after a service "
+                 "started will not reach that service's namespace", strerror(errno));
+}
+
+static int add_path(char (*list)[CONTAIN_PATH_MAX], size_t *n, const char *path, size_t len,
+                    char *err, size_t errlen)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (strlen(list[i]) == len && strncmp(list[i], path, len) == 0)
+            return 0;
+    if (*n >= CONTAIN_MAX_EXTRA || len >= CONTAIN_PATH_MAX) {
+        snprintf(err, errlen, "containment: too many or too long paths to hide (%.*s)", (int)len,
+                 path);
+        return -1;
+    }
+    memcpy(list[*n], path, len);
+    list[(*n)++][len] = 0;
+    return 0;
+}
+
+/* Whether the first cgroup2 mount carries nsdelegate (its superblock
+ * options, the last field of its mountinfo line). */
+static bool cgroup2_nsdelegate(void)
+{
+    char line[4096];
+    bool found = false, ns = false;
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+
+    if (!f)
+        return false;
+    while (!found && fgets(line, sizeof(line), f)) {
+        char *post = strstr(line, " - cgroup2 ");
+        if (!post)
+            continue;
+        found = true;
+        char *opts = strrchr(line, ' ');
+        opts[strcspn(opts, "\n")] = 0;
+        for (char *o = strtok(opts + 1, ","); o; o = strtok(NULL, ","))
+            ns = ns || strcmp(o, "nsdelegate") == 0;
+    }
+    fclose(f);
+    return ns;
+}
+
+static void make_dirs(const char *path)
+{
+    char buf[CONTAIN_PATH_MAX];
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p)
+            continue;
+        char c = *p;
+        *p = 0;
+        if (mkdir(buf, 0755) < 0 && errno != EEXIST) {
+            log_debug("unable to create %s: %s", buf, strerror(errno));
+            return;
+        }
+        if (!c)
+            return;
+        *p = c;
+    }
+}
+
+static bool cgroupns_supported(void)
+{
+    static int known = -1;
+    if (known < 0) {
+        known = access("/proc/self/ns/cgroup", F_OK) == 0;
+        if (!known)
+            log_warn("this kernel has no cgroup namespaces: services see hearth's whole cgroup tree "
+                     "(read-only)");
+        /* The kernel checks migrations against the writer's cgroup
+         * namespace only on a hierarchy mounted with nsdelegate (hearth
+         * mounts it so in vm mode); elsewhere the read-only /sys is what
+         * keeps a service in its leaf. */
+        else if (!cgroup2_nsdelegate())
+            log_info("cgroup2 is mounted without nsdelegate here: a service's cgroup namespace "
+                     "hides hearth's tree but does not bound migrations; the read-only /sys does");
+    }
+    return known;
+}
+
+static bool seccomp_available(void)
+{
+    static int known = -1;
+    if (known < 0) {
+        known = seccomp_supported();
+        if (!known)
+            log_warn("this kernel has no seccomp filters: services run without the default filter");
+    }
+    return known;
+}
+
+/* A hearth that is not root (supervisor mode on a developer's machine)
+ * cannot make namespaces or mounts, and its services run as its own user:
+ * there is nothing of its setup they could undo that they could not
+ * already. They still get the capability sets and the filter. */
+static bool can_isolate(void)
+{
+    static int known = -1;
+    if (known < 0) {
+        known = geteuid() == 0;
+        if (!known)
+            log_warn("hearth is not root: services run without their own mount and cgroup "
+                     "namespaces");
+    }
+    return known;
+}
+
+int contain_prepare(const struct service_config *c, const struct config *cfg,
+                    const char *config_path, bool root, const char *leaf,
+                    struct contain_plan *p, char *err, size_t errlen)
+{
+    struct contain_policy pol;
+
+    contain_policy_of(c, &pol);
+    memset(p, 0, sizeof(*p));
+    p->caps = contain_caps(&pol, root);
+    p->ambient = !root && p->caps;
+    p->isolate = pol.isolation && can_isolate();
+    p->cgroupns = pol.isolation && leaf && leaf[0] && cgroupns_supported();
+    if (pol.seccomp && seccomp_available()) {
+        if (seccomp_build(p->caps, &p->prog) < 0) {
+            snprintf(err, errlen, "seccomp: unable to build the default filter: %s (set "
+                     "\"seccomp\": \"off\" to run without it)", strerror(errno));
+            return -1;
+        }
+        p->seccomp = true;
+    }
+    if (!p->isolate)
+        return 0;
+    /* The control sockets' directories: a service must not even reach
+     * the socket, whatever the peer check would say. */
+    for (size_t i = 0; cfg && i < cfg->n_listen; i++) {
+        if (cfg->listen[i].kind != LISTEN_UNIX)
+            continue;
+        const char *path = cfg->listen[i].path;
+        const char *slash = strrchr(path, '/');
+        /* A socket right under / hides itself rather than the root. */
+        bool dir = slash && slash != path;
+        size_t len = dir ? (size_t)(slash - path) : strlen(path);
+        if (add_path(p->hide, &p->n_hide, path, len, err, errlen) < 0)
+            return -1;
+        /* A directory the listener has not made yet would be skipped as
+         * missing and could appear unhidden later: make it now, as the
+         * listener does (0755). */
+        if (dir)
+            make_dirs(p->hide[p->n_hide - 1]);
+    }
+    if (add_path(p->ro, &p->n_ro, "/etc/hearth", strlen("/etc/hearth"), err, errlen) < 0)
+        return -1;
+    if (config_path && config_path[0] &&
+        add_path(p->ro, &p->n_ro, config_path, strlen(config_path), err, errlen) < 0)
+        return -1;
+    return 0;
+}
+
+/* ---- the child's side: plain syscalls only ---- */
+
+#ifndef SYS_mount_setattr
+#define SYS_mount_setattr 442
+#endif
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000
+#endif
+#define HEARTH_MOUNT_ATTR_RDONLY 0x00000001
+
+struct hearth_mount_attr {
+    uint64_t attr_set, attr_clr, propagation, userns_fd;
+};
+
+static int fail(char *what, size_t len, const char *verb, const char *path)
+{
+    int e = errno;
+    snprintf(what, len, "unable to %s %s", verb, path);
+    errno = e;
+    return -1;
+}
+
+/* Without mount_setattr (before 5.12) each mount at or below path is
+ * remounted read-only one by one, keeping its other flags. */
+struct ro_walk {
+    const char *path;
+    size_t len;
+    int err;
+};
+
+static unsigned long flags_of(const char *target)
+{
+    struct statvfs sv;
+    unsigned long f = 0;
+    if (statvfs(target, &sv) == 0) {
+        if (sv.f_flag & ST_NOSUID) f |= MS_NOSUID;
+        if (sv.f_flag & ST_NODEV) f |= MS_NODEV;
+        if (sv.f_flag & ST_NOEXEC) f |= MS_NOEXEC;
+    }
+    return f;
+}
+
+static bool ro_each(const struct mountinfo_entry *e, void *ctx)
+{
+    struct ro_walk *w = ctx;
+    if (strncmp(e->target, w->path, w->len) != 0 || (e->target[w->len] && e->target[w->len] != '/'))
+        return true;
+    if (mount(NULL, e->target, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | flags_of(e->target),
+              NULL) < 0) {
+        w->err = errno;
+        return false;
+    }
+    return true;
+}
+
+/* A bind of path onto itself (so it is a mount of its own), then read-only
+ * with everything below it. */
+static int make_readonly(const char *path, char *what, size_t len)
+{
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return errno == ENOENT ? 0 : fail(what, len, "inspect", path);
+    if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) < 0)
+        return fail(what, len, "bind for read-only", path);
+    struct hearth_mount_attr a = {.attr_set = HEARTH_MOUNT_ATTR_RDONLY};
+    if (syscall(SYS_mount_setattr, AT_FDCWD, path, AT_RECURSIVE, &a, sizeof(a)) == 0)
+        return 0;
+    if (errno != ENOSYS)
+        return fail(what, len, "make read-only", path);
+    struct ro_walk w = {path, strlen(path), 0};
+    if (mountinfo_each(ro_each, &w) < 0)
+        return fail(what, len, "list the mounts under", path);
+    if (w.err) {
+        errno = w.err;
+        return fail(what, len, "make read-only", path);
+    }
+    return 0;
+}
+
+/* /dev/null over a file, an empty read-only tmpfs over a directory. */
+static int mask(const char *path, char *what, size_t len)
+{
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return errno == ENOENT ? 0 : fail(what, len, "inspect", path);
+    if (S_ISDIR(st.st_mode)) {
+        if (mount("hearth-mask", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "size=4k,mode=0555") < 0)
+            return fail(what, len, "mask", path);
+    } else if (mount("/dev/null", path, NULL, MS_BIND, NULL) < 0) {
+        return fail(what, len, "mask", path);
+    }
+    return 0;
+}
+
+/* The device nodes a service gets: what programs expect to find (ptmx is
+ * a node here, not a link, so the kernel finds the "pts" beside it). The
+ * image's /dev (disks, the console, /dev/kmsg, the virtio ports, /dev/mem)
+ * stays out of reach: a root service with DAC_OVERRIDE could open any of
+ * them, and no device cgroup stands in the way. */
+static const struct {
+    const char *name;
+    unsigned maj, min;
+} dev_nodes[] = {
+    {"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7}, {"random", 1, 8},
+    {"urandom", 1, 9}, {"tty", 5, 0}, {"ptmx", 5, 2},
+};
+
+static const struct {
+    const char *name, *target;
+} dev_links[] = {
+    {"fd", "/proc/self/fd"}, {"stdin", "/proc/self/fd/0"},
+    {"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"},
+};
+
+/* Shared with hearth and the other services: ptys, POSIX shared memory
+ * and message queues, bound in from the image's /dev. */
+static const char *const dev_shared[] = {"pts", "shm", "mqueue"};
+
+#define N_DEV_NODES (sizeof(dev_nodes) / sizeof(dev_nodes[0]))
+#define N_DEV_SHARED (sizeof(dev_shared) / sizeof(dev_shared[0]))
+
+/* Binds the file or directory behind an O_PATH descriptor onto path. */
+static int bind_fd(int fd, const char *path, unsigned long flags)
+{
+    char src[32];
+    snprintf(src, sizeof(src), "/proc/self/fd/%d", fd);
+    return mount(src, path, NULL, MS_BIND | flags, NULL);
+}
+
+/* One node of the service's /dev: made with mknod, or, where that is
+ * refused (hearth in a user namespace, as in a rootless container), the
+ * image's node bound onto an empty file. ptmx is then a link into pts:
+ * the kernel finds the pts instance beside the ptmx that was opened, and
+ * a bound node's "beside" is the image's /dev. */
+static int dev_node(size_t i, int orig, char *what, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/dev/%s", dev_nodes[i].name);
+    if (mknod(path, S_IFCHR | 0666, makedev(dev_nodes[i].maj, dev_nodes[i].min)) == 0) {
+        if (chmod(path, 0666) < 0) /* the mode without the umask */
+            return fail(what, len, "create", path);
+        return 0;
+    }
+    if (errno != EPERM || orig < 0)
+        return fail(what, len, "create", path);
+    if (strcmp(dev_nodes[i].name, "ptmx") == 0)
+        return symlink("pts/ptmx", path) < 0 ? fail(what, len, "create", path) : 0;
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return fail(what, len, "create", path);
+    close(fd);
+    return bind_fd(orig, path, 0) < 0 ? fail(what, len, "bind into the service's /dev", path) : 0;
+}
+
+/* A /dev of its own: a small tmpfs with the nodes above, the shared
+ * directories bound in, then read-only. What it takes from the image's
+ * /dev is opened first: the tmpfs hides the originals. */
+static int own_dev(char *what, size_t len)
+{
+    int nodes[N_DEV_NODES], shared[N_DEV_SHARED];
+    char path[64];
+    struct stat st;
+    int rc = -1;
+
+    if (stat("/dev", &st) < 0 || !S_ISDIR(st.st_mode))
+        return 0; /* no /dev to replace */
+    for (size_t i = 0; i < N_DEV_NODES; i++) {
+        snprintf(path, sizeof(path), "/dev/%s", dev_nodes[i].name);
+        nodes[i] = open(path, O_PATH | O_CLOEXEC);
+    }
+    for (size_t i = 0; i < N_DEV_SHARED; i++) {
+        snprintf(path, sizeof(path), "/dev/%s", dev_shared[i]);
+        shared[i] = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    }
+    if (mount("hearth-dev", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") < 0) {
+        fail(what, len, "mount a tmpfs on", "/dev");
+        goto out;
+    }
+    for (size_t i = 0; i < N_DEV_NODES; i++)
+        if (dev_node(i, nodes[i], what, len) < 0)
+            goto out;
+    for (size_t i = 0; i < sizeof(dev_links) / sizeof(dev_links[0]); i++) {
+        snprintf(path, sizeof(path), "/dev/%s", dev_links[i].name);
+        if (symlink(dev_links[i].target, path) < 0) {
+            fail(what, len, "create", path);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < N_DEV_SHARED; i++) {
+        if (shared[i] < 0)
+            continue; /* not in the image's /dev */
+        snprintf(path, sizeof(path), "/dev/%s", dev_shared[i]);
+        if (mkdir(path, 0755) < 0 || bind_fd(shared[i], path, MS_REC) < 0) {
+            fail(what, len, "bind into the service's /dev", path);
+            goto out;
+        }
+    }
+    if (mount(NULL, "/dev", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
+              "mode=0755,size=64k") < 0) {
+        fail(what, len, "make read-only", "/dev");
+        goto out;
+    }
+    rc = 0;
+out:;
+    int e = errno;
+    for (size_t i = 0; i < N_DEV_NODES; i++)
+        if (nodes[i] >= 0)
+            close(nodes[i]);
+    for (size_t i = 0; i < N_DEV_SHARED; i++)
+        if (shared[i] >= 0)
+            close(shared[i]);
+    errno = e;
+    return rc;
+}
+
+int contain_enter(const struct contain_plan *p, char *what, size_t len)
+{
+    if (!p->isolate)
+        return 0;
+    if (unshare(CLONE_NEWNS) < 0)
+        return fail(what, len, "create", "a mount namespace");
+    /* A slave of hearth's namespace: what hearth mounts later (host
+     * mounts from sandbox.init, remounts after a resume) comes in, and
+     * nothing done here goes back. */
+    if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+        return fail(what, len, "make slave", "/");
+    if (own_dev(what, len) < 0)
+        return -1;
+    for (size_t i = 0; i < p->n_hide; i++)
+        if (mask(p->hide[i], what, len) < 0)
+            return -1;
+    for (const char *const *m = contain_masked; *m; m++)
+        if (mask(*m, what, len) < 0)
+            return -1;
+    for (const char *const *r = contain_readonly; *r; r++)
+        if (make_readonly(*r, what, len) < 0)
+            return -1;
+    for (size_t i = 0; i < p->n_ro; i++)
+        if (make_readonly(p->ro[i], what, len) < 0)
+            return -1;
+    /* The child already lives in its leaf: the namespace is rooted
+     * there, so it cannot move itself or anything else out of it. */
+    if (p->cgroupns && unshare(CLONE_NEWCGROUP) < 0)
+        return fail(what, len, "create", "a cgroup namespace");
+    return 0;
+}
+
+static int capget_now(uint64_t *eff, uint64_t *perm)
+{
+    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct d[2];
+    memset(d, 0, sizeof(d));
+    if (syscall(SYS_capget, &h, d) < 0)
+        return -1;
+    *eff = (uint64_t)d[0].effective | (uint64_t)d[1].effective << 32;
+    *perm = (uint64_t)d[0].permitted | (uint64_t)d[1].permitted << 32;
+    return 0;
+}
+
+int contain_caps_before_ids(const struct contain_plan *p)
+{
+    uint64_t eff = 0, perm = 0;
+    /* Only a holder of CAP_SETPCAP can shrink the bounding set; a hearth
+     * that is not root has nothing in it to lose here (no_new_privs
+     * keeps file capabilities from adding any at exec). */
+    if (capget_now(&eff, &perm) < 0)
+        return -1;
+    if (eff & BIT(CAP_SETPCAP)) {
+        for (int c = 0; c < 64; c++) {
+            if (p->caps & BIT(c))
+                continue;
+            if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0) {
+                if (errno == EINVAL)
+                    break; /* past the kernel's last capability */
+                return -1;
+            }
+        }
+    }
+    if (p->ambient && prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0)
+        return -1;
+    return 0;
+}
+
+int contain_caps_after_ids(const struct contain_plan *p)
+{
+    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct d[2];
+    uint64_t eff = 0, perm = 0;
+
+    /* Never more than held now: a hearth that is not root has none. */
+    if (capget_now(&eff, &perm) < 0)
+        return -1;
+    uint64_t caps = p->caps & perm;
+    uint32_t lo = (uint32_t)caps, hi = (uint32_t)(caps >> 32);
+    memset(d, 0, sizeof(d));
+    d[0].effective = d[0].permitted = lo;
+    d[1].effective = d[1].permitted = hi;
+    /* Ambient capabilities must be inheritable too; a root service gets
+     * its set back from the bounding set at exec and needs none. */
+    if (p->ambient) {
+        d[0].inheritable = lo;
+        d[1].inheritable = hi;
+    }
+    if (syscall(SYS_capset, &h, d) < 0)
+        return -1;
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+        return -1;
+    if (p->ambient) {
+        for (int c = 0; c < 64; c++)
+            if ((caps & BIT(c)) && prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, c, 0, 0) < 0)
+                return -1;
+        prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0);
+    }
+    return 0;
+}

@@ -1,0 +1,104 @@
+/* contain: what keeps a service inside what hearth set up. A service is a
+ * guest of PID 1, not its peer:
+ *  - capabilities by allowlist (caps_keep, default the container set
+ *    without NET_RAW for root, none for other users; caps_drop subtracts),
+ *    every set (bounding, inheritable, ambient, effective, permitted)
+ *    cleared beyond them;
+ *  - its own mount namespace (isolation, default on), a slave of hearth's
+ *    so later mounts still reach it, with a /dev of its own (no disks,
+ *    console or kernel log), the control sockets' directories masked, the kernel's sensitive /proc and /sys files masked or
+ *    read-only, /sys/fs/cgroup and hearth's config read-only;
+ *  - a cgroup namespace rooted at its leaf;
+ *  - the default seccomp filter (seccomp.h), with no_new_privs.
+ * A service whose settings let it undo that (a kept capability such as
+ * NET_ADMIN, isolation or seccomp off) is "privileged": logged when the
+ * config loads and shown with its reasons in status.
+ *
+ * The parent resolves everything into a plan (contain_prepare); the child
+ * only applies it with plain syscalls. */
+#ifndef HEARTH_CONTAIN_H
+#define HEARTH_CONTAIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config.h"
+#include "seccomp.h"
+
+#define CONTAIN_PATH_MAX 256
+#define CONTAIN_MAX_EXTRA 12
+
+/* What a service's config asks for, before the user is known. */
+struct contain_policy {
+    bool keep_given;   /* caps_keep present */
+    uint64_t keep;     /* caps_keep (or the default for a root service) */
+    uint64_t drop;     /* caps_drop */
+    bool isolation;    /* default true */
+    bool seccomp;      /* "default" (true) or "off" */
+};
+
+struct contain_plan {
+    uint64_t caps;      /* the capabilities the service keeps */
+    bool ambient;       /* raise them as ambient: the service is not root */
+    bool isolate;       /* own mount namespace and masks */
+    bool cgroupns;      /* own cgroup namespace at its leaf */
+    bool seccomp;
+    struct seccomp_prog prog;
+    /* Directories hidden under an empty read-only tmpfs (the control
+     * sockets' directories), files or directories made read-only
+     * (hearth's config). */
+    char hide[CONTAIN_MAX_EXTRA][CONTAIN_PATH_MAX];
+    size_t n_hide;
+    char ro[CONTAIN_MAX_EXTRA][CONTAIN_PATH_MAX];
+    size_t n_ro;
+};
+
+/* The capability set a root service keeps by default. */
+extern const uint64_t contain_default_caps;
+
+/* Reads caps_keep, caps_drop, isolation and seccomp from a validated
+ * service object. */
+void contain_policy_of(const struct service_config *c, struct contain_policy *out);
+/* The capabilities kept: caps_keep (or the default when root, none when
+ * not) minus caps_drop. */
+uint64_t contain_caps(const struct contain_policy *pol, bool root);
+/* Why a service is privileged: "keeps CAP_NET_ADMIN", "isolation off",
+ * "seccomp off", joined by ", " into buf. Returns how many reasons. */
+int contain_privileged(const struct contain_policy *pol, char *buf, size_t len);
+
+/* Once, in the parent, before the first isolated service starts: makes
+ * hearth's own mounts shared (vm and container modes: hearth owns the
+ * mount namespace) so mounts it adds later propagate into the services'
+ * namespaces, which are slaves of it. In supervisor mode (or when hearth
+ * is not PID 1) the namespace is someone else's and is left as it is; if /
+ * is not shared there, that is logged. */
+void contain_host_setup(bool supervisor);
+
+/* Builds the plan for a service running as root (root) or not, in leaf
+ * (NULL or "" without cgroups); cfg's unix listeners are hidden from it
+ * and config_path made read-only. Returns 0, or -1 with a message. */
+int contain_prepare(const struct service_config *c, const struct config *cfg,
+                    const char *config_path, bool root, const char *leaf,
+                    struct contain_plan *p, char *err, size_t errlen);
+
+/* In the child, before identity changes: the namespaces and the mounts.
+ * Returns 0, or -1 with errno and what it was doing in what ("unable to
+ * mask /proc/kcore"). */
+int contain_enter(const struct contain_plan *p, char *what, size_t len);
+/* In the child, as root: shrinks the bounding set to the kept
+ * capabilities (before the uid changes) and asks the kernel to keep the
+ * permitted set across setuid when they must become ambient. */
+int contain_caps_before_ids(const struct contain_plan *p);
+/* In the child, after the uid change: effective, permitted and
+ * inheritable set to the kept capabilities (inheritable only for a
+ * non-root service), ambient cleared and then raised for a non-root one. */
+int contain_caps_after_ids(const struct contain_plan *p);
+
+/* Paths a service's namespace masks and makes read-only, for docs and
+ * tests (NULL-terminated). */
+extern const char *const contain_masked[];
+extern const char *const contain_readonly[];
+
+#endif

@@ -1,0 +1,306 @@
+/* Containment: the capability policy, the privileged verdict, and the
+ * seccomp filter run through a small classic-BPF interpreter. */
+#include "unit.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <linux/audit.h>
+#include <linux/capability.h>
+#include <linux/seccomp.h>
+
+#include <cJSON.h>
+
+#include "config.h"
+#include "contain.h"
+#include "seccomp.h"
+
+#define BIT(n) (UINT64_C(1) << (n))
+#define RET_EPERM (SECCOMP_RET_ERRNO | EPERM)
+#define RET_ENOSYS (SECCOMP_RET_ERRNO | ENOSYS)
+#define CLONE_NEWUSER_ 0x10000000u
+#define CLONE_NEWNS_ 0x00020000u
+#define CLONE_NEWTIME_ 0x00000080u
+
+/* Runs the program over one seccomp_data the way the kernel would for
+ * the instructions the builder uses (absolute word loads, K jumps, K
+ * returns). Anything else, a jump out of the program or falling off its
+ * end, is a failure (returned as 0xdead). */
+static uint32_t run(const struct seccomp_prog *p, int nr, uint32_t arch, uint64_t arg0)
+{
+    struct seccomp_data d;
+    uint32_t acc = 0;
+
+    memset(&d, 0, sizeof(d));
+    d.nr = nr;
+    d.arch = arch;
+    d.args[0] = arg0;
+    for (unsigned pc = 0; pc < p->len; pc++) {
+        const struct sock_filter *f = &p->insns[pc];
+        switch (f->code) {
+        case BPF_LD | BPF_W | BPF_ABS:
+            if (f->k + 4 > sizeof(d))
+                return 0xdead;
+            memcpy(&acc, (const char *)&d + f->k, 4);
+            break;
+        case BPF_JMP | BPF_JEQ | BPF_K:
+            pc += acc == f->k ? f->jt : f->jf;
+            break;
+        case BPF_JMP | BPF_JGE | BPF_K:
+            pc += acc >= f->k ? f->jt : f->jf;
+            break;
+        case BPF_JMP | BPF_JSET | BPF_K:
+            pc += (acc & f->k) ? f->jt : f->jf;
+            break;
+        case BPF_RET | BPF_K:
+            return f->k;
+        default:
+            return 0xdead;
+        }
+    }
+    return 0xdead;
+}
+
+TEST(seccomp_default_filter)
+{
+    struct seccomp_prog p;
+    CHECK_EQ_INT(seccomp_build(0, &p), 0);
+    CHECK(p.len > 10 && p.len <= SECCOMP_MAX_INSNS);
+    const uint32_t x86 = AUDIT_ARCH_X86_64;
+
+    /* Ordinary calls pass. */
+    CHECK_EQ_INT(run(&p, SYS_read, x86, 0), SECCOMP_RET_ALLOW);
+    CHECK_EQ_INT(run(&p, SYS_openat, x86, 0), SECCOMP_RET_ALLOW);
+    CHECK_EQ_INT(run(&p, SYS_execve, x86, 0), SECCOMP_RET_ALLOW);
+    CHECK_EQ_INT(run(&p, SYS_socket, x86, 0), SECCOMP_RET_ALLOW);
+    /* What undoes hearth's setup or reaches the kernel is refused. */
+    static const int refused[] = {SYS_kexec_load, SYS_kexec_file_load, SYS_init_module,
+                                  SYS_finit_module, SYS_delete_module, SYS_bpf,
+                                  SYS_perf_event_open, SYS_keyctl, SYS_add_key, SYS_request_key,
+                                  SYS_userfaultfd, SYS_open_by_handle_at, SYS_acct, SYS_swapon,
+                                  SYS_swapoff, SYS_reboot, SYS_settimeofday, SYS_clock_settime,
+                                  SYS_clock_adjtime, SYS_adjtimex, SYS_iopl, SYS_ioperm,
+                                  SYS_mount, SYS_umount2, SYS_pivot_root, SYS_move_mount,
+                                  SYS_fsopen, SYS_fsmount, SYS_fsconfig, SYS_open_tree, SYS_setns,
+                                  SYS_ptrace, SYS_process_vm_readv, SYS_process_vm_writev,
+                                  SYS_quotactl, SYS_lookup_dcookie, SYS_nfsservctl, SYS_vhangup,
+                                  SYS_io_uring_setup};
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+        if (run(&p, refused[i], x86, 0) != RET_EPERM) {
+            fprintf(stderr, "  syscall %d not refused\n", refused[i]);
+            unit_failures++;
+        }
+    /* clone3 falls back to clone, whose flags the filter reads. */
+    CHECK_EQ_INT(run(&p, SYS_clone3, x86, 0), RET_ENOSYS);
+    CHECK_EQ_INT(run(&p, SYS_clone, x86, 0x003d0f00 /* a thread */), SECCOMP_RET_ALLOW);
+    CHECK_EQ_INT(run(&p, SYS_clone, x86, 17 /* fork: SIGCHLD */), SECCOMP_RET_ALLOW);
+    CHECK_EQ_INT(run(&p, SYS_clone, x86, CLONE_NEWUSER_ | 17), RET_EPERM);
+    CHECK_EQ_INT(run(&p, SYS_clone, x86, CLONE_NEWNS_), RET_EPERM);
+    /* In clone's first argument 0x80 is part of the exit signal. */
+    CHECK_EQ_INT(run(&p, SYS_clone, x86, CLONE_NEWTIME_), SECCOMP_RET_ALLOW);
+    CHECK_EQ_INT(run(&p, SYS_unshare, x86, CLONE_NEWUSER_), RET_EPERM);
+    CHECK_EQ_INT(run(&p, SYS_unshare, x86, CLONE_NEWTIME_), RET_EPERM);
+    CHECK_EQ_INT(run(&p, SYS_unshare, x86, 0x00000400 /* CLONE_FILES */), SECCOMP_RET_ALLOW);
+    /* The flags' upper half is not where namespace bits live. */
+    CHECK_EQ_INT(run(&p, SYS_unshare, x86, UINT64_C(1) << 40), SECCOMP_RET_ALLOW);
+    /* Other ABIs: i386 and x32 numbers are refused whatever they are. */
+    CHECK_EQ_INT(run(&p, SYS_read, AUDIT_ARCH_I386, 0), RET_EPERM);
+    CHECK_EQ_INT(run(&p, SYS_read | 0x40000000, x86, 0), RET_EPERM);
+}
+
+TEST(seccomp_kept_capabilities_lift_their_calls)
+{
+    struct seccomp_prog p;
+    const uint32_t x86 = AUDIT_ARCH_X86_64;
+    CHECK_EQ_INT(seccomp_build(BIT(CAP_SYS_ADMIN) | BIT(CAP_SYS_PTRACE) | BIT(CAP_SYS_TIME), &p), 0);
+    CHECK_EQ_INT(run(&p, SYS_mount, x86, 0), SECCOMP_RET_ALLOW);
+    CHECK_EQ_INT(run(&p, SYS_setns, x86, 0), SECCOMP_RET_ALLOW);
+    CHECK_EQ_INT(run(&p, SYS_unshare, x86, CLONE_NEWNS_), SECCOMP_RET_ALLOW);
+    CHECK_EQ_INT(run(&p, SYS_clone, x86, CLONE_NEWUSER_), SECCOMP_RET_ALLOW);
+    CHECK_EQ_INT(run(&p, SYS_ptrace, x86, 0), SECCOMP_RET_ALLOW);
+    CHECK_EQ_INT(run(&p, SYS_clock_settime, x86, 0), SECCOMP_RET_ALLOW);
+    /* Not lifted by these: modules, kexec, keyrings. */
+    CHECK_EQ_INT(run(&p, SYS_finit_module, x86, 0), RET_EPERM);
+    CHECK_EQ_INT(run(&p, SYS_kexec_load, x86, 0), RET_EPERM);
+    CHECK_EQ_INT(run(&p, SYS_keyctl, x86, 0), RET_EPERM);
+    CHECK_EQ_INT(run(&p, SYS_clone3, x86, 0), RET_ENOSYS);
+    /* Even with every capability, kexec and io_uring stay refused. */
+    CHECK_EQ_INT(seccomp_build(~UINT64_C(0), &p), 0);
+    CHECK_EQ_INT(run(&p, SYS_kexec_file_load, x86, 0), RET_EPERM);
+    CHECK_EQ_INT(run(&p, SYS_io_uring_setup, x86, 0), RET_EPERM);
+    CHECK_EQ_INT(run(&p, SYS_finit_module, x86, 0), SECCOMP_RET_ALLOW);
+}
+
+static struct config *parse(const char *json, char *err)
+{
+    return config_parse(json, strlen(json), err, CONFIG_ERR_MAX);
+}
+
+#define SVC(extra) "{\"services\":[{\"name\":\"a\",\"argv\":[\"/bin/a\"]" extra "}]}"
+
+static void policy(const char *json, struct contain_policy *pol)
+{
+    char err[CONFIG_ERR_MAX] = "";
+    struct config *c = parse(json, err);
+    CHECK_STR(err, "");
+    memset(pol, 0, sizeof(*pol));
+    if (c) {
+        contain_policy_of(&c->services[0], pol);
+        config_free(c);
+    }
+}
+
+TEST(contain_capabilities_by_allowlist)
+{
+    struct contain_policy pol;
+    char why[256];
+    const uint64_t def = BIT(CAP_CHOWN) | BIT(CAP_DAC_OVERRIDE) | BIT(CAP_FOWNER) |
+                         BIT(CAP_FSETID) | BIT(CAP_KILL) | BIT(CAP_SETGID) | BIT(CAP_SETUID) |
+                         BIT(CAP_SETPCAP) | BIT(CAP_SETFCAP) | BIT(CAP_NET_BIND_SERVICE) |
+                         BIT(CAP_SYS_CHROOT) | BIT(CAP_AUDIT_WRITE);
+
+    policy(SVC(""), &pol);
+    CHECK(pol.isolation && pol.seccomp);
+    CHECK_EQ_INT(contain_caps(&pol, true), def);
+    CHECK(!(contain_caps(&pol, true) & BIT(CAP_NET_RAW)));
+    CHECK_EQ_INT(contain_caps(&pol, false), 0);
+    CHECK_EQ_INT(contain_privileged(&pol, why, sizeof(why)), 0);
+    CHECK_STR(why, "");
+
+    /* caps_drop subtracts from the default. */
+    policy(SVC(",\"caps_drop\":[\"CHOWN\",\"NET_ADMIN\"]"), &pol);
+    CHECK_EQ_INT(contain_caps(&pol, true), def & ~BIT(CAP_CHOWN));
+
+    /* caps_keep replaces it, for root and for other users (ambient). */
+    policy(SVC(",\"caps_keep\":[\"CAP_NET_BIND_SERVICE\",\"net_admin\"],\"caps_drop\":[\"NET_BIND_SERVICE\"]"),
+           &pol);
+    CHECK_EQ_INT(contain_caps(&pol, true), BIT(CAP_NET_ADMIN));
+    CHECK_EQ_INT(contain_caps(&pol, false), BIT(CAP_NET_ADMIN));
+    CHECK_EQ_INT(contain_privileged(&pol, why, sizeof(why)), 1);
+    CHECK_STR(why, "keeps CAP_NET_ADMIN");
+
+    /* An empty caps_keep keeps nothing. */
+    policy(SVC(",\"caps_keep\":[]"), &pol);
+    CHECK_EQ_INT(contain_caps(&pol, true), 0);
+
+    /* A dropped dangerous capability is no longer a reason. */
+    policy(SVC(",\"caps_keep\":[\"SYS_PTRACE\",\"NET_RAW\"],\"caps_drop\":[\"SYS_PTRACE\"]"), &pol);
+    CHECK_EQ_INT(contain_privileged(&pol, why, sizeof(why)), 1);
+    CHECK_STR(why, "keeps CAP_NET_RAW");
+}
+
+TEST(contain_privileged_reasons)
+{
+    struct contain_policy pol;
+    char why[256];
+
+    policy(SVC(",\"isolation\":false,\"seccomp\":\"off\",\"caps_keep\":[\"SYS_ADMIN\",\"CHOWN\"]"),
+           &pol);
+    CHECK(!pol.isolation && !pol.seccomp);
+    CHECK_EQ_INT(contain_privileged(&pol, why, sizeof(why)), 3);
+    CHECK_STR(why, "keeps CAP_SYS_ADMIN, isolation off, seccomp off");
+    policy(SVC(",\"isolation\":true,\"seccomp\":\"default\""), &pol);
+    CHECK_EQ_INT(contain_privileged(&pol, why, sizeof(why)), 0);
+    /* A short buffer cuts the text, never the count. */
+    policy(SVC(",\"caps_keep\":[\"NET_ADMIN\",\"NET_RAW\",\"MKNOD\",\"DAC_READ_SEARCH\"]"), &pol);
+    CHECK_EQ_INT(contain_privileged(&pol, why, 12), 4);
+    CHECK_EQ_INT(strlen(why), 11);
+}
+
+TEST(contain_config_keys_checked)
+{
+    char err[CONFIG_ERR_MAX] = "";
+    struct config *c = parse(SVC(",\"caps_keep\":[\"CHOWN\",\"CAP_WIZARD\"]"), err);
+    CHECK(c == NULL);
+    CHECK_STR(err, "services[0].caps_keep[1]: unknown capability \"CAP_WIZARD\"");
+    c = parse(SVC(",\"seccomp\":\"strict\""), err);
+    CHECK(c == NULL);
+    CHECK_CONTAINS(err, "services[0].seccomp: expected one of");
+    c = parse(SVC(",\"isolation\":\"no\""), err);
+    CHECK(c == NULL);
+    CHECK_CONTAINS(err, "services[0].isolation: expected");
+}
+
+/* The shipped configs get their containment from the defaults: no
+ * capability list by hand, nothing privileged. */
+TEST(contain_shipped_configs_are_contained)
+{
+    static const char *const files[] = {"rootfs/hermes/hearth.json", "rootfs/qemu/hearth.json",
+                                        "rootfs/qemu/disk.json"};
+    for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
+        char err[CONFIG_ERR_MAX] = "", why[256];
+        struct config *c = config_load(files[f], err, sizeof(err));
+        CHECK_STR(err, "");
+        for (size_t i = 0; c && i < c->n_services; i++) {
+            struct contain_policy pol;
+            contain_policy_of(&c->services[i], &pol);
+            CHECK(!pol.keep_given && pol.isolation && pol.seccomp);
+            CHECK_EQ_INT(contain_privileged(&pol, why, sizeof(why)), 0);
+            CHECK(!cJSON_GetObjectItemCaseSensitive(c->services[i].json, "caps_drop"));
+        }
+        config_free(c);
+    }
+}
+
+/* What the child is told to hide and make read-only, and the capability
+ * plan, for root and for another user. */
+TEST(contain_prepare_plan)
+{
+    char dir[] = "/tmp/hearth-contain-XXXXXX", json[1024], sockdir[64];
+    char err[CONFIG_ERR_MAX] = "";
+    struct contain_plan p;
+    struct stat st;
+
+    if (!mkdtemp(dir)) {
+        CHECK(!"mkdtemp");
+        return;
+    }
+    snprintf(sockdir, sizeof(sockdir), "%s/run/ctl", dir);
+    snprintf(json, sizeof(json),
+             "{\"control\":{\"listen\":[\"unix:%s/c.sock\",\"vsock:1025\",\"unix:/top.sock\","
+             "\"unix:%s/second.sock\"]},"
+             "\"services\":[{\"name\":\"a\",\"argv\":[\"/bin/a\"]},"
+             "{\"name\":\"b\",\"argv\":[\"/bin/b\"],\"caps_keep\":[\"NET_BIND_SERVICE\"],"
+             "\"isolation\":false,\"seccomp\":\"off\"}]}",
+             sockdir, sockdir);
+    struct config *c = parse(json, err);
+    CHECK_STR(err, "");
+    if (!c)
+        return;
+    CHECK_EQ_INT(contain_prepare(&c->services[0], c, "/cfg/h.json", true, "/sys/fs/cgroup/x", &p,
+                                 err, sizeof(err)),
+                 0);
+    CHECK_EQ_INT(p.caps, contain_default_caps);
+    CHECK(!p.ambient);
+    if (geteuid() == 0) {
+        CHECK(p.isolate);
+        CHECK_EQ_INT(p.n_hide, 2);
+        CHECK_STR(p.hide[0], sockdir);
+        CHECK_STR(p.hide[1], "/top.sock");
+        CHECK_EQ_INT(p.n_ro, 2);
+        CHECK_STR(p.ro[0], "/etc/hearth");
+        CHECK_STR(p.ro[1], "/cfg/h.json");
+        /* A socket directory not made yet is made, so it can be hidden. */
+        CHECK(stat(sockdir, &st) == 0 && S_ISDIR(st.st_mode));
+    }
+    CHECK(p.seccomp == seccomp_supported());
+    CHECK(!p.seccomp || p.prog.len > 0);
+    /* Not root: nothing kept. */
+    CHECK_EQ_INT(contain_prepare(&c->services[0], c, NULL, false, NULL, &p, err, sizeof(err)), 0);
+    CHECK_EQ_INT(p.caps, 0);
+    CHECK(!p.ambient && !p.cgroupns);
+    /* Not root with caps_keep: ambient; opted out of isolation and the filter. */
+    CHECK_EQ_INT(contain_prepare(&c->services[1], c, NULL, false, "/x", &p, err, sizeof(err)), 0);
+    CHECK_EQ_INT(p.caps, BIT(CAP_NET_BIND_SERVICE));
+    CHECK(p.ambient && !p.isolate && !p.cgroupns && !p.seccomp);
+    CHECK_EQ_INT(p.n_hide + p.n_ro, 0);
+    config_free(c);
+    CHECK(rmdir(sockdir) == 0);
+    snprintf(sockdir, sizeof(sockdir), "%s/run", dir);
+    rmdir(sockdir);
+    rmdir(dir);
+}
