@@ -112,9 +112,22 @@ void logring_init(struct logring *r, size_t lines, const char *file, int64_t max
         r->keep = keep;
         r->uid = uid;
         r->gid = gid;
-        if (r->file)
-            file_open(r);
     }
+}
+
+/* Not at init: the config loads before the mounts, and a log on the
+ * agent's home mount opened then would be written to the directory the
+ * mount hides. Each start opens it afresh, so a remount after a resume is
+ * followed as well. */
+void logring_open_file(struct logring *r)
+{
+    if (!r->file)
+        return;
+    if (r->fd >= 0) {
+        close(r->fd);
+        r->fd = -1;
+    }
+    file_open(r);
 }
 
 void logring_free(struct logring *r)

@@ -45,6 +45,8 @@ struct logring {
 void logring_init(struct logring *r, size_t lines, const char *file, int64_t max_bytes, int keep,
                   uid_t uid, gid_t gid);
 void logring_free(struct logring *r);
+/* (Re)opens the file, if any; called before each start of the service. */
+void logring_open_file(struct logring *r);
 /* Adds one line (without newline); returns the stored entry. */
 const struct logline *logring_add(struct logring *r, enum log_stream s, const char *text, size_t len);
 /* The last n lines as a JSON array, oldest first. */

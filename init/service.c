@@ -637,6 +637,7 @@ static int spawn(struct service *s)
     if (limited && cgroup_set_limits(s->cgroup, sc->memory_max, sc->memory_high, sc->pids_max,
                                      s->error, sizeof(s->error)) < 0)
         return -1;
+    logring_open_file(&s->ring);
     if (pipe2(p, O_CLOEXEC) < 0) {
         snprintf(s->error, sizeof(s->error), "unable to create pipe: %s", strerror(errno));
         return -1;

@@ -242,3 +242,27 @@ def test_mount_already_in_place_is_left_alone(hearth, tmp_path):
     assert "already" not in ms[0] and ms[1]["already"] is True
     # Mounted once, not stacked twice.
     assert _wait_lines(hearth, "look", 1) == ["1"]
+
+
+def test_log_file_on_a_mount_is_opened_after_it(hearth, tmp_path):
+    # The config loads before the mounts: a service's log file on the
+    # agent's home mount must be opened when the service starts, on the
+    # mount, not at load time in the directory the mount then hides.
+    home = tmp_path / "home-host"
+    (home / "logs").mkdir(parents=True)
+    g = tmp_path / "guest"
+    cfg = hearth.config(
+        mounts=[{"source": str(home), "target": str(g / "home"), "type": "bind"}],
+        services=[{"name": "agent", "after": ["mounts"], "restart": "never",
+                   "argv": ["sh", "-c", "echo first line; sleep 1000"],
+                   "log": {"file": str(g / "home" / "logs" / "agent.out")}}, KEEP])
+    hearth.start(cfg)
+    _wait_lines(hearth, "agent", 1)
+    log = home / "logs" / "agent.out"
+    hearth.wait_for(lambda: log.exists() and "first line" in log.read_text(), what="log on the mount")
+    assert log.read_text().rstrip("\n").endswith(" first line")
+    # Nothing landed under the mount point (the test sees what is beneath).
+    assert not (g / "home" / "logs").exists()
+    # A restart opens it again and appends.
+    hearth.rpc("services.restart", {"name": "agent"})
+    hearth.wait_for(lambda: log.read_text().count("first line") == 2, what="second start logged")
