@@ -394,19 +394,16 @@ static enum attempt attempt_fd(struct mnt *m, int *tfd)
         if (m->ro)
             bind_rf |= MS_RDONLY;
     }
-    bool attached = false;
+    /* A bind with flags is attached with them where the kernel can
+     * (ENOSYS: mounted, then remounted below); anything else by mount(2). */
+    bool attached = false, failed = false;
     if (bind_rf) {
         attached = bind_with_flags(src, *tfd, m->target, bind_rf) == 0;
-        if (!attached && errno != ENOSYS) {
-            int e = errno;
-            set_error(m, "unable to mount %s: %s", src, e);
-            if (retryable(m, e))
-                goto failed_or_retry;
-            m->state = M_FAILED;
-            return A_DONE;
-        }
+        failed = !attached && errno != ENOSYS;
     }
-    if (!attached && mount(src, mt, kernel_type(m), flags, data[0] ? data : NULL) < 0) {
+    if (!attached && !failed && mount(src, mt, kernel_type(m), flags, data[0] ? data : NULL) < 0)
+        failed = true;
+    if (failed) {
         int e = errno;
         set_error(m, "unable to mount %s: %s", src, e);
         if (retryable(m, e))

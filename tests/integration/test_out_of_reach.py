@@ -13,15 +13,7 @@ import time
 
 import pytest
 
-
-def cgroup2_mount():
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            parts = line.split()
-            sep = parts.index("-")
-            if parts[sep + 1] == "cgroup2":
-                return parts[4]
-    return None
+from conftest import cgroup2_mount
 
 
 def cgroup_dir(pid):
