@@ -881,9 +881,11 @@ static void ready_attempt(struct service *s)
     }
     struct check_spec spec = s->ready;
     spec.argv = spec.argv ? s->ready.argv_store : NULL;
-    /* One attempt never outlasts the overall deadline (or 1 s). */
-    int64_t left = s->ready_timeout_ms ? s->ready_deadline - mono_ms() : 1000;
-    spec.timeout_ms = left < 1 ? 1 : left > 1000 ? 1000 : left;
+    /* One attempt never outlasts the overall deadline (or 1 s; an HTTP
+     * answer is the application's work, so it gets the probe default). */
+    int64_t cap = spec.kind == CHECK_HTTP ? CHECK_DEFAULT_TIMEOUT_MS : 1000;
+    int64_t left = s->ready_timeout_ms ? s->ready_deadline - mono_ms() : cap;
+    spec.timeout_ms = left < 1 ? 1 : left > cap ? cap : left;
     s->probe = check_start(H.loop, &spec, ready_done, s, err, sizeof(err));
     if (!s->probe) {
         snprintf(s->error, sizeof(s->error), "readiness check: %s", err);
