@@ -1,9 +1,12 @@
 """Restart rules the service's exit code decides (restart_force_exit_codes,
 restart_prevent_exit_codes) and the graceful restart by signal
 (services.restart with "signal", on_resume "restart:SIGNAME")."""
+import subprocess
 import time
 
 import pytest
+
+from conftest import HEARTHCTL
 
 
 def _stamps(path):
@@ -108,7 +111,8 @@ def test_graceful_restart_by_signal(hearth, tmp_path):
     # At once: neither the 8 s stop timeout nor the 3 s backoff was waited.
     assert took < 2.0, took
     assert marker.read_text() == "drained\n"
-    assert len(pids.read_text().split()) == 2
+    # The new shell writes its pid a moment after exec made it running.
+    hearth.wait_for(lambda: len(pids.read_text().split()) == 2, what="second start")
     # Not counted as a failure: no backoff, no restart counted.
     assert second["restarts"] == first["restarts"]
     states = []
@@ -126,6 +130,13 @@ def test_graceful_restart_by_signal(hearth, tmp_path):
     e = hearth.client().call("services.restart", {"name": "agent", "signal": "SIGNOPE"})
     assert e["error"]["code"] == -32602 and "signal" in e["error"]["message"]
 
+    # The same from hearthctl: "services restart NAME SIGNAL".
+    r = subprocess.run([HEARTHCTL, "--connect", "unix:" + hearth.sock, "services", "restart",
+                        "agent", "usr1"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0, r.stderr
+    _running_pid(hearth, "agent", not_pid=second["pid"])
+    hearth.wait_for(lambda: marker.read_text() == "drained\ndrained\n", what="second drain")
+
 
 def test_graceful_restart_ignored_is_killed_after_the_stop_timeout(hearth, tmp_path):
     pids = tmp_path / "pids"
@@ -141,7 +152,8 @@ def test_graceful_restart_ignored_is_killed_after_the_stop_timeout(hearth, tmp_p
     took = time.monotonic() - t0
     assert 0.55 <= took < 3.0, took
     assert "no exit 600 ms after it was asked to stop, killing" in hearth.log_text()
-    assert len(pids.read_text().split()) == 2
+    # The new shell writes its pid a moment after exec made it running.
+    hearth.wait_for(lambda: len(pids.read_text().split()) == 2, what="second start")
 
 
 def test_on_resume_restart_with_signal(hearth, tmp_path):
@@ -156,4 +168,5 @@ def test_on_resume_restart_with_signal(hearth, tmp_path):
     assert steps["on_resume"]["services"] == {"agent": "restart:SIGUSR1"}
     second = _running_pid(hearth, "agent", not_pid=first["pid"])
     assert marker.read_text() == "drained\n"
-    assert len(pids.read_text().split()) == 2
+    # The new shell writes its pid a moment after exec made it running.
+    hearth.wait_for(lambda: len(pids.read_text().split()) == 2, what="second start")
