@@ -1440,6 +1440,13 @@ static int b_signal(struct ctl *t, int argc, char **argv, cJSON **params)
     return 0;
 }
 
+/* "services restart NAME [SIGNAL]": with a signal, a graceful restart
+ * (that signal instead of the stop signal); same params as a signal. */
+static int b_restart(struct ctl *t, int argc, char **argv, cJSON **params)
+{
+    return argc == 2 ? b_signal(t, argc, argv, params) : b_service(t, argc, argv, params);
+}
+
 static int b_logs(struct ctl *t, int argc, char **argv, cJSON **params)
 {
     const char *name = NULL;
@@ -1923,8 +1930,9 @@ static const struct cmd cmds[] = {
      .help = "start a service", .build = b_service, .print = p_state},
     {.name = "services stop", .method = "services.stop", .args = "NAME",
      .help = "stop a service", .build = b_service, .print = p_state},
-    {.name = "services restart", .method = "services.restart", .args = "NAME",
-     .help = "restart a service", .build = b_service, .print = p_state},
+    {.name = "services restart", .method = "services.restart", .args = "NAME [SIGNAL]",
+     .help = "restart a service; with SIGNAL (USR1) a graceful restart", .build = b_restart,
+     .print = p_state},
     {.name = "services signal", .method = "services.signal", .args = "NAME SIGNAL",
      .help = "send a signal (HUP, SIGTERM, ...)", .build = b_signal, .print = p_state},
     {.name = "logs", .method = "logs.read", .args = "NAME [-n N] [-f]",

@@ -250,13 +250,39 @@ static int m_services_stop(struct client *c, cJSON *params, cJSON **result, stru
     return service_op(params, result, err, service_stop);
 }
 
+/* "signal" (optional) makes it a graceful restart: that signal instead of
+ * stop.signal, then started again at once (service_restart_signal). */
 static int m_services_restart(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
+    static const char *const known[] = {"name", "signal", NULL};
+    char msg[256] = "";
+    int idx, sig = 0;
+
     if (shutdown_in_progress()) {
         rpc_error_set(err, RPC_ERR_STATE, "shutting down");
         return -1;
     }
-    return service_op(params, result, err, service_restart);
+    if (params_only(params, known, err) < 0 || param_service(params, &idx, err) < 0)
+        return -1;
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(params, "signal");
+    if (v) {
+        sig = cJSON_IsString(v) ? config_signal_number(v->valuestring) : -1;
+        if (sig <= 0) {
+            rpc_error_set(err, RPC_INVALID_PARAMS, "signal: expected a signal name like \"SIGUSR1\"");
+            return -1;
+        }
+    }
+    if (service_restart_signal(idx, sig, msg, sizeof(msg)) < 0) {
+        rpc_error_set(err, RPC_ERR_FAILED, "%s", msg);
+        return -1;
+    }
+    cJSON *r = cJSON_CreateObject();
+    if (!r)
+        return -1;
+    cJSON_AddStringToObject(r, "name", cJSON_GetObjectItemCaseSensitive(params, "name")->valuestring);
+    cJSON_AddStringToObject(r, "state", service_state_of(idx));
+    *result = r;
+    return 0;
 }
 
 static int m_services_signal(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)

@@ -1,4 +1,5 @@
 #include "check.h"
+#include "http.h"
 #include "launch.h"
 
 #include <arpa/inet.h>
@@ -36,6 +37,11 @@ struct check {
     int64_t timeout_ms;
     char target[256];    /* as given; argv[0] for exec */
     char detail[320];
+    /* http: the request being sent, then the answer being read */
+    char req[HTTP_REQUEST_MAX];
+    size_t req_len, req_off;
+    bool reading;
+    struct http_reader http;
 };
 
 /* ---- parsing ---- */
@@ -194,7 +200,7 @@ static int parse_exec(struct check_spec *spec, const cJSON *v, char *err, size_t
 int check_spec_from_json(const struct cJSON *obj, struct check_spec *spec, char *err,
                          size_t errlen)
 {
-    static const char *const kinds[] = {"tcp", "unix", "file", "exec", "notify_fd"};
+    static const char *const kinds[] = {"tcp", "unix", "file", "exec", "notify_fd", "http"};
     const cJSON *which = NULL;
     const char *key = NULL;
     int n = 0;
@@ -213,8 +219,8 @@ int check_spec_from_json(const struct cJSON *obj, struct check_spec *spec, char 
         }
     }
     if (n != 1) {
-        snprintf(err, errlen, n ? "only one of tcp, unix, file, notify_fd, exec may be given"
-                                : "needs one of tcp, unix, file, notify_fd, exec");
+        snprintf(err, errlen, n ? "only one of tcp, http, unix, file, notify_fd, exec may be given"
+                                : "needs one of tcp, http, unix, file, notify_fd, exec");
         return -1;
     }
     if (get_int(obj, "timeout_ms", &spec->timeout_ms, err, errlen) < 0 ||
@@ -246,6 +252,15 @@ int check_spec_from_json(const struct cJSON *obj, struct check_spec *spec, char 
         socklen_t len;
         spec->kind = CHECK_TCP;
         if (parse_hostport(spec->target, &ss, &len, why, sizeof(why)) < 0)
+            goto bad;
+    } else if (strcmp(key, "http") == 0) {
+        struct sockaddr_storage ss;
+        socklen_t len;
+        char hp[256], path[256];
+        spec->kind = CHECK_HTTP;
+        if (http_target_split(spec->target, hp, sizeof(hp), path, sizeof(path), why,
+                              sizeof(why)) < 0 ||
+            parse_hostport(hp, &ss, &len, why, sizeof(why)) < 0)
             goto bad;
     } else if (strcmp(key, "unix") == 0) {
         struct sockaddr_un su;
@@ -322,7 +337,21 @@ static void timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct check *c = w->data;
 
-    snprintf(c->detail, sizeof(c->detail), "timed out after %lld ms", (long long)c->timeout_ms);
+    if (c->kind == CHECK_HTTP && c->reading && c->http.status >= 200 && c->http.status < 300) {
+        /* The status passed; the body is read only so the server can
+         * finish its answer, and has no say. */
+        snprintf(c->detail, sizeof(c->detail), "http %s: status %d %s", c->target,
+                 c->http.status, c->http.reason);
+        report(c, true);
+        return;
+    }
+    if (c->kind == CHECK_HTTP)
+        snprintf(c->detail, sizeof(c->detail), "http %s: timed out after %lld ms %s", c->target,
+                 (long long)c->timeout_ms,
+                 c->reading ? (c->http.status ? "reading the answer" : "waiting for the status line")
+                 : c->req_off ? "sending the request" : "connecting");
+    else
+        snprintf(c->detail, sizeof(c->detail), "timed out after %lld ms", (long long)c->timeout_ms);
     if (c->kind == CHECK_EXEC && c->pid)
         kill_group(c);
     report(c, false);
@@ -351,6 +380,105 @@ static void soon_cb(struct ev_loop *loop, ev_timer *w, int revents)
         report(c, c->soon_ok);
 }
 
+static void http_io_cb(struct ev_loop *loop, ev_io *w, int revents);
+
+/* Once connected, the request goes out as the socket takes it, then the
+ * answer is read as it comes: never more than one buffer per wake-up. */
+static void http_begin(struct check *c)
+{
+    ev_io_stop(c->loop, &c->io);
+    ev_io_init(&c->io, http_io_cb, c->fd, EV_WRITE);
+    c->io.data = c;
+    ev_io_start(c->loop, &c->io);
+}
+
+static void http_fail(struct check *c, const char *what, const char *why)
+{
+    snprintf(c->detail, sizeof(c->detail), "http %s: %s%s%s", c->target, what, why ? ": " : "",
+             why ? why : "");
+    report(c, false);
+}
+
+/* What one read brought: 2xx passes, any other status fails at once (no
+ * need to read on), an answer that is not HTTP fails with what was wrong. */
+static void http_feed(struct check *c, const char *buf, size_t n)
+{
+    enum http_progress pr;
+    size_t used;
+    bool passed = c->http.status >= 200 && c->http.status < 300;
+
+    do {
+        pr = http_reader_feed(&c->http, buf, n, &used);
+        buf += used;
+        n -= used;
+        if (pr == HTTP_STATUS) {
+            passed = c->http.status >= 200 && c->http.status < 300;
+            if (!passed) {
+                char st[96];
+                snprintf(st, sizeof(st), "status %d%s%s", c->http.status,
+                         c->http.reason[0] ? " " : "", c->http.reason);
+                http_fail(c, st, NULL);
+                return;
+            }
+        } else if (pr == HTTP_ERROR && !passed) {
+            http_fail(c, c->http.err, NULL);
+            return;
+        } else if (pr == HTTP_DONE || pr == HTTP_ERROR) {
+            break;
+        }
+    } while (n || pr == HTTP_STATUS);
+    if (passed && (pr == HTTP_DONE || pr == HTTP_ERROR)) {
+        snprintf(c->detail, sizeof(c->detail), "http %s: status %d %s", c->target,
+                 c->http.status, c->http.reason);
+        report(c, true);
+    }
+}
+
+static void http_io_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct check *c = w->data;
+    char buf[4096];
+    ssize_t n;
+
+    if (!c->reading) {
+        n = send(c->fd, c->req + c->req_off, c->req_len - c->req_off, MSG_NOSIGNAL);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            return;
+        if (n < 0) {
+            http_fail(c, "send", strerror(errno));
+            return;
+        }
+        c->req_off += (size_t)n;
+        if (c->req_off < c->req_len)
+            return;
+        c->reading = true;
+        ev_io_stop(loop, &c->io);
+        ev_io_set(&c->io, c->fd, EV_READ);
+        ev_io_start(loop, &c->io);
+        return;
+    }
+    n = read(c->fd, buf, sizeof(buf));
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    bool passed = c->http.status >= 200 && c->http.status < 300;
+    if (n < 0 && !passed) {
+        http_fail(c, "read", strerror(errno));
+        return;
+    }
+    if (n <= 0) {
+        if (!passed && http_reader_eof(&c->http) == HTTP_ERROR) {
+            http_fail(c, c->http.err, NULL);
+            return;
+        }
+        /* A reset or EOF after a passing status: still a pass. */
+        snprintf(c->detail, sizeof(c->detail), "http %s: status %d %s", c->target,
+                 c->http.status, c->http.reason);
+        report(c, true);
+        return;
+    }
+    http_feed(c, buf, (size_t)n);
+}
+
 static void connected_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
     struct check *c = w->data;
@@ -359,6 +487,13 @@ static void connected_cb(struct ev_loop *loop, ev_io *w, int revents)
 
     if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &e, &len) < 0)
         e = errno;
+    if (c->kind == CHECK_HTTP) {
+        if (e)
+            http_fail(c, "connect", strerror(e));
+        else
+            http_begin(c);
+        return;
+    }
     if (e == 0)
         snprintf(c->detail, sizeof(c->detail), "connected to %s", c->target);
     else
@@ -381,7 +516,8 @@ static int connect_start(struct check *c, const struct sockaddr *sa, socklen_t s
     while (r < 0 && errno == EINTR && sa->sa_family == AF_UNIX);
     /* An interrupted TCP connect goes on in the background, like
      * EINPROGRESS; repeating it would fail with EALREADY. */
-    if (r < 0 && (errno == EINPROGRESS || errno == EINTR)) {
+    /* http: even a connect done at once goes on from the loop. */
+    if ((r < 0 && (errno == EINPROGRESS || errno == EINTR)) || (r == 0 && c->kind == CHECK_HTTP)) {
         ev_io_init(&c->io, connected_cb, c->fd, EV_WRITE);
         c->io.data = c;
         ev_io_start(c->loop, &c->io);
@@ -389,6 +525,8 @@ static int connect_start(struct check *c, const struct sockaddr *sa, socklen_t s
     }
     if (r == 0)
         snprintf(c->detail, sizeof(c->detail), "connected to %s", c->target);
+    else if (c->kind == CHECK_HTTP)
+        snprintf(c->detail, sizeof(c->detail), "http %s: connect: %s", c->target, strerror(errno));
     else
         snprintf(c->detail, sizeof(c->detail), "connect %s: %s", c->target, strerror(errno));
     report_soon(c, r == 0);
@@ -557,6 +695,22 @@ struct check *check_start(struct ev_loop *loop, const struct check_spec *spec, c
         }
         r = connect_start(c, (struct sockaddr *)&ss, len, err, errlen);
         break;
+    case CHECK_HTTP: {
+        char hp[256], path[256];
+        if (http_target_split(c->target, hp, sizeof(hp), path, sizeof(path), why, sizeof(why)) < 0 ||
+            parse_hostport(hp, &ss, &len, why, sizeof(why)) < 0) {
+            snprintf(err, errlen, "http: %s", why);
+            break;
+        }
+        c->req_len = http_request(c->req, sizeof(c->req), hp, path);
+        if (!c->req_len) {
+            snprintf(err, errlen, "http: request for %s does not fit", c->target);
+            break;
+        }
+        http_reader_init(&c->http);
+        r = connect_start(c, (struct sockaddr *)&ss, len, err, errlen);
+        break;
+    }
     case CHECK_UNIX:
         if (parse_unix(c->target, &su, &len, why, sizeof(why)) < 0) {
             snprintf(err, errlen, "unix: %s", why);

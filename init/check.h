@@ -1,5 +1,5 @@
-/* check: one non-blocking probe attempt (tcp connect, unix connect, file
- * exists, exec exit 0) for service readiness and health. Each attempt has
+/* check: one non-blocking probe attempt (tcp connect, HTTP GET answered
+ * 2xx, unix connect, file exists, exec exit 0) for service readiness and health. Each attempt has
  * its own monotonic timeout; the result always arrives later from the loop,
  * never from inside check_start. Retrying, intervals and failure counts are
  * the caller's business. */
@@ -14,7 +14,7 @@
 
 struct cJSON;
 
-enum check_kind { CHECK_TCP, CHECK_UNIX, CHECK_FILE, CHECK_EXEC };
+enum check_kind { CHECK_TCP, CHECK_UNIX, CHECK_FILE, CHECK_EXEC, CHECK_HTTP };
 
 /* Most argv entries check_spec_from_json takes from an "exec" array. */
 #define CHECK_ARGV_MAX 64
@@ -22,7 +22,7 @@ enum check_kind { CHECK_TCP, CHECK_UNIX, CHECK_FILE, CHECK_EXEC };
 
 struct check_spec {
     enum check_kind kind;
-    char target[256];    /* "host:port" / path */
+    char target[256];    /* "host:port" / "host:port/path" (http) / path */
     char **argv;         /* exec, NULL-terminated, not owned */
     int64_t timeout_ms;  /* one attempt; 0 = CHECK_DEFAULT_TIMEOUT_MS */
     /* Filled by check_spec_from_json; 0 when the key is absent. */
@@ -35,13 +35,13 @@ struct check_spec {
     char *argv_store[CHECK_ARGV_MAX + 1];
 };
 
-/* Parses a service's "ready" or "health" object (already validated by config.c; see the schema in init/config.c: ready {tcp|unix|file|notify_fd|exec, timeout_ms}, health {tcp|exec, interval_ms, timeout_ms, failures}) into spec; returns 0, 1 when the object is notify_fd (handled by the caller), -1 with err. */
+/* Parses a service's "ready" or "health" object (already validated by config.c; see the schema in init/config.c: ready {tcp|http|unix|file|notify_fd|exec, timeout_ms}, health {tcp|http|unix|exec, interval_ms, timeout_ms, failures}) into spec; returns 0, 1 when the object is notify_fd (handled by the caller), -1 with err. */
 int check_spec_from_json(const struct cJSON *obj, struct check_spec *spec, char *err, size_t errlen);
 
 struct check;  /* one probe in flight */
 typedef void (*check_done_fn)(void *ctx, bool ok, const char *detail);
 
-/* Starts one probe attempt on loop; done is called exactly once (success, failure with a short detail like "connect 127.0.0.1:9119: Connection refused", or "timed out after N ms"), never synchronously from inside check_start. Returns NULL (and calls nothing) only if it could not even start, with detail in err.
+/* Starts one probe attempt on loop; done is called exactly once (success, failure with a short detail like "connect 127.0.0.1:9119: Connection refused", "http 127.0.0.1:8642/health: status 503 Service Unavailable", or "timed out after N ms"), never synchronously from inside check_start. Returns NULL (and calls nothing) only if it could not even start, with detail in err.
  * Once done has been called the check is gone: do not cancel it. */
 struct check *check_start(struct ev_loop *loop, const struct check_spec *spec, check_done_fn done, void *ctx, char *err, size_t errlen);
 

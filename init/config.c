@@ -7,6 +7,7 @@
  * its JSON path. Extraction into struct config runs only on a tree that
  * already validated, so it never has to re-check types. */
 #include "config.h"
+#include "http.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -793,6 +794,23 @@ static int check_hostport(const cJSON *v, struct vctx *c)
     return 0;
 }
 
+/* "HOST:PORT/PATH" (ready.http, health.http): the address part by the
+ * same rules as tcp, the path as http.c will put it on the request line. */
+static int check_http_target(const cJSON *v, struct vctx *c)
+{
+    char hp[256], path[256], why[160];
+    char q[QUOTE_MAX];
+
+    if (http_target_split(v->valuestring, hp, sizeof(hp), path, sizeof(path), why,
+                          sizeof(why)) < 0)
+        return verr(c, "bad target %s: %s", quote(v->valuestring, q, sizeof(q)), why);
+    cJSON tmp;
+    memset(&tmp, 0, sizeof(tmp));
+    tmp.type = cJSON_String;
+    tmp.valuestring = hp;
+    return check_hostport(&tmp, c);
+}
+
 static int check_signal(const cJSON *v, struct vctx *c)
 {
     char q[QUOTE_MAX];
@@ -809,12 +827,13 @@ static int check_on_resume(const cJSON *v, struct vctx *c)
 
     if (strcmp(s, "none") == 0 || strcmp(s, "restart") == 0)
         return 0;
-    if (strncmp(s, "signal:", 7) == 0) {
-        if (config_signal_number(s + 7) > 0)
+    if (strncmp(s, "signal:", 7) == 0 || strncmp(s, "restart:", 8) == 0) {
+        const char *sig = strchr(s, ':') + 1;
+        if (config_signal_number(sig) > 0)
             return 0;
-        return verr(c, "unknown signal %s", quote(s + 7, q, sizeof(q)));
+        return verr(c, "unknown signal %s", quote(sig, q, sizeof(q)));
     }
-    return verr(c, "expected none, restart or signal:SIGNAME");
+    return verr(c, "expected none, restart, restart:SIGNAME or signal:SIGNAME");
 }
 
 static int check_cap(const cJSON *v, struct vctx *c)
@@ -865,14 +884,33 @@ static int one_of(const cJSON *v, struct vctx *c, const char *const *keys, const
 
 static int check_ready(const cJSON *v, struct vctx *c)
 {
-    static const char *const keys[] = {"tcp", "unix", "file", "notify_fd", "exec", NULL};
-    return one_of(v, c, keys, "tcp, unix, file, notify_fd, exec");
+    static const char *const keys[] = {"tcp", "http", "unix", "file", "notify_fd", "exec", NULL};
+    return one_of(v, c, keys, "tcp, http, unix, file, notify_fd, exec");
 }
 
 static int check_health(const cJSON *v, struct vctx *c)
 {
-    static const char *const keys[] = {"tcp", "unix", "exec", NULL};
-    return one_of(v, c, keys, "tcp, unix, exec");
+    static const char *const keys[] = {"tcp", "http", "unix", "exec", NULL};
+    return one_of(v, c, keys, "tcp, http, unix, exec");
+}
+
+/* A code cannot both force a restart and prevent one: which rule won
+ * would be a guess. */
+static int check_exit_codes(const cJSON *svc, struct vctx *c)
+{
+    const cJSON *force = get(svc, "restart_force_exit_codes"), *a, *b;
+    size_t i = 0;
+
+    cJSON_ArrayForEach(a, get(svc, "restart_prevent_exit_codes")) {
+        cJSON_ArrayForEach(b, force) {
+            if (a->valueint == b->valueint) {
+                path_append(c, ".restart_prevent_exit_codes[%zu]", i);
+                return verr(c, "%d is also in restart_force_exit_codes", a->valueint);
+            }
+        }
+        i++;
+    }
+    return 0;
 }
 
 static int check_mount(const cJSON *v, struct vctx *c)
@@ -1085,6 +1123,7 @@ static const struct schema s_abspath = {.kind = K_STRING, .check = check_abspath
 static const struct schema s_ms = {.kind = K_INT, .min = 0, .max = INT53};
 static const struct schema s_ip = {.kind = K_STRING, .check = check_ip};
 static const struct schema s_hostport = {.kind = K_STRING, .check = check_hostport};
+static const struct schema s_http_target = {.kind = K_STRING, .check = check_http_target};
 static const struct schema s_nonempty_array = {.kind = K_ARRAY, .elem = &s_nonempty};
 static const struct schema s_abspath_array = {.kind = K_ARRAY, .elem = &s_abspath};
 static const struct schema s_argv = {
@@ -1181,6 +1220,7 @@ static const struct key k_backoff[] = {
 
 static const struct key k_ready[] = {
     KEY("tcp", &s_hostport),
+    KEY("http", &s_http_target),
     KEY("unix", &s_abspath),
     KEY("file", &s_abspath),
     KEY("notify_fd", INT(3, 1023)),
@@ -1190,6 +1230,7 @@ static const struct key k_ready[] = {
 
 static const struct key k_health[] = {
     KEY("tcp", &s_hostport),
+    KEY("http", &s_http_target),
     KEY("unix", &s_abspath),
     KEY("exec", &s_argv),
     KEY("interval_ms", INT(1, INT53)),
@@ -1238,6 +1279,8 @@ static const struct key k_service[] = {
     KEY("health", OBJECT(k_health, check_health)),
     KEY("stop", OBJECT(k_stop, NULL)),
     KEY("success_exit_codes", ARRAY(INT(0, 255), 0, 256, NULL)),
+    KEY("restart_force_exit_codes", ARRAY(INT(0, 255), 0, 256, NULL)),
+    KEY("restart_prevent_exit_codes", ARRAY(INT(0, 255), 0, 256, NULL)),
     KEY("on_resume", STRING(check_on_resume)),
     KEY("caps_keep", ARRAY(STRING(check_cap), 0, 0, NULL)),
     KEY("caps_drop", ARRAY(STRING(check_cap), 0, 0, NULL)),
@@ -1262,7 +1305,7 @@ static const struct key k_top[] = {
     KEY("seed", ARRAY(OBJECT(k_seed, NULL), 0, 0, NULL)),
     KEY("skills", OBJECT(k_skills, NULL)),
     KEY("egress", OBJECT(k_egress, NULL)),
-    KEY("services", ARRAY(OBJECT(k_service, NULL), 0, CONFIG_MAX_SERVICES, check_services)),
+    KEY("services", ARRAY(OBJECT(k_service, check_exit_codes), 0, CONFIG_MAX_SERVICES, check_services)),
     {0}};
 
 static const struct schema s_top = {.kind = K_OBJECT, .keys = k_top, .check = check_top};
@@ -1502,6 +1545,10 @@ static void build_service(struct builder *b, struct service_config *s, cJSON *ob
             s->success_exit_codes[i++] = item->valueint;
     }
     s->on_resume = dup_opt(b, obj, "on_resume");
+    cJSON_ArrayForEach(item, get(obj, "restart_force_exit_codes"))
+        s->force_exit[item->valueint / 8] |= (unsigned char)(1u << (item->valueint % 8));
+    cJSON_ArrayForEach(item, get(obj, "restart_prevent_exit_codes"))
+        s->prevent_exit[item->valueint / 8] |= (unsigned char)(1u << (item->valueint % 8));
 }
 
 static void add_listen(struct config *cfg, const char *s)

@@ -62,7 +62,10 @@ struct service_config {
     int64_t stop_timeout_ms;    /* default 10000 */
     int *success_exit_codes;    /* default {0} */
     size_t n_success;
-    char *on_resume;            /* "none" | "restart" | "signal:SIGxxx"; NULL = none */
+    char *on_resume;            /* "none" | "restart" | "restart:SIGxxx" | "signal:SIGxxx"; NULL = none */
+    /* restart_force_exit_codes / restart_prevent_exit_codes as bit sets
+     * over 0..255 (config_code_in) */
+    unsigned char force_exit[32], prevent_exit[32];
     /* limits: written to the service's cgroup leaf before each start;
      * 0 = not set (the leaf's default, "max"). */
     int64_t memory_max, memory_high, pids_max;
@@ -104,6 +107,11 @@ int config_parse_listen(const char *s, struct listen_spec *out, char *err, size_
 /* Signal by name ("SIGTERM", "TERM") or number; -1 when unknown. */
 int config_signal_number(const char *name);
 const char *config_signal_name(int sig);
+/* Whether exit code (0..255) is in a force_exit / prevent_exit set. */
+static inline bool config_code_in(const unsigned char *set, int code)
+{
+    return code >= 0 && code < 256 && (set[code / 8] >> (code % 8)) & 1;
+}
 /* Whether an env name looks secret (redact_name_is_secret: contains KEY,
  * TOKEN, SECRET, PASSWORD, CREDENTIAL, DSN, AUTH or PASS, in any case):
  * such values are never shown. */

@@ -80,6 +80,7 @@ struct service {
     unsigned fails;          /* consecutive failures, for the backoff */
     int64_t started_ms;      /* when it last reached running */
     bool restart_pending;    /* services.restart: start again once stopped */
+    int restart_signal;      /* a graceful restart's signal for the next stop; 0 = stop.signal */
     /* readiness: between exec and "running" */
     bool has_ready;
     struct check_spec ready;
@@ -881,9 +882,11 @@ static void ready_attempt(struct service *s)
     }
     struct check_spec spec = s->ready;
     spec.argv = spec.argv ? s->ready.argv_store : NULL;
-    /* One attempt never outlasts the overall deadline (or 1 s). */
-    int64_t left = s->ready_timeout_ms ? s->ready_deadline - mono_ms() : 1000;
-    spec.timeout_ms = left < 1 ? 1 : left > 1000 ? 1000 : left;
+    /* One attempt never outlasts the overall deadline (or 1 s; an HTTP
+     * answer is the application's work, so it gets the probe default). */
+    int64_t cap = spec.kind == CHECK_HTTP ? CHECK_DEFAULT_TIMEOUT_MS : 1000;
+    int64_t left = s->ready_timeout_ms ? s->ready_deadline - mono_ms() : cap;
+    spec.timeout_ms = left < 1 ? 1 : left > cap ? cap : left;
     s->probe = check_start(H.loop, &spec, ready_done, s, err, sizeof(err));
     if (!s->probe) {
         snprintf(s->error, sizeof(s->error), "readiness check: %s", err);
@@ -1048,9 +1051,13 @@ static enum svc_state a_ready(struct service *s)
 
 static enum svc_state a_stop(struct service *s)
 {
+    /* A graceful restart asks with its own signal (Hermes: SIGUSR1, drain,
+     * exit 75); the timeout and the kill after it are the stop's. */
+    int sig = s->restart_signal ? s->restart_signal : s->cfg->stop_signal;
+    s->restart_signal = 0;
     ready_cancel(s);
     ev_timer_stop(H.loop, &s->timer);
-    signal_group(s, s->cfg->stop_signal);
+    signal_group(s, sig);
     timer_start(s, s->cfg->stop_timeout_ms);
     return SVC_STOPPING;
 }
@@ -1063,8 +1070,8 @@ static enum svc_state a_cancel(struct service *s)
 
 static enum svc_state a_kill(struct service *s)
 {
-    log_warn("service %s: no exit %lld ms after %s, killing", s->cfg->name,
-             (long long)s->cfg->stop_timeout_ms, config_signal_name(s->cfg->stop_signal));
+    log_warn("service %s: no exit %lld ms after it was asked to stop, killing", s->cfg->name,
+             (long long)s->cfg->stop_timeout_ms);
     s->killed = true;
     signal_group(s, SIGKILL);
     if (s->cgroup[0])
@@ -1096,8 +1103,10 @@ static int64_t backoff_delay(struct service *s)
 static enum svc_state a_spawn(struct service *s);
 
 /* What follows the end of the main process: ok forced false when it was
- * stopped for failing its health check, whatever it exited with. */
-static enum svc_state exit_policy(struct service *s, bool ok)
+ * stopped for failing its health check, whatever it exited with. code is
+ * the exit code of an exit the service chose (-1 otherwise): only those
+ * are judged by restart_force_exit_codes and restart_prevent_exit_codes. */
+static enum svc_state exit_policy(struct service *s, bool ok, int code)
 {
     ready_cancel(s);
     notify_close(s);
@@ -1116,6 +1125,26 @@ static enum svc_state exit_policy(struct service *s, bool ok)
         s->restart_pending = false;
         return a_spawn(s);
     }
+    if (config_code_in(s->cfg->prevent_exit, code)) {
+        /* systemd's RestartPreventExitStatus: the service said a restart
+         * cannot help (Hermes: 78, a configuration error). */
+        snprintf(s->error, sizeof(s->error),
+                 "exited with code %d, listed in restart_prevent_exit_codes: not restarted", code);
+        return SVC_FAILED;
+    }
+    if (config_code_in(s->cfg->force_exit, code)) {
+        /* systemd's RestartForceExitStatus: the service asked to be
+         * restarted (Hermes: 75). Whatever restart says, after the first
+         * delay, and the backoff does not grow: this is no crash. */
+        snprintf(s->error, sizeof(s->error),
+                 "exited with code %d, listed in restart_force_exit_codes: restarting", code);
+        s->restarts++;
+        if (suspended)
+            s->suspend_left_ms = s->cfg->backoff_initial_ms;
+        else
+            timer_start(s, s->cfg->backoff_initial_ms);
+        return SVC_BACKOFF;
+    }
     if (s->cfg->restart == RESTART_ALWAYS || (s->cfg->restart == RESTART_ON_FAILURE && !ok)) {
         s->restarts++;
         int64_t d = backoff_delay(s);
@@ -1128,7 +1157,10 @@ static enum svc_state exit_policy(struct service *s, bool ok)
     return ok ? SVC_EXITED : SVC_FAILED;
 }
 
-static enum svc_state a_exited(struct service *s) { return exit_policy(s, exit_is_success(s)); }
+static enum svc_state a_exited(struct service *s)
+{
+    return exit_policy(s, exit_is_success(s), WIFEXITED(s->wstatus) ? WEXITSTATUS(s->wstatus) : -1);
+}
 
 static enum svc_state a_stopped(struct service *s)
 {
@@ -1136,7 +1168,7 @@ static enum svc_state a_stopped(struct service *s)
     if (s->unhealthy_stop) {
         /* Stopped for its health: restart (or not) as its policy says. */
         s->unhealthy_stop = false;
-        return exit_policy(s, false);
+        return exit_policy(s, false, -1);
     }
     notify_close(s);
     sweep(s);
@@ -1457,6 +1489,7 @@ void services_stop_all(void (*done)(void))
     for (size_t i = 0; i < nsvcs; i++) {
         svcs[i].unhealthy_stop = false;
         svcs[i].restart_pending = false;
+        svcs[i].restart_signal = 0;
         if (svcs[i].state == SVC_BACKOFF || svcs[i].state == SVC_WAITING)
             dispatch(&svcs[i], E_STOP);
     }
@@ -1614,9 +1647,18 @@ int service_stop(int idx, char *err, size_t errlen)
 
 int service_restart(int idx, char *err, size_t errlen)
 {
+    return service_restart_signal(idx, 0, err, errlen);
+}
+
+int service_restart_signal(int idx, int sig, char *err, size_t errlen)
+{
     struct service *s = &svcs[idx];
     if (s->state == SVC_RUNNING || s->state == SVC_STARTING) {
         s->restart_pending = true;
+        s->restart_signal = sig;
+        if (sig)
+            log_info("service %s: graceful restart: %s, then start again", s->cfg->name,
+                     config_signal_name(sig) ?: "signal");
         dispatch(s, E_STOP);
         return 0;
     }
@@ -1709,13 +1751,16 @@ int services_resumed(cJSON *report)
         if (s->state != SVC_RUNNING && s->state != SVC_STARTING)
             continue;
         const char *did;
-        if (strcmp(how, "restart") == 0) {
+        if (strcmp(how, "restart") == 0 || strncmp(how, "restart:", 8) == 0) {
+            /* config.c accepted "restart:NAME" with a known signal. */
+            int sig = how[7] == ':' ? config_signal_number(how + 8) : 0;
             char err[128];
-            if (service_restart((int)(s - svcs), err, sizeof(err)) < 0) {
-                log_warn("service %s: restart on resume: %s", s->cfg->name, err);
+            if (sig < 0 || service_restart_signal((int)(s - svcs), sig, err, sizeof(err)) < 0) {
+                log_warn("service %s: restart on resume: %s", s->cfg->name,
+                         sig < 0 ? "unknown signal" : err);
                 continue;
             }
-            did = "restart";
+            did = how;
         } else {
             /* config.c accepted "signal:NAME" with a known signal. */
             int sig = config_signal_number(how + strlen("signal:"));

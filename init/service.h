@@ -59,6 +59,10 @@ pid_t service_pid_at(size_t idx, const char **name);
 int service_start(int idx, char *err, size_t errlen);
 int service_stop(int idx, char *err, size_t errlen);
 int service_restart(int idx, char *err, size_t errlen);
+/* A restart whose stop sends sig instead of stop.signal (0: stop.signal),
+ * with stop.timeout_ms and the kill after it as usual, then starts the
+ * service again at once: a graceful restart, not counted as a failure. */
+int service_restart_signal(int idx, int sig, char *err, size_t errlen);
 int service_signal(int idx, int sig, char *err, size_t errlen);
 /* The last n captured output lines, oldest first. */
 struct cJSON *service_logs_json(int idx, size_t n);
@@ -87,8 +91,9 @@ bool services_suspended(void);
 /* Probes the health of every running service with a health check at once
  * (after a resume). Returns how many there are; none while suspended. */
 int services_health_now(void);
-/* After a resume: applies each running service's on_resume (restart, or
- * signal:NAME); adds {"name": "restart"|"SIGHUP"} to report when given.
+/* After a resume: applies each running service's on_resume (restart,
+ * restart:NAME or signal:NAME); adds {"name": "restart"|"restart:SIGUSR1"|
+ * "SIGHUP"} to report when given.
  * Returns how many services were acted on. */
 int services_resumed(struct cJSON *report);
 

@@ -28,7 +28,7 @@ CLANG=${CLANG:-clang}
 OUT=build/fuzz
 SRC=tests/fuzz
 CJSON=build/deps/cjson-src
-TARGETS=${FUZZ_TARGETS:-"rpc config cidr listen env base64 netlink safepath"}
+TARGETS=${FUZZ_TARGETS:-"rpc config cidr listen env base64 netlink safepath http"}
 
 case $FUZZ_SECONDS in
     ''|*[!0-9]*) echo "fuzz: FUZZ_SECONDS must be a whole number of seconds" >&2; exit 2 ;;
@@ -38,16 +38,17 @@ esac
 target_srcs() {
     case $1 in
         rpc)    echo "agent/rpc.c init/utf8.c" ;;
-        config) echo "init/config.c init/cidr.c init/log.c init/redact.c" ;;
+        config) echo "init/config.c init/cidr.c init/http.c init/log.c init/redact.c" ;;
         cidr)   echo "init/cidr.c" ;;
         base64) echo "init/entropy.c" ;;
         netlink) echo "init/netlink.c" ;;
         safepath) echo "init/safepath.c" ;;
-        listen) echo "init/config.c init/cidr.c init/log.c init/redact.c" ;;
-        env)    echo "init/launch.c init/safepath.c init/contain.c init/seccomp.c init/mountinfo.c init/config.c init/cidr.c init/log.c init/redact.c" ;;
+        listen) echo "init/config.c init/cidr.c init/http.c init/log.c init/redact.c" ;;
+        env)    echo "init/launch.c init/safepath.c init/contain.c init/seccomp.c init/mountinfo.c init/config.c init/cidr.c init/http.c init/log.c init/redact.c" ;;
+        http)   echo "init/http.c" ;;
     esac
 }
-target_uses_cjson() { [ "$1" != cidr ] && [ "$1" != base64 ] && [ "$1" != netlink ] && [ "$1" != safepath ]; }
+target_uses_cjson() { [ "$1" != cidr ] && [ "$1" != base64 ] && [ "$1" != netlink ] && [ "$1" != safepath ] && [ "$1" != http ]; }
 
 skip_all() {
     echo "fuzz: skipped: $1"

@@ -616,9 +616,9 @@ TEST(config_error_too_many_services)
 TEST(config_error_ready_health_stop)
 {
     EXPECT_ERR(SVC(",\"ready\":{\"timeout_ms\":100}"),
-               "services[0].ready: needs one of tcp, unix, file, notify_fd, exec");
+               "services[0].ready: needs one of tcp, http, unix, file, notify_fd, exec");
     EXPECT_ERR(SVC(",\"ready\":{\"tcp\":\"127.0.0.1:80\",\"file\":\"/run/x\"}"),
-               "services[0].ready: only one of tcp, unix, file, notify_fd, exec may be given");
+               "services[0].ready: only one of tcp, http, unix, file, notify_fd, exec may be given");
     EXPECT_ERR(SVC(",\"ready\":{\"tcp\":\"127.0.0.1:0\"}"),
                "services[0].ready.tcp: bad address \"127.0.0.1:0\" (expected HOST:PORT, port "
                "1..65535)");
@@ -628,7 +628,7 @@ TEST(config_error_ready_health_stop)
                "services[0].ready.tcp: bad address \"::1:80\" (expected HOST:PORT; IPv6 as "
                "[ADDR]:PORT)");
     EXPECT_ERR(SVC(",\"ready\":{\"exec\":[]}"), "services[0].ready.exec: must not be empty");
-    EXPECT_ERR(SVC(",\"health\":{\"interval_ms\":1000}"), "services[0].health: needs one of tcp, unix, exec");
+    EXPECT_ERR(SVC(",\"health\":{\"interval_ms\":1000}"), "services[0].health: needs one of tcp, http, unix, exec");
     EXPECT_ERR(SVC(",\"health\":{\"tcp\":\"127.0.0.1:80\",\"interval_ms\":0}"),
                "services[0].health.interval_ms: must be >= 1");
     EXPECT_ERR(SVC(",\"stop\":{\"signal\":\"SIGFOO\"}"),
@@ -637,9 +637,57 @@ TEST(config_error_ready_health_stop)
     EXPECT_ERR(SVC(",\"on_resume\":\"signal:SIGNOPE\""),
                "services[0].on_resume: unknown signal \"SIGNOPE\"");
     EXPECT_ERR(SVC(",\"on_resume\":\"reboot\""),
-               "services[0].on_resume: expected none, restart or signal:SIGNAME");
+               "services[0].on_resume: expected none, restart, restart:SIGNAME or signal:SIGNAME");
     EXPECT_ERR(SVC(",\"log\":{\"file\":\"hermes.out\"}"),
                "services[0].log.file: expected an absolute path, got \"hermes.out\"");
+}
+
+TEST(config_restart_exit_codes_and_graceful_restart)
+{
+    char err[CONFIG_ERR_MAX] = "";
+    struct config *cfg = parse(SVC(",\"restart_force_exit_codes\":[75,0],"
+                                   "\"restart_prevent_exit_codes\":[78,255],"
+                                   "\"on_resume\":\"restart:SIGUSR1\""), err);
+    CHECK(cfg != NULL);
+    if (cfg) {
+        const struct service_config *s = &cfg->services[0];
+        CHECK(config_code_in(s->force_exit, 75));
+        CHECK(config_code_in(s->force_exit, 0));
+        CHECK(!config_code_in(s->force_exit, 78));
+        CHECK(config_code_in(s->prevent_exit, 78));
+        CHECK(config_code_in(s->prevent_exit, 255));
+        CHECK(!config_code_in(s->prevent_exit, 75));
+        CHECK(!config_code_in(s->prevent_exit, -1));
+        CHECK(!config_code_in(s->prevent_exit, 256));
+        CHECK_STR(s->on_resume, "restart:SIGUSR1");
+    }
+    config_free(cfg);
+    EXPECT_ERR(SVC(",\"restart_force_exit_codes\":[75],\"restart_prevent_exit_codes\":[78,75]"),
+               "services[0].restart_prevent_exit_codes[1]: 75 is also in restart_force_exit_codes");
+    EXPECT_ERR(SVC(",\"restart_force_exit_codes\":[256]"),
+               "services[0].restart_force_exit_codes[0]: must be between 0 and 255");
+    EXPECT_ERR(SVC(",\"restart_prevent_exit_codes\":[\"78\"]"),
+               "services[0].restart_prevent_exit_codes[0]: expected integer");
+    EXPECT_ERR(SVC(",\"on_resume\":\"restart:SIGNOPE\""),
+               "services[0].on_resume: unknown signal \"SIGNOPE\"");
+    EXPECT_OK(SVC(",\"on_resume\":\"restart:USR1\""));
+}
+
+TEST(config_http_probe_targets)
+{
+    EXPECT_OK(SVC(",\"ready\":{\"http\":\"127.0.0.1:8642/health\",\"timeout_ms\":1000}"));
+    EXPECT_OK(SVC(",\"health\":{\"http\":\"[::1]:8642/health?x=1\",\"failures\":2}"));
+    EXPECT_OK(SVC(",\"health\":{\"http\":\"localhost:80\"}"));
+    EXPECT_ERR(SVC(",\"ready\":{\"http\":\"127.0.0.1:0/health\"}"),
+               "services[0].ready.http: bad address \"127.0.0.1:0\" (expected HOST:PORT, port "
+               "1..65535)");
+    EXPECT_ERR(SVC(",\"ready\":{\"http\":\"/health\"}"),
+               "services[0].ready.http: bad target \"/health\": expected HOST:PORT/PATH");
+    EXPECT_ERR(SVC(",\"health\":{\"http\":\"127.0.0.1:80/a b\"}"),
+               "services[0].health.http: bad target \"127.0.0.1:80/a b\": path byte 2 is a space, "
+               "a control or a non-ASCII byte (percent-encode it)");
+    EXPECT_ERR(SVC(",\"health\":{\"http\":\"127.0.0.1:80/\",\"tcp\":\"127.0.0.1:80\"}"),
+               "services[0].health: only one of tcp, http, unix, exec may be given");
 }
 
 TEST(config_error_machine_sections)
