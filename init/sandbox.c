@@ -24,47 +24,14 @@
 #include "launch.h"
 #include "log.h"
 #include "machine.h"
+#include "mounts.h"
+#include "network.h"
+#include "egress.h"
+#include "skills.h"
 #include "reaper.h"
 #include "redact.h"
 #include "service.h"
 #include "utf8.h"
-
-/* ---- hooks ---- */
-
-/* Other modules' entry points, as weak references: linked in, they are
- * used; absent, the address is NULL and the step reports "not built". */
-extern int mounts_recheck(char *, size_t) __attribute__((weak));
-extern int mounts_set_host(const cJSON *, char *, size_t) __attribute__((weak));
-extern int mounts_sync(void) __attribute__((weak));
-extern int network_recheck(char *, size_t) __attribute__((weak));
-extern int egress_recheck(char *, size_t) __attribute__((weak));
-extern int egress_set(const cJSON *, char *, size_t) __attribute__((weak));
-extern int skills_sync(const char *, char *, size_t) __attribute__((weak));
-extern bool skills_enabled(void) __attribute__((weak));
-
-static struct sandbox_hooks hooks;
-static bool hooks_given;
-
-void sandbox_set_hooks(const struct sandbox_hooks *h)
-{
-    memset(&hooks, 0, sizeof(hooks));
-    if (h)
-        hooks = *h;
-    hooks_given = true;
-}
-
-static void default_hooks(void)
-{
-    if (hooks_given)
-        return;
-    hooks.mounts_recheck = mounts_recheck;
-    hooks.mounts_sync = mounts_sync;
-    hooks.mounts_set_host = mounts_set_host;
-    hooks.network_recheck = network_recheck;
-    hooks.egress_recheck = egress_recheck;
-    hooks.egress_set = egress_set;
-    hooks.skills_sync = skills_sync;
-}
 
 /* ---- state ---- */
 
@@ -274,15 +241,6 @@ static int init_validate(const struct sandbox_init_req *r, char *err, size_t err
         snprintf(err, errlen, "hostname: not a valid host name");
         return -1;
     }
-    /* Hooks that are not built fail the call before anything changes. */
-    if (r->egress && !hooks.egress_set) {
-        snprintf(err, errlen, "egress: not supported (egress module not built)");
-        return -1;
-    }
-    if (r->host_mounts && !hooks.mounts_set_host) {
-        snprintf(err, errlen, "host_mounts: not supported (mounts module not built)");
-        return -1;
-    }
     return 0;
 }
 
@@ -325,14 +283,14 @@ int sandbox_init(const struct sandbox_init_req *r, cJSON *report, int *code, cha
     }
     if (r->egress) {
         detail[0] = 0;
-        int e = hooks.egress_set(r->egress, detail, sizeof(detail));
+        int e = egress_set(r->egress, detail, sizeof(detail));
         cJSON_AddStringToObject(report, "egress", detail[0] ? detail : (e == 0 ? "applied" : "failed"));
         if (e < 0)
             rc = -1;
     }
     if (r->host_mounts) {
         detail[0] = 0;
-        int e = hooks.mounts_set_host(r->host_mounts, detail, sizeof(detail));
+        int e = mounts_set_host(r->host_mounts, detail, sizeof(detail));
         cJSON_AddStringToObject(report, "host_mounts",
                                 detail[0] ? detail : (e == 0 ? "applied" : "failed"));
         if (e < 0)
@@ -357,15 +315,12 @@ int sandbox_init(const struct sandbox_init_req *r, cJSON *report, int *code, cha
 
 /* ---- freeze ---- */
 
-#define SYNC_MAX_PATHS 64
-
 struct freeze_op {
     bool active;
     uint64_t gen;
     int64_t t0_ns, step_ns, deadline_ns;
     int64_t timeout_ms;
     pid_t sync_pid;
-    int npaths;
     cJSON *steps;
     sandbox_freeze_done done;
     void *ctx;
@@ -373,24 +328,6 @@ struct freeze_op {
     bool syncing;
 };
 static struct freeze_op fz;
-
-/* Without the mounts module, persistent mounts are every configured mount
- * that is not tmpfs, read from the config (host_mounts shares need the
- * module's mounts_sync, which knows where they went). */
-static int sync_paths(const char **out, int max)
-{
-    int n = 0;
-    const cJSON *m;
-    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(H.cfg->json, "mounts")) {
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(m, "target");
-        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(m, "type");
-        if (!cJSON_IsString(t) || (cJSON_IsString(ty) && strcmp(ty->valuestring, "tmpfs") == 0))
-            continue;
-        if (n < max)
-            out[n++] = t->valuestring;
-    }
-    return n;
-}
 
 static void freeze_finish(const char *error)
 {
@@ -492,14 +429,10 @@ static void sync_reaped(void *ctx, pid_t pid, int wstatus)
     fz.sync_pid = -1;
     char d[96];
     int failed = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1;
-    if (failed == 0 && hooks.mounts_sync)
+    if (failed == 0)
         snprintf(d, sizeof(d), "persistent mounts synced");
-    else if (failed == 0)
-        snprintf(d, sizeof(d), "%d mount%s", fz.npaths, fz.npaths == 1 ? "" : "s");
-    else if (failed > 0 && hooks.mounts_sync)
-        snprintf(d, sizeof(d), "mounts_sync failed");
     else if (failed > 0)
-        snprintf(d, sizeof(d), "%d of %d mounts failed", failed, fz.npaths);
+        snprintf(d, sizeof(d), "mounts_sync failed");
     else
         snprintf(d, sizeof(d), "sync child killed by signal %d", WTERMSIG(wstatus));
     step_row(fz.steps, "sync", failed == 0 ? "ok" : "failed", ms_since(fz.step_ns), d);
@@ -522,8 +455,6 @@ static void sync_timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
 int sandbox_freeze(int64_t timeout_ms, sandbox_freeze_done done, void *ctx, char *err,
                    size_t errlen)
 {
-    const char *paths[SYNC_MAX_PATHS];
-
     if (fz.active || state == SANDBOX_FREEZING) {
         snprintf(err, errlen, "a freeze is in progress");
         return -1;
@@ -550,12 +481,6 @@ int sandbox_freeze(int64_t timeout_ms, sandbox_freeze_done done, void *ctx, char
         return 0;
     }
     set_state(SANDBOX_FREEZING);
-    fz.npaths = hooks.mounts_sync ? 0 : sync_paths(paths, SYNC_MAX_PATHS);
-    if (fz.npaths == 0 && !hooks.mounts_sync) {
-        step_row(fz.steps, "sync", "skipped", 0, "no persistent mounts");
-        freeze_cgroup_start();
-        return 0;
-    }
     /* syncfs can block for as long as the storage wants (a stalled
      * virtio-fs daemon, a frozen backing store): it runs in a child the
      * loop only waits for with a deadline. */
@@ -567,19 +492,8 @@ int sandbox_freeze(int64_t timeout_ms, sandbox_freeze_done done, void *ctx, char
         freeze_cgroup_start();
         return 0;
     }
-    if (pid == 0) {
-        int failed = 0;
-        if (hooks.mounts_sync)
-            _exit(hooks.mounts_sync() < 0 ? 1 : 0);
-        for (int i = 0; i < fz.npaths; i++) {
-            int fd = open(paths[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-            if (fd < 0 || syncfs(fd) < 0)
-                failed++;
-            if (fd >= 0)
-                close(fd);
-        }
-        _exit(failed > 100 ? 100 : failed);
-    }
+    if (pid == 0)
+        _exit(mounts_sync() < 0 ? 1 : 0);
     fz.sync_pid = pid;
     fz.syncing = true;
     if (reaper_watch(pid, sync_reaped, (void *)(uintptr_t)fz.gen) < 0)
@@ -641,43 +555,35 @@ static enum step_result step_entropy(struct resume_ctx *rc, char *d, size_t dl)
     return STEP_OK;
 }
 
-static enum step_result run_hook(int (*fn)(char *, size_t), const char *module, char *d, size_t dl)
+static enum step_result run_hook(int (*fn)(char *, size_t), char *d, size_t dl)
 {
-    if (!fn) {
-        snprintf(d, dl, "not built (%s module absent)", module);
-        return STEP_SKIPPED;
-    }
     d[0] = 0;
     return fn(d, dl) == 0 ? STEP_OK : STEP_FAILED;
 }
 
 static enum step_result step_mounts(struct resume_ctx *rc, char *d, size_t dl)
 {
-    return run_hook(hooks.mounts_recheck, "mounts", d, dl);
+    return run_hook(mounts_recheck, d, dl);
 }
 
 static enum step_result step_network(struct resume_ctx *rc, char *d, size_t dl)
 {
-    return run_hook(hooks.network_recheck, "network", d, dl);
+    return run_hook(network_recheck, d, dl);
 }
 
 static enum step_result step_egress(struct resume_ctx *rc, char *d, size_t dl)
 {
-    return run_hook(hooks.egress_recheck, "egress", d, dl);
+    return run_hook(egress_recheck, d, dl);
 }
 
 static enum step_result step_skills(struct resume_ctx *rc, char *d, size_t dl)
 {
-    if (!hooks.skills_sync) {
-        snprintf(d, dl, "not built (skills module absent)");
-        return STEP_SKIPPED;
-    }
-    if (skills_enabled && !skills_enabled()) {
+    if (!skills_enabled()) {
         snprintf(d, dl, "no skills overlay configured");
         return STEP_SKIPPED;
     }
     d[0] = 0;
-    return hooks.skills_sync("resume", d, dl) == 0 ? STEP_OK : STEP_FAILED;
+    return skills_sync("resume", d, dl) == 0 ? STEP_OK : STEP_FAILED;
 }
 
 /* A detector never thaws what the host froze: the host's own
@@ -1015,7 +921,6 @@ void sandbox_setup(const struct config *cfg)
     const cJSON *wait = cJSON_GetObjectItemCaseSensitive(cfg->json, "wait_for_init");
     const cJSON *ot = cJSON_GetObjectItemCaseSensitive(wait, "on_timeout");
 
-    default_hooks();
     clock_allowed = cJSON_IsBool(set) ? cJSON_IsTrue(set) : H.mode == MODE_VM;
     clock_threshold_ms = json_int_or(clk, "step_threshold_ms", CLOCK_DEFAULT_THRESHOLD_MS);
     clock_check_ms = json_int_or(clk, "check_ms", 30000);

@@ -6,8 +6,8 @@
  *
  * State machine: running -> freezing -> frozen -> (resume) -> running.
  * A resume is a table of steps run in order, each timed and reported;
- * the steps owned by other modules (mounts, network, egress, skills) are
- * reached through hooks and report "skipped" when that module is absent. */
+ * the steps owned by other modules (mounts, network, egress, skills) call
+ * each module's re-check. */
 #ifndef HEARTH_SANDBOX_H
 #define HEARTH_SANDBOX_H
 
@@ -23,24 +23,6 @@ enum sandbox_state { SANDBOX_RUNNING, SANDBOX_FREEZING, SANDBOX_FROZEN, SANDBOX_
 
 const char *sandbox_state_name(enum sandbox_state s);
 enum sandbox_state sandbox_state(void);
-
-/* What other modules provide. Each returns 0 on success (or nothing to
- * do), -1 on failure, and writes a short detail either way. */
-struct sandbox_hooks {
-    int (*mounts_recheck)(char *detail, size_t len);
-    /* syncfs on every persistent mount. It may block for ever (a stalled
-     * virtio-fs daemon), so it is only ever called in a forked child. */
-    int (*mounts_sync)(void);
-    int (*network_recheck)(char *detail, size_t len);
-    int (*egress_recheck)(char *detail, size_t len);
-    int (*skills_sync)(const char *trigger, char *detail, size_t len);
-    /* sandbox.init: the egress object, and the host_mounts string item. */
-    int (*egress_set)(const struct cJSON *policy, char *detail, size_t len);
-    int (*mounts_set_host)(const struct cJSON *host_mounts, char *detail, size_t len);
-};
-/* Replaces the hooks (a NULL member = not built). By default each hook is
- * the module's function when it is linked in (weak references). */
-void sandbox_set_hooks(const struct sandbox_hooks *h);
 
 /* Boot: reads wait_for_init and clock from the config, owns the "init"
  * phase (reached at once unless wait_for_init.enabled), starts the resume
@@ -73,9 +55,8 @@ struct sandbox_init_req {
 int sandbox_init(const struct sandbox_init_req *r, struct cJSON *report, int *code, char *err,
                  size_t errlen);
 
-/* Freeze: syncfs every persistent mount (the mounts module's mounts_sync
- * when built, else each non-tmpfs mounts[] target; in a child, at most half of
- * timeout_ms), freeze the services cgroup and wait for "frozen 1" (the
+/* Freeze: syncfs every persistent mount (mounts_sync, in a child, at
+ * most half of timeout_ms), freeze the services cgroup and wait for "frozen 1" (the
  * rest of the budget), suspend health/backoff judgement. done() gets the
  * report (owned by the callee) or NULL with an error message (and the
  * report so far in *data). Returns -1 with err when a freeze cannot start

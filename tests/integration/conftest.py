@@ -117,11 +117,15 @@ class Hearth:
         cfg.update(extra)
         return cfg
 
-    def start(self, cfg, wait=True, args=(), netns=None, cgroup=False):
+    def start(self, cfg, wait=True, args=(), netns=None, cgroup=False, log="debug",
+              cmdline=None):
         """netns: run in that `ip netns` (made by the test) instead of a
         fresh, empty network namespace. cgroup: start hearth in a cgroup2
         directory of its own (self.cgroup), which a test may freeze or
-        write to; hearth itself stays in the cgroup it starts in."""
+        write to; hearth itself stays in the cgroup it starts in. log: the
+        --log level (None: no --log, the config decides). cmdline: the
+        text hearth finds in /proc/cmdline (bound over it in hearth's own
+        mount namespace)."""
         path = self.dir / "hearth.json"
         path.write_text(json.dumps(cfg))
         if self.proc is not None:  # a second run in one test: judge the first
@@ -130,8 +134,14 @@ class Hearth:
         self.log = open(self.log_path, "wb")
         prefix = ["ip", "netns", "exec", netns] if netns else []
         net = [] if netns else ["--net"]
+        inner = [*self.wrap(), HEARTH, "-c", str(path), *(["--log", log] if log else []), *args]
+        if cmdline is not None:
+            cl = self.dir / "cmdline"
+            cl.write_text(cmdline + "\n")
+            # sh execs hearth, which so stays pid 1 of the new namespace.
+            inner = ["sh", "-c", 'mount --bind "$0" /proc/cmdline && exec "$@"', str(cl), *inner]
         cmd = [*prefix, "unshare", "--pid", "--fork", "--mount", *net, "--uts", "--ipc",
-               "--mount-proc", *self.wrap(), HEARTH, "-c", str(path), "--log", "debug", *args]
+               "--mount-proc", *inner]
         if cgroup:
             self.cgroup = make_test_cgroup()
             cmd = ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', self.cgroup, *cmd]
