@@ -7,9 +7,10 @@
  * sleeps, so the service stays as hearth left it.
  *
  *   attack contained SOCK    a root service with the default settings
- *   attack privileged SOCK   one that keeps SYS_ADMIN and NET_ADMIN: the
- *                            read-only /sys and the socket's mask can be
- *                            unmounted, the layers behind them must hold
+ *   attack privileged SOCK   one that keeps SYS_ADMIN, NET_ADMIN and
+ *                            NET_RAW: the read-only /sys and the socket's
+ *                            mask can be unmounted, the ruleset reached,
+ *                            frames sent; the layers behind must hold
  *   attack forks             fork until the cgroup's pids.max says no
  *   attack hog MIB           touch MIB MiB of memory, 1 MiB at a time
  *
@@ -22,6 +23,8 @@
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netlink.h>
+#include <arpa/inet.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <netpacket/packet.h>
 #include <sched.h>
@@ -61,6 +64,7 @@ static const char *errname(int e)
     case ENXIO: return "ENXIO";
     case ENOTDIR: return "ENOTDIR";
     case EEXIST: return "EEXIST";
+    case ENOBUFS: return "ENOBUFS";
     case ECONNREFUSED: return "ECONNREFUSED";
     case EOPNOTSUPP: return "EOPNOTSUPP";
     default: snprintf(buf, sizeof(buf), "errno %d", e); return buf;
@@ -405,6 +409,46 @@ static void contained(const char *sock)
     rest();
 }
 
+/* A UDP datagram to dst as a raw Ethernet frame on eth0: it never meets
+ * the inet output hook, only the netdev egress chain. */
+static void raw_udp(const char *attack, const char *dst)
+{
+    unsigned char f[14 + 20 + 8 + 12] = {0};
+    struct sockaddr_ll ll = {.sll_family = AF_PACKET, .sll_protocol = htons(0x0800),
+                             .sll_ifindex = (int)if_nametoindex("eth0"), .sll_halen = 6};
+    struct in_addr src, to;
+    memset(ll.sll_addr, 0xff, 6);
+    memset(f, 0xff, 6); /* broadcast: no neighbour needed */
+    f[12] = 0x08;
+    unsigned char *ip = f + 14, *udp = ip + 20;
+    inet_pton(AF_INET, "10.0.2.15", &src);
+    inet_pton(AF_INET, dst, &to);
+    ip[0] = 0x45;
+    ip[3] = 20 + 8 + 12;
+    ip[8] = 64;
+    ip[9] = IPPROTO_UDP;
+    memcpy(ip + 12, &src, 4);
+    memcpy(ip + 16, &to, 4);
+    uint32_t sum = 0;
+    for (int i = 0; i < 20; i += 2)
+        sum += (uint32_t)(ip[i] << 8 | ip[i + 1]);
+    while (sum >> 16)
+        sum = (sum & 0xffff) + (sum >> 16);
+    ip[10] = (unsigned char)(~sum >> 8);
+    ip[11] = (unsigned char)~sum;
+    udp[0] = 0x9c, udp[1] = 0x40; /* 40000 */
+    udp[3] = 9;                   /* discard */
+    udp[5] = 8 + 12;
+    memcpy(udp + 8, "hearth-test", 12);
+    int fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        report(attack, errname(errno));
+        return;
+    }
+    outcome(attack, (int)sendto(fd, f, sizeof(f), 0, (struct sockaddr *)&ll, sizeof(ll)));
+    close(fd);
+}
+
 static void privileged(const char *sock)
 {
     char leaf[512], services[512], path[600], buf[64];
@@ -464,6 +508,12 @@ static void privileged(const char *sock)
      * is what refuses it. */
     nft_delete("nft_delete_inet", NFPROTO_INET_);
     nft_delete("nft_delete_netdev", NFPROTO_NETDEV_);
+
+    /* With NET_RAW, frames below the IP stack: the netdev egress chain
+     * drops the one to a denied address (the send fails with ENOBUFS)
+     * and lets the allowed one go. */
+    raw_udp("af_packet_denied", "10.0.2.101");
+    raw_udp("af_packet_allowed", "10.0.2.100");
     rest();
 }
 

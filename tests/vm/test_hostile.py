@@ -6,10 +6,11 @@ tests/vm/hostile.json). One boot serves every test here: the fixture
 takes hearth's picture, lets the attacks run, and waits for them to end.
 
 - `attack`: a root service with the default settings;
-- `attack-admin`: one that keeps SYS_ADMIN and NET_ADMIN (privileged), so
-  it can unmount the read-only /sys and the control socket's mask: the
-  cgroup namespace with nsdelegate, the peer check and the tables' owner
-  must still hold;
+- `attack-admin`: one that keeps SYS_ADMIN, NET_ADMIN and NET_RAW
+  (privileged), so it can unmount the read-only /sys and the control
+  socket's mask, reach nf_tables and send raw frames: the cgroup namespace
+  with nsdelegate, the peer check, the tables' owner and the netdev egress
+  chain must still hold;
 - `forks` (pids_max 8) and `hog` (memory_max 32 MiB): limits enforced in
   the service's own leaf."""
 import json
@@ -113,11 +114,13 @@ def test_privileged_service_still_cannot_leave_its_cgroup(hostile):
     refuses it: the cgroup namespace on a hierarchy mounted with
     nsdelegate. With the socket's mask unmounted, the connection is made
     and the peer check refuses it. With NET_ADMIN, the nf_tables batch
-    reaches nf_tables, and the tables' owner refuses it."""
+    reaches nf_tables, and the tables' owner refuses it. With NET_RAW,
+    frames pass below the inet hook and meet the netdev chain."""
     vm, r = hostile["vm"], hostile["r"]["attack-admin"]
     s = vm.service("attack-admin")
     assert s["privileged"] is True
-    assert s["privileged_reasons"] == ["keeps CAP_NET_ADMIN", "keeps CAP_SYS_ADMIN"]
+    assert s["privileged_reasons"] == ["keeps CAP_NET_ADMIN", "keeps CAP_NET_RAW",
+                                       "keeps CAP_SYS_ADMIN"], s
     assert r["leaf"] == s["cgroup"] == "/sys/fs/cgroup/hearth/services/attack-admin", r
     assert r["umount_sys"] == "ok"
     assert r["open_hearth_procs"] == "ok" and r["cgroup_move_hearth"] == "ENOENT", r
@@ -127,6 +130,14 @@ def test_privileged_service_still_cannot_leave_its_cgroup(hostile):
     reply = json.loads(r["control_reply"])
     assert reply["error"]["message"] == "peer refused", reply
     assert r["nft_delete_inet"] == "EPERM" and r["nft_delete_netdev"] == "EPERM", r
+    # With NET_RAW, a UDP datagram in a raw Ethernet frame: the netdev
+    # egress chain drops the one to a denied address (10/8) and counts
+    # it; the one to the allowed 10.0.2.100 goes.
+    assert r["af_packet_denied"] == "ENOBUFS" and r["af_packet_allowed"] == "ok", r
+    c0 = hostile["before"]["egress.get"]["counters"]["netdev"]
+    c1 = hostile["after"]["egress.get"]["counters"]["netdev"]
+    assert c1["deny4"]["packets"] - c0["deny4"]["packets"] == 1, (c0, c1)
+    assert c1["allow4"]["packets"] - c0["allow4"]["packets"] == 1, (c0, c1)
     assert s["state"] == "running"
 
 
