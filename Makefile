@@ -132,7 +132,7 @@ install: all
 	install -D -m 0644 rootfs/hermes/hearth.json $(DESTDIR)/etc/hearth/hearth.json.example
 
 clean:
-	rm -rf $(BUILD)/hearth $(BUILD)/hearth-debug $(BUILD)/hearthctl $(BUILD)/unit $(BUILD)/test $(BUILD)/image
+	rm -rf $(BUILD)/hearth $(BUILD)/hearth-debug $(BUILD)/hearthctl $(BUILD)/unit $(BUILD)/test $(BUILD)/image $(BUILD)/vmtest
 
 distclean:
 	rm -rf $(BUILD)

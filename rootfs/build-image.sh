@@ -6,17 +6,20 @@
 #   OUT/rootfs.ext4         the same tree as an ext4 root filesystem
 #   OUT/vmlinuz             the kernel it was built for
 #
-#   rootfs/build-image.sh [--config FILE] [--extra FILE]... [--out DIR] [--no-ext4]
+#   rootfs/build-image.sh [--config FILE] [--extra FILE]... [--file SRC DEST]...
+#                         [--out DIR] [--no-ext4]
 #
 # Defaults: --config rootfs/qemu/hearth.json, --extra rootfs/qemu/disk.json,
 # --out build/image/qemu. The main config becomes /etc/hearth/hearth.json;
 # each extra one /etc/hearth/NAME.json (chosen with hearth.config= on the
-# kernel command line).
+# kernel command line). Each --file installs SRC at DEST (an absolute path)
+# with mode 0755: the VM tests add their programs this way.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$ROOT/build
 config=$ROOT/rootfs/qemu/hearth.json
 extras=""
+files=""
 extras_default=1
 out=$BUILD/image/qemu
 ext4=1
@@ -25,6 +28,9 @@ while [ $# -gt 0 ]; do
         --config) config=$2; shift 2 ;;
         --extra) [ "$extras_default" = 1 ] && extras="" && extras_default=0
                  extras="$extras $2"; shift 2 ;;
+        --file) case "$3" in /*) ;; *) echo "build-image: --file DEST must be absolute" >&2; exit 2 ;; esac
+                [ -f "$2" ] || { echo "build-image: --file $2 missing" >&2; exit 1; }
+                files="$files $(cd "$(dirname "$2")" && pwd)/$(basename "$2"):$3"; shift 3 ;;
         --out) out=$2; shift 2 ;;
         --no-ext4) ext4=0; shift ;;
         *) echo "build-image: unknown option $1" >&2; exit 2 ;;
@@ -63,6 +69,7 @@ ln -s sbin/hearth init
 install -m 0755 "$BUILD/standin/hermes" usr/bin/hermes
 install -m 0644 "$config" etc/hearth/hearth.json
 for c in $extras; do install -m 0644 "$c" "etc/hearth/$(basename "$c")"; done
+for f in $files; do install -D -m 0755 "${f%%:*}" ".${f#*:}"; done
 printf 'root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n' > etc/passwd
 printf 'root:x:0:\nnogroup:x:65534:\n' > etc/group
 : > etc/resolv.conf

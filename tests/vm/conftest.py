@@ -14,7 +14,14 @@ import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 RUN_VM = os.path.join(ROOT, "scripts", "run-vm")
-IMAGE = os.path.join(ROOT, "build", "image", "qemu")
+# The shipped image plus what the tests add: the hostile-agent program and
+# its config (tests/vm/hostile.json, booted with --config hostile). The
+# image's own configs and programs are those `make image` ships.
+IMAGE = os.path.join(ROOT, "build", "image", "vmtest")
+HERE = os.path.dirname(os.path.abspath(__file__))
+ATTACK_SRC = os.path.join(HERE, "attack.c")
+ATTACK = os.path.join(ROOT, "build", "vmtest", "attack")
+ATTACK_IN_IMAGE = "/usr/libexec/hearth-test/attack"
 HEARTH = os.path.join(ROOT, "build", "hearth")
 HEARTHCTL = os.path.join(ROOT, "build", "hearthctl")
 BOOT_TIMEOUT = float(os.environ.get("HEARTH_VM_BOOT_TIMEOUT", "90"))
@@ -288,12 +295,24 @@ class VM:
 def image():
     if not shutil.which("qemu-system-x86_64"):
         pytest.skip("qemu-system-x86_64 is not installed (scripts/deps.sh installs it)")
+    if not os.path.exists(ATTACK) or os.path.getmtime(ATTACK) < os.path.getmtime(ATTACK_SRC):
+        os.makedirs(os.path.dirname(ATTACK), exist_ok=True)
+        subprocess.run(["musl-gcc", "-static", "-Os", "-s", "-std=gnu11", "-Wall", "-Wextra",
+                        "-Werror", "-Wno-format-truncation", "-D_GNU_SOURCE", "-isystem",
+                        os.path.join(ROOT, "build", "deps", "kinclude"), "-o", ATTACK, ATTACK_SRC],
+                       check=True)
     initrd = os.path.join(IMAGE, "initramfs.cpio.gz")
+    configs = [os.path.join(ROOT, "rootfs", "qemu", "hearth.json"),
+               os.path.join(ROOT, "rootfs", "qemu", "disk.json"), os.path.join(HERE, "hostile.json")]
+    inputs = [HEARTH, ATTACK, os.path.join(ROOT, "rootfs", "build-image.sh")] + configs
     stale = (not os.path.exists(initrd) or
-             os.path.getmtime(initrd) < os.path.getmtime(HEARTH))
+             os.path.getmtime(initrd) < max(os.path.getmtime(p) for p in inputs))
     if stale:
-        subprocess.run([os.path.join(ROOT, "rootfs", "build-image.sh"), "--no-ext4"],
-                       check=True, stdout=subprocess.DEVNULL)
+        cmd = [os.path.join(ROOT, "rootfs", "build-image.sh"), "--no-ext4", "--out", IMAGE,
+               "--file", ATTACK, ATTACK_IN_IMAGE]
+        for c in configs[1:]:
+            cmd += ["--extra", c]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return IMAGE
 
 

@@ -1,0 +1,606 @@
+/* A hostile service for the VM tests: run by hearth, the guest's PID 1, it
+ * tries the ways out of what hearth set up and reports one JSON line per
+ * attempt on stdout ({"attack":NAME,"result":OUTCOME}), read back by the
+ * test through logs.read. OUTCOME is "ok" when the attempt went through,
+ * else the errno name. Every mode waits for /workspace/go (the test writes
+ * it once it has its picture of hearth), ends with a "done" line and then
+ * sleeps, so the service stays as hearth left it.
+ *
+ *   attack contained SOCK    a root service with the default settings
+ *   attack privileged SOCK   one that keeps SYS_ADMIN, NET_ADMIN and
+ *                            NET_RAW: the read-only /sys and the socket's
+ *                            mask can be unmounted, the ruleset reached,
+ *                            frames sent; the layers behind must hold
+ *   attack forks             fork until the cgroup's pids.max says no
+ *   attack hog MIB           touch MIB MiB of memory, 1 MiB at a time
+ *
+ * Kernel knobs and cgroup files are opened for writing, never written,
+ * except the single pid written into cgroup.procs where the open already
+ * got past the read-only mount: that write is the migration under test. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netlink.h>
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netpacket/packet.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PTRACE_ATTACH_REQ 16
+/* linux/netfilter.h would bring linux/in.h, which clashes with musl's. */
+#define NFPROTO_INET_ 1
+#define NFPROTO_NETDEV_ 5
+#define GO "/workspace/go"
+
+static const char *errname(int e)
+{
+    static char buf[32];
+    switch (e) {
+    case EPERM: return "EPERM";
+    case ENOENT: return "ENOENT";
+    case EROFS: return "EROFS";
+    case EACCES: return "EACCES";
+    case EAGAIN: return "EAGAIN";
+    case EBUSY: return "EBUSY";
+    case EINVAL: return "EINVAL";
+    case ENOSYS: return "ENOSYS";
+    case ENXIO: return "ENXIO";
+    case ENOTDIR: return "ENOTDIR";
+    case EEXIST: return "EEXIST";
+    case ENOBUFS: return "ENOBUFS";
+    case ECONNREFUSED: return "ECONNREFUSED";
+    case EOPNOTSUPP: return "EOPNOTSUPP";
+    default: snprintf(buf, sizeof(buf), "errno %d", e); return buf;
+    }
+}
+
+static void report(const char *attack, const char *result)
+{
+    char line[4096];
+    size_t n = (size_t)snprintf(line, sizeof(line), "{\"attack\":\"%s\",\"result\":\"", attack);
+    for (const char *p = result; *p && n < sizeof(line) - 8; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c == '"' || c == '\\')
+            n += (size_t)snprintf(line + n, sizeof(line) - n, "\\%c", c);
+        else if (c < 0x20)
+            n += (size_t)snprintf(line + n, sizeof(line) - n, "\\u%04x", c);
+        else
+            line[n++] = (char)c;
+    }
+    n += (size_t)snprintf(line + n, sizeof(line) - n, "\"}\n");
+    /* One write per line: hearth reads the pipe as the lines come. */
+    if (write(1, line, n) < 0)
+        _exit(3);
+}
+
+static void outcome(const char *attack, int rc)
+{
+    report(attack, rc < 0 ? errname(errno) : "ok");
+}
+
+static void open_write(const char *attack, const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd >= 0)
+        close(fd);
+    outcome(attack, fd);
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void wait_go(void)
+{
+    while (access(GO, F_OK) != 0)
+        sleep_ms(50);
+}
+
+static void rest(void)
+{
+    report("done", "ok");
+    for (;;)
+        pause();
+}
+
+static int read_text(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, len - 1);
+    close(fd);
+    if (n < 0)
+        return -1;
+    buf[n] = 0;
+    return (int)n;
+}
+
+/* Whether cgroup.procs in dir lists pid. */
+static int lists_pid(const char *dir, pid_t pid)
+{
+    char path[512], buf[8192];
+    snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+    if (read_text(path, buf, sizeof(buf)) < 0)
+        return 0;
+    for (char *save = NULL, *t = strtok_r(buf, "\n", &save); t; t = strtok_r(NULL, "\n", &save))
+        if (atoi(t) == pid)
+            return 1;
+    return 0;
+}
+
+/* Its own namespace says "0::/", but the cgroup2 mount still shows the
+ * whole tree: the leaf is the directory whose cgroup.procs lists it. */
+static int find_leaf(const char *dir, int depth, char *out, size_t len)
+{
+    if (lists_pid(dir, getpid())) {
+        snprintf(out, len, "%s", dir);
+        return 0;
+    }
+    if (depth == 0)
+        return -1;
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    struct dirent *e;
+    int rc = -1;
+    while (rc < 0 && (e = readdir(d))) {
+        char sub[512];
+        if (e->d_type != DT_DIR || e->d_name[0] == '.')
+            continue;
+        snprintf(sub, sizeof(sub), "%s/%s", dir, e->d_name);
+        rc = find_leaf(sub, depth - 1, out, len);
+    }
+    closedir(d);
+    return rc;
+}
+
+static void dirname_of(const char *path, char *out, size_t len)
+{
+    snprintf(out, len, "%s", path);
+    char *slash = strrchr(out, '/');
+    if (slash && slash != out)
+        *slash = 0;
+}
+
+static void own_cgroup(void)
+{
+    char buf[1024];
+    if (read_text("/proc/self/cgroup", buf, sizeof(buf)) < 0) {
+        report("own_cgroup", errname(errno));
+        return;
+    }
+    char *l = strstr(buf, "0::");
+    if (l)
+        l[strcspn(l, "\n")] = 0;
+    report("own_cgroup", l ? l : "no cgroup2 line");
+}
+
+static int connect_unix(const char *path)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+static void put_msg(char *buf, size_t *off, uint16_t type, uint16_t flags, uint32_t seq,
+                    uint8_t family, uint16_t res_id, const char *table)
+{
+    struct nlmsghdr *h = (struct nlmsghdr *)(buf + *off);
+    struct nfgenmsg *g = (struct nfgenmsg *)NLMSG_DATA(h);
+    memset(h, 0, NLMSG_SPACE(sizeof(*g)));
+    h->nlmsg_type = type;
+    h->nlmsg_flags = NLM_F_REQUEST | flags;
+    h->nlmsg_seq = seq;
+    g->nfgen_family = family;
+    g->version = NFNETLINK_V0;
+    g->res_id = htons(res_id);
+    h->nlmsg_len = NLMSG_LENGTH(sizeof(*g));
+    if (table) {
+        struct nlattr *a = (struct nlattr *)((char *)h + NLMSG_ALIGN(h->nlmsg_len));
+        size_t n = strlen(table) + 1;
+        a->nla_type = NFTA_TABLE_NAME;
+        a->nla_len = (uint16_t)(NLA_HDRLEN + n);
+        memcpy((char *)a + NLA_HDRLEN, table, n);
+        memset((char *)a + NLA_HDRLEN + n, 0, NLA_ALIGN(a->nla_len) - a->nla_len);
+        h->nlmsg_len = NLMSG_ALIGN(h->nlmsg_len) + NLA_ALIGN(a->nla_len);
+    }
+    *off += NLMSG_ALIGN(h->nlmsg_len);
+}
+
+/* One nf_tables transaction deleting table FAMILY hearth: "ok" only if
+ * the kernel acknowledged the deletion, else the error it answered. */
+static void nft_delete(const char *attack, uint8_t family)
+{
+    char buf[512] __attribute__((aligned(4)));
+    size_t off = 0;
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
+    if (fd < 0) {
+        report(attack, errname(errno));
+        return;
+    }
+    struct timeval tv = {3, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    put_msg(buf, &off, NFNL_MSG_BATCH_BEGIN, 0, 1, AF_UNSPEC, NFNL_SUBSYS_NFTABLES, NULL);
+    put_msg(buf, &off, (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_DELTABLE, NLM_F_ACK, 2, family, 0,
+            "hearth");
+    put_msg(buf, &off, NFNL_MSG_BATCH_END, 0, 3, AF_UNSPEC, NFNL_SUBSYS_NFTABLES, NULL);
+    struct sockaddr_nl k = {.nl_family = AF_NETLINK};
+    if (sendto(fd, buf, off, 0, (struct sockaddr *)&k, sizeof(k)) < 0) {
+        report(attack, errname(errno));
+        close(fd);
+        return;
+    }
+    const char *result = "no answer";
+    for (int done = 0; !done;) {
+        char in[8192] __attribute__((aligned(4)));
+        ssize_t n = recv(fd, in, sizeof(in), 0);
+        if (n <= 0)
+            break;
+        for (struct nlmsghdr *h = (struct nlmsghdr *)in; NLMSG_OK(h, (size_t)n);
+             h = NLMSG_NEXT(h, n)) {
+            if (h->nlmsg_type != NLMSG_ERROR)
+                continue;
+            struct nlmsgerr *e = (struct nlmsgerr *)NLMSG_DATA(h);
+            if (e->error != 0) {
+                result = errname(-e->error);
+                done = 1;
+                break;
+            }
+            if (h->nlmsg_seq == 2) {
+                result = "ok";
+                done = 1;
+                break;
+            }
+        }
+    }
+    report(attack, result);
+    close(fd);
+}
+
+/* The virtio-serial port hearth serves the host on, found as hearth
+ * finds it (the image has no udev links). */
+static int find_port(char *name, size_t len, char *devno, size_t dlen)
+{
+    DIR *d = opendir("/sys/class/virtio-ports");
+    struct dirent *e;
+    int rc = -1;
+    while (d && rc < 0 && (e = readdir(d))) {
+        char path[512], buf[128];
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "/sys/class/virtio-ports/%s/name", e->d_name);
+        if (read_text(path, buf, sizeof(buf)) < 0 || strncmp(buf, "org.hearth.ctl", 14) != 0)
+            continue;
+        snprintf(path, sizeof(path), "/sys/class/virtio-ports/%s/dev", e->d_name);
+        if (read_text(path, devno, dlen) < 0)
+            continue;
+        devno[strcspn(devno, "\n")] = 0;
+        snprintf(name, len, "%s", e->d_name);
+        rc = 0;
+    }
+    if (d)
+        closedir(d);
+    return rc;
+}
+
+static void try_mknod(const char *attack, unsigned maj, unsigned min)
+{
+    const char *path = "/tmp/hearth-attack-node";
+    int rc = mknod(path, S_IFCHR | 0600, makedev(maj, min));
+    outcome(attack, rc);
+    if (rc == 0)
+        unlink(path);
+}
+
+static void contained(const char *sock)
+{
+    char leaf[512], services[512], tree[512], path[600], buf[64];
+
+    snprintf(buf, sizeof(buf), "%d", (int)getpid());
+    report("pid", buf);
+    if (find_leaf("/sys/fs/cgroup", 4, leaf, sizeof(leaf)) < 0)
+        snprintf(leaf, sizeof(leaf), "/nonexistent/services/leaf");
+    report("leaf", leaf);
+    dirname_of(leaf, services, sizeof(services));
+    dirname_of(services, tree, sizeof(tree));
+
+    /* Into hearth's cgroup (the root in vm mode) or the services' parent,
+     * then the control socket as a peer outside every service leaf. */
+    open_write("cgroup_move_hearth", "/sys/fs/cgroup/cgroup.procs");
+    snprintf(path, sizeof(path), "%s/cgroup.procs", services);
+    open_write("cgroup_move_services", path);
+    outcome("control_socket", connect_unix(sock));
+    snprintf(path, sizeof(path), "%s/cgroup.freeze", services);
+    open_write("freeze_services", path);
+    snprintf(path, sizeof(path), "%s/cgroup.freeze", tree);
+    open_write("freeze_tree", path);
+    own_cgroup();
+
+    /* PID 1 itself. */
+    outcome("ptrace_pid1", (int)syscall(SYS_ptrace, PTRACE_ATTACH_REQ, 1, 0, 0));
+    DIR *d = opendir("/proc/1/root/");
+    if (d)
+        closedir(d);
+    outcome("proc1_root", d ? 0 : -1);
+    int fd = open("/proc/1/mem", O_RDWR | O_CLOEXEC);
+    if (fd >= 0)
+        close(fd);
+    outcome("proc1_mem", fd);
+
+    /* Kernel knobs. */
+    open_write("core_pattern", "/proc/sys/kernel/core_pattern");
+    open_write("sysrq", "/proc/sysrq-trigger");
+    open_write("sys_power_state", "/sys/power/state");
+
+    /* Mounts, namespaces, modules, keys. */
+    outcome("mount_tmpfs", mount("none", "/tmp", "tmpfs", 0, NULL));
+    outcome("umount_proc_sys", umount2("/proc/sys", MNT_DETACH));
+    dirname_of(sock, path, sizeof(path));
+    outcome("umount_mask", umount2(path, MNT_DETACH));
+    outcome("unshare_user", unshare(CLONE_NEWUSER));
+    outcome("unshare_mnt", unshare(CLONE_NEWNS));
+    fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    outcome("finit_module", (int)syscall(SYS_finit_module, fd, "", 0));
+    close(fd);
+    outcome("keyctl", (int)syscall(SYS_keyctl, 0 /* KEYCTL_GET_KEYRING_ID */, -3, 0, 0, 0));
+
+    /* Egress: frames below the inet hook, and the ruleset itself. */
+    fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(0x0003 /* ETH_P_ALL */));
+    if (fd >= 0)
+        close(fd);
+    outcome("af_packet", fd);
+    fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_UDP);
+    if (fd >= 0)
+        close(fd);
+    outcome("raw_socket", fd);
+    nft_delete("nft_delete_inet", NFPROTO_INET_);
+    nft_delete("nft_delete_netdev", NFPROTO_NETDEV_);
+
+    /* The host's channel and the kernel log: absent from its /dev, and
+     * no node of them can be made. */
+    char port[64], devno[32];
+    unsigned maj = 0, min = 0;
+    if (find_port(port, sizeof(port), devno, sizeof(devno)) == 0 &&
+        sscanf(devno, "%u:%u", &maj, &min) == 2) {
+        report("vport_found", port);
+        snprintf(path, sizeof(path), "/dev/%s", port);
+        fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+        if (fd >= 0)
+            close(fd);
+        outcome("open_vport", fd);
+        try_mknod("mknod_vport", maj, min);
+    } else {
+        report("vport_found", "no");
+    }
+    open_write("open_kmsg", "/dev/kmsg");
+    try_mknod("mknod_kmsg", 1, 11);
+
+    /* Last: power the sandbox off. hearth must ignore it. */
+    outcome("kill_pid1", kill(1, SIGTERM));
+    rest();
+}
+
+/* A UDP datagram to dst as a raw Ethernet frame on eth0: it never meets
+ * the inet output hook, only the netdev egress chain. */
+static void raw_udp(const char *attack, const char *dst)
+{
+    unsigned char f[14 + 20 + 8 + 12] = {0};
+    struct sockaddr_ll ll = {.sll_family = AF_PACKET, .sll_protocol = htons(0x0800),
+                             .sll_ifindex = (int)if_nametoindex("eth0"), .sll_halen = 6};
+    struct in_addr src, to;
+    memset(ll.sll_addr, 0xff, 6);
+    memset(f, 0xff, 6); /* broadcast: no neighbour needed */
+    f[12] = 0x08;
+    unsigned char *ip = f + 14, *udp = ip + 20;
+    inet_pton(AF_INET, "10.0.2.15", &src);
+    inet_pton(AF_INET, dst, &to);
+    ip[0] = 0x45;
+    ip[3] = 20 + 8 + 12;
+    ip[8] = 64;
+    ip[9] = IPPROTO_UDP;
+    memcpy(ip + 12, &src, 4);
+    memcpy(ip + 16, &to, 4);
+    uint32_t sum = 0;
+    for (int i = 0; i < 20; i += 2)
+        sum += (uint32_t)(ip[i] << 8 | ip[i + 1]);
+    while (sum >> 16)
+        sum = (sum & 0xffff) + (sum >> 16);
+    ip[10] = (unsigned char)(~sum >> 8);
+    ip[11] = (unsigned char)~sum;
+    udp[0] = 0x9c, udp[1] = 0x40; /* 40000 */
+    udp[3] = 9;                   /* discard */
+    udp[5] = 8 + 12;
+    memcpy(udp + 8, "hearth-test", 12);
+    int fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        report(attack, errname(errno));
+        return;
+    }
+    outcome(attack, (int)sendto(fd, f, sizeof(f), 0, (struct sockaddr *)&ll, sizeof(ll)));
+    close(fd);
+}
+
+static void privileged(const char *sock)
+{
+    char leaf[512], services[512], path[600], buf[64];
+
+    snprintf(buf, sizeof(buf), "%d", (int)getpid());
+    report("pid", buf);
+    if (find_leaf("/sys/fs/cgroup", 4, leaf, sizeof(leaf)) < 0)
+        snprintf(leaf, sizeof(leaf), "/nonexistent/services/leaf");
+    report("leaf", leaf);
+    dirname_of(leaf, services, sizeof(services));
+
+    /* The read-only /sys goes: what is left is the cgroup namespace at
+     * its leaf, on a hierarchy mounted with nsdelegate. */
+    outcome("umount_sys", umount2("/sys", MNT_DETACH));
+    int fd = open("/sys/fs/cgroup/cgroup.procs", O_WRONLY | O_CLOEXEC);
+    outcome("open_hearth_procs", fd);
+    if (fd >= 0) {
+        outcome("cgroup_move_hearth", (int)write(fd, buf, strlen(buf)));
+        close(fd);
+    }
+    snprintf(path, sizeof(path), "%s/hermes/cgroup.procs", services);
+    fd = open(path, O_WRONLY | O_CLOEXEC);
+    outcome("open_sibling_procs", fd);
+    if (fd >= 0) {
+        outcome("cgroup_move_sibling", (int)write(fd, buf, strlen(buf)));
+        close(fd);
+    }
+    own_cgroup();
+
+    /* The socket's mask goes too: the peer check is what is left. */
+    dirname_of(sock, path, sizeof(path));
+    outcome("umount_mask", umount2(path, MNT_DETACH));
+    fd = connect_unix(sock);
+    outcome("control_socket", fd);
+    if (fd >= 0) {
+        static const char ping[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n";
+        char reply[1024];
+        struct timeval tv = {5, 0};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        /* A refused peer is answered and closed at accept, maybe before
+         * the request is written: the write may fail, the answer stays. */
+        signal(SIGPIPE, SIG_IGN);
+        ssize_t w = write(fd, ping, sizeof(ping) - 1);
+        (void)w;
+        ssize_t n = read(fd, reply, sizeof(reply) - 1);
+        if (n < 0)
+            report("control_reply", errname(errno));
+        else {
+            reply[n] = 0;
+            reply[strcspn(reply, "\n")] = 0;
+            report("control_reply", n ? reply : "closed");
+        }
+        close(fd);
+    }
+
+    /* With NET_ADMIN the kernel processes the batch: the tables' owner
+     * is what refuses it. */
+    nft_delete("nft_delete_inet", NFPROTO_INET_);
+    nft_delete("nft_delete_netdev", NFPROTO_NETDEV_);
+
+    /* With NET_RAW, frames below the IP stack: the netdev egress chain
+     * drops the one to a denied address (the send fails with ENOBUFS)
+     * and lets the allowed one go. */
+    raw_udp("af_packet_denied", "10.0.2.101");
+    raw_udp("af_packet_allowed", "10.0.2.100");
+    rest();
+}
+
+static void leaf_file(const char *leaf, const char *name, const char *attack)
+{
+    char path[600], buf[256];
+    snprintf(path, sizeof(path), "%s/%s", leaf, name);
+    if (read_text(path, buf, sizeof(buf)) < 0) {
+        report(attack, errname(errno));
+        return;
+    }
+    buf[strcspn(buf, "\n")] = 0;
+    report(attack, buf);
+}
+
+static void forks(void)
+{
+    char leaf[512], buf[64];
+    pid_t kids[4096];
+    int n = 0;
+
+    if (find_leaf("/sys/fs/cgroup", 4, leaf, sizeof(leaf)) < 0)
+        snprintf(leaf, sizeof(leaf), "/nonexistent");
+    report("leaf", leaf);
+    leaf_file(leaf, "pids.max", "pids_max");
+    for (; n < (int)(sizeof(kids) / sizeof(kids[0])); n++) {
+        pid_t p = fork();
+        if (p == 0) {
+            for (;;)
+                pause();
+        }
+        if (p < 0)
+            break;
+        kids[n] = p;
+    }
+    int e = errno;
+    snprintf(buf, sizeof(buf), "%d", n);
+    report("forked", buf);
+    report("fork_error", n < (int)(sizeof(kids) / sizeof(kids[0])) ? errname(e) : "none");
+    leaf_file(leaf, "pids.current", "pids_current");
+    leaf_file(leaf, "pids.events", "pids_events");
+    for (int i = 0; i < n; i++)
+        kill(kids[i], SIGKILL);
+    for (int i = 0; i < n; i++)
+        waitpid(kids[i], NULL, 0);
+    rest();
+}
+
+static void hog(long mib)
+{
+    char buf[64], mem[4096];
+
+    /* What the guest has free: more than the hog asks for, so an OOM kill
+     * can only come from the service's own cgroup limit. */
+    if (read_text("/proc/meminfo", mem, sizeof(mem)) > 0) {
+        char *a = strstr(mem, "MemAvailable:");
+        snprintf(buf, sizeof(buf), "%ld", a ? strtol(a + 13, NULL, 10) / 1024 : -1L);
+        report("mem_available_mib", buf);
+    }
+    for (long i = 1; i <= mib; i++) {
+        char *p = malloc(1 << 20);
+        if (!p) {
+            report("malloc", "failed");
+            break;
+        }
+        memset(p, 0x5a, 1 << 20);
+        snprintf(buf, sizeof(buf), "%ld", i);
+        report("touched_mib", buf);
+    }
+    rest();
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: attack contained|privileged SOCK | forks | hog MIB\n");
+        return 2;
+    }
+    wait_go();
+    if (strcmp(argv[1], "contained") == 0 && argc == 3)
+        contained(argv[2]);
+    else if (strcmp(argv[1], "privileged") == 0 && argc == 3)
+        privileged(argv[2]);
+    else if (strcmp(argv[1], "forks") == 0)
+        forks();
+    else if (strcmp(argv[1], "hog") == 0 && argc == 3)
+        hog(atol(argv[2]));
+    fprintf(stderr, "attack: unknown mode %s\n", argv[1]);
+    return 2;
+}

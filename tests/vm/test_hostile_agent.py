@@ -1,0 +1,192 @@
+"""The hostile agent on the real kernel: hearth is the guest's PID 1 (the
+Debian 6.1 kernel, cgroup2 with every controller and mounted with
+nsdelegate, egress with the netdev layer and owned tables) and services
+attack what it set up (tests/vm/attack.c, booted with
+tests/vm/hostile.json). One boot serves every test here: the fixture
+takes hearth's picture, lets the attacks run, and waits for them to end.
+
+- `attack`: a root service with the default settings;
+- `attack-admin`: one that keeps SYS_ADMIN, NET_ADMIN and NET_RAW
+  (privileged), so it can unmount the read-only /sys and the control
+  socket's mask, reach nf_tables and send raw frames: the cgroup namespace
+  with nsdelegate, the peer check, the tables' owner and the netdev egress
+  chain must still hold;
+- `forks` (pids_max 8) and `hog` (memory_max 32 MiB): limits enforced in
+  the service's own leaf."""
+import json
+import os
+import shutil
+import tempfile
+import time
+
+import pytest
+
+from conftest import VM
+
+NAMES = ("attack", "attack-admin", "forks", "hog")
+
+
+def results(vm, name):
+    """The attack's report: {attack: result}; repeated keys keep the last
+    value, and touched_mib keeps them all."""
+    out, touched = {}, []
+    for x in vm.result("logs.read", {"name": name, "lines": 1000})["lines"]:
+        r = json.loads(x["line"])
+        out[r["attack"]] = r["result"]
+        if r["attack"] == "touched_mib":
+            touched.append(int(r["result"]))
+    out["touched"] = touched
+    return out
+
+
+def picture(vm):
+    return {m: vm.result(m) for m in ("status", "egress.get", "mounts.list")}
+
+
+@pytest.fixture(scope="module")
+def hostile(image):
+    root = tempfile.mkdtemp(prefix="hearth-vm-hostile-")
+    dirs = {k: os.path.join(root, k) for k in ("state", "home", "workspace", "skills")}
+    for p in dirs.values():
+        os.makedirs(p)
+    vm = VM(dirs["state"], ["--home", dirs["home"], "--workspace", dirs["workspace"],
+                            "--skills", dirs["skills"], "--config", "hostile"])
+    try:
+        vm.start()
+        # Every attacker waits for /workspace/go once started.
+        for n in ("hermes",) + NAMES:
+            vm.wait_for(lambda: vm.service(n)["state"] == "running", timeout=90,
+                        what=f"{n} running")
+        before = picture(vm)
+        with open(os.path.join(dirs["workspace"], "go"), "w"):
+            pass
+        for n in ("attack", "attack-admin", "forks"):
+            # Done, or ended without saying so (then the report so far is
+            # the failure's explanation).
+            vm.wait_for(lambda: results(vm, n).get("done") == "ok" or
+                        vm.service(n)["state"] != "running", timeout=60, what=f"{n} done")
+            assert results(vm, n).get("done") == "ok", (vm.service(n), results(vm, n))
+        vm.wait_for(lambda: vm.service("hog")["last_exit"], timeout=60, what="hog ended")
+        yield {"vm": vm, "before": before, "after": picture(vm),
+               "r": {n: results(vm, n) for n in NAMES}}
+    finally:
+        vm.kill()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_root_service_with_defaults_cannot_undo_hearth(hostile):
+    vm, r = hostile["vm"], hostile["r"]["attack"]
+    leaf = vm.service("attack")["cgroup"]
+    assert leaf == "/sys/fs/cgroup/hearth/services/attack" and r["leaf"] == leaf, r
+    # hearth stays in the root cgroup in vm mode; /sys is read-only and the
+    # namespace is rooted at the leaf.
+    assert r["cgroup_move_hearth"] == "EROFS" and r["cgroup_move_services"] == "EROFS", r
+    assert r["freeze_services"] == "EROFS" and r["freeze_tree"] == "EROFS", r
+    assert r["own_cgroup"] == "0::/"
+    # The unix control socket's directory is masked.
+    assert r["control_socket"] == "ENOENT"
+    # PID 1: no ptrace, no way in through /proc/1.
+    assert r["ptrace_pid1"] == "EPERM"
+    assert r["proc1_root"] == "EACCES" and r["proc1_mem"] == "EACCES"
+    # Kernel knobs behind read-only mounts.
+    for k in ("core_pattern", "sysrq", "sys_power_state"):
+        assert r[k] == "EROFS", (k, r[k])
+    # Mounts, namespaces, modules and keys: seccomp and no SYS_ADMIN.
+    for k in ("mount_tmpfs", "umount_proc_sys", "umount_mask", "unshare_user", "unshare_mnt",
+              "finit_module", "keyctl"):
+        assert r[k] == "EPERM", (k, r[k])
+    # Egress: no packet or raw sockets; the nf_tables batch deleting either
+    # of hearth's tables is refused by the kernel (no NET_ADMIN).
+    for k in ("af_packet", "raw_socket", "nft_delete_inet", "nft_delete_netdev"):
+        assert r[k] == "EPERM", (k, r[k])
+    # The host's port exists in the guest, yet not in the service's /dev,
+    # and no node of it (or of the kernel log) can be made.
+    assert r["vport_found"].startswith("vport"), r["vport_found"]
+    assert r["open_vport"] == "ENOENT" and r["mknod_vport"] == "EPERM"
+    assert r["open_kmsg"] == "ENOENT" and r["mknod_kmsg"] == "EPERM"
+    # kill -TERM 1 is delivered (the service keeps KILL) and ignored: the
+    # sandbox runs on (checked below with the rest of hearth).
+    assert r["kill_pid1"] == "ok"
+    s = vm.service("attack")
+    assert s["state"] == "running" and s["privileged"] is False and s["cgroup"] == leaf
+
+
+def test_privileged_service_still_cannot_leave_its_cgroup(hostile):
+    """With the read-only /sys unmounted, the move into hearth's cgroup
+    (the root) or into another service's leaf reaches the kernel, which
+    refuses it: the cgroup namespace on a hierarchy mounted with
+    nsdelegate. With the socket's mask unmounted, the connection is made
+    and the peer check refuses it. With NET_ADMIN, the nf_tables batch
+    reaches nf_tables, and the tables' owner refuses it. With NET_RAW,
+    frames pass below the inet hook and meet the netdev chain."""
+    vm, r = hostile["vm"], hostile["r"]["attack-admin"]
+    s = vm.service("attack-admin")
+    assert s["privileged"] is True
+    assert s["privileged_reasons"] == ["keeps CAP_NET_ADMIN", "keeps CAP_NET_RAW",
+                                       "keeps CAP_SYS_ADMIN"], s
+    assert r["leaf"] == s["cgroup"] == "/sys/fs/cgroup/hearth/services/attack-admin", r
+    assert r["umount_sys"] == "ok"
+    assert r["open_hearth_procs"] == "ok" and r["cgroup_move_hearth"] == "ENOENT", r
+    assert r["open_sibling_procs"] == "ok" and r["cgroup_move_sibling"] == "ENOENT", r
+    assert r["own_cgroup"] == "0::/"
+    assert r["umount_mask"] == "ok" and r["control_socket"] == "ok"
+    reply = json.loads(r["control_reply"])
+    assert reply["error"]["message"] == "peer refused", reply
+    assert r["nft_delete_inet"] == "EPERM" and r["nft_delete_netdev"] == "EPERM", r
+    # With NET_RAW, a UDP datagram in a raw Ethernet frame: the netdev
+    # egress chain drops the one to a denied address (10/8) and counts
+    # it; the one to the allowed 10.0.2.100 goes.
+    assert r["af_packet_denied"] == "ENOBUFS" and r["af_packet_allowed"] == "ok", r
+    c0 = hostile["before"]["egress.get"]["counters"]["netdev"]
+    c1 = hostile["after"]["egress.get"]["counters"]["netdev"]
+    assert c1["deny4"]["packets"] - c0["deny4"]["packets"] == 1, (c0, c1)
+    assert c1["allow4"]["packets"] - c0["allow4"]["packets"] == 1, (c0, c1)
+    assert s["state"] == "running"
+
+
+def test_hearth_unchanged_after_the_attacks(hostile):
+    vm, before, after = hostile["vm"], hostile["before"], hostile["after"]
+    eg0, eg1 = before["egress.get"], after["egress.get"]
+    # Egress: still applied with every layer of this kernel, the same
+    # policy and ruleset generation, nothing to repair.
+    assert eg1["applied"] is True, eg1
+    assert eg1["layers"] == {"inet": True, "netdev": ["eth0"], "owner": True, "watch": True}, eg1
+    assert eg1["layers"] == eg0["layers"]
+    assert eg1["policy"] == eg0["policy"]
+    assert eg1["generation"] == eg0["generation"] and eg1["repairs"] == eg0["repairs"] == 0
+    # Mounts as they were.
+    assert [(m["target"], m["state"]) for m in after["mounts.list"]["mounts"]] == \
+        [(m["target"], m["state"]) for m in before["mounts.list"]["mounts"]]
+    assert all(m["state"] == "mounted" for m in after["mounts.list"]["mounts"])
+    # PID 1 answers, in the same phase; the agent kept its process.
+    st = after["status"]
+    assert st["pid"] == 1 and st["phase"] == "running" and vm.result("ping") == {}
+    h0 = [s for s in before["status"]["services"] if s["name"] == "hermes"][0]
+    h1 = vm.service("hermes")
+    assert (h1["state"], h1["pid"], h1["restarts"]) == ("running", h0["pid"], h0["restarts"])
+    # The SIGTERM from the attacker was ignored and reported.
+    pid = int(hostile["r"]["attack"]["pid"])
+    vm.result("events.subscribe", {"since": 0})
+    ignored = vm.wait_for(lambda: vm.result("ping") == {} and
+                          [e for e in vm.ctl.events if e.get("type") == "signal.ignored"],
+                          timeout=10, what="signal.ignored event")
+    assert [(e["signal"], e["pid"]) for e in ignored] == [("SIGTERM", pid)], ignored
+    assert "service" in ignored[0]["reason"], ignored[0]
+
+
+def test_limits_hold_in_the_leaf(hostile):
+    vm, rf, rh = hostile["vm"], hostile["r"]["forks"], hostile["r"]["hog"]
+    # pids_max 8: the service and 7 children; the 8th fork fails with
+    # EAGAIN, as the leaf's own counters say.
+    assert rf["leaf"] == vm.service("forks")["cgroup"] == "/sys/fs/cgroup/hearth/services/forks"
+    assert rf["pids_max"] == "8" and rf["forked"] == "7" and rf["fork_error"] == "EAGAIN", rf
+    assert rf["pids_current"] == "8" and rf["pids_events"] == "max 1", rf
+    # memory_max 32 MiB: the hog asks for 96 MiB while the guest has more
+    # than that available, and is killed by its own cgroup's OOM killer
+    # before 32 MiB.
+    assert int(rh["mem_available_mib"]) > 96, rh
+    assert rh["touched"] and 16 <= rh["touched"][-1] < 32, rh["touched"][-3:]
+    assert "done" not in rh
+    hog = vm.service("hog")
+    assert hog["last_exit"] == {"signal": "SIGKILL"} and hog["oom_kills"] == 1, hog
+    assert hog["state"] in ("failed", "exited"), hog
