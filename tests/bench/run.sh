@@ -56,6 +56,46 @@ def figure(v):
         return v == "-"
 
 
+# The design targets (docs/performance.md), judged on this run: "hearth"
+# compares hearth's own figure, "ratio" hearth's figure over the peer's.
+TARGETS = [
+    ("binary_bytes", "hearth", "<=", 256, "static, stripped <= 256 KiB"),
+    ("rss_idle_kib", "hearth", "<=", 1024, "RSS idle <= 1 MiB"),
+    ("rss_64_pinged_vs_qemu_ga", "hearth", "<=", 2048, "RSS with 64 clients <= 2 MiB"),
+    ("ping_p50_vs_floor_server", "ratio", "<=", 1.25, "ping p50 <= 1.25x the floor server"),
+    ("ping_p50_vs_qemu_ga", "ratio", "<=", 1 / 1.7, "ping p50 >= 1.7x faster than qemu-ga"),
+    ("ping_rps_vs_floor_server", "ratio", ">=", 0.6, "ping throughput >= 0.6x the floor server"),
+    ("exec_vs_dumb_init", "ratio", "<=", 1.0, "start -> exec at or below dumb-init"),
+    ("exec_vs_dumb_init", "hearth", "<=", 5, "start -> exec <= 5 ms"),
+    ("skills_cold_ms", "hearth", "<=", 100, "10,000 skills cold <= 100 ms"),
+    ("skills_noop_ms", "hearth", "<=", 20, "10,000 skills no-op <= 20 ms"),
+    ("egress_10k_ms", "hearth", "<=", 40, "10,000 CIDRs <= 40 ms"),
+    ("egress_10k_ms", "ratio", "<", 1.0, "10,000 CIDRs below nft -f"),
+    ("resume_p50_us", "hearth", "<=", 10000, "sandbox.resume <= 10 ms"),
+    ("restart_extra_ms", "hearth", "<=", 2, "crash -> restart beyond the delay <= 2 ms"),
+    ("restart_extra_ms", "ratio", "<", 1.0, "restart faster than s6-supervise"),
+    ("idle_wakeups_tini", "hearth", "<=", 0, "idle wake-ups 0 with polling off"),
+    ("idle_wakeups_hermes", "hearth", "<=", 4, "idle wake-ups <= 4/min with the Hermes config"),
+]
+print()
+met = 0
+for key, what, op, limit, text in TARGETS:
+    e = out.get(key)
+    v = None
+    if e:
+        try:
+            v = float(e["hearth"]) if what == "hearth" else e["ratio"]
+        except (TypeError, ValueError):
+            v = None
+    if v is None:
+        verdict = "not measured"
+    else:
+        ok = v <= limit if op == "<=" else v >= limit if op == ">=" else v < limit
+        met += ok
+        verdict = ("met" if ok else "MISSED") + f" ({'x' if what == 'ratio' else ''}{v:g})"
+    print(f"target: {text:<48} {verdict}")
+print(f"targets: {met} of {len(TARGETS)} met")
+
 bad = [(fig, peer, hv if not figure(hv) else pv) for key, fig, hv, peer, pv in rows
        if not (figure(hv) and figure(pv))]
 for fig, peer, why in bad:
