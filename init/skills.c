@@ -421,6 +421,16 @@ static bool is_category(int pfd, const struct ent *p, int level)
     return fstatat(pfd, m, &s, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT;
 }
 
+/* Whether vfd/name holds the skill marker (a skill, not a category). */
+static bool has_marker(int vfd, const char *name)
+{
+    char m[600];
+    struct stat s;
+
+    snprintf(m, sizeof(m), "%s/%s", name, layout_marker);
+    return fstatat(vfd, m, &s, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
 /* Whether the private directory vfd/name carries hearth's category mark
  * (made by hearth, so hearth may remove it once empty). */
 static bool made_by_hearth(int vfd, const char *name)
@@ -615,7 +625,12 @@ static void retire_category(struct run *r, int vfd, struct ent *v, const char *r
     size_t left = 0;
 
     join(path, sizeof(path), rel, v->name);
-    if (level >= layout_depth || v->name[0] == '.' || !made_by_hearth(vfd, v->name)) {
+    bool ours = level < layout_depth && v->name[0] != '.' && made_by_hearth(vfd, v->name);
+    /* The agent's own category (no marker: not a skill) may still hold
+     * links hearth made while public had it: those are judged like any
+     * link of ours. Its skills and the directory itself are never
+     * touched, and a skill directory is never entered. */
+    if (!ours && (level >= layout_depth || v->name[0] == '.' || has_marker(vfd, v->name))) {
         if (!listed)
             list_add(r->lists->private_, path);
         return;
@@ -626,6 +641,11 @@ static void retire_category(struct run *r, int vfd, struct ent *v, const char *r
         return;
     }
     descend(r, -1, cvfd, path, level, &left);
+    if (!ours) {
+        list_add(r->lists->private_, path);
+        close(cvfd);
+        return;
+    }
     if (left > 0 || r->dry) {
         if (left > 0)
             list_add(r->lists->private_, path);
