@@ -166,9 +166,14 @@ static int listing_add(struct listing *l, int fd, const struct dirent64_raw *de,
 
 /* Reads fd (consumed) into l. getdents64 with a 64 KiB buffer rather
  * than readdir's 2 KiB: a 10,000-entry directory in a dozen calls. */
+/* The getdents buffer, kept for the length of one reconcile: a run over
+ * 100 categories reads 200 directories, and a fresh 64 KiB each time is
+ * an mmap, page faults and an munmap per directory. */
+static char *dents_buf;
+
 static int listing_read(struct listing *l, int fd, const char *path, char *err, size_t errlen)
 {
-    char *buf = malloc(GETDENTS_BUF);
+    char *buf = dents_buf ? dents_buf : malloc(GETDENTS_BUF);
     int rc = 0;
 
     if (!buf) {
@@ -196,7 +201,8 @@ static int listing_read(struct listing *l, int fd, const char *path, char *err, 
         if (rc < 0)
             break;
     }
-    free(buf);
+    if (buf != dents_buf)
+        free(buf);
     close(fd);
     if (rc == 0 && listing_index(l) < 0) {
         snprintf(err, errlen, "unable to index %s: out of memory", path);
@@ -302,7 +308,15 @@ static size_t norm_len(const char *p)
  * needs no readlink. That keeps a no-op pass to directory reads. */
 struct skills_cache {
     struct listing links;
+    unsigned runs; /* which slice of cached links has its marker re-checked */
 };
+
+/* A link the cache vouches for was a skill when it was made; whether its
+ * public entry has since lost the marker (become a category) is checked
+ * for one sixteenth of them per run, so a no-op pass over 10,000 flat
+ * skills costs ~600 lookups rather than 10,000, and a skill turned into
+ * a category is converted within 16 runs. */
+#define RECHECK_SLICES 16u
 
 struct skills_cache *skills_cache_new(void)
 {
@@ -346,7 +360,16 @@ struct run {
 /* rel/name, or name at the top ("" rel). */
 static void join(char *out, size_t n, const char *rel, const char *name)
 {
-    snprintf(out, n, "%s%s%s", rel, *rel ? "/" : "", name);
+    /* Twice per entry per run: memcpy, not snprintf. */
+    size_t a = strlen(rel), b = strlen(name);
+    if (a + 1 + b >= n) {
+        snprintf(out, n, "%s/%s", rel, name); /* truncated; only ever a label */
+        return;
+    }
+    memcpy(out, rel, a);
+    if (a)
+        out[a++] = '/';
+    memcpy(out + a, name, b + 1);
 }
 
 static void run_error(struct run *r, const char *what, const char *path)
@@ -379,7 +402,7 @@ static const char *link_target(int dfd, struct ent *v, const struct skills_cache
     return v->target;
 }
 
-static void next_add(struct run *r, const char *key, ino_t ino)
+static void next_add(struct run *r, const char *key, struct ent *v)
 {
     struct listing *nl = &r->next;
     if (r->dry || !r->cache)
@@ -392,9 +415,12 @@ static void next_add(struct run *r, const char *key, ino_t ino)
         nl->v = nv;
         nl->cap = nc;
     }
-    char *k = strdup(key);
+    /* At the top the key is the entry's own name: moved, not copied. */
+    char *k = strcmp(key, v->name) == 0 ? v->name : strdup(key);
+    if (k == v->name)
+        v->name = NULL;
     if (k)
-        nl->v[nl->n++] = (struct ent){.name = k, .ino = ino, .kind = ENT_LINK};
+        nl->v[nl->n++] = (struct ent){.name = k, .ino = v->ino, .kind = ENT_LINK};
 }
 
 /* Names hearth keeps for itself or leaves to Hermes: never linked, never
@@ -525,7 +551,8 @@ static void merge_category(struct run *r, int pfd, int vfd, struct listing *vl, 
         if (cvfd < 0) {
             run_error(r, "open category", path);
         } else {
-            cat_add(r, path, made_by_hearth(vfd, p->name) ? "hearth" : "own");
+            if (r->lists->categories)
+                cat_add(r, path, made_by_hearth(vfd, p->name) ? "hearth" : "own");
             descend(r, cpfd, cvfd, path, level, NULL);
             close(cvfd);
         }
@@ -748,7 +775,14 @@ static int reconcile_level(struct run *r, int pfd, int vfd, const char *rel, int
             continue;
         }
         memcpy(target + tlen, p->name, nl + 1);
-        if (is_category(pfd, p, level)) {
+        struct ent *pv = listing_find(&vl, p->name);
+        bool vouched = false;
+        if (pv && pv->kind == ENT_LINK && r->cache &&
+            hash(path) % RECHECK_SLICES != r->cache->runs % RECHECK_SLICES) {
+            link_target(vfd, pv, r->cache, path);
+            vouched = pv->ours;
+        }
+        if (!vouched && is_category(pfd, p, level)) {
             p->category = true;
             merge_category(r, pfd, vfd, &vl, p, rel, level, target);
             continue;
@@ -801,10 +835,8 @@ made:
             }
             continue;
         }
+        /* Not cached yet: the next run reads it once, then vouches. */
         list_add(lists->linked, path);
-        struct stat s;
-        if (fstatat(vfd, p->name, &s, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(s.st_mode))
-            next_add(r, path, s.st_ino);
     }
 
     /* Links into public whose target has gone, or whose name is now
@@ -855,7 +887,7 @@ made:
                 list_add(lists->private_, path); /* a link of the agent's own */
                 (*left)++;
             } else {
-                next_add(r, path, v->ino);
+                next_add(r, path, v);
             }
             continue;
         }
@@ -925,8 +957,12 @@ int skills_reconcile(const char *pub, const char *priv, const char *const *ignor
     }
     /* An unreadable top level is a run that changed nothing: an error
      * even when no entry was counted. */
+    dents_buf = malloc(GETDENTS_BUF); /* NULL: each read allocates its own */
     int lrc = reconcile_level(&r, pfd, vfd, "", 1, &left);
+    free(dents_buf);
+    dents_buf = NULL;
     if (cache && !dry) {
+        cache->runs++;
         listing_free(&cache->links);
         if (listing_index(&r.next) == 0)
             cache->links = r.next;
