@@ -716,3 +716,33 @@ TEST(skills_fork_of_a_category_skill)
     skills_layout(SKILLS_MARKER, 1);
     teardown(&t);
 }
+
+TEST(skills_cached_skill_that_becomes_a_category_is_converted)
+{
+    struct trees t;
+    struct skills_counts c;
+    struct skills_cache *k = skills_cache_new();
+    char err[512], buf[512], want[512], p[600];
+    int runs = 0;
+
+    setup(&t);
+    skills_layout(SKILLS_MARKER, 2);
+    skill(t.pub, "tools");
+    skill(t.pub, "tools/inner");
+    for (int i = 0; i < 3; i++) /* linked, then cached */
+        CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    snprintf(want, sizeof(want), "%s/tools", t.pub);
+    CHECK_STR(link_of(&t, "tools", buf, sizeof(buf)), want);
+    /* The host turns the skill into a category: within 16 cheap runs the
+     * link becomes a directory of per-skill links. */
+    snprintf(p, sizeof(p), "%s/tools/SKILL.md", t.pub);
+    CHECK(unlink(p) == 0);
+    while (!is_dir(&t, "tools") && runs++ < 16)
+        CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK(is_dir(&t, "tools"));
+    CHECK(runs <= 16);
+    snprintf(want, sizeof(want), "%s/tools/inner", t.pub);
+    CHECK_STR(link_of(&t, "tools/inner", buf, sizeof(buf)), want);
+    skills_cache_free(k);
+    teardown(&t);
+}
