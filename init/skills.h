@@ -5,6 +5,12 @@
  * whose target has gone are removed, names matching the ignore globs are
  * never linked, and nothing outside private is written.
  *
+ * Categories: a public directory without the marker file (skills.marker,
+ * SKILL.md) above skills.depth is a category, a real directory in private
+ * merged entry by entry, so a private category never hides public skills
+ * and the agent can add its own; hearth marks the ones it makes
+ * (SKILLS_CATEGORY_MARK) and removes only those, only when empty.
+ *
  * Owns the phase "skills" (reached after the first reconcile). Runs at
  * boot (after mounts and seeding), on skills.sync, on sandbox.init and
  * resume (skills_sync from those modules), every poll_ms on a monotonic
@@ -84,7 +90,9 @@ int skills_reconcile(const char *pub, const char *priv, const char *const *ignor
  * '\\' escapes; no special case for a leading '.'). */
 bool skills_glob(const char *pat, const char *name);
 
-/* Turns the linked public skill private/name into a private copy of the
+/* Turns the linked public skill private/name (name: "skill" or
+ * "category/skill", the category opened without following a link) into
+ * a private copy of the
  * public one (a directory), swapped in atomically where the filesystem can
  * (RENAME_EXCHANGE), so the agent can edit it. The link's target is
  * resolved beneath public's fd ('..' or a link on the way is refused),
