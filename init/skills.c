@@ -548,7 +548,11 @@ static void merge_category(struct run *r, int pfd, int vfd, struct listing *vl, 
          * Opened beneath private's fd without following a link, so one
          * swapped in since the listing is refused, never entered. */
         int cvfd = safepath_open(vfd, p->name, O_DIRECTORY, 0, why, sizeof(why));
-        if (cvfd < 0) {
+        if (cvfd < 0 && (errno == ELOOP || errno == ENOTDIR || errno == ENOENT)) {
+            /* Replaced by the agent since the listing: its entry wins. */
+            r->c->shadowed++;
+            list_add(r->lists->shadowed, path);
+        } else if (cvfd < 0) {
             run_error(r, "open category", path);
         } else {
             if (r->lists->categories)
