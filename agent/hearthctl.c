@@ -1400,7 +1400,8 @@ static int b_skill(struct ctl *t, int argc, char **argv, cJSON **params)
 {
     if (argc != 1)
         return usage_err(t, "%s", argc ? "too many arguments" : "missing skill NAME");
-    if (!valid_name(argv[0]) || strchr(argv[0], '/'))
+    /* NAME or CATEGORY/NAME; hearth checks the rest (depth, '..'). */
+    if (!valid_name(argv[0]) || argv[0][0] == '/')
         return usage_err(t, "bad skill name '%s'", argv[0]);
     t->arg = argv[0];
     *params = new_object();

@@ -522,6 +522,18 @@ static int check_abspath(const cJSON *v, struct vctx *c)
     return 0;
 }
 
+/* A file name (skills.marker): one component, so the marker test stays
+ * one lookup inside each entry and can never name a path elsewhere. */
+static int check_filename(const cJSON *v, struct vctx *c)
+{
+    char q[QUOTE_MAX];
+    const char *s = v->valuestring;
+
+    if (!*s || strchr(s, '/') || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+        return verr(c, "expected a file name (no '/'), got %s", quote(s, q, sizeof(q)));
+    return 0;
+}
+
 /* An absolute path without "." or ".." components or doubled slashes:
  * host-supplied paths are mapped onto guest paths (host_mounts subpath
  * mode), so they must not be able to climb out of where they point. */
@@ -1204,6 +1216,8 @@ static const struct key k_skills[] = {
     KEY("private", &s_abspath),
     KEY("ignore", &s_nonempty_array),
     KEY("poll_ms", &s_ms),
+    KEY("marker", STRING(check_filename)),
+    KEY("depth", INT(1, 8)),
     {0}};
 
 static const struct key k_egress[] = {

@@ -52,6 +52,7 @@ struct ent {
     ino_t ino;
     enum ent_kind kind;
     bool ignored, read, gone;
+    bool category; /* public: a directory without the marker */
     bool ours; /* the cache vouches: a link to pub/name, target not read */
 };
 
@@ -165,9 +166,14 @@ static int listing_add(struct listing *l, int fd, const struct dirent64_raw *de,
 
 /* Reads fd (consumed) into l. getdents64 with a 64 KiB buffer rather
  * than readdir's 2 KiB: a 10,000-entry directory in a dozen calls. */
+/* The getdents buffer, kept for the length of one reconcile: a run over
+ * 100 categories reads 200 directories, and a fresh 64 KiB each time is
+ * an mmap, page faults and an munmap per directory. */
+static char *dents_buf;
+
 static int listing_read(struct listing *l, int fd, const char *path, char *err, size_t errlen)
 {
-    char *buf = malloc(GETDENTS_BUF);
+    char *buf = dents_buf ? dents_buf : malloc(GETDENTS_BUF);
     int rc = 0;
 
     if (!buf) {
@@ -195,7 +201,8 @@ static int listing_read(struct listing *l, int fd, const char *path, char *err, 
         if (rc < 0)
             break;
     }
-    free(buf);
+    if (buf != dents_buf)
+        free(buf);
     close(fd);
     if (rc == 0 && listing_index(l) < 0) {
         snprintf(err, errlen, "unable to index %s: out of memory", path);
@@ -287,13 +294,6 @@ static void list_add(cJSON *arr, const char *name)
         cJSON_AddItemToArray(arr, cJSON_CreateString(name));
 }
 
-static void note_error(struct skills_counts *c, char *err, size_t errlen, const char *what,
-                       const char *priv, const char *name)
-{
-    if (c->errors++ == 0)
-        snprintf(err, errlen, "unable to %s %s/%s: %s", what, priv, name, strerror(errno));
-}
-
 /* The public path without trailing slashes, as links spell it. */
 static size_t norm_len(const char *p)
 {
@@ -303,12 +303,20 @@ static size_t norm_len(const char *p)
     return n;
 }
 
-/* Links of ours seen by the last run, by name and inode: a link is
- * immutable, so one still there under the same inode needs no readlink.
- * That keeps a no-op pass to two directory reads. */
+/* Links of ours seen by the last run, by path (category/skill) and
+ * inode: a link is immutable, so one still there under the same inode
+ * needs no readlink. That keeps a no-op pass to directory reads. */
 struct skills_cache {
     struct listing links;
+    unsigned runs; /* which slice of cached links has its marker re-checked */
 };
+
+/* A link the cache vouches for was a skill when it was made; whether its
+ * public entry has since lost the marker (become a category) is checked
+ * for one sixteenth of them per run, so a no-op pass over 10,000 flat
+ * skills costs ~600 lookups rather than 10,000, and a skill turned into
+ * a category is converted within 16 runs. */
+#define RECHECK_SLICES 16u
 
 struct skills_cache *skills_cache_new(void)
 {
@@ -323,17 +331,65 @@ void skills_cache_free(struct skills_cache *k)
     }
 }
 
-/* The text of link v, read on first use; NULL when it cannot be read, or
- * when the cache vouches for it (v->ours: it is pub/name). */
+/* The layout: the file that makes a directory a skill, and how many
+ * levels deep categories go (1: every top-level entry is a skill). */
+static char layout_marker[256] = SKILLS_MARKER;
+static int layout_depth = SKILLS_DEPTH;
+
+void skills_layout(const char *marker, int depth)
+{
+    snprintf(layout_marker, sizeof(layout_marker), "%s", marker ? marker : SKILLS_MARKER);
+    layout_depth = depth < 1 ? 1 : depth > SKILLS_MAX_DEPTH ? SKILLS_MAX_DEPTH : depth;
+}
+
+/* One reconcile's state, shared by every level of the walk. */
+struct run {
+    const char *pub, *priv;
+    size_t plen;
+    const char *const *ignore;
+    bool dry;
+    struct skills_counts *c;
+    struct skills_lists *lists;
+    struct skills_cache *cache;
+    struct listing next; /* links of ours, for the next run's cache */
+    size_t total;        /* entries read in all directories */
+    char *err;
+    size_t errlen;
+};
+
+/* rel/name, or name at the top ("" rel). */
+static void join(char *out, size_t n, const char *rel, const char *name)
+{
+    /* Twice per entry per run: memcpy, not snprintf. */
+    size_t a = strlen(rel), b = strlen(name);
+    if (a + 1 + b >= n) {
+        snprintf(out, n, "%s/%s", rel, name); /* truncated; only ever a label */
+        return;
+    }
+    memcpy(out, rel, a);
+    if (a)
+        out[a++] = '/';
+    memcpy(out + a, name, b + 1);
+}
+
+static void run_error(struct run *r, const char *what, const char *path)
+{
+    if (r->c->errors++ == 0)
+        snprintf(r->err, r->errlen, "unable to %s %s/%s: %s", what, r->priv, path,
+                 strerror(errno));
+}
+
+/* The text of link v (at path key), read on first use; NULL when it
+ * cannot be read, or when the cache vouches for it (v->ours). */
 static const char *link_target(int dfd, struct ent *v, const struct skills_cache *k,
-                               const char *pub, size_t plen)
+                               const char *key)
 {
     char buf[4096];
 
     if (v->read)
         return v->target;
     v->read = true;
-    struct ent *hit = k ? listing_find(&k->links, v->name) : NULL;
+    struct ent *hit = k ? listing_find(&k->links, key) : NULL;
     if (hit && hit->ino == v->ino) {
         v->ours = true;
         return NULL;
@@ -346,54 +402,529 @@ static const char *link_target(int dfd, struct ent *v, const struct skills_cache
     return v->target;
 }
 
-/* Moves the names of the links that now point at pub/name into the
- * cache for the next run. */
-static void cache_update(struct skills_cache *k, struct listing *vl, const char *pub, size_t plen)
+static void next_add(struct run *r, const char *key, struct ent *v)
 {
-    struct listing nl = {0};
-
-    for (size_t i = 0; i < vl->n; i++) {
-        struct ent *v = &vl->v[i];
-        if (v->kind != ENT_LINK || v->gone)
-            continue;
-        if (!v->ours && (!v->target || strncmp(v->target, pub, plen) != 0 ||
-                         v->target[plen] != '/' || strcmp(v->target + plen + 1, v->name) != 0))
-            continue;
-        if (nl.n == nl.cap) {
-            size_t nc = nl.cap ? nl.cap * 2 : 256;
-            struct ent *nv = realloc(nl.v, nc * sizeof(*nv));
-            if (!nv)
-                break;
-            nl.v = nv;
-            nl.cap = nc;
-        }
-        nl.v[nl.n++] = (struct ent){.name = v->name, .ino = v->ino, .kind = ENT_LINK};
-        v->name = NULL;
+    struct listing *nl = &r->next;
+    if (r->dry || !r->cache)
+        return;
+    if (nl->n == nl->cap) {
+        size_t nc = nl->cap ? nl->cap * 2 : 256;
+        struct ent *nv = realloc(nl->v, nc * sizeof(*nv));
+        if (!nv)
+            return; /* the cache is an optimisation: a miss costs a readlink */
+        nl->v = nv;
+        nl->cap = nc;
     }
-    listing_free(&k->links);
-    if (listing_index(&nl) < 0) {
-        listing_free(&nl);
+    /* At the top the key is the entry's own name: moved, not copied. */
+    char *k = strcmp(key, v->name) == 0 ? v->name : strdup(key);
+    if (k == v->name)
+        v->name = NULL;
+    if (k)
+        nl->v[nl->n++] = (struct ent){.name = k, .ino = v->ino, .kind = ENT_LINK};
+}
+
+/* Names hearth keeps for itself or leaves to Hermes: never linked, never
+ * merged, never removed. */
+static bool reserved_name(const char *n)
+{
+    return strcmp(n, SKILLS_TMP_LINK) == 0 || strcmp(n, SKILLS_TMP_FORK) == 0 ||
+           strcmp(n, SKILLS_TMP_CATEGORY) == 0 || strcmp(n, SKILLS_CATEGORY_MARK) == 0 ||
+           strcmp(n, ".hub") == 0 || strcmp(n, ".bundled_manifest") == 0;
+}
+
+/* Whether public entry p (a directory) is a category: no marker file in
+ * it. A dot-name is never one (hidden trees are not Hermes categories).
+ * Any error but ENOENT reads as "a skill": linking it whole is the
+ * behaviour of a flat overlay, never a loss. */
+static bool is_category(int pfd, const struct ent *p, int level)
+{
+    char m[600];
+    struct stat s;
+
+    if (level >= layout_depth || p->kind != ENT_DIR || p->name[0] == '.')
+        return false;
+    snprintf(m, sizeof(m), "%s/%s", p->name, layout_marker);
+    return fstatat(pfd, m, &s, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT;
+}
+
+/* Whether vfd/name holds the skill marker (a skill, not a category). */
+static bool has_marker(int vfd, const char *name)
+{
+    char m[600];
+    struct stat s;
+
+    snprintf(m, sizeof(m), "%s/%s", name, layout_marker);
+    return fstatat(vfd, m, &s, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* Whether the private directory vfd/name carries hearth's category mark
+ * (made by hearth, so hearth may remove it once empty). */
+static bool made_by_hearth(int vfd, const char *name)
+{
+    char m[600];
+    struct stat s;
+
+    snprintf(m, sizeof(m), "%s/%s", name, SKILLS_CATEGORY_MARK);
+    return vfd >= 0 && fstatat(vfd, m, &s, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(s.st_mode);
+}
+
+static void cat_add(struct run *r, const char *path, const char *how)
+{
+    cJSON *o;
+    if (!r->lists->categories || !(o = cJSON_CreateObject()))
+        return;
+    cJSON_AddStringToObject(o, "name", path);
+    cJSON_AddStringToObject(o, "private", how);
+    cJSON_AddItemToArray(r->lists->categories, o);
+}
+
+/* Makes vfd/SKILLS_TMP_CATEGORY, a directory owned by the agent holding
+ * the category mark, and returns it open. The mark is written before the
+ * directory gets its real name, so a category directory hearth made
+ * always carries it, whatever crash comes in between: the mark inside
+ * the directory (rather than a state file beside it) cannot disagree
+ * with the directory it describes, and travels with the home. */
+static int category_make(struct run *r, int vfd, const char *path)
+{
+    char why[128], e2[128];
+
+    if (tree_remove(vfd, SKILLS_TMP_CATEGORY, e2, sizeof(e2)) < 0) {
+        run_error(r, "clear a temporary category beside", path);
+        return -1;
+    }
+    int tfd = safepath_mkdir(vfd, SKILLS_TMP_CATEGORY, 0755, owner.uid, owner.gid, NULL, why,
+                             sizeof(why));
+    if (tfd < 0) {
+        run_error(r, "create a category directory for", path);
+        return -1;
+    }
+    int mfd = openat(tfd, SKILLS_CATEGORY_MARK,
+                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
+    if (mfd < 0) {
+        int e = errno;
+        close(tfd);
+        tree_remove(vfd, SKILLS_TMP_CATEGORY, e2, sizeof(e2));
+        errno = e;
+        run_error(r, "mark the category directory for", path);
+        return -1;
+    }
+    if ((owner.uid != geteuid() || owner.gid != getegid()) && fchown(mfd, owner.uid, owner.gid) < 0)
+        log_debug("skills: unable to chown the mark of %s/%s: %s", r->priv, path, strerror(errno));
+    close(mfd);
+    return tfd;
+}
+
+static int reconcile_level(struct run *r, int pfd, int vfd, const char *rel, int level,
+                           size_t *left);
+
+/* Descends into category name: public pfd/name (or nothing when cpfd is
+ * -1: the public category is gone) against the private directory cvfd
+ * (-1: not there yet, a dry run). */
+static void descend(struct run *r, int cpfd, int cvfd, const char *path, int level, size_t *left)
+{
+    size_t dummy;
+    reconcile_level(r, cpfd, cvfd, path, level + 1, left ? left : &dummy);
+}
+
+/* The public category p at rel, against whatever private holds under its
+ * name. */
+static void merge_category(struct run *r, int pfd, int vfd, struct listing *vl, struct ent *p,
+                           const char *rel, int level, const char *target)
+{
+    char path[4096], why[128], e2[128];
+    struct ent *v = listing_find(vl, p->name);
+
+    join(path, sizeof(path), rel, p->name);
+    int cpfd = openat(pfd, p->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (cpfd < 0) {
+        if (r->c->errors++ == 0)
+            snprintf(r->err, r->errlen, "unable to open %s/%s: %s", r->pub, path,
+                     strerror(errno));
         return;
     }
-    k->links = nl;
+    r->c->categories++;
+    if (v && v->kind == ENT_DIR) {
+        /* A real directory, the agent's own or one hearth made: merged.
+         * Opened beneath private's fd without following a link, so one
+         * swapped in since the listing is refused, never entered. */
+        int cvfd = safepath_open(vfd, p->name, O_DIRECTORY, 0, why, sizeof(why));
+        if (cvfd < 0 && (errno == ELOOP || errno == ENOTDIR || errno == ENOENT)) {
+            /* Replaced by the agent since the listing: its entry wins. */
+            r->c->shadowed++;
+            list_add(r->lists->shadowed, path);
+        } else if (cvfd < 0) {
+            run_error(r, "open category", path);
+        } else {
+            if (r->lists->categories)
+                cat_add(r, path, made_by_hearth(vfd, p->name) ? "hearth" : "own");
+            descend(r, cpfd, cvfd, path, level, NULL);
+            close(cvfd);
+        }
+        close(cpfd);
+        return;
+    }
+    const char *lt = v && v->kind == ENT_LINK ? link_target(vfd, v, r->cache, path) : NULL;
+    if (v && !v->ours && !(lt && strcmp(lt, target) == 0)) {
+        /* A file, or a link of the agent's (never followed): it wins. */
+        r->c->shadowed++;
+        list_add(r->lists->shadowed, path);
+        cat_add(r, path, "shadowed");
+        close(cpfd);
+        return;
+    }
+    if (r->dry) {
+        /* Would be made (or converted): what it would hold. */
+        cat_add(r, path, v ? "linked whole" : "pending");
+        descend(r, cpfd, -1, path, level, NULL);
+        close(cpfd);
+        return;
+    }
+    int tfd = category_make(r, vfd, path);
+    if (tfd < 0) {
+        close(cpfd);
+        return;
+    }
+    if (!v) {
+        /* Named first, filled after: each link inside is atomic on its
+         * own, and a crash midway leaves a marked category the next run
+         * completes. */
+        if (tree_rename_noreplace(vfd, SKILLS_TMP_CATEGORY, p->name) < 0) {
+            int e = errno;
+            close(tfd);
+            tree_remove(vfd, SKILLS_TMP_CATEGORY, e2, sizeof(e2));
+            errno = e;
+            if (e != EEXIST) {
+                run_error(r, "create category", path);
+            } else {
+                /* The agent made it meanwhile: its own, merged next run. */
+                r->c->shadowed++;
+                list_add(r->lists->shadowed, path);
+            }
+            close(cpfd);
+            return;
+        }
+        r->c->cat_created++;
+        cat_add(r, path, "hearth");
+        descend(r, cpfd, tfd, path, level, NULL);
+        close(tfd);
+        close(cpfd);
+        return;
+    }
+    /* A category linked whole by an older hearth: the directory with its
+     * per-skill links is filled under the temporary name, then swapped
+     * with the link in one rename (RENAME_EXCHANGE), so the agent sees
+     * either the old link or the new directory, never neither. */
+    descend(r, cpfd, tfd, path, level, NULL);
+    close(cpfd);
+    struct stat s;
+    if (tree_rename_exchange(vfd, SKILLS_TMP_CATEGORY, p->name) == 0) {
+        if (fstatat(vfd, SKILLS_TMP_CATEGORY, &s, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISLNK(s.st_mode)) {
+            /* The agent replaced the link meanwhile: its entry goes back. */
+            if (tree_rename_exchange(vfd, SKILLS_TMP_CATEGORY, p->name) < 0)
+                run_error(r, "restore", path);
+            r->c->shadowed++;
+            list_add(r->lists->shadowed, path);
+        } else {
+            r->c->cat_converted++;
+            cat_add(r, path, "hearth");
+        }
+    } else if (errno == EINVAL || errno == ENOSYS) {
+        /* No exchange here: the name is briefly absent. */
+        if ((unlinkat(vfd, p->name, 0) < 0 && errno != ENOENT) ||
+            tree_rename_noreplace(vfd, SKILLS_TMP_CATEGORY, p->name) < 0) {
+            run_error(r, "convert linked category", path);
+        } else {
+            r->c->cat_converted++;
+            cat_add(r, path, "hearth");
+        }
+    } else {
+        run_error(r, "convert linked category", path);
+    }
+    v->gone = true;
+    close(tfd);
+    tree_remove(vfd, SKILLS_TMP_CATEGORY, e2, sizeof(e2));
+}
+
+/* A private directory that is not (or no longer) a public category: when
+ * hearth made it, its links are judged against an empty public, and it
+ * goes once nothing else is in it. An agent's directory is never
+ * entered. */
+static void retire_category(struct run *r, int vfd, struct ent *v, const char *rel, int level,
+                            bool listed)
+{
+    char path[4096], why[128];
+    size_t left = 0;
+
+    join(path, sizeof(path), rel, v->name);
+    bool ours = level < layout_depth && v->name[0] != '.' && made_by_hearth(vfd, v->name);
+    /* The agent's own category (no marker: not a skill) may still hold
+     * links hearth made while public had it: those are judged like any
+     * link of ours. Its skills and the directory itself are never
+     * touched, and a skill directory is never entered. */
+    if (!ours && (level >= layout_depth || v->name[0] == '.' || has_marker(vfd, v->name))) {
+        if (!listed)
+            list_add(r->lists->private_, path);
+        return;
+    }
+    int cvfd = safepath_open(vfd, v->name, O_DIRECTORY, 0, why, sizeof(why));
+    if (cvfd < 0) {
+        run_error(r, "open category", path);
+        return;
+    }
+    descend(r, -1, cvfd, path, level, &left);
+    if (!ours) {
+        list_add(r->lists->private_, path);
+        close(cvfd);
+        return;
+    }
+    if (left > 0 || r->dry) {
+        if (left > 0)
+            list_add(r->lists->private_, path);
+        close(cvfd);
+        return;
+    }
+    /* Empty but for the mark: the mark goes first, then the directory; a
+     * skill the agent makes in between keeps the directory (unmarked
+     * now, so the agent's from then on). */
+    if (unlinkat(cvfd, SKILLS_CATEGORY_MARK, 0) < 0 && errno != ENOENT) {
+        run_error(r, "unmark category", path);
+    } else if (unlinkat(vfd, v->name, AT_REMOVEDIR) < 0) {
+        if (errno != ENOTEMPTY && errno != EEXIST)
+            run_error(r, "remove category", path);
+        else
+            list_add(r->lists->private_, path);
+    } else {
+        r->c->cat_removed++;
+    }
+    close(cvfd);
+}
+
+/* One directory level: public pfd (-1: known empty) against private vfd
+ * (-1: absent, dry runs only), rel its path below both roots. left gets
+ * how many private entries remain that hearth does not own. */
+static int reconcile_level(struct run *r, int pfd, int vfd, const char *rel, int level,
+                           size_t *left)
+{
+    struct listing pl = {0}, vl = {0};
+    struct skills_counts *c = r->c;
+    struct skills_lists *lists = r->lists;
+    char target[4096], path[4096], prefix[4096];
+    char lerr[512];
+    int rc = -1;
+
+    *left = 0;
+    int n = snprintf(prefix, sizeof(prefix), "%.*s/%s%s", (int)r->plen, r->pub, rel,
+                     *rel ? "/" : "");
+    if (n < 0 || (size_t)n >= sizeof(prefix) - 256) {
+        errno = ENAMETOOLONG;
+        run_error(r, "use", rel);
+        return -1;
+    }
+    size_t tlen = (size_t)n;
+    memcpy(target, prefix, tlen + 1);
+    /* An unreadable directory changes nothing below it. At the top that
+     * is the run's failure (not an entry error: the overlay is not
+     * usable); deeper it is one entry that could not be handled. */
+    int fd = pfd >= 0 ? dup(pfd) : -1;
+    if (pfd >= 0 && (fd < 0 || listing_read(&pl, fd, r->pub, lerr, sizeof(lerr)) < 0)) {
+        if (level > 1 && c->errors++ == 0)
+            snprintf(r->err, r->errlen, "%s", fd < 0 ? strerror(errno) : lerr);
+        else if (level == 1)
+            snprintf(r->err, r->errlen, "%s", fd < 0 ? strerror(errno) : lerr);
+        goto out;
+    }
+    if (pfd < 0 && listing_index(&pl) < 0)
+        goto out;
+    fd = vfd >= 0 ? dup(vfd) : -1;
+    if (vfd >= 0 && (fd < 0 || listing_read(&vl, fd, r->priv, lerr, sizeof(lerr)) < 0)) {
+        if (level > 1 && c->errors++ == 0)
+            snprintf(r->err, r->errlen, "%s", fd < 0 ? strerror(errno) : lerr);
+        else if (level == 1)
+            snprintf(r->err, r->errlen, "%s", fd < 0 ? strerror(errno) : lerr);
+        goto out;
+    }
+    if (vfd < 0 && listing_index(&vl) < 0)
+        goto out;
+    /* Every level is bounded on its own; the sum is bounded too, so a
+     * share of many huge categories costs bounded time and memory. */
+    r->total += pl.n + vl.n;
+    if (r->total > SKILLS_MAX_TOTAL) {
+        if (c->errors++ == 0)
+            snprintf(r->err, r->errlen, "unable to read %s: more than %d entries in all", r->pub,
+                     SKILLS_MAX_TOTAL);
+        goto out;
+    }
+
+    /* Temporary names left by a crash between making and renaming. */
+    struct ent *tmp = listing_find(&vl, SKILLS_TMP_LINK);
+    if (tmp && tmp->kind == ENT_LINK && !r->dry)
+        unlinkat(vfd, SKILLS_TMP_LINK, 0);
+    if (listing_find(&vl, SKILLS_TMP_CATEGORY) && !r->dry &&
+        tree_remove(vfd, SKILLS_TMP_CATEGORY, lerr, sizeof(lerr)) < 0)
+        log_debug("skills: %s", lerr);
+
+    for (size_t i = 0; i < pl.n; i++) {
+        struct ent *p = &pl.v[i];
+        join(path, sizeof(path), rel, p->name);
+        /* Our temporary names and Hermes's own files are never skills. */
+        p->ignored = is_ignored(p->name, r->ignore) || reserved_name(p->name);
+        if (p->ignored) {
+            c->ignored++;
+            list_add(lists->ignored, path);
+            continue;
+        }
+        size_t nl = strlen(p->name);
+        if (tlen + nl >= sizeof(target)) {
+            c->errors++;
+            continue;
+        }
+        memcpy(target + tlen, p->name, nl + 1);
+        struct ent *pv = listing_find(&vl, p->name);
+        bool vouched = false;
+        if (pv && pv->kind == ENT_LINK && r->cache &&
+            hash(path) % RECHECK_SLICES != r->cache->runs % RECHECK_SLICES) {
+            link_target(vfd, pv, r->cache, path);
+            vouched = pv->ours;
+        }
+        if (!vouched && is_category(pfd, p, level)) {
+            p->category = true;
+            merge_category(r, pfd, vfd, &vl, p, rel, level, target);
+            continue;
+        }
+        c->public_n++;
+        list_add(lists->public_, path);
+        struct ent *v = listing_find(&vl, p->name);
+        if (v) {
+            const char *lt = v->kind == ENT_LINK ? link_target(vfd, v, r->cache, path) : NULL;
+            if (v->ours || (lt && strcmp(lt, target) == 0)) {
+                c->linked++;
+                list_add(lists->linked, path);
+            } else {
+                /* Anything else of that name is the agent's: it wins. */
+                c->shadowed++;
+                list_add(lists->shadowed, path);
+            }
+            continue;
+        }
+        c->created++;
+        if (r->dry)
+            continue;
+        /* Link under a temporary name, then rename: private/N is either
+         * absent or a whole link, never half made. */
+        if (symlinkat(target, vfd, SKILLS_TMP_LINK) < 0) {
+            if (errno == EEXIST && unlinkat(vfd, SKILLS_TMP_LINK, 0) == 0 &&
+                symlinkat(target, vfd, SKILLS_TMP_LINK) == 0)
+                goto made;
+            c->created--;
+            run_error(r, "link", path);
+            continue;
+        }
+made:
+        /* The agent's own links, so it can replace them. */
+        if ((owner.uid != geteuid() || owner.gid != getegid()) &&
+            fchownat(vfd, SKILLS_TMP_LINK, owner.uid, owner.gid, AT_SYMLINK_NOFOLLOW) < 0)
+            log_debug("skills: unable to chown %s/%s: %s", r->priv, SKILLS_TMP_LINK,
+                      strerror(errno));
+        if (tree_rename_noreplace(vfd, SKILLS_TMP_LINK, p->name) < 0) {
+            int e = errno;
+            unlinkat(vfd, SKILLS_TMP_LINK, 0);
+            c->created--;
+            errno = e;
+            /* Appeared since the listing: the agent's, so it wins. */
+            if (e == EEXIST) {
+                c->shadowed++;
+                list_add(lists->shadowed, path);
+            } else {
+                run_error(r, "rename a link into", path);
+            }
+            continue;
+        }
+        /* Not cached yet: the next run reads it once, then vouches. */
+        list_add(lists->linked, path);
+    }
+
+    /* Links into public whose target has gone, or whose name is now
+     * ignored (only those we would have made: private/N -> public/N);
+     * directories hearth made for categories public no longer has. */
+    for (size_t i = 0; i < vl.n; i++) {
+        struct ent *v = &vl.v[i];
+        if (v->gone || reserved_name(v->name))
+            continue;
+        join(path, sizeof(path), rel, v->name);
+        if (v->kind == ENT_DIR) {
+            struct ent *p = listing_find(&pl, v->name);
+            if (p && !p->ignored && p->category) {
+                (*left)++;
+                continue; /* a merged category */
+            }
+            struct stat s;
+            retire_category(r, vfd, v, rel, level, false);
+            if (r->dry || fstatat(vfd, v->name, &s, AT_SYMLINK_NOFOLLOW) == 0)
+                (*left)++;
+            continue;
+        }
+        const char *lt = v->kind == ENT_LINK ? link_target(vfd, v, r->cache, path) : NULL;
+        const char *sub;
+        bool stale;
+        if (v->ours) {
+            /* A link to pub/rel/name: stale once name left public. */
+            struct ent *p = listing_find(&pl, v->name);
+            stale = !p || p->ignored;
+            sub = v->name;
+        } else {
+            if (!lt || strncmp(lt, prefix, tlen) != 0) {
+                list_add(lists->private_, path);
+                (*left)++;
+                continue;
+            }
+            sub = lt + tlen;
+            if (*sub && !strchr(sub, '/')) {
+                struct ent *p = listing_find(&pl, sub);
+                stale = !p || (p->ignored && strcmp(sub, v->name) == 0);
+            } else {
+                struct stat s;
+                stale = stat(lt, &s) < 0 && errno == ENOENT;
+            }
+        }
+        if (!stale) {
+            if (strcmp(sub, v->name) != 0) {
+                list_add(lists->private_, path); /* a link of the agent's own */
+                (*left)++;
+            } else {
+                next_add(r, path, v);
+            }
+            continue;
+        }
+        c->removed++;
+        v->gone = true;
+        if (!r->dry && unlinkat(vfd, v->name, 0) < 0 && errno != ENOENT) {
+            c->removed--;
+            (*left)++;
+            run_error(r, "remove stale link", path);
+        }
+    }
+    rc = 0;
+out:
+    listing_free(&pl);
+    listing_free(&vl);
+    return rc;
 }
 
 int skills_reconcile(const char *pub, const char *priv, const char *const *ignore, bool dry,
                      struct skills_counts *c, struct skills_lists *lists,
                      struct skills_cache *cache, char *err, size_t errlen)
 {
-    struct listing pl = {0}, vl = {0};
     struct skills_lists none = {0};
-    size_t plen = norm_len(pub);
-    char target[4096];
-    int rc = -1;
+    struct run r = {.pub = pub, .priv = priv, .plen = norm_len(pub), .ignore = ignore,
+                    .dry = dry, .c = c, .lists = lists ? lists : &none, .cache = cache,
+                    .err = err, .errlen = errlen};
+    size_t left;
+    int rc;
 
     memset(c, 0, sizeof(*c));
     err[0] = '\0';
     owner_default();
-    if (!lists)
-        lists = &none;
-    if (plen + 2 >= sizeof(target)) {
+    if (r.plen + 2 >= 4096 - 256) {
         snprintf(err, errlen, "unable to use %s: path too long", pub);
         return -1;
     }
@@ -404,12 +935,10 @@ int skills_reconcile(const char *pub, const char *priv, const char *const *ignor
         snprintf(err, errlen, "unable to open %s: %s", pub, strerror(errno));
         return -1;
     }
-    if (listing_read(&pl, pfd, pub, err, errlen) < 0)
-        goto out;
     /* private is the agent's: opened once, no link anywhere on its path
      * followed (a private directory renamed and replaced by a link is an
      * error, never written through), and every change below is made by
-     * this fd. */
+     * this fd or by fds opened beneath it. */
     char why[128];
     int vfd = safepath_open_abs(priv, O_DIRECTORY, 0, why, sizeof(why));
     if (vfd < 0 && errno == ENOENT && !dry) {
@@ -422,153 +951,55 @@ int skills_reconcile(const char *pub, const char *priv, const char *const *ignor
             close(root);
         if (vfd < 0) {
             snprintf(err, errlen, "unable to create %s: %s", priv, why);
-            goto out;
+            close(pfd);
+            return -1;
         }
-    }
-    int dfd = -1;
-    if (vfd >= 0) {
-        dfd = dup(vfd); /* listing_read consumes one */
-        if (dfd < 0 || listing_read(&vl, vfd, priv, err, errlen) < 0) {
-            if (dfd < 0)
-                snprintf(err, errlen, "unable to read %s: %s", priv, strerror(errno));
-            if (dfd >= 0)
-                close(dfd);
-            goto out;
-        }
-    } else if (errno != ENOENT || !dry) {
+    } else if (vfd < 0 && (errno != ENOENT || !dry)) {
         snprintf(err, errlen, "unable to open %s: %s", priv, why);
-        goto out;
+        close(pfd);
+        return -1;
     }
-
-    memcpy(target, pub, plen);
-    target[plen] = '/';
-    /* A temporary link left by a crash between symlink and rename. */
-    struct ent *tmp = listing_find(&vl, SKILLS_TMP_LINK);
-    if (tmp && tmp->kind == ENT_LINK && !dry)
-        unlinkat(dfd, SKILLS_TMP_LINK, 0);
-
-    for (size_t i = 0; i < pl.n; i++) {
-        struct ent *p = &pl.v[i];
-        /* Our temporary names are never skill names. */
-        p->ignored = is_ignored(p->name, ignore) || strcmp(p->name, SKILLS_TMP_LINK) == 0 ||
-                     strcmp(p->name, SKILLS_TMP_FORK) == 0;
-        if (p->ignored) {
-            c->ignored++;
-            list_add(lists->ignored, p->name);
-            continue;
-        }
-        c->public_n++;
-        list_add(lists->public_, p->name);
-        size_t nl = strlen(p->name);
-        if (plen + 1 + nl >= sizeof(target)) {
-            c->errors++;
-            continue;
-        }
-        memcpy(target + plen + 1, p->name, nl + 1);
-        struct ent *v = listing_find(&vl, p->name);
-        if (v) {
-            const char *lt = v->kind == ENT_LINK ? link_target(dfd, v, cache, pub, plen) : NULL;
-            if (v->ours || (lt && strcmp(lt, target) == 0)) {
-                c->linked++;
-                list_add(lists->linked, p->name);
-            } else {
-                /* Anything else of that name is the agent's: it wins. */
-                c->shadowed++;
-                list_add(lists->shadowed, p->name);
-            }
-            continue;
-        }
-        c->created++;
-        if (dry)
-            continue;
-        /* Link under a temporary name, then rename: private/N is either
-         * absent or a whole link, never half made. */
-        if (symlinkat(target, dfd, SKILLS_TMP_LINK) < 0) {
-            if (errno == EEXIST && unlinkat(dfd, SKILLS_TMP_LINK, 0) == 0 &&
-                symlinkat(target, dfd, SKILLS_TMP_LINK) == 0)
-                goto made;
-            c->created--;
-            note_error(c, err, errlen, "link", priv, p->name);
-            continue;
-        }
-made:
-        /* The agent's own links, so it can replace them. */
-        if ((owner.uid != geteuid() || owner.gid != getegid()) &&
-            fchownat(dfd, SKILLS_TMP_LINK, owner.uid, owner.gid, AT_SYMLINK_NOFOLLOW) < 0)
-            log_debug("skills: unable to chown %s/%s: %s", priv, SKILLS_TMP_LINK,
-                      strerror(errno));
-        if (tree_rename_noreplace(dfd, SKILLS_TMP_LINK, p->name) < 0) {
-            int e = errno;
-            unlinkat(dfd, SKILLS_TMP_LINK, 0);
-            c->created--;
-            errno = e;
-            /* Appeared since the listing: the agent's, so it wins. */
-            if (e == EEXIST)
-                c->shadowed++;
-            else
-                note_error(c, err, errlen, "rename a link into", priv, p->name);
-            continue;
-        }
-        list_add(lists->linked, p->name);
+    /* An unreadable top level is a run that changed nothing: an error
+     * even when no entry was counted. */
+    dents_buf = malloc(GETDENTS_BUF); /* NULL: each read allocates its own */
+    int lrc = reconcile_level(&r, pfd, vfd, "", 1, &left);
+    free(dents_buf);
+    dents_buf = NULL;
+    if (cache && !dry) {
+        cache->runs++;
+        listing_free(&cache->links);
+        if (listing_index(&r.next) == 0)
+            cache->links = r.next;
+        else
+            listing_free(&r.next);
     }
-
-    /* Links into public whose target has gone, or whose name is now
-     * ignored (only those we would have made: private/N -> public/N). */
-    for (size_t i = 0; i < vl.n; i++) {
-        struct ent *v = &vl.v[i];
-        const char *lt = v->kind == ENT_LINK ? link_target(dfd, v, cache, pub, plen) : NULL;
-        const char *rel;
-        bool stale;
-        if (v->ours) {
-            /* A link to pub/name: stale once name left public. */
-            struct ent *p = listing_find(&pl, v->name);
-            stale = !p || p->ignored;
-            rel = v->name;
-        } else {
-            if (!lt || strncmp(lt, target, plen + 1) != 0) {
-                if (strcmp(v->name, SKILLS_TMP_LINK) && strcmp(v->name, SKILLS_TMP_FORK))
-                    list_add(lists->private_, v->name);
-                continue;
-            }
-            rel = lt + plen + 1;
-            if (*rel && !strchr(rel, '/')) {
-                struct ent *p = listing_find(&pl, rel);
-                stale = !p || (p->ignored && strcmp(rel, v->name) == 0);
-            } else {
-                struct stat s;
-                stale = stat(lt, &s) < 0 && errno == ENOENT;
-            }
-        }
-        if (!stale) {
-            if (strcmp(rel, v->name) != 0)
-                list_add(lists->private_, v->name); /* a link of the agent's own */
-            continue;
-        }
-        c->removed++;
-        v->gone = true;
-        if (!dry && unlinkat(dfd, v->name, 0) < 0 && errno != ENOENT) {
-            c->removed--;
-            note_error(c, err, errlen, "remove stale link", priv, v->name);
-        }
-    }
-    if (cache && !dry)
-        cache_update(cache, &vl, pub, plen);
-    rc = c->errors ? -1 : 0;
-    if (dfd >= 0)
-        close(dfd);
-out:
-    listing_free(&pl);
-    listing_free(&vl);
+    rc = lrc < 0 || c->errors ? -1 : 0;
+    if (vfd >= 0)
+        close(vfd);
+    close(pfd);
     return rc;
 }
 
 /* ------------------------------------------------------------------ */
 /* skills.fork */
 
+/* A skill name, or category/.../skill within the configured depth: no
+ * empty, '.', '..' or reserved component. */
 static bool valid_skill_name(const char *n)
 {
-    return *n && strlen(n) < 256 && !strchr(n, '/') && strcmp(n, ".") && strcmp(n, "..") &&
-           strcmp(n, SKILLS_TMP_LINK) && strcmp(n, SKILLS_TMP_FORK);
+    char buf[1024];
+    int parts = 0;
+
+    if (!*n || strlen(n) >= sizeof(buf))
+        return false;
+    memcpy(buf, n, strlen(n) + 1);
+    for (char *save = NULL, *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+        if (strlen(c) >= 256 || !strcmp(c, ".") || !strcmp(c, "..") || reserved_name(c))
+            return false;
+        parts++;
+    }
+    return parts > 0 && parts <= layout_depth && n[0] != '/' && n[strlen(n) - 1] != '/' &&
+           !strstr(n, "//");
 }
 
 int skills_fork_at(const char *pub, const char *priv, const char *name, char *err, size_t errlen)
@@ -581,7 +1012,7 @@ int skills_fork_at(const char *pub, const char *priv, const char *name, char *er
 
     owner_default();
     if (!valid_skill_name(name)) {
-        snprintf(err, errlen, "name: expected a skill name (no '/')");
+        snprintf(err, errlen, "name: expected a skill name or category/skill");
         return -1;
     }
     int dfd = safepath_open_abs(priv, O_DIRECTORY, 0, why, sizeof(why));
@@ -589,17 +1020,34 @@ int skills_fork_at(const char *pub, const char *priv, const char *name, char *er
         snprintf(err, errlen, "unable to open %s: %s", priv, why);
         return -1;
     }
+    /* category/skill: the category is opened beneath private without
+     * following a link (one the agent planted there is refused), and the
+     * skill is handled by that fd from here on, by its last name. */
+    const char *full = name, *slash = strrchr(name, '/');
+    if (slash) {
+        char cat[1024];
+        snprintf(cat, sizeof(cat), "%.*s", (int)(slash - name), name);
+        int cfd = safepath_open(dfd, cat, O_DIRECTORY, 0, why, sizeof(why));
+        if (cfd < 0) {
+            snprintf(err, errlen, "unable to open %s/%s: %s", priv, cat, why);
+            close(dfd);
+            return -1;
+        }
+        close(dfd);
+        dfd = cfd;
+        name = slash + 1;
+    }
     ssize_t n = readlinkat(dfd, name, link, sizeof(link) - 1);
     if (n < 0) {
         if (errno == EINVAL)
-            snprintf(err, errlen, "%s/%s is already private", priv, name);
+            snprintf(err, errlen, "%s/%s is already private", priv, full);
         else
-            snprintf(err, errlen, "no linked skill %s in %s: %s", name, priv, strerror(errno));
+            snprintf(err, errlen, "no linked skill %s in %s: %s", full, priv, strerror(errno));
         goto fail;
     }
     link[n] = '\0';
     if (strncmp(link, pub, plen) != 0 || link[plen] != '/') {
-        snprintf(err, errlen, "%s/%s links to %s, not into %s", priv, name, link, pub);
+        snprintf(err, errlen, "%s/%s links to %s, not into %s", priv, full, link, pub);
         goto fail;
     }
     /* The link is the agent's text: what follows pub/ is resolved beneath
@@ -619,17 +1067,17 @@ int skills_fork_at(const char *pub, const char *priv, const char *name, char *er
         if (tree_copy_file(pfd, rel, dfd, SKILLS_TMP_FORK, &owner, err, errlen) < 0)
             goto fail;
         if (renameat(dfd, SKILLS_TMP_FORK, dfd, name) < 0) {
-            snprintf(err, errlen, "unable to replace %s/%s: %s", priv, name, strerror(errno));
+            snprintf(err, errlen, "unable to replace %s/%s: %s", priv, full, strerror(errno));
             unlinkat(dfd, SKILLS_TMP_FORK, 0);
             goto fail;
         }
         close(pfd);
         close(dfd);
-        log_info("skills: %s forked from %s (a file)", name, link);
+        log_info("skills: %s forked from %s (a file)", full, link);
         return 0;
     }
     if (sfd < 0 || fstat(sfd, &s) < 0) {
-        snprintf(err, errlen, "unable to fork %s: %s: %s", name, link,
+        snprintf(err, errlen, "unable to fork %s: %s: %s", full, link,
                  sfd < 0 ? why : strerror(errno));
         goto fail;
     }
@@ -644,6 +1092,9 @@ int skills_fork_at(const char *pub, const char *priv, const char *name, char *er
     }
     char tmp_path[4200];
     snprintf(tmp_path, sizeof(tmp_path), "%s/%s", priv, SKILLS_TMP_FORK);
+    if (slash)
+        snprintf(tmp_path, sizeof(tmp_path), "%s/%.*s/%s", priv, (int)(slash - full), full,
+                 SKILLS_TMP_FORK);
     /* The mode goes on the copy's own fd: a name swapped meanwhile is
      * never chmodded. */
     if (tree_copy_fd(sfd, tfd, tmp_path, NULL, &owner, &st, err, errlen) < 0 ||
@@ -659,7 +1110,7 @@ int skills_fork_at(const char *pub, const char *priv, const char *name, char *er
     if (tree_rename_exchange(dfd, SKILLS_TMP_FORK, name) == 0) {
         unlinkat(dfd, SKILLS_TMP_FORK, 0);
     } else if (unlinkat(dfd, name, 0) < 0 || renameat(dfd, SKILLS_TMP_FORK, dfd, name) < 0) {
-        snprintf(err, errlen, "unable to replace %s/%s: %s", priv, name, strerror(errno));
+        snprintf(err, errlen, "unable to replace %s/%s: %s", priv, full, strerror(errno));
         char e2[64];
         tree_remove(dfd, SKILLS_TMP_FORK, e2, sizeof(e2));
         goto fail;
@@ -668,7 +1119,7 @@ int skills_fork_at(const char *pub, const char *priv, const char *name, char *er
     close(sfd);
     close(pfd);
     close(dfd);
-    log_info("skills: %s forked from %s (%lu files, %lu dirs)", name, link, st.files, st.dirs + 1);
+    log_info("skills: %s forked from %s (%lu files, %lu dirs)", full, link, st.files, st.dirs + 1);
     return 0;
 fail:
     if (tfd >= 0)
@@ -742,7 +1193,8 @@ int skills_sync(const char *trigger, char *err, size_t errlen)
     snprintf(S.error, sizeof(S.error), "%s", rc < 0 ? err : "");
     if (rc < 0)
         log_warn("skills (%s): %s", trigger, err);
-    if (S.last.created || S.last.removed || rc < 0) {
+    if (S.last.created || S.last.removed || S.last.cat_created || S.last.cat_converted ||
+        S.last.cat_removed || rc < 0) {
         log_info("skills (%s): %u linked, %u new, %u removed, %u shadowed in %lld us", trigger,
                  S.last.linked + S.last.created, S.last.created, S.last.removed, S.last.shadowed,
                  (long long)S.last_us);
@@ -835,6 +1287,8 @@ void skills_init(const struct config *cfg)
     const cJSON *priv = cJSON_GetObjectItemCaseSensitive(sk, "private");
     const cJSON *ign = cJSON_GetObjectItemCaseSensitive(sk, "ignore");
     const cJSON *poll = cJSON_GetObjectItemCaseSensitive(sk, "poll_ms");
+    const cJSON *marker = cJSON_GetObjectItemCaseSensitive(sk, "marker");
+    const cJSON *depth = cJSON_GetObjectItemCaseSensitive(sk, "depth");
     const cJSON *g;
     size_t n = 0;
 
@@ -859,6 +1313,8 @@ void skills_init(const struct config *cfg)
             n++;
     }
     S.poll_ms = cJSON_IsNumber(poll) ? (int64_t)poll->valuedouble : 0;
+    skills_layout(cJSON_IsString(marker) ? marker->valuestring : SKILLS_MARKER,
+                  cJSON_IsNumber(depth) ? (int)depth->valuedouble : SKILLS_DEPTH);
     /* What hearth makes in private belongs to the agent: the first
      * service that waits for the skills phase, so a non-root agent can
      * write its own skills. */
@@ -982,7 +1438,7 @@ int skills_fork(const char *name, skills_fork_done done, void *ctx, char *err, s
         return -1;
     }
     if (!valid_skill_name(name)) {
-        snprintf(err, errlen, "name: expected a skill name (no '/')");
+        snprintf(err, errlen, "name: expected a skill name or category/skill");
         return -1;
     }
     if (F.pid > 0) {
@@ -1042,6 +1498,10 @@ static void add_counts(cJSON *o, const struct skills_counts *c)
     cJSON_AddNumberToObject(o, "shadowed", c->shadowed);
     cJSON_AddNumberToObject(o, "ignored", c->ignored);
     cJSON_AddNumberToObject(o, "errors", c->errors);
+    cJSON_AddNumberToObject(o, "categories", c->categories);
+    cJSON_AddNumberToObject(o, "categories_created", c->cat_created);
+    cJSON_AddNumberToObject(o, "categories_converted", c->cat_converted);
+    cJSON_AddNumberToObject(o, "categories_removed", c->cat_removed);
 }
 
 cJSON *skills_last_json(void)
@@ -1081,11 +1541,14 @@ cJSON *skills_list_json(char *err, size_t errlen)
     l.linked = cJSON_AddArrayToObject(o, "linked");
     l.shadowed = cJSON_AddArrayToObject(o, "shadowed");
     l.ignored = cJSON_AddArrayToObject(o, "ignored");
+    l.categories = cJSON_AddArrayToObject(o, "categories");
     /* A dry run: the lists are what is on disk now, not at the last sync. */
     if (skills_reconcile(S.pub, S.priv, (const char *const *)S.ignore, true, &c, &l, S.cache, err,
                          errlen) < 0 && c.errors == 0)
         cJSON_AddStringToObject(o, "error", err);
-    cJSON_AddNumberToObject(o, "pending", c.created + c.removed);
+    cJSON_AddNumberToObject(o, "pending", c.created + c.removed + c.cat_removed);
+    cJSON_AddStringToObject(o, "marker", layout_marker);
+    cJSON_AddNumberToObject(o, "depth", layout_depth);
     cJSON_AddNumberToObject(o, "poll_ms", (double)S.poll_ms);
     cJSON_AddBoolToObject(o, "inotify", S.ino_wd >= 0);
     cJSON_AddItemToObject(o, "last", skills_last_json());

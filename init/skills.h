@@ -5,6 +5,12 @@
  * whose target has gone are removed, names matching the ignore globs are
  * never linked, and nothing outside private is written.
  *
+ * Categories: a public directory without the marker file (skills.marker,
+ * SKILL.md) above skills.depth is a category, a real directory in private
+ * merged entry by entry, so a private category never hides public skills
+ * and the agent can add its own; hearth marks the ones it makes
+ * (SKILLS_CATEGORY_MARK) and removes only those, only when empty.
+ *
  * Owns the phase "skills" (reached after the first reconcile). Runs at
  * boot (after mounts and seeding), on skills.sync, on sandbox.init and
  * resume (skills_sync from those modules), every poll_ms on a monotonic
@@ -26,6 +32,16 @@ struct cJSON;
 /* The temporary names in private (links are made there, then renamed). */
 #define SKILLS_TMP_LINK ".hearth-link.tmp"
 #define SKILLS_TMP_FORK ".hearth-fork.tmp"
+#define SKILLS_TMP_CATEGORY ".hearth-category.tmp"
+/* The file inside a category directory hearth made (and so may remove
+ * once it is empty); a directory without it is the agent's. */
+#define SKILLS_CATEGORY_MARK ".hearth-category"
+/* The layout defaults (skills.marker, skills.depth) and bounds. */
+#define SKILLS_MARKER "SKILL.md"
+#define SKILLS_DEPTH 2
+#define SKILLS_MAX_DEPTH 8
+/* Entries one reconcile reads in all directories together. */
+#define SKILLS_MAX_TOTAL 400000
 /* How long one skills.fork copy may take before it is stopped. */
 #define SKILLS_FORK_TIMEOUT_MS 120000
 
@@ -37,13 +53,23 @@ struct skills_counts {
     unsigned shadowed;  /* public names a private entry overrides */
     unsigned ignored;   /* public names matching ignore */
     unsigned errors;    /* entries that could not be handled */
+    unsigned categories;    /* public categories merged (real directories in private) */
+    unsigned cat_created;   /* category directories made by this run */
+    unsigned cat_converted; /* whole-category links turned into directories */
+    unsigned cat_removed;   /* empty category directories of hearth's removed */
 };
 
-/* Named lists for skills.list (each a cJSON array of names); NULL members
- * are not filled. */
+/* Named lists for skills.list (each a cJSON array of paths below the
+ * skill directories: "skill" or "category/skill"); categories holds
+ * objects {name, private}. NULL members are not filled. */
 struct skills_lists {
-    struct cJSON *public_, *private_, *linked, *shadowed, *ignored;
+    struct cJSON *public_, *private_, *linked, *shadowed, *ignored, *categories;
 };
+
+/* The layout: marker is the file that makes a directory a skill, depth
+ * how many levels categories may nest (1: a flat overlay). Process-wide;
+ * skills_init sets it from the config. */
+void skills_layout(const char *marker, int depth);
 
 /* What one run learnt for the next (which links are ours, by inode), so
  * a no-op pass needs no readlink per skill. Optional everywhere. */
@@ -64,7 +90,9 @@ int skills_reconcile(const char *pub, const char *priv, const char *const *ignor
  * '\\' escapes; no special case for a leading '.'). */
 bool skills_glob(const char *pat, const char *name);
 
-/* Turns the linked public skill private/name into a private copy of the
+/* Turns the linked public skill private/name (name: "skill" or
+ * "category/skill", the category opened without following a link) into
+ * a private copy of the
  * public one (a directory), swapped in atomically where the filesystem can
  * (RENAME_EXCHANGE), so the agent can edit it. The link's target is
  * resolved beneath public's fd ('..' or a link on the way is refused),

@@ -1,7 +1,9 @@
 #!/bin/sh
 # The skills overlay with 10,000 public skills: the first (cold) reconcile
 # and a no-op one, as hearth times them (skills.list / skills.sync
-# duration_us), beside a shell loop doing the same with ln -s.
+# duration_us), beside a shell loop doing the same with ln -s. Twice: flat
+# (skills/<skill>/SKILL.md) and in 100 categories of 100 skills
+# (skills/<category>/<skill>/SKILL.md, Hermes's own layout).
 set -eu
 B="$BUILD"
 N=${SKILLS_BENCH_N:-10000}
@@ -16,17 +18,33 @@ trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 # so no server it started outlives it.
 trap 'exit 1' INT TERM HUP PIPE
 
-mkdir -p "$tmp/public" "$tmp/private" "$tmp/shell"
-(cd "$tmp/public" && seq -f "skill-%05g" 1 "$N" | xargs mkdir)
+# run LAYOUT: one hearth over a fresh tree, then the shell peer. LAYOUT
+# is flat or categories.
+run() {
+    layout=$1
+    rm -rf "$tmp/public" "$tmp/private" "$tmp/shell" "$tmp/ctl.sock"
+    mkdir -p "$tmp/public" "$tmp/private" "$tmp/shell"
+    if [ "$layout" = flat ]; then
+        (cd "$tmp/public" && seq -f "skill-%05g" 1 "$N" | xargs mkdir &&
+            seq -f "skill-%05g/SKILL.md" 1 "$N" | xargs touch)
+    else
+        C=100
+        per=$((N / C))
+        (cd "$tmp/public" && seq -f "cat-%03g" 1 "$C" | xargs mkdir &&
+            for c in $(seq -f "cat-%03g" 1 "$C"); do
+                (cd "$c" && seq -f "skill-%05g" 1 "$per" | xargs mkdir &&
+                    seq -f "skill-%05g/SKILL.md" 1 "$per" | xargs touch)
+            done)
+    fi
 
-cat > "$tmp/c.json" <<JSON
+    cat > "$tmp/c.json" <<JSON
 {"control":{"listen":["unix:$tmp/ctl.sock"]},"services":[],
  "skills":{"public":"$tmp/public","private":"$tmp/private","ignore":["._*",".DS_Store"]}}
 JSON
-"$B/hearth" --mode supervisor -c "$tmp/c.json" --log warn &
-pid=$!
-for _ in $(seq 200); do [ -S "$tmp/ctl.sock" ] && break; sleep 0.02; done
-us=$(/usr/bin/python3 - "$tmp/ctl.sock" <<'PY'
+    "$B/hearth" --mode supervisor -c "$tmp/c.json" --log warn &
+    pid=$!
+    for _ in $(seq 200); do [ -S "$tmp/ctl.sock" ] && break; sleep 0.02; done
+    us=$(/usr/bin/python3 - "$tmp/ctl.sock" <<'PY'
 import json, socket, sys
 s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile("rb")
 def call(m, i):
@@ -37,22 +55,45 @@ noop = [call("skills.sync", i)["duration_us"] for i in range(2, 12)]
 print(cold["duration_us"], sorted(noop)[len(noop) // 2], cold["created"])
 PY
 )
-set -- $us
-[ "$3" -eq "$N" ] || { echo "bench_skills: hearth linked $3 of $N" >&2; exit 1; }
+    kill "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null || true
+    pid=
+    set -- $us
+    [ "$3" -eq "$N" ] || { echo "bench_skills: hearth linked $3 of $N ($layout)" >&2; exit 1; }
 
-# The peer: what operators script by hand.
-link_all() {
-    for d in "$tmp/public"/*; do
-        n=${d##*/}
-        [ -e "$tmp/shell/$n" ] || [ -L "$tmp/shell/$n" ] || ln -s "$d" "$tmp/shell/$n"
-    done
+    # The peer: what operators script by hand (for categories, a real
+    # directory per category and a link per skill).
+    if [ "$layout" = flat ]; then
+        link_all() {
+            for d in "$tmp/public"/*; do
+                n=${d##*/}
+                [ -e "$tmp/shell/$n" ] || [ -L "$tmp/shell/$n" ] || ln -s "$d" "$tmp/shell/$n"
+            done
+        }
+    else
+        link_all() {
+            for d in "$tmp/public"/*/*; do
+                n=${d#"$tmp/public/"}
+                [ -d "$tmp/shell/${n%/*}" ] || mkdir "$tmp/shell/${n%/*}"
+                [ -e "$tmp/shell/$n" ] || [ -L "$tmp/shell/$n" ] || ln -s "$d" "$tmp/shell/$n"
+            done
+        }
+    fi
+    t=$(date +%s%N); link_all; sh_cold=$(ms "$t")
+    t=$(date +%s%N); link_all; sh_noop=$(ms "$t")
+
+    fs=$(stat -f -c %T "$tmp")
+    if [ "$layout" = flat ]; then
+        sfx= what="$N public skills"
+    else
+        sfx=_cat what="$N public skills in $C categories"
+    fi
+    printf 'skills%s_cold_ms\t%s on %s, cold reconcile (ms)\t%s\tshell ln -s loop\t%s\n' \
+        "$sfx" "$what" "$fs" "$(awk "BEGIN {printf \"%.1f\", $1 / 1000}")" "$sh_cold"
+    printf 'skills%s_noop_ms\t%s on %s, no-op reconcile (ms)\t%s\tshell ln -s loop\t%s\n' \
+        "$sfx" "$what" "$fs" "$(awk "BEGIN {printf \"%.1f\", $2 / 1000}")" "$sh_noop"
 }
 ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
-t=$(date +%s%N); link_all; sh_cold=$(ms "$t")
-t=$(date +%s%N); link_all; sh_noop=$(ms "$t")
 
-fs=$(stat -f -c %T "$tmp")
-printf 'skills_cold_ms\t%s public skills on %s, cold reconcile (ms)\t%s\tshell ln -s loop\t%s\n' \
-    "$N" "$fs" "$(awk "BEGIN {printf \"%.1f\", $1 / 1000}")" "$sh_cold"
-printf 'skills_noop_ms\t%s public skills on %s, no-op reconcile (ms)\t%s\tshell ln -s loop\t%s\n' \
-    "$N" "$fs" "$(awk "BEGIN {printf \"%.1f\", $2 / 1000}")" "$sh_noop"
+run flat
+run categories

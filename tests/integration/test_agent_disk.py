@@ -381,6 +381,60 @@ def test_private_skills_and_forks_belong_to_a_non_root_agent(hearth, open_dir):
     ping_fast(hearth)
 
 
+def test_categories_belong_to_a_non_root_agent(hearth, open_dir):
+    pub = os.path.join(open_dir, "pub", "devops", "deploy")
+    os.makedirs(pub)
+    with open(os.path.join(pub, "SKILL.md"), "w") as f:
+        f.write("# deploy\n")
+    home = os.path.join(open_dir, "home")
+    os.makedirs(home)
+    os.chown(home, 65534, 65534)
+    priv = os.path.join(home, "skills")
+    # The agent makes a skill in the category hearth merged (Hermes's
+    # skill_manage does this): a real directory it owns, not public's.
+    mk = (f"while [ ! -L {priv}/devops/deploy ]; do sleep 0.02; done; "
+          f"mkdir {priv}/devops/mine && echo '# mine' > {priv}/devops/mine/SKILL.md && echo made")
+    hearth.start(hearth.config(
+        services=[KEEP, {"name": "agent", "user": "nobody", "after": ["skills"],
+                         "restart": "never", "argv": ["sh", "-c", mk]}],
+        skills={"public": os.path.join(open_dir, "pub"), "private": priv}))
+    lines = lambda: [l["line"] for l in hearth.rpc("logs.read", {"name": "agent"})["lines"]]
+    hearth.wait_for(lambda: "made" in lines(), what="a skill made by the agent in a category")
+    for p in ("devops", "devops/.hearth-category", "devops/deploy", "devops/mine"):
+        assert os.lstat(os.path.join(priv, p)).st_uid == 65534, p
+    hearth.rpc("skills.fork", {"name": "devops/deploy"})
+    assert os.lstat(os.path.join(priv, "devops", "deploy", "SKILL.md")).st_uid == 65534
+    ping_fast(hearth)
+
+
+def test_category_swapped_for_a_link_to_a_root_dir(hearth, tmp_path):
+    pub = _skills(tmp_path, ("devops/deploy", "devops/backup"))
+    rootdir = tmp_path / "root-owned"
+    rootdir.mkdir()
+    os.chmod(rootdir, 0o700)
+    priv = tmp_path / "priv"
+    priv.mkdir()
+    hearth.start(hearth.config(services=[KEEP],
+                               skills={"public": str(pub), "private": str(priv)}))
+    hearth.wait_for(lambda: os.path.islink(priv / "devops" / "deploy"), what="overlay")
+    # The agent moves the category away and links a root directory in its
+    # place; a new public skill in that category then arrives.
+    os.rename(priv / "devops", priv / "devops.old")
+    os.symlink(rootdir, priv / "devops")
+    (pub / "devops" / "new").mkdir()
+    (pub / "devops" / "new" / "SKILL.md").write_text("# new\n")
+    c = Client(hearth.sock, timeout=5)
+    r = c.call("skills.sync")["result"]
+    e = c.call("skills.fork", {"name": "devops/deploy"})["error"]
+    sl = c.call("skills.list")["result"]
+    c.close()
+    assert r["errors"] == 0 and r["shadowed"] == 1
+    assert "a symbolic link" in e["message"] and f"{priv}/devops" in e["message"]
+    assert os.listdir(rootdir) == []
+    assert {"name": "devops", "private": "shadowed"} in sl["categories"]
+    ping_fast(hearth)
+
+
 def test_private_dir_swapped_during_a_fork(hearth, tmp_path):
     pub = _skills(tmp_path)
     big = pub / "alpha" / "data"

@@ -12,6 +12,7 @@ KEEP = {"name": "keep", "argv": ["sleep", "1000"], "main": True}
 
 def _setup(tmp_path, public=("alpha", "beta", "gamma"), poll_ms=0):
     pub, home = tmp_path / "host-skills", tmp_path / "host-home"
+    pub.mkdir()
     for n in public:
         (pub / n).mkdir(parents=True)
         (pub / n / "SKILL.md").write_text(f"# {n} (public)\n")
@@ -29,6 +30,17 @@ def _setup(tmp_path, public=("alpha", "beta", "gamma"), poll_ms=0):
                  "read_only": True}],
         skills=skills)
     return pub, home / "skills", g, extra
+
+
+def _publish(pub, name, text=None):
+    """Publishes a skill as a host would: made beside the share, then
+    renamed in, so no run ever sees it without its SKILL.md (a directory
+    without one is a category)."""
+    tmp = pub.parent / (".new-" + name.replace("/", "-"))
+    tmp.mkdir()
+    (tmp / "SKILL.md").write_text(text or f"# {name} (public)\n")
+    (pub / name).parent.mkdir(parents=True, exist_ok=True)
+    os.rename(tmp, pub / name)
 
 
 def _ctl(h, *args):
@@ -70,7 +82,7 @@ def test_sync_links_new_and_removes_stale(hearth, tmp_path):
     pub, priv, g, extra = _setup(tmp_path)
     hearth.start(hearth.config(services=[KEEP], **extra))
     hearth.wait_for(lambda: os.path.islink(priv / "beta"), what="first overlay")
-    (pub / "delta").mkdir()
+    _publish(pub, "delta")
     (pub / "beta" / "SKILL.md").unlink()
     (pub / "beta").rmdir()
     r = hearth.rpc("skills.sync")
@@ -94,7 +106,7 @@ def test_poll_picks_up_changes(hearth, tmp_path):
     runs = hearth.rpc("skills.list")["last"]["runs"]
     hearth.wait_for(lambda: hearth.rpc("skills.list")["last"]["runs"] >= runs + 2,
                     what="more poll runs")
-    (pub / "epsilon").mkdir()
+    _publish(pub, "epsilon")
     hearth.wait_for(lambda: os.path.islink(priv / "epsilon"), what="new skill picked up")
     assert hearth.rpc("skills.list")["last"]["trigger"] in ("poll", "inotify")
 
@@ -106,7 +118,7 @@ def test_inotify_picks_up_changes_without_polling(hearth, tmp_path):
     if not hearth.rpc("skills.list")["inotify"]:
         import pytest
         pytest.skip("no inotify on this filesystem")
-    (pub / "zeta").mkdir()
+    _publish(pub, "zeta")
     hearth.wait_for(lambda: os.path.islink(priv / "zeta"), what="new skill via inotify")
     assert hearth.rpc("skills.list")["last"]["trigger"] == "inotify"
 
@@ -121,7 +133,9 @@ def test_fork_gives_a_private_copy(hearth, tmp_path):
     c = hearth.client()
     e = c.call("skills.fork", {"name": "nope"})["error"]
     assert e["code"] == -32002
-    e = c.call("skills.fork", {"name": "a/b"})["error"]
+    e = c.call("skills.fork", {"name": "a/../b"})["error"]
+    assert e["code"] == -32602 and e["message"].startswith("name:")
+    e = c.call("skills.fork", {"name": "a/b/c"})["error"]  # deeper than skills.depth
     assert e["code"] == -32602 and e["message"].startswith("name:")
     e = c.call("skills.fork", {})["error"]
     assert e["code"] == -32602 and e["message"].startswith("name:")
@@ -205,3 +219,203 @@ def test_overlay_waits_for_a_late_home(hearth, tmp_path):
     os.rename(tmp_path / "later", home)
     hearth.wait_for(lambda: hearth.service("agent")["state"] == "running", what="agent")
     assert os.readlink(priv / "alpha") == str(g / "skills" / "alpha")
+
+
+# ---------------------------------------------------------------------------
+# The two-level layout: skills/<category>/<skill>/SKILL.md beside flat skills.
+
+def _cat_setup(tmp_path, **skills_keys):
+    pub, priv, g, extra = _setup(tmp_path, public=("alpha",))
+    for n in ("devops/deploy", "devops/backup", "data/query"):
+        (pub / n).mkdir(parents=True)
+        (pub / n / "SKILL.md").write_text(f"# {n} (public)\n")
+    (pub / "devops" / "DESCRIPTION.md").write_text("devops tools\n")
+    (pub / ".hub").mkdir()
+    (pub / ".bundled_manifest").write_text("public manifest\n")
+    extra["skills"].update(skills_keys)
+    return pub, priv, g, extra
+
+
+@pytest.mark.valgrind
+def test_categories_merged_skill_by_skill(hearth, tmp_path):
+    pub, priv, g, extra = _cat_setup(tmp_path)
+    # Hermes's own: a bundled devops category with a skill of the same
+    # name as a public one, its hub state, its manifest, a private category.
+    (priv / "devops" / "backup").mkdir(parents=True)
+    (priv / "devops" / "backup" / "SKILL.md").write_text("# backup (mine)\n")
+    (priv / ".hub").mkdir()
+    (priv / ".hub" / "lock.json").write_text("{}\n")
+    (priv / ".bundled_manifest").write_text("mine\n")
+    (priv / "mine" / "tool").mkdir(parents=True)
+    (priv / "mine" / "tool" / "SKILL.md").write_text("# tool\n")
+    hearth.start(hearth.config(services=[KEEP], **extra))
+    hearth.wait_for(lambda: os.path.islink(priv / "devops" / "deploy"), what="first overlay")
+    assert os.readlink(priv / "devops" / "deploy") == str(g / "skills" / "devops" / "deploy")
+    assert (priv / "devops" / "backup" / "SKILL.md").read_text() == "# backup (mine)\n"
+    assert os.readlink(priv / "data" / "query") == str(g / "skills" / "data" / "query")
+    assert (priv / "data").is_dir() and not os.path.islink(priv / "data")
+    assert (priv / "data" / ".hearth-category").exists()       # made by hearth
+    assert not (priv / "devops" / ".hearth-category").exists()  # the agent's
+    assert os.readlink(priv / "alpha") == str(g / "skills" / "alpha")
+    assert (priv / ".bundled_manifest").read_text() == "mine\n"
+    assert os.listdir(priv / ".hub") == ["lock.json"]
+    assert os.listdir(priv / "mine") == ["tool"]
+    sl = hearth.rpc("skills.list")
+    assert sorted(sl["public"]) == ["alpha", "data/query", "devops/DESCRIPTION.md",
+                                   "devops/backup", "devops/deploy"]
+    assert sl["shadowed"] == ["devops/backup"]
+    assert sorted(sl["linked"]) == ["alpha", "data/query", "devops/DESCRIPTION.md",
+                                   "devops/deploy"]
+    assert sorted(sl["ignored"]) == [".DS_Store", "._alpha", ".bundled_manifest", ".hub"]
+    cats = {c["name"]: c["private"] for c in sl["categories"]}
+    assert cats == {"devops": "own", "data": "hearth"}
+    assert sl["marker"] == "SKILL.md" and sl["depth"] == 2 and sl["pending"] == 0
+    assert "mine" in sl["private"] and "devops/backup" in sl["private"]
+    r = hearth.rpc("skills.sync")
+    assert r["created"] == 0 and r["removed"] == 0 and r["categories"] == 2
+    # A public skill gone: its link goes. A public category gone: hearth's
+    # directory goes once empty; the agent's own never does.
+    import shutil
+    shutil.rmtree(pub / "data")
+    shutil.rmtree(pub / "devops")
+    r = hearth.rpc("skills.sync")
+    assert r["errors"] == 0 and r["categories_removed"] == 1
+    assert not os.path.lexists(priv / "data")
+    assert sorted(os.listdir(priv / "devops")) == ["backup"]
+    assert sorted(os.listdir(priv)) == [".bundled_manifest", ".hub", "alpha", "devops", "mine"]
+    # Nothing was ever written to the public share.
+    assert sorted(os.listdir(pub)) == [".DS_Store", "._alpha", ".bundled_manifest", ".hub",
+                                       "alpha"]
+
+
+def test_fork_a_category_skill(hearth, tmp_path):
+    pub, priv, g, extra = _cat_setup(tmp_path)
+    hearth.start(hearth.config(services=[KEEP], **extra))
+    hearth.wait_for(lambda: os.path.islink(priv / "devops" / "deploy"), what="first overlay")
+    out = _ctl(hearth, "skills", "fork", "devops/deploy")
+    assert out.returncode == 0, out.stderr
+    assert (priv / "devops" / "deploy").is_dir() and not os.path.islink(priv / "devops" / "deploy")
+    assert (priv / "devops" / "deploy" / "SKILL.md").read_text() == "# devops/deploy (public)\n"
+    assert "devops/deploy" in hearth.rpc("skills.list")["shadowed"]
+    e = hearth.client().call("skills.fork", {"name": "devops/../../etc"})["error"]
+    assert e["code"] == -32602
+
+
+def test_category_linked_whole_becomes_a_directory_the_agent_can_write(hearth, tmp_path):
+    pub, priv, g, extra = _cat_setup(tmp_path)
+    # What an older hearth left: the public category linked whole, which
+    # made creating a skill in it fail (read-only).
+    os.symlink(g / "skills" / "devops", priv / "devops")
+    mk = (f"while [ -L {g}/home/skills/devops ]; do sleep 0.02; done; "
+          f"mkdir {g}/home/skills/devops/mine && echo '# mine' > {g}/home/skills/devops/mine/SKILL.md "
+          f"&& echo created")
+    hearth.start(hearth.config(services=[
+        KEEP, {"name": "agent", "after": ["skills"], "restart": "never",
+               "argv": ["sh", "-c", mk]}], **extra))
+    lines = lambda: [l["line"] for l in hearth.rpc("logs.read", {"name": "agent"})["lines"]]
+    hearth.wait_for(lambda: "created" in lines(), what="a skill made inside the category")
+    assert not os.path.islink(priv / "devops") and (priv / "devops").is_dir()
+    assert os.readlink(priv / "devops" / "deploy") == str(g / "skills" / "devops" / "deploy")
+    assert (priv / "devops" / "mine" / "SKILL.md").read_text() == "# mine\n"
+    assert not os.path.lexists(priv / ".hearth-category.tmp")
+    assert hearth.rpc("skills.list")["last"]["categories_converted"] in (0, 1)
+    r = hearth.rpc("skills.sync")
+    assert r["errors"] == 0 and r["created"] == 0
+    assert (priv / "devops" / "mine" / "SKILL.md").exists()
+
+
+def test_planted_category_link_is_never_followed(hearth, tmp_path):
+    pub, priv, g, extra = _cat_setup(tmp_path)
+    outside = tmp_path / "host-home" / "elsewhere"
+    outside.mkdir()
+    os.symlink(outside, priv / "devops")
+    hearth.start(hearth.config(services=[KEEP], **extra))
+    hearth.wait_for(lambda: os.path.islink(priv / "data" / "query"), what="first overlay")
+    r = hearth.rpc("skills.sync")
+    assert r["errors"] == 0
+    assert os.listdir(outside) == []
+    assert os.readlink(priv / "devops") == str(outside)
+    sl = hearth.rpc("skills.list")
+    assert "devops" in sl["shadowed"]
+    assert {"name": "devops", "private": "shadowed"} in sl["categories"]
+
+
+def test_interrupted_category_run_is_completed(hearth, tmp_path):
+    pub, priv, g, extra = _cat_setup(tmp_path)
+    # A run stopped before a category got its name, and one stopped inside
+    # a category between a link and its rename.
+    (priv / ".hearth-category.tmp").mkdir()
+    (priv / ".hearth-category.tmp" / ".hearth-category").write_text("")
+    (priv / "devops").mkdir()
+    (priv / "devops" / ".hearth-category").write_text("")
+    os.symlink("/nowhere", priv / "devops" / ".hearth-link.tmp")
+    hearth.start(hearth.config(services=[KEEP], **extra))
+    hearth.wait_for(lambda: os.path.islink(priv / "devops" / "deploy"), what="first overlay")
+    assert not os.path.lexists(priv / ".hearth-category.tmp")
+    assert not os.path.lexists(priv / "devops" / ".hearth-link.tmp")
+    assert sorted(os.listdir(priv / "devops")) == [".hearth-category", "DESCRIPTION.md",
+                                                  "backup", "deploy"]
+    assert {"name": "devops", "private": "hearth"} in hearth.rpc("skills.list")["categories"]
+
+
+def test_agent_creating_skills_during_reconcile(hearth, tmp_path):
+    """The agent writes skills into merged categories while hearth
+    reconciles them over and over: none of its skills is lost or replaced,
+    every public skill without a private twin ends up linked."""
+    pub, priv, g, extra = _setup(tmp_path, public=())
+    for c in range(20):
+        for k in range(25):
+            (pub / f"cat{c}" / f"s{k}").mkdir(parents=True)
+            (pub / f"cat{c}" / f"s{k}" / "SKILL.md").write_text("x\n")
+    # The agent races hearth: its skills land in every category, some with
+    # public names, made as hearth reconciles.
+    script = (f"cd {g}/home/skills; while [ ! -d cat19 ]; do sleep 0.01; done; "
+              "for c in $(seq 0 19); do for k in 3 7 30 31; do "
+              "mkdir -p cat$c/s$k.tmp && echo mine > cat$c/s$k.tmp/SKILL.md && "
+              "mv -T cat$c/s$k.tmp cat$c/s$k 2>/dev/null || rm -rf cat$c/s$k.tmp; done; done; "
+              "echo done")
+    hearth.start(hearth.config(services=[
+        KEEP, {"name": "agent", "after": ["skills"], "restart": "never",
+               "argv": ["sh", "-c", script]}], **extra))
+    lines = lambda: [l["line"] for l in hearth.rpc("logs.read", {"name": "agent"})["lines"]]
+    while "done" not in lines():
+        r = hearth.rpc("skills.sync")
+        assert r["errors"] == 0, r
+    r = hearth.rpc("skills.sync")
+    assert r["errors"] == 0
+    for c in range(20):
+        d = priv / f"cat{c}"
+        assert d.is_dir() and not d.is_symlink()
+        for k in (30, 31):  # private-only: the agent's, intact
+            assert (d / f"s{k}" / "SKILL.md").read_text() == "mine\n"
+        for k in range(25):
+            e = d / f"s{k}"
+            if k in (3, 7) and not e.is_symlink():
+                # The agent's won the race for the name: intact, its own.
+                assert (e / "SKILL.md").read_text() == "mine\n"
+            else:
+                assert os.readlink(e) == str(g / "skills" / f"cat{c}" / f"s{k}")
+        assert not os.path.lexists(d / ".hearth-link.tmp")
+
+
+def test_depth_and_marker_keys(hearth, tmp_path):
+    # skills.depth 1: the flat overlay, every top-level entry linked whole.
+    pub, priv, g, extra = _cat_setup(tmp_path, depth=1)
+    hearth.start(hearth.config(services=[KEEP], **extra))
+    hearth.wait_for(lambda: os.path.islink(priv / "devops"), what="first overlay")
+    assert os.readlink(priv / "devops") == str(g / "skills" / "devops")
+    assert hearth.rpc("skills.list")["categories"] == []
+    hearth.stop()
+
+
+def test_marker_key(hearth, tmp_path):
+    # skills.marker: another file makes a skill; SKILL.md alone does not.
+    pub, priv, g, extra = _cat_setup(tmp_path, marker="README")
+    (pub / "data" / "query" / "README").write_text("x\n")
+    hearth.start(hearth.config(services=[KEEP], **extra))
+    hearth.wait_for(lambda: os.path.islink(priv / "data" / "query"), what="first overlay")
+    # alpha has no README: at the top, a category (with nothing in it
+    # but its SKILL.md, linked as an entry of that category).
+    assert (priv / "alpha").is_dir() and not os.path.islink(priv / "alpha")
+    assert os.readlink(priv / "alpha" / "SKILL.md") == str(g / "skills" / "alpha" / "SKILL.md")
+    assert hearth.rpc("skills.list")["marker"] == "README"

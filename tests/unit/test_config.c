@@ -370,6 +370,12 @@ TEST(config_accepts_valid_variants)
               "\"fd00::/8\",\"0.0.0.0/0\"],\"denyOut\":[\"203.0.113.0/24\"]}}");
     EXPECT_OK("{\"seed\":[{\"target\":\"/root/.hermes\",\"from\":\"/usr/share/x\"}]}");
     EXPECT_OK("{\"skills\":{\"poll_ms\":0}}");
+    EXPECT_OK("{\"skills\":{\"marker\":\"README.md\",\"depth\":1}}");
+    EXPECT_ERR("{\"skills\":{\"marker\":\"a/SKILL.md\"}}",
+               "skills.marker: expected a file name (no '/'), got \"a/SKILL.md\"");
+    EXPECT_ERR("{\"skills\":{\"marker\":\"..\"}}", "skills.marker: expected a file name (no '/'), got \"..\"");
+    EXPECT_ERR("{\"skills\":{\"depth\":0}}", "skills.depth: must be between 1 and 8");
+    EXPECT_ERR("{\"skills\":{\"depth\":9}}", "skills.depth: must be between 1 and 8");
     /* A chain of dependencies is fine; only cycles are not. */
     EXPECT_OK("{\"services\":[{\"name\":\"a\",\"argv\":[\"a\"],\"after\":[\"b\",\"init\"]},"
               "{\"name\":\"b\",\"argv\":[\"b\"],\"after\":[\"c\"]},"

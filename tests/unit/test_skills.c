@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -44,6 +45,9 @@ static void setup(struct trees *t)
     snprintf(t->pub, sizeof(t->pub), "%s/public", t->root);
     snprintf(t->priv, sizeof(t->priv), "%s/private", t->root);
     CHECK(mkdir(t->pub, 0755) == 0);
+    /* The rules of a flat overlay: every top-level entry a skill. The
+     * category tests below set depth 2 themselves. */
+    skills_layout(SKILLS_MARKER, 1);
 }
 
 static void teardown(struct trees *t)
@@ -447,5 +451,298 @@ TEST(skills_fork_stays_beneath_public_and_private)
     CHECK_CONTAINS(err, "symbolic link");
     snprintf(p, sizeof(p), "%s/out/alpha", t.root);
     CHECK(lstat(p, &s) < 0);
+    teardown(&t);
+}
+
+/* ------------------------------------------------------------------ */
+/* The two-level layout: skills/<category>/<skill>/SKILL.md. */
+
+static void skill(const char *dir, const char *rel)
+{
+    char p[512], cmd[700];
+    snprintf(p, sizeof(p), "%s/%s", dir, rel);
+    snprintf(cmd, sizeof(cmd), "mkdir -p '%s' && echo '# %s' > '%s/SKILL.md'", p, rel, p);
+    CHECK(system(cmd) == 0);
+}
+
+static bool is_dir(const struct trees *t, const char *name)
+{
+    char p[512];
+    struct stat s;
+    snprintf(p, sizeof(p), "%s/%s", t->priv, name);
+    return lstat(p, &s) == 0 && S_ISDIR(s.st_mode);
+}
+
+TEST(skills_categories_merged_skill_by_skill_private_wins)
+{
+    struct trees t;
+    struct skills_counts c;
+    char err[512], buf[512], want[512];
+
+    setup(&t);
+    skills_layout(SKILLS_MARKER, 2);
+    skill(t.pub, "solo");          /* flat beside categories */
+    skill(t.pub, "devops/deploy");
+    skill(t.pub, "devops/backup");
+    skill(t.pub, "data/query");
+    skill(t.pub, ".hub/cache");
+    CHECK(mkdir(t.priv, 0755) == 0);
+    skill(t.priv, "devops/backup"); /* the agent's own, same category and name */
+    skill(t.priv, "mine/tool");     /* a private-only category */
+    touch(t.priv, ".bundled_manifest", "x\n");
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.public_n, 4);
+    CHECK_EQ_INT(c.created, 3);
+    CHECK_EQ_INT(c.shadowed, 1);
+    CHECK_EQ_INT(c.categories, 2);
+    CHECK_EQ_INT(c.cat_created, 1);
+    snprintf(want, sizeof(want), "%s/devops/deploy", t.pub);
+    CHECK_STR(link_of(&t, "devops/deploy", buf, sizeof(buf)), want);
+    CHECK_STR(link_of(&t, "devops/backup", buf, sizeof(buf)), "");
+    CHECK(is_dir(&t, "devops/backup"));
+    CHECK(is_dir(&t, "devops") && !exists(&t, "devops/" SKILLS_CATEGORY_MARK)); /* the agent's */
+    CHECK(is_dir(&t, "data") && exists(&t, "data/" SKILLS_CATEGORY_MARK));     /* hearth's */
+    snprintf(want, sizeof(want), "%s/data/query", t.pub);
+    CHECK_STR(link_of(&t, "data/query", buf, sizeof(buf)), want);
+    CHECK(!exists(&t, ".hub"));
+    CHECK(exists(&t, "mine/tool/SKILL.md"));
+    /* A second run is a no-op. */
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.created + c.removed + c.cat_created + c.cat_removed, 0);
+    CHECK_EQ_INT(c.linked, 3);
+
+    /* The agent creates a skill in a category hearth made. */
+    skill(t.priv, "data/notes");
+    /* Public skills go: their links go; hearth's empty category goes; a
+     * category with the agent's skill in it, or the agent's own, stays. */
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s/devops/deploy' '%s/data'", t.pub, t.pub);
+    CHECK(system(cmd) == 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK(!exists(&t, "devops/deploy"));
+    CHECK(!exists(&t, "data/query"));
+    CHECK(exists(&t, "data/notes/SKILL.md"));
+    CHECK(exists(&t, "devops/backup/SKILL.md"));
+    CHECK(exists(&t, "mine/tool/SKILL.md"));
+    CHECK(exists(&t, ".bundled_manifest"));
+    /* Once the agent's skill is gone, the category hearth made goes too. */
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s/data/notes'", t.priv);
+    CHECK(system(cmd) == 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.cat_removed, 1);
+    CHECK(!exists(&t, "data"));
+    /* devops is the agent's: never removed, even with public devops gone. */
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s/devops' '%s/devops/backup'", t.pub, t.priv);
+    CHECK(system(cmd) == 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK(is_dir(&t, "devops"));
+    teardown(&t);
+}
+
+TEST(skills_category_linked_whole_is_converted)
+{
+    struct trees t;
+    struct skills_counts c;
+    char err[512], buf[512], want[512], p[512];
+
+    setup(&t);
+    skills_layout(SKILLS_MARKER, 2);
+    skill(t.pub, "devops/deploy");
+    skill(t.pub, "devops/backup");
+    CHECK(mkdir(t.priv, 0755) == 0);
+    /* What an older hearth made: the category linked whole. */
+    snprintf(want, sizeof(want), "%s/devops", t.pub);
+    snprintf(p, sizeof(p), "%s/devops", t.priv);
+    CHECK(symlink(want, p) == 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.cat_converted, 1);
+    CHECK(is_dir(&t, "devops"));
+    CHECK(exists(&t, "devops/" SKILLS_CATEGORY_MARK));
+    snprintf(want, sizeof(want), "%s/devops/backup", t.pub);
+    CHECK_STR(link_of(&t, "devops/backup", buf, sizeof(buf)), want);
+    CHECK(!exists(&t, SKILLS_TMP_CATEGORY));
+    /* And now the agent can create a skill in it. */
+    skill(t.priv, "devops/mine");
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.linked, 2);
+    CHECK(exists(&t, "devops/mine/SKILL.md"));
+    teardown(&t);
+}
+
+TEST(skills_planted_category_link_is_never_followed)
+{
+    struct trees t;
+    struct skills_counts c;
+    char err[512], buf[512], p[512], outside[512];
+
+    setup(&t);
+    skills_layout(SKILLS_MARKER, 2);
+    skill(t.pub, "devops/deploy");
+    CHECK(mkdir(t.priv, 0755) == 0);
+    snprintf(outside, sizeof(outside), "%s/outside", t.root);
+    CHECK(mkdir(outside, 0755) == 0);
+    snprintf(p, sizeof(p), "%s/devops", t.priv);
+    CHECK(symlink(outside, p) == 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.shadowed, 1);
+    CHECK_STR(link_of(&t, "devops", buf, sizeof(buf)), outside);
+    snprintf(p, sizeof(p), "%s/deploy", outside);
+    struct stat s;
+    CHECK(lstat(p, &s) < 0);
+    teardown(&t);
+}
+
+TEST(skills_interrupted_category_run_is_finished)
+{
+    struct trees t;
+    struct skills_counts c;
+    char err[512], buf[512], want[512], p[512];
+
+    setup(&t);
+    skills_layout(SKILLS_MARKER, 2);
+    skill(t.pub, "devops/deploy");
+    skill(t.pub, "devops/backup");
+    CHECK(mkdir(t.priv, 0755) == 0);
+    /* A crash before a category got its name, and one inside a category
+     * between a link and its rename. */
+    mk(t.priv, SKILLS_TMP_CATEGORY);
+    touch(t.priv, SKILLS_TMP_CATEGORY "/" SKILLS_CATEGORY_MARK, "");
+    mk(t.priv, "devops");
+    touch(t.priv, "devops/" SKILLS_CATEGORY_MARK, "");
+    snprintf(p, sizeof(p), "%s/devops/" SKILLS_TMP_LINK, t.priv);
+    CHECK(symlink("/nowhere", p) == 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK(!exists(&t, SKILLS_TMP_CATEGORY));
+    CHECK(!exists(&t, "devops/" SKILLS_TMP_LINK));
+    snprintf(want, sizeof(want), "%s/devops/deploy", t.pub);
+    CHECK_STR(link_of(&t, "devops/deploy", buf, sizeof(buf)), want);
+    CHECK_EQ_INT(c.created, 2);
+    teardown(&t);
+}
+
+TEST(skills_depth_bounds_categories)
+{
+    struct trees t;
+    struct skills_counts c;
+    char err[512], buf[512], want[512];
+
+    setup(&t);
+    skills_layout(SKILLS_MARKER, 2);
+    skill(t.pub, "a/b/c"); /* a category in a category: deeper than 2 */
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK(is_dir(&t, "a"));
+    snprintf(want, sizeof(want), "%s/a/b", t.pub);
+    CHECK_STR(link_of(&t, "a/b", buf, sizeof(buf)), want); /* linked whole at the bound */
+    skills_layout(SKILLS_MARKER, 3);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.cat_converted, 1);
+    snprintf(want, sizeof(want), "%s/a/b/c", t.pub);
+    CHECK_STR(link_of(&t, "a/b/c", buf, sizeof(buf)), want);
+    /* depth 1: the flat overlay, and a custom marker. */
+    skills_layout("README", 1);
+    struct trees u;
+    setup(&u);
+    skills_layout("README", 2);
+    mk(u.pub, "cat");
+    mk(u.pub, "cat/s");
+    touch(u.pub, "cat/s/README", "x\n");
+    CHECK_EQ_INT(skills_reconcile(u.pub, u.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    snprintf(want, sizeof(want), "%s/cat/s", u.pub);
+    CHECK_STR(link_of(&u, "cat/s", buf, sizeof(buf)), want);
+    teardown(&u);
+    teardown(&t);
+}
+
+TEST(skills_list_reports_categories_and_shadows)
+{
+    struct trees t;
+    struct skills_counts c;
+    struct skills_lists l = {0};
+    char err[512];
+
+    setup(&t);
+    skills_layout(SKILLS_MARKER, 2);
+    skill(t.pub, "devops/deploy");
+    skill(t.pub, "devops/backup");
+    skill(t.pub, "data/query");
+    CHECK(mkdir(t.priv, 0755) == 0);
+    skill(t.priv, "devops/backup");
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    l.public_ = cJSON_CreateArray();
+    l.shadowed = cJSON_CreateArray();
+    l.linked = cJSON_CreateArray();
+    l.categories = cJSON_CreateArray();
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, true, &c, &l, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(cJSON_GetArraySize(l.public_), 3);
+    CHECK_STR(cJSON_GetArrayItem(l.shadowed, 0)->valuestring, "devops/backup");
+    CHECK_EQ_INT(cJSON_GetArraySize(l.linked), 2);
+    CHECK_EQ_INT(cJSON_GetArraySize(l.categories), 2);
+    for (int i = 0; i < 2; i++) {
+        cJSON *o = cJSON_GetArrayItem(l.categories, i);
+        const char *n = cJSON_GetObjectItem(o, "name")->valuestring;
+        const char *how = cJSON_GetObjectItem(o, "private")->valuestring;
+        CHECK_STR(how, strcmp(n, "devops") == 0 ? "own" : "hearth");
+    }
+    cJSON_Delete(l.public_);
+    cJSON_Delete(l.shadowed);
+    cJSON_Delete(l.linked);
+    cJSON_Delete(l.categories);
+    teardown(&t);
+}
+
+TEST(skills_fork_of_a_category_skill)
+{
+    struct trees t;
+    struct skills_counts c;
+    char err[512], p[512], outside[512];
+
+    setup(&t);
+    skills_layout(SKILLS_MARKER, 2);
+    skill(t.pub, "devops/deploy");
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "devops/deploy", err, sizeof(err)), 0);
+    CHECK(is_dir(&t, "devops/deploy"));
+    CHECK(exists(&t, "devops/deploy/SKILL.md"));
+    CHECK(skills_fork_at(t.pub, t.priv, "devops/../x", err, sizeof(err)) < 0);
+    CHECK(skills_fork_at(t.pub, t.priv, "a/b/c", err, sizeof(err)) < 0); /* past the depth */
+    /* A category the agent turned into a link is not followed. */
+    snprintf(outside, sizeof(outside), "%s/out", t.root);
+    CHECK(mkdir(outside, 0755) == 0);
+    snprintf(p, sizeof(p), "%s/out/x", t.root);
+    CHECK(symlink(t.pub, p) == 0);
+    snprintf(p, sizeof(p), "%s/evil", t.priv);
+    CHECK(symlink(outside, p) == 0);
+    CHECK(skills_fork_at(t.pub, t.priv, "evil/x", err, sizeof(err)) < 0);
+    skills_layout(SKILLS_MARKER, 1);
+    teardown(&t);
+}
+
+TEST(skills_cached_skill_that_becomes_a_category_is_converted)
+{
+    struct trees t;
+    struct skills_counts c;
+    struct skills_cache *k = skills_cache_new();
+    char err[512], buf[512], want[512], p[600];
+    int runs = 0;
+
+    setup(&t);
+    skills_layout(SKILLS_MARKER, 2);
+    skill(t.pub, "tools");
+    skill(t.pub, "tools/inner");
+    for (int i = 0; i < 3; i++) /* linked, then cached */
+        CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    snprintf(want, sizeof(want), "%s/tools", t.pub);
+    CHECK_STR(link_of(&t, "tools", buf, sizeof(buf)), want);
+    /* The host turns the skill into a category: within 16 cheap runs the
+     * link becomes a directory of per-skill links. */
+    snprintf(p, sizeof(p), "%s/tools/SKILL.md", t.pub);
+    CHECK(unlink(p) == 0);
+    while (!is_dir(&t, "tools") && runs++ < 16)
+        CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK(is_dir(&t, "tools"));
+    CHECK(runs <= 16);
+    snprintf(want, sizeof(want), "%s/tools/inner", t.pub);
+    CHECK_STR(link_of(&t, "tools/inner", buf, sizeof(buf)), want);
+    skills_cache_free(k);
     teardown(&t);
 }

@@ -117,13 +117,22 @@ def test_skills_overlay_on_real_mounts(make_vm, hostdirs):
 
     # A public skill added on the host while the VM runs: the poll finds it
     # (9p gives the guest no inotify for host-side changes).
-    os.makedirs(os.path.join(skills, "late"))
+    # Made beside the share and renamed in: a directory seen without its
+    # SKILL.md would be a category.
+    tmp = os.path.join(os.path.dirname(skills), ".late")
+    os.makedirs(tmp)
+    with open(os.path.join(tmp, "SKILL.md"), "w") as f:
+        f.write("public late\n")
+    os.rename(tmp, os.path.join(skills, "late"))
     late = os.path.join(home, "skills", "late")
     vm.wait_for(lambda: os.path.islink(late), timeout=30, what="late skill linked by the poll")
     assert os.readlink(late) == "/opt/hermes-common-skills/late"
 
     # A removed public skill loses its link.
-    os.rmdir(os.path.join(skills, "late"))
+    gone = os.path.join(os.path.dirname(skills), ".late-gone")
+    os.rename(os.path.join(skills, "late"), gone)
+    os.unlink(os.path.join(gone, "SKILL.md"))
+    os.rmdir(gone)
     vm.result("skills.sync", {})
     vm.wait_for(lambda: not os.path.lexists(late), what="stale link removed")
 
