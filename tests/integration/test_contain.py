@@ -42,7 +42,7 @@ def test_root_service_with_defaults_cannot_undo_hearth(hearth, tmp_path):
                                   f"{PY} {ATTACK} {out} {hearth.sock} {tmp_path / 'hearth.json'}"]}]),
         cgroup=True)
     before = {m: hearth.rpc(m) for m in ("mounts.list", "egress.get")}
-    rules_before = _nsenter(hearth, NFT, "list", "ruleset").stdout
+    rules_before = _nsenter(hearth, NFT, "-s", "list", "ruleset").stdout
     assert "table inet hearth" in rules_before
     # The attack starts once the picture of hearth before it is taken.
     _running(hearth, "agent")
@@ -94,7 +94,7 @@ def test_root_service_with_defaults_cannot_undo_hearth(hearth, tmp_path):
 
     # hearth is unchanged: same ruleset, mounts and policy; still serving;
     # the service itself is as hearth left it, and nothing is flagged.
-    assert _nsenter(hearth, NFT, "list", "ruleset").stdout == rules_before
+    assert _nsenter(hearth, NFT, "-s", "list", "ruleset").stdout == rules_before
     assert hearth.rpc("egress.get")["policy"] == before["egress.get"]["policy"]
     assert [(m["target"], m["state"]) for m in hearth.rpc("mounts.list")["mounts"]] == \
         [(m["target"], m["state"]) for m in before["mounts.list"]["mounts"]]
