@@ -15,7 +15,8 @@ trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 trap 'exit 1' INT TERM HUP PIPE
 
 mkdir -p "$tmp/public" "$tmp/private"
-for i in $(seq 100); do mkdir "$tmp/public/skill-$i"; done
+# Skills hold their marker; a bare directory would be a category.
+for i in $(seq 100); do mkdir "$tmp/public/skill-$i" && : > "$tmp/public/skill-$i/SKILL.md"; done
 cat > "$tmp/c.json" <<JSON
 {"control":{"listen":["unix:$tmp/ctl.sock"]},
  "skills":{"public":"$tmp/public","private":"$tmp/private","poll_ms":0},
