@@ -114,7 +114,7 @@ hv = measure([os.path.join(B, "hearth"), "--mode", "supervisor", "-c", hermes_cf
 # beyond sleep), its agent started beside it.
 ag = subprocess.Popen([agent], env=dict(os.environ, HERMES_HOME=home, HERMES_PORT=str(port),
                                         HERMES_BIND="127.0.0.1"),
-                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                      cwd=workspace, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 try:
     loop = f"while sleep 10; do : < /dev/tcp/127.0.0.1/{port} || echo down; done"
     pv = measure(["/bin/bash", "-c", loop], window=hwin, settle=2.0)
