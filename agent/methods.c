@@ -214,6 +214,27 @@ static int param_service(cJSON *params, int *idx, struct rpc_error *err)
     return 0;
 }
 
+/* "signal": a name ("SIGUSR1") or a number 1-64. *sig is left as it is
+ * when the member is absent; -1 with the error when it is present but is
+ * not a signal. */
+static int param_signal(cJSON *params, int *sig, struct rpc_error *err)
+{
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(params, "signal");
+    if (!v)
+        return 0;
+    int n = -1;
+    if (cJSON_IsString(v))
+        n = config_signal_number(v->valuestring);
+    else if (cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble < 65)
+        n = v->valueint;
+    if (n <= 0) {
+        rpc_error_set(err, RPC_INVALID_PARAMS, "signal: expected a signal name like \"SIGUSR1\"");
+        return -1;
+    }
+    *sig = n;
+    return 0;
+}
+
 static int service_op(cJSON *params, cJSON **result, struct rpc_error *err,
                       int (*op)(int, char *, size_t))
 {
@@ -262,16 +283,9 @@ static int m_services_restart(struct client *c, cJSON *params, cJSON **result, s
         rpc_error_set(err, RPC_ERR_STATE, "shutting down");
         return -1;
     }
-    if (params_only(params, known, err) < 0 || param_service(params, &idx, err) < 0)
+    if (params_only(params, known, err) < 0 || param_service(params, &idx, err) < 0 ||
+        param_signal(params, &sig, err) < 0)
         return -1;
-    cJSON *v = cJSON_GetObjectItemCaseSensitive(params, "signal");
-    if (v) {
-        sig = cJSON_IsString(v) ? config_signal_number(v->valuestring) : -1;
-        if (sig <= 0) {
-            rpc_error_set(err, RPC_INVALID_PARAMS, "signal: expected a signal name like \"SIGUSR1\"");
-            return -1;
-        }
-    }
     if (service_restart_signal(idx, sig, msg, sizeof(msg)) < 0) {
         rpc_error_set(err, RPC_ERR_FAILED, "%s", msg);
         return -1;
@@ -291,15 +305,11 @@ static int m_services_signal(struct client *c, cJSON *params, cJSON **result, st
     char msg[256] = "";
     int idx, sig = -1;
 
-    if (params_only(params, known, err) < 0 || param_service(params, &idx, err) < 0)
+    if (params_only(params, known, err) < 0 || param_service(params, &idx, err) < 0 ||
+        param_signal(params, &sig, err) < 0)
         return -1;
-    cJSON *v = cJSON_GetObjectItemCaseSensitive(params, "signal");
-    if (cJSON_IsString(v))
-        sig = config_signal_number(v->valuestring);
-    else if (cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble < 65)
-        sig = v->valueint;
     if (sig <= 0) {
-        rpc_error_set(err, RPC_INVALID_PARAMS, "signal: expected a signal name like \"SIGHUP\"");
+        rpc_error_set(err, RPC_INVALID_PARAMS, "signal: required");
         return -1;
     }
     if (service_signal(idx, sig, msg, sizeof(msg)) < 0) {

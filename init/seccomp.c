@@ -10,12 +10,6 @@
 #include <linux/capability.h>
 #include <linux/seccomp.h>
 
-#ifndef CAP_PERFMON
-#define CAP_PERFMON 38
-#endif
-#ifndef CAP_BPF
-#define CAP_BPF 39
-#endif
 
 #if defined(__x86_64__)
 
