@@ -24,7 +24,7 @@
 void nl_init(struct nlbuf *b, uint32_t first_seq)
 {
     memset(b, 0, sizeof(*b));
-    b->seq = first_seq;
+    b->first_seq = b->seq = first_seq;
 }
 
 void nl_free(struct nlbuf *b)
@@ -342,6 +342,14 @@ static int send_buf(int fd, struct nlbuf *b, char *err, size_t errlen)
     return 0;
 }
 
+/* Whether h answers one of the messages in b: a reply left over from an
+ * earlier request, or a notification, on a socket kept open must not be
+ * taken for this request's. */
+static bool answers(const struct nlbuf *b, const struct nlmsghdr *h)
+{
+    return h->nlmsg_seq - b->first_seq < b->seq - b->first_seq;
+}
+
 /* One datagram, or -errno. EAGAIN means the kernel had nothing more. */
 static ssize_t recv_one(int fd, uint8_t *buf, size_t len)
 {
@@ -380,7 +388,7 @@ int nl_transact(int fd, struct nlbuf *b, char *err, size_t errlen)
         }
         for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
              h = NLMSG_NEXT(h, n)) {
-            if (h->nlmsg_type != NLMSG_ERROR)
+            if (h->nlmsg_type != NLMSG_ERROR || !answers(b, h))
                 continue;
             char msg[256];
             int e = nl_parse_error(h, msg, sizeof(msg));
@@ -421,6 +429,8 @@ int nl_dump(int fd, struct nlbuf *b, nl_msg_cb cb, void *arg, char *err, size_t 
         }
         for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, (size_t)n);
              h = NLMSG_NEXT(h, n)) {
+            if (!answers(b, h))
+                continue;
             if (++count > DUMP_MAX_MSGS) {
                 snprintf(err, errlen, "netlink dump: too many messages");
                 rc = -E2BIG;

@@ -19,6 +19,7 @@ struct nlbuf {
     size_t len, cap;
     bool failed;        /* out of memory or over NL_BUF_MAX: nothing is sent */
     size_t msg_start;   /* offset of the message being built */
+    uint32_t first_seq; /* the first message's sequence number */
     uint32_t seq;       /* next sequence number */
     uint32_t n_msgs;    /* messages started (each asks for an ack) */
 };
