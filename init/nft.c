@@ -439,7 +439,8 @@ enum nd_kind { ND_ETHERTYPE_DROP, ND_NDP, ND_SET_ACCEPT, ND_SET_DROP, ND_PUBLIC_
 
 struct nd_rule {
     enum nd_kind kind;
-    int set;                  /* or, for ETHERTYPE_DROP / PUBLIC_DROP, the ether type */
+    int set;                  /* or the ether type: dropped (ETHERTYPE_DROP), the only
+                               * one let through (PUBLIC_DROP) */
     const char *name;
 };
 
@@ -461,8 +462,10 @@ static size_t nd_rule_list(bool allow_public, struct nd_rule out[16])
     if (allow_public) {
         out[n++] = (struct nd_rule){ND_PUBLIC_ACCEPT, -1, "public"};
     } else {
-        out[n++] = (struct nd_rule){ND_PUBLIC_DROP, 0x0800, "public4"};
-        out[n++] = (struct nd_rule){ND_PUBLIC_DROP, 0x86dd, "public6"};
+        /* Everything but ARP: a packet socket can send any ether type
+         * (PPPoE, MPLS, ...), and one that carries IP to a router would
+         * otherwise pass a closed policy. */
+        out[n++] = (struct nd_rule){ND_PUBLIC_DROP, 0x0806, "public"};
     }
     return n;
 }
@@ -483,9 +486,14 @@ static void build_nd_rule(struct nlbuf *b, const struct nd_rule *r)
     bool v4 = r->set >= 0 && r->set % 2 == 0;
     switch (r->kind) {
     case ND_ETHERTYPE_DROP:
-    case ND_PUBLIC_DROP:
         e_ethertype(b, (uint16_t)r->set);
         break;
+    case ND_PUBLIC_DROP: {
+        uint8_t v[2] = {(uint8_t)(r->set >> 8), (uint8_t)r->set};
+        e_payload(b, NFT_PAYLOAD_LL_HEADER, ETH_TYPE_OFF, 2);
+        e_cmp(b, NFT_CMP_NEQ, v, 2);
+        break;
+    }
     case ND_NDP: {
         uint8_t icmp6 = 58, lo = 133, hi = 137;
         e_ethertype(b, 0x86dd);

@@ -346,6 +346,23 @@ def test_raw_frames_from_a_packet_socket_obey_the_policy(hearth, lan):
     assert raw("2001:db8:ff::10") == "silence"
     assert raw("10.10.0.2") == "answer"
     assert raw("2001:db8:10::2") == "answer"
+    # Any other ether type (here 0x8864, PPPoE, which can carry IP to a
+    # router) is dropped while public traffic is off; the allowed answers
+    # above needed ARP, which passes.
+    other = ("import socket, sys\n"
+             "s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW); s.bind((sys.argv[1], 0))\n"
+             "m = lambda x: bytes(int(h, 16) for h in x.split(':'))\n"
+             "f = m(sys.argv[3]) + m(sys.argv[2]) + b'\\x88\\x64' + bytes(46)\n"
+             "for _ in range(3):\n"
+             "    try: s.send(f)\n"
+             "    except OSError: pass\n")
+    before = hearth.rpc("egress.get")["counters"]["netdev"]["public"]["packets"]
+    out = subprocess.run(["ip", "netns", "exec", lan.guest, sys.executable, "-c", other,
+                          lan.guest_if, lan.guest_mac, lan.peer_mac], capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    after = hearth.rpc("egress.get")["counters"]["netdev"]["public"]["packets"]
+    assert after - before == 3, (before, after)
 
 
 @pytest.mark.parametrize("dst", ["100.100.100.200", "0.1.2.3", "198.18.0.10", "224.0.0.251",
