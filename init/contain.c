@@ -20,6 +20,7 @@
 
 #include "log.h"
 #include "mountinfo.h"
+#include "safepath.h"
 
 #ifndef CLONE_NEWCGROUP
 #define CLONE_NEWCGROUP 0x02000000
@@ -229,25 +230,6 @@ static bool cgroup2_nsdelegate(void)
     return ns;
 }
 
-static void make_dirs(const char *path)
-{
-    char buf[CONTAIN_PATH_MAX];
-    snprintf(buf, sizeof(buf), "%s", path);
-    for (char *p = buf + 1;; p++) {
-        if (*p != '/' && *p)
-            continue;
-        char c = *p;
-        *p = 0;
-        if (mkdir(buf, 0755) < 0 && errno != EEXIST) {
-            log_debug("unable to create %s: %s", buf, strerror(errno));
-            return;
-        }
-        if (!c)
-            return;
-        *p = c;
-    }
-}
-
 static bool cgroupns_supported(void)
 {
     static int known = -1;
@@ -331,8 +313,15 @@ int contain_prepare(const struct service_config *c, const struct config *cfg,
         /* A directory the listener has not made yet would be skipped as
          * missing and could appear unhidden later: make it now, as the
          * listener does (0755). */
-        if (dir)
-            make_dirs(p->hide[p->n_hide - 1]);
+        if (dir) {
+            /* Without following a link: a service may write below /run. */
+            char why[128];
+            int dfd = safepath_mkdir_p(p->hide[p->n_hide - 1], 0755, 0, 0, why, sizeof(why));
+            if (dfd >= 0)
+                close(dfd);
+            else
+                log_debug("unable to create %s: %s", p->hide[p->n_hide - 1], why);
+        }
     }
     if (add_path(p->ro, &p->n_ro, "/etc/hearth", strlen("/etc/hearth"), err, errlen) < 0)
         return -1;
@@ -486,8 +475,12 @@ static int dev_node(size_t i, int orig, char *what, size_t len)
             return fail(what, len, "create", path);
         return 0;
     }
-    if (errno != EPERM || orig < 0)
+    if (errno != EPERM)
         return fail(what, len, "create", path);
+    /* Nodes cannot be made here (a user namespace) and the image has none
+     * to bind: the service goes without that one. */
+    if (orig < 0)
+        return 0;
     if (strcmp(dev_nodes[i].name, "ptmx") == 0)
         return symlink("pts/ptmx", path) < 0 ? fail(what, len, "create", path) : 0;
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);

@@ -209,17 +209,21 @@ int peer_check_unix(int fd, char *peer, size_t plen, char *why, size_t wlen)
         return 0;
     warn_uid_only();
     /* Pin the peer: SO_PEERPIDFD names the very process that connected
-     * (kernel 6.5+); before that, pidfd_open on its pid and the liveness
-     * check in peer_classify close the window for a recycled pid. */
+     * (kernel 6.5+); before that, pidfd_open on its pid, which leaves a
+     * narrow window where an exited peer's pid was already reused. */
     int pidfd = -1;
     socklen_t pl = sizeof(pidfd);
     bool from_socket = getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &pl) == 0;
     if (!from_socket) {
-        if (errno == ESRCH) {
+        /* Kernels that know the option answer EINVAL or ESRCH for a peer
+         * that has exited; falling back to pidfd_open on its pid then
+         * could pin another process that reused it. Only a kernel without
+         * the option (ENOPROTOOPT) falls back. */
+        if (errno == ESRCH || errno == EINVAL) {
             snprintf(why, wlen, "pid %d cannot be identified (it has exited)", (int)cr.pid);
             return -1;
         }
-        if (errno != ENOPROTOOPT && errno != EINVAL && errno != EOPNOTSUPP) {
+        if (errno != ENOPROTOOPT && errno != EOPNOTSUPP) {
             snprintf(why, wlen, "pid %d: unable to pin the peer: %s", (int)cr.pid, strerror(errno));
             return -1;
         }
