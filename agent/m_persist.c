@@ -132,13 +132,15 @@ int m_skills_fork(struct client *c, cJSON *params, cJSON **result, struct rpc_er
     }
     fork_pend.in_handler = true;
     fork_pend.done = false;
-    snprintf(fork_pend.name, sizeof(fork_pend.name), "%s", name);
     int rc = skills_fork(name, fork_done, NULL, msg, sizeof(msg));
     fork_pend.in_handler = false;
     if (rc == 0 && fork_pend.done) {
         rc = fork_pend.rc;
         snprintf(msg, sizeof(msg), "%s", fork_pend.msg);
     } else if (rc == 0) {
+        /* Only now: a second request refused while this copy runs must
+         * not rename the reply this one is owed. */
+        snprintf(fork_pend.name, sizeof(fork_pend.name), "%s", name);
         fork_pend.ticket = control_defer(c);
         return 0;
     }

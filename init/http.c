@@ -146,11 +146,9 @@ static int header_line(struct http_reader *r, const char *l, size_t n)
         if (r->content_length >= 0 && r->content_length != cl)
             return fail(r, "conflicting Content-Length", l, n);
         r->content_length = cl;
-    } else if (kl == 17 && strncasecmp(l, "Transfer-Encoding", 17) == 0) {
-        /* The chunks are not decoded: with Connection: close the server
-         * ends the answer with EOF, and only the status matters. */
-        r->chunked = true;
     }
+    /* Transfer-Encoding is not decoded: with Connection: close the server
+     * ends a chunked answer with EOF, and only the status matters. */
     return 0;
 }
 
@@ -176,7 +174,6 @@ static int line_done(struct http_reader *r)
     if (r->status < 200) {
         r->phase = PH_STATUS;
         r->content_length = -1;
-        r->chunked = false;
         return 0;
     }
     bool bodyless = r->status == 204 || r->status == 304 || r->content_length == 0;

@@ -48,7 +48,6 @@ struct http_reader {
     size_t line_len;
     size_t head_bytes;
     int64_t content_length;   /* -1 when absent */
-    bool chunked;             /* the body ends at EOF (Connection: close) */
     size_t body_bytes;
     char err[160];
 };

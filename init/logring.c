@@ -89,6 +89,17 @@ static void file_rotate(struct logring *r)
             file_open(r);
             return;
         }
+        if (errno == ENOENT) {
+            /* The agent removed the file: writing on to the unlinked
+             * inode would lose every line; a fresh one is made instead. */
+            close(dfd);
+            if (r->fd >= 0)
+                close(r->fd);
+            r->fd = -1;
+            file_open(r);
+            r->file_size = 0;
+            return;
+        }
         log_warn("unable to rotate %s: %s; truncating it instead", r->file, strerror(errno));
         close(dfd);
     }

@@ -399,7 +399,10 @@ static enum attempt attempt_fd(struct mnt *m, int *tfd)
     bool attached = false, failed = false;
     if (bind_rf) {
         attached = bind_with_flags(src, *tfd, m->target, bind_rf) == 0;
-        failed = !attached && errno != ENOSYS;
+        /* ENOSYS: an older kernel; EPERM: a container's seccomp profile
+         * that does not know these calls (mount(2) then says what is
+         * really allowed). */
+        failed = !attached && errno != ENOSYS && errno != EPERM;
     }
     if (!attached && !failed && mount(src, mt, kernel_type(m), flags, data[0] ? data : NULL) < 0)
         failed = true;

@@ -86,6 +86,7 @@ struct service {
     struct check_spec ready;
     int64_t ready_timeout_ms; /* overall; 0 = no limit */
     int64_t ready_deadline;
+    char ready_why[192];      /* the last whole attempt's failure */
     struct check *probe;
     ev_timer ready_timer;     /* next attempt; with notify_fd, the deadline */
     int notify_fd;            /* ready.notify_fd in the child; 0 = not used */
@@ -843,6 +844,7 @@ static void ready_done(void *ctx, bool ok, const char *detail)
         ready_give_up(s, detail);
         return;
     }
+    snprintf(s->ready_why, sizeof(s->ready_why), "%s", detail);
     /* Poll again shortly: readiness usually comes within seconds. */
     ev_timer_set(&s->ready_timer, 0.2, 0.);
     ev_timer_start(H.loop, &s->ready_timer);
@@ -886,6 +888,12 @@ static void ready_attempt(struct service *s)
      * answer is the application's work, so it gets the probe default). */
     int64_t cap = spec.kind == CHECK_HTTP ? CHECK_DEFAULT_TIMEOUT_MS : 1000;
     int64_t left = s->ready_timeout_ms ? s->ready_deadline - mono_ms() : cap;
+    /* An attempt the deadline would cut to a few milliseconds says only
+     * that time ran out: the last whole attempt's answer is the reason. */
+    if (s->ready_timeout_ms && left < 50 && s->ready_why[0]) {
+        ready_give_up(s, s->ready_why);
+        return;
+    }
     spec.timeout_ms = left < 1 ? 1 : left > cap ? cap : left;
     s->probe = check_start(H.loop, &spec, ready_done, s, err, sizeof(err));
     if (!s->probe) {
@@ -1033,6 +1041,7 @@ static enum svc_state a_running(struct service *s)
         /* exec worked; "running" waits for the readiness check (after the
          * resume, when suspended). */
         s->ready_deadline = mono_ms() + s->ready_timeout_ms;
+        s->ready_why[0] = 0;
         if (!suspended)
             ready_attempt(s);
         return SVC_STARTING;

@@ -122,11 +122,12 @@ static int copy_file(struct walk *w, int sdir, int ddir, const char *name, const
     int rc = copy_bytes(in, out);
     int e = errno;
     close(in);
-    if (rc == 0 && fchmod(out, s->st_mode & 07777) < 0)
-        rc = -1, e = errno;
+    /* Owner first: a chown clears set-uid and set-gid bits set before it. */
     uid_t ou = w->own ? w->own->uid : s->st_uid;
     gid_t og = w->own ? w->own->gid : s->st_gid;
     if (rc == 0 && fchown(out, ou, og) < 0 && errno != EPERM)
+        rc = -1, e = errno;
+    if (rc == 0 && fchmod(out, s->st_mode & 07777) < 0)
         rc = -1, e = errno;
     /* The rename must not publish a file whose data is not on disk yet. */
     if (rc == 0 && fsync(out) < 0 && errno != EINVAL)
@@ -296,27 +297,6 @@ int tree_copy_fd(int sd, int dd, const char *dpath, const char *const *last,
     memset(w.st, 0, sizeof(*w.st));
     unlinkat(dd, TMP_NAME, 0);
     return copy_dir(&w, sd, dd, dpath, 0, last);
-}
-
-int tree_copy(const char *src, const char *dst, const char *const *last, struct tree_stats *st,
-              char *err, size_t errlen)
-{
-    char why[128];
-    int sd = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (sd < 0) {
-        snprintf(err, errlen, "unable to open template %s: %s", src, strerror(errno));
-        return -1;
-    }
-    int dd = safepath_open_abs(dst, O_DIRECTORY, 0, why, sizeof(why));
-    if (dd < 0) {
-        close(sd);
-        snprintf(err, errlen, "unable to open %s: %s", dst, why);
-        return -1;
-    }
-    int rc = tree_copy_fd(sd, dd, dst, last, NULL, st, err, errlen);
-    close(sd);
-    close(dd);
-    return rc;
 }
 
 static int remove_at(struct walk *w, int dfd, const char *name, const char *path, int depth)

@@ -22,18 +22,15 @@ struct tree_owner {
     gid_t gid;
 };
 
-/* Copies the tree under src into dst (an existing directory): each file
+/* Copies the tree under sd into dd (an existing directory): each file
  * and symlink is written under a temporary name in its final directory and
  * renamed into place without replacing anything already there, so a crash
  * leaves whole files or none; directories get the template's mode once
  * filled. Names listed in last (NULL-terminated, top level only, may be
  * NULL) are copied after everything else. Existing entries are kept
  * (counted in kept); fifos, sockets and devices are skipped. Returns 0, or
- * -1 with "unable to X PATH: reason" in err. */
-int tree_copy(const char *src, const char *dst, const char *const *last, struct tree_stats *st,
-              char *err, size_t errlen);
-/* The same between two open directories (dpath names dd in errors):
- * nothing is resolved by path, every file is opened with safepath, and
+ * -1 with "unable to X PATH: reason" in err. Nothing is resolved by path
+ * (dpath only names dd in errors), every file is opened with safepath, and
  * modes and owners (own, or the template's) are set on fds. */
 int tree_copy_fd(int sd, int dd, const char *dpath, const char *const *last,
                  const struct tree_owner *own, struct tree_stats *st, char *err, size_t errlen);
