@@ -142,10 +142,12 @@ def test_health_http_answers(hearth, tmp_path, netns):
             hearth.service("api")["health"]), what=f"failure on {m}")
         assert h["failures"] >= 1
         if m == "slow":
-            # The loop is never held by a probe in flight.
+            # The loop is never held by a probe in flight: status answers
+            # while the slow answer is still being waited for (the probe's
+            # timeout is far longer than this call's bound, a hang).
             t0 = time.monotonic()
             hearth.rpc("status")
-            assert time.monotonic() - t0 < 0.3
+            assert time.monotonic() - t0 < 2.0
         mode.write_text("200")
         hearth.wait_for(lambda: hearth.service("api")["health"]["status"] == "healthy",
                         what=f"healthy after {m}")

@@ -5,6 +5,7 @@ leaving the service's cgroup, a service's `kill -TERM 1` is ignored while
 the host's still stops hearth, and hearth is not dumpable."""
 import json
 import os
+import pathlib
 import shutil
 import signal
 import subprocess
@@ -146,7 +147,9 @@ def test_hearth_is_not_dumpable(hearth, tmp_path):
         pytest.skip("setpriv (util-linux) is not installed")
     os.chmod(hearth.sockdir, 0o777)
     os.chmod(tmp_path, 0o777)
-    cfg = tmp_path / "hearth.json"
+    # Beside the socket: pytest's tmp_path sits below directories only
+    # root may enter, so uid 65534 could not read a config there.
+    cfg = pathlib.Path(hearth.sockdir) / "hearth.json"
     cfg.write_text(json.dumps(hearth.config()))
     os.chmod(cfg, 0o644)
     proc = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
@@ -157,6 +160,10 @@ def test_hearth_is_not_dumpable(hearth, tmp_path):
             if os.path.exists(hearth.sock):
                 break
             time.sleep(0.01)
+        # hearth itself is running (not setpriv, which makes itself
+        # non-dumpable when it changes uid, before the exec).
+        assert os.path.exists(hearth.sock), "hearth never opened its socket"
+        assert os.path.realpath(f"/proc/{proc.pid}/exe") == os.path.realpath(hearth_bin())
         with open(f"/proc/{proc.pid}/status") as f:
             uid_line = [l for l in f if l.startswith("Uid:")][0]
         assert uid_line.split()[1] == "65534"
