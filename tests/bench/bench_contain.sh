@@ -15,31 +15,14 @@ exec /usr/bin/python3 - "$B" <<'PY'
 import json, os, shutil, signal, statistics, subprocess, sys, tempfile, time
 
 B = sys.argv[1]
+sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests", "bench"))
+from benchlib import row, stop, wait_file, which  # noqa: E402
 HEARTH = os.path.join(B, "hearth")
 STAMP = os.path.join(B, "bench", "stamp")
 tmp = tempfile.mkdtemp(prefix="hearth-bench-contain-")
 # The control socket in a directory of its own: a contained service's
 # namespace hides that directory.
 os.makedirs(os.path.join(tmp, "ctl"))
-
-def row(key, fig, hv, peer, pv):
-    print(f"{key}\t{fig}\t{hv}\t{peer}\t{pv}")
-
-def wait_file(path, timeout=5):
-    t = time.monotonic() + timeout
-    while time.monotonic() < t:
-        if os.path.exists(path) and os.path.getsize(path) > 0:
-            return True
-        time.sleep(0.002)
-    return False
-
-def stop(p):
-    if p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(5)
-        except subprocess.TimeoutExpired:
-            p.kill(); p.wait()
 
 seq = [0]
 

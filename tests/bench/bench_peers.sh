@@ -12,16 +12,12 @@ exec /usr/bin/python3 - "$B" <<'PY'
 import json, os, shutil, signal, statistics, subprocess, sys, tempfile, time
 
 B = sys.argv[1]
+sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests", "bench"))
+from benchlib import row, stop, wait_file, which  # noqa: E402
 HEARTH = os.path.join(B, "hearth")
 STAMP = os.path.join(B, "bench", "stamp")
 tmp = tempfile.mkdtemp(prefix="hearth-bench-")
 os.makedirs(os.path.join(tmp, "ctl"))
-
-def row(key, fig, hv, peer, pv):
-    print(f"{key}\t{fig}\t{hv}\t{peer}\t{pv}")
-
-def which(name):
-    return shutil.which(name) or (os.path.exists(f"/usr/sbin/{name}") and f"/usr/sbin/{name}") or None
 
 def stripped_kib(path):
     out = os.path.join(tmp, "stripped")
@@ -42,22 +38,6 @@ def hearth_cfg(services, name="h.json"):
         json.dump({"control": {"listen": ["unix:" + os.path.join(tmp, "ctl", "ctl.sock")]},
                    "services": services}, f)
     return path
-
-def wait_file(path, timeout=5):
-    t = time.monotonic() + timeout
-    while time.monotonic() < t:
-        if os.path.exists(path) and os.path.getsize(path) > 0:
-            return True
-        time.sleep(0.002)
-    return False
-
-def stop(p):
-    if p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(5)
-        except subprocess.TimeoutExpired:
-            p.kill(); p.wait()
 
 # ---- size ----
 hsize = os.path.getsize(HEARTH) // 1024  # already stripped by the build
