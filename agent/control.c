@@ -439,10 +439,12 @@ static void process_batch(struct client *c)
             return;
         }
         size_t n = 0;
-        char *reply = methods_handle_line(c, line, len, &n);
+        char small[512];
+        char *reply = methods_handle_line(c, line, len, &n, small, sizeof(small));
         if (reply) {
             int rc = client_send(c, reply, n);
-            free(reply);
+            if (reply != small)
+                free(reply);
             if (rc < 0)
                 return;
         }

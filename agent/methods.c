@@ -35,7 +35,7 @@ static int m_ping(struct client *c, cJSON *params, cJSON **result, struct rpc_er
     /* Unknown parameters are errors for every method, ping included. */
     if (params && params->child && params_only(params, no_params, err) < 0)
         return -1;
-    *result = cJSON_CreateObject();
+    *result = rpc_empty_result();
     return 0;
 }
 
@@ -396,18 +396,25 @@ cJSON *methods_names_json(void)
     return a;
 }
 
-char *methods_handle_line(struct client *c, const char *line, size_t len, size_t *outlen)
+char *methods_handle_line(struct client *c, const char *line, size_t len, size_t *outlen,
+                          char *buf, size_t cap)
 {
     struct rpc_request req;
-    struct rpc_error err = {0};
+    struct rpc_error err;
     char *reply = NULL;
+
+    /* Not "= {0}": clearing the whole message for every request costs
+     * more than parsing a ping. */
+    err.code = 0;
+    err.message[0] = 0;
+    err.data = NULL;
     int rc = rpc_parse(line, len, &req, &err);
 
     if (rc == 1)
         return NULL;
     if (rc < 0) {
         /* An invalid request is answered even without an id (with null). */
-        reply = rpc_format_error(req.id, err.code, err.message, NULL, outlen);
+        reply = rpc_format_error_in(buf, cap, req.id, err.code, err.message, NULL, outlen);
         rpc_request_free(&req);
         return reply;
     }
@@ -428,23 +435,26 @@ char *methods_handle_line(struct client *c, const char *line, size_t len, size_t
         *outlen = 0;
         return NULL;
     } else if (err.code == 0) {
-        cJSON_Delete(result);
+        if (result != rpc_empty_result())
+            cJSON_Delete(result);
         result = NULL;
         rpc_error_set(&err, RPC_INTERNAL_ERROR, "%s: out of memory", req.method);
     }
     if (!req.id) {
         /* A notification: done, nothing to say back. */
-        cJSON_Delete(result);
+        if (result != rpc_empty_result())
+            cJSON_Delete(result);
         cJSON_Delete(err.data);
         rpc_request_free(&req);
         return NULL;
     }
     if (err.code == 0)
-        reply = rpc_format_result(req.id, result, outlen);
+        reply = rpc_format_result_in(buf, cap, req.id, result, outlen);
     else
-        reply = rpc_format_error(req.id, err.code, err.message, err.data, outlen);
+        reply = rpc_format_error_in(buf, cap, req.id, err.code, err.message, err.data, outlen);
     if (!reply)
-        reply = rpc_format_error(req.id, RPC_INTERNAL_ERROR, "out of memory", NULL, outlen);
+        reply = rpc_format_error_in(buf, cap, req.id, RPC_INTERNAL_ERROR, "out of memory", NULL,
+                                    outlen);
     rpc_request_free(&req);
     return reply;
 }

@@ -21,8 +21,10 @@ const struct method *methods_find(const char *name);
 struct cJSON *methods_names_json(void);
 
 /* Dispatches one request line for client c and returns the reply line
- * (NULL for a notification with no reply). Never fails silently: out of
+ * (NULL for a notification with no reply): buf when it fits in cap bytes,
+ * else malloc'd, for the caller to free. Never fails silently: out of
  * memory becomes an internal error reply where possible. */
-char *methods_handle_line(struct client *c, const char *line, size_t len, size_t *outlen);
+char *methods_handle_line(struct client *c, const char *line, size_t len, size_t *outlen,
+                          char *buf, size_t cap);
 
 #endif

@@ -7,7 +7,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-struct cJSON;
+#include <cJSON.h>
+
 
 #define RPC_MAX_LINE (1 << 20) /* one request, without its newline */
 #define LINEBUF_CHUNK 65536     /* a linebuf grows by reads of this size */
@@ -51,11 +52,18 @@ size_t linebuf_pending(const struct linebuf *lb);
  * large request must not pin its memory for the connection's life). */
 void linebuf_shrink(struct linebuf *lb);
 
+#define RPC_FAST_TEXT 64 /* longest method or string id the fast path keeps */
 struct rpc_request {
     struct cJSON *root;   /* owned; free with rpc_request_free */
     struct cJSON *id;     /* NULL for a notification (no reply) */
     const char *method;
     struct cJSON *params; /* object, array, or NULL when absent */
+    /* A plain envelope (see rpc_parse) is read without building a tree:
+     * root stays NULL and id and method live here. */
+    struct cJSON id_store;
+    struct cJSON params_store; /* params given as {} */
+    char method_store[RPC_FAST_TEXT];
+    char id_text[RPC_FAST_TEXT];
 };
 
 struct rpc_error {
@@ -69,6 +77,9 @@ struct rpc_error {
  * with that id); req->root must be freed either way. A line that is only
  * whitespace returns 1 (nothing to do). */
 int rpc_parse(const char *line, size_t len, struct rpc_request *req, struct rpc_error *err);
+/* rpc_parse without its fast path for plain envelopes; the tests and the
+ * fuzzer check that both read every line the same way. */
+int rpc_parse_general(const char *line, size_t len, struct rpc_request *req, struct rpc_error *err);
 void rpc_request_free(struct rpc_request *req);
 
 /* Reply lines, newline-terminated, malloc'd. id may be NULL (JSON null).
@@ -76,6 +87,15 @@ void rpc_request_free(struct rpc_request *req);
 char *rpc_format_result(const struct cJSON *id, struct cJSON *result, size_t *len);
 char *rpc_format_error(const struct cJSON *id, int code, const char *message,
                        struct cJSON *data, size_t *len);
+/* An empty object for a result with nothing to say ({}): shared, never
+ * to be filled; the formatters know not to free it. */
+struct cJSON *rpc_empty_result(void);
+/* The same into buf (cap bytes) when the line fits there: the result is
+ * then buf itself, which the caller must not free; otherwise malloc'd. */
+char *rpc_format_result_in(char *buf, size_t cap, const struct cJSON *id, struct cJSON *result,
+                           size_t *len);
+char *rpc_format_error_in(char *buf, size_t cap, const struct cJSON *id, int code,
+                          const char *message, struct cJSON *data, size_t *len);
 void rpc_error_set(struct rpc_error *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

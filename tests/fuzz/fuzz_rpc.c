@@ -25,7 +25,10 @@
  *   - utf8_invalid_at agrees with an independent validator;
  *   - every reply from rpc_format_result/rpc_format_error is one line of
  *     valid UTF-8 JSON with "jsonrpc":"2.0" and an "id", as a client
- *     parsing replies strictly would require.
+ *     parsing replies strictly would require;
+ *   - rpc_parse (with its fast path for plain envelopes) reads every line
+ *     as rpc_parse_general (the tree) does: the same outcome, method, id
+ *     and params, and the same error.
  * Each complete line is copied into a buffer of its exact length before
  * rpc_parse, so a read past the line's end is reported by ASan instead of
  * landing in the rest of the linebuf. Only the first 32 lines starting in
@@ -64,6 +67,47 @@ static void check_reply(char *reply, size_t n, const char *what)
     free(reply);
 }
 
+/* The id and params of a request as the reply a handler echoing its
+ * params would send: equal texts mean equal requests for any handler. */
+static char *echo(const struct rpc_request *req, size_t *n)
+{
+    cJSON *result = cJSON_CreateObject();
+    if (!result)
+        abort();
+    if (req->params)
+        cJSON_AddItemToObject(result, "params", cJSON_Duplicate(req->params, 1));
+    char *reply = rpc_format_result(req->id, result, n);
+    if (!reply)
+        abort();
+    return reply;
+}
+
+static void same_as_general(const char *copy, size_t len, int rc, const struct rpc_request *req,
+                            const struct rpc_error *err)
+{
+    struct rpc_request g;
+    struct rpc_error gerr;
+    memset(&gerr, 0, sizeof(gerr));
+    int grc = rpc_parse_general(copy, len, &g, &gerr);
+    FUZZ_CHECK(rc == grc, "rpc_parse says %d, rpc_parse_general %d", rc, grc);
+    if (rc == 0) {
+        FUZZ_CHECK(strcmp(req->method, g.method) == 0, "method \"%s\" vs \"%s\"", req->method,
+                   g.method);
+        FUZZ_CHECK(!req->id == !g.id, "one read an id, the other none");
+        size_t a, b;
+        char *ra = echo(req, &a), *rb = echo(&g, &b);
+        FUZZ_CHECK(a == b && memcmp(ra, rb, a) == 0, "replies differ: %s vs %s", ra, rb);
+        free(ra);
+        free(rb);
+    } else if (rc < 0) {
+        FUZZ_CHECK(err->code == gerr.code && strcmp(err->message, gerr.message) == 0,
+                   "errors differ: %d %s vs %d %s", err->code, err->message, gerr.code,
+                   gerr.message);
+    }
+    cJSON_Delete(gerr.data);
+    rpc_request_free(&g);
+}
+
 static void handle_line(const char *line, size_t len)
 {
     /* Exact-size copy: see the header comment. */
@@ -84,6 +128,7 @@ static void handle_line(const char *line, size_t len)
 
     memset(&err, 0, sizeof(err));
     rc = rpc_parse(copy, len, &req, &err);
+    same_as_general(copy, len, rc, &req, &err);
     if (rc == 1) {
         FUZZ_CHECK(req.root == NULL && req.id == NULL, "blank line left a tree behind");
         for (size_t i = 0; i < len; i++)
@@ -91,7 +136,7 @@ static void handle_line(const char *line, size_t len)
                        "non-blank line (byte %zu = 0x%02x) reported as blank", i,
                        (unsigned char)copy[i]);
     } else if (rc == 0) {
-        FUZZ_CHECK(req.root && req.method && req.method[0], "accepted request without method");
+        FUZZ_CHECK(req.method && req.method[0], "accepted request without method");
         FUZZ_CHECK(fuzz_utf8_ref(copy, len) < 0, "accepted a request that is not UTF-8");
         FUZZ_CHECK(!req.params || cJSON_IsObject(req.params) || cJSON_IsArray(req.params),
                    "params of type %d accepted", req.params->type);

@@ -297,3 +297,73 @@ TEST(rpc_nul_escapes_refused)
     CHECK_STR(req.method, "a\\u0000");
     rpc_request_free(&req);
 }
+
+/* The echo a handler returning its params would send: equal texts mean
+ * the two parsers read the same id and params. */
+static char *echo_reply(const struct rpc_request *req)
+{
+    cJSON *res = cJSON_CreateObject();
+    if (req->params)
+        cJSON_AddItemToObject(res, "params", cJSON_Duplicate(req->params, 1));
+    size_t len;
+    return rpc_format_result(req->id, res, &len);
+}
+
+/* Plain envelopes are read without a tree (root stays NULL); everything
+ * else goes to the general parser. Either way each line is read exactly
+ * as rpc_parse_general reads it. */
+TEST(rpc_fast_path_reads_as_the_general_parser)
+{
+    static const struct {
+        const char *in;
+        bool fast;
+    } cases[] = {
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", true},
+        {" { \"method\" : \"status\" ,\t\"id\" : \"abc\" , \"jsonrpc\":\"2.0\" } \r", true},
+        {"{\"jsonrpc\":\"2.0\",\"id\":-42,\"method\":\"ping\",\"params\":{}}", true},
+        {"{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\",\"params\":null}", true},
+        {"{\"jsonrpc\":\"2.0\",\"method\":\"ping\"}", true},
+        {"{\"jsonrpc\":\"2.0\",\"id\":999999999999999,\"method\":\"version\"}", true},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1e3,\"method\":\"ping\"}", false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":2.5,\"method\":\"ping\"}", false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":-0,\"method\":\"ping\"}", false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":01,\"method\":\"ping\"}", false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1234567890123456,\"method\":\"ping\"}", false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":\"a\\\"b\",\"method\":\"ping\"}", false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"p\\u0069ng\"}", false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"h\xc3\xa9\"}", false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"a\":1}}", false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":[]}", false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"id\":2,\"method\":\"ping\"}", false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"x\":1}", false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\"}", false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}x", false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",}", false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1}", false},
+        {"{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"ping\"}", false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":true,\"method\":\"ping\"}", false},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"\x0b}", false},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *in = cases[i].in;
+        struct rpc_request a, b;
+        struct rpc_error ea = {0}, eb = {0};
+        int ra = rpc_parse(in, strlen(in), &a, &ea);
+        int rb = rpc_parse_general(in, strlen(in), &b, &eb);
+        CHECK_EQ_INT(ra, rb);
+        CHECK_EQ_INT(ra == 0 && a.root == NULL, cases[i].fast);
+        if (ra == 0 && rb == 0) {
+            CHECK_STR(a.method, b.method);
+            CHECK_EQ_INT(a.id == NULL, b.id == NULL);
+            char *x = echo_reply(&a), *y = echo_reply(&b);
+            CHECK_STR(x, y);
+            free(x);
+            free(y);
+        } else {
+            CHECK_EQ_INT(ea.code, eb.code);
+            CHECK_STR(ea.message, eb.message);
+        }
+        rpc_request_free(&a);
+        rpc_request_free(&b);
+    }
+}
