@@ -8,6 +8,8 @@ import os
 import subprocess
 import time
 
+import pytest
+
 from conftest import HEARTH
 
 SERVICE = r'''
@@ -111,6 +113,7 @@ def _events(client, want, timeout=15.0):
     raise AssertionError(f"event not seen; got {seen}")
 
 
+@pytest.mark.valgrind
 def test_ready_notify_status_stopping_reloading(hearth, tmp_path):
     t = Talker(tmp_path)
     hearth.start(hearth.config(services=[
@@ -187,6 +190,7 @@ def test_extend_timeout_usec_moves_the_ready_deadline(hearth, tmp_path):
     assert "no READY=1 on NOTIFY_SOCKET" in s["error"]
 
 
+@pytest.mark.valgrind
 def test_missed_watchdog_fails_health_and_restarts(hearth, tmp_path):
     t = Talker(tmp_path)
     t.ping(True)
@@ -273,6 +277,7 @@ def test_foreign_sender_is_refused(hearth, tmp_path):
     assert "refused a message" in hearth.log_text()
 
 
+@pytest.mark.valgrind
 def test_garbage_is_ignored_and_pings_still_count(hearth, tmp_path):
     t = Talker(tmp_path)
     t.ping(True)
