@@ -697,6 +697,16 @@ static int notify_env(struct service *s, struct launch_plan *plan)
         snprintf(s->error, sizeof(s->error), "NOTIFY_SOCKET: %s", err);
         return -1;
     }
+    /* What the previous run left queued is not this run's news (its
+     * senders are gone and would be refused anyway); bounded, so a flood
+     * cannot hold the start. */
+    for (int i = 0; i < 256; i++) {
+        char junk[64];
+        struct notify_sender from;
+        bool truncated;
+        if (notify_recv(s->nsock, junk, sizeof(junk), &from, &truncated) < 0)
+            break;
+    }
     char usec[32];
     snprintf(usec, sizeof(usec), "%lld", (long long)s->watchdog_ms * 1000);
     if (launch_env_set(plan, "NOTIFY_SOCKET", s->nsock_addr) < 0 ||
@@ -789,7 +799,7 @@ static void notify_apply(struct service *s, const struct notify_msg *m)
         s->nstopping = true;
         log_info("service %s: says it is stopping", s->cfg->name);
     }
-    if (m->reloading) {
+    if (m->reloading && !s->nreloading) {
         s->nreloading = true;
         log_info("service %s: says it is reloading", s->cfg->name);
     }

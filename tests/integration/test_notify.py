@@ -13,7 +13,7 @@ import pytest
 from conftest import HEARTH
 
 SERVICE = r'''
-import ast, json, os, socket, sys, time
+import ast, json, os, signal, socket, sys, time
 d = sys.argv[1]
 env = {k: os.environ.get(k) for k in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")}
 with open(os.path.join(d, "env.tmp"), "w") as f:
@@ -22,6 +22,15 @@ os.rename(os.path.join(d, "env.tmp"), os.path.join(d, "env.json"))
 addr = env["NOTIFY_SOCKET"]
 addr = "\0" + addr[1:] if addr.startswith("@") else addr
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+
+def term(sig, frame):
+    # With a "hold" file: asks for more time to stop instead of stopping.
+    if os.path.exists(os.path.join(d, "hold")):
+        s.sendto(b"STOPPING=1\nEXTEND_TIMEOUT_USEC=30000000", addr)
+        return
+    sys.exit(0)
+
+signal.signal(signal.SIGTERM, term)
 # Lines already sent, kept across restarts so a new process does not
 # send them again.
 try:
@@ -191,6 +200,29 @@ def test_extend_timeout_usec_moves_the_ready_deadline(hearth, tmp_path):
 
 
 @pytest.mark.valgrind
+def test_extend_timeout_usec_while_stopping_is_bounded(hearth, tmp_path):
+    t = Talker(tmp_path)
+    hearth.start(hearth.config(services=[
+        {"name": "keeper", "argv": ["sleep", "1000"], "main": True},
+        t.service(ready={"notify": True}, stop={"timeout_ms": 1000})]))
+    t.env(hearth)
+    t.send(b"READY=1")
+    _state(hearth, "svc", "running")
+    (t.dir / "hold").write_text("")
+    t0 = time.monotonic()
+    hearth.rpc("services.stop", {"name": "svc"})
+    hearth.wait_for(lambda: hearth.service("svc")["notify"]["stopping"], what="STOPPING=1")
+    time.sleep(max(0.0, t0 + 1.5 - time.monotonic()))
+    # Past stop.timeout_ms, still given time: the service asked for 30 s.
+    assert hearth.service("svc")["state"] == "stopping"
+    _state(hearth, "svc", "stopped")
+    # ...but not 30 s: the kill came at twice stop.timeout_ms (bounded
+    # here only against the 30 s asked for, not timed).
+    assert time.monotonic() - t0 < 20
+    assert "stop deadline extended" in hearth.log_text()
+    assert "no exit 1000 ms after it was asked to stop, killing" in hearth.log_text()
+
+
 def test_missed_watchdog_fails_health_and_restarts(hearth, tmp_path):
     t = Talker(tmp_path)
     t.ping(True)
