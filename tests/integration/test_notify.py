@@ -294,13 +294,21 @@ def test_foreign_sender_is_refused(hearth, tmp_path):
     assert s["notify"]["messages"] == 0
     # A process outside hearth entirely (here: in hearth's network
     # namespace, not in its pid namespace) is refused too.
+    # It also passes descriptors along: hearth closes them, keeping none.
     addr = t.env(hearth)["NOTIFY_SOCKET"]
     before = hearth.service("svc")["notify"]["refused"]
+    fds_before = len(os.listdir(f"/proc/{hearth.pid}/fd"))
     subprocess.run(["nsenter", "-t", str(hearth.pid), "-n", "/usr/bin/python3", "-c",
-                    "import socket,sys; s=socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); "
-                    "s.sendto(b'READY=1', '\\0' + sys.argv[1][1:])", addr], check=True)
-    hearth.wait_for(lambda: hearth.service("svc")["notify"]["refused"] > before,
+                    "import os,socket,sys; s=socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); "
+                    "s.connect('\\0' + sys.argv[1][1:]); r,w=os.pipe()\n"
+                    "for i in range(50): socket.send_fds(s, [b'READY=1'], [r, w, r])",
+                    addr], check=True)
+    hearth.wait_for(lambda: hearth.service("svc")["notify"]["refused"] >= before + 50,
                     what="the outsider refused")
+    # (A control connection of a moment ago may still be counted in
+    # fds_before; 150 descriptors kept would be far more.)
+    hearth.wait_for(lambda: len(os.listdir(f"/proc/{hearth.pid}/fd")) <= fds_before,
+                    what="no descriptor kept")
     assert hearth.service("svc")["state"] == "starting"
     # The service's own READY=1 is taken.
     t.send(b"READY=1\nSTATUS=mine")
