@@ -222,21 +222,23 @@ int cgroup_kill(const char *leaf)
     return 0;
 }
 
-int cgroup_pid_service(pid_t pid)
+/* 1 when /proc/PID/cgroup's unified line names dir (a cgroup2 directory
+ * under the mount point) or a directory below it, 0 when it names another,
+ * -1 when unreadable or without a unified line (the process is gone). */
+static int pid_under(pid_t pid, const char *dir)
 {
     char path[64], buf[4096], rel[CGROUP_PATH_MAX];
 
-    if (!base[0])
-        return 0;
     snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
     if (read_file(path, buf, sizeof(buf)) <= 0)
         return -1;
-    /* services_dir relative to the mount point is what the peer's "0::"
-     * line shows: hearth reads it, so the path is relative to hearth's
-     * cgroup namespace even when the peer has one of its own. */
-    snprintf(rel, sizeof(rel), "%s", services_dir + strlen(mount_point));
+    /* dir relative to the mount point is what the process's "0::" line
+     * shows: hearth reads it, so the path is relative to hearth's cgroup
+     * namespace even when the process has one of its own. */
+    snprintf(rel, sizeof(rel), "%s", dir + strlen(mount_point));
     bool seen = false;
-    for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n")) {
+    char *save = NULL;
+    for (char *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
         if (strncmp(l, "0::", 3) != 0)
             continue;
         seen = true;
@@ -246,6 +248,21 @@ int cgroup_pid_service(pid_t pid)
     }
     /* No unified line (a process already past exit): not identified. */
     return seen ? 0 : -1;
+}
+
+int cgroup_pid_service(pid_t pid)
+{
+    if (!base[0])
+        return 0;
+    return pid_under(pid, services_dir);
+}
+
+int cgroup_pid_in_leaf(pid_t pid, const char *leaf)
+{
+    size_t ml = strlen(mount_point);
+    if (!base[0] || !leaf || strncmp(leaf, mount_point, ml) != 0)
+        return -1;
+    return pid_under(pid, leaf);
 }
 
 bool cgroup_pid_in_services(pid_t pid)

@@ -33,6 +33,11 @@ bool cgroup_pid_in_services(pid_t pid);
  * (or hearth has no cgroups), -1 when /proc/PID/cgroup cannot be read or
  * shows no cgroup2 line (the process is gone). */
 int cgroup_pid_service(pid_t pid);
+/* Whether pid runs in the service leaf leaf (or below it): 1 yes, 0 no,
+ * -1 when that cannot be told (no cgroups, /proc/PID/cgroup unreadable or
+ * without a cgroup2 line: the process is gone). Fails closed for callers
+ * that accept only 1. */
+int cgroup_pid_in_leaf(pid_t pid, const char *leaf);
 /* Whether the leaf holds no process. */
 bool cgroup_is_empty(const char *leaf);
 

@@ -200,7 +200,8 @@ static int parse_exec(struct check_spec *spec, const cJSON *v, char *err, size_t
 int check_spec_from_json(const struct cJSON *obj, struct check_spec *spec, char *err,
                          size_t errlen)
 {
-    static const char *const kinds[] = {"tcp", "unix", "file", "exec", "notify_fd", "http"};
+    static const char *const kinds[] = {"tcp",  "unix",   "file",       "exec",
+                                        "notify_fd", "http", "notify", "watchdog_ms"};
     const cJSON *which = NULL;
     const char *key = NULL;
     int n = 0;
@@ -219,8 +220,10 @@ int check_spec_from_json(const struct cJSON *obj, struct check_spec *spec, char 
         }
     }
     if (n != 1) {
-        snprintf(err, errlen, n ? "only one of tcp, http, unix, file, notify_fd, exec may be given"
-                                : "needs one of tcp, http, unix, file, notify_fd, exec");
+        snprintf(err, errlen, n ? "only one of tcp, http, unix, file, notify_fd, notify, exec, "
+                                  "watchdog_ms may be given"
+                                : "needs one of tcp, http, unix, file, notify_fd, notify, exec, "
+                                  "watchdog_ms");
         return -1;
     }
     if (get_int(obj, "timeout_ms", &spec->timeout_ms, err, errlen) < 0 ||
@@ -237,6 +240,23 @@ int check_spec_from_json(const struct cJSON *obj, struct check_spec *spec, char 
             return -1;
         }
         spec->notify_fd = (int)fd;
+        return 1;
+    }
+    if (strcmp(key, "notify") == 0) {
+        if (!cJSON_IsTrue(which)) {
+            snprintf(err, errlen, "notify: expected true");
+            return -1;
+        }
+        spec->notify = true;
+        return 1;
+    }
+    if (strcmp(key, "watchdog_ms") == 0) {
+        if (get_int(obj, "watchdog_ms", &spec->watchdog_ms, err, errlen) < 0)
+            return -1;
+        if (spec->watchdog_ms < 1) {
+            snprintf(err, errlen, "watchdog_ms: expected at least 1");
+            return -1;
+        }
         return 1;
     }
     if (strcmp(key, "exec") == 0) {

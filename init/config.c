@@ -896,14 +896,33 @@ static int one_of(const cJSON *v, struct vctx *c, const char *const *keys, const
 
 static int check_ready(const cJSON *v, struct vctx *c)
 {
-    static const char *const keys[] = {"tcp", "http", "unix", "file", "notify_fd", "exec", NULL};
-    return one_of(v, c, keys, "tcp, http, unix, file, notify_fd, exec");
+    static const char *const keys[] = {"tcp",    "http", "unix", "file", "notify_fd",
+                                       "notify", "exec", NULL};
+    const cJSON *n = get(v, "notify");
+    if (n && !cJSON_IsTrue(n)) {
+        path_key(c, "notify");
+        return verr(c, "only true is meaningful (leave ready out instead)");
+    }
+    return one_of(v, c, keys, "tcp, http, unix, file, notify_fd, notify, exec");
 }
 
 static int check_health(const cJSON *v, struct vctx *c)
 {
-    static const char *const keys[] = {"tcp", "http", "unix", "exec", NULL};
-    return one_of(v, c, keys, "tcp, http, unix, exec");
+    static const char *const keys[] = {"tcp", "http", "unix", "exec", "watchdog_ms", NULL};
+    if (one_of(v, c, keys, "tcp, http, unix, exec, watchdog_ms") < 0)
+        return -1;
+    /* The service pings; hearth probes nothing, so there is no interval
+     * or probe time to give. */
+    if (get(v, "watchdog_ms")) {
+        static const char *const probe_only[] = {"interval_ms", "timeout_ms", NULL};
+        for (const char *const *k = probe_only; *k; k++) {
+            if (get(v, *k)) {
+                path_key(c, *k);
+                return verr(c, "not used with watchdog_ms (a missed ping is the failure)");
+            }
+        }
+    }
+    return 0;
 }
 
 /* A code cannot both force a restart and prevent one: which rule won
@@ -1238,6 +1257,7 @@ static const struct key k_ready[] = {
     KEY("unix", &s_abspath),
     KEY("file", &s_abspath),
     KEY("notify_fd", INT(3, 1023)),
+    KEY("notify", &s_bool),
     KEY("exec", &s_argv),
     KEY("timeout_ms", &s_ms),
     {0}};
@@ -1247,6 +1267,7 @@ static const struct key k_health[] = {
     KEY("http", &s_http_target),
     KEY("unix", &s_abspath),
     KEY("exec", &s_argv),
+    KEY("watchdog_ms", INT(1, INT64_C(2147483647))),
     KEY("interval_ms", INT(1, INT53)),
     KEY("timeout_ms", &s_ms),
     KEY("failures", INT(1, INT53)),

@@ -59,6 +59,22 @@ static bool env_has(char **env, size_t n, const char *key)
     return false;
 }
 
+int launch_env_set(struct launch_plan *p, const char *key, const char *value)
+{
+    size_t kl = strlen(key);
+    if (value)
+        return env_set(&p->env, &p->n_env, key, kl, value, strlen(value));
+    for (size_t i = 0; i < p->n_env; i++) {
+        if (strncmp(p->env[i], key, kl) == 0 && p->env[i][kl] == '=') {
+            free(p->env[i]);
+            memmove(&p->env[i], &p->env[i + 1], (p->n_env - i) * sizeof(char *));
+            p->n_env--;
+            return 0;
+        }
+    }
+    return 0;
+}
+
 /* KEY=VALUE lines; '#' comments and blank lines; an optional "export ";
  * values may be 'single' (literal) or "double" quoted (\" \\ \n \t \$
  * escapes) or bare (trailing spaces and a " #comment" cut). */

@@ -42,6 +42,9 @@ struct launch_plan {
  * or file ("env_files[0] /root/.hermes/.env:3: expected KEY=VALUE"). */
 int launch_prepare(const struct service_config *c, struct launch_plan *p, char *err, size_t errlen);
 void launch_free(struct launch_plan *p);
+/* Sets KEY=value in a prepared plan's environment, replacing any value it
+ * had; value NULL removes the key. -1 when out of memory. */
+int launch_env_set(struct launch_plan *p, const char *key, const char *value);
 /* Per-sandbox variables (sandbox.init): added after a service's own env
  * and before its env_files. The array stays owned by the caller and must
  * live until the next call. */

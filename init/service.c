@@ -21,6 +21,7 @@
 #include "log.h"
 #include "launch.h"
 #include "logring.h"
+#include "notify.h"
 #include "reaper.h"
 #include "redact.h"
 
@@ -92,6 +93,23 @@ struct service {
     int notify_fd;            /* ready.notify_fd in the child; 0 = not used */
     int notify_rd;            /* hearth's end of that pipe, -1 when closed */
     ev_io notify_io;
+    bool ready_notify;        /* ready.notify: READY=1 on NOTIFY_SOCKET makes it running */
+    bool ready_extended;      /* EXTEND_TIMEOUT_USEC moved ready_deadline */
+    /* NOTIFY_SOCKET (ready.notify, health.watchdog_ms): its own datagram
+     * socket, bound at boot and kept for hearth's life */
+    int nsock;                /* -1 = none */
+    ev_io nsock_io;
+    char nsock_addr[NOTIFY_ADDR_MAX];
+    char nstatus[NOTIFY_STATUS_MAX]; /* the last STATUS= */
+    bool nstopping, nreloading;      /* STOPPING=1, RELOADING=1 this run */
+    unsigned long n_msgs;     /* datagrams accepted */
+    unsigned long n_refused;  /* from a process outside the service, or without credentials */
+    unsigned long n_bad;      /* oversized, holding a NUL, or lines not understood */
+    int64_t n_last_ms;        /* when the last accepted datagram came; 0 = none */
+    int64_t watchdog_ms;      /* health.watchdog_ms; 0 = no watchdog */
+    int64_t wd_last_ms;       /* the last WATCHDOG=1; 0 = none */
+    int64_t stop_began_ms;    /* bounds EXTEND_TIMEOUT_USEC during a stop */
+    const char *cause;        /* why the next state change happens ("notify", "watchdog") */
     /* health: periodic probes while running */
     bool has_health;
     struct check_spec health;
@@ -196,7 +214,10 @@ static void set_state(struct service *s, enum svc_state to)
             cJSON_AddItemToObject(p, "last_exit", exit_json(s));
         if (s->error[0])
             cJSON_AddStringToObject(p, "error", s->error);
+        if (s->cause)
+            cJSON_AddStringToObject(p, "cause", s->cause);
     }
+    s->cause = NULL;
     events_emit("service.state", p);
 }
 
@@ -615,6 +636,263 @@ static void oom_watch(struct service *s)
         log_warn("service %s: unable to watch %s: %s", s->cfg->name, path, strerror(errno));
 }
 
+/* ---- NOTIFY_SOCKET: systemd's readiness protocol ---- */
+
+static bool wants_nsock(const struct service *s)
+{
+    return s->ready_notify || s->watchdog_ms;
+}
+
+static void nsock_cb(struct ev_loop *loop, ev_io *w, int revents);
+
+static int nsock_open(struct service *s, char *err, size_t errlen)
+{
+    if (s->nsock >= 0)
+        return 0;
+    s->nsock = notify_open(s->cfg->name, s->nsock_addr, sizeof(s->nsock_addr), err, errlen);
+    if (s->nsock < 0)
+        return -1;
+    ev_io_init(&s->nsock_io, nsock_cb, s->nsock, EV_READ);
+    s->nsock_io.data = s;
+    ev_io_start(H.loop, &s->nsock_io);
+    log_debug("service %s: NOTIFY_SOCKET %s", s->cfg->name, s->nsock_addr);
+    return 0;
+}
+
+static void nsock_close(struct service *s)
+{
+    if (s->nsock < 0)
+        return;
+    ev_io_stop(H.loop, &s->nsock_io);
+    close(s->nsock);
+    s->nsock = -1;
+}
+
+/* NOTIFY_SOCKET and WATCHDOG_USEC for a service that speaks the protocol;
+ * for one that does not, whatever hearth itself inherited is removed (a
+ * hearth started by systemd must not hand its own socket on), unless the
+ * service's env sets it. WATCHDOG_PID is not set: without it sd_notify's
+ * sd_watchdog_enabled accepts any process, and the pid is only known
+ * after the fork. */
+static int notify_env(struct service *s, struct launch_plan *plan)
+{
+    static const char *const keys[] = {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"};
+    char err[160];
+
+    s->nstopping = s->nreloading = false;
+    s->nstatus[0] = 0;
+    s->wd_last_ms = 0;
+    s->ready_extended = false;
+    if (!wants_nsock(s)) {
+        for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+            bool own = false;
+            for (size_t j = 0; j < s->cfg->n_env && !own; j++)
+                own = strcmp(s->cfg->env[j].key, keys[i]) == 0;
+            if (!own && launch_env_set(plan, keys[i], NULL) < 0)
+                goto nomem;
+        }
+        return 0;
+    }
+    if (nsock_open(s, err, sizeof(err)) < 0) {
+        snprintf(s->error, sizeof(s->error), "NOTIFY_SOCKET: %s", err);
+        return -1;
+    }
+    /* What the previous run left queued is not this run's news (its
+     * senders are gone and would be refused anyway); bounded, so a flood
+     * cannot hold the start. */
+    for (int i = 0; i < 256; i++) {
+        char junk[64];
+        struct notify_sender from;
+        bool truncated;
+        if (notify_recv(s->nsock, junk, sizeof(junk), &from, &truncated) < 0)
+            break;
+    }
+    char usec[32];
+    snprintf(usec, sizeof(usec), "%lld", (long long)s->watchdog_ms * 1000);
+    if (launch_env_set(plan, "NOTIFY_SOCKET", s->nsock_addr) < 0 ||
+        launch_env_set(plan, "WATCHDOG_USEC", s->watchdog_ms ? usec : NULL) < 0 ||
+        launch_env_set(plan, "WATCHDOG_PID", NULL) < 0)
+        goto nomem;
+    return 0;
+nomem:
+    snprintf(s->error, sizeof(s->error), "environment: %s", strerror(errno));
+    return -1;
+}
+
+/* Whether a datagram's sender belongs to the service: its main process
+ * (hearth's child, so its pid cannot be reused before hearth reaps it),
+ * or any process of its cgroup leaf (systemd's NotifyAccess=all, bounded
+ * by the cgroup), or without cgroups one of its session. Everything else,
+ * a sender without credentials or from outside hearth's pid namespace
+ * (pid 0) included, is refused. A helper that sent and exited at once may
+ * be refused as gone: the check fails closed. */
+static bool nsender_ok(const struct service *s, const struct notify_sender *f, char *why,
+                       size_t wlen)
+{
+    if (!f->creds || f->pid <= 0) {
+        snprintf(why, wlen, f->creds ? "sender outside hearth's pid namespace" : "no credentials");
+        return false;
+    }
+    if (s->pid <= 0) {
+        snprintf(why, wlen, "pid %d: the service is not running", (int)f->pid);
+        return false;
+    }
+    if (f->pid == s->pid)
+        return true;
+    if (s->cgroup[0]) {
+        int in = cgroup_pid_in_leaf(f->pid, s->cgroup);
+        if (in == 1)
+            return true;
+        snprintf(why, wlen, "pid %d %s", (int)f->pid,
+                 in == 0 ? "is not in the service's cgroup" : "cannot be identified (gone?)");
+        return false;
+    }
+    if (notify_pid_session(f->pid) == s->pid)
+        return true;
+    snprintf(why, wlen, "pid %d is not in the service's session", (int)f->pid);
+    return false;
+}
+
+static void health_result(struct service *s, bool ok, const char *detail);
+static void ready_arm_deadline(struct service *s);
+
+/* EXTEND_TIMEOUT_USEC: the deadline of what the service is doing now is
+ * at least that far away. Starting: the readiness deadline (unbounded,
+ * like ready.timeout_ms 0: a starting service holds nothing of hearth's).
+ * Stopping: the kill, but never later than twice stop.timeout_ms after
+ * the stop began, so a service cannot hold a shutdown for ever. */
+static void notify_extend(struct service *s, uint64_t usec)
+{
+    int64_t ms = usec / 1000 > (uint64_t)INT32_MAX ? INT32_MAX : (int64_t)(usec / 1000);
+    int64_t now = mono_ms();
+
+    if (s->state == SVC_STARTING && s->ready_timeout_ms) {
+        if (now + ms <= s->ready_deadline)
+            return;
+        s->ready_deadline = now + ms;
+        s->ready_extended = true;
+        if (s->ready_notify && !suspended)
+            ready_arm_deadline(s);
+        log_debug("service %s: readiness deadline extended by %lld ms", s->cfg->name,
+                  (long long)ms);
+    } else if (s->state == SVC_STOPPING && !s->killed && ev_is_active(&s->timer)) {
+        int64_t left = (int64_t)(ev_timer_remaining(H.loop, &s->timer) * 1000.0);
+        int64_t cap = s->stop_began_ms + 2 * s->cfg->stop_timeout_ms - now;
+        int64_t want = ms < cap ? ms : cap;
+        if (want > left) {
+            timer_start(s, want);
+            log_debug("service %s: stop deadline extended to %lld ms from now", s->cfg->name,
+                      (long long)want);
+        }
+    }
+}
+
+static void notify_apply(struct service *s, const struct notify_msg *m)
+{
+    int64_t now = mono_ms();
+
+    if (m->has_status && strcmp(s->nstatus, m->status) != 0) {
+        memcpy(s->nstatus, m->status, sizeof(s->nstatus));
+        log_debug("service %s: STATUS=%s", s->cfg->name, s->nstatus);
+    }
+    if (m->stopping && !s->nstopping) {
+        s->nstopping = true;
+        log_info("service %s: says it is stopping", s->cfg->name);
+    }
+    if (m->reloading && !s->nreloading) {
+        s->nreloading = true;
+        log_info("service %s: says it is reloading", s->cfg->name);
+    }
+    if (m->has_extend)
+        notify_extend(s, m->extend_usec);
+    if (m->ready) {
+        /* READY=1 also ends a reload (systemd's RELOADING=1 ... READY=1). */
+        s->nreloading = false;
+        if (s->state == SVC_STARTING && s->ready_notify) {
+            log_debug("service %s: READY=1", s->cfg->name);
+            s->cause = "notify";
+            dispatch(s, E_READY);
+        }
+    }
+    if (s->watchdog_ms && (m->watchdog || m->watchdog_trigger)) {
+        if (m->watchdog)
+            s->wd_last_ms = now;
+        /* A trigger counts as a missed ping at once; a ping re-arms the
+         * one timer. */
+        if (m->watchdog_trigger)
+            health_result(s, false, "WATCHDOG=trigger");
+        else
+            health_result(s, true, NULL);
+    }
+}
+
+/* Drains the socket, a bounded number of datagrams per wake-up so a
+ * flood cannot hold the loop: each is checked for its sender, parsed and
+ * applied, or dropped and counted. */
+static void nsock_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct service *s = w->data;
+    char buf[NOTIFY_DATAGRAM_MAX];
+
+    for (int i = 0; i < 64; i++) {
+        struct notify_sender from;
+        bool truncated;
+        ssize_t n = notify_recv(s->nsock, buf, sizeof(buf), &from, &truncated);
+        if (n < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                log_warn("service %s: NOTIFY_SOCKET: recvmsg: %s", s->cfg->name, strerror(errno));
+            return;
+        }
+        /* The exec pipe's EOF may be waiting in the same wake-up: a
+         * service that says READY=1 has exec'd, and readiness starts from
+         * the exec (a_running), so that comes first. */
+        if (s->exec_fd >= 0)
+            exec_cb(loop, &s->exec_io, 0);
+        char why[128];
+        if (!nsender_ok(s, &from, why, sizeof(why))) {
+            s->n_refused++;
+            /* Logged at 1, 2, 4, 8...: a flood does not flood the log. */
+            if ((s->n_refused & (s->n_refused - 1)) == 0)
+                log_warn("service %s: NOTIFY_SOCKET: refused a message (%lu so far): %s",
+                         s->cfg->name, s->n_refused, why);
+            continue;
+        }
+        struct notify_msg m;
+        if (truncated || notify_parse(buf, (size_t)n, &m) < 0) {
+            s->n_bad++;
+            log_debug("service %s: NOTIFY_SOCKET: dropped a %s datagram", s->cfg->name,
+                      truncated ? "longer than 4096-byte" : n ? "binary" : "empty");
+            continue;
+        }
+        s->n_msgs++;
+        s->n_bad += m.ignored;
+        s->n_last_ms = mono_ms();
+        notify_apply(s, &m);
+    }
+}
+
+static cJSON *notify_json(const struct service *s, int64_t now)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddStringToObject(o, "socket", s->nsock_addr);
+    cJSON_AddStringToObject(o, "status", s->nstatus);
+    cJSON_AddBoolToObject(o, "stopping", s->nstopping);
+    cJSON_AddBoolToObject(o, "reloading", s->nreloading);
+    cJSON_AddNumberToObject(o, "messages", (double)s->n_msgs);
+    cJSON_AddNumberToObject(o, "refused", (double)s->n_refused);
+    cJSON_AddNumberToObject(o, "ignored", (double)s->n_bad);
+    if (s->n_last_ms)
+        cJSON_AddNumberToObject(o, "last_message_ms", (double)(now - s->n_last_ms));
+    if (s->watchdog_ms) {
+        cJSON_AddNumberToObject(o, "watchdog_ms", (double)s->watchdog_ms);
+        if (s->wd_last_ms)
+            cJSON_AddNumberToObject(o, "last_watchdog_ms", (double)(now - s->wd_last_ms));
+    }
+    return o;
+}
+
 static int spawn(struct service *s)
 {
     int p[2];
@@ -650,6 +928,12 @@ static int spawn(struct service *s)
         return -1;
     }
     register_file_values(s->cfg, &plan);
+    if (notify_env(s, &plan) < 0) {
+        close(p[0]);
+        close(p[1]);
+        launch_free(&plan);
+        return -1;
+    }
     if (contain_prepare(s->cfg, H.cfg, H.config_path, launch_is_root(&plan), s->cgroup,
                         &plan.contain, s->error, sizeof(s->error)) < 0) {
         close(p[0]);
@@ -780,8 +1064,13 @@ static void ready_attempt(struct service *s);
 
 static void ready_give_up(struct service *s, const char *detail)
 {
-    snprintf(s->error, sizeof(s->error), "not ready after %lld ms: %s",
-             (long long)s->ready_timeout_ms, detail);
+    if (s->ready_extended)
+        snprintf(s->error, sizeof(s->error),
+                 "not ready after %lld ms (deadline extended by EXTEND_TIMEOUT_USEC): %s",
+                 (long long)(mono_ms() - s->since_ms), detail);
+    else
+        snprintf(s->error, sizeof(s->error), "not ready after %lld ms: %s",
+                 (long long)s->ready_timeout_ms, detail);
     log_warn("service %s: %s; killing it", s->cfg->name, s->error);
     signal_group(s, SIGKILL);
     if (s->cgroup[0])
@@ -861,10 +1150,17 @@ static void ready_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
         ready_give_up(s, why);
         return;
     }
+    if (s->ready_notify) {
+        char why[sizeof(s->nstatus) + 64];
+        snprintf(why, sizeof(why), "no READY=1 on NOTIFY_SOCKET%s%s%s",
+                 s->nstatus[0] ? " (last STATUS=" : "", s->nstatus, s->nstatus[0] ? ")" : "");
+        ready_give_up(s, why);
+        return;
+    }
     ready_attempt(s);
 }
 
-/* notify_fd: no probing, only the overall deadline (if any) from now. */
+/* notify_fd, notify: no probing, only the overall deadline (if any). */
 static void ready_arm_deadline(struct service *s)
 {
     int64_t left = s->ready_deadline - mono_ms();
@@ -878,7 +1174,7 @@ static void ready_arm_deadline(struct service *s)
 static void ready_attempt(struct service *s)
 {
     char err[160];
-    if (s->notify_fd) {
+    if (s->notify_fd || s->ready_notify) {
         ready_arm_deadline(s);
         return;
     }
@@ -932,6 +1228,8 @@ static void health_event(struct service *s, const char *action)
         cJSON_AddNumberToObject(p, "threshold", s->health_threshold);
         if (s->health_fails && s->health_detail[0])
             cJSON_AddStringToObject(p, "detail", s->health_detail);
+        if (s->watchdog_ms)
+            cJSON_AddStringToObject(p, "cause", "watchdog");
         if (action)
             cJSON_AddStringToObject(p, "action", action);
     }
@@ -945,13 +1243,16 @@ static void health_stop(struct service *s)
     ev_timer_stop(H.loop, &s->health_timer);
 }
 
-/* The next probe in ms; nothing while suspended (the resume re-arms it). */
+/* The next probe in ms; nothing while suspended (the resume re-arms it).
+ * With health.watchdog_ms the same timer is the ping deadline instead:
+ * exactly watchdog_ms from now (not on the grid), whatever ms says. */
 static void health_arm(struct service *s, int64_t ms)
 {
     ev_timer_stop(H.loop, &s->health_timer);
     if (!s->has_health || s->state != SVC_RUNNING || suspended || s->hprobe)
         return;
-    ev_timer_set(&s->health_timer, hearth_grid_delay(ms), 0.);
+    ev_timer_set(&s->health_timer,
+                 s->watchdog_ms ? (double)s->watchdog_ms / 1000.0 : hearth_grid_delay(ms), 0.);
     ev_timer_start(H.loop, &s->health_timer);
 }
 
@@ -959,7 +1260,15 @@ static void health_done(void *ctx, bool ok, const char *detail)
 {
     struct service *s = ctx;
     s->hprobe = NULL;
-    if (s->state != SVC_RUNNING || suspended)
+    health_result(s, ok, detail);
+}
+
+/* One check's outcome, from a probe or from the watchdog (a ping passes,
+ * a missed deadline or WATCHDOG=trigger fails): counted, reported, and
+ * the next check armed; the threshold stops the service. */
+static void health_result(struct service *s, bool ok, const char *detail)
+{
+    if (s->state != SVC_RUNNING || suspended || !s->has_health)
         return;
     s->health_checks++;
     s->health_last_ms = mono_ms();
@@ -976,6 +1285,8 @@ static void health_done(void *ctx, bool ok, const char *detail)
         log_warn("service %s: health check failed (%u of %u): %s", s->cfg->name, s->health_fails,
                  s->health_threshold, s->health_detail);
         if (s->health_fails >= s->health_threshold) {
+            if (s->watchdog_ms)
+                s->cause = "watchdog";
             dispatch(s, E_UNHEALTHY);
             return;
         }
@@ -1001,6 +1312,12 @@ static void health_attempt(struct service *s)
 static void health_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct service *s = w->data;
+    if (s->watchdog_ms) {
+        char why[96];
+        snprintf(why, sizeof(why), "no WATCHDOG=1 within %lld ms", (long long)s->watchdog_ms);
+        health_result(s, false, why);
+        return;
+    }
     if (s->state == SVC_RUNNING && !suspended && !s->hprobe)
         health_attempt(s);
 }
@@ -1030,6 +1347,7 @@ static enum svc_state a_unhealthy(struct service *s)
     s->unhealthy_stop = true;
     health_event(s, s->cfg->restart == RESTART_NEVER ? "stop" : "restart");
     ev_timer_stop(H.loop, &s->timer);
+    s->stop_began_ms = mono_ms();
     signal_group(s, s->cfg->stop_signal);
     timer_start(s, s->cfg->stop_timeout_ms);
     return SVC_STOPPING;
@@ -1041,6 +1359,7 @@ static enum svc_state a_running(struct service *s)
         /* exec worked; "running" waits for the readiness check (after the
          * resume, when suspended). */
         s->ready_deadline = mono_ms() + s->ready_timeout_ms;
+        s->ready_extended = false;
         s->ready_why[0] = 0;
         if (!suspended)
             ready_attempt(s);
@@ -1066,6 +1385,7 @@ static enum svc_state a_stop(struct service *s)
     s->restart_signal = 0;
     ready_cancel(s);
     ev_timer_stop(H.loop, &s->timer);
+    s->stop_began_ms = mono_ms();
     signal_group(s, sig);
     timer_start(s, s->cfg->stop_timeout_ms);
     return SVC_STOPPING;
@@ -1260,6 +1580,7 @@ static void dispatch(struct service *s, enum svc_event ev)
         return;
     }
     set_state(s, fn(s));
+    s->cause = NULL;
     after_transition(s);
 }
 
@@ -1369,6 +1690,7 @@ int services_init(const struct config *cfg)
         s->state = SVC_STOPPED;
         s->exec_fd = -1;
         s->notify_rd = -1;
+        s->nsock = -1;
         s->oom_wd = -1;
         for (int k = 0; k < 2; k++) {
             s->out[k].fd = -1;
@@ -1411,6 +1733,7 @@ int services_init(const struct config *cfg)
             } else if (rc == 1) {
                 s->has_ready = true;
                 s->notify_fd = s->ready.notify_fd;
+                s->ready_notify = s->ready.notify;
                 s->ready_timeout_ms = s->ready.timeout_ms;
             } else {
                 log_warn("service %s: ready: %s", s->cfg->name, err);
@@ -1421,8 +1744,10 @@ int services_init(const struct config *cfg)
         const cJSON *hj = cJSON_GetObjectItemCaseSensitive(s->cfg->json, "health");
         if (hj) {
             char err[160];
-            if (check_spec_from_json(hj, &s->health, err, sizeof(err)) == 0) {
+            int rc = check_spec_from_json(hj, &s->health, err, sizeof(err));
+            if (rc == 0 || (rc == 1 && s->health.watchdog_ms > 0)) {
                 s->has_health = true;
+                s->watchdog_ms = s->health.watchdog_ms;
                 s->health_interval_ms = s->health.interval_ms ? s->health.interval_ms : 10000;
                 s->health_threshold = s->health.failures ? (unsigned)s->health.failures : 3;
             } else {
@@ -1431,6 +1756,13 @@ int services_init(const struct config *cfg)
         }
         if (s->cfg->main)
             main_index = (int)i;
+        /* Bound now, before any service runs (see notify.c); a failure is
+         * tried again, and reported, at each start. */
+        if (wants_nsock(s)) {
+            char err[160];
+            if (nsock_open(s, err, sizeof(err)) < 0)
+                log_warn("service %s: NOTIFY_SOCKET: %s", s->cfg->name, err);
+        }
     }
     compute_order();
     return 0;
@@ -1445,6 +1777,7 @@ void services_free(void)
         ev_timer_stop(H.loop, &s->timer);
         close_exec_pipe(s);
         notify_close(s);
+        nsock_close(s);
         for (int k = 0; k < 2; k++)
             outpipe_close(&s->out[k]);
         logring_free(&s->ring);
@@ -1577,6 +1910,8 @@ cJSON *services_to_json(void)
                     cJSON_AddStringToObject(hc, "last_failure", s->health_detail);
             }
         }
+        if (wants_nsock(s))
+            cJSON_AddItemToObject(o, "notify", notify_json(s, now));
         if (s->oom_known)
             cJSON_AddNumberToObject(o, "oom_kills", (double)s->oom_kills);
         /* Activity, for a host deciding whether the sandbox is idle. */

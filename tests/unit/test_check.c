@@ -631,6 +631,16 @@ TEST(check_spec_json_kinds)
     CHECK_EQ_INT(s.timeout_ms, 100);
     CHECK_EQ_INT(spec_of("{\"notify_fd\":3}", &s, err, sizeof(err)), 1);
     CHECK_EQ_INT(s.notify_fd, 3);
+    CHECK_EQ_INT(spec_of("{\"notify\":true,\"timeout_ms\":500}", &s, err, sizeof(err)), 1);
+    CHECK(s.notify && s.notify_fd == 0 && s.watchdog_ms == 0);
+    CHECK_EQ_INT(s.timeout_ms, 500);
+    CHECK_EQ_INT(spec_of("{\"notify\":false}", &s, err, sizeof(err)), -1);
+    CHECK_STR(err, "notify: expected true");
+    CHECK_EQ_INT(spec_of("{\"watchdog_ms\":30000,\"failures\":1}", &s, err, sizeof(err)), 1);
+    CHECK(!s.notify && s.watchdog_ms == 30000 && s.failures == 1);
+    CHECK_EQ_INT(spec_of("{\"watchdog_ms\":30000,\"tcp\":\"127.0.0.1:1\"}", &s, err,
+                         sizeof(err)), -1);
+    CHECK_CONTAINS(err, "only one of");
 }
 
 TEST(check_spec_json_exec_runs)

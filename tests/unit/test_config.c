@@ -622,9 +622,9 @@ TEST(config_error_too_many_services)
 TEST(config_error_ready_health_stop)
 {
     EXPECT_ERR(SVC(",\"ready\":{\"timeout_ms\":100}"),
-               "services[0].ready: needs one of tcp, http, unix, file, notify_fd, exec");
+               "services[0].ready: needs one of tcp, http, unix, file, notify_fd, notify, exec");
     EXPECT_ERR(SVC(",\"ready\":{\"tcp\":\"127.0.0.1:80\",\"file\":\"/run/x\"}"),
-               "services[0].ready: only one of tcp, http, unix, file, notify_fd, exec may be given");
+               "services[0].ready: only one of tcp, http, unix, file, notify_fd, notify, exec may be given");
     EXPECT_ERR(SVC(",\"ready\":{\"tcp\":\"127.0.0.1:0\"}"),
                "services[0].ready.tcp: bad address \"127.0.0.1:0\" (expected HOST:PORT, port "
                "1..65535)");
@@ -634,7 +634,7 @@ TEST(config_error_ready_health_stop)
                "services[0].ready.tcp: bad address \"::1:80\" (expected HOST:PORT; IPv6 as "
                "[ADDR]:PORT)");
     EXPECT_ERR(SVC(",\"ready\":{\"exec\":[]}"), "services[0].ready.exec: must not be empty");
-    EXPECT_ERR(SVC(",\"health\":{\"interval_ms\":1000}"), "services[0].health: needs one of tcp, http, unix, exec");
+    EXPECT_ERR(SVC(",\"health\":{\"interval_ms\":1000}"), "services[0].health: needs one of tcp, http, unix, exec, watchdog_ms");
     EXPECT_ERR(SVC(",\"health\":{\"tcp\":\"127.0.0.1:80\",\"interval_ms\":0}"),
                "services[0].health.interval_ms: must be >= 1");
     EXPECT_ERR(SVC(",\"stop\":{\"signal\":\"SIGFOO\"}"),
@@ -693,7 +693,7 @@ TEST(config_http_probe_targets)
                "services[0].health.http: bad target \"127.0.0.1:80/a b\": path byte 2 is a space, "
                "a control or a non-ASCII byte (percent-encode it)");
     EXPECT_ERR(SVC(",\"health\":{\"http\":\"127.0.0.1:80/\",\"tcp\":\"127.0.0.1:80\"}"),
-               "services[0].health: only one of tcp, http, unix, exec may be given");
+               "services[0].health: only one of tcp, http, unix, exec, watchdog_ms may be given");
 }
 
 TEST(config_error_machine_sections)
