@@ -23,7 +23,7 @@
  *       skills/<category>/<skill>/SKILL.md, links followed, dot-entries
  *       (.hub, .bundled_manifest) skipped.
  *
- *   hermes-web-ui [PORT]
+ *   hermes-web-ui PORT
  *     the foreground form only; state (server.log) in $HOME/.hermes-web-ui.
  *
  * Test hooks that are not Hermes's: a line protocol on HERMES_PORT (9119)
@@ -742,24 +742,21 @@ static void client_input(struct client *cl, const char *http_body)
 
 static int web_ui_main(int argc, char **argv)
 {
-    int port = 8648;
-    if (argc > 1) {
-        char *end;
-        long p = strtol(argv[1], &end, 10);
-        if (!strcmp(argv[1], "-v") || !strcmp(argv[1], "--version") ||
-            !strcmp(argv[1], "version")) {
-            printf("hermes-web-ui stand-in\n");
-            return 0;
-        }
-        if (*end || p < 1 || p > 65535) {
-            /* start, restart and update detach a server and return: no
-             * supervisor could follow that. */
-            fprintf(stderr, "hermes-web-ui: \"%s\": this stand-in runs only in the foreground, as "
-                    "\"hermes-web-ui [PORT]\" (\"start\" would detach the server)\n", argv[1]);
-            return 2;
-        }
-        port = (int)p;
+    const char *cmd = argc > 1 ? argv[1] : "start";
+    if (!strcmp(cmd, "-v") || !strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        printf("hermes-web-ui stand-in\n");
+        return 0;
     }
+    char *end;
+    long p = strtol(cmd, &end, 10);
+    if (end == cmd || *end || p < 1 || p > 65535) {
+        /* start (also what no argument means), restart and update detach
+         * a server and return: no supervisor could follow that. */
+        fprintf(stderr, "hermes-web-ui: \"%s\": this stand-in runs only in the foreground, as "
+                "\"hermes-web-ui PORT\" (\"start\" would detach the server)\n", cmd);
+        return 2;
+    }
+    int port = (int)p;
     const char *h = getenv("HOME");
     char dir[PATH_MAX], log[PATH_MAX + 16], line[128];
     /* Its HOME may be a directory the home template did not have yet. */
