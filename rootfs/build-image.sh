@@ -67,6 +67,8 @@ chmod 1777 tmp
 install -m 0755 "$BUILD/hearth" sbin/hearth
 ln -s sbin/hearth init
 install -m 0755 "$BUILD/standin/hermes" usr/bin/hermes
+# One program, two names: it is hermes-web-ui when called so.
+ln -s hermes usr/bin/hermes-web-ui
 install -m 0644 "$config" etc/hearth/hearth.json
 for c in $extras; do install -m 0644 "$c" "etc/hearth/$(basename "$c")"; done
 for f in $files; do install -D -m 0755 "${f%%:*}" ".${f#*:}"; done
@@ -74,12 +76,15 @@ printf 'root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexi
 printf 'root:x:0:\nnogroup:x:65534:\n' > etc/group
 : > etc/resolv.conf
 
-# The home template: the files in rootfs/hermes/home and the layout the
-# agent expects.
+# The home template: the files in rootfs/hermes/home and the layout
+# Hermes keeps in HERMES_HOME (home/ is the HOME of its tool subprocesses
+# and of hermes-web-ui, whose state is home/.hermes-web-ui). No .env: its
+# secrets are the operator's.
 tpl=usr/share/hearth/hermes-home
 mkdir -p "$tpl"
 cp -a "$ROOT/rootfs/hermes/home/." "$tpl/"
-mkdir -p "$tpl/memories" "$tpl/skills" "$tpl/sessions" "$tpl/logs"
+mkdir -p "$tpl/memories" "$tpl/skills" "$tpl/sessions" "$tpl/logs" "$tpl/home" "$tpl/cron" \
+    "$tpl/hooks"
 mkdir -p usr/share/hearth/skills
 cp -a "$ROOT/rootfs/skills/." usr/share/hearth/skills/
 

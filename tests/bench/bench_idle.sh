@@ -96,7 +96,7 @@ with open(hermes_cfg, "w") as f:
                "skills": {"public": public, "private": os.path.join(home, "skills"),
                           "ignore": ["._*", ".DS_Store", ".*"], "poll_ms": 30000},
                "services": [{
-                   "name": "hermes", "argv": [agent],
+                   "name": "hermes", "argv": [agent, "gateway", "run", "--external-supervisor"],
                    "env": {"HERMES_HOME": home, "HERMES_PORT": str(port),
                            "HERMES_BIND": "127.0.0.1"},
                    # Its workspace copy of the history lands here, not
@@ -112,7 +112,7 @@ hv = measure([os.path.join(B, "hearth"), "--mode", "supervisor", "-c", hermes_cf
 # The peer: a shell loop probing the same port on the same schedule (bash's
 # /dev/tcp, so the probe is the shell's own connect, no child per probe
 # beyond sleep), its agent started beside it.
-ag = subprocess.Popen([agent], env=dict(os.environ, HERMES_HOME=home, HERMES_PORT=str(port),
+ag = subprocess.Popen([agent, "gateway", "run", "--external-supervisor"], env=dict(os.environ, HERMES_HOME=home, HERMES_PORT=str(port),
                                         HERMES_BIND="127.0.0.1"),
                       cwd=workspace, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 try:

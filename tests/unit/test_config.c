@@ -10,7 +10,8 @@
 
 #include "config.h"
 
-/* The example of DESIGN section 5, as shipped in rootfs/hermes/hearth.json. */
+/* The reference sandbox, as shipped in rootfs/hermes/hearth.json (the Hermes contract of
+ * docs/hermes.md). */
 static const char hermes_json[] =
     "{\n"
     "  \"hostname\": \"hermes\",\n"
@@ -24,37 +25,44 @@ static const char hermes_json[] =
     "  \"mounts\": [\n"
     "    {\"source\": \"hermes-home\",   \"target\": \"/root/.hermes\", \"type\": \"virtiofs\"},\n"
     "    {\"source\": \"hermes-ws\",     \"target\": \"/workspace\",    \"type\": \"virtiofs\"},\n"
-    "    {\"source\": \"hermes-skills\", \"target\": \"/opt/hermes-common-skills\", \"type\": "
-    "\"virtiofs\", \"read_only\": true}\n"
+    "    {\"source\": \"hermes-skills\", \"target\": \"/opt/hermes-common-skills\", "
+    "\"type\": \"virtiofs\", \"read_only\": true}\n"
     "  ],\n"
-    "  \"seed\": [{\"target\": \"/root/.hermes\", \"from\": \"/usr/share/hearth/hermes-home\", "
-    "\"unless\": \"config.yaml\"}],\n"
+    "  \"seed\": [{\"target\": \"/root/.hermes\", \"from\": "
+    "\"/usr/share/hearth/hermes-home\", \"unless\": \"config.yaml\"}],\n"
     "  \"skills\": {\"public\": \"/opt/hermes-common-skills\", \"private\": "
     "\"/root/.hermes/skills\",\n"
-    "             \"ignore\": [\"._*\", \".DS_Store\", \".*\"], \"poll_ms\": 30000},\n"
-    "  \"egress\": {\"allowPublicTraffic\": true, \"allowOut\": [\"10.10.0.0/16\"], \"denyOut\": "
-    "[]},\n"
+    "             \"ignore\": [\"._*\", \".DS_Store\", \".*\"], \"poll_ms\": 30000, "
+    "\"marker\": \"SKILL.md\", \"depth\": 2},\n"
+    "  \"egress\": {\"allowPublicTraffic\": true, \"allowOut\": [\"10.10.0.0/16\"], "
+    "\"denyOut\": []},\n"
     "  \"services\": [{\n"
-    "    \"name\": \"hermes\", \"argv\": [\"hermes\", \"gateway\", \"run\"],\n"
-    "    \"env\": {\"HERMES_HOME\": \"/root/.hermes\", \"HERMES_ALLOW_ROOT_GATEWAY\": \"1\"},\n"
-    "    \"env_files\": [\"/root/.hermes/.env\"],\n"
+    "    \"name\": \"hermes\", \"argv\": [\"hermes\", \"gateway\", \"run\", "
+    "\"--external-supervisor\"],\n"
+    "    \"env\": {\"HERMES_HOME\": \"/root/.hermes\", \"HERMES_ALLOW_ROOT_GATEWAY\": \"1\",\n"
+    "            \"API_SERVER_ENABLED\": \"true\", \"API_SERVER_HOST\": \"127.0.0.1\", "
+    "\"API_SERVER_PORT\": \"8642\"},\n"
     "    \"cwd\": \"/workspace\", \"user\": \"root\", \"after\": [\"mounts\", \"skills\", "
     "\"egress\"],\n"
     "    \"restart\": \"always\", \"backoff\": {\"initial_ms\": 500, \"max_ms\": 30000, "
     "\"reset_after_ms\": 60000},\n"
-    "    \"ready\": {\"tcp\": \"127.0.0.1:9119\", \"timeout_ms\": 60000},\n"
-    "    \"health\": {\"tcp\": \"127.0.0.1:9119\", \"interval_ms\": 10000, \"failures\": 3},\n"
-    "    \"stop\": {\"signal\": \"SIGTERM\", \"timeout_ms\": 10000}, \"success_exit_codes\": [0, "
-    "1],\n"
-    "    \"on_resume\": \"signal:SIGHUP\",\n"
-    "    \"caps_drop\": [\"CAP_NET_ADMIN\", \"CAP_SYS_ADMIN\", \"CAP_SYS_MODULE\", "
-    "\"CAP_SYS_TIME\", \"CAP_BPF\", \"CAP_SYS_BOOT\"],\n"
+    "    \"restart_force_exit_codes\": [75], \"restart_prevent_exit_codes\": [78],\n"
+    "    \"success_exit_codes\": [0, 75],\n"
+    "    \"ready\": {\"http\": \"127.0.0.1:8642/health\", \"timeout_ms\": 120000},\n"
+    "    \"health\": {\"http\": \"127.0.0.1:8642/health\", \"interval_ms\": 10000, "
+    "\"timeout_ms\": 5000, \"failures\": 3},\n"
+    "    \"stop\": {\"signal\": \"SIGTERM\", \"timeout_ms\": 210000},\n"
+    "    \"on_resume\": \"restart:SIGUSR1\",\n"
     "    \"log\": {\"file\": \"/root/.hermes/logs/hermes.out\", \"max_bytes\": 10485760, "
     "\"keep\": 3}\n"
     "  }, {\n"
-    "    \"name\": \"web-ui\", \"argv\": [\"hermes-web-ui\", \"--port\", \"9000\"], \"after\": "
-    "[\"hermes\"],\n"
-    "    \"restart\": \"always\", \"ready\": {\"tcp\": \"127.0.0.1:9000\"}\n"
+    "    \"name\": \"web-ui\", \"argv\": [\"hermes-web-ui\", \"9000\"], \"after\": [\"hermes\"],\n"
+    "    \"env\": {\"HOME\": \"/root/.hermes/home\", \"HERMES_HOME\": \"/root/.hermes\"},\n"
+    "    \"user\": \"root\",\n"
+    "    \"restart\": \"always\", \"ready\": {\"tcp\": \"127.0.0.1:9000\", \"timeout_ms\": "
+    "60000},\n"
+    "    \"log\": {\"file\": \"/root/.hermes/logs/web-ui.out\", \"max_bytes\": 1048576, "
+    "\"keep\": 2}\n"
     "  }]\n"
     "}\n";
 
@@ -109,17 +117,22 @@ static void check_hermes(const struct config *cfg)
 
     h = &cfg->services[0];
     CHECK_STR(h->name, "hermes");
-    CHECK_EQ_INT(h->argc, 3);
+    CHECK_EQ_INT(h->argc, 4);
     CHECK_STR(h->argv[0], "hermes");
     CHECK_STR(h->argv[2], "run");
-    CHECK(h->argv[3] == NULL);
-    CHECK_EQ_INT(h->n_env, 2);
+    CHECK_STR(h->argv[3], "--external-supervisor");
+    CHECK(h->argv[4] == NULL);
+    CHECK_EQ_INT(h->n_env, 5);
     CHECK_STR(h->env[0].key, "HERMES_HOME");
     CHECK_STR(h->env[0].value, "/root/.hermes");
     CHECK_STR(h->env[1].key, "HERMES_ALLOW_ROOT_GATEWAY");
     CHECK_STR(h->env[1].value, "1");
-    CHECK_EQ_INT(h->n_env_files, 1);
-    CHECK_STR(h->env_files[0], "/root/.hermes/.env");
+    CHECK_STR(h->env[2].key, "API_SERVER_ENABLED");
+    CHECK_STR(h->env[2].value, "true");
+    CHECK_STR(h->env[4].key, "API_SERVER_PORT");
+    CHECK_STR(h->env[4].value, "8642");
+    /* Hermes reads its .env itself. */
+    CHECK_EQ_INT(h->n_env_files, 0);
     CHECK_STR(h->cwd, "/workspace");
     CHECK_STR(h->user, "root");
     CHECK(h->group == NULL);
@@ -131,12 +144,16 @@ static void check_hermes(const struct config *cfg)
     CHECK_EQ_INT(h->backoff_initial_ms, 500);
     CHECK_EQ_INT(h->backoff_max_ms, 30000);
     CHECK_EQ_INT(h->backoff_reset_ms, 60000);
+    CHECK(config_code_in(h->force_exit, 75));
+    CHECK(!config_code_in(h->force_exit, 78));
+    CHECK(config_code_in(h->prevent_exit, 78));
+    CHECK(!config_code_in(h->prevent_exit, 75));
     CHECK_EQ_INT(h->stop_signal, SIGTERM);
-    CHECK_EQ_INT(h->stop_timeout_ms, 10000);
+    CHECK_EQ_INT(h->stop_timeout_ms, 210000);
     CHECK_EQ_INT(h->n_success, 2);
     CHECK_EQ_INT(h->success_exit_codes[0], 0);
-    CHECK_EQ_INT(h->success_exit_codes[1], 1);
-    CHECK_STR(h->on_resume, "signal:SIGHUP");
+    CHECK_EQ_INT(h->success_exit_codes[1], 75);
+    CHECK_STR(h->on_resume, "restart:SIGUSR1");
     CHECK(h->json != NULL);
     CHECK_STR(cJSON_GetObjectItemCaseSensitive(h->json, "name")->valuestring, "hermes");
     CHECK(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cfg->json, "services"), 0) ==
@@ -144,11 +161,13 @@ static void check_hermes(const struct config *cfg)
 
     w = &cfg->services[1];
     CHECK_STR(w->name, "web-ui");
-    CHECK_EQ_INT(w->argc, 3);
-    CHECK_STR(w->argv[2], "9000");
+    CHECK_EQ_INT(w->argc, 2);
+    CHECK_STR(w->argv[1], "9000");
     CHECK_EQ_INT(w->n_after, 1);
     CHECK_STR(w->after[0], "hermes");
-    CHECK_EQ_INT(w->n_env, 0);
+    CHECK_EQ_INT(w->n_env, 2);
+    CHECK_STR(w->env[0].key, "HOME");
+    CHECK_STR(w->env[0].value, "/root/.hermes/home");
     CHECK(w->cwd == NULL);
     CHECK_EQ_INT(w->stop_signal, SIGTERM);
     CHECK_EQ_INT(w->stop_timeout_ms, 10000);

@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+import hermes_config
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 RUN_VM = os.path.join(ROOT, "scripts", "run-vm")
 # The shipped image plus what the tests add: the hostile-agent program and
@@ -303,8 +305,13 @@ def image():
                        check=True)
     initrd = os.path.join(IMAGE, "initramfs.cpio.gz")
     configs = [os.path.join(ROOT, "rootfs", "qemu", "hearth.json"),
-               os.path.join(ROOT, "rootfs", "qemu", "disk.json"), os.path.join(HERE, "hostile.json")]
+               os.path.join(ROOT, "rootfs", "qemu", "disk.json"), os.path.join(HERE, "hostile.json"),
+               hermes_config.write()]
     inputs = [HEARTH, ATTACK, os.path.join(ROOT, "rootfs", "build-image.sh")] + configs
+    # The stand-in agent and the home template are baked in too.
+    inputs += [os.path.join(ROOT, "rootfs", "standin", "hermes.c")]
+    inputs += [os.path.join(d, f) for d, _, fs in os.walk(os.path.join(ROOT, "rootfs", "hermes"))
+               for f in fs]
     stale = (not os.path.exists(initrd) or
              os.path.getmtime(initrd) < max(os.path.getmtime(p) for p in inputs))
     if stale:
