@@ -333,15 +333,15 @@ void skills_cache_free(struct skills_cache *k)
 }
 
 /* The cache as bytes, so a reconcile run in a child process can hand
- * what it learnt back to the loop: a u32 run count, then per link a u64
- * inode, a u32 key length and the key. Native byte order: both ends are
+ * what it learnt back to the loop: a u32 run count, a u32 link count,
+ * then per link a u64 inode, a u32 key length and the key. Native byte order: both ends are
  * the same binary. */
 #define CACHE_KEY_MAX 4096
 
 int skills_cache_encode(const struct skills_cache *k, size_t max, char **out, size_t *outlen)
 {
-    size_t need = 4;
-    uint32_t runs = k->runs;
+    size_t need = 8;
+    uint32_t runs = k->runs, count = (uint32_t)k->links.n;
 
     *out = NULL;
     *outlen = 0;
@@ -353,7 +353,8 @@ int skills_cache_encode(const struct skills_cache *k, size_t max, char **out, si
     if (!b)
         return -1;
     memcpy(p, &runs, 4);
-    p += 4;
+    memcpy(p + 4, &count, 4);
+    p += 8;
     for (size_t i = 0; i < k->links.n; i++) {
         const struct ent *e = &k->links.v[i];
         uint64_t ino = (uint64_t)e->ino;
@@ -371,12 +372,15 @@ int skills_cache_encode(const struct skills_cache *k, size_t max, char **out, si
 int skills_cache_load(struct skills_cache *k, const char *buf, size_t len)
 {
     struct listing l = {0};
-    uint32_t runs;
-    size_t off = 4;
+    uint32_t runs, count;
+    size_t off = 8;
 
-    if (len < 4)
+    if (len < 8)
         return -1;
     memcpy(&runs, buf, 4);
+    memcpy(&count, buf + 4, 4);
+    if (count > SKILLS_MAX_TOTAL)
+        return -1;
     while (off < len) {
         uint64_t ino;
         uint32_t kl;
@@ -401,7 +405,7 @@ int skills_cache_load(struct skills_cache *k, const char *buf, size_t len)
         l.v[l.n++] = (struct ent){.name = name, .ino = (ino_t)ino, .kind = ENT_LINK};
         off += kl;
     }
-    if (listing_index(&l) < 0)
+    if (l.n != count || listing_index(&l) < 0)
         goto bad;
     listing_free(&k->links);
     k->links = l;
