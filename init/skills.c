@@ -1433,8 +1433,13 @@ static void walk_child(int wfd, void *arg)
                      SKILLS_RESULT_MAX - 4096);
             put(wfd, 'X', m, strlen(m));
         }
+        cJSON_free(text);
     }
     put(wfd, 'Z', "", 0);
+    /* Freed, though the process ends now: a leak checker judges the
+     * child too. */
+    free(cbuf);
+    cJSON_Delete(o);
 }
 
 /* A child's result, cut into its records (pointers into the buffer). */
