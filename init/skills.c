@@ -1358,7 +1358,7 @@ static struct {
     size_t nsync, nlist;
     ev_timer kick;
     bool kick_init;
-} Q;
+} Q = {.last_kind = WALK_LIST}; /* a reconcile goes first when both wait at the start */
 
 static void put(int fd, char type, const void *p, size_t n)
 {
@@ -1385,12 +1385,13 @@ static void put(int fd, char type, const void *p, size_t n)
 static void walk_child(int wfd, void *arg)
 {
     bool dry = Q.kind == WALK_LIST;
-    struct wire_result w = {0};
+    struct wire_result w;
     struct skills_lists l = {0};
     char err[512] = "";
     cJSON *o = NULL;
     struct stat st;
 
+    memset(&w, 0, sizeof(w)); /* padding too: it goes down the pipe */
     if (dry && (o = cJSON_CreateObject())) {
         l.public_ = cJSON_AddArrayToObject(o, "public");
         l.private_ = cJSON_AddArrayToObject(o, "private");
@@ -1655,11 +1656,6 @@ static void kick(void)
         ev_timer_set(&Q.kick, 0., 0.);
         ev_timer_start(H.loop, &Q.kick);
     }
-}
-
-bool skills_walking(void)
-{
-    return childjob_running(&Q.job);
 }
 
 int skills_sync(const char *trigger, char *err, size_t errlen)

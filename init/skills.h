@@ -148,8 +148,6 @@ int skills_sync_request(skills_defer defer, void *dctx, skills_reply reply, char
  * the directories, the layout and the last run. */
 int skills_list_request(skills_defer defer, void *dctx, skills_reply reply, char *err,
                         size_t errlen);
-/* Whether a walk is running now. */
-bool skills_walking(void);
 /* skills.fork for the configured directories, in a child process (see
  * SKILLS_FORK_TIMEOUT_MS): returns 0 once started, and done(ctx, rc, msg)
  * follows from the loop (msg: the error when rc is -1). -1 with err when
