@@ -24,18 +24,60 @@ int m_mounts_list(struct client *c, cJSON *params, cJSON **result, struct rpc_er
     return 0;
 }
 
+/* skills.sync and skills.list walk the directories in a child process
+ * (init/skills.c); the reply waits for it (a deferred reply). */
+static uint64_t defer_client(void *c)
+{
+    return control_defer(c);
+}
+
+static int refusal_code(const char *msg)
+{
+    return strstr(msg, "not configured") || strstr(msg, "starts after mounts") ||
+                   strstr(msg, "already waiting")
+               ? RPC_ERR_STATE
+               : RPC_ERR_FAILED;
+}
+
+static void list_reply(uint64_t ticket, int rc, const char *msg, cJSON *result)
+{
+    struct rpc_error e = {0};
+
+    if (rc < 0 || !result) {
+        cJSON_Delete(result);
+        result = NULL;
+        rpc_error_set(&e, RPC_ERR_FAILED, "%s", msg && *msg ? msg : "out of memory");
+    }
+    control_complete(ticket, result, &e);
+}
+
 int m_skills_list(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     char msg[512] = "";
 
     if (params_only(params, no_params, err) < 0)
         return -1;
-    *result = skills_list_json(msg, sizeof(msg));
-    if (!*result && msg[0]) {
-        rpc_error_set(err, RPC_ERR_STATE, "%s", msg);
+    if (skills_list_request(defer_client, c, list_reply, msg, sizeof(msg)) < 0) {
+        rpc_error_set(err, refusal_code(msg), "%s", msg);
         return -1;
     }
-    return *result ? 0 : -1;
+    return 0;
+}
+
+/* Entry errors still leave a result worth showing (counts, error); only
+ * a reconcile that could not read its directories (or did not finish)
+ * fails. */
+static void sync_reply(uint64_t ticket, int rc, const char *msg, cJSON *r)
+{
+    struct rpc_error e = {0};
+    const cJSON *errors = cJSON_GetObjectItemCaseSensitive(r, "errors");
+
+    if (!r || (rc < 0 && !(cJSON_IsNumber(errors) && errors->valuedouble > 0))) {
+        cJSON_Delete(r);
+        r = NULL;
+        rpc_error_set(&e, RPC_ERR_FAILED, "%s", msg && *msg ? msg : "out of memory");
+    }
+    control_complete(ticket, r, &e);
 }
 
 int m_skills_sync(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
@@ -44,28 +86,10 @@ int m_skills_sync(struct client *c, cJSON *params, cJSON **result, struct rpc_er
 
     if (params_only(params, no_params, err) < 0)
         return -1;
-    if (!skills_enabled()) {
-        rpc_error_set(err, RPC_ERR_STATE,
-                      "the skills overlay is not configured (skills.public, skills.private)");
+    if (skills_sync_request(defer_client, c, sync_reply, msg, sizeof(msg)) < 0) {
+        rpc_error_set(err, refusal_code(msg), "%s", msg);
         return -1;
     }
-    /* Entry errors still leave a result worth showing (counts, error);
-     * only a reconcile that could not read its directories fails. */
-    int rc = skills_sync("sync", msg, sizeof(msg));
-    if (rc < 0 && strstr(msg, "starts after mounts")) {
-        rpc_error_set(err, RPC_ERR_STATE, "%s", msg);
-        return -1;
-    }
-    cJSON *r = skills_last_json();
-    if (!r)
-        return -1;
-    const cJSON *errors = cJSON_GetObjectItemCaseSensitive(r, "errors");
-    if (rc < 0 && !(cJSON_IsNumber(errors) && errors->valuedouble > 0)) {
-        cJSON_Delete(r);
-        rpc_error_set(err, RPC_ERR_FAILED, "%s", msg);
-        return -1;
-    }
-    *result = r;
     return 0;
 }
 

@@ -1237,6 +1237,7 @@ static const struct key k_skills[] = {
     KEY("poll_ms", &s_ms),
     KEY("marker", STRING(check_filename)),
     KEY("depth", INT(1, 8)),
+    KEY("timeout_ms", INT(100, 3600000)),
     {0}};
 
 static const struct key k_egress[] = {

@@ -583,7 +583,11 @@ static enum step_result step_skills(struct resume_ctx *rc, char *d, size_t dl)
         return STEP_SKIPPED;
     }
     d[0] = 0;
-    return skills_sync("resume", d, dl) == 0 ? STEP_OK : STEP_FAILED;
+    if (skills_sync("resume", d, dl) < 0)
+        return STEP_FAILED;
+    /* The walk runs in a child: its outcome is the skills.sync event. */
+    snprintf(d, dl, "reconcile queued");
+    return STEP_OK;
 }
 
 /* A detector never thaws what the host froze: the host's own

@@ -17,6 +17,7 @@
 #include <cJSON.h>
 #include <ev.h>
 
+#include "childjob.h"
 #include "config.h"
 #include "events.h"
 #include "hearth.h"
@@ -329,6 +330,96 @@ void skills_cache_free(struct skills_cache *k)
         listing_free(&k->links);
         free(k);
     }
+}
+
+/* The cache as bytes, so a reconcile run in a child process can hand
+ * what it learnt back to the loop: a u32 run count, a u32 link count,
+ * then per link a u64 inode, a u32 key length and the key. Native byte order: both ends are
+ * the same binary. */
+#define CACHE_KEY_MAX 4096
+
+int skills_cache_encode(const struct skills_cache *k, size_t max, char **out, size_t *outlen)
+{
+    size_t need = 8;
+    uint32_t runs = k->runs, count = (uint32_t)k->links.n;
+
+    *out = NULL;
+    *outlen = 0;
+    for (size_t i = 0; i < k->links.n; i++)
+        need += 12 + strlen(k->links.v[i].name);
+    if (need > max)
+        return -1;
+    char *b = malloc(need), *p = b;
+    if (!b)
+        return -1;
+    memcpy(p, &runs, 4);
+    memcpy(p + 4, &count, 4);
+    p += 8;
+    for (size_t i = 0; i < k->links.n; i++) {
+        const struct ent *e = &k->links.v[i];
+        uint64_t ino = (uint64_t)e->ino;
+        uint32_t kl = (uint32_t)strlen(e->name);
+        memcpy(p, &ino, 8);
+        memcpy(p + 8, &kl, 4);
+        memcpy(p + 12, e->name, kl);
+        p += 12 + kl;
+    }
+    *out = b;
+    *outlen = need;
+    return 0;
+}
+
+int skills_cache_load(struct skills_cache *k, const char *buf, size_t len)
+{
+    struct listing l = {0};
+    uint32_t runs, count;
+    size_t off = 8;
+
+    if (len < 8)
+        return -1;
+    memcpy(&runs, buf, 4);
+    memcpy(&count, buf + 4, 4);
+    if (count > SKILLS_MAX_TOTAL)
+        return -1;
+    while (off < len) {
+        uint64_t ino;
+        uint32_t kl;
+        if (len - off < 12)
+            goto bad;
+        memcpy(&ino, buf + off, 8);
+        memcpy(&kl, buf + off + 8, 4);
+        off += 12;
+        if (kl == 0 || kl >= CACHE_KEY_MAX || kl > len - off || memchr(buf + off, 0, kl))
+            goto bad;
+        if (l.n == l.cap) {
+            size_t nc = l.cap ? l.cap * 2 : 256;
+            struct ent *nv = realloc(l.v, nc * sizeof(*nv));
+            if (!nv)
+                goto bad;
+            l.v = nv;
+            l.cap = nc;
+        }
+        char *name = strndup(buf + off, kl);
+        if (!name)
+            goto bad;
+        l.v[l.n++] = (struct ent){.name = name, .ino = (ino_t)ino, .kind = ENT_LINK};
+        off += kl;
+    }
+    if (l.n != count || listing_index(&l) < 0)
+        goto bad;
+    listing_free(&k->links);
+    k->links = l;
+    k->runs = runs;
+    return 0;
+bad:
+    listing_free(&l);
+    return -1;
+}
+
+void skills_cache_reset(struct skills_cache *k)
+{
+    listing_free(&k->links);
+    k->runs++;
 }
 
 /* The layout: the file that makes a directory a skill, and how many
@@ -1139,7 +1230,7 @@ static struct {
     bool enabled, started, reached;
     char *pub, *priv;
     char **ignore; /* NULL-terminated */
-    int64_t poll_ms;
+    int64_t poll_ms, timeout_ms;
     ev_timer poll, debounce;
     ev_io ino;
     int ino_fd, ino_wd;
@@ -1160,33 +1251,15 @@ bool skills_enabled(void)
     return S.enabled;
 }
 
-static void watch_public(void);
+static void watch_public(dev_t dev, ino_t ino);
 
-int skills_sync(const char *trigger, char *err, size_t errlen)
+/* The outcome of one reconcile (run here or in the child): the last
+ * run, the log, the skills.sync event, the phase. */
+static void record_run(const char *trigger, int rc, const char *err,
+                       const struct skills_counts *c, int64_t us, dev_t dev, ino_t ino)
 {
-    const char *fm;
-
-    if (!S.enabled) {
-        snprintf(err, errlen, "the skills overlay is not configured (skills.public, skills.private)");
-        return -1;
-    }
-    if (!S.started) {
-        /* Before mounts and seeding, private may be the image's directory
-         * under a share still to come: writing there would be lost. */
-        snprintf(err, errlen, "the skills overlay starts after mounts and seeding");
-        return -1;
-    }
-    if (S.failed_mount && ((fm = S.failed_mount(S.pub)) || (fm = S.failed_mount(S.priv)))) {
-        snprintf(err, errlen, "mount %s failed", fm);
-        snprintf(S.error, sizeof(S.error), "%s", err);
-        return -1;
-    }
-    int64_t t0 = mono_us();
-    if (!S.cache)
-        S.cache = skills_cache_new();
-    int rc = skills_reconcile(S.pub, S.priv, (const char *const *)S.ignore, false, &S.last, NULL,
-                              S.cache, err, errlen);
-    S.last_us = mono_us() - t0;
+    S.last = *c;
+    S.last_us = us;
     S.last_wall_ms = wall_ms();
     S.runs++;
     snprintf(S.trigger, sizeof(S.trigger), "%s", trigger);
@@ -1211,8 +1284,445 @@ int skills_sync(const char *trigger, char *err, size_t errlen)
         services_phase_set("skills", true);
     }
     if (S.started)
-        watch_public();
-    return rc;
+        watch_public(dev, ino);
+}
+
+/* Whether a reconcile may run now; -1 with err when not. */
+static int sync_allowed(char *err, size_t errlen)
+{
+    const char *fm;
+
+    if (!S.enabled) {
+        snprintf(err, errlen, "the skills overlay is not configured (skills.public, skills.private)");
+        return -1;
+    }
+    if (!S.started) {
+        /* Before mounts and seeding, private may be the image's directory
+         * under a share still to come: writing there would be lost. */
+        snprintf(err, errlen, "the skills overlay starts after mounts and seeding");
+        return -1;
+    }
+    if (S.failed_mount && ((fm = S.failed_mount(S.pub)) || (fm = S.failed_mount(S.priv)))) {
+        snprintf(err, errlen, "mount %s failed", fm);
+        snprintf(S.error, sizeof(S.error), "%s", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* The walks run in a child process (init/childjob.c): an agent that
+ * fills its skill directory with 100,000 entries, or a share that hangs,
+ * stalls that child, never the loop. One walk at a time: a reconcile
+ * (skills_sync) or a dry run for skills.list. A reconcile asked for while
+ * one runs is coalesced into one more run after it, whatever the number
+ * of triggers; a skills.sync is answered by the first run that starts
+ * after it arrived, a skills.list by the first dry run after it arrived.
+ *
+ * The child hands back, over its pipe, records of one type byte and a
+ * u32 length: 'R' the counts (struct wire_result), 'E' the reconcile's
+ * error, 'K' the links cache it left (skills_cache_encode), 'L' the lists
+ * as JSON (dry runs), 'X' why a dry run has no lists, and 'Z' last, so a
+ * child killed midway is never read as a whole result. The cache is the
+ * one state kept between runs: the child works on its copy and sends it
+ * back; the loop takes it only from a whole result (a killed run leaves
+ * the cache as it was, which is what an unreadable public does too), and
+ * one too large to send is dropped (the next run reads every link). */
+
+/* What one skills.sync or skills.list waits for. */
+struct waiter {
+    skills_reply reply;
+    uint64_t tag;
+};
+
+enum walk_kind { WALK_SYNC, WALK_LIST };
+
+struct wire_result {
+    int32_t rc;
+    uint8_t cache; /* 0 not touched, 1 sent ('K'), 2 changed but too large: drop it */
+    struct skills_counts c;
+    int64_t us;
+    uint64_t dev, ino; /* public, for the inotify watch */
+};
+
+static struct {
+    struct childjob job;
+    enum walk_kind kind, last_kind;
+    int64_t t0;
+    char trigger[16];
+    struct waiter cur[SKILLS_MAX_WAITERS]; /* answered when the running walk ends */
+    size_t ncur;
+    bool sync_pending;
+    char sync_trigger[16];
+    struct waiter syncw[SKILLS_MAX_WAITERS], listw[SKILLS_MAX_WAITERS];
+    size_t nsync, nlist;
+    ev_timer kick;
+    bool kick_init;
+} Q = {.last_kind = WALK_LIST}; /* a reconcile goes first when both wait at the start */
+
+static void put(int fd, char type, const void *p, size_t n)
+{
+    char hdr[5];
+    uint32_t len = (uint32_t)n;
+    const char *parts[2] = {hdr, p};
+    size_t lens[2] = {5, n};
+
+    hdr[0] = type;
+    memcpy(hdr + 1, &len, 4);
+    for (int i = 0; i < 2; i++) {
+        for (size_t off = 0; off < lens[i];) {
+            ssize_t w = write(fd, parts[i] + off, lens[i] - off);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0)
+                _exit(1); /* the loop went away: nobody to tell */
+            off += (size_t)w;
+        }
+    }
+}
+
+/* The child: one walk, its result down wfd. */
+static void walk_child(int wfd, void *arg)
+{
+    bool dry = Q.kind == WALK_LIST;
+    struct wire_result w;
+    struct skills_lists l = {0};
+    char err[512] = "";
+    cJSON *o = NULL;
+    struct stat st;
+
+    memset(&w, 0, sizeof(w)); /* padding too: it goes down the pipe */
+    if (dry && (o = cJSON_CreateObject())) {
+        l.public_ = cJSON_AddArrayToObject(o, "public");
+        l.private_ = cJSON_AddArrayToObject(o, "private");
+        l.linked = cJSON_AddArrayToObject(o, "linked");
+        l.shadowed = cJSON_AddArrayToObject(o, "shadowed");
+        l.ignored = cJSON_AddArrayToObject(o, "ignored");
+        l.categories = cJSON_AddArrayToObject(o, "categories");
+    }
+    unsigned runs0 = S.cache ? S.cache->runs : 0;
+    int64_t t0 = mono_us();
+    w.rc = skills_reconcile(S.pub, S.priv, (const char *const *)S.ignore, dry, &w.c,
+                            dry ? &l : NULL, S.cache, err, sizeof(err));
+    w.us = mono_us() - t0;
+    if (stat(S.pub, &st) == 0) {
+        w.dev = (uint64_t)st.st_dev;
+        w.ino = (uint64_t)st.st_ino;
+    }
+    char *cbuf = NULL;
+    size_t clen = 0;
+    if (!dry && S.cache && S.cache->runs != runs0)
+        w.cache = skills_cache_encode(S.cache, SKILLS_RESULT_MAX / 2, &cbuf, &clen) == 0 ? 1 : 2;
+    put(wfd, 'R', &w, sizeof(w));
+    if (err[0])
+        put(wfd, 'E', err, strlen(err));
+    if (cbuf)
+        put(wfd, 'K', cbuf, clen);
+    if (dry) {
+        char *text = NULL;
+        if (o) {
+            if (w.rc < 0 && w.c.errors == 0)
+                cJSON_AddStringToObject(o, "error", err);
+            cJSON_AddNumberToObject(o, "pending", w.c.created + w.c.removed + w.c.cat_removed);
+            text = cJSON_PrintUnformatted(o);
+        }
+        if (text && strlen(text) < SKILLS_RESULT_MAX - 4096) {
+            put(wfd, 'L', text, strlen(text));
+        } else {
+            char m[128];
+            snprintf(m, sizeof(m), text ? "the lists take more than %d bytes" : "out of memory",
+                     SKILLS_RESULT_MAX - 4096);
+            put(wfd, 'X', m, strlen(m));
+        }
+        cJSON_free(text);
+    }
+    put(wfd, 'Z', "", 0);
+    /* Freed, though the process ends now: a leak checker judges the
+     * child too. */
+    free(cbuf);
+    cJSON_Delete(o);
+}
+
+/* A child's result, cut into its records (pointers into the buffer). */
+struct walk_result {
+    bool whole;
+    struct wire_result w;
+    const char *e, *k, *l, *x;
+    size_t elen, klen, llen, xlen;
+};
+
+static bool parse_result(const char *b, size_t len, struct walk_result *r)
+{
+    bool have_r = false;
+
+    memset(r, 0, sizeof(*r));
+    for (size_t off = 0; off < len;) {
+        uint32_t n;
+        if (len - off < 5)
+            return false;
+        char t = b[off];
+        memcpy(&n, b + off + 1, 4);
+        off += 5;
+        if (n > len - off)
+            return false;
+        const char *p = b + off;
+        off += n;
+        switch (t) {
+        case 'R':
+            if (n != sizeof(r->w))
+                return false;
+            memcpy(&r->w, p, n);
+            have_r = true;
+            break;
+        case 'E': r->e = p, r->elen = n; break;
+        case 'K': r->k = p, r->klen = n; break;
+        case 'L': r->l = p, r->llen = n; break;
+        case 'X': r->x = p, r->xlen = n; break;
+        case 'Z': r->whole = have_r && off == len; return r->whole;
+        default: return false;
+        }
+    }
+    return false;
+}
+
+static void answer(struct waiter *v, size_t n, int rc, const char *msg, cJSON *result)
+{
+    for (size_t i = 0; i < n; i++) {
+        cJSON *r = result ? (i + 1 == n ? result : cJSON_Duplicate(result, 1)) : NULL;
+        v[i].reply(v[i].tag, rc, msg, r);
+    }
+    if (!n)
+        cJSON_Delete(result);
+}
+
+static void answer_sync(struct waiter *v, size_t n, int rc, const char *msg)
+{
+    for (size_t i = 0; i < n; i++)
+        v[i].reply(v[i].tag, rc, msg, skills_last_json());
+}
+
+/* A reconcile ended (fail: why it has no result) */
+static void sync_finish(const char *fail, const struct walk_result *r)
+{
+    char err[512];
+
+    if (fail) {
+        struct skills_counts none = {0};
+        record_run(Q.trigger, -1, fail, &none, mono_us() - Q.t0, 0, 0);
+        answer_sync(Q.cur, Q.ncur, -1, fail);
+        return;
+    }
+    snprintf(err, sizeof(err), "%.*s", (int)(r->elen < sizeof(err) ? r->elen : sizeof(err) - 1),
+             r->e ? r->e : "");
+    if (r->w.cache == 1 && skills_cache_load(S.cache, r->k, r->klen) < 0)
+        skills_cache_reset(S.cache);
+    else if (r->w.cache == 2)
+        skills_cache_reset(S.cache);
+    record_run(Q.trigger, r->w.rc, err, &r->w.c, r->w.us, (dev_t)r->w.dev, (ino_t)r->w.ino);
+    answer_sync(Q.cur, Q.ncur, r->w.rc, err);
+}
+
+/* A dry run ended: the lists, with what only the loop knows around them. */
+static void list_finish(const char *fail, const struct walk_result *r)
+{
+    char msg[512];
+    cJSON *lists = NULL, *o = NULL;
+
+    if (!fail && r->x) {
+        snprintf(msg, sizeof(msg), "%.*s", (int)(r->xlen < 256 ? r->xlen : 256), r->x);
+        fail = msg;
+    }
+    if (!fail && !(lists = cJSON_ParseWithLength(r->l, r->llen)))
+        fail = "the listing process sent lists that do not parse";
+    if (!fail && !(o = cJSON_CreateObject()))
+        fail = "out of memory";
+    if (fail) {
+        cJSON_Delete(lists);
+        answer(Q.cur, Q.ncur, -1, fail, NULL);
+        return;
+    }
+    cJSON_AddStringToObject(o, "public_dir", S.pub);
+    cJSON_AddStringToObject(o, "private_dir", S.priv);
+    static const char *const order[] = {"public", "private", "linked", "shadowed", "ignored",
+                                        "categories", "error", "pending", NULL};
+    for (const char *const *k = order; *k; k++) {
+        cJSON *it = cJSON_DetachItemFromObjectCaseSensitive(lists, *k);
+        if (it)
+            cJSON_AddItemToObject(o, *k, it);
+    }
+    cJSON_Delete(lists);
+    cJSON_AddStringToObject(o, "marker", layout_marker);
+    cJSON_AddNumberToObject(o, "depth", layout_depth);
+    cJSON_AddNumberToObject(o, "poll_ms", (double)S.poll_ms);
+    cJSON_AddBoolToObject(o, "inotify", S.ino_wd >= 0);
+    cJSON_AddItemToObject(o, "last", skills_last_json());
+    answer(Q.cur, Q.ncur, 0, "", o);
+}
+
+static void schedule(void);
+
+static void walk_done(struct childjob *j, enum childjob_end end, int status, const char *data,
+                      size_t len)
+{
+    struct walk_result r;
+    char why[256];
+    const char *fail = NULL;
+
+    if (end == CHILDJOB_TIMEOUT) {
+        snprintf(why, sizeof(why), "the walk took longer than %lld ms (skills.timeout_ms); stopped",
+                 (long long)S.timeout_ms);
+        fail = why;
+    } else if (end == CHILDJOB_TOO_BIG) {
+        snprintf(why, sizeof(why), "the walk's result took more than %d bytes; stopped",
+                 SKILLS_RESULT_MAX);
+        fail = why;
+    } else if (WIFSIGNALED(status)) {
+        snprintf(why, sizeof(why), "the walk process was killed by signal %d", WTERMSIG(status));
+        fail = why;
+    } else if (!parse_result(data, len, &r)) {
+        snprintf(why, sizeof(why), "the walk process ended without a whole result (status %d)",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : status);
+        fail = why;
+    }
+    if (Q.kind == WALK_SYNC)
+        sync_finish(fail, &r);
+    else
+        list_finish(fail, &r);
+    Q.ncur = 0;
+    schedule();
+}
+
+/* Starts the next walk when none runs: a reconcile or a dry run, taking
+ * turns when both wait, so a stream of triggers cannot starve a
+ * skills.list. */
+static void schedule(void)
+{
+    char err[256], why[320];
+
+    while (!childjob_running(&Q.job) && (Q.sync_pending || Q.nlist)) {
+        enum walk_kind k = Q.sync_pending && Q.nlist
+                               ? (Q.last_kind == WALK_SYNC ? WALK_LIST : WALK_SYNC)
+                           : Q.sync_pending ? WALK_SYNC
+                                            : WALK_LIST;
+        if (k == WALK_SYNC) {
+            memcpy(Q.cur, Q.syncw, Q.nsync * sizeof(Q.cur[0]));
+            Q.ncur = Q.nsync;
+            Q.nsync = 0;
+            Q.sync_pending = false;
+            snprintf(Q.trigger, sizeof(Q.trigger), "%s", Q.sync_trigger);
+            if (sync_allowed(err, sizeof(err)) < 0) {
+                log_warn("skills (%s): %s", Q.trigger, err);
+                answer_sync(Q.cur, Q.ncur, -1, err);
+                Q.ncur = 0;
+                continue;
+            }
+        } else {
+            memcpy(Q.cur, Q.listw, Q.nlist * sizeof(Q.cur[0]));
+            Q.ncur = Q.nlist;
+            Q.nlist = 0;
+        }
+        if (!S.cache)
+            S.cache = skills_cache_new();
+        Q.kind = Q.last_kind = k;
+        Q.t0 = mono_us();
+        if (childjob_start(&Q.job, S.timeout_ms, SKILLS_RESULT_MAX, walk_child, NULL, walk_done,
+                           err, sizeof(err)) == 0)
+            return;
+        /* Not started: an error like any failed run; the next trigger
+         * tries again. */
+        snprintf(why, sizeof(why), "unable to start the walk: %s", err);
+        if (k == WALK_SYNC)
+            sync_finish(why, NULL);
+        else
+            answer(Q.cur, Q.ncur, -1, why, NULL);
+        Q.ncur = 0;
+    }
+}
+
+static void on_kick(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    schedule();
+}
+
+/* Walks start from the loop, never inside the caller: a skills.sync
+ * handler must have deferred its reply before any answer can come. */
+static void kick(void)
+{
+    if (!Q.kick_init) {
+        ev_timer_init(&Q.kick, on_kick, 0., 0.);
+        Q.kick_init = true;
+    }
+    if (!ev_is_active(&Q.kick)) {
+        ev_timer_set(&Q.kick, 0., 0.);
+        ev_timer_start(H.loop, &Q.kick);
+    }
+}
+
+int skills_sync(const char *trigger, char *err, size_t errlen)
+{
+    if (sync_allowed(err, errlen) < 0)
+        return -1;
+    if (!H.loop) {
+        /* No loop (unit tests): here and now. */
+        struct skills_counts c;
+        struct stat st;
+        if (!S.cache)
+            S.cache = skills_cache_new();
+        int64_t t0 = mono_us();
+        int rc = skills_reconcile(S.pub, S.priv, (const char *const *)S.ignore, false, &c, NULL,
+                                  S.cache, err, errlen);
+        bool ok = stat(S.pub, &st) == 0;
+        record_run(trigger, rc, err, &c, mono_us() - t0, ok ? st.st_dev : 0, ok ? st.st_ino : 0);
+        return rc;
+    }
+    Q.sync_pending = true;
+    /* A coalesced run is named after the last trigger, or "sync" when a
+     * skills.sync waits for it. */
+    if (!Q.nsync)
+        snprintf(Q.sync_trigger, sizeof(Q.sync_trigger), "%s", trigger);
+    err[0] = '\0';
+    kick();
+    return 0;
+}
+
+int skills_sync_request(skills_defer defer, void *dctx, skills_reply reply, char *err,
+                        size_t errlen)
+{
+    if (sync_allowed(err, errlen) < 0)
+        return -1;
+    if (!H.loop) {
+        snprintf(err, errlen, "no event loop");
+        return -1;
+    }
+    if (Q.nsync >= SKILLS_MAX_WAITERS) {
+        snprintf(err, errlen, "%d skills.sync requests are already waiting", SKILLS_MAX_WAITERS);
+        return -1;
+    }
+    Q.syncw[Q.nsync++] = (struct waiter){reply, defer(dctx)};
+    Q.sync_pending = true;
+    snprintf(Q.sync_trigger, sizeof(Q.sync_trigger), "sync");
+    kick();
+    return 0;
+}
+
+int skills_list_request(skills_defer defer, void *dctx, skills_reply reply, char *err,
+                        size_t errlen)
+{
+    if (!S.enabled) {
+        snprintf(err, errlen, "the skills overlay is not configured (skills.public, skills.private)");
+        return -1;
+    }
+    if (!H.loop) {
+        snprintf(err, errlen, "no event loop");
+        return -1;
+    }
+    if (Q.nlist >= SKILLS_MAX_WAITERS) {
+        snprintf(err, errlen, "%d skills.list requests are already waiting", SKILLS_MAX_WAITERS);
+        return -1;
+    }
+    Q.listw[Q.nlist++] = (struct waiter){reply, defer(dctx)};
+    kick();
+    return 0;
 }
 
 static void on_poll(struct ev_loop *loop, ev_timer *w, int revents)
@@ -1247,14 +1757,14 @@ static void on_inotify(struct ev_loop *loop, ev_io *w, int revents)
 }
 
 /* (Re)arms the inotify watch on public: after a remount the directory is
- * a different inode and the old watch sees nothing. */
-static void watch_public(void)
+ * a different inode and the old watch sees nothing. dev and ino are
+ * public's as the walk saw it (0: not seen); the loop itself never
+ * stats public, which may be a share that hangs. */
+static void watch_public(dev_t dev, ino_t ino)
 {
-    struct stat s;
-
-    if (S.ino_fd < 0 || stat(S.pub, &s) < 0)
+    if (S.ino_fd < 0 || ino == 0)
         return;
-    if (S.ino_wd >= 0 && s.st_dev == S.wdev && s.st_ino == S.wino)
+    if (S.ino_wd >= 0 && dev == S.wdev && ino == S.wino)
         return;
     if (S.ino_wd >= 0)
         inotify_rm_watch(S.ino_fd, S.ino_wd);
@@ -1265,8 +1775,8 @@ static void watch_public(void)
         log_debug("skills: no inotify on %s: %s (polling only)", S.pub, strerror(errno));
         return;
     }
-    S.wdev = s.st_dev;
-    S.wino = s.st_ino;
+    S.wdev = dev;
+    S.wino = ino;
 }
 
 static void free_config(void)
@@ -1289,6 +1799,7 @@ void skills_init(const struct config *cfg)
     const cJSON *poll = cJSON_GetObjectItemCaseSensitive(sk, "poll_ms");
     const cJSON *marker = cJSON_GetObjectItemCaseSensitive(sk, "marker");
     const cJSON *depth = cJSON_GetObjectItemCaseSensitive(sk, "depth");
+    const cJSON *timeout = cJSON_GetObjectItemCaseSensitive(sk, "timeout_ms");
     const cJSON *g;
     size_t n = 0;
 
@@ -1313,6 +1824,7 @@ void skills_init(const struct config *cfg)
             n++;
     }
     S.poll_ms = cJSON_IsNumber(poll) ? (int64_t)poll->valuedouble : 0;
+    S.timeout_ms = cJSON_IsNumber(timeout) ? (int64_t)timeout->valuedouble : SKILLS_WALK_TIMEOUT_MS;
     skills_layout(cJSON_IsString(marker) ? marker->valuestring : SKILLS_MARKER,
                   cJSON_IsNumber(depth) ? (int)depth->valuedouble : SKILLS_DEPTH);
     /* What hearth makes in private belongs to the agent: the first
@@ -1518,40 +2030,5 @@ cJSON *skills_last_json(void)
     }
     if (S.error[0])
         cJSON_AddStringToObject(o, "error", S.error);
-    return o;
-}
-
-cJSON *skills_list_json(char *err, size_t errlen)
-{
-    struct skills_counts c;
-    struct skills_lists l;
-    cJSON *o;
-
-    if (!S.enabled) {
-        snprintf(err, errlen, "the skills overlay is not configured (skills.public, skills.private)");
-        return NULL;
-    }
-    o = cJSON_CreateObject();
-    if (!o)
-        return NULL;
-    cJSON_AddStringToObject(o, "public_dir", S.pub);
-    cJSON_AddStringToObject(o, "private_dir", S.priv);
-    l.public_ = cJSON_AddArrayToObject(o, "public");
-    l.private_ = cJSON_AddArrayToObject(o, "private");
-    l.linked = cJSON_AddArrayToObject(o, "linked");
-    l.shadowed = cJSON_AddArrayToObject(o, "shadowed");
-    l.ignored = cJSON_AddArrayToObject(o, "ignored");
-    l.categories = cJSON_AddArrayToObject(o, "categories");
-    /* A dry run: the lists are what is on disk now, not at the last sync. */
-    if (skills_reconcile(S.pub, S.priv, (const char *const *)S.ignore, true, &c, &l, S.cache, err,
-                         errlen) < 0 && c.errors == 0)
-        cJSON_AddStringToObject(o, "error", err);
-    cJSON_AddNumberToObject(o, "pending", c.created + c.removed + c.cat_removed);
-    cJSON_AddStringToObject(o, "marker", layout_marker);
-    cJSON_AddNumberToObject(o, "depth", layout_depth);
-    cJSON_AddNumberToObject(o, "poll_ms", (double)S.poll_ms);
-    cJSON_AddBoolToObject(o, "inotify", S.ino_wd >= 0);
-    cJSON_AddItemToObject(o, "last", skills_last_json());
-    err[0] = '\0';
     return o;
 }

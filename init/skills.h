@@ -76,6 +76,15 @@ void skills_layout(const char *marker, int depth);
 struct skills_cache;
 struct skills_cache *skills_cache_new(void);
 void skills_cache_free(struct skills_cache *k);
+/* The cache as bytes (for a reconcile run in a child process to hand it
+ * back): -1 when it would take more than max bytes, or out of memory.
+ * *out is malloc'ed. */
+int skills_cache_encode(const struct skills_cache *k, size_t max, char **out, size_t *outlen);
+/* Replaces k with what buf holds; -1 (k unchanged) when buf is not
+ * whole or well formed. */
+int skills_cache_load(struct skills_cache *k, const char *buf, size_t len);
+/* Forgets every link (the next run reads them again) and counts a run. */
+void skills_cache_reset(struct skills_cache *k);
 
 /* One reconcile of private against public. ignore is NULL-terminated
  * (may be NULL). dry: change nothing, only count and list. Creates
@@ -108,9 +117,37 @@ void skills_init(const struct config *cfg);
  * tells whether public or private lies under a failed mount (then the
  * phase stays unreached). Starts the poll timer and inotify. */
 void skills_start(const char *(*failed_mount)(const char *path));
-/* A reconcile now; trigger names why ("boot", "sync", "resume", "init",
- * "poll", "inotify", "fork" after a skills.fork). Returns 0, or -1 with err. */
+/* A reconcile soon, in a child process (the loop never walks the
+ * directories); trigger names why ("boot", "mounts", "sync", "resume",
+ * "poll", "inotify", "fork" after a skills.fork). While a walk runs,
+ * any number of triggers become one more run after it. Returns 0 once
+ * queued (the result is the last run and the skills.sync event), -1 with
+ * err when the overlay cannot run now (not configured, before mounts and
+ * seeding, under a failed mount). Without a loop (unit tests) it runs
+ * here and returns its result. */
 int skills_sync(const char *trigger, char *err, size_t errlen);
+/* skills.sync and skills.list answer later, from the loop, never inside
+ * the call: defer(dctx) is called once the request is accepted and
+ * gives the tag its answer carries. reply(tag, rc, msg, result): for a
+ * sync, result is the last run (skills_last_json) and rc, msg the run's;
+ * for a list, result is the listing (rc 0) or NULL with rc -1 and why.
+ * result is the callee's to keep or free. */
+typedef uint64_t (*skills_defer)(void *dctx);
+typedef void (*skills_reply)(uint64_t tag, int rc, const char *msg, struct cJSON *result);
+/* At most this many requests of each kind wait at once. */
+#define SKILLS_MAX_WAITERS 64
+/* The bound on what one walk hands back (the list a skills.list sends
+ * is at most this large: a bigger one would overflow a client's queue). */
+#define SKILLS_RESULT_MAX (8 * 1024 * 1024)
+/* skills.timeout_ms's default: a walk running longer is killed. */
+#define SKILLS_WALK_TIMEOUT_MS 60000
+/* A reconcile that starts after this call; -1 with err when refused now. */
+int skills_sync_request(skills_defer defer, void *dctx, skills_reply reply, char *err,
+                        size_t errlen);
+/* skills.list: a dry run in a child (what is on disk now), its lists,
+ * the directories, the layout and the last run. */
+int skills_list_request(skills_defer defer, void *dctx, skills_reply reply, char *err,
+                        size_t errlen);
 /* skills.fork for the configured directories, in a child process (see
  * SKILLS_FORK_TIMEOUT_MS): returns 0 once started, and done(ctx, rc, msg)
  * follows from the loop (msg: the error when rc is -1). -1 with err when
@@ -118,8 +155,6 @@ int skills_sync(const char *trigger, char *err, size_t errlen);
 typedef void (*skills_fork_done)(void *ctx, int rc, const char *msg);
 int skills_fork(const char *name, skills_fork_done done, void *ctx, char *err, size_t errlen);
 bool skills_enabled(void);
-/* skills.list: directories, the five lists and the last run. */
-struct cJSON *skills_list_json(char *err, size_t errlen);
 /* The last run (trigger, counts, duration), for skills.sync and status. */
 struct cJSON *skills_last_json(void);
 

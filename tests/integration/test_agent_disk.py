@@ -6,6 +6,7 @@ private skills directory, skills.fork), as root and as a non-root service.
 Each test checks that hearth answers ping within a second, that the file
 outside the tree is untouched, and that the error names the path."""
 import os
+import signal
 import shutil
 import stat
 import tempfile
@@ -482,3 +483,164 @@ def test_directory_mount_target_swapped_for_a_link(hearth, tmp_path):
     ping_fast(hearth)
     assert m["error"] == f"unable to create {g / 'work'}: a symbolic link is in the way (not followed)"
     assert os.listdir(outside) == []
+
+
+# ---- the overlay walk runs in a child --------------------------------------
+
+def _plant_tree(priv, dirs, per_dir):
+    """The agent's own categories (no SKILL.md: entered by the walk), each
+    holding per_dir files: dirs * per_dir entries for every walk to read."""
+    for d in range(dirs):
+        p = priv / f"mine{d:03d}"
+        p.mkdir()
+        for i in range(per_dir):
+            (p / f"f{i}").touch()
+
+
+def _walkers(h):
+    """hearth's children that are hearth itself (forked, not exec'd): the
+    walk, or a skills.fork copy."""
+    with open(f"/proc/{h.pid}/task/{h.pid}/children") as f:
+        kids = [int(p) for p in f.read().split()]
+    out = []
+    for k in kids:
+        try:
+            with open(f"/proc/{k}/comm") as f:
+                if f.read().strip() == "hearth":
+                    out.append(k)
+        except OSError:
+            pass
+    return out
+
+
+def _stopped_sync(h, c):
+    """Sends skills.sync on c and stops the walk it starts (SIGSTOP): a
+    walk that makes no progress, as on a hung share. Returns its pid, or
+    None when the walk ended before it could be caught (the reply read)."""
+    c.send_raw(b'{"jsonrpc":"2.0","id":1,"method":"skills.sync"}\n')
+    c.sock.setblocking(False)
+    try:
+        while True:
+            for pid in _walkers(h):
+                os.kill(pid, signal.SIGSTOP)
+                return pid
+            try:
+                chunk = c.sock.recv(65536)
+            except BlockingIOError:
+                time.sleep(0.0005)
+                continue
+            c.buf += chunk
+            if b"\n" in c.buf:
+                c.read_reply()
+                return None
+    finally:
+        c.sock.setblocking(True)
+        c.sock.settimeout(30)
+
+
+def _catch_walk(h, tries=8):
+    """A client whose skills.sync waits on a stopped walk, and that walk."""
+    for _ in range(tries):
+        c = Client(h.sock, timeout=30)
+        pid = _stopped_sync(h, c)
+        if pid:
+            # Stopped for sure before going on.
+            for _ in range(2000):
+                with open(f"/proc/{pid}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                        return c, pid
+                time.sleep(0.001)
+            raise AssertionError(f"walk {pid} not stopped")
+        c.close()
+    pytest.fail("every walk ended before it could be stopped")
+
+
+def ping_alive(h):
+    """PID 1 answers (the bound is only against a hang)."""
+    c = Client(h.sock, timeout=5)
+    try:
+        assert c.result("ping") is not None
+    finally:
+        c.close()
+
+
+def test_huge_private_tree_walks_in_a_child_and_syncs_coalesce(hearth, tmp_path):
+    pub = _skills(tmp_path, [f"s{i:02d}" for i in range(20)])
+    priv = tmp_path / "priv"
+    priv.mkdir()
+    _plant_tree(priv, 40, 3000)  # 120,000 entries for every walk
+    hearth.start(hearth.config(services=[KEEP],
+                               skills={"public": str(pub), "private": str(priv)}))
+    hearth.wait_for(lambda: hearth.rpc("status")["phases"]["skills"], timeout=60,
+                    what="first overlay")
+    runs = hearth.rpc("skills.sync")["runs"]
+    a, pid = _catch_walk(hearth)
+    try:
+        # The loop answers while the walk is held, and only that one walk
+        # runs whatever else is asked meanwhile.
+        ping_alive(hearth)
+        b, d, e = (Client(hearth.sock, timeout=60) for _ in range(3))
+        b.send_raw(b'{"jsonrpc":"2.0","id":2,"method":"skills.sync"}\n')
+        d.send_raw(b'{"jsonrpc":"2.0","id":3,"method":"skills.sync"}\n')
+        e.send_raw(b'{"jsonrpc":"2.0","id":4,"method":"skills.list"}\n')
+        (pub / "late").mkdir()
+        (pub / "late" / "SKILL.md").write_text("# late\n")
+        # Past inotify's 200 ms delay: that trigger is coalesced as well.
+        time.sleep(0.5)
+        ping_alive(hearth)
+        assert _walkers(hearth) == [pid]
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    ra, rb, rd, re_ = a.read_reply(), b.read_reply(), d.read_reply(), e.read_reply()
+    for c in (a, b, d, e):
+        c.close()
+    # The held run: the one skills.sync asked for, all of public linked.
+    skipped = ra["result"]["runs"] - runs - 1  # walks that ended before one was caught
+    assert ra["result"]["trigger"] == "sync" and ra["result"]["errors"] == 0, ra
+    assert ra["result"]["public"] == 20 and ra["result"]["linked"] == 20
+    # Both later requests were answered by one more run, which saw "late".
+    assert rb["result"]["runs"] == rd["result"]["runs"] == runs + 2 + skipped, (ra, rb, rd)
+    assert rb["result"]["public"] == 21 and rb["result"]["created"] == 1
+    assert os.readlink(priv / "late") == f"{pub}/late"
+    # The list, a dry run taking its turn right after the held run: "late"
+    # is public and not linked yet; the agent's tree is listed as its own.
+    sl = re_["result"]
+    assert len(sl["public"]) == 21 and len(sl["linked"]) == 20 and sl["pending"] == 1, sl["last"]
+    assert len(sl["private"]) == 40 + 40 * 3000
+    assert sl["last"]["runs"] == ra["result"]["runs"]
+    assert hearth.rpc("skills.sync")["runs"] == runs + 3 + skipped
+    ping_alive(hearth)
+
+
+def test_walk_past_its_deadline_is_killed_and_the_next_trigger_runs_again(hearth, tmp_path):
+    pub = _skills(tmp_path, ("alpha", "beta"))
+    priv = tmp_path / "priv"
+    priv.mkdir()
+    _plant_tree(priv, 20, 1000)
+    hearth.start(hearth.config(services=[KEEP], skills={
+        "public": str(pub), "private": str(priv), "timeout_ms": 2000}))
+    hearth.wait_for(lambda: hearth.rpc("status")["phases"]["skills"], timeout=60,
+                    what="first overlay")
+    sub = Client(hearth.sock, timeout=30)
+    sub.result("events.subscribe", {"since": 0})
+    a, pid = _catch_walk(hearth)
+    ping_alive(hearth)
+    r = a.read_reply()
+    a.close()
+    # Killed at its deadline (SIGKILL ends a stopped process too).
+    assert r["error"]["code"] == -32000, r
+    assert "longer than 2000 ms (skills.timeout_ms)" in r["error"]["message"]
+    hearth.wait_for(lambda: not os.path.exists(f"/proc/{pid}"), what="the walk reaped")
+    while True:
+        ev = sub.read_line()["params"]
+        if ev["type"] == "skills.sync" and "error" in ev:
+            break
+    sub.close()
+    assert "2000 ms" in ev["error"] and ev["trigger"] == "sync"
+    ping_alive(hearth)
+    # The next trigger walks again, to the end.
+    (pub / "gamma").mkdir()
+    (pub / "gamma" / "SKILL.md").write_text("# gamma\n")
+    r = hearth.rpc("skills.sync")
+    assert r["errors"] == 0 and "error" not in r and r["public"] == 3 and r["linked"] == 3
+    assert os.readlink(priv / "gamma") == f"{pub}/gamma"

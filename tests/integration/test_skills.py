@@ -43,6 +43,13 @@ def _publish(pub, name, text=None):
     os.rename(tmp, pub / name)
 
 
+def _first_run(h, linked):
+    """Waits for the first reconcile to have finished (the phase "skills"
+    is reached then), not only for one of its links: the walk runs in a
+    child and may still be making the others."""
+    h.wait_for(lambda: linked() and h.rpc("status")["phases"]["skills"], what="first overlay")
+
+
 def _ctl(h, *args):
     return subprocess.run([HEARTHCTL, "--connect", "unix:" + h.sock, *args],
                           capture_output=True, text=True, timeout=10)
@@ -81,7 +88,7 @@ def test_overlay_rules(hearth, tmp_path):
 def test_sync_links_new_and_removes_stale(hearth, tmp_path):
     pub, priv, g, extra = _setup(tmp_path)
     hearth.start(hearth.config(services=[KEEP], **extra))
-    hearth.wait_for(lambda: os.path.islink(priv / "beta"), what="first overlay")
+    _first_run(hearth, lambda: os.path.islink(priv / "beta"))
     _publish(pub, "delta")
     (pub / "beta" / "SKILL.md").unlink()
     (pub / "beta").rmdir()
@@ -99,7 +106,7 @@ def test_sync_links_new_and_removes_stale(hearth, tmp_path):
 def test_poll_picks_up_changes(hearth, tmp_path):
     pub, priv, g, extra = _setup(tmp_path, poll_ms=100)
     hearth.start(hearth.config(services=[KEEP], **extra))
-    hearth.wait_for(lambda: os.path.islink(priv / "alpha"), what="first overlay")
+    _first_run(hearth, lambda: os.path.islink(priv / "alpha"))
     # With nothing changing, the timer alone keeps reconciling.
     hearth.wait_for(lambda: hearth.rpc("skills.list")["last"]["trigger"] == "poll",
                     what="a poll run")
@@ -114,7 +121,7 @@ def test_poll_picks_up_changes(hearth, tmp_path):
 def test_inotify_picks_up_changes_without_polling(hearth, tmp_path):
     pub, priv, g, extra = _setup(tmp_path)
     hearth.start(hearth.config(services=[KEEP], **extra))
-    hearth.wait_for(lambda: os.path.islink(priv / "alpha"), what="first overlay")
+    _first_run(hearth, lambda: os.path.islink(priv / "alpha"))
     if not hearth.rpc("skills.list")["inotify"]:
         import pytest
         pytest.skip("no inotify on this filesystem")
@@ -129,7 +136,7 @@ def test_fork_gives_a_private_copy(hearth, tmp_path):
     (pub / "alpha" / "lib").mkdir()
     (pub / "alpha" / "lib" / "tool.py").write_text("print(1)\n")
     hearth.start(hearth.config(services=[KEEP], **extra))
-    hearth.wait_for(lambda: os.path.islink(priv / "alpha"), what="first overlay")
+    _first_run(hearth, lambda: os.path.islink(priv / "alpha"))
     c = hearth.client()
     e = c.call("skills.fork", {"name": "nope"})["error"]
     assert e["code"] == -32002
@@ -175,7 +182,7 @@ def test_agent_edits_forked_skill_but_not_public(hearth, tmp_path):
 def test_hearthctl_mounts_and_skills(hearth, tmp_path):
     pub, priv, g, extra = _setup(tmp_path)
     hearth.start(hearth.config(services=[KEEP], **extra))
-    hearth.wait_for(lambda: os.path.islink(priv / "alpha"), what="first overlay")
+    _first_run(hearth, lambda: os.path.islink(priv / "alpha"))
     out = _ctl(hearth, "mounts")
     assert out.returncode == 0, out.stderr
     rows = out.stdout.splitlines()
@@ -249,7 +256,7 @@ def test_categories_merged_skill_by_skill(hearth, tmp_path):
     (priv / "mine" / "tool").mkdir(parents=True)
     (priv / "mine" / "tool" / "SKILL.md").write_text("# tool\n")
     hearth.start(hearth.config(services=[KEEP], **extra))
-    hearth.wait_for(lambda: os.path.islink(priv / "devops" / "deploy"), what="first overlay")
+    _first_run(hearth, lambda: os.path.islink(priv / "devops" / "deploy"))
     assert os.readlink(priv / "devops" / "deploy") == str(g / "skills" / "devops" / "deploy")
     assert (priv / "devops" / "backup" / "SKILL.md").read_text() == "# backup (mine)\n"
     assert os.readlink(priv / "data" / "query") == str(g / "skills" / "data" / "query")
@@ -291,7 +298,7 @@ def test_categories_merged_skill_by_skill(hearth, tmp_path):
 def test_fork_a_category_skill(hearth, tmp_path):
     pub, priv, g, extra = _cat_setup(tmp_path)
     hearth.start(hearth.config(services=[KEEP], **extra))
-    hearth.wait_for(lambda: os.path.islink(priv / "devops" / "deploy"), what="first overlay")
+    _first_run(hearth, lambda: os.path.islink(priv / "devops" / "deploy"))
     out = _ctl(hearth, "skills", "fork", "devops/deploy")
     assert out.returncode == 0, out.stderr
     assert (priv / "devops" / "deploy").is_dir() and not os.path.islink(priv / "devops" / "deploy")
@@ -330,7 +337,7 @@ def test_planted_category_link_is_never_followed(hearth, tmp_path):
     outside.mkdir()
     os.symlink(outside, priv / "devops")
     hearth.start(hearth.config(services=[KEEP], **extra))
-    hearth.wait_for(lambda: os.path.islink(priv / "data" / "query"), what="first overlay")
+    _first_run(hearth, lambda: os.path.islink(priv / "data" / "query"))
     r = hearth.rpc("skills.sync")
     assert r["errors"] == 0
     assert os.listdir(outside) == []
@@ -350,7 +357,7 @@ def test_interrupted_category_run_is_completed(hearth, tmp_path):
     (priv / "devops" / ".hearth-category").write_text("")
     os.symlink("/nowhere", priv / "devops" / ".hearth-link.tmp")
     hearth.start(hearth.config(services=[KEEP], **extra))
-    hearth.wait_for(lambda: os.path.islink(priv / "devops" / "deploy"), what="first overlay")
+    _first_run(hearth, lambda: os.path.islink(priv / "devops" / "deploy"))
     assert not os.path.lexists(priv / ".hearth-category.tmp")
     assert not os.path.lexists(priv / "devops" / ".hearth-link.tmp")
     assert sorted(os.listdir(priv / "devops")) == [".hearth-category", "DESCRIPTION.md",
@@ -402,7 +409,7 @@ def test_depth_and_marker_keys(hearth, tmp_path):
     # skills.depth 1: the flat overlay, every top-level entry linked whole.
     pub, priv, g, extra = _cat_setup(tmp_path, depth=1)
     hearth.start(hearth.config(services=[KEEP], **extra))
-    hearth.wait_for(lambda: os.path.islink(priv / "devops"), what="first overlay")
+    _first_run(hearth, lambda: os.path.islink(priv / "devops"))
     assert os.readlink(priv / "devops") == str(g / "skills" / "devops")
     assert hearth.rpc("skills.list")["categories"] == []
     hearth.stop()
@@ -413,7 +420,7 @@ def test_marker_key(hearth, tmp_path):
     pub, priv, g, extra = _cat_setup(tmp_path, marker="README")
     (pub / "data" / "query" / "README").write_text("x\n")
     hearth.start(hearth.config(services=[KEEP], **extra))
-    hearth.wait_for(lambda: os.path.islink(priv / "data" / "query"), what="first overlay")
+    _first_run(hearth, lambda: os.path.islink(priv / "data" / "query"))
     # alpha has no README: at the top, a category (with nothing in it
     # but its SKILL.md, linked as an entry of that category).
     assert (priv / "alpha").is_dir() and not os.path.islink(priv / "alpha")

@@ -746,3 +746,76 @@ TEST(skills_cached_skill_that_becomes_a_category_is_converted)
     skills_cache_free(k);
     teardown(&t);
 }
+
+/* The cache as a reconcile run in a child hands it back: the bytes load
+ * into a cache that encodes to the same bytes and judges links as the
+ * original would; anything cut short or malformed is refused and leaves
+ * the cache as it was. */
+TEST(skills_cache_survives_its_bytes_and_refuses_broken_ones)
+{
+    struct trees t;
+    struct skills_counts c;
+    struct skills_cache *k = skills_cache_new(), *k2 = skills_cache_new();
+    char err[512], p[512], q[512];
+    char *b = NULL, *b2 = NULL, *b3 = NULL;
+    size_t n = 0, n2 = 0, n3 = 0;
+
+    setup(&t);
+    mk(t.pub, "alpha");
+    mk(t.pub, "beta");
+    mk(t.pub, "gamma");
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.linked, 3);
+    CHECK_EQ_INT(skills_cache_encode(k, 1 << 20, &b, &n), 0);
+    CHECK(n > 8 + 3 * 12);
+    CHECK_EQ_INT(skills_cache_encode(k, n - 1, &b3, &n3), -1); /* over its bound */
+    CHECK(b3 == NULL);
+    /* Every cut, a wrong count, and a key length of 0 or past the end
+     * are refused. */
+    for (size_t cut = 0; cut < n; cut++)
+        CHECK_EQ_INT(skills_cache_load(k2, b, cut), -1);
+    char *bad = malloc(n);
+    memcpy(bad, b, n);
+    uint32_t huge = 1u << 30;
+    memcpy(bad + 8 + 8, &huge, 4);
+    CHECK_EQ_INT(skills_cache_load(k2, bad, n), -1);
+    uint32_t zero = 0;
+    memcpy(bad + 8 + 8, &zero, 4);
+    CHECK_EQ_INT(skills_cache_load(k2, bad, n), -1);
+    memcpy(bad, b, n);
+    uint32_t more = 4; /* says 4 links, holds 3 */
+    memcpy(bad + 4, &more, 4);
+    CHECK_EQ_INT(skills_cache_load(k2, bad, n), -1);
+    free(bad);
+    CHECK_EQ_INT(skills_cache_load(k2, b, n), 0);
+    CHECK_EQ_INT(skills_cache_encode(k2, 1 << 20, &b2, &n2), 0);
+    CHECK(n2 == n && memcmp(b, b2, n) == 0);
+    free(b2);
+    CHECK_EQ_INT(skills_cache_load(k2, b, n - 1), -1); /* refused: k2 as it was */
+    CHECK_EQ_INT(skills_cache_encode(k2, 1 << 20, &b2, &n2), 0);
+    CHECK(n2 == n && memcmp(b, b2, n) == 0);
+    /* Judged as the original would: the agent's replacement of alpha
+     * (a new inode) shadows, beta's cached link goes with its public
+     * skill, gamma stays linked. */
+    snprintf(p, sizeof(p), "%s/alpha", t.priv);
+    snprintf(q, sizeof(q), "%s/alpha.new", t.priv);
+    CHECK(symlink("/elsewhere", q) == 0);
+    CHECK(rename(q, p) == 0);
+    snprintf(p, sizeof(p), "%s/beta", t.pub);
+    CHECK(rmdir(p) == 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k2, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.linked, 1);
+    CHECK_EQ_INT(c.shadowed, 1);
+    CHECK_EQ_INT(c.removed, 1);
+    CHECK(!exists(&t, "beta"));
+    /* A reset forgets the links: the next run still judges by reading. */
+    skills_cache_reset(k2);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k2, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.linked, 1);
+    free(b);
+    free(b2);
+    skills_cache_free(k);
+    skills_cache_free(k2);
+    teardown(&t);
+}

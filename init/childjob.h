@@ -1,0 +1,53 @@
+/* childjob: file work that may take long (a walk of a tree the agent can
+ * fill, a share that may hang) run in a forked child, so PID 1's loop
+ * never waits on it. The child writes its result to a pipe; the loop
+ * reads it without blocking as it arrives, bounded in bytes, and a
+ * deadline kills the child. One job at a time per struct childjob. */
+#ifndef HEARTH_CHILDJOB_H
+#define HEARTH_CHILDJOB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <ev.h>
+
+enum childjob_end {
+    CHILDJOB_EXITED,   /* ended on its own: status is its wait status */
+    CHILDJOB_TIMEOUT,  /* past its deadline: killed */
+    CHILDJOB_TOO_BIG,  /* wrote more than max bytes: killed */
+};
+
+struct childjob;
+/* Runs in the child: writes the result to wfd (blocking writes), returns;
+ * the child then _exits. */
+typedef void (*childjob_fn)(int wfd, void *arg);
+/* In the loop, once: data/len is what the child wrote (valid during the
+ * call only). */
+typedef void (*childjob_done)(struct childjob *j, enum childjob_end end, int status,
+                              const char *data, size_t len);
+
+struct childjob {
+    pid_t pid;    /* the running child, 0 when none */
+    pid_t killed; /* a child killed at its deadline and not reaped yet */
+    int rd;
+    ev_io io;
+    ev_timer deadline;
+    char *buf;
+    size_t len, cap, max;
+    bool killing;            /* SIGKILL sent; waiting for the reap */
+    enum childjob_end why;   /* what killing reports */
+    int64_t timeout_ms;
+    childjob_done done;
+    void *ctx; /* the owner's */
+};
+
+/* Forks fn(arg) with a timeout_ms deadline and a max-byte result. 0
+ * started, -1 with err (no loop, a killed child still not reaped, pipe,
+ * fork or reaper failure). */
+int childjob_start(struct childjob *j, int64_t timeout_ms, size_t max, childjob_fn fn,
+                   void *arg, childjob_done done, char *err, size_t errlen);
+bool childjob_running(const struct childjob *j);
+
+#endif

@@ -1,0 +1,132 @@
+/* childjob on a loop of its own, with real children: a result larger
+ * than a pipe holds arrives whole, one past its bound or its deadline is
+ * killed and reported as such, and only one child runs per job. */
+#include "unit.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <ev.h>
+
+#include "childjob.h"
+#include "hearth.h"
+#include "reaper.h"
+
+static struct {
+    bool done;
+    enum childjob_end end;
+    int status;
+    size_t len;
+    bool intact;
+} got;
+
+static void on_done(struct childjob *j, enum childjob_end end, int status, const char *data,
+                    size_t len)
+{
+    got.done = true;
+    got.end = end;
+    got.status = status;
+    got.len = len;
+    got.intact = true;
+    for (size_t i = 0; i < len; i++)
+        got.intact &= data[i] == (char)('a' + i % 26);
+    ev_break(H.loop, EVBREAK_ALL);
+}
+
+/* Writes (size_t)arg bytes of a known pattern. */
+static void writer(int wfd, void *arg)
+{
+    size_t n = (size_t)arg, off = 0;
+    char buf[4096];
+    while (off < n) {
+        size_t k = n - off < sizeof(buf) ? n - off : sizeof(buf);
+        for (size_t i = 0; i < k; i++)
+            buf[i] = (char)('a' + (off + i) % 26);
+        ssize_t w = write(wfd, buf, k);
+        if (w <= 0)
+            _exit(3);
+        off += (size_t)w;
+    }
+}
+
+static void sleeper(int wfd, void *arg)
+{
+    sleep(20);
+}
+
+static void reap_cb(struct ev_loop *loop, ev_timer *w, int revents) { reaper_reap(); }
+static void stop_cb(struct ev_loop *loop, ev_timer *w, int revents) { ev_break(loop, EVBREAK_ALL); }
+
+/* Runs the loop until the job is done (or 15 s, a hang). */
+static void run_until_done(void)
+{
+    ev_timer reap, stop;
+    ev_timer_init(&reap, reap_cb, 0.002, 0.002);
+    ev_timer_init(&stop, stop_cb, 15., 0.);
+    ev_timer_start(H.loop, &reap);
+    ev_timer_start(H.loop, &stop);
+    ev_now_update(H.loop);
+    ev_run(H.loop, 0);
+    ev_timer_stop(H.loop, &reap);
+    ev_timer_stop(H.loop, &stop);
+}
+
+TEST(childjob_result_deadline_and_bound)
+{
+    struct ev_loop *saved = H.loop;
+    struct childjob j = {0};
+    char err[256];
+
+    H.loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOENV);
+    CHECK(H.loop != NULL);
+
+    /* 300 KiB: more than a pipe holds, so the loop reads as it comes. */
+    memset(&got, 0, sizeof(got));
+    CHECK_EQ_INT(childjob_start(&j, 10000, 1 << 20, writer, (void *)(size_t)(300 * 1024), on_done,
+                                err, sizeof(err)),
+                 0);
+    CHECK(childjob_running(&j));
+    /* One child per job. */
+    CHECK_EQ_INT(childjob_start(&j, 10000, 1 << 20, writer, (void *)1, on_done, err, sizeof(err)),
+                 -1);
+    CHECK(strstr(err, "already running") != NULL);
+    run_until_done();
+    CHECK(got.done);
+    CHECK_EQ_INT(got.end, CHILDJOB_EXITED);
+    CHECK(WIFEXITED(got.status) && WEXITSTATUS(got.status) == 0);
+    CHECK_EQ_INT(got.len, 300 * 1024);
+    CHECK(got.intact);
+    CHECK(!childjob_running(&j));
+
+    /* Past its bound: killed, and said so. */
+    memset(&got, 0, sizeof(got));
+    CHECK_EQ_INT(childjob_start(&j, 10000, 64 * 1024, writer, (void *)(size_t)(300 * 1024), on_done,
+                                err, sizeof(err)),
+                 0);
+    run_until_done();
+    CHECK(got.done);
+    CHECK_EQ_INT(got.end, CHILDJOB_TOO_BIG);
+    CHECK(WIFSIGNALED(got.status) && WTERMSIG(got.status) == SIGKILL);
+
+    /* Past its deadline: killed, and said so; the job can start again. */
+    memset(&got, 0, sizeof(got));
+    CHECK_EQ_INT(childjob_start(&j, 100, 1024, sleeper, NULL, on_done, err, sizeof(err)), 0);
+    run_until_done();
+    CHECK(got.done);
+    CHECK_EQ_INT(got.end, CHILDJOB_TIMEOUT);
+    CHECK(WIFSIGNALED(got.status) && WTERMSIG(got.status) == SIGKILL);
+    CHECK(!childjob_running(&j) && j.killed == 0);
+
+    memset(&got, 0, sizeof(got));
+    CHECK_EQ_INT(childjob_start(&j, 10000, 1024, writer, (void *)(size_t)10, on_done, err,
+                                sizeof(err)),
+                 0);
+    run_until_done();
+    CHECK(got.done && got.end == CHILDJOB_EXITED && got.len == 10 && got.intact);
+
+    ev_loop_destroy(H.loop);
+    H.loop = saved;
+}
