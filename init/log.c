@@ -38,6 +38,8 @@ void log_open(enum log_sink sink)
 
 void log_set_level(enum log_level lvl) { g_level = lvl; }
 
+int log_fd(void) { return g_sink == LOG_SINK_STDERR || g_fd < 0 ? 2 : g_fd; }
+
 const char *log_level_name(enum log_level lvl)
 {
     if ((unsigned)lvl > HLOG_DEBUG)

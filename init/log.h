@@ -30,4 +30,8 @@ void log_vmsg(enum log_level lvl, const char *fmt, va_list ap);
 #define log_info(...) log_msg(HLOG_INFO, __VA_ARGS__)
 #define log_debug(...) log_msg(HLOG_DEBUG, __VA_ARGS__)
 
+/* The descriptor log lines go to (2 for stderr): a forked child that
+ * closes what it inherited keeps this one. */
+int log_fd(void);
+
 #endif
