@@ -27,6 +27,8 @@ LIMITS = {
     "log": {"level": "info"},
     "control": {"listen": ["serial:org.hearth.ctl", "vsock:1025"], "allowed_cids": [2]},
     "modules": ["virtio_pci", "virtio_console", "vsock_loopback"],
+    # No clock check (test_boot_options.py has it every second).
+    "clock": {"check_ms": 0},
     "services": [
         # pids_max 8: the service and 7 children.
         {"name": "forks", "argv": [ATTACK, "forks"], "env": NOW, "user": "root",
@@ -130,6 +132,13 @@ def test_vsock_peer_outside_allowed_cids_is_refused(limits_vm):
     # The kernel accepted the connection; hearth refused the peer.
     assert r["vsock_connect"] == "ok", r
     assert '"message":"peer refused"' in r["vsock_reply"], r
+
+
+def test_clock_check_off(limits_vm):
+    assert LIMITS["clock"]["check_ms"] == 0
+    sb = limits_vm.result("status")["sandbox"]
+    # The hardware-clock check is not running; the other detectors are.
+    assert sb["clock"]["set"] is True and set(sb["detectors"]) == {"clock_step", "vmgenid"}, sb
 
 
 def test_reboot(limits_vm):
