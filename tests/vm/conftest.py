@@ -170,7 +170,7 @@ def overlay_initrd(base, files, out):
         data = f.read()
     with open(out, "wb") as f:
         f.write(data)
-        f.write(gzip.compress(cpio_newc(files), 1))
+        f.write(gzip.compress(cpio_newc(files), 1, mtime=0))
     return out
 
 

@@ -114,7 +114,7 @@ def test_freeze_and_resume(cover):
     # Lines already in the pipe may still arrive; then nothing does.
     time.sleep(0.5)
     n = ticks(vm)
-    time.sleep(1.5)
+    time.sleep(1.0)
     assert ticks(vm) == n
     # A frozen service keeps its process and answers nothing but status.
     assert vm.service("ticker")["state"] == "running"
@@ -144,7 +144,7 @@ def test_unannounced_pause_found_by_the_clock_check(cover):
     before = vm.result("sandbox.resume", {})
     assert before["cause"] == "host"
     vm.qmp.cmd("stop")
-    time.sleep(4)
+    time.sleep(3)
     vm.qmp.cmd("cont")
     # The host says nothing: within a check or two the system clock is
     # seen lagging the RTC by the pause, and the resume steps run. (The
@@ -157,7 +157,8 @@ def test_unannounced_pause_found_by_the_clock_check(cover):
     assert lr["cause"] == "rtc", lr
     time_step = {s["name"]: s for s in lr["steps"]}["time"]
     assert time_step["source"] == "rtc0" and time_step["clock"]["action"] == "stepped", lr
-    assert time_step["clock"]["offset_ms"] > 2500, lr
+    # The pause, less up to a second of the RTC's truncation.
+    assert time_step["clock"]["offset_ms"] > 1900, lr
 
 
 def test_restore_with_a_vm_generation_id(cover, tmp_path):
@@ -181,7 +182,7 @@ def test_restore_with_a_vm_generation_id(cover, tmp_path):
                 what="migration")
     vm.qmp.cmd("quit")
     vm.wait_exit(30)
-    time.sleep(3)
+    time.sleep(2)
 
     vm2 = cover_vm(os.path.join(cover["root"], "restored"))
     cover["vms"].append(vm2)
