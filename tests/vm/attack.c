@@ -12,7 +12,7 @@
  *                            mask can be unmounted, the ruleset reached,
  *                            frames sent; the layers behind must hold
  *   attack forks             fork until the cgroup's pids.max says no
- *                            (or 512 children)
+ *                            (or 64 children)
  *   attack hog MIB           touch MIB MiB of memory, 1 MiB at a time
  *   attack throttle MIB      the same, then report the leaf's memory.high
  *                            and memory.events
@@ -544,7 +544,7 @@ static void forks(void)
     char leaf[512], buf[64];
     /* Far above any pids_max a test sets; bounded so a build that sets
      * none ends quickly. */
-    pid_t kids[512];
+    pid_t kids[64];
     int n = 0;
 
     if (find_leaf("/sys/fs/cgroup", 4, leaf, sizeof(leaf)) < 0)
