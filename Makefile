@@ -57,6 +57,12 @@ $(BUILD)/hearth: $(INIT_SRCS) $(AGENT_SRCS) $(HDRS) $(DEPS_STAMP) VERSION
 	@mkdir -p $(BUILD)
 	$(MUSLCC) $(CFLAGS_COMMON) $(CFLAGS) $(DEP_INC) -o $@ $(INIT_SRCS) $(AGENT_SRCS) $(LDFLAGS_STATIC) $(DEP_LIBS)
 
+# hearth with every cgroup limit write left out: tests/vm/test_limits.py
+# boots it and expects the limit checks to fail (a mutation check).
+$(BUILD)/hearth-mutant-nolimits: $(INIT_SRCS) $(AGENT_SRCS) $(HDRS) $(DEPS_STAMP) VERSION
+	@mkdir -p $(BUILD)
+	$(MUSLCC) $(CFLAGS_COMMON) $(CFLAGS) -DHEARTH_MUTANT_NO_LIMITS $(DEP_INC) -o $@ $(INIT_SRCS) $(AGENT_SRCS) $(LDFLAGS_STATIC) $(DEP_LIBS)
+
 $(BUILD)/hearthctl: $(CTL_SRCS) $(HDRS) $(DEPS_STAMP) VERSION
 	@mkdir -p $(BUILD)
 	$(MUSLCC) $(CFLAGS_COMMON) $(CFLAGS) $(DEP_INC) -o $@ $(CTL_SRCS) $(LDFLAGS_STATIC) $(DEPS)/lib/libcjson.a -lm

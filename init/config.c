@@ -1706,21 +1706,15 @@ int config_check_section(const char *key, const struct cJSON *value, char *err, 
     return validate(value, k->s, &c);
 }
 
-struct config *config_load(const char *path, char *err, size_t errlen)
+/* The file's bytes (at most CONFIG_MAX_BYTES, NUL-terminated, *lenp of
+ * them) in a buffer the caller frees; NULL with err and errno set. */
+static char *read_config_file(const char *path, size_t *lenp, char *err, size_t errlen)
 {
-    char scratch[CONFIG_ERR_MAX];
-    struct config *cfg;
     struct stat st;
     char *buf;
     size_t len = 0;
     int fd, saved;
 
-    if (!err || !errlen) {
-        err = scratch;
-        errlen = sizeof(scratch);
-    }
-    if (!path)
-        path = CONFIG_DEFAULT_PATH;
     fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
         saved = errno;
@@ -1767,11 +1761,63 @@ struct config *config_load(const char *path, char *err, size_t errlen)
         errno = EFBIG;
         return NULL;
     }
+    buf[len] = 0;
+    *lenp = len;
+    return buf;
+}
+
+struct config *config_load(const char *path, char *err, size_t errlen)
+{
+    char scratch[CONFIG_ERR_MAX];
+    struct config *cfg;
+    size_t len;
+
+    if (!err || !errlen) {
+        err = scratch;
+        errlen = sizeof(scratch);
+    }
+    if (!path)
+        path = CONFIG_DEFAULT_PATH;
+    char *buf = read_config_file(path, &len, err, errlen);
+    if (!buf)
+        return NULL;
     cfg = config_parse(buf, len, err, errlen);
     free(buf);
     if (!cfg)
         errno = EINVAL;
     return cfg;
+}
+
+struct config *config_fallback(const char *path, bool *kept)
+{
+    char err[CONFIG_ERR_MAX];
+    struct config *cfg = NULL;
+    size_t len;
+
+    *kept = false;
+    char *buf = read_config_file(path, &len, err, sizeof(err));
+    cJSON *doc = buf ? cJSON_ParseWithLength(buf, len) : NULL;
+    free(buf);
+    if (cJSON_IsObject(doc)) {
+        /* Only the two keys that decide whether the host can reach the
+         * guest: the listeners, and the modules their drivers may be. */
+        cJSON *part = cJSON_CreateObject();
+        static const char *const keep[] = {"control", "modules"};
+        for (size_t i = 0; part && i < sizeof(keep) / sizeof(keep[0]); i++) {
+            cJSON *v = cJSON_DetachItemFromObjectCaseSensitive(doc, keep[i]);
+            if (v)
+                cJSON_AddItemToObject(part, keep[i], v);
+        }
+        char *text = part && part->child ? cJSON_PrintUnformatted(part) : NULL;
+        if (text) {
+            cfg = config_parse(text, strlen(text), err, sizeof(err));
+            *kept = cfg != NULL;
+            cJSON_free(text);
+        }
+        cJSON_Delete(part);
+    }
+    cJSON_Delete(doc);
+    return cfg ? cfg : config_default(err, sizeof(err));
 }
 
 struct config *config_default(char *err, size_t errlen)

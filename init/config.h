@@ -100,6 +100,11 @@ struct config *config_load(const char *path, char *err, size_t errlen);
 /* The built-in config used when no file exists: no services, control on
  * unix:/run/hearth/control.sock and vsock:1025. */
 struct config *config_default(char *err, size_t errlen);
+/* What vm mode runs after path was refused: the built-in defaults, with
+ * the file's own `control` and `modules` when those two are valid by
+ * themselves (*kept says so), so the host still reaches the guest over the
+ * channel the image meant. NULL only when out of memory. */
+struct config *config_fallback(const char *path, bool *kept);
 void config_free(struct config *cfg);
 
 /* Parses "unix:PATH", "vsock:PORT" or "serial:PATH". */

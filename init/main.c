@@ -217,8 +217,14 @@ static struct config *load_config(const char *path, bool explicit_path)
     if (H.mode != MODE_VM)
         return NULL;
     /* A VM must stay reachable: run the built-in defaults so the host can
-     * read config_error in status and fix the image. */
-    return config_default(err, sizeof(err));
+     * read config_error in status and fix the image, over the listeners
+     * the file names when those are valid by themselves (the built-in
+     * vsock and unix ones may not reach this host at all). */
+    bool kept;
+    cfg = config_fallback(path, &kept);
+    log_warn("running the built-in defaults%s",
+             kept ? " with the refused file's control and modules" : "");
+    return cfg;
 }
 
 int main(int argc, char **argv)

@@ -739,12 +739,13 @@ static ev_io clock_io, uevent_io;
 static ev_timer hw_timer;
 
 /* Detectors can fire together for one restore (a vmgenid uevent, then the
- * clock comparison): within a second of the last resume they only log. */
-static void detected(const char *cause)
+ * clock comparison): within a second of the last resume they only log.
+ * Returns whether the resume steps ran. */
+static bool detected(const char *cause)
 {
     if (last_resume_mono_ms >= 0 && mono_ms() - last_resume_mono_ms < 1000) {
         log_debug("resume detector %s: just resumed, nothing to do", cause);
-        return;
+        return false;
     }
     log_info("resume detected (%s)", cause);
     char err[128];
@@ -752,6 +753,7 @@ static void detected(const char *cause)
     if (!r)
         log_warn("resume (%s) not run: %s", cause, err);
     cJSON_Delete(r);
+    return true;
 }
 
 static int arm_clock_fd(void)
@@ -843,7 +845,12 @@ static void hw_cb(struct ev_loop *loop, ev_timer *w, int revents)
     if (hw_lag_ms(&lag, &res, &src) < 0)
         return;
     if (sandbox_hw_clock_lags(lag - hw_baseline_ms, clock_threshold_ms, res)) {
-        detected(strcmp(src, "ptp0") == 0 ? "ptp_clock" : "rtc");
+        /* A lag seen within a second of a resume is not taken as the new
+         * baseline: the monotonic clock that second is counted on stops
+         * while the VM does, so the host's pause right after its own
+         * sandbox.resume lands here, and must be found by the next check. */
+        if (!detected(strcmp(src, "ptp0") == 0 ? "ptp_clock" : "rtc"))
+            return;
         if (hw_lag_ms(&lag, &res, &src) == 0)
             hw_baseline_ms = lag > 0 ? lag : 0;
     }

@@ -45,17 +45,6 @@ reviewer of a test still judges whether it asserts the outcome."""
 # each entry is a gap. An entry that a test exercises after all is an
 # error, so the list cannot go stale.
 EXCEPTIONS = {
-    "config:clock.check_ms": "needs clock.set true and a hardware clock: outside a VM that "
-                             "could step the machine's clock; TODO in tests/vm",
-    "config:control.allowed_cids": "vsock peers exist only in a VM (vsock is not namespaced); "
-                                   "TODO in tests/vm",
-    "config:modules": "VM-only: tests/vm/test_vm.py::test_boot_status_shutdown asserts the "
-                      "modules of the image's config loaded, but the list is in the image",
-    "cmdline:hearth.config": "VM-only: scripts/run-vm passes it to every tests/vm guest, "
-                             "but no test names it",
-    "cmdline:hearth.log": "VM-only: scripts/run-vm passes hearth.log=info to every tests/vm "
-                          "guest, but no test names it",
-    "cmdline:hearth.hostname": "VM-only (read in vm mode only); TODO in tests/vm",
 }
 
 SKIP_FILES = {"test_coverage.py"}

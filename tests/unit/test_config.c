@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -266,6 +267,66 @@ TEST(config_defaults)
     }
     config_free(cfg);
     config_free(NULL);
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+/* vm mode's fallback after a refusal: the defaults, keeping the file's
+ * control and modules only when those are valid by themselves. */
+TEST(config_fallback_keeps_control_and_modules)
+{
+    char path[] = "/tmp/hearth-unit-fallback-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0)
+        return;
+    close(fd);
+    bool kept = true;
+
+    write_text(path, "{\"control\": {\"listen\": [\"serial:org.hearth.ctl\"]},"
+                     " \"modules\": [\"virtio_console\"], \"hostname\": \"h\","
+                     " \"services\": [{\"name\": \"a\", \"argv\": [\"/x\"], \"restart\": \"often\"}]}");
+    struct config *cfg = config_fallback(path, &kept);
+    CHECK(cfg != NULL && kept);
+    if (cfg) {
+        CHECK_EQ_INT(cfg->n_listen, 1);
+        CHECK_EQ_INT(cfg->listen[0].kind, LISTEN_SERIAL);
+        CHECK_EQ_INT(cfg->n_modules, 1);
+        CHECK_STR(cfg->modules[0], "virtio_console");
+        CHECK(cfg->hostname == NULL);
+        CHECK_EQ_INT(cfg->n_services, 0);
+    }
+    config_free(cfg);
+
+    /* A bad control section, a syntax error, a missing file: defaults. */
+    static const char *const bad[] = {
+        "{\"control\": {\"listen\": [\"tcp:1\"]}, \"modules\": [\"virtio_console\"]}",
+        "{\"control\": ", "[1]", "{\"hostname\": 7}"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        write_text(path, bad[i]);
+        kept = true;
+        cfg = config_fallback(path, &kept);
+        CHECK(cfg != NULL && !kept);
+        if (cfg) {
+            CHECK_EQ_INT(cfg->n_listen, 2);
+            CHECK_EQ_INT(cfg->listen[1].kind, LISTEN_VSOCK);
+            CHECK_EQ_INT(cfg->n_modules, 0);
+        }
+        config_free(cfg);
+    }
+    unlink(path);
+    kept = true;
+    cfg = config_fallback(path, &kept);
+    CHECK(cfg != NULL && !kept);
+    config_free(cfg);
 }
 
 TEST(config_service_defaults)

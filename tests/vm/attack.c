@@ -12,7 +12,16 @@
  *                            mask can be unmounted, the ruleset reached,
  *                            frames sent; the layers behind must hold
  *   attack forks             fork until the cgroup's pids.max says no
+ *                            (or 64 children)
  *   attack hog MIB           touch MIB MiB of memory, 1 MiB at a time
+ *   attack throttle MIB      the same, then report the leaf's memory.high
+ *                            and memory.events
+ *   attack vsock CID PORT    connect to hearth's vsock listener, send a
+ *                            ping, report the reply line
+ *   attack tick              print a numbered line every 100 ms, forever
+ *
+ * With ATTACK_NOW set in the environment a mode starts at once instead of
+ * waiting for /workspace/go (a VM without shares).
  *
  * Kernel knobs and cgroup files are opened for writing, never written,
  * except the single pid written into cgroup.procs where the open already
@@ -23,6 +32,7 @@
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netlink.h>
+#include <linux/vm_sockets.h>
 #include <arpa/inet.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -532,7 +542,9 @@ static void leaf_file(const char *leaf, const char *name, const char *attack)
 static void forks(void)
 {
     char leaf[512], buf[64];
-    pid_t kids[4096];
+    /* Far above any pids_max a test sets; bounded so a build that sets
+     * none ends quickly. */
+    pid_t kids[64];
     int n = 0;
 
     if (find_leaf("/sys/fs/cgroup", 4, leaf, sizeof(leaf)) < 0)
@@ -586,13 +598,96 @@ static void hog(long mib)
     rest();
 }
 
+/* Touches MIB MiB like hog; memory.high throttles it without a kill, so it
+ * gets through and reports what the leaf counted. */
+static void throttle(long mib)
+{
+    char leaf[512], buf[64];
+
+    if (find_leaf("/sys/fs/cgroup", 4, leaf, sizeof(leaf)) < 0)
+        snprintf(leaf, sizeof(leaf), "/nonexistent");
+    report("leaf", leaf);
+    leaf_file(leaf, "memory.high", "memory_high");
+    char *p = malloc((size_t)mib << 20);
+    if (!p) {
+        report("malloc", "failed");
+        rest();
+    }
+    for (long i = 1; i <= mib; i++) {
+        memset(p + ((i - 1) << 20), 0x5a, 1 << 20);
+        snprintf(buf, sizeof(buf), "%ld", i);
+        report("touched_mib", buf);
+    }
+    char ev[1024], path[600];
+    snprintf(path, sizeof(path), "%s/memory.events", leaf);
+    if (read_text(path, ev, sizeof(ev)) < 0) {
+        report("memory_events", errname(errno));
+        rest();
+    }
+    /* One line per counter: "high N", "oom_kill N", ... */
+    for (char *line = strtok(ev, "\n"); line; line = strtok(NULL, "\n")) {
+        char *sp = strchr(line, ' ');
+        if (!sp)
+            continue;
+        *sp = 0;
+        char name[80];
+        snprintf(name, sizeof(name), "events_%s", line);
+        report(name, sp + 1);
+    }
+    rest();
+}
+
+static void vsock_ping(unsigned cid, unsigned port)
+{
+    struct sockaddr_vm sa = {.svm_family = AF_VSOCK, .svm_cid = cid, .svm_port = port};
+    int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        report("vsock_socket", errname(errno));
+        rest();
+    }
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        report("vsock_connect", errname(errno));
+        rest();
+    }
+    report("vsock_connect", "ok");
+    static const char ping[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n";
+    if (write(fd, ping, sizeof(ping) - 1) < 0)
+        report("vsock_write", errname(errno));
+    char line[512];
+    size_t n = 0;
+    while (n < sizeof(line) - 1) {
+        ssize_t r = read(fd, line + n, 1);
+        if (r <= 0 || line[n] == '\n')
+            break;
+        n++;
+    }
+    line[n] = 0;
+    report("vsock_reply", n ? line : "none");
+    close(fd);
+    rest();
+}
+
+static void tick(void)
+{
+    char buf[32];
+    for (long i = 1;; i++) {
+        snprintf(buf, sizeof(buf), "%ld", i);
+        report("tick", buf);
+        sleep_ms(100);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: attack contained|privileged SOCK | forks | hog MIB\n");
+        fprintf(stderr, "usage: attack contained|privileged SOCK | forks | hog MIB | throttle MIB"
+                        " | vsock CID PORT | tick\n");
         return 2;
     }
-    wait_go();
+    if (!getenv("ATTACK_NOW"))
+        wait_go();
     if (strcmp(argv[1], "contained") == 0 && argc == 3)
         contained(argv[2]);
     else if (strcmp(argv[1], "privileged") == 0 && argc == 3)
@@ -601,6 +696,12 @@ int main(int argc, char **argv)
         forks();
     else if (strcmp(argv[1], "hog") == 0 && argc == 3)
         hog(atol(argv[2]));
+    else if (strcmp(argv[1], "throttle") == 0 && argc == 3)
+        throttle(atol(argv[2]));
+    else if (strcmp(argv[1], "vsock") == 0 && argc == 4)
+        vsock_ping((unsigned)strtoul(argv[2], NULL, 10), (unsigned)strtoul(argv[3], NULL, 10));
+    else if (strcmp(argv[1], "tick") == 0)
+        tick();
     fprintf(stderr, "attack: unknown mode %s\n", argv[1]);
     return 2;
 }

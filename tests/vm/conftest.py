@@ -2,6 +2,7 @@
 talk to hearth, the guest's PID 1, over the virtio-serial control channel
 (a unix socket on the host), to QEMU over QMP, and to the stand-in agent
 over a host-forwarded TCP port."""
+import gzip
 import json
 import os
 import shutil
@@ -24,6 +25,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ATTACK_SRC = os.path.join(HERE, "attack.c")
 ATTACK = os.path.join(ROOT, "build", "vmtest", "attack")
 ATTACK_IN_IMAGE = "/usr/libexec/hearth-test/attack"
+# Kernel modules the image must carry for configs the tests hand a VM
+# themselves (make_vm(configs=...)): those configs are not in the image, so
+# build-image.sh would not know their modules.
+MODULES = os.path.join(HERE, "modules.json")
 HEARTH = os.path.join(ROOT, "build", "hearth")
 HEARTHCTL = os.path.join(ROOT, "build", "hearthctl")
 BOOT_TIMEOUT = float(os.environ.get("HEARTH_VM_BOOT_TIMEOUT", "90"))
@@ -118,9 +123,64 @@ class QMP:
         self.ls.close()
 
 
+def attack_results(vm, name):
+    """The report of a service running tests/vm/attack.c: {attack: result};
+    repeated keys keep the last value, and touched_mib keeps them all."""
+    out, touched = {}, []
+    for x in vm.result("logs.read", {"name": name, "lines": 1000})["lines"]:
+        r = json.loads(x["line"])
+        out[r["attack"]] = r["result"]
+        if r["attack"] == "touched_mib":
+            touched.append(int(r["result"]))
+    out["touched"] = touched
+    return out
+
+
+def config_files(configs):
+    """{NAME: config dict, or text} as files for VM(files=...): each
+    /etc/hearth/NAME.json, booted with hearth.config= or --config NAME."""
+    out = {}
+    for name, cfg in configs.items():
+        text = cfg if isinstance(cfg, str) else json.dumps(cfg, indent=1)
+        out[f"/etc/hearth/{name}.json"] = (text.encode(), 0o644)
+    return out
+
+
+def cpio_newc(files):
+    """A newc cpio archive of {path in the guest: (bytes, mode)}; the
+    directories must exist in the image already."""
+    out = bytearray()
+
+    def entry(name, data, mode, ino):
+        name = name.encode() + b"\0"
+        fields = [ino, mode, 0, 0, 1, 0, len(data), 0, 0, 0, 0, len(name), 0]
+        out.extend(b"070701" + b"".join(b"%08X" % f for f in fields) + name)
+        out.extend(b"\0" * (-len(out) % 4))
+        out.extend(data)
+        out.extend(b"\0" * (-len(out) % 4))
+
+    for i, (path, (data, mode)) in enumerate(sorted(files.items()), start=1):
+        entry(path.lstrip("/"), data, 0o100000 | mode, 0x70000 + i)
+    entry("TRAILER!!!", b"", 0, 0)
+    return bytes(out)
+
+
+def overlay_initrd(base, files, out):
+    """The image's initramfs followed by a second archive holding files:
+    the kernel unpacks both, in order, so the later copy of a path wins."""
+    with open(base, "rb") as f:
+        data = f.read()
+    with open(out, "wb") as f:
+        f.write(data)
+        f.write(gzip.compress(cpio_newc(files), 1, mtime=0))
+    return out
+
+
 class VM:
-    def __init__(self, state, args, hostfwd_port=None):
+    def __init__(self, state, args, hostfwd_port=None, files=None):
         self.state = state
+        # {guest path: (bytes, mode)} added to the image for this VM.
+        self.files = files or {}
         self.ctl_path = os.path.join(state, "ctl.sock")
         self.qmp_path = os.path.join(state, "qmp.sock")
         self.console = os.path.join(state, "console.log")
@@ -134,12 +194,16 @@ class VM:
         for p in (self.ctl_path, self.qmp_path):
             if os.path.exists(p):
                 os.unlink(p)
+        os.makedirs(self.state, exist_ok=True)
         cmd = [RUN_VM, "--image", IMAGE, "--state", self.state] + self.args
+        if self.files:
+            initrd = overlay_initrd(os.path.join(IMAGE, "initramfs.cpio.gz"), self.files,
+                                    os.path.join(self.state, "initramfs.cpio.gz"))
+            cmd += ["--initrd", initrd]
         if self.agent_port:
             cmd += ["--hostfwd", f"tcp:127.0.0.1:{self.agent_port}-:9119"]
         if incoming:
             cmd += ["--incoming", incoming]
-        os.makedirs(self.state, exist_ok=True)
         self.log = open(self.console, "wb")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.log,
                                      stderr=subprocess.STDOUT)
@@ -306,7 +370,7 @@ def image():
     initrd = os.path.join(IMAGE, "initramfs.cpio.gz")
     configs = [os.path.join(ROOT, "rootfs", "qemu", "hearth.json"),
                os.path.join(ROOT, "rootfs", "qemu", "disk.json"), os.path.join(HERE, "hostile.json"),
-               hermes_config.write()]
+               hermes_config.write(), MODULES]
     inputs = [HEARTH, ATTACK, os.path.join(ROOT, "rootfs", "build-image.sh")] + configs
     # The stand-in agent and the home template are baked in too.
     inputs += [os.path.join(ROOT, "rootfs", "standin", "hermes.c")]
@@ -338,7 +402,12 @@ def hostdirs():
 def make_vm(image, hostdirs):
     vms = []
 
-    def make(extra=None, state=None, shares=True, agent=True):
+    def make(extra=None, state=None, shares=True, agent=True, configs=None, files=None):
+        """configs: {NAME: config dict}, each installed as
+        /etc/hearth/NAME.json (boot it with --config NAME); files: more
+        {guest path: (bytes, mode)}."""
+        added = dict(files or {})
+        added.update(config_files(configs or {}))
         args = []
         if shares:
             args += ["--home", hostdirs["home"], "--workspace", hostdirs["workspace"],
@@ -346,7 +415,7 @@ def make_vm(image, hostdirs):
         else:
             args += ["--no-shares"]
         args += extra or []
-        vm = VM(state or hostdirs["state"], args, free_port() if agent else None)
+        vm = VM(state or hostdirs["state"], args, free_port() if agent else None, added)
         vms.append(vm)
         return vm
 

@@ -10,9 +10,9 @@ takes hearth's picture, lets the attacks run, and waits for them to end.
   (privileged), so it can unmount the read-only /sys and the control
   socket's mask, reach nf_tables and send raw frames: the cgroup namespace
   with nsdelegate, the peer check, the tables' owner and the netdev egress
-  chain must still hold;
-- `forks` (pids_max 8) and `hog` (memory_max 32 MiB): limits enforced in
-  the service's own leaf."""
+  chain must still hold.
+
+The resource limits have a boot of their own: tests/vm/test_limits.py."""
 import json
 import os
 import shutil
@@ -21,22 +21,9 @@ import time
 
 import pytest
 
-from conftest import VM
+from conftest import VM, attack_results as results
 
-NAMES = ("attack", "attack-admin", "forks", "hog")
-
-
-def results(vm, name):
-    """The attack's report: {attack: result}; repeated keys keep the last
-    value, and touched_mib keeps them all."""
-    out, touched = {}, []
-    for x in vm.result("logs.read", {"name": name, "lines": 1000})["lines"]:
-        r = json.loads(x["line"])
-        out[r["attack"]] = r["result"]
-        if r["attack"] == "touched_mib":
-            touched.append(int(r["result"]))
-    out["touched"] = touched
-    return out
+NAMES = ("attack", "attack-admin")
 
 
 def picture(vm):
@@ -60,13 +47,12 @@ def hostile(image):
         before = picture(vm)
         with open(os.path.join(dirs["workspace"], "go"), "w"):
             pass
-        for n in ("attack", "attack-admin", "forks"):
+        for n in NAMES:
             # Done, or ended without saying so (then the report so far is
             # the failure's explanation).
             vm.wait_for(lambda: results(vm, n).get("done") == "ok" or
                         vm.service(n)["state"] != "running", timeout=60, what=f"{n} done")
             assert results(vm, n).get("done") == "ok", (vm.service(n), results(vm, n))
-        vm.wait_for(lambda: vm.service("hog")["last_exit"], timeout=60, what="hog ended")
         yield {"vm": vm, "before": before, "after": picture(vm),
                "r": {n: results(vm, n) for n in NAMES}}
     finally:
@@ -173,20 +159,3 @@ def test_hearth_unchanged_after_the_attacks(hostile):
     assert [(e["signal"], e["pid"]) for e in ignored] == [("SIGTERM", pid)], ignored
     assert "service" in ignored[0]["reason"], ignored[0]
 
-
-def test_limits_hold_in_the_leaf(hostile):
-    vm, rf, rh = hostile["vm"], hostile["r"]["forks"], hostile["r"]["hog"]
-    # pids_max 8: the service and 7 children; the 8th fork fails with
-    # EAGAIN, as the leaf's own counters say.
-    assert rf["leaf"] == vm.service("forks")["cgroup"] == "/sys/fs/cgroup/hearth/services/forks"
-    assert rf["pids_max"] == "8" and rf["forked"] == "7" and rf["fork_error"] == "EAGAIN", rf
-    assert rf["pids_current"] == "8" and rf["pids_events"] == "max 1", rf
-    # memory_max 32 MiB: the hog asks for 96 MiB while the guest has more
-    # than that available, and is killed by its own cgroup's OOM killer
-    # before 32 MiB.
-    assert int(rh["mem_available_mib"]) > 96, rh
-    assert rh["touched"] and 16 <= rh["touched"][-1] < 32, rh["touched"][-3:]
-    assert "done" not in rh
-    hog = vm.service("hog")
-    assert hog["last_exit"] == {"signal": "SIGKILL"} and hog["oom_kills"] == 1, hog
-    assert hog["state"] in ("failed", "exited"), hog
