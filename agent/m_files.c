@@ -655,7 +655,8 @@ int m_files_write(struct client *c, cJSON *params, cJSON **result, struct rpc_er
     const char *data = "";
     bool append, exclusive, present, has_mode, has_uid, has_gid;
     mode_t mode = 0644;
-    unsigned uid = 0, gid = 0;
+    /* A new file is hearth's (root's) unless uid/gid say otherwise. */
+    unsigned uid = geteuid(), gid = getegid();
     char leaf[NAME_MAX + 1], tmp[NAME_MAX + 1], why[128] = "", berr[96] = "";
 
     if (params_only(params, known, err) < 0 || get_path(params, "path", &p, err) < 0 ||
@@ -828,7 +829,7 @@ int m_files_mkdir(struct client *c, cJSON *params, cJSON **result, struct rpc_er
     struct fpath p;
     bool parents, has_mode, has_uid, has_gid, made = false;
     mode_t mode = 0755;
-    unsigned uid = 0, gid = 0;
+    unsigned uid = geteuid(), gid = getegid();
     char why[128] = "";
 
     if (params_only(params, known, err) < 0 || get_path(params, "path", &p, err) < 0 ||
@@ -899,9 +900,14 @@ static int rm_tree(int dirfd, const char *name, struct rm *r, int depth)
         return -1;
     }
     struct stat st;
-    if (fstat(fd, &st) < 0 || st.st_dev != r->dev) {
-        r->err = st.st_dev != r->dev ? EXDEV : errno;
-        r->why = st.st_dev != r->dev ? "a mount point is inside (not crossed)" : NULL;
+    if (fstat(fd, &st) < 0) {
+        r->err = errno;
+        close(fd);
+        return -1;
+    }
+    if (st.st_dev != r->dev) {
+        r->err = EXDEV;
+        r->why = "a mount point is inside (not crossed)";
         close(fd);
         return -1;
     }
