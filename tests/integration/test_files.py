@@ -87,6 +87,7 @@ def test_path_rules_name_the_parameter(c, tmp_path):
     assert base64.b64decode(r["data"]) == b"x"
 
 
+@pytest.mark.valgrind
 def test_read_in_chunks_and_its_limits(c, tmp_path):
     data = os.urandom(CHUNK * 2 + 1234)
     f = tmp_path / "big"
@@ -159,6 +160,7 @@ def test_hash_ranges(c, tmp_path):
     assert e["code"] == -32602 and "length: at most 4194304" in e["message"]
 
 
+@pytest.mark.valgrind
 def test_write_whole_append_mode_owner_exclusive(c, tmp_path):
     f = tmp_path / "w"
     r = c.result("files.write", {"path": str(f), "data": b64(b"one"), "mode": "0600",
@@ -233,6 +235,7 @@ def test_whole_write_is_atomic_for_a_reader(c, tmp_path):
     assert os.listdir(tmp_path / "w") == ["atomic"]
 
 
+@pytest.mark.valgrind
 def test_rename_mkdir_remove(c, tmp_path):
     d = tmp_path / "a" / "b" / "c"
     e = err(c, "files.mkdir", {"path": str(d)})
