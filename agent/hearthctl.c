@@ -1813,7 +1813,7 @@ static int p_init(struct ctl *t, const cJSON *res)
  * the end is checked with files.hash over ranges of CP_HASH_BLOCK, each
  * compared with the hash of the same range of the bytes sent or received. */
 #define CP_CHUNK (256u << 10)      /* files.read / files.write per call */
-#define CP_HASH_BLOCK (4u << 20)   /* files.hash per call */
+#define CP_HASH_BLOCK (1u << 20)   /* files.hash per call */
 #define CP_PREFIX "sandbox:"
 
 struct cp {

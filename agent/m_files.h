@@ -14,7 +14,7 @@
 
 #define FILES_CHUNK_MAX (256 * 1024)       /* files.read / files.write bytes per call */
 #define FILES_LIST_MAX 1000                /* files.list entries per call */
-#define FILES_HASH_MAX (4 * 1024 * 1024)   /* files.hash bytes per call */
+#define FILES_HASH_MAX (1024 * 1024)       /* files.hash bytes per call (~10 ms of SHA-256) */
 #define FILES_REMOVE_MAX 2000              /* files.remove entries per recursive call */
 #define FILES_REMOVE_DEPTH 64              /* directory levels a recursive remove descends */
 

@@ -146,18 +146,21 @@ def test_planted_fifo_symlink_and_device_never_block_or_leak(h, c, tmp_path):
 
 
 def test_hash_ranges(c, tmp_path):
-    data = os.urandom(5 * 1024 * 1024 + 17)
+    data = os.urandom(2 * 1024 * 1024 + 17)
     f = tmp_path / "h"
     f.write_bytes(data)
     r = c.result("files.hash", {"path": str(f)})
-    assert r["length"] == 4 * 1024 * 1024 and not r["eof"]
-    assert r["sha256"] == hashlib.sha256(data[:4 << 20]).hexdigest()
-    r = c.result("files.hash", {"path": str(f), "offset": 4 << 20})
-    assert r["eof"] and r["sha256"] == hashlib.sha256(data[4 << 20:]).hexdigest()
+    assert r["length"] == 1 << 20 and not r["eof"] and r["size"] == len(data)
+    assert r["sha256"] == hashlib.sha256(data[:1 << 20]).hexdigest()
+    r = c.result("files.hash", {"path": str(f), "offset": 2 << 20})
+    assert r["eof"] and r["length"] == 17
+    assert r["sha256"] == hashlib.sha256(data[2 << 20:]).hexdigest()
+    r = c.result("files.hash", {"path": str(f), "offset": 5, "length": 1000})
+    assert r["sha256"] == hashlib.sha256(data[5:1005]).hexdigest()
     r = c.result("files.hash", {"path": str(f), "offset": 3, "length": 0})
     assert r["sha256"] == hashlib.sha256(b"").hexdigest()
-    e = err(c, "files.hash", {"path": str(f), "length": (4 << 20) + 1})
-    assert e["code"] == -32602 and "length: at most 4194304" in e["message"]
+    e = err(c, "files.hash", {"path": str(f), "length": (1 << 20) + 1})
+    assert e["code"] == -32602 and "length: at most 1048576" in e["message"]
 
 
 @pytest.mark.valgrind
