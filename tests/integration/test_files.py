@@ -477,3 +477,37 @@ def test_write_reply_and_ping_share_the_queue(h, tmp_path):
     assert cl.read_reply() == {"jsonrpc": "2.0", "id": 99, "result": {}}
     assert got == data
     cl.close()
+
+
+def test_hearthctl_cp_reports_a_file_that_changed_meanwhile(h, tmp_path):
+    """The guest file is replaced over and over (two versions of the same
+    size) while it is copied out: the ranges read and the ranges hashed
+    cannot all come from one version, and cp must say so rather than
+    leave a mixed copy."""
+    gdir = tmp_path / "g"
+    gdir.mkdir()
+    f = gdir / "moving"
+    versions = [os.urandom(8 << 20), os.urandom(8 << 20)]
+    f.write_bytes(versions[0])
+    stop = threading.Event()
+
+    def writer():
+        i = 0
+        while not stop.is_set():
+            i += 1
+            (gdir / ".next").write_bytes(versions[i % 2])
+            os.replace(gdir / ".next", f)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        env = {**os.environ, "HEARTH_CONNECT": "unix:" + h.sock}
+        r = subprocess.run([HEARTHCTL, "cp", "sandbox:" + str(f), str(tmp_path / "out")],
+                           env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        stop.set()
+        t.join()
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "checksum mismatch" in r.stderr
+    assert not (tmp_path / "out").exists()
+    assert not [n for n in os.listdir(tmp_path) if "hearthctl-" in n]
