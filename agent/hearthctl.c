@@ -2045,7 +2045,10 @@ static int cp_upload(struct cp *c, const char *src, const char *dst_in)
         tmp_made = tmp != NULL;
         c->done += got;
         cp_progress(c, false);
-        if (got < CP_CHUNK)
+        /* Without a temp name the one write was the whole copy: a file
+         * that grew since fstat is copied as it was then, never appended
+         * to the target itself. */
+        if (got < CP_CHUNK || !tmp)
             break;
     }
     if (tmp) {

@@ -447,6 +447,17 @@ def test_hearthctl_cp_errors_and_small_files(h, tmp_path):
     empty.write_bytes(b"")
     assert cp(str(empty), "sandbox:" + str(tmp_path / "ge")).returncode == 0
     assert (tmp_path / "ge").read_bytes() == b""
+    # Sizes at the chunk and hash-range boundaries, both ways.
+    for size in (CHUNK - 1, CHUNK, CHUNK + 1, 1 << 20, (1 << 20) + 1):
+        data = os.urandom(size)
+        (tmp_path / "b").write_bytes(data)
+        r = cp(str(tmp_path / "b"), "sandbox:" + str(tmp_path / "gb"))
+        assert r.returncode == 0 and hashlib.sha256(data).hexdigest() in r.stdout, (size, r.stderr)
+        assert (tmp_path / "gb").read_bytes() == data
+        (tmp_path / "lb").unlink(missing_ok=True)
+        r = cp("sandbox:" + str(tmp_path / "gb"), str(tmp_path / "lb"))
+        assert r.returncode == 0, (size, r.stderr)
+        assert (tmp_path / "lb").read_bytes() == data
     r = cp(str(small), str(tmp_path / "x"))
     assert r.returncode == 2 and "sandbox:" in r.stderr
     r = cp("sandbox:" + str(tmp_path / "missing"), str(tmp_path / "y"))
