@@ -340,14 +340,23 @@ int m_files_list(struct client *c, cJSON *params, cJSON **result, struct rpc_err
         return -1;
     }
     cJSON_AddStringToObject(r, "path", p.abs);
-    static char buf[32768] __attribute__((aligned(8)));
+    /* Per call, not static: a page touched once would stay in hearth's
+     * resident memory for good. */
+    enum { DENTS_BUF = 32768 };
+    char *buf = malloc(DENTS_BUF);
+    if (!buf) {
+        cJSON_Delete(r);
+        close(fd);
+        return -1;
+    }
     uint64_t n = 0;
     long long last = pos;
     bool more = false, done = false;
     while (!done) {
-        long got = syscall(SYS_getdents64, fd, buf, sizeof(buf));
+        long got = syscall(SYS_getdents64, fd, buf, DENTS_BUF);
         if (got < 0) {
             int e = errno;
+            free(buf);
             cJSON_Delete(r);
             close(fd);
             return path_error(err, &p, e, NULL);
@@ -368,8 +377,12 @@ int m_files_list(struct client *c, cJSON *params, cJSON **result, struct rpc_err
             struct stat st;
             cJSON *e = cJSON_CreateObject();
             bool lossy;
-            if (!e)
-                break;
+            if (!e) {
+                free(buf);
+                cJSON_Delete(r);
+                close(fd);
+                return -1;
+            }
             cJSON_AddItemToArray(ents, e);
             cJSON_AddItemToObject(e, "name", utf8_string(d->d_name, &lossy));
             if (lossy)
@@ -383,6 +396,7 @@ int m_files_list(struct client *c, cJSON *params, cJSON **result, struct rpc_err
             n++;
         }
     }
+    free(buf);
     close(fd);
     if (more) {
         char next[24];
@@ -554,7 +568,7 @@ int m_files_hash(struct client *c, cJSON *params, cJSON **result, struct rpc_err
     struct sha256 h;
     bool follow;
     uint64_t off, len, done = 0;
-    static uint8_t buf[65536];
+    enum { HASH_BUF = 65536 };
     char hex[65];
 
     if (params_only(params, known, err) < 0 || get_path(params, "path", &p, err) < 0 ||
@@ -564,12 +578,18 @@ int m_files_hash(struct client *c, cJSON *params, cJSON **result, struct rpc_err
     int fd = open_read(&p, follow, &st, err);
     if (fd < 0)
         return -1;
+    uint8_t *buf = malloc(HASH_BUF);
+    if (!buf) {
+        close(fd);
+        return -1;
+    }
     sha256_init(&h);
     while (done < len) {
-        size_t want = len - done < sizeof(buf) ? (size_t)(len - done) : sizeof(buf);
+        size_t want = len - done < HASH_BUF ? (size_t)(len - done) : HASH_BUF;
         ssize_t got = read_full(fd, buf, want, off + done);
         if (got < 0) {
             int e = errno;
+            free(buf);
             close(fd);
             return path_error(err, &p, e, NULL);
         }
@@ -578,6 +598,7 @@ int m_files_hash(struct client *c, cJSON *params, cJSON **result, struct rpc_err
         if ((size_t)got < want)
             break;
     }
+    free(buf);
     close(fd);
     sha256_hex(&h, hex);
     cJSON *r = cJSON_CreateObject();
