@@ -553,7 +553,10 @@ int m_files_read(struct client *c, cJSON *params, cJSON **result, struct rpc_err
     cJSON_AddNumberToObject(r, "offset", (double)off);
     cJSON_AddNumberToObject(r, "length", (double)got);
     cJSON_AddNumberToObject(r, "size", (double)st.st_size);
-    cJSON_AddBoolToObject(r, "eof", off + (uint64_t)got >= (uint64_t)st.st_size);
+    /* A short read is the end; so is reaching the size, except where the
+     * size says nothing (0 for most of /proc and /sys). */
+    cJSON_AddBoolToObject(r, "eof", (uint64_t)got < len ||
+                                        (st.st_size > 0 && off + (uint64_t)got >= (uint64_t)st.st_size));
     cJSON_AddStringToObject(r, "data", enc);
     free(enc);
     *result = r;

@@ -113,6 +113,11 @@ def test_read_in_chunks_and_its_limits(c, tmp_path):
     assert e["code"] == -32602 and e["message"].startswith("offset:")
     e = err(c, "files.read", {"path": str(tmp_path)})
     assert "a directory, not a regular file" in e["message"]
+    # /proc reports a size of 0: only a short read ends it.
+    r = c.result("files.read", {"path": "/proc/1/status", "length": 16})
+    assert r["size"] == 0 and r["length"] == 16 and r["eof"] is False
+    r = c.result("files.read", {"path": "/proc/1/status"})
+    assert base64.b64decode(r["data"]).startswith(b"Name:\t") and r["eof"] is True
 
 
 def test_planted_fifo_symlink_and_device_never_block_or_leak(h, c, tmp_path):
