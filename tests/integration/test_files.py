@@ -527,3 +527,34 @@ def test_hearthctl_cp_reports_a_file_that_changed_meanwhile(h, tmp_path):
     assert "checksum mismatch" in r.stderr
     assert not (tmp_path / "out").exists()
     assert not [n for n in os.listdir(tmp_path) if "hearthctl-" in n]
+
+
+def test_hearthctl_cp_shows_progress_on_a_terminal_only(h, tmp_path):
+    import pty
+    src = tmp_path / "src"
+    src.write_bytes(os.urandom(3 << 20))
+    env = {**os.environ, "HEARTH_CONNECT": "unix:" + h.sock}
+    master, slave = pty.openpty()
+    try:
+        r = subprocess.run([HEARTHCTL, "cp", str(src), "sandbox:" + str(tmp_path / "g1")], env=env,
+                           stdout=subprocess.PIPE, stderr=slave, timeout=60)
+        os.close(slave)
+        slave = -1
+        out = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        if slave >= 0:
+            os.close(slave)
+        os.close(master)
+    assert r.returncode == 0
+    assert b"3.0 / 3.0 MiB (100%)" in out
+    r = subprocess.run([HEARTHCTL, "cp", str(src), "sandbox:" + str(tmp_path / "g2")], env=env,
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0 and r.stderr == b""
