@@ -2183,10 +2183,10 @@ out:
     return rc;
 }
 
-static int r_cp(struct ctl *t, int argc, char **argv)
+/* Checks cp's arguments before anything connects. */
+static int b_cp(struct ctl *t, int argc, char **argv, cJSON **params)
 {
-    struct cp c;
-
+    *params = NULL;
     if (argc != 2)
         return usage_err(t, "%s", argc < 2 ? "needs SRC and DST" : "too many arguments");
     bool g0 = strncmp(argv[0], CP_PREFIX, strlen(CP_PREFIX)) == 0;
@@ -2196,6 +2196,15 @@ static int r_cp(struct ctl *t, int argc, char **argv)
     const char *guest = argv[g0 ? 0 : 1] + strlen(CP_PREFIX);
     if (guest[0] != '/')
         return usage_err(t, "guest path '%s' is not absolute", guest);
+    return 0;
+}
+
+static int r_cp(struct ctl *t, int argc, char **argv)
+{
+    struct cp c;
+    bool g0 = strncmp(argv[0], CP_PREFIX, strlen(CP_PREFIX)) == 0;
+    const char *guest = argv[g0 ? 0 : 1] + strlen(CP_PREFIX);
+
     memset(&c, 0, sizeof(c));
     c.t = t;
     c.tty = isatty(STDERR_FILENO);
@@ -2386,7 +2395,8 @@ static const struct cmd cmds[] = {
      .help = "run the resume checks and thaw; each step timed", .build = b_resume,
      .print = p_steps},
     {.name = "cp", .method = "files.write", .args = "SRC DST",
-     .help = "copy a file in or out; sandbox:PATH names the guest side", .run = r_cp},
+     .help = "copy a file in or out; sandbox:PATH names the guest side", .build = b_cp,
+     .run = r_cp},
     {.name = "shutdown", .method = "system.shutdown", .args = "[--reboot]",
      .help = "power off (or reboot) the sandbox", .build = b_shutdown, .print = p_shutdown},
 };
@@ -2519,6 +2529,10 @@ int main(int argc, char **argv)
     argc -= optind + words;
     argv += optind + words;
     if (cmd->run) {
+        rc = cmd->build ? cmd->build(&t, argc, argv, &params) : 0;
+        cJSON_Delete(params);
+        if (rc != 0)
+            return rc;
         rc = conn_open(&t.conn, spec, t.timeout_ms);
         if (rc == 0)
             rc = cmd->run(&t, argc, argv);

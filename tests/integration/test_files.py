@@ -558,3 +558,16 @@ def test_hearthctl_cp_shows_progress_on_a_terminal_only(h, tmp_path):
     r = subprocess.run([HEARTHCTL, "cp", str(src), "sandbox:" + str(tmp_path / "g2")], env=env,
                        capture_output=True, timeout=60)
     assert r.returncode == 0 and r.stderr == b""
+
+
+def test_hearthctl_cp_usage_errors_need_no_server(tmp_path):
+    """Wrong arguments are reported before anything connects."""
+    env = {**os.environ, "HEARTH_CONNECT": "unix:" + str(tmp_path / "none.sock")}
+    for args, msg in [(["a"], "needs SRC and DST"),
+                      (["a", "b", "c"], "too many arguments"),
+                      (["a", "b"], "exactly one of SRC and DST"),
+                      (["sandbox:/a", "sandbox:/b"], "exactly one of SRC and DST"),
+                      (["sandbox:rel", "b"], "guest path 'rel' is not absolute")]:
+        r = subprocess.run([HEARTHCTL, "cp", *args], env=env, capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode == 2 and msg in r.stderr and "cannot connect" not in r.stderr, (args, r)
