@@ -402,11 +402,21 @@ static void process_batch(struct client *c);
 
 static void process_lines(struct client *c)
 {
-    c->batch = true;
-    process_batch(c);
-    c->batch = false;
-    if (!c->dead && out_pending(c) > 0 && !ev_is_active(&c->wio))
-        client_flush(c);
+    for (;;) {
+        c->batch = true;
+        process_batch(c);
+        c->batch = false;
+        if (c->dead || out_pending(c) == 0 || ev_is_active(&c->wio))
+            return;
+        bool paused = out_pending(c) >= CLIENT_OUT_SOFT;
+        if (client_flush(c) < 0)
+            return;
+        /* A reply over CLIENT_OUT_SOFT (a files.read chunk) paused the
+         * batch and stopped reading; when the socket took it all at once
+         * no write_cb will come to resume, so resume here. */
+        if (!paused || c->closing || out_pending(c) >= CLIENT_OUT_SOFT)
+            return;
+    }
 }
 
 static void process_batch(struct client *c)

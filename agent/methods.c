@@ -14,6 +14,7 @@
 #include "hearth.h"
 #include "log.h"
 #include "modules.h"
+#include "m_files.h"
 #include "m_persist.h"
 #include "mounts.h"
 #include "m_net.h"
@@ -49,7 +50,7 @@ static int m_version(struct client *c, cJSON *params, cJSON **result, struct rpc
     cJSON_AddStringToObject(r, "version", HEARTH_VERSION);
     cJSON_AddNumberToObject(r, "protocol", PROTOCOL_VERSION);
     cJSON *f = cJSON_AddArrayToObject(r, "features");
-    static const char *const features[] = {"unix", "vsock", "serial", "events", NULL};
+    static const char *const features[] = {"unix", "vsock", "serial", "events", "files", NULL};
     for (const char *const *p = features; f && *p; p++)
         cJSON_AddItemToArray(f, cJSON_CreateString(*p));
     cJSON_AddItemToObject(r, "methods", methods_names_json());
@@ -378,6 +379,14 @@ static const struct method methods[] = {
     {"sandbox.resume", m_sandbox_resume},
     {"time.sync", m_time_sync},
     {"entropy.add", m_entropy_add},
+    {"files.stat", m_files_stat},
+    {"files.list", m_files_list},
+    {"files.read", m_files_read},
+    {"files.hash", m_files_hash},
+    {"files.write", m_files_write},
+    {"files.rename", m_files_rename},
+    {"files.mkdir", m_files_mkdir},
+    {"files.remove", m_files_remove},
 };
 
 const struct method *methods_find(const char *name)

@@ -144,6 +144,12 @@ static int open_walk(int dirfd, const char *rel, int flags, mode_t mode)
         if (*p == '\0') {
             int fd = openat(cur, comp, flags | O_NOFOLLOW, mode);
             int e = errno;
+            struct stat ls;
+            /* O_DIRECTORY on a link says ENOTDIR; openat2 says ELOOP, as
+             * for a link anywhere else: one answer either way. */
+            if (fd < 0 && e == ENOTDIR && fstatat(cur, comp, &ls, AT_SYMLINK_NOFOLLOW) == 0 &&
+                S_ISLNK(ls.st_mode))
+                e = ELOOP;
             if (cur != dirfd)
                 close(cur);
             errno = e;

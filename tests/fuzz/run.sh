@@ -28,7 +28,7 @@ CLANG=${CLANG:-clang}
 OUT=build/fuzz
 SRC=tests/fuzz
 CJSON=build/deps/cjson-src
-TARGETS=${FUZZ_TARGETS:-"rpc config cidr listen env base64 netlink safepath http notify"}
+TARGETS=${FUZZ_TARGETS:-"rpc config cidr listen env base64 netlink safepath http notify files"}
 
 case $FUZZ_SECONDS in
     ''|*[!0-9]*) echo "fuzz: FUZZ_SECONDS must be a whole number of seconds" >&2; exit 2 ;;
@@ -47,6 +47,7 @@ target_srcs() {
         env)    echo "init/launch.c init/safepath.c init/contain.c init/seccomp.c init/mountinfo.c init/config.c init/cidr.c init/http.c init/log.c init/redact.c" ;;
         http)   echo "init/http.c" ;;
         notify) echo "init/notify.c init/utf8.c" ;;
+        files)  echo "agent/m_files.c agent/params.c agent/rpc.c init/safepath.c init/entropy.c init/sha256.c init/utf8.c" ;;
     esac
 }
 target_uses_cjson() { [ "$1" != cidr ] && [ "$1" != base64 ] && [ "$1" != netlink ] && [ "$1" != safepath ] && [ "$1" != http ] && [ "$1" != notify ]; }

@@ -106,6 +106,7 @@ TEST(safepath_refuses_links_fifos_dirs_and_escapes)
     expect_fail(t.dfd, "fifo", O_WRONLY | O_APPEND, ENXIO, "FIFO");
     expect_fail(t.dfd, "sub", O_RDONLY, SAFEPATH_EWRONGTYPE, "a directory");
     expect_fail(t.dfd, "sub/file", O_DIRECTORY, ENOTDIR, "");
+    expect_fail(t.dfd, "mid", O_DIRECTORY, ELOOP, "symbolic link");
     expect_fail(t.dfd, "../outside", O_RDONLY, EXDEV, "leaves");
     expect_fail(t.dfd, "sub/../../outside", O_RDONLY, EXDEV, "leaves");
     expect_fail(t.dfd, "/etc/passwd", O_RDONLY, EXDEV, "leaves");
@@ -134,6 +135,9 @@ TEST(safepath_fallback_without_openat2)
     expect_fail(t.dfd, "sub", O_RDONLY, SAFEPATH_EWRONGTYPE, "a directory");
     expect_fail(t.dfd, "../outside", O_RDONLY, EXDEV, "leaves");
     expect_fail(t.dfd, "/etc/passwd", O_RDONLY, EXDEV, "leaves");
+    /* A link where a directory is expected: ELOOP, as openat2 says. */
+    expect_fail(t.dfd, "mid", O_DIRECTORY, ELOOP, "symbolic link");
+    expect_fail(t.dfd, "sub/file", O_DIRECTORY, ENOTDIR, "");
     int fd = safepath_open(t.dfd, "sub//file", O_RDONLY, 0, why, sizeof(why));
     CHECK(fd >= 0);
     if (fd >= 0)

@@ -1,0 +1,163 @@
+/* fuzz_files: the params of the files.* methods, which a host sends and
+ * whose paths may name anything an agent left in the tree.
+ *
+ * The input's first byte picks the method, the rest is its params (JSON).
+ * Every path-valued member ("path", "from", "to") that is a string is
+ * moved beneath a scratch tree (an absolute path /x becomes ROOT/x), so
+ * the writes and removals stay there; the tree is rebuilt before every
+ * input: a file, a directory, a FIFO, a link inside and a link out.
+ *
+ * Checked beyond the sanitizers:
+ *   - a handler returns 0 with a result, or -1 with an error code and a
+ *     message (no silent failure);
+ *   - a -32602 message starts with the name of a parameter the method
+ *     takes, then ':' (every error names its field);
+ *   - the result and the message print as valid UTF-8 JSON;
+ *   - nothing blocks (libFuzzer's -timeout): the FIFO is never opened. */
+#include "m_files.h"
+
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+
+#include "fuzz_common.h"
+
+static char root[] = "/tmp/hearth-fuzz-files-XXXXXX";
+
+static const struct {
+    const char *name;
+    method_fn fn;
+    const char *params; /* the ones it takes, space separated */
+} methods[] = {
+    {"files.stat", m_files_stat, "path follow"},
+    {"files.list", m_files_list, "path follow limit cursor"},
+    {"files.read", m_files_read, "path follow offset length"},
+    {"files.hash", m_files_hash, "path follow offset length"},
+    {"files.write", m_files_write, "path data append exclusive mode uid gid"},
+    {"files.rename", m_files_rename, "from to exclusive"},
+    {"files.mkdir", m_files_mkdir, "path parents mode uid gid"},
+    {"files.remove", m_files_remove, "path recursive"},
+};
+
+static int rm_one(const char *p, const struct stat *st, int type, struct FTW *f)
+{
+    if (f->level > 0)
+        remove(p);
+    return 0;
+}
+
+static void wipe(void)
+{
+    nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    rmdir(root);
+}
+
+static void make_tree(void)
+{
+    char p[256];
+    if (root[sizeof(root) - 2] == 'X') {
+        if (!mkdtemp(root))
+            abort();
+        atexit(wipe);
+    }
+    nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    mkdir(root, 0755);
+    snprintf(p, sizeof(p), "%s/d", root);
+    mkdir(p, 0755);
+    snprintf(p, sizeof(p), "%s/d/f", root);
+    int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        (void)!write(fd, "hello\n", 6);
+        close(fd);
+    }
+    snprintf(p, sizeof(p), "%s/p", root);
+    mkfifo(p, 0600);
+    snprintf(p, sizeof(p), "%s/l", root);
+    (void)!symlink("d", p);
+    snprintf(p, sizeof(p), "%s/out", root);
+    (void)!symlink("/etc/hostname", p);
+}
+
+/* Strings at the path members move under root; other types are left for
+ * the handler to refuse. */
+static void confine(cJSON *params)
+{
+    static const char *const keys[] = {"path", "from", "to"};
+    for (size_t i = 0; i < 3; i++) {
+        cJSON *v = cJSON_GetObjectItemCaseSensitive(params, keys[i]);
+        if (!cJSON_IsString(v) || v->valuestring[0] != '/')
+            continue;
+        size_t n = strlen(root) + strlen(v->valuestring) + 1;
+        char *p = malloc(n);
+        if (!p)
+            abort();
+        snprintf(p, n, "%s%s", root, v->valuestring);
+        cJSON_ReplaceItemInObjectCaseSensitive(params, keys[i], cJSON_CreateString(p));
+        free(p);
+    }
+}
+
+static bool names_param(const char *msg, const char *list)
+{
+    size_t n = strcspn(msg, ":");
+    if (!msg[n])
+        return false;
+    for (const char *p = list; *p;) {
+        size_t l = strcspn(p, " ");
+        if (l == n && strncmp(p, msg, n) == 0)
+            return true;
+        p += l;
+        while (*p == ' ')
+            p++;
+    }
+    return false;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    size_t m = data[0] % (sizeof(methods) / sizeof(methods[0]));
+    char *text = fuzz_strndup(data + 1, size - 1);
+    /* rpc_parse refuses a line that is not UTF-8 before any handler. */
+    if (fuzz_utf8_ref(text, strlen(text)) >= 0) {
+        free(text);
+        return 0;
+    }
+    cJSON *params = cJSON_Parse(text);
+    free(text);
+    if (!params || !cJSON_IsObject(params)) {
+        cJSON_Delete(params);
+        return 0;
+    }
+    make_tree();
+    confine(params);
+    struct rpc_error err = {0};
+    cJSON *result = NULL;
+    int rc = methods[m].fn(NULL, params, &result, &err);
+    if (rc == 0) {
+        FUZZ_CHECK(result != NULL, "%s returned 0 without a result", methods[m].name);
+        char *out = cJSON_PrintUnformatted(result);
+        FUZZ_CHECK(out && fuzz_utf8_ref(out, strlen(out)) < 0, "%s: result not UTF-8",
+                   methods[m].name);
+        cJSON_free(out);
+        cJSON_Delete(result);
+    } else {
+        FUZZ_CHECK(result == NULL, "%s failed but left a result", methods[m].name);
+        FUZZ_CHECK(err.code != 0 && err.message[0], "%s failed without an error",
+                   methods[m].name);
+        FUZZ_CHECK(fuzz_utf8_ref(err.message, strlen(err.message)) < 0, "%s: message not UTF-8",
+                   methods[m].name);
+        if (err.code == RPC_INVALID_PARAMS)
+            FUZZ_CHECK(names_param(err.message, methods[m].params) ||
+                           strstr(err.message, ": unknown parameter"),
+                       "%s: \"%s\" names no parameter", methods[m].name, err.message);
+        cJSON_Delete(err.data);
+    }
+    cJSON_Delete(params);
+    return 0;
+}
