@@ -85,6 +85,18 @@ int machine_mount_api(void)
     return failures;
 }
 
+int machine_kmsg_unlimit(void)
+{
+    int fd = open("/proc/sys/kernel/printk_devkmsg", O_WRONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return -1;
+    ssize_t n = write(fd, "on\n", 3);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return n == 3 ? 0 : -1;
+}
+
 int machine_set_hostname(const char *name)
 {
     if (sethostname(name, strlen(name)) < 0) {

@@ -10,6 +10,9 @@
  * logged and counted, never fatal. Returns the number of failures. */
 int machine_mount_api(void);
 /* Sets the hostname (vm and container modes own their UTS namespace). */
+/* Lifts the kernel's rate limit on /dev/kmsg writers
+ * (kernel.printk_devkmsg = on). 0, or -1 with errno. */
+int machine_kmsg_unlimit(void);
 int machine_set_hostname(const char *name);
 /* Brings "lo" up. */
 int machine_loopback_up(void);

@@ -309,6 +309,13 @@ int main(int argc, char **argv)
         if (failures)
             log_warn("%d machine mounts failed", failures);
         cmdline_load(NULL);
+        /* The kernel lets a /dev/kmsg writer through 10 records in 5 s
+         * unless printk.devkmsg says otherwise: hearth's own lines about a
+         * boot or a failing service were dropped past that. A choice made
+         * on the command line stands (the kernel then locks the knob). */
+        if (cmdline_get("printk.devkmsg", buf, sizeof(buf)) != 0 && machine_kmsg_unlimit() < 0)
+            log_warn("unable to lift the /dev/kmsg rate limit: %s; some log lines may be dropped",
+                     strerror(errno));
         /* Ctrl-Alt-Del becomes SIGINT instead of an instant reboot. */
         reboot(RB_DISABLE_CAD);
         if (!config_path && cmdline_get("hearth.config", buf, sizeof(buf)) == 0)

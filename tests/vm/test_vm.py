@@ -4,6 +4,7 @@ over virtio-serial, and real pause, resume, snapshot and restore.
 
 Features a build of hearth does not have yet (absent from
 version.methods) are skipped with the method's name."""
+import base64
 import json
 import os
 import stat
@@ -34,6 +35,12 @@ def test_boot_status_shutdown(make_vm):
     failed = [m for m in st.get("modules", []) if m["state"] == "failed"]
     assert not failed, failed
     assert {m["name"] for m in st["modules"]} >= {"virtio_console", "9p", "nf_tables"}
+    # The command line (scripts/run-vm's) says nothing of printk.devkmsg:
+    # hearth lifted /dev/kmsg's rate limit, so none of its lines is dropped.
+    def guest_file(path):
+        return base64.b64decode(vm.result("files.read", {"path": path, "length": 4096})["data"])
+    assert b"printk.devkmsg" not in guest_file("/proc/cmdline")
+    assert guest_file("/proc/sys/kernel/printk_devkmsg").strip() == b"on"
     svc = vm.wait_for(lambda: vm.service("hermes")["state"] == "running" and vm.service("hermes"),
                       what="hermes running")
     assert svc["pid"] > 1
