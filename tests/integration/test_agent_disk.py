@@ -538,19 +538,23 @@ def _stopped_sync(h, c):
         c.sock.settimeout(30)
 
 
+def _wait_stopped(pid):
+    for _ in range(2000):
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                return
+        time.sleep(0.001)
+    raise AssertionError(f"walk {pid} not stopped")
+
+
 def _catch_walk(h, tries=8):
     """A client whose skills.sync waits on a stopped walk, and that walk."""
     for _ in range(tries):
         c = Client(h.sock, timeout=30)
         pid = _stopped_sync(h, c)
         if pid:
-            # Stopped for sure before going on.
-            for _ in range(2000):
-                with open(f"/proc/{pid}/stat") as f:
-                    if f.read().rsplit(")", 1)[1].split()[0] == "T":
-                        return c, pid
-                time.sleep(0.001)
-            raise AssertionError(f"walk {pid} not stopped")
+            _wait_stopped(pid)  # stopped for sure before going on
+            return c, pid
         c.close()
     pytest.fail("every walk ended before it could be stopped")
 
@@ -576,6 +580,12 @@ def test_huge_private_tree_walks_in_a_child_and_syncs_coalesce(hearth, tmp_path)
     runs = hearth.rpc("skills.sync")["runs"]
     a, pid = _catch_walk(hearth)
     try:
+        # Caught perhaps right after the fork: let it run 50 ms (the walk
+        # of 120,000 entries takes far longer) so its start-up is over.
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(0.05)
+        os.kill(pid, signal.SIGSTOP)
+        _wait_stopped(pid)
         # The walk holds none of PID 1's sockets, epoll or signalfd (a
         # dropped client's close would otherwise wait for the walk): of
         # what it inherited it keeps its stdio, the result pipe and the
