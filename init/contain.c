@@ -20,6 +20,7 @@
 
 #include "log.h"
 #include "mountinfo.h"
+#include "resumefile.h"
 #include "safepath.h"
 
 #ifndef CLONE_NEWCGROUP
@@ -324,6 +325,10 @@ int contain_prepare(const struct service_config *c, const struct config *cfg,
         }
     }
     if (add_path(p->ro, &p->n_ro, "/etc/hearth", strlen("/etc/hearth"), err, errlen) < 0)
+        return -1;
+    /* The resume news: services read it, none may forge it. */
+    const char *news = resumefile_dir();
+    if (news[0] && add_path(p->ro, &p->n_ro, news, strlen(news), err, errlen) < 0)
         return -1;
     if (config_path && config_path[0] &&
         add_path(p->ro, &p->n_ro, config_path, strlen(config_path), err, errlen) < 0)
