@@ -43,13 +43,12 @@ static void head(FILE *f, const struct fam *m)
     fprintf(f, "\n# TYPE %s %s\n", m->name, m->type);
 }
 
-/* One sample; labels are name/value pairs ending with NULL. A counter's
- * sample carries the _total suffix. */
+/* One sample; labels are name/value pairs ending with NULL. Counter
+ * names carry their _total suffix in the HELP and TYPE lines too, as the
+ * text format 0.0.4 has them. */
 static void sample(FILE *f, const struct fam *m, double v, const char *const *labels)
 {
     fputs(m->name, f);
-    if (strcmp(m->type, "counter") == 0)
-        fputs("_total", f);
     if (labels && labels[0]) {
         fputc('{', f);
         for (size_t i = 0; labels[i]; i += 2) {
@@ -111,9 +110,9 @@ static void scalar(FILE *f, const struct fam *m, const cJSON *o, const char *mem
 
 static void egress(FILE *f, const cJSON *counters)
 {
-    static const struct fam pk = {"hearth_egress_packets", "counter",
+    static const struct fam pk = {"hearth_egress_packets_total", "counter",
                                   "Packets counted by an egress rule (layer inet or netdev)."};
-    static const struct fam by = {"hearth_egress_bytes", "counter",
+    static const struct fam by = {"hearth_egress_bytes_total", "counter",
                                   "Bytes counted by an egress rule (layer inet or netdev)."};
     const struct fam *fams[] = {&pk, &by};
     const char *members[] = {"packets", "bytes"};
@@ -163,15 +162,15 @@ int prom_write(FILE *f, const cJSON *r)
                                      "1 while disk.low holds for a writable mount."};
     static const struct fam m_up = {"hearth_mount_probe_ok", "gauge",
                                     "1 when the mount's statvfs answered in time."};
-    static const struct fam s_cpu = {"hearth_service_cpu_seconds", "counter",
+    static const struct fam s_cpu = {"hearth_service_cpu_seconds_total", "counter",
                                      "CPU time used by a service's cgroup (cpu.stat usage_usec)."};
     static const struct fam s_mem = {"hearth_service_memory_bytes", "gauge",
                                      "Memory charged to a service's cgroup (memory.current)."};
     static const struct fam s_pids = {"hearth_service_pids", "gauge",
                                       "Tasks in a service's cgroup (pids.current)."};
-    static const struct fam s_rd = {"hearth_service_io_read_bytes", "counter",
+    static const struct fam s_rd = {"hearth_service_io_read_bytes_total", "counter",
                                     "Bytes a service's cgroup read from block devices (io.stat)."};
-    static const struct fam s_wr = {"hearth_service_io_write_bytes", "counter",
+    static const struct fam s_wr = {"hearth_service_io_write_bytes_total", "counter",
                                     "Bytes a service's cgroup wrote to block devices (io.stat)."};
     static const struct fam h_rss = {"hearth_resident_memory_bytes", "gauge",
                                      "hearth's own resident memory."};

@@ -108,7 +108,8 @@ static cJSON *event_params(const struct row *r, double pct)
     if (!p)
         return NULL;
     cJSON_AddStringToObject(p, "target", r->target);
-    cJSON_AddStringToObject(p, "type", r->type);
+    /* "type" is the event's own member. */
+    cJSON_AddStringToObject(p, "fstype", r->type);
     cJSON_AddNumberToObject(p, "used_percent", (double)(int64_t)(pct * 10) / 10);
     cJSON_AddNumberToObject(p, "bytes_avail", (double)(r->bavail * r->frsize));
     cJSON_AddNumberToObject(p, "inodes_free", (double)r->ffree);
