@@ -43,7 +43,7 @@ static struct {
     size_t n;
     int low_pct, ok_pct;
     int64_t check_ms;
-    pid_t pid;             /* the probe under way, or -1 */
+    pid_t pid;             /* the probe under way, or <= 0 */
     int rfd;
     size_t slots[MOUNTS_MAX]; /* rows probed by it, in order */
     bool got[MOUNTS_MAX];
@@ -55,7 +55,7 @@ static struct {
         void *ctx;
     } waiters[DISKUSE_WAITERS_MAX];
     size_t nwait;
-} D = {.pid = -1, .rfd = -1};
+} D; /* zero-initialised, so it costs no space in the binary (bss) */
 
 static struct row scratch[MOUNTS_MAX];
 
@@ -409,6 +409,8 @@ void diskuse_setup(const struct config *cfg)
     D.ok_pct = int_of(m, "disk_ok_percent", D.low_pct > CONFIG_DISK_OK_GAP
                                                 ? D.low_pct - CONFIG_DISK_OK_GAP : 0);
     D.check_ms = cJSON_IsNumber(ck) ? (int64_t)ck->valuedouble : CONFIG_DISK_CHECK_MS;
+    D.pid = -1;
+    D.rfd = -1;
     ev_timer_init(&D.deadline, on_deadline, 0., 0.);
     ev_timer_init(&D.tick, on_tick, 0., 0.);
     D.setup = true;
