@@ -28,6 +28,7 @@ struct row {
     uint64_t frsize, blocks, bfree, bavail, files, ffree;
     bool low;             /* disk.low sent, disk.ok not yet */
     pid_t hung_pid;       /* a killed probe child still stuck on this target */
+    bool slow;            /* the last probe timed out on it: probed last */
 };
 
 /* What the child writes per target: fixed size, so a partial read at the
@@ -215,6 +216,7 @@ static void collect(void)
             continue;
         }
         r->have = true;
+        r->slow = false;
         r->error[0] = 0;
         r->frsize = c->frsize;
         r->blocks = c->blocks;
@@ -271,6 +273,7 @@ static void on_deadline(struct ev_loop *loop, ev_timer *w, int revents)
              * without an answer is the one it is stuck on. */
             stuck = r->target;
             r->hung_pid = pid;
+            r->slow = true;
             snprintf(r->error, sizeof(r->error), "statvfs did not return within %d ms",
                      DISKUSE_DEADLINE_MS);
             log_warn("statvfs of %s did not return within %d ms; left out until it does",
@@ -332,14 +335,18 @@ int diskuse_probe(diskuse_done_fn fn, void *ctx)
     }
     sync_rows();
     D.nslots = 0;
-    for (size_t i = 0; i < D.n; i++) {
-        struct row *r = &D.rows[i];
-        if (!r->mounted) {
-            r->have = false;
-            snprintf(r->error, sizeof(r->error), "not mounted");
-        } else if (r->hung_pid <= 0) {
-            D.got[D.nslots] = false;
-            D.slots[D.nslots++] = i;
+    /* Targets that timed out before go last: if one hangs again, the
+     * others have answered by then. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < D.n; i++) {
+            struct row *r = &D.rows[i];
+            if (pass == 0 && !r->mounted) {
+                r->have = false;
+                snprintf(r->error, sizeof(r->error), "not mounted");
+            } else if (r->mounted && r->hung_pid <= 0 && r->slow == (pass == 1)) {
+                D.got[D.nslots] = false;
+                D.slots[D.nslots++] = i;
+            }
         }
     }
     if (D.nslots == 0 && !fn) {

@@ -8,8 +8,9 @@
  * record per target into a pipe; the loop waits for it with a deadline
  * (DISKUSE_DEADLINE_MS). At the deadline the child is killed, the records
  * that arrived are used, the target it was stuck on is marked hung and
- * left out of later probes until that child is finally reaped, so one
- * stuck mount never holds up the others nor piles up children.
+ * left out of later probes until that child is finally reaped (so stuck
+ * children never pile up), and from then on is probed after the others
+ * (so one stalled mount does not hide the figures of the rest).
  *
  * The check behind disk.low runs on metrics calls and, while the check is
  * enabled and at least one writable mount is mounted, on a timer of

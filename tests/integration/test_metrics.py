@@ -329,3 +329,69 @@ def test_resume_file_generations_and_visible_read_only_to_services(hearth, tmp_p
     assert third["generation"] == 2 == r["resume_file"]["generation"]
     assert 400 <= third["paused_ms"] < 30000
     assert r["resume_file"]["paused_ms"] == third["paused_ms"]
+
+
+def mount_unanswered_fuse(h, target):
+    """Stacks a FUSE mount nobody serves on target in hearth's mount
+    namespace: the kernel queues FUSE_INIT and every statfs there waits
+    for an answer that never comes, as on a stalled virtio-fs daemon.
+    Returns the /dev/fuse fd; closing it aborts the connection."""
+    import ctypes
+    fd = os.open("/dev/fuse", os.O_RDWR)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            ns = os.open(f"/proc/{h.pid}/ns/mnt", os.O_RDONLY)
+            if libc.setns(ns, 0x00020000) != 0:  # CLONE_NEWNS
+                os._exit(3)
+            opts = f"fd={fd},rootmode=40000,user_id=0,group_id=0".encode()
+            rc = libc.mount(b"hung", target.encode(), b"fuse", 0, opts)
+            os._exit(0 if rc == 0 else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "unable to mount fuse in hearth's namespace"
+    return fd
+
+
+def test_a_hung_mount_never_blocks_hearth_nor_the_other_mounts(hearth, tmp_path):
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("no /dev/fuse")
+    good = str(tmp_path / "good")
+    hung = str(tmp_path / "hung")
+    hearth.start(hearth.config(
+        [], mounts=[{"target": hung, "type": "tmpfs", "options": "size=1m"},
+                    {"target": good, "type": "tmpfs", "options": "size=2m"}],
+        metrics={"disk_check_ms": 0}))
+    fd = mount_unanswered_fuse(hearth, hung)
+    try:
+        c = hearth.client()
+        c.send_raw(b'{"jsonrpc":"2.0","id":1,"method":"metrics"}\n')
+        # While the probe child is stuck in the kernel, hearth answers
+        # another client at once: the reply to ping comes first.
+        other = hearth.client()
+        assert other.result("ping") == {}
+        assert other.result("status")["pid"] == 1
+        m = c.read_reply()["result"]
+        bad = mount_row(m, hung)
+        assert bad["error"] == "statvfs did not return within 2000 ms" and "bytes_total" not in bad
+        # The mount after it in the list had no turn in that probe ...
+        assert mount_row(m, good)["error"] == f"not probed: statvfs of {hung} hung"
+        # ... but from now on the stuck target is probed last (or, while
+        # its killed child is still in the kernel, not at all), so the
+        # others are reported.
+        for _ in range(2):
+            m2 = c.result("metrics")
+            assert mount_row(m2, good)["bytes_total"] == 2 * MIB
+            assert "bytes_total" not in mount_row(m2, hung)
+        # The stuck children were killed and reaped: none is left behind.
+        with open(f"/proc/{hearth.pid}/task/{hearth.pid}/children") as f:
+            kids = f.read().split()
+        for k in kids:
+            with open(f"/proc/{k}/stat") as f:
+                assert f.read().split()[2] != "D", "a probe child is still stuck"
+        other.close()
+        c.close()
+    finally:
+        os.close(fd)
