@@ -373,6 +373,16 @@ def test_a_hung_mount_never_blocks_hearth_nor_the_other_mounts(hearth, tmp_path)
         other = hearth.client()
         assert other.result("ping") == {}
         assert other.result("status")["pid"] == 1
+        # The stuck child keeps none of hearth's descriptors (client
+        # sockets, listeners): beyond stdin/out/err only its pipe and the
+        # target it is stuck on.
+        with open(f"/proc/{hearth.pid}/task/{hearth.pid}/children") as f:
+            kids = f.read().split()
+        assert kids, "no probe child while the probe hangs"
+        for k in kids:
+            fds = {int(n): os.readlink(f"/proc/{k}/fd/{n}") for n in os.listdir(f"/proc/{k}/fd")}
+            rest = sorted(v.split(":")[0] for n, v in fds.items() if n > 2)
+            assert rest == [hung, "pipe"], fds
         m = c.read_reply()["result"]
         bad = mount_row(m, hung)
         assert bad["error"] == "statvfs did not return within 2000 ms" and "bytes_total" not in bad
