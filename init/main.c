@@ -393,6 +393,7 @@ int main(int argc, char **argv)
      * service can look for it. */
     diskuse_setup(H.cfg);
     resumefile_setup(H.cfg);
+    contain_readonly_dir(resumefile_dir());
     /* Phases no setup module claims are reached at once; each module
      * listed here marks its own phase when its work is done. */
     /* Every phase is owned by its module: network and egress here,

@@ -6,9 +6,9 @@
  * the directory with inotify and rebuild its long-lived connections
  * without being restarted. Generation 0 is written at boot.
  *
- * The directory is made root-owned 0755 and is made read-only in every
- * isolated service's mount namespace (contain.c), so a service reads the
- * news but cannot forge it. */
+ * The directory is made root-owned 0755; main.c hands it to
+ * contain_readonly_dir, so it is read-only in every isolated service's
+ * mount namespace: a service reads the news but cannot forge it. */
 #ifndef HEARTH_RESUMEFILE_H
 #define HEARTH_RESUMEFILE_H
 
@@ -22,7 +22,7 @@ struct config;
 /* Reads resume_file, notes the clock reference and writes generation 0.
  * Failures are logged: the sandbox runs on without the file. */
 void resumefile_setup(const struct config *cfg);
-/* The configured path ("" when off), for contain.c. */
+/* The configured path ("" when off). */
 const char *resumefile_path(void);
 /* The directory resume_file lies in ("" when off). */
 const char *resumefile_dir(void);
