@@ -34,6 +34,7 @@
 #include <linux/vm_sockets.h>
 
 #include "sha256.h"
+#include "hearthctl_prom.h"
 
 #ifndef HEARTH_VERSION
 #define HEARTH_VERSION "0.0.0"
@@ -2332,6 +2333,30 @@ static int p_egress(struct ctl *t, const cJSON *res)
     return 0;
 }
 
+static int b_metrics(struct ctl *t, int argc, char **argv, cJSON **params)
+{
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--prometheus") == 0)
+            t->arg = "prometheus";
+        else
+            return usage_err(t, "unexpected argument '%s'", argv[i]);
+    }
+    *params = new_object();
+    return 0;
+}
+
+/* JSON by default (the reply as it is); --prometheus: the exposition
+ * format a node exporter's textfile collector or a scraper reads. */
+static int p_metrics(struct ctl *t, const cJSON *res)
+{
+    if (t->arg && strcmp(t->arg, "prometheus") == 0) {
+        if (prom_write(stdout, res) < 0)
+            return bad_reply(t, "metrics: expected an object");
+        return 0;
+    }
+    return print_json(res, true);
+}
+
 static const struct cmd cmds[] = {
     {.name = "ping", .method = "ping", .args = "", .help = "check the server, show round-trip time",
      .print = p_ping},
@@ -2397,6 +2422,9 @@ static const struct cmd cmds[] = {
     {.name = "cp", .method = "files.write", .args = "SRC DST",
      .help = "copy a file in or out; sandbox:PATH names the guest side", .build = b_cp,
      .run = r_cp},
+    {.name = "metrics", .method = "metrics", .args = "[--prometheus]",
+     .help = "memory, mount usage, service cgroups, egress counters (JSON or Prometheus text)",
+     .build = b_metrics, .print = p_metrics},
     {.name = "shutdown", .method = "system.shutdown", .args = "[--reboot]",
      .help = "power off (or reboot) the sandbox", .build = b_shutdown, .print = p_shutdown},
 };
@@ -2557,7 +2585,7 @@ int main(int argc, char **argv)
     }
     rc = rpc_call(&t, params, &reply, &result);
     if (rc == 0) {
-        if (t.json || !cmd->print)
+        if ((t.json && cmd->print != p_metrics) || !cmd->print)
             rc = print_json(result, true);
         else
             rc = cmd->print(&t, result);

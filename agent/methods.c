@@ -17,6 +17,7 @@
 #include "m_files.h"
 #include "m_persist.h"
 #include "mounts.h"
+#include "m_metrics.h"
 #include "m_net.h"
 #include "m_sandbox.h"
 #include "params.h"
@@ -387,6 +388,7 @@ static const struct method methods[] = {
     {"files.rename", m_files_rename},
     {"files.mkdir", m_files_mkdir},
     {"files.remove", m_files_remove},
+    {"metrics", m_metrics},
 };
 
 const struct method *methods_find(const char *name)

@@ -315,6 +315,52 @@ int cgroup_memory_bytes(const char *leaf, uint64_t *bytes)
     return read_u64(leaf, "memory.current", "", bytes);
 }
 
+int cgroup_pids_current(const char *leaf, uint64_t *count)
+{
+    return read_u64(leaf, "pids.current", "", count);
+}
+
+int cgroup_parse_io_stat(const char *text, uint64_t *rbytes, uint64_t *wbytes)
+{
+    *rbytes = *wbytes = 0;
+    /* "MAJ:MIN rbytes=N wbytes=N rios=N ..." per device; summed. */
+    for (const char *p = text; p && *p;) {
+        const char *eol = strchr(p, '\n');
+        size_t n = eol ? (size_t)(eol - p) : strlen(p);
+        for (size_t i = 0; i < n; i++) {
+            if (i > 0 && p[i - 1] != ' ')
+                continue;
+            uint64_t *dst = NULL;
+            size_t kl = 0;
+            if (n - i > 7 && strncmp(p + i, "rbytes=", 7) == 0)
+                dst = rbytes, kl = 7;
+            else if (n - i > 7 && strncmp(p + i, "wbytes=", 7) == 0)
+                dst = wbytes, kl = 7;
+            if (!dst)
+                continue;
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(p + i + kl, &end, 10);
+            if (errno || end == p + i + kl)
+                return -1;
+            *dst += v;
+        }
+        p = eol ? eol + 1 : NULL;
+    }
+    return 0;
+}
+
+int cgroup_io_bytes(const char *leaf, uint64_t *rbytes, uint64_t *wbytes)
+{
+    char path[CGROUP_PATH_MAX + 32], buf[8192];
+    snprintf(path, sizeof(path), "%s/io.stat", leaf);
+    /* An empty io.stat (no I/O yet) is 0 and 0; a missing one (no io
+     * controller in the leaf) is unknown. */
+    if (read_file(path, buf, sizeof(buf)) < 0)
+        return -1;
+    return cgroup_parse_io_stat(buf, rbytes, wbytes);
+}
+
 int cgroup_set_limits(const char *leaf, int64_t memory_max, int64_t memory_high, int64_t pids_max,
                       char *err, size_t errlen)
 {

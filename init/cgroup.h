@@ -50,6 +50,14 @@ int cgroup_cpu_usec(const char *leaf, uint64_t *usec);
 /* Bytes charged to the leaf now (memory.current); -1 without the memory
  * controller. */
 int cgroup_memory_bytes(const char *leaf, uint64_t *bytes);
+/* Processes and threads in the leaf now (pids.current); -1 without the
+ * pids controller. */
+int cgroup_pids_current(const char *leaf, uint64_t *count);
+/* Bytes read and written by the leaf, summed over devices (io.stat
+ * rbytes/wbytes); -1 without the io controller. */
+int cgroup_io_bytes(const char *leaf, uint64_t *rbytes, uint64_t *wbytes);
+/* Parses io.stat text; exposed for unit tests. */
+int cgroup_parse_io_stat(const char *text, uint64_t *rbytes, uint64_t *wbytes);
 /* Writes a service's limits (memory.max, memory.high, pids.max; 0 leaves
  * one untouched, at the kernel's "max") into its leaf. -1 with a message naming the
  * limits field when one cannot be applied, a controller missing from

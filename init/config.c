@@ -984,6 +984,59 @@ static int check_host_mounts(const cJSON *v, struct vctx *c);
 
 /* Whole-document checks across sections: in subpath mode every host
  * share must lie under the host directory the shared tag exports. */
+/* metrics: disk.ok must lie below disk.low, or the two would flap. */
+static int check_metrics(const cJSON *v, struct vctx *c)
+{
+    const cJSON *low = get(v, "disk_low_percent"), *ok = get(v, "disk_ok_percent");
+    int64_t l = CONFIG_DISK_LOW_PERCENT, o;
+
+    if (low)
+        json_int(low, &l);
+    if (!ok || l == 0)
+        return 0;
+    json_int(ok, &o);
+    if (o >= l) {
+        path_key(c, "disk_ok_percent");
+        return verr(c, "must be below disk_low_percent (%lld)", (long long)l);
+    }
+    return 0;
+}
+
+/* resume_file: "" turns it off; otherwise a clean absolute path that
+ * does not lie in a control socket's directory, which services see as an
+ * empty directory (contain.c), so they could never read it there. */
+static int check_resume_file(const cJSON *v, struct vctx *c)
+{
+    if (!v->valuestring[0])
+        return 0;
+    return check_clean_path(v, c);
+}
+
+static int check_resume_dir(const cJSON *root, struct vctx *c)
+{
+    const cJSON *rf = get(root, "resume_file"), *listen = get(get(root, "control"), "listen");
+    const char *file = rf ? rf->valuestring : CONFIG_RESUME_FILE;
+    const char *slash = strrchr(file, '/');
+    const cJSON *item;
+    char q[QUOTE_MAX];
+
+    if (!file[0] || !slash || slash == file)
+        return 0;
+    size_t dl = (size_t)(slash - file);
+    for (int i = 0; listen ? (item = cJSON_GetArrayItem(listen, i)) != NULL : i == 0; i++) {
+        const char *spec = listen ? item->valuestring : DEFAULT_UNIX_LISTEN;
+        if (strncmp(spec, "unix:", 5) != 0)
+            continue;
+        const char *sock = spec + 5, *ss = strrchr(sock, '/');
+        if (ss && (size_t)(ss - sock) == dl && strncmp(sock, file, dl) == 0) {
+            path_key(c, "resume_file");
+            return verr(c, "%s lies in the directory of the control socket %s, which services "
+                        "cannot see", quote(file, q, sizeof(q)), sock);
+        }
+    }
+    return 0;
+}
+
 static int check_top(const cJSON *root, struct vctx *c)
 {
     const cJSON *rule = get(root, "host_mounts_rule"), *hm = get(root, "host_mounts");
@@ -993,6 +1046,8 @@ static int check_top(const cJSON *root, struct vctx *c)
     size_t i = 0;
     int r = 0;
 
+    if (check_resume_dir(root, c) < 0)
+        return -1;
     if (!hm || !host_root || !mode || strcmp(mode->valuestring, "subpath") != 0)
         return 0;
     inner = cJSON_Parse(hm->valuestring);
@@ -1183,6 +1238,12 @@ static const struct key k_clock[] = {
     KEY("check_ms", &s_ms),
     {0}};
 
+static const struct key k_metrics[] = {
+    KEY("disk_low_percent", INT(0, 100)),
+    KEY("disk_ok_percent", INT(0, 99)),
+    KEY("disk_check_ms", &s_ms),
+    {0}};
+
 static const struct key k_interface[] = {
     REQUIRED("name", STRING(check_ifname)),
     KEY("mac", STRING(check_mac)),
@@ -1334,6 +1395,8 @@ static const struct key k_top[] = {
     KEY("modules", ARRAY(SCHEMA(.kind = K_STRING, .min = 1, .check = check_module), 0, 0, NULL)),
     KEY("wait_for_init", OBJECT(k_wait_for_init, NULL)),
     KEY("clock", OBJECT(k_clock, NULL)),
+    KEY("resume_file", STRING(check_resume_file)),
+    KEY("metrics", OBJECT(k_metrics, check_metrics)),
     KEY("network", OBJECT(k_network, NULL)),
     KEY("mounts", ARRAY(OBJECT(k_mount, check_mount), 0, 0, NULL)),
     KEY("host_mounts", STRING(check_host_mounts)),

@@ -72,6 +72,13 @@ struct service_config {
     struct cJSON *json;         /* this service's validated object */
 };
 
+/* Defaults of the metrics and resume_file keys (read by diskuse.c and
+ * resumefile.c from the validated JSON). */
+#define CONFIG_DISK_LOW_PERCENT 90
+#define CONFIG_DISK_OK_GAP 5
+#define CONFIG_DISK_CHECK_MS 60000
+#define CONFIG_RESUME_FILE "/run/hearth-news/resume"
+
 struct config {
     char *hostname;             /* NULL = leave as is */
     enum log_level log_level;

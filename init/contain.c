@@ -276,6 +276,13 @@ static bool can_isolate(void)
     return known;
 }
 
+static char extra_ro[CONTAIN_PATH_MAX];
+
+void contain_readonly_dir(const char *path)
+{
+    snprintf(extra_ro, sizeof(extra_ro), "%s", path && strlen(path) < sizeof(extra_ro) ? path : "");
+}
+
 int contain_prepare(const struct service_config *c, const struct config *cfg,
                     const char *config_path, bool root, const char *leaf,
                     struct contain_plan *p, char *err, size_t errlen)
@@ -324,6 +331,9 @@ int contain_prepare(const struct service_config *c, const struct config *cfg,
         }
     }
     if (add_path(p->ro, &p->n_ro, "/etc/hearth", strlen("/etc/hearth"), err, errlen) < 0)
+        return -1;
+    /* The resume news: services read it, none may forge it. */
+    if (extra_ro[0] && add_path(p->ro, &p->n_ro, extra_ro, strlen(extra_ro), err, errlen) < 0)
         return -1;
     if (config_path && config_path[0] &&
         add_path(p->ro, &p->n_ro, config_path, strlen(config_path), err, errlen) < 0)

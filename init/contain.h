@@ -76,6 +76,12 @@ int contain_privileged(const struct contain_policy *pol, char *buf, size_t len);
  * is not shared there, that is logged. */
 void contain_host_setup(bool supervisor);
 
+/* A directory hearth writes for the services to read (the resume news):
+ * bound read-only in every isolated service's namespace from the next
+ * start on. NULL or "" clears it; a path of CONTAIN_PATH_MAX bytes or more
+ * is ignored. */
+void contain_readonly_dir(const char *path);
+
 /* Builds the plan for a service running as root (root) or not, in leaf
  * (NULL or "" without cgroups); cfg's unix listeners are hidden from it
  * and config_path made read-only. Returns 0, or -1 with a message. */

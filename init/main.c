@@ -31,6 +31,8 @@
 #include "machine.h"
 #include "modules.h"
 #include "mounts.h"
+#include "diskuse.h"
+#include "resumefile.h"
 #include "network.h"
 #include "peer.h"
 #include "reaper.h"
@@ -196,6 +198,7 @@ static void on_seeded(void)
 
 static void on_mounts_done(void)
 {
+    diskuse_rearm();
     seed_start(H.cfg, mounts_path_failed, on_seeded);
 }
 
@@ -392,6 +395,12 @@ int main(int argc, char **argv)
      * "mounts"; seeding and the skills overlay ("skills") follow them. */
     skills_init(H.cfg);
     mounts_start(H.cfg, on_mounts_done);
+    /* Mount usage and disk.low (its timer only while a writable mount is
+     * mounted), and the resume news file (generation 0) before any
+     * service can look for it. */
+    diskuse_setup(H.cfg);
+    resumefile_setup(H.cfg);
+    contain_readonly_dir(resumefile_dir());
     /* Phases no setup module claims are reached at once; each module
      * listed here marks its own phase when its work is done. */
     /* Every phase is owned by its module: network and egress here,

@@ -808,6 +808,17 @@ const char *mounts_path_failed(const char *path)
     return NULL;
 }
 
+int mounts_entry(size_t i, struct mounts_entry *out)
+{
+    if (i >= M.n)
+        return -1;
+    out->target = M.m[i].target;
+    out->type = M.m[i].type;
+    out->read_only = M.m[i].ro;
+    out->mounted = M.m[i].state == M_MOUNTED;
+    return 0;
+}
+
 bool mounts_done(void)
 {
     return M.done;

@@ -48,6 +48,13 @@ int mounts_sync(void);
 
 /* The target of a failed mount that path lies at or under, else NULL. */
 const char *mounts_path_failed(const char *path);
+/* One configured mount, for readers such as diskuse. */
+struct mounts_entry {
+    const char *target, *type; /* valid until the list changes */
+    bool read_only, mounted;
+};
+/* The i-th mount in list order; -1 past the end. */
+int mounts_entry(size_t i, struct mounts_entry *out);
 /* Whether the last pass has finished. */
 bool mounts_done(void);
 

@@ -29,6 +29,7 @@
 #include "egress.h"
 #include "skills.h"
 #include "reaper.h"
+#include "resumefile.h"
 #include "redact.h"
 #include "service.h"
 #include "utf8.h"
@@ -47,6 +48,8 @@ static void set_state(enum sandbox_state s)
         return;
     log_info("sandbox %s -> %s", state_names[state], state_names[s]);
     state = s;
+    if (s == SANDBOX_FROZEN)
+        resumefile_frozen(true);
 }
 
 static bool clock_allowed;
@@ -513,6 +516,7 @@ struct resume_ctx {
     const char *cause;
     bool host;          /* sandbox.resume, not a detector */
     bool was_frozen;
+    bool stepped;       /* the time step set the clock */
     cJSON *row;         /* the current step's row, for extra members */
 };
 
@@ -537,6 +541,7 @@ static enum step_result step_time(struct resume_ctx *rc, char *d, size_t dl)
         return STEP_SKIPPED;
     }
     clock_sync(&target, clock_allowed, threshold, &cr);
+    rc->stepped = cr.action == CLOCK_STEPPED;
     cJSON_AddStringToObject(rc->row, "source", src);
     cJSON_AddItemToObject(rc->row, "clock", clock_result_json(&cr));
     snprintf(d, dl, "%s", cr.error[0] ? cr.error : clock_action_name(cr.action));
@@ -708,6 +713,14 @@ struct cJSON *sandbox_resume(const struct sandbox_resume_req *req, const char *c
     cJSON_AddNumberToObject(r, "total_ms", total);
     cJSON_AddNumberToObject(r, "at_ms", (double)wall_ms());
     cJSON_AddItemToObject(r, "steps", steps);
+    /* The news for the services: a clock step detected from outside is
+     * a stepped clock too. */
+    cJSON *news = resumefile_write(cause, rc.stepped || strcmp(cause, "clock_step") == 0,
+                                   rc.was_frozen);
+    if (news)
+        cJSON_AddItemToObject(r, "resume_file", news);
+    if (state != SANDBOX_FROZEN)
+        resumefile_frozen(false);
     last_resume_mono_ms = mono_ms();
     cJSON_Delete(last_resume);
     last_resume = cJSON_Duplicate(r, 1);
@@ -724,6 +737,8 @@ cJSON *sandbox_time_sync(const struct timespec *t)
     struct clock_result cr;
     self_step_pending = mono_ms();
     clock_sync(t, clock_allowed, clock_threshold_ms, &cr);
+    /* A step here is a correction, not a pause the next resume reports. */
+    resumefile_reference();
     cJSON *r = clock_result_json(&cr);
     if (r) {
         cJSON_AddBoolToObject(r, "allowed", clock_allowed);

@@ -1955,6 +1955,15 @@ pid_t service_pid_at(size_t idx, const char **name)
     return svcs[idx].pid;
 }
 
+const char *service_cgroup_at(size_t idx, const char **name, uint64_t *cpu_usec_before)
+{
+    if (idx >= nsvcs)
+        return NULL;
+    *name = svcs[idx].cfg->name;
+    *cpu_usec_before = svcs[idx].cpu_usec_before;
+    return svcs[idx].cgroup;
+}
+
 int service_start(int idx, char *err, size_t errlen)
 {
     struct service *s = &svcs[idx];

@@ -56,6 +56,10 @@ const char *service_state_of(int idx);
 /* The main pid of service idx (0 when it has none) and its name; -1 past
  * the last service. For the peer checks, which walk every service. */
 pid_t service_pid_at(size_t idx, const char **name);
+/* The cgroup leaf of service idx ("" without cgroups; NULL past the
+ * last service), its name, and the CPU time of the leaves it had before
+ * the current one (a leaf is replaced after cgroup.kill). */
+const char *service_cgroup_at(size_t idx, const char **name, uint64_t *cpu_usec_before);
 int service_start(int idx, char *err, size_t errlen);
 int service_stop(int idx, char *err, size_t errlen);
 int service_restart(int idx, char *err, size_t errlen);

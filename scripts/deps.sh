@@ -27,7 +27,7 @@ DEPS=${HEARTH_DEPS:-$ROOT/build/deps}
 # dpkg-dev: apt-get source unpacks with dpkg-source; file: make check-static.
 BUILD_PKGS="build-essential musl-tools make file dpkg-dev"
 TEST_PKGS="python3-pytest iproute2 nftables util-linux procps kmod cpio e2fsprogs \
-qemu-system-x86 libclang-rt-14-dev clang valgrind"
+qemu-system-x86 libclang-rt-14-dev clang valgrind python3-prometheus-client"
 IMAGE_PKGS="kmod cpio e2fsprogs qemu-system-x86"
 BENCH_PKGS="qemu-guest-agent tini dumb-init s6 nftables python3-pytest iproute2 util-linux procps \
 kmod cpio e2fsprogs qemu-system-x86"

@@ -37,6 +37,8 @@
  *   chat TEXT              ok
  *   turn SECONDS           a turn in flight for SECONDS; ok
  *   eat MIB                allocates and touches MIB MiB; ok
+ *   news                   the resume file's line ($HEARTH_RESUME_FILE, default
+ *                          /run/hearth-news/resume), or "error: ..."
  *   connect ADDR PORT      ok MS LINE-FROM-PEER | refused MS | timeout MS | error ..
  *   GET /...               an HTTP/1.0 200 reply
  */
@@ -630,6 +632,16 @@ static void command(int fd, char *line)
         history("ate %ld MiB", mib);
         free(p);
         reply(fd, "ok\n");
+    } else if (!strcmp(line, "news")) {
+        /* What an agent does after a pause: read the resume news. */
+        const char *path = getenv("HEARTH_RESUME_FILE");
+        char out[LINE_MAX_LEN];
+        FILE *f = fopen(path ? path : "/run/hearth-news/resume", "re");
+        if (!f || !fgets(out, sizeof(out), f))
+            snprintf(out, sizeof(out), "error: %s\n", strerror(errno));
+        if (f)
+            fclose(f);
+        reply(fd, out);
     } else if (sscanf(line, "connect %127s %d", a, &port) == 2) {
         do_connect(fd, a, port);
     } else {

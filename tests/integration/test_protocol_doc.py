@@ -21,7 +21,7 @@ ABRIDGED = {"status", "config.get", "egress.check", "network.check"}
 # hearth's own namespaces (time.sync only reports: clock.set is false
 # outside vm mode).
 SAFE = {"ping", "version", "services.list", "services.stop", "logs.read",
-        "events.subscribe", "mounts.list", "time.sync"}
+        "events.subscribe", "mounts.list", "time.sync", "metrics"}
 
 
 def method_table():

@@ -198,6 +198,51 @@ def test_pause_resume(make_vm):
     assert vm.service("hermes")["state"] == "running"
 
 
+def test_metrics_and_resume_news(make_vm):
+    vm = make_vm().start()
+    vm.require("metrics")
+    vm.wait_agent()
+    m = vm.result("metrics")
+    # The guest's cgroup2 has every controller: each figure is there.
+    svc = next(s for s in m["services"] if s["name"] == "hermes")
+    assert svc["state"] == "running" and svc["cpu_usec"] > 0, svc
+    assert svc["memory_bytes"] > 0 and svc["pids"] >= 1, svc
+    assert svc["io_read_bytes"] >= 0 and svc["io_write_bytes"] >= 0, svc
+    st = vm.service("hermes")
+    assert abs(st["memory_bytes"] - svc["memory_bytes"]) < 16 << 20
+    assert 0 < m["memory"]["available_bytes"] <= m["memory"]["total_bytes"]
+    rows = {r["target"]: r for r in m["mounts"]}
+    home = rows["/root/.hermes"]
+    # The seeded home on a 9p share: statvfs answered from the host's disk.
+    assert home["mounted"] and "error" not in home, home
+    assert home["bytes_total"] >= home["bytes_used"] > 0 and home["inodes_used"] > 0
+    assert home["low"] is False
+    skills = rows["/opt/hermes-common-skills"]
+    assert skills["read_only"] is True and "low" not in skills
+    # Writable mounts are mounted, so the periodic disk check is armed.
+    assert m["disk"]["timer"] is True
+    # As status counts them (the virtio-serial stream is a listener's).
+    assert m["hearth"]["fds"] > 0 and m["hearth"]["clients"] == vm.result("status")["clients"]
+
+    # The agent reads the resume news from its own (isolated) namespace.
+    first = json.loads(vm.agent("news"))
+    assert first["generation"] == 0 and first["cause"] == "boot", first
+    vm.result("events.subscribe", {})
+    vm.qmp.cmd("stop")
+    time.sleep(3)
+    vm.qmp.cmd("cont")
+    now = time.time()
+    r = vm.result("sandbox.resume", {"time": {"sec": int(now), "nsec": int((now % 1) * 1e9)}})
+    news = json.loads(vm.agent("news"))
+    assert news["generation"] == r["resume_file"]["generation"] >= 1, (news, r)
+    assert news == {k: r["resume_file"][k] for k in news}
+    # Whichever resume first found the clock behind (the host's, or
+    # hearth's own hardware-clock check) stepped it and saw the pause.
+    reports = [e for e in vm.ctl.events if e.get("type") == "resume"]
+    stepped = [e["resume_file"] for e in reports if e["resume_file"]["clock_stepped"]]
+    assert stepped and max(f["paused_ms"] for f in stepped) >= 2000, reports
+
+
 def test_oom_in_the_agent_cgroup(make_vm):
     # The image caps hermes at 128 MiB (limits.memory_max). A runaway
     # allocation inside it is ended by the kernel in that cgroup alone:
