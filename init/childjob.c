@@ -6,11 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "hearth.h"
+#include "inherit.h"
 #include "log.h"
 #include "reaper.h"
 
@@ -161,39 +161,6 @@ static int set_blocking(int fd)
     return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
 }
 
-#ifndef SYS_close_range
-#define SYS_close_range 436
-#endif
-
-/* Closes [lo, hi]; close_range where the kernel has it (5.9), else one by
- * one up to the descriptor limit. */
-static void close_span(unsigned lo, unsigned hi)
-{
-    if (lo > hi || syscall(SYS_close_range, lo, hi, 0) == 0)
-        return;
-    long max = sysconf(_SC_OPEN_MAX);
-    unsigned top = max > 0 && max < 65536 ? (unsigned)max - 1 : 65535;
-    for (unsigned fd = lo; fd <= hi && fd <= top; fd++)
-        close((int)fd);
-}
-
-/* In the child, every descriptor PID 1 held but the result pipe and the
- * log: a control client's socket kept open here would hide its close
- * from the host until the walk ends, and a walk has no use for listeners,
- * pidfds or netlink sockets. */
-static void close_inherited(int keep)
-{
-    int a = keep, b = log_fd();
-    if (b < a) {
-        int t = a;
-        a = b;
-        b = t;
-    }
-    close_span(3, (unsigned)a - 1);
-    close_span((unsigned)a + 1, (unsigned)b - 1);
-    close_span((unsigned)b + 1, ~0U);
-}
-
 int childjob_start(struct childjob *j, int64_t timeout_ms, size_t max, childjob_fn fn,
                    void *arg, childjob_done done, char *err, size_t errlen)
 {
@@ -229,7 +196,7 @@ int childjob_start(struct childjob *j, int64_t timeout_ms, size_t max, childjob_
         /* The child: blocking writes (the loop reads as it can), then
          * out without running the parent's exit handlers. */
         close(p[0]);
-        close_inherited(p[1]);
+        inherit_close_all_but(p[1]);
         set_blocking(p[1]);
         fn(p[1], arg);
         _exit(0);

@@ -16,6 +16,7 @@
 #include "config.h"
 #include "events.h"
 #include "hearth.h"
+#include "inherit.h"
 #include "log.h"
 #include "mounts.h"
 #include "reaper.h"
@@ -292,25 +293,9 @@ static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
         diskuse_rearm();
 }
 
-/* A child that may stay stuck in the kernel must not hold hearth's other
- * descriptors: a duplicate of a client's socket would keep that peer from
- * seeing its connection closed, and one of the virtio-serial port (which
- * the kernel lets only one opener have) would make its reopening fail. */
-static void close_others(int keep)
-{
-#ifdef SYS_close_range
-    if ((keep == 3 || syscall(SYS_close_range, 3u, (unsigned)keep - 1, 0u) == 0) &&
-        syscall(SYS_close_range, (unsigned)keep + 1, ~0u, 0u) == 0)
-        return;
-#endif
-    for (int fd = 3; fd < 65536; fd++)
-        if (fd != keep)
-            close(fd);
-}
-
 static _Noreturn void child_run(int wfd)
 {
-    close_others(wfd);
+    inherit_close_all_but(wfd);
     for (size_t i = 0; i < D.nslots; i++) {
         const struct row *r = &D.rows[D.slots[i]];
         struct rec c = {.slot = (uint32_t)i};

@@ -22,6 +22,7 @@
 #include "events.h"
 #include "hearth.h"
 #include "launch.h"
+#include "inherit.h"
 #include "log.h"
 #include "machine.h"
 #include "mounts.h"
@@ -495,8 +496,10 @@ int sandbox_freeze(int64_t timeout_ms, sandbox_freeze_done done, void *ctx, char
         freeze_cgroup_start();
         return 0;
     }
-    if (pid == 0)
+    if (pid == 0) {
+        inherit_close_all_but(-1);
         _exit(mounts_sync() < 0 ? 1 : 0);
+    }
     fz.sync_pid = pid;
     fz.syncing = true;
     if (reaper_watch(pid, sync_reaped, (void *)(uintptr_t)fz.gen) < 0)

@@ -17,6 +17,7 @@
 #include "config.h"
 #include "events.h"
 #include "hearth.h"
+#include "inherit.h"
 #include "log.h"
 #include "reaper.h"
 #include "safepath.h"
@@ -229,7 +230,7 @@ static bool spawn(const char *target, const char *from, const char *unless)
     }
     if (pid == 0) {
         char msg[513];
-        close(p[0]);
+        inherit_close_all_but(p[1]);
         msg[0] = (char)seed_one(target, from, unless, msg + 1, sizeof(msg) - 1);
         ssize_t w = write(p[1], msg, 1 + strlen(msg + 1));
         _exit(w > 0 ? 0 : 1);

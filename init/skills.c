@@ -21,6 +21,7 @@
 #include "config.h"
 #include "events.h"
 #include "hearth.h"
+#include "inherit.h"
 #include "log.h"
 #include "reaper.h"
 #include "safepath.h"
@@ -1978,7 +1979,7 @@ int skills_fork(const char *name, skills_fork_done done, void *ctx, char *err, s
     }
     if (pid == 0) {
         char msg[1024];
-        close(p[0]);
+        inherit_close_all_but(p[1]);
         msg[1] = '\0';
         msg[0] = (char)(skills_fork_at(S.pub, S.priv, name, msg + 1, sizeof(msg) - 1) < 0);
         ssize_t w = write(p[1], msg, 1 + strlen(msg + 1));

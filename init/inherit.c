@@ -1,0 +1,36 @@
+#include "inherit.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+
+/* Closes [lo, hi]: close_range where the kernel has it (5.9), else one
+ * descriptor at a time up to the limit. */
+static void close_span(unsigned lo, unsigned hi)
+{
+    if (lo > hi || syscall(SYS_close_range, lo, hi, 0) == 0)
+        return;
+    long max = sysconf(_SC_OPEN_MAX);
+    unsigned top = max > 0 && max < 65536 ? (unsigned)max - 1 : 65535;
+    for (unsigned fd = lo; fd <= hi && fd <= top; fd++)
+        close((int)fd);
+}
+
+void inherit_close_all_but(int keep)
+{
+    int a = keep < 3 ? 2 : keep, b = log_fd();
+    if (b < a) {
+        int t = a;
+        a = b;
+        b = t;
+    }
+    if (a >= 3)
+        close_span(3, (unsigned)a - 1);
+    close_span((unsigned)a + 1, (unsigned)b - 1);
+    close_span((unsigned)b + 1, ~0U);
+}
