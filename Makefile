@@ -22,7 +22,7 @@ LDFLAGS_STATIC := -static -Wl,--gc-sections -Wl,-z,noseparate-code -s
 
 INIT_SRCS   := $(sort $(wildcard init/*.c))
 AGENT_SRCS  := $(filter-out agent/hearthctl%.c,$(sort $(wildcard agent/*.c)))
-CTL_SRCS    := $(sort $(wildcard agent/hearthctl*.c)) init/sha256.c
+CTL_SRCS    := $(sort $(wildcard agent/hearthctl*.c)) init/sha256.c init/base64.c
 LIB_SRCS    := $(filter-out init/main.c,$(INIT_SRCS)) $(AGENT_SRCS)
 HDRS        := $(wildcard init/*.h agent/*.h)
 

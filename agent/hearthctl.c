@@ -33,6 +33,7 @@
 
 #include <linux/vm_sockets.h>
 
+#include "base64.h"
 #include "sha256.h"
 #include "hearthctl_prom.h"
 
@@ -1579,22 +1580,6 @@ static int b_call(struct ctl *t, int argc, char **argv, cJSON **params)
 
 /* ---- sandbox commands ---------------------------------------------------- */
 
-static void b64_encode(const unsigned char *in, size_t n, char *out)
-{
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t o = 0;
-
-    for (size_t i = 0; i < n; i += 3) {
-        unsigned v = (unsigned)in[i] << 16 | (i + 1 < n ? (unsigned)in[i + 1] << 8 : 0) |
-                     (i + 2 < n ? in[i + 2] : 0);
-        out[o++] = tab[v >> 18 & 63];
-        out[o++] = tab[v >> 12 & 63];
-        out[o++] = i + 1 < n ? tab[v >> 6 & 63] : '=';
-        out[o++] = i + 2 < n ? tab[v & 63] : '=';
-    }
-    out[o] = '\0';
-}
-
 #define ENTROPY_FROM_BYTES 64
 
 /* --entropy-from PATH: 64 bytes read from PATH (/dev/urandom), base64. */
@@ -1620,7 +1605,7 @@ static int add_entropy_from(struct ctl *t, cJSON *params, const char *key, const
     close(fd);
     if (got == 0)
         return usage_err(t, "no bytes read from '%s'", path);
-    b64_encode(buf, got, enc);
+    base64_encode(buf, got, enc);
     add_str(params, key, enc);
     return 0;
 }
@@ -1829,43 +1814,6 @@ struct cp {
     int64_t last_progress;
 };
 
-static int b64_value(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    return c == '+' ? 62 : c == '/' ? 63 : -1;
-}
-
-/* Standard base64 with padding, as hearth writes it; -1 if malformed. */
-static long b64_decode(const char *in, unsigned char *out, size_t cap)
-{
-    size_t n = strlen(in), o = 0;
-
-    if (n % 4)
-        return -1;
-    for (size_t i = 0; i < n; i += 4) {
-        int v[4];
-        for (int k = 0; k < 4; k++)
-            v[k] = in[i + k] == '=' && i + 4 == n && k >= 2 ? 0 : b64_value((unsigned char)in[i + k]);
-        if (v[0] < 0 || v[1] < 0 || v[2] < 0 || v[3] < 0)
-            return -1;
-        unsigned w = (unsigned)v[0] << 18 | (unsigned)v[1] << 12 | (unsigned)v[2] << 6 | (unsigned)v[3];
-        int bytes = in[i + 2] == '=' ? 1 : in[i + 3] == '=' ? 2 : 3;
-        if (o + (size_t)bytes > cap)
-            return -1;
-        out[o++] = (unsigned char)(w >> 16);
-        if (bytes > 1)
-            out[o++] = (unsigned char)(w >> 8);
-        if (bytes > 2)
-            out[o++] = (unsigned char)w;
-    }
-    return (long)o;
-}
-
 /* Feeds transferred bytes into the whole-file hash and the range hashes. */
 static void cp_hash(struct cp *c, const unsigned char *p, size_t n)
 {
@@ -2030,7 +1978,7 @@ static int cp_upload(struct cp *c, const char *src, const char *dst_in)
         if (!first && got == 0)
             break;
         cp_hash(c, buf, got);
-        b64_encode(buf, got, enc);
+        base64_encode(buf, got, enc);
         cJSON *p = path_params("path", target), *reply;
         const cJSON *res;
         add_str(p, "data", enc);
@@ -2136,7 +2084,7 @@ static int cp_download(struct cp *c, const char *src, const char *dst_in)
         if (rc)
             goto out;
         const char *data = jstr(res, "data");
-        long n = data ? b64_decode(data, buf, CP_CHUNK) : -1;
+        long n = data ? base64_decode(data, strlen(data), buf, CP_CHUNK, NULL, 0) : -1;
         bool eof = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "eof"));
         cJSON_Delete(reply);
         if (n < 0) {

@@ -15,7 +15,7 @@
 
 #include <cJSON.h>
 
-#include "entropy.h"
+#include "base64.h"
 #include "params.h"
 #include "safepath.h"
 #include "sha256.h"
@@ -456,28 +456,6 @@ static int open_read(const struct fpath *p, bool follow, struct stat *st, struct
     return fd;
 }
 
-static void b64_encode(const uint8_t *in, size_t n, char *out)
-{
-    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t o = 0, i = 0;
-
-    for (; i + 3 <= n; i += 3) {
-        uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
-        out[o++] = tab[v >> 18 & 63];
-        out[o++] = tab[v >> 12 & 63];
-        out[o++] = tab[v >> 6 & 63];
-        out[o++] = tab[v & 63];
-    }
-    if (i < n) {
-        uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < n ? (uint32_t)in[i + 1] << 8 : 0);
-        out[o++] = tab[v >> 18 & 63];
-        out[o++] = tab[v >> 12 & 63];
-        out[o++] = i + 1 < n ? tab[v >> 6 & 63] : '=';
-        out[o++] = '=';
-    }
-    out[o] = '\0';
-}
-
 /* pread until len bytes or the end of the file; -1 with errno. */
 static ssize_t read_full(int fd, uint8_t *buf, size_t len, uint64_t off)
 {
@@ -542,7 +520,7 @@ int m_files_read(struct client *c, cJSON *params, cJSON **result, struct rpc_err
             return -1;
         return path_error(err, &p, e, e == EAGAIN ? "would block" : NULL);
     }
-    b64_encode(buf, (size_t)got, enc);
+    base64_encode(buf, (size_t)got, enc);
     free(buf);
     cJSON *r = cJSON_CreateObject();
     if (!r) {
@@ -700,7 +678,7 @@ int m_files_write(struct client *c, cJSON *params, cJSON **result, struct rpc_er
     uint8_t *buf = malloc(FILES_CHUNK_MAX);
     if (!buf)
         return -1;
-    long n = entropy_base64_decode(data, dlen, buf, FILES_CHUNK_MAX, berr, sizeof(berr));
+    long n = base64_decode(data, dlen, buf, FILES_CHUNK_MAX, berr, sizeof(berr));
     if (n < 0) {
         free(buf);
         rpc_error_set(err, RPC_INVALID_PARAMS, "data: %s", berr);

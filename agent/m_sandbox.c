@@ -6,6 +6,7 @@
 #include <cJSON.h>
 
 #include "control.h"
+#include "base64.h"
 #include "entropy.h"
 #include "params.h"
 #include "sandbox.h"
@@ -58,7 +59,7 @@ static int parse_entropy(cJSON *params, const char *name, uint8_t *buf, size_t *
         rpc_error_set(err, RPC_INVALID_PARAMS, "%s: more than %d bytes", name, ENTROPY_MAX_BYTES);
         return -1;
     }
-    long n = entropy_base64_decode(s, sl, buf, ENTROPY_MAX_BYTES, why, sizeof(why));
+    long n = base64_decode(s, sl, buf, ENTROPY_MAX_BYTES, why, sizeof(why));
     if (n <= 0) {
         rpc_error_set(err, RPC_INVALID_PARAMS, "%s: %s", name, n == 0 ? "empty" : why);
         return -1;

@@ -9,12 +9,6 @@
 
 #define ENTROPY_MAX_BYTES 4096 /* decoded; more is refused */
 
-/* Decodes standard base64 (RFC 4648, padding optional, no whitespace)
- * into out (outcap bytes). Returns the decoded length, or -1 with a
- * reason in err ("invalid base64 at offset 7"). */
-long entropy_base64_decode(const char *in, size_t inlen, uint8_t *out, size_t outcap,
-                           char *err, size_t errlen);
-
 /* Adds len bytes to the kernel pool, crediting them as entropy, then
  * reseeds the CRNG. Returns 0, or -1 with err (the ioctl and errno). */
 int entropy_add(const uint8_t *data, size_t len, char *err, size_t errlen);

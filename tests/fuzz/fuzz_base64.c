@@ -1,4 +1,4 @@
-/* fuzz_base64: the base64 decoder (init/entropy.c) behind entropy.add,
+/* fuzz_base64: the base64 decoder (init/base64.c) behind entropy.add,
  * sandbox.init and sandbox.resume, whose input comes from a control
  * client.
  *
@@ -11,7 +11,7 @@
  *   - decoding is canonical: encoding the bytes back gives the input with
  *     any missing padding added, so two texts never decode alike;
  *   - a failure leaves a terminated, non-empty message. */
-#include "entropy.h"
+#include "base64.h"
 
 #include "fuzz_common.h"
 
@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!out)
         abort();
     memset(err, 'X', sizeof(err));
-    long n = entropy_base64_decode(text, size, out, CAP, err, sizeof(err));
+    long n = base64_decode(text, size, out, CAP, err, sizeof(err));
     if (n < 0) {
         FUZZ_CHECK(n == -1, "returned %ld", n);
         FUZZ_CHECK(memchr(err, '\0', sizeof(err)) && err[0], "bad error message");

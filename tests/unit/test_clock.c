@@ -3,6 +3,7 @@
 #include <errno.h>
 
 #include "clock.h"
+#include "base64.h"
 #include "entropy.h"
 
 /* A fake wall clock: tests decide when hearth steps and by how much
@@ -114,7 +115,7 @@ TEST(clock_threshold_zero_steps_any_difference)
 
 static long dec(const char *s, unsigned char *out, char *err)
 {
-    return entropy_base64_decode(s, strlen(s), out, 16, err, 96);
+    return base64_decode(s, strlen(s), out, 16, err, 96);
 }
 
 TEST(base64_decodes_with_and_without_padding)
