@@ -1,6 +1,7 @@
 #include "reaper.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -27,6 +28,14 @@ int reaper_watch(pid_t pid, reaper_fn fn, void *ctx)
     }
     errno = ENOSPC;
     return -1;
+}
+
+void reaper_kill_watched(int sig)
+{
+    /* A watched pid is hearth's own unreaped child: never reused. */
+    for (int i = 0; i < REAPER_MAX; i++)
+        if (watches[i].pid > 0)
+            kill(watches[i].pid, sig);
 }
 
 int reaper_reap(void)

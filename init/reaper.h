@@ -14,6 +14,8 @@ typedef void (*reaper_fn)(void *ctx, pid_t pid, int wstatus);
 int reaper_watch(pid_t pid, reaper_fn fn, void *ctx);
 /* Reaps everything that has exited; returns how many were reaped. */
 int reaper_reap(void);
+/* Sends sig to every watched child that has not been reaped yet. */
+void reaper_kill_watched(int sig);
 /* Total orphans (unwatched children) reaped since start. */
 unsigned long reaper_orphans(void);
 

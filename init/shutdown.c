@@ -1,5 +1,6 @@
 #include "shutdown.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include "events.h"
 #include "log.h"
 #include "machine.h"
+#include "reaper.h"
 #include "sandbox.h"
 #include "service.h"
 
@@ -44,6 +46,10 @@ static void all_stopped(void)
         return;
     }
     H.exit_status = services_main_status();
+    /* The services are gone; what is still watched is hearth's own work
+     * (a skills walk, a copy, a disk probe, a check): it must not outlive
+     * hearth, stuck on a share or past its deadline. */
+    reaper_kill_watched(SIGKILL);
     log_info("exiting with status %d", H.exit_status);
     control_flush();
     control_stop();

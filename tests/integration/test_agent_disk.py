@@ -5,17 +5,20 @@ rotation, resolv.conf's temp name, seed targets, bind-file targets, the
 private skills directory, skills.fork), as root and as a non-root service.
 Each test checks that hearth answers ping within a second, that the file
 outside the tree is untouched, and that the error names the path."""
+import json
 import os
 import signal
 import shutil
 import stat
+import subprocess
 import tempfile
 import threading
 import time
+import types
 
 import pytest
 
-from conftest import Client
+from conftest import HEARTH, Client
 
 KEEP = {"name": "keep", "argv": ["sleep", "1000"], "main": True}
 USERS = ["root", "nobody"]
@@ -667,3 +670,61 @@ def test_walk_past_its_deadline_is_killed_and_the_next_trigger_runs_again(hearth
     r = hearth.rpc("skills.sync")
     assert r["errors"] == 0 and "error" not in r and r["public"] == 3 and r["linked"] == 3
     assert os.readlink(priv / "gamma") == f"{pub}/gamma"
+
+
+def test_a_walk_does_not_outlive_hearth(tmp_path):
+    """A hearth that is not the init of its pid namespace (supervisor mode
+    under a developer's shell) exits while a walk is held stopped, as on a
+    hung share: the walk is killed with it, not left behind. (Under the
+    other tests' fixture hearth is PID 1 of a namespace, whose exit takes
+    every process in it along, so this one starts hearth bare.)"""
+    pub = _skills(tmp_path, ("alpha",))
+    priv = tmp_path / "priv"
+    priv.mkdir()
+    _plant_tree(priv, 20, 2000)
+    sock = tmp_path / "ctl" / "ctl.sock"
+    cfg = tmp_path / "h.json"
+    cfg.write_text(json.dumps({"control": {"listen": [f"unix:{sock}"]},
+                               "skills": {"public": str(pub), "private": str(priv)},
+                               "services": [dict(KEEP, isolation=False)]}))
+    proc = subprocess.Popen([HEARTH, "--mode", "supervisor", "--log", "warn", "-c", str(cfg)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pid = None
+    try:
+        bare = types.SimpleNamespace(pid=proc.pid, sock=str(sock))
+        for _ in range(500):
+            if sock.exists():
+                break
+            time.sleep(0.01)
+        c = Client(str(sock), timeout=30)
+        for _ in range(600):
+            if c.result("status")["phases"]["skills"]:
+                break
+            time.sleep(0.1)
+        c.close()
+        a, pid = _catch_walk(bare)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        a.close()
+
+        def state():
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    return f.read().rsplit(")", 1)[1].split()[0]
+            except FileNotFoundError:
+                return None
+        # Gone, or dead and waiting for its new parent to reap it.
+        for _ in range(500):
+            if state() in (None, "Z", "X"):
+                break
+            time.sleep(0.01)
+        assert state() in (None, "Z", "X"), f"walk {pid} outlived hearth in state {state()}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
