@@ -15,6 +15,7 @@
 #include "diskuse.h"
 #include "egress.h"
 #include "hearth.h"
+#include "kfile.h"
 #include "params.h"
 #include "redact.h"
 #include "service.h"
@@ -34,17 +35,6 @@ static int64_t kib_field(const char *text, const char *key)
     return -1;
 }
 
-static ssize_t read_text(const char *path, char *buf, size_t len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, len - 1);
-    close(fd);
-    buf[n > 0 ? n : 0] = 0;
-    return n;
-}
-
 static void add_if(cJSON *o, const char *k, int64_t v)
 {
     if (v >= 0)
@@ -57,7 +47,7 @@ static cJSON *memory_json(void)
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
-    if (read_text("/proc/meminfo", buf, sizeof(buf)) <= 0) {
+    if (kfile_read("/proc/meminfo", buf, sizeof(buf)) <= 0) {
         cJSON_AddStringToObject(o, "error", "unable to read /proc/meminfo");
         return o;
     }
@@ -115,7 +105,7 @@ static cJSON *self_json(void)
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
-    if (read_text("/proc/self/status", buf, sizeof(buf)) > 0)
+    if (kfile_read("/proc/self/status", buf, sizeof(buf)) > 0)
         add_if(o, "rss_bytes", kib_field(buf, "VmRSS"));
     add_if(o, "fds", count_fds());
     cJSON_AddNumberToObject(o, "clients", (double)control_client_count());

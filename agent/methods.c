@@ -12,6 +12,7 @@
 #include "control.h"
 #include "events.h"
 #include "hearth.h"
+#include "kfile.h"
 #include "log.h"
 #include "modules.h"
 #include "m_files.h"
@@ -65,14 +66,8 @@ static void self_usage(long *rss_kib, long *wakeups)
 {
     char buf[4096];
     *rss_kib = *wakeups = -1;
-    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (kfile_read("/proc/self/status", buf, sizeof(buf)) <= 0)
         return;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return;
-    buf[n] = 0;
     const char *p = strstr(buf, "VmRSS:");
     if (p)
         *rss_kib = strtol(p + 6, NULL, 10);

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kfile.h"
 #include "log.h"
 #include "mountinfo.h"
 
@@ -34,20 +35,6 @@ static int write_file(const char *path, const char *s)
     close(fd);
     errno = saved;
     return n == (ssize_t)len ? 0 : -1;
-}
-
-static ssize_t read_file(const char *path, char *buf, size_t len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, len - 1);
-    int saved = errno;
-    close(fd);
-    errno = saved;
-    if (n >= 0)
-        buf[n] = 0;
-    return n;
 }
 
 struct cg2_find {
@@ -79,7 +66,7 @@ static int find_cgroup2_mount(char *out, size_t outlen)
 static int own_cgroup(char *out, size_t outlen)
 {
     char buf[4096];
-    if (read_file("/proc/self/cgroup", buf, sizeof(buf)) < 0)
+    if (kfile_read("/proc/self/cgroup", buf, sizeof(buf)) < 0)
         return -1;
     for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n")) {
         if (strncmp(l, "0::", 3) == 0) {
@@ -101,7 +88,7 @@ static void enable_controllers(const char *dir)
     char path[CGROUP_PATH_MAX + 32], ctl[512], req[64];
 
     snprintf(path, sizeof(path), "%s/cgroup.controllers", dir);
-    if (read_file(path, ctl, sizeof(ctl)) <= 0)
+    if (kfile_read(path, ctl, sizeof(ctl)) <= 0)
         return;
     snprintf(path, sizeof(path), "%s/cgroup.subtree_control", dir);
     char *save = NULL;
@@ -197,7 +184,7 @@ bool cgroup_is_empty(const char *leaf)
 {
     char path[CGROUP_PATH_MAX + 32], buf[64];
     snprintf(path, sizeof(path), "%s/cgroup.procs", leaf);
-    ssize_t n = read_file(path, buf, sizeof(buf));
+    ssize_t n = kfile_read(path, buf, sizeof(buf));
     return n <= 0;
 }
 
@@ -212,7 +199,7 @@ int cgroup_kill(const char *leaf)
      * forks can race this loop, so callers repeat it until empty. */
     char buf[4096];
     snprintf(path, sizeof(path), "%s/cgroup.procs", leaf);
-    if (read_file(path, buf, sizeof(buf)) < 0)
+    if (kfile_read(path, buf, sizeof(buf)) < 0)
         return -1;
     for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n")) {
         pid_t p = (pid_t)atoi(l);
@@ -230,7 +217,7 @@ static int pid_under(pid_t pid, const char *dir)
     char path[64], buf[4096], rel[CGROUP_PATH_MAX];
 
     snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
-    if (read_file(path, buf, sizeof(buf)) <= 0)
+    if (kfile_read(path, buf, sizeof(buf)) <= 0)
         return -1;
     /* dir relative to the mount point is what the process's "0::" line
      * shows: hearth reads it, so the path is relative to hearth's cgroup
@@ -294,7 +281,7 @@ static int read_u64(const char *leaf, const char *file, const char *prefix, uint
     char path[CGROUP_PATH_MAX + 32], buf[1024];
     size_t pl = strlen(prefix);
     snprintf(path, sizeof(path), "%s/%s", leaf, file);
-    if (read_file(path, buf, sizeof(buf)) <= 0 || strncmp(buf, prefix, pl) != 0)
+    if (kfile_read(path, buf, sizeof(buf)) <= 0 || strncmp(buf, prefix, pl) != 0)
         return -1;
     char *end;
     errno = 0;
@@ -356,7 +343,7 @@ int cgroup_io_bytes(const char *leaf, uint64_t *rbytes, uint64_t *wbytes)
     snprintf(path, sizeof(path), "%s/io.stat", leaf);
     /* An empty io.stat (no I/O yet) is 0 and 0; a missing one (no io
      * controller in the leaf) is unknown. */
-    if (read_file(path, buf, sizeof(buf)) < 0)
+    if (kfile_read(path, buf, sizeof(buf)) < 0)
         return -1;
     return cgroup_parse_io_stat(buf, rbytes, wbytes);
 }
@@ -402,7 +389,7 @@ int cgroup_oom_kills(const char *leaf, uint64_t *count)
 {
     char path[CGROUP_PATH_MAX + 32], buf[512];
     snprintf(path, sizeof(path), "%s/memory.events", leaf);
-    if (read_file(path, buf, sizeof(buf)) < 0)
+    if (kfile_read(path, buf, sizeof(buf)) < 0)
         return -1;
     return cgroup_parse_oom_kills(buf, count);
 }
@@ -484,7 +471,7 @@ int cgroup_services_frozen(void)
         return -1;
     }
     snprintf(path, sizeof(path), "%s/cgroup.events", services_dir);
-    if (read_file(path, buf, sizeof(buf)) < 0)
+    if (kfile_read(path, buf, sizeof(buf)) < 0)
         return -1;
     for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n"))
         if (strncmp(l, "frozen ", 7) == 0)

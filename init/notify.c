@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kfile.h"
 #include "utf8.h"
 
 /* ---- the parser ---- */
@@ -248,14 +249,8 @@ pid_t notify_pid_session(pid_t pid)
 {
     char path[64], buf[512];
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (kfile_read(path, buf, sizeof(buf)) <= 0)
         return -1;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = 0;
     /* "pid (comm) state ppid pgrp session ...": comm may hold anything,
      * ')' included, so the fields start after the last ')'. */
     char *p = strrchr(buf, ')');

@@ -13,6 +13,7 @@
 
 #include "cgroup.h"
 #include "config.h"
+#include "kfile.h"
 #include "log.h"
 #include "service.h"
 
@@ -153,14 +154,8 @@ static int pidfd_pid(int pidfd, pid_t *out)
 {
     char path[64], buf[512];
     snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (kfile_read(path, buf, sizeof(buf)) <= 0)
         return -1;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = 0;
     const char *p = strstr(buf, "\nPid:");
     if (!p)
         return -1;

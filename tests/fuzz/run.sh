@@ -46,7 +46,7 @@ target_srcs() {
         listen) echo "init/config.c init/cidr.c init/http.c init/log.c init/redact.c" ;;
         env)    echo "init/launch.c init/safepath.c init/contain.c init/seccomp.c init/mountinfo.c init/config.c init/cidr.c init/http.c init/log.c init/redact.c" ;;
         http)   echo "init/http.c" ;;
-        notify) echo "init/notify.c init/utf8.c" ;;
+        notify) echo "init/notify.c init/kfile.c init/utf8.c" ;;
         files)  echo "agent/m_files.c agent/params.c agent/rpc.c init/safepath.c init/base64.c init/sha256.c init/utf8.c" ;;
     esac
 }
