@@ -202,6 +202,9 @@ def test_metrics_and_resume_news(make_vm):
     vm = make_vm().start()
     vm.require("metrics")
     vm.wait_agent()
+    # The agent answers before its readiness check has passed: wait for
+    # the state the figures are compared in.
+    vm.wait_for(lambda: vm.service("hermes")["state"] == "running", what="hermes running")
     m = vm.result("metrics")
     # The guest's cgroup2 has every controller: each figure is there.
     svc = next(s for s in m["services"] if s["name"] == "hermes")
