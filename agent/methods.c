@@ -232,6 +232,18 @@ static int param_signal(cJSON *params, int *sig, struct rpc_error *err)
     return 0;
 }
 
+/* What a services.start/stop/restart answers: the name and the state now. */
+static int service_reply(cJSON *params, int idx, cJSON **result)
+{
+    cJSON *r = cJSON_CreateObject();
+    if (!r)
+        return -1;
+    cJSON_AddStringToObject(r, "name", cJSON_GetObjectItemCaseSensitive(params, "name")->valuestring);
+    cJSON_AddStringToObject(r, "state", service_state_of(idx));
+    *result = r;
+    return 0;
+}
+
 static int service_op(cJSON *params, cJSON **result, struct rpc_error *err,
                       int (*op)(int, char *, size_t))
 {
@@ -245,13 +257,7 @@ static int service_op(cJSON *params, cJSON **result, struct rpc_error *err,
         rpc_error_set(err, RPC_ERR_FAILED, "%s", msg);
         return -1;
     }
-    cJSON *r = cJSON_CreateObject();
-    if (!r)
-        return -1;
-    cJSON_AddStringToObject(r, "name", cJSON_GetObjectItemCaseSensitive(params, "name")->valuestring);
-    cJSON_AddStringToObject(r, "state", service_state_of(idx));
-    *result = r;
-    return 0;
+    return service_reply(params, idx, result);
 }
 
 static int m_services_start(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
@@ -287,13 +293,7 @@ static int m_services_restart(struct client *c, cJSON *params, cJSON **result, s
         rpc_error_set(err, RPC_ERR_FAILED, "%s", msg);
         return -1;
     }
-    cJSON *r = cJSON_CreateObject();
-    if (!r)
-        return -1;
-    cJSON_AddStringToObject(r, "name", cJSON_GetObjectItemCaseSensitive(params, "name")->valuestring);
-    cJSON_AddStringToObject(r, "state", service_state_of(idx));
-    *result = r;
-    return 0;
+    return service_reply(params, idx, result);
 }
 
 static int m_services_signal(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
