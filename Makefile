@@ -25,6 +25,10 @@ LDFLAGS_STATIC := -static -Wl,--gc-sections -Wl,-z,noseparate-code -s
 # is agent/hearthctl/ and the few guest files it shares, named here (the
 # protocol's framing, the encoders, the digest). A file dropped into
 # agent/hearthctl/ is built into hearthctl only.
+# Host code at agent/'s top level would be linked into hearth: refuse it.
+ifneq ($(wildcard agent/hearthctl*.c agent/hearthctl*.h),)
+$(error $(wildcard agent/hearthctl*.c agent/hearthctl*.h): hearthctl's files belong in agent/hearthctl/ (see agent/hearthctl/ctl.h))
+endif
 INIT_SRCS   := $(sort $(wildcard init/*.c))
 AGENT_SRCS  := $(sort $(wildcard agent/*.c))
 GUEST_SRCS  := $(INIT_SRCS) $(AGENT_SRCS)

@@ -11,8 +11,11 @@
  *
  * A new command is a builder and a printer (in a file of its own when they
  * are more than a few lines) declared below, and one row in cmds[] in
- * commands.c. Every file of this folder is built into hearthctl and only
- * into it.
+ * commands.c. A command with a loop of its own (several calls, a stream)
+ * sets .run instead of .print: it is called once connected, with the open
+ * connection in t->conn and t->timeout_ms. Every file of this folder is
+ * built into hearthctl and only into it (the Makefile takes the folder
+ * whole).
  *
  * Exit codes: 0 ok, 1 the server answered with an error, 2 usage,
  * connection, timeout or protocol errors. */
