@@ -3,6 +3,7 @@
  * a deadline, and line I/O on it bounded by the same deadline. */
 #include "ctl.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -12,7 +13,6 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
-#include <ctype.h>
 
 #include <linux/vm_sockets.h>
 

@@ -4,10 +4,10 @@
 #include "ctl.h"
 #include "prom.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <errno.h>
 
 /* Guest-provided text goes to a host terminal: escape control bytes so a
  * service cannot move the cursor or retitle the window. UTF-8 passes. */
