@@ -564,6 +564,9 @@ static const struct cmd cmds[] = {
     {.name = "metrics", .method = "metrics", .args = "[--prometheus]",
      .help = "memory, mount usage, service cgroups, egress counters (JSON or Prometheus text)",
      .build = b_metrics, .print = p_metrics},
+    {.name = "top", .args = "[-d SEC] [--once] [-n N] [--timeout-ms MS]",
+     .help = "one row per sandbox, refreshed in place (several --connect or a glob)",
+     .fleet = top_main},
     {.name = "shutdown", .method = "system.shutdown", .args = "[--reboot]",
      .help = "power off (or reboot) the sandbox", .build = b_shutdown, .print = p_shutdown},
 };
@@ -601,9 +604,12 @@ void usage(FILE *f)
           "\n"
           "options:\n"
           "  -c, --connect SPEC  unix:PATH, vsock:CID:PORT or hvsock:UDS:PORT\n"
-          "                      (default $HEARTH_CONNECT, else " PROTO_DEFAULT_CONNECT ")\n"
+          "                      (default $HEARTH_CONNECT, else " PROTO_DEFAULT_CONNECT ");\n"
+          "                      repeat it, or give a comma list or a unix:GLOB, for\n"
+          "                      several sandboxes at once\n"
           "  -j, --json          print the raw result as JSON\n"
-          "  -t, --timeout MS    bound connect and each reply, 0 = none (default 10000)\n"
+          "  -t, --timeout MS    bound connect and each reply, 0 = none (default 10000;\n"
+          "                      --timeout-ms is the same)\n"
           "  -h, --help          this text\n"
           "  -V, --version       hearthctl's version\n"
           "\n"

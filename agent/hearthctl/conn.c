@@ -160,55 +160,76 @@ enum io conn_read_line(struct conn *c, int64_t deadline, size_t max, char **line
     }
 }
 
-/* Non-blocking connect bounded by deadline. Returns fd or -1 with errno
- * (ETIMEDOUT when the deadline passed). */
-static int sock_connect(int family, const void *addr, socklen_t alen, int64_t deadline)
+/* The connect of a parsed spec, started without waiting: a non-blocking
+ * socket, *pending while the connect goes on (EINPROGRESS, or EINTR: it
+ * goes on in the background). Shared with fleet.c, which waits for many
+ * at once. */
+int ctl_connect_start(const struct ctl_addr *a, bool *pending)
 {
-    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int fd = socket(a->u.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int err;
 
+    *pending = false;
     if (fd < 0)
         return -1;
+    if (connect(fd, &a->u.sa, a->len) == 0)
+        return fd;
+    if (errno == EINPROGRESS || errno == EINTR) {
+        *pending = true;
+        return fd;
+    }
+    err = errno;
+    close(fd);
+    errno = err;
+    return -1;
+}
+
+int ctl_connect_result(int fd)
+{
+    int err = 0;
+    socklen_t elen = sizeof(err);
+
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0)
+        return -1;
+    if (err != 0) {
+        errno = err;
+        return -1;
+    }
+    return 0;
+}
+
+/* Non-blocking connect bounded by deadline. Returns fd or -1 with errno
+ * (ETIMEDOUT when the deadline passed). */
+static int sock_connect(const struct ctl_addr *a, int64_t deadline)
+{
     for (;;) {
-        if (connect(fd, addr, alen) == 0)
-            return fd;
-        if (errno == EAGAIN && family == AF_UNIX) {
+        bool pending;
+        int fd = ctl_connect_start(a, &pending), err;
+        enum io r;
+
+        if (fd < 0 && errno == EAGAIN && a->u.sa.sa_family == AF_UNIX) {
             /* Listen backlog full: unix sockets do not queue; retry. */
             struct timespec ts = {0, 10 * 1000 * 1000};
 
             if (deadline >= 0 && remaining_ms(deadline) == 0) {
                 errno = ETIMEDOUT;
-                goto fail;
+                return -1;
             }
             nanosleep(&ts, NULL);
             continue;
         }
-        if (errno == EINPROGRESS || errno == EINTR) {
-            /* EINTR: the connect goes on in the background; wait for it. */
-            socklen_t elen = sizeof(err);
-            enum io r = wait_fd(fd, POLLOUT, deadline);
-
-            if (r == IO_TIMEOUT) {
-                errno = ETIMEDOUT;
-                goto fail;
-            }
-            if (r != IO_OK)
-                goto fail;
-            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0)
-                goto fail;
-            if (err != 0) {
-                errno = err;
-                goto fail;
-            }
+        if (fd < 0 || !pending)
             return fd;
-        }
-        goto fail;
+        r = wait_fd(fd, POLLOUT, deadline);
+        if (r == IO_TIMEOUT)
+            errno = ETIMEDOUT;
+        if (r == IO_OK && ctl_connect_result(fd) == 0)
+            return fd;
+        err = errno;
+        close(fd);
+        errno = err;
+        return -1;
     }
-fail:
-    err = errno;
-    close(fd);
-    errno = err;
-    return -1;
 }
 
 static bool fill_sun(struct sockaddr_un *sa, socklen_t *alen, const char *path)
@@ -297,69 +318,83 @@ void conn_close(struct conn *c)
     linebuf_free(&c->in);
 }
 
+int ctl_addr_parse(const char *spec, struct ctl_addr *a)
+{
+    unsigned long long cid, port;
+
+    memset(a, 0, sizeof(*a));
+    if (strncmp(spec, "unix:", 5) == 0) {
+        if (spec[5] == '\0') {
+            errno = EINVAL;
+            return -1;
+        }
+        if (!fill_sun(&a->u.un, &a->len, spec + 5)) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        return 0;
+    }
+    if (strncmp(spec, "vsock:", 6) == 0) {
+        char cidbuf[16];
+        const char *colon = strchr(spec + 6, ':');
+        size_t cl = colon ? (size_t)(colon - (spec + 6)) : 0;
+
+        errno = EINVAL;
+        if (!colon || cl == 0 || cl >= sizeof(cidbuf))
+            return -1;
+        memcpy(cidbuf, spec + 6, cl);
+        cidbuf[cl] = '\0';
+        if (!parse_ulong(cidbuf, UINT32_MAX, &cid) || !parse_ulong(colon + 1, UINT32_MAX, &port))
+            return -1;
+        a->u.vm.svm_family = AF_VSOCK;
+        a->u.vm.svm_cid = (unsigned)cid;
+        a->u.vm.svm_port = (unsigned)port;
+        a->len = sizeof(a->u.vm);
+        return 0;
+    }
+    if (strncmp(spec, "hvsock:", 7) == 0) {
+        /* The UDS path may contain ':'; the port is after the last one. */
+        const char *colon = strrchr(spec + 7, ':');
+        char path[sizeof(a->u.un.sun_path)];
+        size_t pl = colon ? (size_t)(colon - (spec + 7)) : 0;
+
+        errno = EINVAL;
+        if (!colon || pl == 0 || !parse_ulong(colon + 1, UINT32_MAX, &port))
+            return -1;
+        if (pl >= sizeof(path)) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        memcpy(path, spec + 7, pl);
+        path[pl] = '\0';
+        if (!fill_sun(&a->u.un, &a->len, path))
+            return -1;
+        a->hvsock = true;
+        a->hv_port = (uint32_t)port;
+        return 0;
+    }
+    errno = EINVAL;
+    return -1;
+}
+
 int conn_open(struct conn *c, const char *spec, int timeout_ms)
 {
     int64_t deadline = deadline_after(timeout_ms);
-    unsigned long long cid, port;
-    struct sockaddr_un sun;
-    socklen_t alen;
+    struct ctl_addr a;
+    int rc;
 
     memset(c, 0, sizeof(*c));
     c->spec = spec;
     c->fd = -1;
-    if (strncmp(spec, "unix:", 5) == 0) {
-        if (!fill_sun(&sun, &alen, spec + 5)) {
-            if (spec[5] == '\0')
-                return bad_spec(spec);
-            errno = ENAMETOOLONG;
-            return connect_error(c, timeout_ms);
-        }
-        c->fd = sock_connect(AF_UNIX, &sun, alen, deadline);
-    } else if (strncmp(spec, "vsock:", 6) == 0) {
-        char cidbuf[16];
-        const char *colon = strchr(spec + 6, ':');
-        size_t cl = colon ? (size_t)(colon - (spec + 6)) : 0;
-        struct sockaddr_vm svm;
-
-        if (!colon || cl == 0 || cl >= sizeof(cidbuf))
-            return bad_spec(spec);
-        memcpy(cidbuf, spec + 6, cl);
-        cidbuf[cl] = '\0';
-        if (!parse_ulong(cidbuf, UINT32_MAX, &cid) || !parse_ulong(colon + 1, UINT32_MAX, &port))
-            return bad_spec(spec);
-        memset(&svm, 0, sizeof(svm));
-        svm.svm_family = AF_VSOCK;
-        svm.svm_cid = (unsigned)cid;
-        svm.svm_port = (unsigned)port;
-        c->fd = sock_connect(AF_VSOCK, &svm, sizeof(svm), deadline);
-    } else if (strncmp(spec, "hvsock:", 7) == 0) {
-        /* The UDS path may contain ':'; the port is after the last one. */
-        const char *colon = strrchr(spec + 7, ':');
-        char path[sizeof(sun.sun_path)];
-        size_t pl = colon ? (size_t)(colon - (spec + 7)) : 0;
-        int rc;
-
-        if (!colon || pl == 0 || !parse_ulong(colon + 1, UINT32_MAX, &port))
-            return bad_spec(spec);
-        if (pl >= sizeof(path)) {
-            errno = ENAMETOOLONG;
-            return connect_error(c, timeout_ms);
-        }
-        memcpy(path, spec + 7, pl);
-        path[pl] = '\0';
-        if (!fill_sun(&sun, &alen, path))
-            return bad_spec(spec);
-        c->fd = sock_connect(AF_UNIX, &sun, alen, deadline);
-        if (c->fd < 0)
-            return connect_error(c, timeout_ms);
-        rc = hvsock_handshake(c, (uint32_t)port, timeout_ms, deadline);
-        if (rc != 0)
-            conn_close(c);
-        return rc;
-    } else {
-        return bad_spec(spec);
-    }
+    if (ctl_addr_parse(spec, &a) != 0)
+        return errno == ENAMETOOLONG ? connect_error(c, timeout_ms) : bad_spec(spec);
+    c->fd = sock_connect(&a, deadline);
     if (c->fd < 0)
         return connect_error(c, timeout_ms);
-    return 0;
+    if (!a.hvsock)
+        return 0;
+    rc = hvsock_handshake(c, a.hv_port, timeout_ms, deadline);
+    if (rc != 0)
+        conn_close(c);
+    return rc;
 }

@@ -6,6 +6,9 @@
  *   print.c     human output: tables, escaping of guest text, the printers
  *   commands.c  the command table, argument builders, usage
  *   cp.c        cp: a file copied in or out over files.* calls
+ *   fleet.c     several targets (fleet.h): --connect lists and globs, calls
+ *               to all of them in parallel under one deadline
+ *   top.c       top: a row per sandbox, refreshed in place
  *   prom.c      metrics in the Prometheus text format
  *   main.c      options, then build, connect, call, print
  *
@@ -27,6 +30,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <linux/vm_sockets.h>
 
 #include <cJSON.h>
 
@@ -74,6 +81,28 @@ enum io conn_read_line(struct conn *c, int64_t deadline, size_t max, char **line
 int conn_open(struct conn *c, const char *spec, int timeout_ms);
 void conn_close(struct conn *c);
 
+/* The connect step alone, for fleet.c's many connections at once. */
+struct ctl_addr {
+    union {
+        struct sockaddr sa;
+        struct sockaddr_un un;
+        struct sockaddr_vm vm;
+    } u;
+    socklen_t len;
+    bool hvsock;      /* hvsock:UDS:PORT: "CONNECT PORT\n" first */
+    uint32_t hv_port;
+};
+/* A connect spec into *a: 0, or -1 with errno EINVAL (not a spec) or
+ * ENAMETOOLONG (a path over sun_path's 107 bytes). */
+int ctl_addr_parse(const char *spec, struct ctl_addr *a);
+/* A non-blocking socket with its connect started: the fd, *pending set
+ * while it goes on (wait for POLLOUT, then ctl_connect_result). -1 with
+ * errno; EAGAIN on a unix socket is a full listen backlog: retry. */
+int ctl_connect_start(const struct ctl_addr *a, bool *pending);
+/* A pending connect's outcome once its socket polls writable: 0, or -1
+ * with errno the connect's error. */
+int ctl_connect_result(int fd);
+
 /* ---- call.c ------------------------------------------------------------ */
 
 struct note {
@@ -82,6 +111,7 @@ struct note {
 };
 
 struct ctl;
+struct fleet;
 
 /* Builder: turns the command's arguments into params (returns 0, or
  * EXIT_USAGE after printing why). Printer: human output of the result.
@@ -104,6 +134,9 @@ struct cmd {
     /* Commands made of several calls: run after connecting, instead of
      * build + one call + print. */
     int (*run)(struct ctl *t, int argc, char **argv);
+    /* Commands over every target at once (top, fleet.h): given the
+     * targets and the global options instead of a connection. */
+    int (*fleet)(struct fleet *f, int timeout_ms, bool json, int argc, char **argv);
 };
 
 struct ctl {
@@ -182,5 +215,12 @@ void usage(FILE *f);
 
 int b_cp(struct ctl *t, int argc, char **argv, cJSON **params);
 int r_cp(struct ctl *t, int argc, char **argv);
+
+/* ---- top.c ------------------------------------------------------------- */
+
+/* hearthctl top over f's targets; argv its own options; timeout_ms the
+ * global --timeout, -1 when not given. Exit status: 0 every target
+ * answered, 1 one answered with an error, 2 one did not (or usage). */
+int top_main(struct fleet *f, int timeout_ms, bool json, int argc, char **argv);
 
 #endif

@@ -2,6 +2,7 @@
  * for how its files divide the work). main reads the options, finds the
  * command, builds its params, connects, calls and prints. */
 #include "ctl.h"
+#include "fleet.h"
 
 #include <getopt.h>
 #include <limits.h>
@@ -13,7 +14,8 @@ int main(int argc, char **argv)
     static const struct option opts[] = {
         {"connect", required_argument, NULL, 'c'}, {"json", no_argument, NULL, 'j'},
         {"timeout", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},       {NULL, 0, NULL, 0},
+        {"version", no_argument, NULL, 'V'},       {"timeout-ms", required_argument, NULL, 't'},
+        {NULL, 0, NULL, 0},
     };
     const char *spec = getenv("HEARTH_CONNECT");
     const struct cmd *cmd;
@@ -22,6 +24,8 @@ int main(int argc, char **argv)
     const cJSON *result = NULL;
     unsigned long long ms;
     int o, words, rc;
+    struct fleet fleet = {0}; /* the --connect targets */
+    bool timeout_set = false;
 
     memset(&t, 0, sizeof(t));
     t.timeout_ms = DEFAULT_TIMEOUT_MS;
@@ -34,7 +38,10 @@ int main(int argc, char **argv)
     while ((o = getopt_long(argc, argv, "+:c:jt:hV", opts, NULL)) != -1) {
         switch (o) {
         case 'c':
-            spec = optarg;
+            if (fleet_add(&fleet, optarg) != 0) {
+                fleet_free(&fleet);
+                return EXIT_USAGE;
+            }
             break;
         case 'j':
             t.json = true;
@@ -45,6 +52,7 @@ int main(int argc, char **argv)
                 return EXIT_USAGE;
             }
             t.timeout_ms = (int)ms;
+            timeout_set = true;
             break;
         case 'h':
             usage(stdout);
@@ -80,6 +88,20 @@ int main(int argc, char **argv)
     t.method = cmd->method;
     argc -= optind + words;
     argv += optind + words;
+    if (fleet.n == 0 && fleet_add(&fleet, spec) != 0)
+        return EXIT_USAGE;
+    spec = fleet.t[0].spec;
+    if (cmd->fleet) {
+        rc = cmd->fleet(&fleet, timeout_set ? t.timeout_ms : -1, t.json, argc, argv);
+        fleet_free(&fleet);
+        if (flush_stdout() != 0 && rc == 0)
+            rc = EXIT_USAGE;
+        return rc;
+    }
+    if (fleet.multi && cmd->run) {
+        fprintf(stderr, "hearthctl: %s works on one sandbox: give one --connect\n", cmd->name);
+        return EXIT_USAGE;
+    }
     if (cmd->run) {
         rc = cmd->build ? cmd->build(&t, argc, argv, &params) : 0;
         cJSON_Delete(params);
@@ -89,6 +111,7 @@ int main(int argc, char **argv)
         if (rc == 0)
             rc = cmd->run(&t, argc, argv);
         conn_close(&t.conn);
+        fleet_free(&fleet);
         if (flush_stdout() != 0 && rc == 0)
             rc = EXIT_USAGE;
         return rc;
@@ -102,9 +125,12 @@ int main(int argc, char **argv)
     } else {
         params = new_object();
     }
+    if (fleet.multi)
+        return fleet_run_one(&t, &fleet, params);
     rc = conn_open(&t.conn, spec, t.timeout_ms);
     if (rc != 0) {
         cJSON_Delete(params);
+        fleet_free(&fleet);
         return rc;
     }
     rc = rpc_call(&t, params, &reply, &result);
@@ -121,6 +147,7 @@ int main(int argc, char **argv)
     }
     notes_free(&t);
     conn_close(&t.conn);
+    fleet_free(&fleet); /* t.conn.spec was its first target */
     if (flush_stdout() != 0 && rc == 0)
         rc = EXIT_USAGE;
     return rc;
