@@ -42,7 +42,7 @@ for b in hearth hearthctl; do
 done
 command -v umoci >/dev/null || { echo "build-oci: umoci missing: scripts/deps.sh --oci" >&2; exit 1; }
 bb=$(command -v busybox || true)
-[ -n "$bb" ] && file -b "$bb" | grep -q 'statically linked' ||
+[ -n "$bb" ] && file -b "$bb" | grep -Eq 'statically linked|static-pie linked' ||
     { echo "build-oci: a static busybox is missing: scripts/deps.sh --oci (busybox-static)" >&2; exit 1; }
 "$BUILD/hearth" --check-config "$config" >/dev/null
 
