@@ -20,6 +20,7 @@ WORK = os.path.join(ROOT, "build", "runtime")
 STORE = os.path.join(WORK, "podman")
 VERSION = open(os.path.join(ROOT, "VERSION")).read().strip()
 IMAGE = f"localhost/hearth-hermes:{VERSION}"
+HEARTHCTL = os.path.join(ROOT, "build", "hearthctl")
 
 PODMAN = ["podman", "--root", os.path.join(STORE, "root"),
           "--runroot", os.path.join(STORE, "run"),

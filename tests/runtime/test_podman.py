@@ -5,11 +5,13 @@ import os
 import random
 import signal
 import socket
+import subprocess
+import threading
 import time
 
 import pytest
 
-from conftest import VERSION, podman, wait_until
+from conftest import HEARTHCTL, VERSION, podman, wait_until
 
 CONTROL = {"listen": ["unix:/run/hearth/control.sock"]}
 
@@ -162,3 +164,88 @@ def test_vsock_listener_binds_the_hosts_vsock_space(run):
                 time.sleep(0.1)
     finally:
         s.close()
+
+
+class FakeHybridVsock:
+    """The host side of Firecracker's and Cloud Hypervisor's hybrid vsock:
+    a unix socket that takes "CONNECT PORT\\n", answers "OK HOSTPORT\\n"
+    and then carries the stream to the guest's port. Here the "guest port"
+    1025 is hearth's control socket, mounted out of the container."""
+
+    def __init__(self, path, target, port=1025):
+        self.path, self.target, self.port = path, target, port
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(path)
+        self.srv.listen(4)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while True:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(c,), daemon=True).start()
+
+    def _one(self, c):
+        line = b""
+        while not line.endswith(b"\n") and len(line) < 64:
+            b = c.recv(1)
+            if not b:
+                c.close()
+                return
+            line += b
+        if line != f"CONNECT {self.port}\n".encode():
+            c.close()  # what the VMM does when nothing listens there
+            return
+        g = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        g.connect(self.target)
+        c.sendall(b"OK 1073741824\n")
+
+        def pump(a, b):
+            try:
+                while True:
+                    d = a.recv(65536)
+                    if not d:
+                        break
+                    b.sendall(d)
+            except OSError:
+                pass
+            for s in (a, b):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+        threading.Thread(target=pump, args=(g, c), daemon=True).start()
+        pump(c, g)
+
+    def close(self):
+        self.srv.close()
+
+
+def test_hearthctl_hybrid_vsock_reaches_the_container(run, tmp_path):
+    """hearthctl's hvsock: transport against the hybrid-vsock handshake,
+    ending at the container's hearth through its mounted socket directory
+    (a peer outside the container, as a host is)."""
+    rundir = tmp_path / "run-hearth"
+    rundir.mkdir()
+    c = run({"control": CONTROL, "services": [{"name": "idle", "argv": ["sleep", "1000"]}]},
+            args=["-v", f"{rundir}:/run/hearth"])
+    sock = rundir / "control.sock"
+    wait_until(lambda: sock.exists(), 15, "the control socket on the host")
+    vmm = FakeHybridVsock(str(tmp_path / "vsock.sock"), str(sock))
+    try:
+        r = subprocess.run([HEARTHCTL, "--connect", f"hvsock:{tmp_path}/vsock.sock:1025", "--json",
+                            "status"], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        st = json.loads(r.stdout)
+        assert st["mode"] == "container" and st["hostname"] == c.cid[:12]
+        # A port nothing listens on: the VMM hangs up, hearthctl says so.
+        r = subprocess.run([HEARTHCTL, "--connect", f"hvsock:{tmp_path}/vsock.sock:1026", "ping"],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2
+        assert "closed during handshake" in r.stderr and "1026" in r.stderr
+    finally:
+        vmm.close()
