@@ -49,7 +49,7 @@ UNIT_FLAGS  := $(EV_DEFS) -std=gnu11 $(WARN) -D_GNU_SOURCE -DHEARTH_VERSION='"$(
                -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 UNIT_LIBS   := $(DEPS)/glibc/lib/libev.a $(DEPS)/glibc/lib/libcjson.a -lm
 
-.PHONY: all deps test unit distclean integration vm valgrind bench fuzz image run install clean check-static
+.PHONY: all deps test unit distclean integration vm valgrind runtime bench fuzz image oci run install clean check-static
 
 all: $(BUILD)/hearth $(BUILD)/hearthctl
 
@@ -63,7 +63,7 @@ $(DEPS_STAMP): scripts/deps.sh scripts/libev-features
 # What each entry point needs beyond the toolchain (test tools, image
 # tools, benchmark peers, the guest kernel), one stamp per package set;
 # deps.sh checks a set once and says what it installs.
-$(DEPS)/.pkgs-test $(DEPS)/.pkgs-image $(DEPS)/.pkgs-bench: $(DEPS)/.pkgs-%: scripts/deps.sh
+$(DEPS)/.pkgs-test $(DEPS)/.pkgs-image $(DEPS)/.pkgs-bench $(DEPS)/.pkgs-oci: $(DEPS)/.pkgs-%: scripts/deps.sh
 	scripts/deps.sh --$*
 
 $(BUILD)/hearth: $(GUEST_SRCS) $(HDRS) $(DEPS_STAMP) VERSION
@@ -107,6 +107,11 @@ vm: $(DEPS)/.pkgs-test
 	$(MAKE) all
 	tests/run-layer.sh vm
 
+# The OCI image under podman (runc), in a private store under build/.
+runtime: $(DEPS)/.pkgs-test
+	$(MAKE) all
+	tests/run-layer.sh runtime
+
 # The integration smoke subset with hearth under valgrind memcheck.
 valgrind: $(DEPS)/.pkgs-test
 	$(MAKE) $(BUILD)/hearth-debug $(BUILD)/hearthctl
@@ -130,6 +135,12 @@ image: $(DEPS)/.pkgs-image
 	$(MAKE) all
 	rootfs/build-image.sh
 
+# The Hermes sandbox as an OCI image archive (build/oci/hearth-hermes.tar),
+# written by umoci: podman load -i build/oci/hearth-hermes.tar.
+oci: $(DEPS)/.pkgs-oci
+	$(MAKE) all
+	rootfs/build-oci.sh
+
 # Everything from a fresh machine: packages, libraries, kernel, build,
 # image, boot, status.
 run: $(DEPS)/.pkgs-image
@@ -151,7 +162,7 @@ install: all
 	install -D -m 0644 rootfs/hermes/hearth.json $(DESTDIR)/etc/hearth/hearth.json.example
 
 clean:
-	rm -rf $(BUILD)/hearth $(BUILD)/hearth-debug $(BUILD)/hearthctl $(BUILD)/unit $(BUILD)/test $(BUILD)/image $(BUILD)/vmtest
+	rm -rf $(BUILD)/hearth $(BUILD)/hearth-debug $(BUILD)/hearthctl $(BUILD)/unit $(BUILD)/test $(BUILD)/image $(BUILD)/vmtest $(BUILD)/oci
 
 distclean:
 	rm -rf $(BUILD)
