@@ -1,6 +1,7 @@
 /* config: loads /etc/hearth/hearth.json, validates every key against the
- * schema (errors name the JSON path: "services[0].backoff.max_ms: expected
- * integer"), and extracts the typed settings the rest of hearth uses.
+ * schema (schema.h; errors name the JSON path: "services[0].backoff.max_ms:
+ * expected integer"), and extracts the typed settings the rest of hearth
+ * uses. The defaults of every key are here.
  *
  * The validated cJSON tree is kept (config->json) so config.get can return
  * it (with secrets redacted) and later modules can read sections that have
@@ -13,25 +14,30 @@
 #include <stdbool.h>
 
 #include "log.h"
+#include "names.h"
+#include "schema.h"
 
 struct cJSON;
 
 #define CONFIG_DEFAULT_PATH "/etc/hearth/hearth.json"
 #define CONFIG_MAX_BYTES (1 << 20)
-#define CONFIG_ERR_MAX 512
+#define CONFIG_ERR_MAX SCHEMA_ERR_MAX
 #define CONFIG_MAX_SERVICES 64
 #define CONFIG_MAX_LISTEN 8
 /* control.idle_evict_ms when unset: a client silent this long gives up its
  * slot when all are taken. */
 #define CONFIG_IDLE_EVICT_MS 30000
-
-enum listen_kind { LISTEN_UNIX, LISTEN_VSOCK, LISTEN_SERIAL };
-
-struct listen_spec {
-    enum listen_kind kind;
-    char path[108];   /* unix socket path, or serial device path / port name */
-    uint32_t port;    /* vsock port */
-};
+/* control.listen and control.allowed_cids when unset. */
+#define CONFIG_DEFAULT_UNIX_LISTEN "unix:/run/hearth/control.sock"
+#define CONFIG_DEFAULT_VSOCK_LISTEN "vsock:1025"
+#define CONFIG_DEFAULT_HOST_CID 2u
+#define CONFIG_MAX_ALLOWED_CIDS 16
+/* A service's backoff and stop keys when unset. */
+#define CONFIG_BACKOFF_INITIAL_MS 500
+#define CONFIG_BACKOFF_MAX_MS 30000
+#define CONFIG_BACKOFF_RESET_MS 60000
+#define CONFIG_STOP_TIMEOUT_MS 10000
+#define CONFIG_MAX_ENV_VARS 4096
 
 enum restart_policy { RESTART_ALWAYS, RESTART_ON_FAILURE, RESTART_NEVER };
 
@@ -84,7 +90,7 @@ struct config {
     enum log_level log_level;
     struct listen_spec listen[CONFIG_MAX_LISTEN];
     size_t n_listen;
-    uint32_t allowed_cids[16];
+    uint32_t allowed_cids[CONFIG_MAX_ALLOWED_CIDS];
     size_t n_allowed_cids;      /* default: 1 entry, CID 2 (the host) */
     int64_t idle_evict_ms;      /* 0 = a silent client keeps its slot */
     char **modules;
@@ -114,38 +120,19 @@ struct config *config_default(char *err, size_t errlen);
 struct config *config_fallback(const char *path, bool *kept);
 void config_free(struct config *cfg);
 
-/* Parses "unix:PATH", "vsock:PORT" or "serial:PATH". */
-int config_parse_listen(const char *s, struct listen_spec *out, char *err, size_t errlen);
-/* Signal by name ("SIGTERM", "TERM") or number; -1 when unknown. */
-int config_signal_number(const char *name);
-const char *config_signal_name(int sig);
 /* Whether exit code (0..255) is in a force_exit / prevent_exit set. */
 static inline bool config_code_in(const unsigned char *set, int code)
 {
     return code >= 0 && code < 256 && (set[code / 8] >> (code % 8)) & 1;
 }
-/* Whether an env name looks secret (redact_name_is_secret: contains KEY,
- * TOKEN, SECRET, PASSWORD, CREDENTIAL, DSN, AUTH or PASS, in any case):
- * such values are never shown. */
-bool config_env_is_secret(const char *name);
 /* A deep copy of the config JSON with secrets replaced by "<redacted>"
  * (redact_json: secret env names, secret flags in argv, registered values
  * and URL passwords anywhere). Caller frees with cJSON_Delete. */
 struct cJSON *config_redacted_json(const struct config *cfg);
 
 /* Validates one top-level section on its own ("egress", "host_mounts",
- * "services", ...), as sandbox.init or egress.set receive them; errors
- * name the path from key ("egress.allowOut[0]: bad CIDR ..."). Returns 0,
- * or -1 with "path: reason" in err. */
-/* Lifecycle phases a service may be "after", NULL-terminated. */
-extern const char *const config_after_phases[];
-
+ * "services", ...), as sandbox.init or egress.set receive them
+ * (schema_check_section). Returns 0, or -1 with "path: reason" in err. */
 int config_check_section(const char *key, const struct cJSON *value, char *err, size_t errlen);
-/* Capability number for "CAP_NET_ADMIN" or "NET_ADMIN" (any case); -1
- * when unknown. */
-int config_cap_number(const char *name);
-/* RLIMIT_* resource for a rlimits key ("nofile", "nproc", ...); -1 when
- * unknown. */
-int config_rlimit_number(const char *name);
 
 #endif
