@@ -187,6 +187,13 @@ static struct config *build(cJSON *root, char *err, size_t errlen)
     cfg->idle_evict_ms = jget_int_or(control, "idle_evict_ms", CONFIG_IDLE_EVICT_MS);
     cfg->wait_for_init = cJSON_IsTrue(jget(wait, "enabled"));
     cfg->wait_for_init_timeout_ms = jget_int_or(wait, "timeout_ms", 0);
+    network_extract(jget(root, "network"), &cfg->network);
+    egress_extract(jget(root, "egress"), &cfg->egress);
+    if (mounts_extract(root, &cfg->mounts) < 0 || seed_extract(jget(root, "seed"), &cfg->seed) < 0 ||
+        skills_extract(jget(root, "skills"), &cfg->skills) < 0)
+        b.oom = true;
+    metrics_extract(jget(root, "metrics"), &cfg->metrics);
+    cfg->resume_file = dup_opt(&b, root, "resume_file");
     cJSON_ArrayForEach(svc, cJSON_GetObjectItemCaseSensitive(root, "services"))
         build_service(&b, &cfg->services[cfg->n_services++], svc);
     if (b.oom) {
@@ -372,6 +379,11 @@ void config_free(struct config *cfg)
         free(s->success_exit_codes);
         free(s->on_resume);
     }
+    egress_policy_free(&cfg->egress);
+    mounts_cfg_free(&cfg->mounts);
+    seed_cfg_free(&cfg->seed);
+    skills_cfg_free(&cfg->skills);
+    free(cfg->resume_file);
     free(cfg->hostname);
     free_list(cfg->modules, cfg->n_modules);
     cJSON_Delete(cfg->json);

@@ -15,6 +15,7 @@
 
 #include "log.h"
 #include "names.h"
+#include "sections.h"
 #include "schema.h"
 
 struct cJSON;
@@ -38,6 +39,19 @@ struct cJSON;
 #define CONFIG_BACKOFF_RESET_MS 60000
 #define CONFIG_STOP_TIMEOUT_MS 10000
 #define CONFIG_MAX_ENV_VARS 4096
+/* network.resolv_conf and an interface's timeout_ms when unset. */
+#define CONFIG_RESOLV_CONF "/etc/resolv.conf"
+#define CONFIG_IFACE_TIMEOUT_MS 10000
+/* A mount's timeout_ms (and a host_mounts entry's), host_mounts_rule's
+ * mode and host_root when unset. */
+#define CONFIG_MOUNT_TIMEOUT_MS 10000
+#define CONFIG_MOUNT_RULE_MODE "tag-per-share"
+#define CONFIG_MOUNT_HOST_ROOT "/"
+/* skills.marker, skills.depth and skills.timeout_ms when unset (a walk
+ * running longer is killed). */
+#define CONFIG_SKILLS_MARKER "SKILL.md"
+#define CONFIG_SKILLS_DEPTH 2
+#define CONFIG_SKILLS_WALK_TIMEOUT_MS 60000
 
 enum restart_policy { RESTART_ALWAYS, RESTART_ON_FAILURE, RESTART_NEVER };
 
@@ -78,8 +92,7 @@ struct service_config {
     struct cJSON *json;         /* this service's validated object */
 };
 
-/* Defaults of the metrics and resume_file keys (read by diskuse.c and
- * resumefile.c from the validated JSON). */
+/* Defaults of the metrics and resume_file keys. */
 #define CONFIG_DISK_LOW_PERCENT 90
 #define CONFIG_DISK_OK_GAP 5
 #define CONFIG_DISK_CHECK_MS 60000
@@ -97,6 +110,13 @@ struct config {
     size_t n_modules;
     bool wait_for_init;
     int64_t wait_for_init_timeout_ms;
+    struct network_cfg network;
+    struct egress_policy egress;
+    struct mounts_cfg mounts;
+    struct seed_cfg seed;
+    struct skills_cfg skills;
+    struct metrics_cfg metrics;
+    char *resume_file;          /* NULL = not given ("" turns the file off) */
     struct service_config services[CONFIG_MAX_SERVICES];
     size_t n_services;
     struct cJSON *json;         /* the whole validated document */

@@ -425,12 +425,12 @@ void skills_cache_reset(struct skills_cache *k)
 
 /* The layout: the file that makes a directory a skill, and how many
  * levels deep categories go (1: every top-level entry is a skill). */
-static char layout_marker[256] = SKILLS_MARKER;
-static int layout_depth = SKILLS_DEPTH;
+static char layout_marker[256] = CONFIG_SKILLS_MARKER;
+static int layout_depth = CONFIG_SKILLS_DEPTH;
 
 void skills_layout(const char *marker, int depth)
 {
-    snprintf(layout_marker, sizeof(layout_marker), "%s", marker ? marker : SKILLS_MARKER);
+    snprintf(layout_marker, sizeof(layout_marker), "%s", marker ? marker : CONFIG_SKILLS_MARKER);
     layout_depth = depth < 1 ? 1 : depth > SKILLS_MAX_DEPTH ? SKILLS_MAX_DEPTH : depth;
 }
 
@@ -1793,41 +1793,34 @@ static void free_config(void)
 
 void skills_init(const struct config *cfg)
 {
-    const cJSON *sk = cJSON_GetObjectItemCaseSensitive(cfg->json, "skills");
-    const cJSON *pub = cJSON_GetObjectItemCaseSensitive(sk, "public");
-    const cJSON *priv = cJSON_GetObjectItemCaseSensitive(sk, "private");
-    const cJSON *ign = cJSON_GetObjectItemCaseSensitive(sk, "ignore");
-    const cJSON *poll = cJSON_GetObjectItemCaseSensitive(sk, "poll_ms");
-    const cJSON *marker = cJSON_GetObjectItemCaseSensitive(sk, "marker");
-    const cJSON *depth = cJSON_GetObjectItemCaseSensitive(sk, "depth");
-    const cJSON *timeout = cJSON_GetObjectItemCaseSensitive(sk, "timeout_ms");
-    const cJSON *g;
+    const struct skills_cfg *sk = &cfg->skills;
     size_t n = 0;
 
     free_config();
-    S.enabled = cJSON_IsString(pub) && cJSON_IsString(priv);
+    S.enabled = sk->pub && sk->priv;
     if (!S.enabled) {
         /* Nothing to lay: services after "skills" need not wait. */
         services_phase_set("skills", true);
         return;
     }
-    S.pub = strdup(pub->valuestring);
-    S.priv = strdup(priv->valuestring);
-    S.ignore = calloc((size_t)cJSON_GetArraySize(ign) + 1, sizeof(char *));
+    S.pub = strdup(sk->pub);
+    S.priv = strdup(sk->priv);
+    for (char **p = sk->ignore; p && *p; p++)
+        n++;
+    S.ignore = calloc(n + 1, sizeof(char *));
     if (!S.pub || !S.priv || !S.ignore) {
         log_error("skills: out of memory; overlay off");
         free_config();
         S.enabled = false;
         return;
     }
-    cJSON_ArrayForEach(g, ign) {
-        if ((S.ignore[n] = strdup(g->valuestring)))
+    n = 0;
+    for (char **p = sk->ignore; p && *p; p++)
+        if ((S.ignore[n] = strdup(*p)))
             n++;
-    }
-    S.poll_ms = cJSON_IsNumber(poll) ? (int64_t)poll->valuedouble : 0;
-    S.timeout_ms = cJSON_IsNumber(timeout) ? (int64_t)timeout->valuedouble : SKILLS_WALK_TIMEOUT_MS;
-    skills_layout(cJSON_IsString(marker) ? marker->valuestring : SKILLS_MARKER,
-                  cJSON_IsNumber(depth) ? (int)depth->valuedouble : SKILLS_DEPTH);
+    S.poll_ms = sk->poll_ms;
+    S.timeout_ms = sk->timeout_ms;
+    skills_layout(sk->marker ? sk->marker : CONFIG_SKILLS_MARKER, sk->depth);
     /* What hearth makes in private belongs to the agent: the first
      * service that waits for the skills phase, so a non-root agent can
      * write its own skills. */
