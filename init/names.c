@@ -223,3 +223,16 @@ void config_rlimit_names(char *buf, size_t n)
     for (size_t i = 0; i < ARRAY_LEN(rlimits) && o < n; i++)
         o += (size_t)snprintf(buf + o, n - o, "%s%s", i ? ", " : "", rlimits[i].name);
 }
+
+bool names_env_valid(const char *name, size_t len)
+{
+    if (len == 0 || (name[0] >= '0' && name[0] <= '9'))
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char ch = name[i];
+        if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+              ch == '_'))
+            return false;
+    }
+    return true;
+}

@@ -47,6 +47,10 @@ void config_rlimit_names(char *buf, size_t n);
  * TOKEN, SECRET, PASSWORD, CREDENTIAL, DSN, AUTH or PASS, in any case):
  * such values are never shown. */
 bool config_env_is_secret(const char *name);
+/* Whether the len bytes at name are an environment variable name:
+ * letters, digits and '_', not starting with a digit, not empty. The one
+ * rule for config `env` keys, `env_files` lines and sandbox.init's env. */
+bool names_env_valid(const char *name, size_t len);
 /* Lifecycle phases a service may be "after", NULL-terminated. */
 extern const char *const config_after_phases[];
 

@@ -16,6 +16,7 @@
 #include "config.h"
 #include "http.h"
 #include "names.h"
+#include "netaddr.h"
 
 int rule_abspath(const cJSON *v, struct vctx *c)
 {
@@ -120,26 +121,12 @@ int rule_ifname(const cJSON *v, struct vctx *c)
     return 0;
 }
 
-static int hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 int rule_mac(const cJSON *v, struct vctx *c)
 {
     const char *s = v->valuestring;
     char q[NAMES_QUOTE_MAX];
-    bool ok = strlen(s) == 17;
 
-    for (int i = 0; ok && i < 17; i++)
-        ok = (i % 3 == 2) ? s[i] == ':' : hexval(s[i]) >= 0;
-    if (!ok)
+    if (!netaddr_parse_mac(s, NULL))
         return vfail(c, "bad MAC address %s (expected xx:xx:xx:xx:xx:xx)", names_quote(s, q, sizeof(q)));
     return 0;
 }
@@ -156,9 +143,9 @@ int rule_ifaddr(const cJSON *v, struct vctx *c)
 
 static bool is_ip(const char *s)
 {
-    unsigned char buf[16];
+    int family;
 
-    return inet_pton(AF_INET, s, buf) == 1 || inet_pton(AF_INET6, s, buf) == 1;
+    return netaddr_parse_ip(s, &family, NULL);
 }
 
 int rule_ip(const cJSON *v, struct vctx *c)
@@ -227,7 +214,7 @@ int rule_env_key(const cJSON *item, struct vctx *c)
     const char *s = item->string;
     char q[NAMES_QUOTE_MAX];
 
-    if (!*s || (s[0] >= '0' && s[0] <= '9') || !all_name_chars(s, "_"))
+    if (!names_env_valid(s, strlen(s)))
         return vfail(c, "bad environment variable name %s", names_quote(s, q, sizeof(q)));
     return 0;
 }
@@ -278,20 +265,18 @@ int rule_rlimit_value(const cJSON *v, struct vctx *c)
 int rule_hostport(const cJSON *v, struct vctx *c)
 {
     const char *s = v->valuestring;
-    const char *colon = strrchr(s, ':');
     char host[256], q[NAMES_QUOTE_MAX];
-    uint64_t port;
+    uint16_t port;
     size_t hlen;
     bool ok;
+    int r = netaddr_split_hostport(s, host, sizeof(host), &port);
 
-    if (!colon || !names_parse_udec(colon + 1, 65535, &port) || port == 0)
+    if (r == -1)
         return vfail(c, "bad address %s (expected HOST:PORT, port 1..65535)",
                     names_quote(s, q, sizeof(q)));
-    hlen = (size_t)(colon - s);
-    if (hlen == 0 || hlen >= sizeof(host))
+    if (r < 0)
         return vfail(c, "bad address %s (expected HOST:PORT)", names_quote(s, q, sizeof(q)));
-    memcpy(host, s, hlen);
-    host[hlen] = '\0';
+    hlen = strlen(host);
     if (host[0] == '[') {
         unsigned char buf[16];
         ok = hlen > 2 && host[hlen - 1] == ']';
