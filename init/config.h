@@ -4,8 +4,9 @@
  * uses. The defaults of every key are here.
  *
  * The validated cJSON tree is kept (config->json) so config.get can return
- * it (with secrets redacted) and later modules can read sections that have
- * no typed form yet. */
+ * it (with secrets redacted); the non-service sections are read only in
+ * their typed form (sections.h), the per-service sections that have none
+ * yet (ready, health, log, launch, contain) from services[i].json. */
 #ifndef HEARTH_CONFIG_H
 #define HEARTH_CONFIG_H
 
