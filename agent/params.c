@@ -81,24 +81,26 @@ int param_string(cJSON *params, const char *name, const char **out, bool *presen
     return 0;
 }
 
-int param_object(cJSON *params, const char *name, cJSON **out, bool *present,
-                 struct rpc_error *err)
+/* An object or array member: *out is left alone when it is absent. */
+static int node(cJSON *params, const char *name, cJSON_bool (*is)(const cJSON *),
+                const char *what, cJSON **out, bool *present, struct rpc_error *err)
 {
     cJSON *v;
-    if (typed(params, name, cJSON_IsObject, "an object", &v, present, err) < 0)
+    if (typed(params, name, is, what, &v, present, err) < 0)
         return -1;
     if (v)
         *out = v;
     return 0;
 }
 
+int param_object(cJSON *params, const char *name, cJSON **out, bool *present,
+                 struct rpc_error *err)
+{
+    return node(params, name, cJSON_IsObject, "an object", out, present, err);
+}
+
 int param_array(cJSON *params, const char *name, cJSON **out, bool *present,
                 struct rpc_error *err)
 {
-    cJSON *v;
-    if (typed(params, name, cJSON_IsArray, "an array", &v, present, err) < 0)
-        return -1;
-    if (v)
-        *out = v;
-    return 0;
+    return node(params, name, cJSON_IsArray, "an array", out, present, err);
 }
