@@ -14,9 +14,12 @@
 
 #include <cJSON.h>
 
+/* For the defaults only: the sections themselves are checked by schema.c
+ * and extracted here, so loading does not call back into config.c. */
 #include "config.h"
 #include "jsonget.h"
 #include "netaddr.h"
+#include "schema.h"
 
 /* ---- egress ---- */
 
@@ -124,7 +127,7 @@ int egress_parse(const cJSON *policy, struct egress_policy *out, char *err, size
         snprintf(err, errlen, "egress: expected object");
         return -1;
     }
-    if (config_check_section("egress", policy, err, errlen) < 0)
+    if (schema_check_section("egress", policy, err, errlen) < 0)
         return -1;
     return egress_fill(policy, out, err, errlen);
 }
@@ -271,14 +274,14 @@ int host_mounts_parse(const cJSON *v, struct host_mounts_cfg *out, char *err, si
         /* Validated in the platform's string form, like the config's. */
         char *text = cJSON_PrintUnformatted(v);
         cJSON *str = text ? cJSON_CreateString(text) : NULL;
-        int r = str ? config_check_section("host_mounts", str, err, errlen) : -1;
+        int r = str ? schema_check_section("host_mounts", str, err, errlen) : -1;
         if (!str)
             snprintf(err, errlen, "host_mounts: out of memory");
         cJSON_Delete(str);
         cJSON_free(text);
         if (r < 0)
             return -1;
-    } else if (config_check_section("host_mounts", v, err, errlen) < 0) {
+    } else if (schema_check_section("host_mounts", v, err, errlen) < 0) {
         return -1;
     }
     if (host_mounts_fill(v, out) < 0) {
