@@ -18,7 +18,6 @@
 #include "config.h"
 #include "events.h"
 #include "hearth.h"
-#include "jsonget.h"
 #include "log.h"
 #include "netlink.h"
 #include "nft.h"

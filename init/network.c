@@ -22,9 +22,7 @@
 
 #include "config.h"
 #include "hearth.h"
-#include "jsonget.h"
 #include "log.h"
-#include "netaddr.h"
 #include "netlink.h"
 #include "safepath.h"
 #include "service.h"
