@@ -15,6 +15,7 @@
 
 #include <cJSON.h>
 
+#include "clock.h"
 #include "jsonget.h"
 #include "redact.h"
 #include "schema.h"
@@ -187,6 +188,11 @@ static struct config *build(cJSON *root, char *err, size_t errlen)
     cfg->idle_evict_ms = jget_int_or(control, "idle_evict_ms", CONFIG_IDLE_EVICT_MS);
     cfg->wait_for_init = cJSON_IsTrue(jget(wait, "enabled"));
     cfg->wait_for_init_timeout_ms = jget_int_or(wait, "timeout_ms", 0);
+    cfg->wait_for_init_fail = strcmp(jget_str_or(wait, "on_timeout", ""), "fail") == 0;
+    const cJSON *clk = jget(root, "clock"), *set = jget(clk, "set");
+    cfg->clock_set = cJSON_IsBool(set) ? cJSON_IsTrue(set) : -1;
+    cfg->clock_step_threshold_ms = jget_int_or(clk, "step_threshold_ms", CLOCK_DEFAULT_THRESHOLD_MS);
+    cfg->clock_check_ms = jget_int_or(clk, "check_ms", CONFIG_CLOCK_CHECK_MS);
     network_extract(jget(root, "network"), &cfg->network);
     egress_extract(jget(root, "egress"), &cfg->egress);
     if (mounts_extract(root, &cfg->mounts) < 0 || seed_extract(jget(root, "seed"), &cfg->seed) < 0 ||

@@ -53,6 +53,9 @@ struct cJSON;
 #define CONFIG_SKILLS_MARKER "SKILL.md"
 #define CONFIG_SKILLS_DEPTH 2
 #define CONFIG_SKILLS_WALK_TIMEOUT_MS 60000
+/* clock.check_ms when unset (clock.step_threshold_ms's default is
+ * clock.h's CLOCK_DEFAULT_THRESHOLD_MS). */
+#define CONFIG_CLOCK_CHECK_MS 30000
 
 enum restart_policy { RESTART_ALWAYS, RESTART_ON_FAILURE, RESTART_NEVER };
 
@@ -111,6 +114,9 @@ struct config {
     size_t n_modules;
     bool wait_for_init;
     int64_t wait_for_init_timeout_ms;
+    bool wait_for_init_fail;    /* wait_for_init.on_timeout is "fail" */
+    int clock_set;              /* clock.set: 1, 0, or -1 when unset (then: vm mode only) */
+    int64_t clock_step_threshold_ms, clock_check_ms;
     struct network_cfg network;
     struct egress_policy egress;
     struct mounts_cfg mounts;

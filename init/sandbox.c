@@ -23,7 +23,6 @@
 #include "hearth.h"
 #include "launch.h"
 #include "inherit.h"
-#include "jsonget.h"
 #include "log.h"
 #include "machine.h"
 #include "mounts.h"
@@ -56,7 +55,7 @@ static void set_state(enum sandbox_state s)
 
 static bool clock_allowed;
 static int64_t clock_threshold_ms = CLOCK_DEFAULT_THRESHOLD_MS;
-static int64_t clock_check_ms = 30000;
+static int64_t clock_check_ms = CONFIG_CLOCK_CHECK_MS;
 
 bool sandbox_clock_allowed(void) { return clock_allowed; }
 int64_t sandbox_clock_threshold_ms(void) { return clock_threshold_ms; }
@@ -951,15 +950,10 @@ void sandbox_thaw_for_shutdown(void)
 
 void sandbox_setup(const struct config *cfg)
 {
-    const cJSON *clk = cJSON_GetObjectItemCaseSensitive(cfg->json, "clock");
-    const cJSON *set = cJSON_GetObjectItemCaseSensitive(clk, "set");
-    const cJSON *wait = cJSON_GetObjectItemCaseSensitive(cfg->json, "wait_for_init");
-    const cJSON *ot = cJSON_GetObjectItemCaseSensitive(wait, "on_timeout");
-
-    clock_allowed = cJSON_IsBool(set) ? cJSON_IsTrue(set) : H.mode == MODE_VM;
-    clock_threshold_ms = jget_int_or(clk, "step_threshold_ms", CLOCK_DEFAULT_THRESHOLD_MS);
-    clock_check_ms = jget_int_or(clk, "check_ms", 30000);
-    on_timeout_fail = cJSON_IsString(ot) && strcmp(ot->valuestring, "fail") == 0;
+    clock_allowed = cfg->clock_set >= 0 ? cfg->clock_set == 1 : H.mode == MODE_VM;
+    clock_threshold_ms = cfg->clock_step_threshold_ms;
+    clock_check_ms = cfg->clock_check_ms;
+    on_timeout_fail = cfg->wait_for_init_fail;
     init_waiting = cfg->wait_for_init;
     services_phase_set("init", !init_waiting);
     if (init_waiting) {

@@ -5,6 +5,7 @@
 
 #include <cJSON.h>
 
+#include "clock.h"
 #include "config.h"
 #include "jsonget.h"
 #include "names.h"
@@ -177,4 +178,26 @@ TEST(sections_runtime_parse_in_one_pass)
     CHECK_EQ_INT(h.n, 0);
     host_mounts_free(&h);
     cJSON_Delete(hm);
+}
+
+TEST(config_clock_and_init_gate_typed)
+{
+    struct config *c = load("{\"clock\":{\"set\":false,\"check_ms\":0},"
+                            "\"wait_for_init\":{\"enabled\":true,\"on_timeout\":\"fail\"}}");
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    CHECK_EQ_INT(c->clock_set, 0);
+    CHECK_EQ_INT(c->clock_check_ms, 0);
+    CHECK_EQ_INT(c->clock_step_threshold_ms, CLOCK_DEFAULT_THRESHOLD_MS);
+    CHECK(c->wait_for_init && c->wait_for_init_fail);
+    config_free(c);
+    c = load("{\"wait_for_init\":{\"on_timeout\":\"start\"}}");
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    CHECK_EQ_INT(c->clock_set, -1);
+    CHECK_EQ_INT(c->clock_check_ms, CONFIG_CLOCK_CHECK_MS);
+    CHECK(!c->wait_for_init_fail);
+    config_free(c);
 }
