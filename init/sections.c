@@ -208,7 +208,6 @@ void network_extract(const cJSON *net, struct network_cfg *out)
     }
 }
 
-
 /* ---- mounts and host_mounts ---- */
 
 /* A copy of obj[key] when it is a string; *oom set when the copy failed. */
