@@ -38,13 +38,13 @@ esac
 target_srcs() {
     case $1 in
         rpc)    echo "agent/rpc.c init/utf8.c" ;;
-        config) echo "init/config.c init/cidr.c init/http.c init/log.c init/redact.c" ;;
+        config) echo "init/config.c init/schema.c init/schema_rules.c init/schema_tables.c init/names.c init/jsonget.c init/netaddr.c init/sections.c init/cidr.c init/http.c init/log.c init/redact.c" ;;
         cidr)   echo "init/cidr.c" ;;
         base64) echo "init/base64.c" ;;
         netlink) echo "init/netlink.c" ;;
         safepath) echo "init/safepath.c" ;;
-        listen) echo "init/config.c init/cidr.c init/http.c init/log.c init/redact.c" ;;
-        env)    echo "init/launch.c init/safepath.c init/contain.c init/seccomp.c init/mountinfo.c init/config.c init/cidr.c init/http.c init/log.c init/redact.c" ;;
+        listen) echo "init/config.c init/schema.c init/schema_rules.c init/schema_tables.c init/names.c init/jsonget.c init/netaddr.c init/sections.c init/cidr.c init/http.c init/log.c init/redact.c" ;;
+        env)    echo "init/launch.c init/safepath.c init/contain.c init/seccomp.c init/mountinfo.c init/config.c init/schema.c init/schema_rules.c init/schema_tables.c init/names.c init/jsonget.c init/netaddr.c init/sections.c init/cidr.c init/http.c init/log.c init/redact.c" ;;
         http)   echo "init/http.c" ;;
         notify) echo "init/notify.c init/kfile.c init/utf8.c" ;;
         files)  echo "agent/m_files.c agent/params.c agent/rpc.c init/safepath.c init/base64.c init/sha256.c init/utf8.c" ;;
