@@ -16,6 +16,7 @@
 #include "log.h"
 #include "modules.h"
 #include "m_files.h"
+#include "m_exec.h"
 #include "m_persist.h"
 #include "mounts.h"
 #include "m_metrics.h"
@@ -384,6 +385,13 @@ static const struct method methods[] = {
     {"files.mkdir", m_files_mkdir},
     {"files.remove", m_files_remove},
     {"metrics", m_metrics},
+    {"exec.start", m_exec_start},
+    {"exec.input", m_exec_input},
+    {"exec.resize", m_exec_resize},
+    {"exec.signal", m_exec_signal},
+    {"exec.wait", m_exec_wait},
+    {"exec.list", m_exec_list},
+    {"exec.attach", m_exec_attach},
 };
 
 const struct method *methods_find(const char *name)
