@@ -53,7 +53,7 @@ static int m_version(struct client *c, cJSON *params, cJSON **result, struct rpc
     cJSON_AddStringToObject(r, "version", HEARTH_VERSION);
     cJSON_AddNumberToObject(r, "protocol", PROTOCOL_VERSION);
     cJSON *f = cJSON_AddArrayToObject(r, "features");
-    static const char *const features[] = {"unix", "vsock", "serial", "events", "files", NULL};
+    static const char *const features[] = {"unix", "vsock", "serial", "events", "files", "exec", NULL};
     for (const char *const *p = features; f && *p; p++)
         cJSON_AddItemToArray(f, cJSON_CreateString(*p));
     cJSON_AddItemToObject(r, "methods", methods_names_json());
