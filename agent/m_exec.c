@@ -10,7 +10,6 @@
 #include "config.h"
 #include "execproc.h"
 #include "params.h"
-#include "shutdown.h"
 
 static int param_id(cJSON *params, uint64_t *id, struct rpc_error *err)
 {
@@ -70,10 +69,6 @@ int m_exec_start(struct client *c, cJSON *params, cJSON **result, struct rpc_err
     uint64_t rows = 0, cols = 0, bufsz = 0;
     int rc = -1;
 
-    if (shutdown_in_progress()) {
-        rpc_error_set(err, RPC_ERR_STATE, "shutting down");
-        return -1;
-    }
     if (params_only(params, known, err) < 0 || param_array(params, "argv", &argv, &present, err) < 0 ||
         param_object(params, "env", &env, &present, err) < 0 ||
         param_short(params, "cwd", true, &r.cwd, err) < 0 ||
@@ -138,12 +133,14 @@ int m_exec_start(struct client *c, cJSON *params, cJSON **result, struct rpc_err
     i = 0;
     cJSON_ArrayForEach(a, env) {
         if (!cJSON_IsString(a)) {
-            rpc_error_set(err, RPC_INVALID_PARAMS, "env.%s: expected a string", a->string);
+            /* The name is not echoed: it may be long, and cut it may not
+             * be UTF-8 any more. */
+            rpc_error_set(err, RPC_INVALID_PARAMS, "env: variable %zu: expected a string value", i);
             goto out;
         }
         if (!a->string[0] || strchr(a->string, '=')) {
-            rpc_error_set(err, RPC_INVALID_PARAMS, "env: bad name \"%.64s\" (empty or with '=')",
-                          a->string);
+            rpc_error_set(err, RPC_INVALID_PARAMS, "env: variable %zu: bad name (empty or with '=')",
+                          i);
             goto out;
         }
         total += strlen(a->string) + strlen(a->valuestring) + 2;

@@ -24,6 +24,7 @@
 #include "log.h"
 #include "reaper.h"
 #include "seccomp.h"
+#include "shutdown.h"
 
 /* Room for running processes plus as many exited ones kept for a late
  * exec.wait or attach (the config's maximum is 64). */
@@ -692,6 +693,10 @@ int exec_start(struct client *c, const struct exec_request *r, struct rpc_error 
     struct launch_plan plan;
     char why[256] = "";
 
+    if (shutdown_in_progress()) {
+        rpc_error_set(err, RPC_ERR_STATE, "shutting down");
+        return -1;
+    }
     exec_limits(&max_procs, &max_buf);
     if (running_count() >= max_procs) {
         rpc_error_set(err, RPC_ERR_BUSY, "exec.max_processes: %zu processes already running",

@@ -405,7 +405,7 @@ def test_bad_params_get_errors_naming_the_field(c):
         ("exec.start", {"argv": ["true"], "rows": 10}, "rows:"),
         ("exec.start", {"argv": ["true"], "tty": True, "cols": 0}, "cols:"),
         ("exec.start", {"argv": ["true"], "env": {"A=B": "x"}}, "env:"),
-        ("exec.start", {"argv": ["true"], "env": {"A": 1}}, "env.A:"),
+        ("exec.start", {"argv": ["true"], "env": {"A": 1}}, "env:"),
         ("exec.start", {"argv": ["true"], "timeout_ms": -1}, "timeout_ms:"),
         ("exec.start", {"argv": ["true"], "user": "no-such-user"}, "user:"),
         ("exec.input", {"id": 1}, "data:"),
