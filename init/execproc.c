@@ -358,8 +358,29 @@ static void read_cb(struct ev_loop *loop, ev_io *w, int revents)
     pump(p);
 }
 
+/* A deferred reply must always come: one still waiting when its process
+ * goes (a wait for an id whose start failed) is answered with an error. */
+static void fail_pending(struct proc *p)
+{
+    struct rpc_error e = {0};
+    uint64_t t[EXEC_MAX_WAITERS + 2] = {p->start_ticket, p->in_ticket};
+    size_t n = 2;
+    for (int i = 0; i < EXEC_MAX_WAITERS; i++)
+        t[n++] = p->waiters[i].ticket;
+    p->start_ticket = p->in_ticket = 0;
+    for (int i = 0; i < EXEC_MAX_WAITERS; i++)
+        p->waiters[i].ticket = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!t[i])
+            continue;
+        rpc_error_set(&e, RPC_ERR_NOT_FOUND, "id: process %llu is gone", (unsigned long long)p->id);
+        control_complete(t[i], NULL, &e);
+    }
+}
+
 static void proc_free(struct proc *p)
 {
+    fail_pending(p);
     for (size_t i = 0; i < TABLE_MAX; i++)
         if (table[i] == p)
             table[i] = NULL;
@@ -1123,9 +1144,12 @@ int exec_attach(struct client *c, uint64_t id, uint64_t off_out, uint64_t off_er
     cJSON_AddNumberToObject(r, "dropped", (double)(p->out[0].dropped + p->out[1].dropped));
     status_json(p, r);
     *result = r;
-    /* The reply goes first; the output follows on the next loop turn. */
-    ev_timer_set(&p->kick, 0., 0.);
-    ev_timer_start(H.loop, &p->kick);
+    /* The reply goes first; the output follows on the next loop turn.
+     * (Two attaches in one read: the kick is already on its way.) */
+    if (!ev_is_active(&p->kick)) {
+        ev_timer_set(&p->kick, 0., 0.);
+        ev_timer_start(H.loop, &p->kick);
+    }
     return 0;
 }
 

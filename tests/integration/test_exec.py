@@ -445,7 +445,15 @@ def test_attach_moves_the_stream_to_the_new_client(h, c):
     out, ex = collect(b, pid, {"stdout": 0})
     assert out["stdout"] == b"got hi\n"
     assert c.result("ping") == {}  # the first client got nothing more meanwhile
-    assert c.buf == b""
+    assert c.buf == b"" and c.kept == []
+    # Two attaches in one write: both answered, the output sent from the
+    # last one's offset, once.
+    reqs = [{"jsonrpc": "2.0", "id": 100 + k // 2, "method": "exec.attach",
+             "params": {"id": pid, "offset": k}} for k in (0, 2)]
+    b.send_raw("".join(json.dumps(r) + "\n" for r in reqs).encode())
+    assert b.read_reply()["id"] == 100 and b.read_reply()["id"] == 101
+    out, ex = collect(b, pid, {"stdout": 2})
+    assert out["stdout"] == b"t hi\n" and ex["exit_code"] == 0
     b.close()
 
 
