@@ -811,6 +811,9 @@ int exec_start(struct client *c, const struct exec_request *r, struct rpc_error 
             goto syserr;
     }
     bool placed = false;
+    /* In the table before the fork: a child that fails before its exec
+     * still reaches p from a global (what memcheck asks of it). */
+    table[slot] = p;
     pid_t pid = cgroup_fork_into(p->leaf[0] ? p->leaf : NULL, &placed);
     if (pid < 0)
         goto syserr;
@@ -868,7 +871,6 @@ int exec_start(struct client *c, const struct exec_request *r, struct rpc_error 
     }
     if (r->attach)
         p->client = c;
-    table[slot] = p;
     next_id++;
     p->start_ticket = control_defer(c);
     log_info("exec %llu: pid %d started: %s%s", (unsigned long long)p->id, (int)pid, p->argv[0],

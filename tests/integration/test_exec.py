@@ -113,6 +113,7 @@ def c(h):
     cl.close()
 
 
+@pytest.mark.valgrind
 def test_pipes_keep_stdout_and_stderr_apart_and_report_the_exit_code(c):
     pid = start(c, {"argv": ["sh", "-c", "echo out; echo err >&2; exit 3"]})
     out, ex = collect(c, pid, {"stdout": 0, "stderr": 0})
@@ -168,6 +169,7 @@ def test_tty_is_a_real_pty_with_its_size_and_resize(c):
     assert b"50 132" in out["stdout"] and ex["exit_code"] == 0
 
 
+@pytest.mark.valgrind
 def test_stdin_echo_through_cat_and_close(c):
     pid = start(c, {"argv": ["cat"], "stdin": True})
     assert c.result("exec.input", {"id": pid, "data": b64(b"hello\n")}) == {}
@@ -234,6 +236,7 @@ def test_timeout_kills_the_process(c):
     assert ex["signal"] == 9 and ex["timed_out"] is True
 
 
+@pytest.mark.valgrind
 def test_process_outlives_its_client_unless_kill_on_disconnect(h, c):
     a = client(h)
     keep = start(a, {"argv": ["sleep", "30"]})
@@ -249,6 +252,7 @@ def test_process_outlives_its_client_unless_kill_on_disconnect(h, c):
     assert s[keep]["exited"] is False and s[keep]["attached"] is False
 
 
+@pytest.mark.valgrind
 def test_reattach_with_an_offset_loses_nothing(h):
     n = 30000
     expect = "".join(f"{i}\n" for i in range(1, n + 1)).encode()
@@ -270,6 +274,7 @@ def test_reattach_with_an_offset_loses_nothing(h):
     b.close()
 
 
+@pytest.mark.valgrind
 def test_overflowed_buffer_reports_what_was_dropped(h, c):
     # Nobody attached: the ring keeps the newest 4096 bytes.
     pid = start(c, {"argv": ["sh", "-c", "seq 1 20000"], "attach": False,
@@ -394,6 +399,7 @@ def test_limits_are_refused_naming_the_field(hearth):
     c.close()
 
 
+@pytest.mark.valgrind
 def test_bad_params_get_errors_naming_the_field(c):
     cases = [
         ("exec.start", {}, "argv:"),
@@ -436,6 +442,7 @@ def test_bad_params_get_errors_naming_the_field(c):
     collect(c, pid)
 
 
+@pytest.mark.valgrind
 def test_attach_moves_the_stream_to_the_new_client(h, c):
     pid = start(c, {"argv": ["sh", "-c", "read x; echo got $x"], "stdin": True})
     b = client(h)
