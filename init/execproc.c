@@ -23,6 +23,7 @@
 #include "launch.h"
 #include "log.h"
 #include "reaper.h"
+#include "sandbox.h"
 #include "seccomp.h"
 #include "shutdown.h"
 
@@ -716,6 +717,11 @@ int exec_start(struct client *c, const struct exec_request *r, struct rpc_error 
 
     if (shutdown_in_progress()) {
         rpc_error_set(err, RPC_ERR_STATE, "shutting down");
+        return -1;
+    }
+    /* Its leaf would be frozen with the services: it could not even exec. */
+    if (sandbox_state() != SANDBOX_RUNNING) {
+        rpc_error_set(err, RPC_ERR_STATE, "the sandbox is %s", sandbox_state_name(sandbox_state()));
         return -1;
     }
     exec_limits(&max_procs, &max_buf);

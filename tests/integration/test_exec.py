@@ -230,6 +230,23 @@ def test_wait_is_deferred_until_the_exit_and_has_a_timeout(h, c):
     w.close()
 
 
+def test_start_is_refused_while_frozen_and_output_waits_for_the_thaw(hearth):
+    hearth.start(hearth.config(), cgroup=True)
+    c = client(hearth)
+    pid = start(c, {"argv": ["sh", "-c", "read x; echo got $x"], "stdin": True})
+    assert c.result("sandbox.freeze", {"timeout_ms": 5000})["frozen"] is True
+    e = err(c, "exec.start", {"argv": ["true"]})
+    assert e["code"] == -32003 and "frozen" in e["message"]
+    # Input is taken while frozen; the answer comes after the resume.
+    assert c.result("exec.input", {"id": pid, "data": b64(b"x\n")}) == {}
+    time.sleep(0.3)
+    assert c.kept == [] and c.buf == b""
+    assert c.result("sandbox.resume", {})["state"] == "running"
+    out, ex = collect(c, pid, {"stdout": 0})
+    assert out["stdout"] == b"got x\n" and ex["exit_code"] == 0
+    c.close()
+
+
 def test_timeout_kills_the_process(c):
     pid = start(c, {"argv": ["sleep", "30"], "timeout_ms": 200})
     _, ex = collect(c, pid)
