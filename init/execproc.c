@@ -543,7 +543,9 @@ static void report_cb(struct ev_loop *loop, ev_io *w, int revents)
         struct rpc_error e = {0};
         rep.what[sizeof(rep.what) - 1] = 0;
         const char *st = rep.stage >= 0 && rep.stage <= ST_EXEC ? stage[rep.stage] : "setup";
-        const char *obj = rep.stage == ST_EXEC ? p->argv[0] : rep.stage == ST_CWD ? p->cwd : rep.what;
+        const char *obj = rep.stage == ST_EXEC  ? p->argv[0]
+                          : rep.stage == ST_CWD ? p->cwd
+                                                : rep.what;
         rpc_error_set(&e, RPC_ERR_FAILED, "%s: %s%s%s", st, obj, obj[0] ? ": " : "",
                       strerror(rep.err));
         log_info("exec %llu: %s", (unsigned long long)p->id, e.message);
