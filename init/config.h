@@ -102,6 +102,9 @@ struct service_config {
 #define CONFIG_DISK_OK_GAP 5
 #define CONFIG_DISK_CHECK_MS 60000
 #define CONFIG_RESUME_FILE "/run/hearth-news/resume"
+/* Defaults of the exec keys: processes at once, output kept per process. */
+#define CONFIG_EXEC_MAX_PROCESSES 16
+#define CONFIG_EXEC_BUFFER_BYTES (1024 * 1024)
 
 struct config {
     char *hostname;             /* NULL = leave as is */
@@ -124,6 +127,7 @@ struct config {
     struct seed_cfg seed;
     struct skills_cfg skills;
     struct metrics_cfg metrics;
+    struct exec_cfg exec;
     char *resume_file;          /* NULL = not given ("" turns the file off) */
     struct service_config services[CONFIG_MAX_SERVICES];
     size_t n_services;

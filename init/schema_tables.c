@@ -76,6 +76,11 @@ static const struct key k_metrics[] = {
     KEY("disk_check_ms", &s_ms),
     {0}};
 
+static const struct key k_exec[] = {
+    KEY("max_processes", INT(1, 64)),
+    KEY("buffer_bytes", INT(4096, 64 * 1024 * 1024)),
+    {0}};
+
 static const struct key k_interface[] = {
     REQUIRED("name", STRING(rule_ifname)),
     KEY("mac", STRING(rule_mac)),
@@ -229,6 +234,7 @@ static const struct key k_top[] = {
     KEY("clock", OBJECT(k_clock, NULL)),
     KEY("resume_file", STRING(rule_resume_file)),
     KEY("metrics", OBJECT(k_metrics, rule_metrics)),
+    KEY("exec", OBJECT(k_exec, NULL)),
     KEY("network", OBJECT(k_network, NULL)),
     KEY("mounts", ARRAY(OBJECT(k_mount, rule_mount), 0, 0, NULL)),
     KEY("host_mounts", STRING(rule_host_mounts)),

@@ -426,3 +426,11 @@ void metrics_extract(const cJSON *m, struct metrics_cfg *out)
                                                    : 0);
     out->disk_check_ms = jget_int_or(m, "disk_check_ms", CONFIG_DISK_CHECK_MS);
 }
+
+/* ---- exec ---- */
+
+void exec_extract(const cJSON *e, struct exec_cfg *out)
+{
+    out->max_processes = (size_t)jget_int_or(e, "max_processes", CONFIG_EXEC_MAX_PROCESSES);
+    out->buffer_bytes = (size_t)jget_int_or(e, "buffer_bytes", CONFIG_EXEC_BUFFER_BYTES);
+}

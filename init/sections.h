@@ -139,4 +139,12 @@ struct metrics_cfg {
 /* `metrics` from a checked config (NULL: absent), with the defaults. */
 void metrics_extract(const struct cJSON *m, struct metrics_cfg *out);
 
+/* `exec`: the limits of processes started by the host. */
+struct exec_cfg {
+    size_t max_processes, buffer_bytes;
+};
+
+/* `exec` from a checked config (NULL: absent), with the defaults. */
+void exec_extract(const struct cJSON *e, struct exec_cfg *out);
+
 #endif
