@@ -18,6 +18,7 @@
 #include <cJSON.h>
 #include <ev.h>
 
+#include "activity.h"
 #include "cgroup.h"
 #include "events.h"
 #include "hearth.h"
@@ -1006,6 +1007,7 @@ void control_subscribe(struct client *c, uint64_t since)
 {
     struct replay_ctx r = {c};
     c->subscribed = true;
+    activity_watch(); /* a listener: activity samples while one is there */
     if (since != UINT64_MAX)
         events_replay(since, replay_one, &r);
 }
@@ -1127,6 +1129,14 @@ static void log_sink(const char *service, size_t index, const struct logline *l)
         client_send(c, text, len);
     }
     free(text);
+}
+
+size_t control_subscriber_count(void)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof(clients) / sizeof(clients[0]); i++)
+        n += clients[i] && clients[i]->subscribed && !clients[i]->dead;
+    return n;
 }
 
 void control_broadcast(const char *line, size_t len)

@@ -77,6 +77,16 @@ struct service_config {
 #define CONFIG_DISK_LOW_PERCENT 90
 #define CONFIG_DISK_OK_GAP 5
 #define CONFIG_DISK_CHECK_MS 60000
+/* Defaults of the activity keys (read by activity.c from the validated
+ * JSON). */
+#define CONFIG_ACTIVITY_IDLE_MS 30000
+#define CONFIG_ACTIVITY_SAMPLE_MS 5000
+#define CONFIG_ACTIVITY_CPU_PERCENT 5
+#define CONFIG_ACTIVITY_EGRESS_BYTES 4096
+#define CONFIG_ACTIVITY_OUTPUT_BYTES 1
+#define CONFIG_ACTIVITY_LEASE_MAX_MS 3600000
+#define CONFIG_ACTIVITY_LEASE_INTERVAL_MS 1000
+#define CONFIG_ACTIVITY_LEASE_REASON_MAX 128
 #define CONFIG_RESUME_FILE "/run/hearth-news/resume"
 
 struct config {

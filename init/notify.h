@@ -34,6 +34,12 @@ struct notify_msg {
     char status[NOTIFY_STATUS_MAX]; /* valid UTF-8, controls as '?' */
     bool has_extend;       /* EXTEND_TIMEOUT_USEC= */
     uint64_t extend_usec;
+    /* hearth's own keys (activity.h): a lease, "busy for N seconds,
+     * because R"; HEARTH_BUSY=0 releases it. systemd ignores them. */
+    bool has_busy;         /* HEARTH_BUSY= */
+    uint64_t busy_sec;
+    bool has_busy_reason;  /* HEARTH_BUSY_REASON= (the last one) */
+    char busy_reason[NOTIFY_STATUS_MAX]; /* as status: valid UTF-8, controls as '?' */
     unsigned understood;   /* assignments acted on */
     unsigned ignored;      /* malformed lines and values */
     unsigned unknown;      /* well-formed assignments of other keys (MAINPID=, ...) */
