@@ -11,13 +11,13 @@ import uuid
 
 import pytest
 
-from conftest import HEARTH
+from conftest import HEARTH, HEARTHCTL, ROOT
 
 # Sends, on the NOTIFY_SOCKET hearth gave it, each datagram the test
 # appends to a file (one Python bytes literal per line); prints a line for
 # each line of a "say" file; burns CPU while a "burn" file exists.
 SERVICE = r'''
-import ast, json, os, socket, sys, time
+import ast, json, os, socket, subprocess, sys, time
 d = sys.argv[1]
 addr = os.environ.get("NOTIFY_SOCKET") or ""
 with open(os.path.join(d, "env.tmp"), "w") as f:
@@ -43,6 +43,12 @@ while True:
     for line in say[said:]:
         print(line, flush=True)
     said = max(said, len(say))
+    # docs/hermes.md's shell helper, run as a child of the service.
+    h = os.path.join(d, "helper")
+    if os.path.exists(h):
+        msg = open(h).read()
+        os.unlink(h)
+        subprocess.run(["sh", "-c", HELPER + '; hearth_busy "$0"', msg])
     end = time.monotonic() + 0.02
     if os.path.exists(os.path.join(d, "burn")):
         while time.monotonic() < end:
@@ -50,6 +56,12 @@ while True:
     else:
         time.sleep(0.02)
 '''
+
+# The shell helper of docs/hermes.md, taken from the page itself.
+_doc = open(os.path.join(ROOT, "docs", "hermes.md")).read()
+_sh = _doc[_doc.index("```sh\n# busy for 10 minutes"):]
+HELPER = _sh[_sh.index("hearth_busy() {"):_sh.index("\n}\n") + 2]
+SERVICE = SERVICE.replace("HELPER", repr(HELPER), 1)
 
 FAST = {"idle_ms": 1000, "sample_ms": 200, "lease_interval_ms": 300}
 
@@ -152,7 +164,7 @@ def test_idle_shape_and_no_sampling_without_a_listener(hearth, tmp_path):
 
 def test_cpu_makes_busy_then_idle(hearth, tmp_path):
     t = Talker(tmp_path, "burner")
-    hearth.start(hearth.config([t.service(lease=None)], activity=FAST))
+    hearth.start(hearth.config([t.service(lease=None)], activity=dict(FAST, cpu_percent=20)))
     t.env(hearth)
     if not hearth.service("burner").get("cgroup"):
         pytest.skip("services have no cgroup on this host")
@@ -335,6 +347,19 @@ def test_lease_rate_limit_and_caps(hearth, tmp_path):
     assert "cut to 5 s" in log
 
 
+def test_lease_from_the_documented_shell_helper(hearth, tmp_path):
+    t = Talker(tmp_path)
+    hearth.start(hearth.config([t.service()], activity=FAST))
+    t.env(hearth)
+    (t.dir / "helper").write_text("HEARTH_BUSY=600\nHEARTH_BUSY_REASON=nightly inbox summary")
+    lease = hearth.wait_for(lambda: activity(hearth)["lease"], what="the helper's lease")
+    assert lease["service"] == "svc" and lease["reason"] == "nightly inbox summary"
+    time.sleep(0.4)
+    (t.dir / "helper").write_text("HEARTH_BUSY=0")
+    hearth.wait_for(lambda: activity(hearth)["lease"] is None, what="the helper's release")
+    assert lease_stats(hearth, "svc")["refused"] == 0
+
+
 def test_lease_refused_without_activity_lease(hearth, tmp_path):
     t = Talker(tmp_path)
     # ready.notify gives a NOTIFY_SOCKET, but leases were not granted.
@@ -388,6 +413,14 @@ def test_freeze_refused_while_a_lease_holds_unless_forced(hearth, tmp_path):
     assert bad["error"]["code"] == -32602 and "force" in bad["error"]["message"]
     r = c.result("sandbox.freeze", {"timeout_ms": 2000, "force": True})
     assert r["frozen"] is True
+    c.result("sandbox.resume", {})
+    # The same through hearthctl: refused, then --force.
+    ctl = [HEARTHCTL, "--connect", "unix:" + hearth.sock, "freeze", "--timeout-ms", "2000"]
+    p = subprocess.run(ctl, capture_output=True, text=True, timeout=30)
+    assert p.returncode != 0 and "writing the report" in p.stdout + p.stderr, p
+    p = subprocess.run(ctl + ["--force"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p
+    assert hearth.rpc("status")["sandbox"]["state"] == "frozen"
     c.result("sandbox.resume", {})
     # Released: a plain freeze goes through.
     time.sleep(0.4)
