@@ -473,6 +473,7 @@ void activity_lease(size_t idx, uint64_t seconds, const char *reason)
         s->lease.in_burst = true;
         return;
     }
+    bool held = lease_holds(s, now);
     enum activity_verdict v = activity_lease_judge(&A.rules, &s->lease, seconds, reason, now);
     switch (v) {
     case ACTIVITY_LEASE_RATE:
@@ -488,7 +489,12 @@ void activity_lease(size_t idx, uint64_t seconds, const char *reason)
                  name, seconds, A.rules.max_ms / 1000, s->lease.reason);
         break;
     case ACTIVITY_LEASE_TAKEN:
-        log_info("service %s: busy for %" PRIu64 " s: %s", name, seconds, s->lease.reason);
+        /* A renewal is routine: only a new lease is worth an info line. */
+        if (held)
+            log_debug("service %s: lease renewed for %" PRIu64 " s: %s", name, seconds,
+                      s->lease.reason);
+        else
+            log_info("service %s: busy for %" PRIu64 " s: %s", name, seconds, s->lease.reason);
         break;
     case ACTIVITY_LEASE_RELEASED:
         log_info("service %s: lease released", name);

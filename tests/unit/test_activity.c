@@ -2,7 +2,13 @@
  * (init/notify.c): HEARTH_BUSY= and HEARTH_BUSY_REASON=. */
 #include <string.h>
 
+#include <cJSON.h>
+#include <ev.h>
+
 #include "activity.h"
+#include "config.h"
+#include "events.h"
+#include "hearth.h"
 #include "notify.h"
 #include "unit.h"
 
@@ -125,4 +131,67 @@ TEST(activity_lease_reason_cut_on_a_character)
     /* "aé..." : the 8th byte begins a character, cut before it. */
     activity_lease_judge(&rules, &s, 1, "abcdefg\xc3\xa9", 5000);
     CHECK_STR(s.reason, "abcdefg");
+}
+
+/* ---- the exec hook: a plain call other modules make ---- */
+
+static char last_event[2048];
+static int n_events;
+
+static void sink(const char *line, size_t len)
+{
+    if (strstr(line, "\"type\":\"activity\"")) {
+        n_events++;
+        snprintf(last_event, sizeof(last_event), "%.*s", (int)len, line);
+    }
+}
+
+TEST(activity_exec_sessions_make_busy)
+{
+    struct ev_loop *saved = H.loop;
+    H.loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOENV);
+    CHECK(H.loop != NULL);
+    events_set_sink(sink);
+    n_events = 0;
+
+    /* No services; the test machine's own network traffic never counts. */
+    static struct config cfg;
+    cfg.json = cJSON_Parse("{\"activity\": {\"egress_bytes\": 1000000000000000}}");
+    activity_setup(&cfg);
+    cJSON *a = activity_json();
+    CHECK(cJSON_IsFalse(cJSON_GetObjectItem(a, "busy")));
+    cJSON_Delete(a);
+
+    activity_exec_count(2);
+    CHECK_EQ_INT(n_events, 1);
+    CHECK(strstr(last_event, "\"busy\":true") != NULL);
+    CHECK(strstr(last_event, "\"source\":\"exec\"") != NULL);
+    CHECK(strstr(last_event, "2 exec sessions open") != NULL);
+    a = activity_json();
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItem(a, "busy")));
+    CHECK_EQ_INT(cJSON_GetObjectItem(a, "exec_sessions")->valueint, 2);
+    /* Busy: the sampler runs, to see the work end. */
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItem(a, "sampling")));
+    cJSON_Delete(a);
+    /* The same count again is no change. */
+    activity_exec_count(2);
+    activity_exec_count(1);
+    CHECK_EQ_INT(n_events, 1);
+    /* The last one ends: idle at once (nothing else was seen). */
+    activity_exec_count(0);
+    CHECK_EQ_INT(n_events, 2);
+    CHECK(strstr(last_event, "\"busy\":false") != NULL);
+    CHECK(strstr(last_event, "\"reasons\":[]") != NULL);
+    a = activity_json();
+    CHECK(cJSON_IsFalse(cJSON_GetObjectItem(a, "sampling")));
+    cJSON_Delete(a);
+    /* No lease can hold: a freeze goes ahead. */
+    char err[256];
+    CHECK_EQ_INT(activity_freeze_check(err, sizeof(err), NULL), 0);
+
+    events_set_sink(NULL);
+    activity_setup(NULL);
+    cJSON_Delete(cfg.json);
+    ev_loop_destroy(H.loop);
+    H.loop = saved;
 }
