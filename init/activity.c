@@ -56,6 +56,7 @@ static struct {
     int64_t net_span;
     unsigned exec;
     ev_timer sample, lease_timer;
+    bool periodic;                /* sample runs every sample_ms (a subscriber listens) */
     size_t (*watchers)(void);
     unsigned long changes;
 } A;
@@ -302,25 +303,51 @@ static cJSON *state_json(int64_t now)
     return o;
 }
 
-static bool sampling_wanted(void)
+/* The last moment a windowed sign (CPU, network, output) keeps the
+ * sandbox busy; 0 when none is recent. */
+static int64_t busy_deadline(int64_t now)
 {
-    return A.on && (A.busy || (A.watchers && A.watchers() > 0));
+    int64_t last = recent(A.net_ms, now) ? A.net_ms : 0;
+    for (size_t i = 0; i < A.n; i++) {
+        const struct svc_act *s = &A.s[i];
+        if (recent(s->cpu_ms, now) && s->cpu_ms > last)
+            last = s->cpu_ms;
+        if (recent(s->out_ms, now) && s->out_ms > last)
+            last = s->out_ms;
+    }
+    return last ? last + A.idle_ms : 0;
 }
 
+/* Two ways to sample. While an event subscriber listens, every
+ * sample_ms on the shared grid (a sample lands in the wake-up of any
+ * other background timer whose period it divides or that divides it), so
+ * work that begins is seen within a period. Otherwise, while busy, once
+ * at the moment the busy spell would end: that sample spans the whole
+ * spell, and CPU or network still at the threshold over it keeps the
+ * sandbox busy for another idle_ms. So a busy sandbox nobody watches
+ * costs one wake-up per idle_ms, an idle one none. */
 static void sampler_rearm(void)
 {
     if (!A.setup)
         return;
-    if (!sampling_wanted()) {
-        ev_timer_stop(H.loop, &A.sample);
+    int64_t now = mono_ms();
+    bool watched = A.on && A.watchers && A.watchers() > 0;
+    if (watched) {
+        if (!ev_is_active(&A.sample) || !A.periodic) {
+            ev_timer_stop(H.loop, &A.sample);
+            ev_timer_set(&A.sample, hearth_grid_delay(A.sample_ms), 0.);
+            ev_timer_start(H.loop, &A.sample);
+            A.periodic = true;
+        }
         return;
     }
-    if (!ev_is_active(&A.sample)) {
-        /* On the shared grid: a sample lands in the wake-up of any other
-         * background timer whose period it divides or that divides it. */
-        ev_timer_set(&A.sample, hearth_grid_delay(A.sample_ms), 0.);
-        ev_timer_start(H.loop, &A.sample);
-    }
+    A.periodic = false;
+    ev_timer_stop(H.loop, &A.sample);
+    int64_t end = A.on && A.busy ? busy_deadline(now) : 0;
+    if (!end)
+        return;
+    ev_timer_set(&A.sample, (double)(end - now) / 1000.0, 0.);
+    ev_timer_start(H.loop, &A.sample);
 }
 
 /* The lease timer exists only while a lease holds. */
@@ -365,9 +392,19 @@ static void on_sample(struct ev_loop *loop, ev_timer *w, int revents)
     evaluate(now);
 }
 
+/* A sign that ends by itself (a lease, the last exec session) may have
+ * hidden work the sampler was not looking at: one sample over the spell
+ * before judging. */
+static void sample_unless_periodic(int64_t now)
+{
+    if (!A.periodic)
+        sample(now);
+}
+
 static void on_lease(struct ev_loop *loop, ev_timer *w, int revents)
 {
     int64_t now = mono_ms();
+    sample_unless_periodic(now);
     for (size_t i = 0; i < A.n; i++) {
         struct svc_act *s = &A.s[i];
         if (s->lease.until_ms && s->lease.until_ms <= now) {
@@ -454,7 +491,10 @@ void activity_exec_count(unsigned n)
     if (!A.setup || !A.on || n == A.exec)
         return;
     A.exec = n;
-    evaluate(mono_ms());
+    int64_t now = mono_ms();
+    if (!n)
+        sample_unless_periodic(now);
+    evaluate(now);
 }
 
 void activity_lease(size_t idx, uint64_t seconds, const char *reason)
@@ -498,6 +538,7 @@ void activity_lease(size_t idx, uint64_t seconds, const char *reason)
         break;
     case ACTIVITY_LEASE_RELEASED:
         log_info("service %s: lease released", name);
+        sample_unless_periodic(now);
         break;
     case ACTIVITY_LEASE_NONE:
         break;
@@ -517,6 +558,7 @@ void activity_service_down(size_t idx)
         return;
     s->lease.until_ms = 0;
     log_info("service %s: lease ended with the service", svc_name(idx));
+    sample_unless_periodic(now);
     lease_rearm(now);
     evaluate(now);
 }
@@ -524,7 +566,7 @@ void activity_service_down(size_t idx)
 cJSON *activity_json(void)
 {
     int64_t now = mono_ms();
-    if (A.setup && A.on && !ev_is_active(&A.sample)) {
+    if (A.setup && A.on && !A.periodic) {
         sample(now);
         evaluate(now);
     }
@@ -532,7 +574,8 @@ cJSON *activity_json(void)
     if (!o)
         return NULL;
     cJSON_AddBoolToObject(o, "enabled", A.on);
-    cJSON_AddBoolToObject(o, "sampling", A.setup && ev_is_active(&A.sample));
+    cJSON_AddStringToObject(o, "sampling", !A.setup || !ev_is_active(&A.sample) ? "off"
+                                           : A.periodic ? "periodic" : "at_deadline");
     cJSON_AddNumberToObject(o, "idle_ms", (double)A.idle_ms);
     cJSON_AddNumberToObject(o, "samples", (double)A.samples);
     cJSON_AddNumberToObject(o, "changes", (double)A.changes);

@@ -7,9 +7,10 @@
  * declared on its NOTIFY_SOCKET (HEARTH_BUSY=<seconds>,
  * HEARTH_BUSY_REASON=<text>; HEARTH_BUSY=0 releases it).
  *
- * CPU and network are sampled on a timer that runs only while the answer
- * is wanted: while busy (to see it end), while an event subscriber
- * listens, or once on the spot when status asks. An idle sandbox nobody
+ * CPU and network are sampled only while the answer is wanted: every
+ * sample_ms while an event subscriber listens; otherwise, while busy,
+ * once at the moment the busy spell would end (the sample spans the
+ * spell), and once on the spot when status asks. An idle sandbox nobody
  * watches is never woken by it. Output, exec sessions and leases arrive
  * as calls and need no timer; a lease's expiry has a timer that exists
  * only while a lease holds. Every idle <-> busy change is an "activity"

@@ -63,7 +63,8 @@ _sh = _doc[_doc.index("```sh\n# busy for 10 minutes"):]
 HELPER = _sh[_sh.index("hearth_busy() {"):_sh.index("\n}\n") + 2]
 SERVICE = SERVICE.replace("HELPER", repr(HELPER), 1)
 
-FAST = {"idle_ms": 1000, "sample_ms": 200, "lease_interval_ms": 300}
+# cpu_percent 50: the talker's polling loop is never taken for work.
+FAST = {"idle_ms": 1000, "sample_ms": 200, "lease_interval_ms": 300, "cpu_percent": 50}
 
 
 class Talker:
@@ -149,17 +150,40 @@ def test_idle_shape_and_no_sampling_without_a_listener(hearth, tmp_path):
     assert a["enabled"] is True and a["idle_ms"] == 1000
     # Idle and nobody subscribed: the look above was a one-off sample and
     # no timer was left behind.
-    assert a["sampling"] is False
+    assert a["sampling"] == "off"
     n = a["samples"]
     time.sleep(0.7)
     a = activity(hearth)
-    assert a["samples"] == n + 1 and a["sampling"] is False
-    # A listener turns sampling on; the status look itself then adds none.
+    assert a["samples"] == n + 1 and a["sampling"] == "off"
+    # A listener turns periodic sampling on; the status look itself then
+    # adds none.
     c = subscribed(hearth)
     hearth.wait_for(lambda: activity(hearth)["samples"] >= n + 4, what="samples while subscribed")
-    assert activity(hearth)["sampling"] is True
+    assert activity(hearth)["sampling"] == "periodic"
     c.close()
-    hearth.wait_for(lambda: not activity(hearth)["sampling"], what="sampling to stop")
+    hearth.wait_for(lambda: activity(hearth)["sampling"] == "off", what="sampling to stop")
+
+
+def test_busy_without_a_listener_samples_once_at_the_deadline(hearth, tmp_path):
+    t = Talker(tmp_path, "talker")
+    hearth.start(hearth.config([t.service(lease=None)], activity=dict(FAST, idle_ms=2000)))
+    t.env(hearth)
+    time.sleep(2.5)
+    a = activity(hearth)
+    assert a["busy"] is False and a["sampling"] == "off"
+    n = a["samples"]
+    t.say("one line")
+    time.sleep(0.5)
+    a = activity(hearth)
+    assert a["busy"] is True and a["samples"] == n + 1  # this look's own
+    # Nobody subscribed: one timer, for the end of the spell (2 s after
+    # the output), not a sample every 200 ms.
+    assert a["sampling"] == "at_deadline"
+    time.sleep(3.0)
+    a = activity(hearth)
+    assert a["busy"] is False and a["sampling"] == "off"
+    # The first look, the one sample at the deadline, this look.
+    assert a["samples"] == n + 3, a
 
 
 def test_cpu_makes_busy_then_idle(hearth, tmp_path):
@@ -454,5 +478,5 @@ def test_activity_disabled(hearth, tmp_path):
     hearth.wait_for(lambda: (lease_stats(hearth, "svc") or {}).get("refused") == 1,
                     what="refusal")
     a = activity(hearth)
-    assert a["enabled"] is False and a["busy"] is False and a["sampling"] is False
+    assert a["enabled"] is False and a["busy"] is False and a["sampling"] == "off"
     c.close()
