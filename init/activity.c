@@ -436,6 +436,10 @@ void activity_setup(const struct config *cfg)
     const cJSON *a = cfg ? cJSON_GetObjectItemCaseSensitive(cfg->json, "activity") : NULL;
     const cJSON *en = cJSON_GetObjectItemCaseSensitive(a, "enabled");
 
+    if (A.setup) {
+        ev_timer_stop(H.loop, &A.sample);
+        ev_timer_stop(H.loop, &A.lease_timer);
+    }
     memset(&A, 0, sizeof(A));
     A.on = !cJSON_IsFalse(en);
     A.idle_ms = int_of(a, "idle_ms", CONFIG_ACTIVITY_IDLE_MS);
@@ -453,6 +457,17 @@ void activity_setup(const struct config *cfg)
     ev_timer_init(&A.sample, on_sample, 0., 0.);
     ev_timer_init(&A.lease_timer, on_lease, 0., 0.);
     A.setup = true;
+}
+
+/* A burst of refusals is logged once: it ends with an accepted lease or
+ * ACTIVITY_BURST_QUIET_MS without a refusal. Returns whether to log. */
+#define ACTIVITY_BURST_QUIET_MS 10000
+static bool refusal_logged(struct activity_lease_slot *l, int64_t now)
+{
+    bool first = !l->in_burst || now - l->refused_ms >= ACTIVITY_BURST_QUIET_MS;
+    l->in_burst = true;
+    l->refused_ms = now;
+    return first;
 }
 
 void activity_set_watchers(size_t (*count)(void)) { A.watchers = count; }
@@ -507,10 +522,9 @@ void activity_lease(size_t idx, uint64_t seconds, const char *reason)
 
     if (!s->lease_ok) {
         s->lease.refused++;
-        if (!s->lease.in_burst)
+        if (refusal_logged(&s->lease, now))
             log_warn("service %s: HEARTH_BUSY refused (%lu so far): %s", name, s->lease.refused,
                      A.on ? "activity.lease is not set for it" : "activity tracking is off");
-        s->lease.in_burst = true;
         return;
     }
     bool held = lease_holds(s, now);
@@ -519,10 +533,9 @@ void activity_lease(size_t idx, uint64_t seconds, const char *reason)
     case ACTIVITY_LEASE_RATE:
         /* Logged once per burst of refusals: a service that loops cannot
          * flood the log. */
-        if (!s->lease.in_burst)
+        if (refusal_logged(&s->lease, now))
             log_warn("service %s: lease refused (%lu so far): less than %" PRId64
                      " ms after the last one", name, s->lease.refused, A.rules.interval_ms);
-        s->lease.in_burst = true;
         return;
     case ACTIVITY_LEASE_CAPPED:
         log_info("service %s: lease of %" PRIu64 " s cut to %" PRId64 " s (activity.lease_max_ms): %s",

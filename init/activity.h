@@ -73,7 +73,8 @@ struct activity_lease_slot {
     int64_t until_ms;        /* mono ms; 0 = none holds */
     int64_t last_ms;         /* when the last lease was taken */
     bool has_last;
-    bool in_burst;           /* the last request was refused (logged once) */
+    bool in_burst;           /* refusals are being logged once for the burst */
+    int64_t refused_ms;      /* the last refusal */
     char reason[NOTIFY_STATUS_MAX];
     unsigned long taken, refused, capped, released;
 };
