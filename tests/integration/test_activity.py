@@ -186,6 +186,7 @@ def test_busy_without_a_listener_samples_once_at_the_deadline(hearth, tmp_path):
     assert a["samples"] == n + 3, a
 
 
+@pytest.mark.valgrind
 def test_cpu_makes_busy_then_idle(hearth, tmp_path):
     t = Talker(tmp_path, "burner")
     hearth.start(hearth.config([t.service(lease=None)], activity=dict(FAST, cpu_percent=20)))
@@ -295,6 +296,7 @@ def test_network_bytes_make_busy(hearth, tmp_path, lan_netns):
     assert next_activity(c)["busy"] is False
 
 
+@pytest.mark.valgrind
 def test_lease_holds_until_released(hearth, tmp_path):
     t = Talker(tmp_path)
     hearth.start(hearth.config([t.service()], activity=FAST))
@@ -417,6 +419,7 @@ def test_lease_ends_with_the_service(hearth, tmp_path):
     assert "lease ended with the service" in hearth.log_text()
 
 
+@pytest.mark.valgrind
 def test_freeze_refused_while_a_lease_holds_unless_forced(hearth, tmp_path):
     t = Talker(tmp_path)
     hearth.start(hearth.config([t.service()], activity=FAST))
