@@ -346,7 +346,10 @@ static void sampler_rearm(void)
     int64_t end = A.on && A.busy ? busy_deadline(now) : 0;
     if (!end)
         return;
-    ev_timer_set(&A.sample, (double)(end - now) / 1000.0, 0.);
+    /* A millisecond past the deadline: a timer that fires a hair early
+     * (the loop's cached time) would otherwise find the spell not quite
+     * over and fire again. */
+    ev_timer_set(&A.sample, (double)(end - now + 1) / 1000.0, 0.);
     ev_timer_start(H.loop, &A.sample);
 }
 
@@ -360,7 +363,7 @@ static void lease_rearm(int64_t now)
     ev_timer_stop(H.loop, &A.lease_timer);
     if (!first)
         return;
-    ev_timer_set(&A.lease_timer, (double)(first - now) / 1000.0, 0.);
+    ev_timer_set(&A.lease_timer, (double)(first - now + 1) / 1000.0, 0.);
     ev_timer_start(H.loop, &A.lease_timer);
 }
 
