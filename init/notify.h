@@ -1,8 +1,8 @@
 /* notify: systemd's readiness protocol (sd_notify(3)) on hearth's side. A
- * service with ready.notify or health.watchdog_ms gets a datagram socket
- * of its own, named in its NOTIFY_SOCKET; this module owns that socket
- * (opening it, receiving one datagram with its sender's credentials) and
- * the parser of what arrives ("READY=1\nSTATUS=...\n"). What a message
+ * service with ready.notify, health.watchdog_ms or activity.lease gets a
+ * datagram socket of its own, named in its NOTIFY_SOCKET; this module owns
+ * that socket (opening it, receiving one datagram with its sender's
+ * credentials) and the parser of what arrives ("READY=1\nSTATUS=...\n"). What a message
  * does to the service, and whether its sender belongs to the service, is
  * service.c's business. */
 #ifndef HEARTH_NOTIFY_H

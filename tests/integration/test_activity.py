@@ -386,6 +386,47 @@ def test_lease_from_the_documented_shell_helper(hearth, tmp_path):
     assert lease_stats(hearth, "svc")["refused"] == 0
 
 
+# Another service: sends a lease to the first one's socket.
+INTRUDER = r'''
+import json, os, socket, sys, time
+d = sys.argv[1]
+while not os.path.exists(os.path.join(d, "env.json")):
+    time.sleep(0.02)
+addr = json.load(open(os.path.join(d, "env.json")))["NOTIFY_SOCKET"]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+n = 0
+while True:
+    s.sendto(b"HEARTH_BUSY=3600\nHEARTH_BUSY_REASON=intruder", "\0" + addr[1:])
+    n += 1
+    with open(os.path.join(d, "intruder.sent"), "w") as f:
+        f.write(str(n))
+    time.sleep(0.05)
+'''
+
+
+def test_foreign_lease_is_refused(hearth, tmp_path):
+    t = Talker(tmp_path)
+    intruder = tmp_path / "intruder.py"
+    intruder.write_text(INTRUDER)
+    hearth.start(hearth.config(
+        [t.service(), {"name": "intruder", "argv": ["/usr/bin/python3", str(intruder),
+                                                    str(t.dir)]}], activity=FAST))
+    t.env(hearth)
+    sent = t.dir / "intruder.sent"
+    hearth.wait_for(lambda: sent.exists() and int(sent.read_text() or 0) >= 10,
+                    what="the intruder's datagrams")
+    svc = hearth.service("svc")
+    assert svc["notify"]["refused"] >= 5, svc["notify"]
+    a = activity(hearth)
+    assert a["lease"] is None
+    st = lease_stats(hearth, "svc")
+    assert st["taken"] == 0 and not st["holds"]
+    # The service's own lease still works beside the noise.
+    t.send(b"HEARTH_BUSY=60\nHEARTH_BUSY_REASON=mine")
+    lease = hearth.wait_for(lambda: activity(hearth)["lease"], what="the service's own lease")
+    assert lease["reason"] == "mine" and lease["service"] == "svc"
+
+
 def test_lease_refused_without_activity_lease(hearth, tmp_path):
     t = Talker(tmp_path)
     # ready.notify gives a NOTIFY_SOCKET, but leases were not granted.
