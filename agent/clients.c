@@ -14,6 +14,7 @@
 
 #include <cJSON.h>
 
+#include "activity.h"
 #include "events.h"
 #include "hearth.h"
 #include "log.h"
@@ -496,6 +497,7 @@ void control_subscribe(struct client *c, uint64_t since)
 {
     struct replay_ctx r = {c};
     c->subscribed = true;
+    activity_watch(); /* a listener: activity samples while one is there */
     if (since != UINT64_MAX)
         events_replay(since, replay_one, &r);
 }
@@ -586,6 +588,14 @@ void control_set_stream_hooks(void (*room)(struct client *c), void (*closed)(str
     stream_closed_hook = closed;
 }
 /* ---- end of the stream API ---- */
+
+size_t control_subscriber_count(void)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < CONTROL_SLOTS; i++)
+        n += control_clients[i] && control_clients[i]->subscribed && !client_dead(control_clients[i]);
+    return n;
+}
 
 void control_broadcast(const char *line, size_t len)
 {

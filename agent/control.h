@@ -48,6 +48,8 @@ void control_subscribe(struct client *c, uint64_t since);
 void control_subscribe_after_reply(struct client *c, uint64_t since);
 /* Streams the output of service index to c as "log" notifications. */
 void control_follow(struct client *c, size_t index);
+/* Clients subscribed to events now. */
+size_t control_subscriber_count(void);
 /* Sends a notification line (with newline) to every subscriber. */
 void control_broadcast(const char *line, size_t len);
 /* Deferred replies: a handler that has to wait (a freeze waiting for the

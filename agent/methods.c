@@ -9,6 +9,7 @@
 
 #include <cJSON.h>
 
+#include "activity.h"
 #include "control.h"
 #include "events.h"
 #include "hearth.h"
@@ -116,6 +117,7 @@ static int m_status(struct client *c, cJSON *params, cJSON **result, struct rpc_
     cJSON_AddItemToObject(r, "mounts", mounts_status_json());
     cJSON_AddItemToObject(r, "services", services_to_json());
     sandbox_status_json(r);
+    cJSON_AddItemToObject(r, "activity", activity_json());
     /* Errors and paths in status may quote a secret (a URL password, a
      * value from sandbox.init or an env file). */
     redact_json(r);

@@ -22,6 +22,7 @@
 #include "launch.h"
 #include "logring.h"
 #include "notify.h"
+#include "activity.h"
 #include "outcopy.h"
 #include "reaper.h"
 #include "redact.h"
@@ -311,6 +312,7 @@ static void child_exited(void *ctx, pid_t pid, int wstatus)
     s->wstatus = wstatus;
     s->has_exit = true;
     s->pid = 0;
+    activity_service_down((size_t)(s - svcs)); /* its lease ends with it */
     dispatch(s, E_EXIT);
 }
 
@@ -342,6 +344,7 @@ static void emit_line(struct service *s, enum log_stream st, const char *text, s
  * are cut. */
 static void outpipe_feed(struct outpipe *o, const char *buf, size_t n)
 {
+    activity_output((size_t)(o->s - svcs), n);
     for (size_t i = 0; i < n; i++) {
         char c = buf[i];
         if (c == '\n') {
@@ -659,7 +662,7 @@ static void oom_watch(struct service *s)
 
 static bool wants_nsock(const struct service *s)
 {
-    return s->ready_notify || s->watchdog_ms;
+    return s->ready_notify || s->watchdog_ms || activity_lease_allowed(s->cfg);
 }
 
 static void nsock_cb(struct ev_loop *loop, ev_io *w, int revents);
@@ -833,6 +836,8 @@ static void notify_apply(struct service *s, const struct notify_msg *m)
             dispatch(s, E_READY);
         }
     }
+    if (m->has_busy) /* a lease: activity.c judges it */
+        activity_lease((size_t)(s - svcs), m->busy_sec, m->has_busy_reason ? m->busy_reason : NULL);
     if (s->watchdog_ms && (m->watchdog || m->watchdog_trigger)) {
         if (m->watchdog)
             s->wd_last_ms = now;
