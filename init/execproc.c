@@ -16,6 +16,7 @@
 
 #include "base64.h"
 #include "cgroup.h"
+#include "activity.h"
 #include "config.h"
 #include "contain.h"
 #include "control.h"
@@ -103,6 +104,10 @@ static uint8_t read_buf[READ_CHUNK];
 
 static void pump(struct proc *p);
 static void finish_check(struct proc *p);
+static size_t running_count(void);
+
+/* An open exec session keeps the sandbox busy for an auto-pauser. */
+static void sessions_changed(void) { activity_exec_count((unsigned)running_count()); }
 
 void exec_limits(size_t *max_processes, size_t *buffer_bytes)
 {
@@ -382,6 +387,7 @@ static void proc_free(struct proc *p)
     for (size_t i = 0; i < TABLE_MAX; i++)
         if (table[i] == p)
             table[i] = NULL;
+    sessions_changed();
     for (int i = 0; i < 2; i++) {
         stream_close(p, i);
         free(p->out[i].ring);
@@ -437,6 +443,7 @@ static void finish_check(struct proc *p)
         if (p->out[i].open || (p->client && p->out[i].sent < p->out[i].end))
             return;
     p->finished = true;
+    sessions_changed();
     ev_timer_stop(H.loop, &p->grace);
     ev_timer_stop(H.loop, &p->timeout);
     if (p->in_fd >= 0) {
@@ -880,6 +887,7 @@ int exec_start(struct client *c, const struct exec_request *r, struct rpc_error 
     p->start_ticket = control_defer(c);
     log_info("exec %llu: pid %d started: %s%s", (unsigned long long)p->id, (int)pid, p->argv[0],
              p->tty ? " (tty)" : "");
+    sessions_changed();
     return 0;
 
 syserr:

@@ -546,3 +546,17 @@ def test_hearthctl_exec_tty_through_a_pty(h):
         except (ProcessLookupError, ChildProcessError):
             pass
         os.close(fd)
+
+
+def test_an_open_session_keeps_the_sandbox_busy(c):
+    # status.activity counts exec sessions: busy with source "exec" while
+    # one runs, and that reason gone once it has ended.
+    pid = start(c, {"argv": ["sleep", "30"]})
+    act = c.result("status")["activity"]
+    assert act["exec_sessions"] == 1, act
+    assert act["busy"] and any(r["source"] == "exec" for r in act["reasons"]), act
+    c.result("exec.signal", {"id": pid, "signal": "SIGKILL"})
+    c.result("exec.wait", {"id": pid, "timeout_ms": 10000})
+    act = c.result("status")["activity"]
+    assert act["exec_sessions"] == 0, act
+    assert not any(r["source"] == "exec" for r in act["reasons"]), act
