@@ -17,11 +17,11 @@
 #include "cidr.h"
 #include "config.h"
 #include "events.h"
+#include "gates.h"
 #include "hearth.h"
 #include "log.h"
 #include "netlink.h"
 #include "nft.h"
-#include "service.h"
 
 #ifndef ARPHRD_ETHER
 #define ARPHRD_ETHER 1
@@ -335,7 +335,7 @@ int egress_set(const cJSON *policy, char *err, size_t errlen)
     watch_start();
     E.error[0] = 0;
     log_info("egress policy applied");
-    services_phase_set("egress", true);
+    gate_set("egress", true);
     emit();
     return 0;
 }
@@ -359,7 +359,7 @@ void egress_boot(const struct config *cfg)
     const cJSON *pol = cJSON_GetObjectItemCaseSensitive(root, "egress");
     if (!pol) {
         /* Nothing to enforce: the phase is open. */
-        services_phase_set("egress", true);
+        gate_set("egress", true);
         return;
     }
     watch_start();
@@ -374,7 +374,7 @@ void egress_boot(const struct config *cfg)
         }
         snprintf(E.error, sizeof(E.error), "%s", err);
         log_error("egress: policy not applied, services after egress held: %s", err);
-        services_phase_set("egress", false);
+        gate_set("egress", false);
         emit();
     }
 }
@@ -404,14 +404,14 @@ int egress_recheck(char *err, size_t errlen)
     if (rc < 0) {
         E.applied = false;
         snprintf(E.error, sizeof(E.error), "%s", err);
-        services_phase_set("egress", false);
+        gate_set("egress", false);
         emit();
         return -1;
     }
     E.repairs++;
     E.applied = true;
     E.error[0] = 0;
-    services_phase_set("egress", true);
+    gate_set("egress", true);
     emit();
     return 0;
 }

@@ -28,6 +28,7 @@
 #include "mounts.h"
 #include "network.h"
 #include "egress.h"
+#include "gates.h"
 #include "skills.h"
 #include "reaper.h"
 #include "resumefile.h"
@@ -105,7 +106,7 @@ bool sandbox_waiting_for_init(void) { return init_waiting; }
 /* The lifecycle moves on once the gate opens (main set wait_init). */
 static void init_released(void)
 {
-    services_phase_set("init", true);
+    gate_set("init", true);
     if (H.phase == PHASE_WAIT_INIT)
         hearth_set_phase(PHASE_RUNNING);
 }
@@ -955,7 +956,7 @@ void sandbox_setup(const struct config *cfg)
     clock_check_ms = json_int_or(clk, "check_ms", 30000);
     on_timeout_fail = cJSON_IsString(ot) && strcmp(ot->valuestring, "fail") == 0;
     init_waiting = cfg->wait_for_init;
-    services_phase_set("init", !init_waiting);
+    gate_set("init", !init_waiting);
     if (init_waiting) {
         log_info("waiting for sandbox.init%s", cfg->wait_for_init_timeout_ms ? "" : " (no timeout)");
         if (cfg->wait_for_init_timeout_ms > 0) {

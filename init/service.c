@@ -17,6 +17,7 @@
 #include "contain.h"
 #include "check.h"
 #include "events.h"
+#include "gates.h"
 #include "hearth.h"
 #include "log.h"
 #include "launch.h"
@@ -1509,32 +1510,17 @@ static enum svc_state a_stopped(struct service *s)
     return SVC_STOPPED;
 }
 
-/* Phases services may be "after" (config_after_phases), and whether each
- * has been reached. A module marks its phase when its setup is done
- * (mounts mounted, egress applied...); a phase whose module has nothing to
- * do is marked at boot. Until then, services after it wait. */
-static bool phase_done[8];
-
-static int phase_index(const char *name)
-{
-    for (int i = 0; config_after_phases[i]; i++)
-        if (strcmp(config_after_phases[i], name) == 0)
-            return i;
-    return -1;
-}
-
 static struct service *find(const char *name);
 
 /* The first thing s is "after" that is not up yet, or NULL. A service is
  * up when running, or when it exited successfully (a one-shot setup job).
- * A phase is up once its module has marked it reached. */
+ * A gate is up once its module has marked it reached. */
 static const char *unmet_dep(const struct service *s)
 {
     for (size_t i = 0; i < s->cfg->n_after; i++) {
         const char *a = s->cfg->after[i];
-        int ph = phase_index(a);
-        if (ph >= 0) {
-            if (!phase_done[ph])
+        if (gate_known(a)) {
+            if (!gate_reached(a))
                 return a;
             continue;
         }
@@ -1615,35 +1601,12 @@ static void release_waiting(void)
     }
 }
 
-void services_phase_set(const char *phase, bool reached)
+/* A gate reached may release services waiting for it (not while every
+ * service is being stopped). */
+static void gate_changed(const char *name, bool reached)
 {
-    int i = phase_index(phase);
-    if (i < 0 || phase_done[i] == reached)
-        return;
-    phase_done[i] = reached;
-    log_info("phase %s %s", phase, reached ? "reached" : "no longer reached");
-    cJSON *o = cJSON_CreateObject();
-    if (o) {
-        cJSON_AddStringToObject(o, "phase", phase);
-        cJSON_AddBoolToObject(o, "reached", reached);
-    }
-    events_emit("phase.reached", o);
     if (reached && stop_all_next < 0)
         release_waiting();
-}
-
-bool services_phase_reached(const char *phase)
-{
-    int i = phase_index(phase);
-    return i >= 0 && phase_done[i];
-}
-
-cJSON *services_phases_json(void)
-{
-    cJSON *o = cJSON_CreateObject();
-    for (int i = 0; o && config_after_phases[i]; i++)
-        cJSON_AddBoolToObject(o, config_after_phases[i], phase_done[i]);
-    return o;
 }
 
 /* Kahn's algorithm over the service names in "after", stable in config
@@ -1681,6 +1644,7 @@ static void compute_order(void)
 int services_init(const struct config *cfg)
 {
     srandom((unsigned)(mono_ms() ^ (getpid() << 16)));
+    gates_on_change(gate_changed);
     nsvcs = cfg->n_services;
     main_index = nsvcs ? 0 : -1;
     for (size_t i = 0; i < nsvcs; i++) {

@@ -20,6 +20,7 @@
 #include "childjob.h"
 #include "config.h"
 #include "events.h"
+#include "gates.h"
 #include "hearth.h"
 #include "inherit.h"
 #include "log.h"
@@ -1282,7 +1283,7 @@ static void record_run(const char *trigger, int rc, const char *err,
     bool usable = rc == 0 || S.last.errors > 0;
     if (usable && !S.reached) {
         S.reached = true;
-        services_phase_set("skills", true);
+        gate_set("skills", true);
     }
     if (S.started)
         watch_public(dev, ino);
@@ -1808,7 +1809,7 @@ void skills_init(const struct config *cfg)
     S.enabled = cJSON_IsString(pub) && cJSON_IsString(priv);
     if (!S.enabled) {
         /* Nothing to lay: services after "skills" need not wait. */
-        services_phase_set("skills", true);
+        gate_set("skills", true);
         return;
     }
     S.pub = strdup(pub->valuestring);
