@@ -29,6 +29,7 @@
 
 #include "cidr.h"
 #include "redact.h"
+#include "svc_config.h"
 
 /* Integers beyond 2^53 are not exact in a JSON double: they are the
  * ceiling for "no upper bound". */
@@ -1648,6 +1649,9 @@ static void build_service(struct builder *b, struct service_config *s, cJSON *ob
         s->force_exit[item->valueint / 8] |= (unsigned char)(1u << (item->valueint % 8));
     cJSON_ArrayForEach(item, get(obj, "restart_prevent_exit_codes"))
         s->prevent_exit[item->valueint / 8] |= (unsigned char)(1u << (item->valueint % 8));
+    s->settings = svc_settings_build(obj);
+    if (!s->settings)
+        b->oom = true;
 }
 
 static void add_listen(struct config *cfg, const char *s)
@@ -1908,6 +1912,7 @@ void config_free(struct config *cfg)
         free_list(s->after, s->n_after);
         free(s->success_exit_codes);
         free(s->on_resume);
+        svc_settings_free(s->settings);
     }
     free(cfg->hostname);
     free_list(cfg->modules, cfg->n_modules);

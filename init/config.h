@@ -40,6 +40,8 @@ struct env_var {
     char *value;
 };
 
+struct svc_settings;
+
 struct service_config {
     char *name;
     char **argv;              /* NULL-terminated */
@@ -70,6 +72,9 @@ struct service_config {
      * 0 = not set (the leaf's default, "max"). */
     int64_t memory_max, memory_high, pids_max;
     struct cJSON *json;         /* this service's validated object */
+    /* ready, health, log, launch and containment settings in typed form
+     * (svc_config.h), built at load */
+    struct svc_settings *settings;
 };
 
 /* Defaults of the metrics and resume_file keys (read by diskuse.c and

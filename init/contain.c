@@ -16,11 +16,10 @@
 
 #include <linux/capability.h>
 
-#include <cJSON.h>
-
 #include "log.h"
 #include "mountinfo.h"
 #include "safepath.h"
+#include "svc_config.h"
 
 #ifndef CLONE_NEWCGROUP
 #define CLONE_NEWCGROUP 0x02000000
@@ -72,30 +71,9 @@ const char *const contain_readonly[] = {
 
 /* ---- policy ---- */
 
-static uint64_t caps_of(const cJSON *arr)
-{
-    uint64_t m = 0;
-    for (const cJSON *v = arr ? arr->child : NULL; v; v = v->next) {
-        int n = cJSON_IsString(v) ? config_cap_number(v->valuestring) : -1;
-        if (n >= 0 && n < 64)
-            m |= BIT(n);
-    }
-    return m;
-}
-
 void contain_policy_of(const struct service_config *c, struct contain_policy *out)
 {
-    const cJSON *j = c->json;
-    const cJSON *keep = cJSON_GetObjectItemCaseSensitive(j, "caps_keep");
-    const cJSON *iso = cJSON_GetObjectItemCaseSensitive(j, "isolation");
-    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(j, "seccomp");
-
-    memset(out, 0, sizeof(*out));
-    out->keep_given = keep != NULL;
-    out->keep = keep ? caps_of(keep) : contain_default_caps;
-    out->drop = caps_of(cJSON_GetObjectItemCaseSensitive(j, "caps_drop"));
-    out->isolation = !cJSON_IsFalse(iso);
-    out->seccomp = !(cJSON_IsString(sc) && strcmp(sc->valuestring, "off") == 0);
+    *out = c->settings->contain;
 }
 
 uint64_t contain_caps(const struct contain_policy *pol, bool root)

@@ -8,12 +8,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <cJSON.h>
 #include <ev.h>
 
 #include "hearth.h"
 #include "logring.h"
 #include "redact.h"
+#include "svc_config.h"
 
 static void (*log_sink)(const char *service, size_t index, const struct logline *l);
 static bool (*log_full)(size_t index);
@@ -129,20 +129,11 @@ void svc_output_init(struct service *s)
         s->out.pipe[k].s = s;
         s->out.pipe[k].stream = (enum log_stream)k;
     }
-    {
-        const cJSON *lg = cJSON_GetObjectItemCaseSensitive(s->cfg->json, "log");
-        const cJSON *rl = cJSON_GetObjectItemCaseSensitive(lg, "ring_lines");
-        const cJSON *fl = cJSON_GetObjectItemCaseSensitive(lg, "file");
-        const cJSON *mb = cJSON_GetObjectItemCaseSensitive(lg, "max_bytes");
-        const cJSON *kp = cJSON_GetObjectItemCaseSensitive(lg, "keep");
-        uid_t lo_uid;
-        gid_t lo_gid;
-        service_owner(s->cfg, &lo_uid, &lo_gid);
-        logring_init(&s->out.ring, cJSON_IsNumber(rl) ? (size_t)rl->valuedouble : LOGRING_DEFAULT_LINES,
-                     cJSON_IsString(fl) ? fl->valuestring : NULL,
-                     cJSON_IsNumber(mb) ? (int64_t)mb->valuedouble : 10 * 1024 * 1024,
-                     cJSON_IsNumber(kp) ? kp->valueint : 3, lo_uid, lo_gid);
-    }
+    const struct svc_log_settings *lg = &s->cfg->settings->log;
+    uid_t lo_uid;
+    gid_t lo_gid;
+    service_owner(s->cfg, &lo_uid, &lo_gid);
+    logring_init(&s->out.ring, lg->ring_lines, lg->file, lg->max_bytes, lg->keep, lo_uid, lo_gid);
 }
 
 /* rd: the read ends of the stdout and stderr pipes (-1 when there are

@@ -13,6 +13,7 @@
 #include "events.h"
 #include "hearth.h"
 #include "log.h"
+#include "svc_config.h"
 
 void svc_ready_cancel(struct service *s)
 {
@@ -261,40 +262,36 @@ void svc_health_on_state(struct service *s, enum svc_state from, enum svc_state 
     }
 }
 
-/* The timers, and the ready and health checks read from the config. */
+/* The timers, and the ready and health checks from the typed config (a
+ * copy of each spec, its argv pointed at the copy's own store). */
 void svc_probe_init(struct service *s)
 {
+    const struct svc_check_settings *r = &s->cfg->settings->ready, *h = &s->cfg->settings->health;
+
     ev_timer_init(&s->ready.timer, ready_timer_cb, 0., 0.);
     s->ready.timer.data = s;
-    const cJSON *rj = cJSON_GetObjectItemCaseSensitive(s->cfg->json, "ready");
-    if (rj) {
-        char err[160];
-        int rc = check_spec_from_json(rj, &s->ready.spec, err, sizeof(err));
-        if (rc == 0) {
-            s->ready.on = true;
-            s->ready.timeout_ms = s->ready.spec.timeout_ms;
-        } else if (rc == 1) {
-            s->ready.on = true;
-            s->ready.notify_fd = s->ready.spec.notify_fd;
-            s->ready.notify = s->ready.spec.notify;
-            s->ready.timeout_ms = s->ready.spec.timeout_ms;
-        } else {
-            log_warn("service %s: ready: %s", s->cfg->name, err);
+    if (r->given && r->error[0]) {
+        log_warn("service %s: ready: %s", s->cfg->name, r->error);
+    } else if (r->given) {
+        s->ready.spec = r->spec;
+        s->ready.spec.argv = r->spec.argv ? s->ready.spec.argv_store : NULL;
+        s->ready.on = true;
+        s->ready.timeout_ms = r->spec.timeout_ms;
+        if (r->listens) {
+            s->ready.notify_fd = r->spec.notify_fd;
+            s->ready.notify = r->spec.notify;
         }
     }
     ev_timer_init(&s->health.timer, health_timer_cb, 0., 0.);
     s->health.timer.data = s;
-    const cJSON *hj = cJSON_GetObjectItemCaseSensitive(s->cfg->json, "health");
-    if (hj) {
-        char err[160];
-        int rc = check_spec_from_json(hj, &s->health.spec, err, sizeof(err));
-        if (rc == 0 || (rc == 1 && s->health.spec.watchdog_ms > 0)) {
-            s->health.on = true;
-            s->health.watchdog_ms = s->health.spec.watchdog_ms;
-            s->health.interval_ms = s->health.spec.interval_ms ? s->health.spec.interval_ms : 10000;
-            s->health.threshold = s->health.spec.failures ? (unsigned)s->health.spec.failures : 3;
-        } else {
-            log_warn("service %s: health: %s", s->cfg->name, err);
-        }
+    if (h->given && !h->error[0] && (!h->listens || h->spec.watchdog_ms > 0)) {
+        s->health.spec = h->spec;
+        s->health.spec.argv = h->spec.argv ? s->health.spec.argv_store : NULL;
+        s->health.on = true;
+        s->health.watchdog_ms = h->spec.watchdog_ms;
+        s->health.interval_ms = h->interval_ms;
+        s->health.threshold = h->failures;
+    } else if (h->given) {
+        log_warn("service %s: health: %s", s->cfg->name, h->error);
     }
 }

@@ -1,0 +1,106 @@
+#include "svc_config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cJSON.h>
+
+#include "config.h"
+#include "logring.h"
+
+#define BIT(n) (1ULL << (n))
+
+static const cJSON *get(const cJSON *o, const char *key)
+{
+    return cJSON_GetObjectItemCaseSensitive(o, key);
+}
+
+static void log_of(const cJSON *lg, struct svc_log_settings *l)
+{
+    const cJSON *rl = get(lg, "ring_lines"), *fl = get(lg, "file");
+    const cJSON *mb = get(lg, "max_bytes"), *kp = get(lg, "keep");
+
+    l->ring_lines = cJSON_IsNumber(rl) ? (size_t)rl->valuedouble : LOGRING_DEFAULT_LINES;
+    l->file = cJSON_IsString(fl) ? fl->valuestring : NULL;
+    l->max_bytes = cJSON_IsNumber(mb) ? (int64_t)mb->valuedouble : SVC_LOG_MAX_BYTES_DEFAULT;
+    l->keep = cJSON_IsNumber(kp) ? kp->valueint : SVC_LOG_KEEP_DEFAULT;
+}
+
+static void check_of(const cJSON *obj, struct svc_check_settings *c)
+{
+    if (!obj)
+        return;
+    c->given = true;
+    int rc = check_spec_from_json(obj, &c->spec, c->error, sizeof(c->error));
+    c->listens = rc == 1;
+    if (rc < 0 && !c->error[0])
+        snprintf(c->error, sizeof(c->error), "not understood");
+    c->interval_ms = c->spec.interval_ms ? c->spec.interval_ms : SVC_HEALTH_INTERVAL_DEFAULT_MS;
+    c->failures = c->spec.failures ? (unsigned)c->spec.failures : SVC_HEALTH_FAILURES_DEFAULT;
+}
+
+static void launch_of(const cJSON *j, struct svc_launch_settings *l)
+{
+    const cJSON *v = get(j, "umask");
+    if (cJSON_IsString(v)) {
+        l->set_umask = true;
+        l->umask = (mode_t)strtoul(v->valuestring, NULL, 8) & 0777;
+    } else if (cJSON_IsNumber(v)) {
+        l->set_umask = true;
+        l->umask = (mode_t)v->valueint & 0777;
+    }
+    v = get(j, "rlimits");
+    for (const cJSON *r = v ? v->child : NULL; r && l->n_rlimits < SVC_RLIMITS_MAX; r = r->next) {
+        int res = config_rlimit_number(r->string);
+        if (res < 0)
+            continue;
+        l->rlimits[l->n_rlimits].resource = res;
+        l->rlimits[l->n_rlimits].lim = cJSON_IsNumber(r) ? (rlim_t)r->valuedouble : RLIM_INFINITY;
+        l->n_rlimits++;
+    }
+    v = get(j, "oom_score_adj");
+    if (cJSON_IsNumber(v)) {
+        l->set_oom = true;
+        l->oom_score_adj = v->valueint;
+    }
+    v = get(j, "no_new_privs");
+    l->no_new_privs = cJSON_IsBool(v) ? cJSON_IsTrue(v) : true;
+}
+
+static uint64_t caps_of(const cJSON *arr)
+{
+    uint64_t m = 0;
+    for (const cJSON *v = arr ? arr->child : NULL; v; v = v->next) {
+        int n = cJSON_IsString(v) ? config_cap_number(v->valuestring) : -1;
+        if (n >= 0 && n < 64)
+            m |= BIT(n);
+    }
+    return m;
+}
+
+static void contain_of(const cJSON *j, struct contain_policy *out)
+{
+    const cJSON *keep = get(j, "caps_keep"), *iso = get(j, "isolation"), *sc = get(j, "seccomp");
+
+    out->keep_given = keep != NULL;
+    out->keep = keep ? caps_of(keep) : contain_default_caps;
+    out->drop = caps_of(get(j, "caps_drop"));
+    out->isolation = !cJSON_IsFalse(iso);
+    out->seccomp = !(cJSON_IsString(sc) && strcmp(sc->valuestring, "off") == 0);
+}
+
+struct svc_settings *svc_settings_build(const cJSON *obj)
+{
+    struct svc_settings *st = calloc(1, sizeof(*st));
+    if (!st)
+        return NULL;
+    log_of(get(obj, "log"), &st->log);
+    check_of(get(obj, "ready"), &st->ready);
+    check_of(get(obj, "health"), &st->health);
+    launch_of(obj, &st->launch);
+    contain_of(obj, &st->contain);
+    return st;
+}
+
+void svc_settings_free(struct svc_settings *st) { free(st); }
