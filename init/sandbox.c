@@ -65,13 +65,6 @@ static cJSON *last_resume;
 static int64_t last_resume_mono_ms = -1;
 static int64_t last_freeze_ms = -1;
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 static double ms_since(int64_t t0_ns) { return (double)(mono_ns() - t0_ns) / 1e6; }
 
 /* One step's row: {"name","result","ms"[,"detail"]}. */
