@@ -19,7 +19,6 @@
 #include "log.h"
 #include "mountinfo.h"
 #include "safepath.h"
-#include "svc_config.h"
 
 #ifndef CLONE_NEWCGROUP
 #define CLONE_NEWCGROUP 0x02000000
@@ -31,13 +30,6 @@
 #endif
 
 #define BIT(n) (UINT64_C(1) << (n))
-
-/* The container runtimes' default set without NET_RAW: raw and packet
- * sockets send frames the inet egress hook never sees. */
-const uint64_t contain_default_caps =
-    BIT(CAP_CHOWN) | BIT(CAP_DAC_OVERRIDE) | BIT(CAP_FOWNER) | BIT(CAP_FSETID) | BIT(CAP_KILL) |
-    BIT(CAP_SETGID) | BIT(CAP_SETUID) | BIT(CAP_SETPCAP) | BIT(CAP_SETFCAP) |
-    BIT(CAP_NET_BIND_SERVICE) | BIT(CAP_SYS_CHROOT) | BIT(CAP_AUDIT_WRITE);
 
 /* Capabilities with which a service could undo what hearth set up: the
  * egress ruleset and raw frames (NET_ADMIN, NET_RAW), mounts and

@@ -5,11 +5,18 @@
 #include <string.h>
 
 #include <cJSON.h>
+#include <linux/capability.h>
 
 #include "config.h"
-#include "logring.h"
 
-#define BIT(n) (1ULL << (n))
+#define BIT(n) (UINT64_C(1) << (n))
+
+/* The container runtimes' default set without NET_RAW: raw and packet
+ * sockets send frames the inet egress hook never sees. */
+const uint64_t contain_default_caps =
+    BIT(CAP_CHOWN) | BIT(CAP_DAC_OVERRIDE) | BIT(CAP_FOWNER) | BIT(CAP_FSETID) | BIT(CAP_KILL) |
+    BIT(CAP_SETGID) | BIT(CAP_SETUID) | BIT(CAP_SETPCAP) | BIT(CAP_SETFCAP) |
+    BIT(CAP_NET_BIND_SERVICE) | BIT(CAP_SYS_CHROOT) | BIT(CAP_AUDIT_WRITE);
 
 static const cJSON *get(const cJSON *o, const char *key)
 {
@@ -21,7 +28,7 @@ static void log_of(const cJSON *lg, struct svc_log_settings *l)
     const cJSON *rl = get(lg, "ring_lines"), *fl = get(lg, "file");
     const cJSON *mb = get(lg, "max_bytes"), *kp = get(lg, "keep");
 
-    l->ring_lines = cJSON_IsNumber(rl) ? (size_t)rl->valuedouble : LOGRING_DEFAULT_LINES;
+    l->ring_lines = cJSON_IsNumber(rl) ? (size_t)rl->valuedouble : SVC_LOG_RING_LINES_DEFAULT;
     l->file = cJSON_IsString(fl) ? fl->valuestring : NULL;
     l->max_bytes = cJSON_IsNumber(mb) ? (int64_t)mb->valuedouble : SVC_LOG_MAX_BYTES_DEFAULT;
     l->keep = cJSON_IsNumber(kp) ? kp->valueint : SVC_LOG_KEEP_DEFAULT;

@@ -13,12 +13,13 @@
 #include <sys/resource.h>
 #include <sys/types.h>
 
-#include "check.h"
-#include "contain.h"
+#include "checkspec.h"
 
 struct cJSON;
 
-/* log.max_bytes, log.keep: a log file rotated at 10 MiB, three kept. */
+/* log.ring_lines, log.max_bytes, log.keep: the last 1000 lines kept in
+ * memory; a log file rotated at 10 MiB, three kept. */
+#define SVC_LOG_RING_LINES_DEFAULT 1000
 #define SVC_LOG_MAX_BYTES_DEFAULT (10 * 1024 * 1024)
 #define SVC_LOG_KEEP_DEFAULT 3
 /* health.interval_ms, health.failures */
@@ -27,7 +28,7 @@ struct cJSON;
 #define SVC_RLIMITS_MAX 16
 
 struct svc_log_settings {
-    size_t ring_lines;        /* default LOGRING_DEFAULT_LINES */
+    size_t ring_lines;
     const char *file;         /* NULL = no file; points into the config's JSON */
     int64_t max_bytes;
     int keep;
@@ -53,6 +54,19 @@ struct svc_launch_settings {
     int oom_score_adj;
     bool no_new_privs;        /* default true */
 };
+
+/* What a service's config asks for, before the user is known. */
+struct contain_policy {
+    bool keep_given;   /* caps_keep present */
+    uint64_t keep;     /* caps_keep (or the default for a root service) */
+    uint64_t drop;     /* caps_drop */
+    bool isolation;    /* default true */
+    bool seccomp;      /* "default" (true) or "off" */
+};
+
+/* The capability set a root service keeps by default (named for
+ * contain.c, which applies it). */
+extern const uint64_t contain_default_caps;
 
 struct svc_settings {
     struct svc_log_settings log;

@@ -6,7 +6,6 @@
 #include <sys/resource.h>
 
 #include "config.h"
-#include "logring.h"
 #include "svc_config.h"
 
 static struct config *parse(const char *json)
@@ -27,7 +26,7 @@ TEST(svc_settings_defaults)
         return;
     }
     const struct svc_settings *st = c->services[0].settings;
-    CHECK_EQ_INT(st->log.ring_lines, LOGRING_DEFAULT_LINES);
+    CHECK_EQ_INT(st->log.ring_lines, 1000);
     CHECK(st->log.file == NULL);
     CHECK_EQ_INT(st->log.max_bytes, 10 * 1024 * 1024);
     CHECK_EQ_INT(st->log.keep, 3);
