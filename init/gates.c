@@ -10,12 +10,13 @@
 
 /* Whether each gate of config_after_phases has been reached. A gate whose
  * module has nothing to do is marked at boot. */
-static bool reached_[8];
+static bool gate_up[8];
+#define NGATES ((int)(sizeof(gate_up) / sizeof(gate_up[0])))
 static void (*change_fn)(const char *name, bool reached);
 
 static int gate_index(const char *name)
 {
-    for (int i = 0; config_after_phases[i] && i < (int)(sizeof reached_ / sizeof reached_[0]); i++)
+    for (int i = 0; i < NGATES && config_after_phases[i]; i++)
         if (strcmp(config_after_phases[i], name) == 0)
             return i;
     return -1;
@@ -28,9 +29,9 @@ bool gate_known(const char *name) { return gate_index(name) >= 0; }
 void gate_set(const char *name, bool reached)
 {
     int i = gate_index(name);
-    if (i < 0 || reached_[i] == reached)
+    if (i < 0 || gate_up[i] == reached)
         return;
-    reached_[i] = reached;
+    gate_up[i] = reached;
     log_info("phase %s %s", name, reached ? "reached" : "no longer reached");
     cJSON *o = cJSON_CreateObject();
     if (o) {
@@ -45,13 +46,13 @@ void gate_set(const char *name, bool reached)
 bool gate_reached(const char *name)
 {
     int i = gate_index(name);
-    return i >= 0 && reached_[i];
+    return i >= 0 && gate_up[i];
 }
 
 cJSON *gates_json(void)
 {
     cJSON *o = cJSON_CreateObject();
-    for (int i = 0; o && config_after_phases[i] && i < (int)(sizeof reached_ / sizeof reached_[0]); i++)
-        cJSON_AddBoolToObject(o, config_after_phases[i], reached_[i]);
+    for (int i = 0; o && i < NGATES && config_after_phases[i]; i++)
+        cJSON_AddBoolToObject(o, config_after_phases[i], gate_up[i]);
     return o;
 }

@@ -218,7 +218,8 @@ struct cJSON *sandbox_resume(const struct sandbox_resume_req *req, const char *c
         enum step_result sr = resume_steps[i].fn(&rc, detail, sizeof(detail));
         cJSON_ReplaceItemInObjectCaseSensitive(rc.row, "result",
                                                cJSON_CreateString(step_results[sr]));
-        cJSON_ReplaceItemInObjectCaseSensitive(rc.row, "ms", cJSON_CreateNumber(sandbox_ms_since(ts)));
+        cJSON_ReplaceItemInObjectCaseSensitive(rc.row, "ms",
+                                               cJSON_CreateNumber(sandbox_ms_since(ts)));
         if (detail[0])
             cJSON_AddStringToObject(rc.row, "detail", detail);
         if (sr == STEP_FAILED) {

@@ -65,7 +65,8 @@ static ev_io ino_io;
 void svc_oom_check(struct service *s)
 {
     uint64_t n;
-    if (!s->leaf.oom_known || !s->leaf.path[0] || cgroup_oom_kills(s->leaf.path, &n) < 0 || n <= s->leaf.oom_count)
+    if (!s->leaf.oom_known || !s->leaf.path[0] || cgroup_oom_kills(s->leaf.path, &n) < 0 ||
+        n <= s->leaf.oom_count)
         return;
     uint64_t added = n - s->leaf.oom_count;
     s->leaf.oom_count = n;
@@ -113,7 +114,8 @@ static void ino_cb(struct ev_loop *loop, ev_io *w, int revents)
 void svc_oom_watch(struct service *s)
 {
     char path[CGROUP_PATH_MAX + 32];
-    if (s->leaf.oom_known || !s->leaf.path[0] || cgroup_oom_kills(s->leaf.path, &s->leaf.oom_count) < 0)
+    if (s->leaf.oom_known || !s->leaf.path[0] ||
+        cgroup_oom_kills(s->leaf.path, &s->leaf.oom_count) < 0)
         return;
     s->leaf.oom_known = true;
     if (ino_fd < 0) {

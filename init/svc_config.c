@@ -18,15 +18,12 @@ const uint64_t contain_default_caps =
     BIT(CAP_SETGID) | BIT(CAP_SETUID) | BIT(CAP_SETPCAP) | BIT(CAP_SETFCAP) |
     BIT(CAP_NET_BIND_SERVICE) | BIT(CAP_SYS_CHROOT) | BIT(CAP_AUDIT_WRITE);
 
-static const cJSON *get(const cJSON *o, const char *key)
-{
-    return cJSON_GetObjectItemCaseSensitive(o, key);
-}
-
 static void log_of(const cJSON *lg, struct svc_log_settings *l)
 {
-    const cJSON *rl = get(lg, "ring_lines"), *fl = get(lg, "file");
-    const cJSON *mb = get(lg, "max_bytes"), *kp = get(lg, "keep");
+    const cJSON *rl = cJSON_GetObjectItemCaseSensitive(lg, "ring_lines");
+    const cJSON *fl = cJSON_GetObjectItemCaseSensitive(lg, "file");
+    const cJSON *mb = cJSON_GetObjectItemCaseSensitive(lg, "max_bytes");
+    const cJSON *kp = cJSON_GetObjectItemCaseSensitive(lg, "keep");
 
     l->ring_lines = cJSON_IsNumber(rl) ? (size_t)rl->valuedouble : SVC_LOG_RING_LINES_DEFAULT;
     l->file = cJSON_IsString(fl) ? fl->valuestring : NULL;
@@ -49,7 +46,7 @@ static void check_of(const cJSON *obj, struct svc_check_settings *c)
 
 static void launch_of(const cJSON *j, struct svc_launch_settings *l)
 {
-    const cJSON *v = get(j, "umask");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "umask");
     if (cJSON_IsString(v)) {
         l->set_umask = true;
         l->umask = (mode_t)strtoul(v->valuestring, NULL, 8) & 0777;
@@ -57,7 +54,7 @@ static void launch_of(const cJSON *j, struct svc_launch_settings *l)
         l->set_umask = true;
         l->umask = (mode_t)v->valueint & 0777;
     }
-    v = get(j, "rlimits");
+    v = cJSON_GetObjectItemCaseSensitive(j, "rlimits");
     for (const cJSON *r = v ? v->child : NULL; r && l->n_rlimits < SVC_RLIMITS_MAX; r = r->next) {
         int res = config_rlimit_number(r->string);
         if (res < 0)
@@ -66,12 +63,12 @@ static void launch_of(const cJSON *j, struct svc_launch_settings *l)
         l->rlimits[l->n_rlimits].lim = cJSON_IsNumber(r) ? (rlim_t)r->valuedouble : RLIM_INFINITY;
         l->n_rlimits++;
     }
-    v = get(j, "oom_score_adj");
+    v = cJSON_GetObjectItemCaseSensitive(j, "oom_score_adj");
     if (cJSON_IsNumber(v)) {
         l->set_oom = true;
         l->oom_score_adj = v->valueint;
     }
-    v = get(j, "no_new_privs");
+    v = cJSON_GetObjectItemCaseSensitive(j, "no_new_privs");
     l->no_new_privs = cJSON_IsBool(v) ? cJSON_IsTrue(v) : true;
 }
 
@@ -88,11 +85,13 @@ static uint64_t caps_of(const cJSON *arr)
 
 static void contain_of(const cJSON *j, struct contain_policy *out)
 {
-    const cJSON *keep = get(j, "caps_keep"), *iso = get(j, "isolation"), *sc = get(j, "seccomp");
+    const cJSON *keep = cJSON_GetObjectItemCaseSensitive(j, "caps_keep");
+    const cJSON *iso = cJSON_GetObjectItemCaseSensitive(j, "isolation");
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(j, "seccomp");
 
     out->keep_given = keep != NULL;
     out->keep = keep ? caps_of(keep) : contain_default_caps;
-    out->drop = caps_of(get(j, "caps_drop"));
+    out->drop = caps_of(cJSON_GetObjectItemCaseSensitive(j, "caps_drop"));
     out->isolation = !cJSON_IsFalse(iso);
     out->seccomp = !(cJSON_IsString(sc) && strcmp(sc->valuestring, "off") == 0);
 }
@@ -102,9 +101,9 @@ struct svc_settings *svc_settings_build(const cJSON *obj)
     struct svc_settings *st = calloc(1, sizeof(*st));
     if (!st)
         return NULL;
-    log_of(get(obj, "log"), &st->log);
-    check_of(get(obj, "ready"), &st->ready);
-    check_of(get(obj, "health"), &st->health);
+    log_of(cJSON_GetObjectItemCaseSensitive(obj, "log"), &st->log);
+    check_of(cJSON_GetObjectItemCaseSensitive(obj, "ready"), &st->ready);
+    check_of(cJSON_GetObjectItemCaseSensitive(obj, "health"), &st->health);
     launch_of(obj, &st->launch);
     contain_of(obj, &st->contain);
     return st;

@@ -175,7 +175,9 @@ void svc_health_arm(struct service *s, int64_t ms)
     if (!s->health.on || s->state != SVC_RUNNING || services_suspended() || s->health.probe)
         return;
     ev_timer_set(&s->health.timer,
-                 s->health.watchdog_ms ? (double)s->health.watchdog_ms / 1000.0 : hearth_grid_delay(ms), 0.);
+                 s->health.watchdog_ms ? (double)s->health.watchdog_ms / 1000.0
+                                       : hearth_grid_delay(ms),
+                 0.);
     ev_timer_start(H.loop, &s->health.timer);
 }
 
