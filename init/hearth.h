@@ -51,7 +51,7 @@ void hearth_set_phase(enum hearth_phase p);
  * grid on hearth's loop, see timebase_grid_delay. */
 static inline double hearth_grid_delay(int64_t period_ms)
 {
-    return timebase_grid_delay(H.loop, period_ms);
+    return timebase_grid_delay(ev_now(H.loop), period_ms);
 }
 
 #endif

@@ -2,8 +2,6 @@
 
 #include <time.h>
 
-#include <ev.h>
-
 int64_t mono_ns(void)
 {
     struct timespec ts;
@@ -19,11 +17,10 @@ int64_t wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-double timebase_grid_delay(struct ev_loop *loop, int64_t period_ms)
+double timebase_grid_delay(double now, int64_t period_ms)
 {
     if (period_ms <= 0)
         return 0.;
-    double now = ev_now(loop);
     int64_t now_ms = (int64_t)(now * 1000.0);
     int64_t next = ((now_ms + period_ms / 2) / period_ms + 1) * period_ms;
     double d = (double)next / 1000.0 - now;

@@ -7,8 +7,6 @@
 
 #include <stdint.h>
 
-struct ev_loop;
-
 /* Monotonic nanoseconds (CLOCK_MONOTONIC), and the same in coarser units. */
 int64_t mono_ns(void);
 static inline int64_t mono_us(void) { return mono_ns() / 1000; }
@@ -22,11 +20,11 @@ int64_t wall_ms(void);
  * divides another's fires in the same wake-up instead of its own: an idle
  * sandbox pays one wake-up per distinct instant, not one per timer. The
  * gap between two firings stays within half and one and a half periods,
- * one period on average. The grid is counted on loop's cached wall time,
- * which libev keeps at a fixed offset from its monotonic time (re-read to
- * within microseconds at each wake-up), so two timers aimed at one grid
- * point come due in the same wake-up; a clock step only shifts the grid
- * until each timer is next armed. */
-double timebase_grid_delay(struct ev_loop *loop, int64_t period_ms);
+ * one period on average. now is the loop's cached wall time (ev_now, in
+ * seconds), which libev keeps at a fixed offset from its monotonic time
+ * (re-read to within microseconds at each wake-up), so two timers aimed at
+ * one grid point come due in the same wake-up; a clock step only shifts
+ * the grid until each timer is next armed. */
+double timebase_grid_delay(double now, int64_t period_ms);
 
 #endif
