@@ -20,11 +20,24 @@ CFLAGS      ?= -Os -ffunction-sections -fdata-sections -fno-asynchronous-unwind-
 # segments, which a static binary of this size would spend ~8 KiB on.
 LDFLAGS_STATIC := -static -Wl,--gc-sections -Wl,-z,noseparate-code -s
 
+# Which code runs where. Guest: hearth, PID 1 inside the sandbox, is
+# init/ and the control server in agent/ (its top level). Host: hearthctl
+# is agent/hearthctl/ and the few guest files it shares, named here (the
+# protocol's framing, the encoders, the digest). A file dropped into
+# agent/hearthctl/ is built into hearthctl only.
+# Host code at agent/'s top level would be linked into hearth: refuse it.
+ifneq ($(wildcard agent/hearthctl*.c agent/hearthctl*.h),)
+$(error $(wildcard agent/hearthctl*.c agent/hearthctl*.h): hearthctl's files belong in agent/hearthctl/ (see agent/hearthctl/ctl.h))
+endif
 INIT_SRCS   := $(sort $(wildcard init/*.c))
-AGENT_SRCS  := $(filter-out agent/hearthctl%.c,$(sort $(wildcard agent/*.c)))
-CTL_SRCS    := $(sort $(wildcard agent/hearthctl*.c)) init/sha256.c init/base64.c
+AGENT_SRCS  := $(sort $(wildcard agent/*.c))
+GUEST_SRCS  := $(INIT_SRCS) $(AGENT_SRCS)
+HOST_SRCS   := $(sort $(wildcard agent/hearthctl/*.c))
+SHARED_SRCS := agent/rpc.c init/utf8.c init/sha256.c init/base64.c
+CTL_SRCS    := $(HOST_SRCS) $(SHARED_SRCS)
 LIB_SRCS    := $(filter-out init/main.c,$(INIT_SRCS)) $(AGENT_SRCS)
 HDRS        := $(wildcard init/*.h agent/*.h)
+CTL_HDRS    := $(wildcard agent/hearthctl/*.h) $(HDRS)
 
 DEPS_STAMP  := $(DEPS)/.libev-4.33 $(DEPS)/.cjson-1.7.15
 DEP_INC     := -isystem $(DEPS)/include -isystem $(DEPS)/kinclude
@@ -36,7 +49,7 @@ UNIT_FLAGS  := $(EV_DEFS) -std=gnu11 $(WARN) -D_GNU_SOURCE -DHEARTH_VERSION='"$(
                -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 UNIT_LIBS   := $(DEPS)/glibc/lib/libev.a $(DEPS)/glibc/lib/libcjson.a -lm
 
-.PHONY: all deps test unit distclean integration vm valgrind bench fuzz image run install clean check-static
+.PHONY: all deps test unit distclean integration vm valgrind runtime bench fuzz image oci run install clean check-static
 
 all: $(BUILD)/hearth $(BUILD)/hearthctl
 
@@ -50,30 +63,30 @@ $(DEPS_STAMP): scripts/deps.sh scripts/libev-features
 # What each entry point needs beyond the toolchain (test tools, image
 # tools, benchmark peers, the guest kernel), one stamp per package set;
 # deps.sh checks a set once and says what it installs.
-$(DEPS)/.pkgs-test $(DEPS)/.pkgs-image $(DEPS)/.pkgs-bench: $(DEPS)/.pkgs-%: scripts/deps.sh
+$(DEPS)/.pkgs-test $(DEPS)/.pkgs-image $(DEPS)/.pkgs-bench $(DEPS)/.pkgs-oci: $(DEPS)/.pkgs-%: scripts/deps.sh
 	scripts/deps.sh --$*
 
-$(BUILD)/hearth: $(INIT_SRCS) $(AGENT_SRCS) $(HDRS) $(DEPS_STAMP) VERSION
+$(BUILD)/hearth: $(GUEST_SRCS) $(HDRS) $(DEPS_STAMP) VERSION
 	@mkdir -p $(BUILD)
-	$(MUSLCC) $(CFLAGS_COMMON) $(CFLAGS) $(DEP_INC) -o $@ $(INIT_SRCS) $(AGENT_SRCS) $(LDFLAGS_STATIC) $(DEP_LIBS)
+	$(MUSLCC) $(CFLAGS_COMMON) $(CFLAGS) $(DEP_INC) -o $@ $(GUEST_SRCS) $(LDFLAGS_STATIC) $(DEP_LIBS)
 
 # hearth with every cgroup limit write left out: tests/vm/test_limits.py
 # boots it and expects the limit checks to fail (a mutation check).
-$(BUILD)/hearth-mutant-nolimits: $(INIT_SRCS) $(AGENT_SRCS) $(HDRS) $(DEPS_STAMP) VERSION
+$(BUILD)/hearth-mutant-nolimits: $(GUEST_SRCS) $(HDRS) $(DEPS_STAMP) VERSION
 	@mkdir -p $(BUILD)
-	$(MUSLCC) $(CFLAGS_COMMON) $(CFLAGS) -DHEARTH_MUTANT_NO_LIMITS $(DEP_INC) -o $@ $(INIT_SRCS) $(AGENT_SRCS) $(LDFLAGS_STATIC) $(DEP_LIBS)
+	$(MUSLCC) $(CFLAGS_COMMON) $(CFLAGS) -DHEARTH_MUTANT_NO_LIMITS $(DEP_INC) -o $@ $(GUEST_SRCS) $(LDFLAGS_STATIC) $(DEP_LIBS)
 
-$(BUILD)/hearthctl: $(CTL_SRCS) $(HDRS) $(DEPS_STAMP) VERSION
+$(BUILD)/hearthctl: $(CTL_SRCS) $(CTL_HDRS) $(DEPS_STAMP) VERSION
 	@mkdir -p $(BUILD)
 	$(MUSLCC) $(CFLAGS_COMMON) $(CFLAGS) $(DEP_INC) -o $@ $(CTL_SRCS) $(LDFLAGS_STATIC) $(DEPS)/lib/libcjson.a -lm
 
 # The same hearth linked dynamically against glibc, with debug info, for
 # valgrind: memcheck replaces malloc through the dynamic loader, so in the
 # static musl binary it would see no heap at all.
-$(BUILD)/hearth-debug: $(INIT_SRCS) $(AGENT_SRCS) $(HDRS) $(DEPS_STAMP) VERSION
+$(BUILD)/hearth-debug: $(GUEST_SRCS) $(HDRS) $(DEPS_STAMP) VERSION
 	@mkdir -p $(BUILD)
 	$(CC_UNIT) $(CFLAGS_COMMON) -DJSONALLOC_KEEP=0 -g -O1 -fno-omit-frame-pointer -isystem $(DEPS)/glibc/include \
-		-o $@ $(INIT_SRCS) $(AGENT_SRCS) $(UNIT_LIBS)
+		-o $@ $(GUEST_SRCS) $(UNIT_LIBS)
 
 $(BUILD)/unit: $(UNIT_SRCS) $(LIB_SRCS) $(HDRS) $(DEPS_STAMP) $(wildcard tests/unit/*.h)
 	@mkdir -p $(BUILD)
@@ -93,6 +106,11 @@ integration: $(DEPS)/.pkgs-test
 vm: $(DEPS)/.pkgs-test
 	$(MAKE) all
 	tests/run-layer.sh vm
+
+# The OCI image under podman (runc), in a private store under build/.
+runtime: $(DEPS)/.pkgs-test
+	$(MAKE) all
+	tests/run-layer.sh runtime
 
 # The integration smoke subset with hearth under valgrind memcheck.
 valgrind: $(DEPS)/.pkgs-test
@@ -117,6 +135,12 @@ image: $(DEPS)/.pkgs-image
 	$(MAKE) all
 	rootfs/build-image.sh
 
+# The Hermes sandbox as an OCI image archive (build/oci/hearth-hermes.tar),
+# written by umoci: podman load -i build/oci/hearth-hermes.tar.
+oci: $(DEPS)/.pkgs-oci
+	$(MAKE) all
+	rootfs/build-oci.sh
+
 # Everything from a fresh machine: packages, libraries, kernel, build,
 # image, boot, status.
 run: $(DEPS)/.pkgs-image
@@ -138,7 +162,7 @@ install: all
 	install -D -m 0644 rootfs/hermes/hearth.json $(DESTDIR)/etc/hearth/hearth.json.example
 
 clean:
-	rm -rf $(BUILD)/hearth $(BUILD)/hearth-debug $(BUILD)/hearthctl $(BUILD)/unit $(BUILD)/test $(BUILD)/image $(BUILD)/vmtest
+	rm -rf $(BUILD)/hearth $(BUILD)/hearth-debug $(BUILD)/hearthctl $(BUILD)/unit $(BUILD)/test $(BUILD)/image $(BUILD)/vmtest $(BUILD)/oci
 
 distclean:
 	rm -rf $(BUILD)

@@ -9,8 +9,10 @@
 
 #include <cJSON.h>
 
+#include "proto.h"
 
-#define RPC_MAX_LINE (1 << 20) /* one request, without its newline */
+
+#define RPC_MAX_LINE PROTO_MAX_REQUEST /* one request, without its newline */
 #define LINEBUF_CHUNK 65536     /* a linebuf grows by reads of this size */
 
 enum rpc_code {

@@ -28,6 +28,7 @@
 #include <cJSON.h>
 
 #include "cidr.h"
+#include "proto.h"
 #include "redact.h"
 #include "svc_config.h"
 
@@ -35,7 +36,7 @@
  * ceiling for "no upper bound". */
 #define INT53 (INT64_C(1) << 53)
 
-#define DEFAULT_UNIX_LISTEN "unix:/run/hearth/control.sock"
+#define DEFAULT_UNIX_LISTEN PROTO_DEFAULT_CONNECT
 #define DEFAULT_VSOCK_LISTEN "vsock:1025"
 #define DEFAULT_HOST_CID 2u
 #define MAX_ALLOWED_CIDS (sizeof(((struct config *)0)->allowed_cids) / sizeof(uint32_t))

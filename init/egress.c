@@ -6,8 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <linux/capability.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/rtnetlink.h>
 
@@ -240,6 +242,17 @@ static int apply_layers(struct nft_policy *np, struct nft_expect *exp, char *why
     return rc;
 }
 
+/* A container started without NET_ADMIN is the usual reason nf_tables
+ * refuses: say so, since "Operation not permitted" alone does not. */
+static bool lacks_net_admin(void)
+{
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct d[2];
+    if (syscall(SYS_capget, &h, d) < 0)
+        return false;
+    return !(d[CAP_NET_ADMIN / 32].effective & (1u << (CAP_NET_ADMIN % 32)));
+}
+
 static int apply_parsed(const struct parsed *p, char *err, size_t errlen)
 {
     struct link_list links;
@@ -277,7 +290,9 @@ static int apply_parsed(const struct parsed *p, char *err, size_t errlen)
         memcpy(E.netdev_error, old_error, sizeof(old_error));
         E.n_uncovered = old_uncovered;
         E.netdev_refused = old_refused;
-        snprintf(err, errlen, "nf_tables: %s", why);
+        snprintf(err, errlen, "nf_tables: %s%s", why,
+                 lacks_net_admin() ? " (hearth lacks CAP_NET_ADMIN: a container needs --cap-add NET_ADMIN)"
+                                   : "");
         return -1;
     }
     /* The generation first: a change after it, even during the read-back,

@@ -386,6 +386,7 @@ int main(int argc, char **argv)
     }
     cgroup_setup(H.mode == MODE_VM);
     control_start(H.cfg);
+    shutdown_set_control(control_flush, control_stop);
     peer_listeners_started(H.cfg);
 
     hearth_set_phase(PHASE_SETUP);

@@ -8,7 +8,6 @@
 #include <cJSON.h>
 
 #include "cgroup.h"
-#include "control.h"
 #include "events.h"
 #include "log.h"
 #include "machine.h"
@@ -33,13 +32,28 @@ const char *shutdown_action_name(enum shutdown_action a)
 
 bool shutdown_in_progress(void) { return requested; }
 
+static void (*control_flush_fn)(void);
+static void (*control_stop_fn)(void);
+
+void shutdown_set_control(void (*flush)(void), void (*stop)(void))
+{
+    control_flush_fn = flush;
+    control_stop_fn = stop;
+}
+
+static void flush_clients(void)
+{
+    if (control_flush_fn)
+        control_flush_fn();
+}
+
 static void all_stopped(void)
 {
     hearth_set_phase(PHASE_STOPPED);
     if (H.mode == MODE_VM) {
         /* PID 1 never returns: power off, and if the kernel refuses, keep
          * reaping with the control plane still up so the host can see. */
-        control_flush();
+        flush_clients();
         sync();
         machine_power(pending_action);
         log_error("still running after %s; reaping continues", shutdown_action_name(pending_action));
@@ -51,8 +65,9 @@ static void all_stopped(void)
      * hearth, stuck on a share or past its deadline. */
     reaper_kill_watched(SIGKILL);
     log_info("exiting with status %d", H.exit_status);
-    control_flush();
-    control_stop();
+    flush_clients();
+    if (control_stop_fn)
+        control_stop_fn();
     cgroup_teardown();
     ev_break(H.loop, EVBREAK_ALL);
 }

@@ -15,5 +15,10 @@
 void shutdown_request(enum shutdown_action action, const char *why);
 bool shutdown_in_progress(void);
 const char *shutdown_action_name(enum shutdown_action a);
+/* The control plane's part in the end, registered by main so that
+ * shutdown does not reach up into it: flush writes what the clients can
+ * take now (before a power-off, and before exit), stop closes listeners
+ * and clients (before exit). Either may be NULL. */
+void shutdown_set_control(void (*flush)(void), void (*stop)(void));
 
 #endif

@@ -12,6 +12,7 @@
 
 #include "hearth.h"
 #include "logring.h"
+#include "outcopy.h"
 #include "redact.h"
 #include "svc_config.h"
 
@@ -33,15 +34,52 @@ static void emit_line(struct service *s, enum log_stream st, const char *text, s
         text = red;
         len = rlen;
     }
+    outcopy_line(s->cfg->name, st, text, len); /* container mode: the runtime's log */
     const struct logline *l = logring_add(&s->out.ring, st, text, len);
     if (l && log_sink)
         log_sink(s->cfg->name, (size_t)(s - svcs), l);
+}
+
+/* Splits what was read into lines; lines longer than LOGRING_LINE_MAX
+ * are cut. */
+static void outpipe_feed(struct outpipe *o, const char *buf, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char c = buf[i];
+        if (c == '\n') {
+            emit_line(o->s, o->stream, o->part, o->plen);
+            o->plen = 0;
+            continue;
+        }
+        if (o->plen == sizeof(o->part)) {
+            /* A registered value across the cut would show as two halves
+             * that neither match: the cut moves back so a value (up to
+             * a quarter of a line) that begins in the tail goes whole into
+             * the next piece. */
+            size_t carry = redact_longest();
+            carry = carry > sizeof(o->part) / 4 ? sizeof(o->part) / 4 : carry ? carry - 1 : 0;
+            emit_line(o->s, o->stream, o->part, o->plen - carry);
+            memmove(o->part, o->part + o->plen - carry, carry);
+            o->plen = carry;
+        }
+        o->part[o->plen++] = c;
+    }
 }
 
 void svc_outpipe_close(struct outpipe *o)
 {
     if (o->fd < 0)
         return;
+    /* A service's last lines can still be in the pipe when its exit is
+     * handled first (a line written on SIGTERM, then hearth exits): read
+     * what is there, bounded, before closing. The fd is non-blocking. */
+    char buf[4096];
+    for (int i = 0; i < 16; i++) {
+        ssize_t n = read(o->fd, buf, sizeof(buf));
+        if (n <= 0)
+            break;
+        outpipe_feed(o, buf, (size_t)n);
+    }
     if (o->plen) {
         emit_line(o->s, o->stream, o->part, o->plen);
         o->plen = 0;
@@ -89,26 +127,7 @@ static void outpipe_cb(struct ev_loop *loop, ev_io *w, int revents)
         svc_outpipe_close(o);
         return;
     }
-    for (ssize_t i = 0; i < n; i++) {
-        char c = buf[i];
-        if (c == '\n') {
-            emit_line(o->s, o->stream, o->part, o->plen);
-            o->plen = 0;
-            continue;
-        }
-        if (o->plen == sizeof(o->part)) {
-            /* A registered value across the cut would show as two halves
-             * that neither match: the cut moves back so a value (up to
-             * a quarter of a line) that begins in the tail goes whole into
-             * the next piece. */
-            size_t carry = redact_longest();
-            carry = carry > sizeof(o->part) / 4 ? sizeof(o->part) / 4 : carry ? carry - 1 : 0;
-            emit_line(o->s, o->stream, o->part, o->plen - carry);
-            memmove(o->part, o->part + o->plen - carry, carry);
-            o->plen = carry;
-        }
-        o->part[o->plen++] = c;
-    }
+    outpipe_feed(o, buf, (size_t)n);
     /* Back-pressure: when everyone following this service has a full
      * queue, the pipe is left unread, so the service blocks in write()
      * instead of hearth buffering its output. The loop and the other

@@ -52,41 +52,16 @@ for c in "$config" $extras; do
     "$BUILD/hearth" --check-config "$c" >/dev/null || exit 1
 done
 
-# The stand-in agent, static like hearth.
-mkdir -p "$BUILD/standin"
-musl-gcc -static -Os -s -std=gnu11 -Wall -Wextra -Werror -Wno-format-truncation \
-    -o "$BUILD/standin/hermes" "$ROOT/rootfs/standin/hermes.c"
-
 stage=$out/root
 rm -rf "$stage"
 mkdir -p "$stage"
 cd "$stage"
-mkdir -p sbin bin usr/bin usr/share/hearth etc/hearth lib/modules proc sys dev run tmp \
-    root workspace data opt/hermes-common-skills var/lib/hearth mnt
-chmod 1777 tmp
-install -m 0755 "$BUILD/hearth" sbin/hearth
+. "$ROOT/rootfs/stage-hermes.sh"
+stage_hermes "$config"
+mkdir -p lib/modules
 ln -s sbin/hearth init
-install -m 0755 "$BUILD/standin/hermes" usr/bin/hermes
-# One program, two names: it is hermes-web-ui when called so.
-ln -s hermes usr/bin/hermes-web-ui
-install -m 0644 "$config" etc/hearth/hearth.json
 for c in $extras; do install -m 0644 "$c" "etc/hearth/$(basename "$c")"; done
 for f in $files; do install -D -m 0755 "${f%%:*}" ".${f#*:}"; done
-printf 'root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n' > etc/passwd
-printf 'root:x:0:\nnogroup:x:65534:\n' > etc/group
-: > etc/resolv.conf
-
-# The home template: the files in rootfs/hermes/home and the layout
-# Hermes keeps in HERMES_HOME (home/ is the HOME of its tool subprocesses
-# and of hermes-web-ui, whose state is home/.hermes-web-ui). No .env: its
-# secrets are the operator's.
-tpl=usr/share/hearth/hermes-home
-mkdir -p "$tpl"
-cp -a "$ROOT/rootfs/hermes/home/." "$tpl/"
-mkdir -p "$tpl/memories" "$tpl/skills" "$tpl/sessions" "$tpl/logs" "$tpl/home" "$tpl/cron" \
-    "$tpl/hooks"
-mkdir -p usr/share/hearth/skills
-cp -a "$ROOT/rootfs/skills/." usr/share/hearth/skills/
 
 # Kernel modules: everything each config lists, with its dependencies as
 # the kernel's own modules.dep states them; depmod then writes a

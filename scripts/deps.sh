@@ -8,6 +8,7 @@
 #   scripts/deps.sh --test     also the test tools (make test) and the kernel
 #   scripts/deps.sh --image    also the image tools (make image, make run) and the kernel
 #   scripts/deps.sh --bench    also the benchmark peers (make bench) and the kernel
+#   scripts/deps.sh --oci      also the OCI image tools (make oci): umoci, busybox-static
 #   scripts/deps.sh --libs     only build the libraries (tools already there)
 #   scripts/deps.sh --kernel   also the guest kernel and its modules for the
 #                              image (Debian's linux-image package, cached)
@@ -27,8 +28,11 @@ DEPS=${HEARTH_DEPS:-$ROOT/build/deps}
 # dpkg-dev: apt-get source unpacks with dpkg-source; file: make check-static.
 BUILD_PKGS="build-essential musl-tools make file dpkg-dev"
 TEST_PKGS="python3-pytest iproute2 nftables util-linux procps kmod cpio e2fsprogs \
-qemu-system-x86 libclang-rt-14-dev clang valgrind python3-prometheus-client"
+qemu-system-x86 libclang-rt-14-dev clang valgrind python3-prometheus-client \
+podman runc umoci busybox-static"
 IMAGE_PKGS="kmod cpio e2fsprogs qemu-system-x86"
+# make oci: umoci writes the image; busybox-static is the image's shell.
+OCI_PKGS="umoci busybox-static"
 BENCH_PKGS="qemu-guest-agent tini dumb-init s6 nftables python3-pytest iproute2 util-linux procps \
 kmod cpio e2fsprogs qemu-system-x86"
 
@@ -36,6 +40,7 @@ want_build=1
 want_test=0
 want_image=0
 want_bench=0
+want_oci=0
 want_kernel=0
 libs_only=0
 [ $# -eq 0 ] && want_test=1
@@ -45,6 +50,7 @@ for a in "$@"; do
         --test) want_test=1; want_kernel=1 ;;
         --image) want_image=1; want_kernel=1 ;;
         --bench) want_bench=1; want_kernel=1 ;;
+        --oci) want_oci=1 ;;
         --libs) libs_only=1 ;;
         --kernel) want_kernel=1 ;;
         *) echo "deps.sh: unknown option $a" >&2; exit 2 ;;
@@ -246,6 +252,7 @@ if [ "$libs_only" = 0 ]; then
     [ "$want_test" = 1 ] && install_pkgs test $TEST_PKGS
     [ "$want_image" = 1 ] && install_pkgs image $IMAGE_PKGS
     [ "$want_bench" = 1 ] && install_pkgs bench $BENCH_PKGS
+    [ "$want_oci" = 1 ] && install_pkgs oci $OCI_PKGS
 fi
 mkdir -p "$DEPS"
 build_libev

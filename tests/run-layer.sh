@@ -1,6 +1,9 @@
 #!/bin/sh
-# Runs one pytest layer (integration, vm or valgrind) and prints its counts
-# as "LAYER: N passed, N failed, N skipped" on the last line.
+# Runs one pytest layer (integration, vm, valgrind or runtime) and prints
+# its counts as "LAYER: N passed, N failed, N skipped" on the last line.
+#
+# runtime: the OCI image (rootfs/build-oci.sh, built by its conftest) under
+# podman and runc, in a private store under build/runtime.
 #
 # valgrind: the integration tests marked valgrind, with build/hearth-debug
 # (glibc, -g) under memcheck; conftest fails a test whose run valgrind

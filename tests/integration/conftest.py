@@ -17,10 +17,15 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import hearthrpc  # noqa: E402  (tests/lib, shared with tests/vm)
+import pidns  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 HEARTH = os.environ.get("HEARTH_BIN") or os.path.join(ROOT, "build", "hearth")
@@ -50,54 +55,12 @@ def _need_root():
         pytest.skip("unshare (util-linux) is not installed")
 
 
-class Client:
-    """A line-oriented JSON-RPC client on one connection."""
+class Client(hearthrpc.RpcClient):
+    """A line-oriented JSON-RPC client on one connection to hearth's unix
+    socket (tests/lib/hearthrpc.py), its timeout scaled by HEARTH_SLOW."""
 
     def __init__(self, path, timeout=10.0):
-        timeout *= SLOW
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        self.sock.connect(path)
-        self.buf = b""
-        self.next_id = 1
-
-    def send_raw(self, data: bytes):
-        self.sock.sendall(data)
-
-    def read_line(self):
-        while b"\n" not in self.buf:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise EOFError("connection closed")
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
-        return json.loads(line)
-
-    def read_reply(self):
-        """Next message that is not a notification."""
-        while True:
-            msg = self.read_line()
-            if "id" in msg:
-                return msg
-
-    def call(self, method, params=None):
-        rid = self.next_id
-        self.next_id += 1
-        req = {"jsonrpc": "2.0", "id": rid, "method": method}
-        if params is not None:
-            req["params"] = params
-        self.send_raw((json.dumps(req) + "\n").encode())
-        reply = self.read_reply()
-        assert reply.get("id") == rid, reply
-        return reply
-
-    def result(self, method, params=None):
-        reply = self.call(method, params)
-        assert "result" in reply, reply
-        return reply["result"]
-
-    def close(self):
-        self.sock.close()
+        super().__init__(hearthrpc.LineSocket(socket.AF_UNIX, path, timeout * SLOW))
 
 
 class Hearth:
@@ -233,21 +196,10 @@ class Hearth:
 
     def host_pid(self, ns_pid):
         """The test's view of a pid reported by hearth (its own namespace)."""
-        ns = os.readlink(f"/proc/{self.pid}/ns/pid")
-        for p in os.listdir("/proc"):
-            if not p.isdigit():
-                continue
-            try:
-                if os.readlink(f"/proc/{p}/ns/pid") != ns:
-                    continue
-                with open(f"/proc/{p}/status") as f:
-                    for line in f:
-                        if line.startswith("NSpid:"):
-                            if int(line.split()[-1]) == ns_pid:
-                                return int(p)
-            except OSError:
-                continue
-        raise AssertionError(f"no process {ns_pid} in hearth's namespace")
+        p = pidns.host_pid(ns_pid, self.pid)
+        if p is None:
+            raise AssertionError(f"no process {ns_pid} in hearth's namespace")
+        return p
 
     def signal(self, sig):
         os.kill(self.pid, sig)

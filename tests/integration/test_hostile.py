@@ -14,6 +14,7 @@ import time
 import pytest
 
 from conftest import HEARTHCTL, VALGRIND
+from pidns import pids_in_ns_of
 
 # Generous: hearth idles well under 1 MiB; per client it may hold one
 # 1 MiB request line plus one 64 KiB read, and at most 16 MiB in total.
@@ -39,16 +40,11 @@ def fd_count(pid):
 
 def zombies(h):
     """Zombie processes in hearth's pid namespace."""
-    ns = os.readlink(f"/proc/{h.pid}/ns/pid")
     found = []
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
+    for p in pids_in_ns_of(h.pid):
         try:
-            if os.readlink(f"/proc/{p}/ns/pid") != ns:
-                continue
             if _status_field(p, "State") == "Z":
-                found.append(int(p))
+                found.append(p)
         except (OSError, AssertionError):
             continue
     return found

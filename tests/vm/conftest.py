@@ -8,12 +8,16 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
 import pytest
 
 import hermes_config
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from hearthrpc import LineSocket, RpcClient  # noqa: E402  (tests/lib, shared with tests/integration)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 RUN_VM = os.path.join(ROOT, "scripts", "run-vm")
@@ -42,63 +46,12 @@ def free_port():
     return port
 
 
-class LineSocket:
-    def __init__(self, family, addr, timeout):
-        self.sock = socket.socket(family, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        self.sock.connect(addr)
-        self.buf = b""
-
-    def send(self, data: bytes):
-        self.sock.sendall(data)
-
-    def line(self):
-        while b"\n" not in self.buf:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise EOFError("connection closed")
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
-        return line
-
-    def close(self):
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-
-
-class Control:
+class Control(RpcClient):
     """JSON-RPC over the virtio-serial port. The guest side is one stream,
     so a VM has one of these at a time."""
 
     def __init__(self, path, timeout):
-        self.ls = LineSocket(socket.AF_UNIX, path, timeout)
-        self.next_id = 1
-        self.events = []
-
-    def call(self, method, params=None):
-        rid = self.next_id
-        self.next_id += 1
-        req = {"jsonrpc": "2.0", "id": rid, "method": method}
-        if params is not None:
-            req["params"] = params
-        self.ls.send((json.dumps(req) + "\n").encode())
-        while True:
-            msg = json.loads(self.ls.line())
-            if "id" not in msg:
-                self.events.append(msg.get("params", {}))
-                continue
-            if msg["id"] == rid:
-                return msg
-
-    def result(self, method, params=None):
-        reply = self.call(method, params)
-        assert "result" in reply, reply
-        return reply["result"]
-
-    def close(self):
-        self.ls.close()
+        super().__init__(LineSocket(socket.AF_UNIX, path, timeout), skip_stray=True)
 
 
 class QMP:

@@ -1,4 +1,4 @@
-#include "hearthctl_prom.h"
+#include "prom.h"
 
 #include <math.h>
 #include <stdbool.h>

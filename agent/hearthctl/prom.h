@@ -1,4 +1,4 @@
-/* hearthctl_prom: the reply of the metrics method in the Prometheus text
+/* prom: the reply of the metrics method in the Prometheus text
  * exposition format (version 0.0.4): a HELP and a TYPE line per family,
  * then its samples, labels for service, mount target/type and egress
  * rule, label values escaped (backslash, double quote, newline). */

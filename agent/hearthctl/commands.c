@@ -1,0 +1,630 @@
+/* hearthctl commands: the table (name, method, a params builder and a
+ * human printer), the builders that turn arguments into params, and the
+ * usage text made from the table. Adding a method is one builder, one
+ * printer, one row. */
+#include "ctl.h"
+#include "base64.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- builders --------------------------------------------------------- */
+
+static void cmd_usage(const struct cmd *c)
+{
+    fprintf(stderr, "usage: hearthctl [OPTIONS] %s%s%s\n", c->name, c->args[0] ? " " : "",
+            c->args);
+}
+
+int usage_err(const struct ctl *t, const char *fmt, const char *what)
+{
+    fputs("hearthctl: ", stderr);
+    fputs(t->cmd->name, stderr);
+    fputs(": ", stderr);
+    fprintf(stderr, fmt, what);
+    fputc('\n', stderr);
+    cmd_usage(t->cmd);
+    return EXIT_USAGE;
+}
+
+cJSON *new_object(void)
+{
+    cJSON *o = cJSON_CreateObject();
+
+    if (!o)
+        die_oom();
+    return o;
+}
+
+void add_str(cJSON *o, const char *k, const char *v)
+{
+    if (!cJSON_AddStringToObject(o, k, v))
+        die_oom();
+}
+
+void add_num(cJSON *o, const char *k, double v)
+{
+    if (!cJSON_AddNumberToObject(o, k, v))
+        die_oom();
+}
+
+/* "--opt VALUE" or "--opt=VALUE" at argv[*i]; NULL if argv[*i] is not it. */
+static const char *opt_value(int argc, char **argv, int *i, const char *lng, const char *shrt,
+                             bool *missing)
+{
+    const char *a = argv[*i];
+    size_t l = strlen(lng);
+
+    *missing = false;
+    if (strcmp(a, lng) == 0 || (shrt && strcmp(a, shrt) == 0)) {
+        if (*i + 1 >= argc) {
+            *missing = true;
+            return NULL;
+        }
+        return argv[++*i];
+    }
+    if (strncmp(a, lng, l) == 0 && a[l] == '=')
+        return a + l + 1;
+    if (shrt && strncmp(a, shrt, 2) == 0 && a[2] != '\0')
+        return a + 2; /* -n50 */
+    return NULL;
+}
+
+static bool valid_name(const char *s)
+{
+    size_t l = strlen(s);
+
+    if (l == 0 || l > 255 || s[0] == '-')
+        return false;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return false;
+    return true;
+}
+
+static int b_service(struct ctl *t, int argc, char **argv, cJSON **params)
+{
+    if (argc != 1)
+        return usage_err(t, "%s", argc ? "too many arguments" : "missing service NAME");
+    if (!valid_name(argv[0]))
+        return usage_err(t, "bad service name '%s'", argv[0]);
+    t->arg = argv[0];
+    /* skills.fork replies once the copy is done, which hearth stops after
+     * 120 s: wait that long (and a little more) unless told otherwise. */
+    if (strcmp(t->cmd->method, "skills.fork") == 0 && t->timeout_ms > 0 && t->timeout_ms < 122000)
+        t->timeout_ms = 122000;
+    *params = new_object();
+    add_str(*params, "name", argv[0]);
+    return 0;
+}
+
+static int b_skill(struct ctl *t, int argc, char **argv, cJSON **params)
+{
+    if (argc != 1)
+        return usage_err(t, "%s", argc ? "too many arguments" : "missing skill NAME");
+    /* NAME or CATEGORY/NAME; hearth checks the rest (depth, '..'). */
+    if (!valid_name(argv[0]) || argv[0][0] == '/')
+        return usage_err(t, "bad skill name '%s'", argv[0]);
+    t->arg = argv[0];
+    *params = new_object();
+    add_str(*params, "name", argv[0]);
+    return 0;
+}
+
+static int b_signal(struct ctl *t, int argc, char **argv, cJSON **params)
+{
+    char sig[20];
+    const char *s;
+    size_t o = 0;
+
+    if (argc != 2)
+        return usage_err(t, "%s", argc > 2 ? "too many arguments" : "need NAME and SIGNAL");
+    if (!valid_name(argv[0]))
+        return usage_err(t, "bad service name '%s'", argv[0]);
+    /* Canonical "SIGHUP" from hup, HUP, sighup. */
+    s = argv[1];
+    if (strncasecmp(s, "SIG", 3) == 0)
+        s += 3;
+    if (*s == '\0' || strlen(s) > 12 || isdigit((unsigned char)*s))
+        return usage_err(t, "bad signal '%s' (want a name such as HUP or SIGTERM)", argv[1]);
+    memcpy(sig, "SIG", 3);
+    o = 3;
+    for (; *s; s++) {
+        if (!isalnum((unsigned char)*s) && *s != '+' && *s != '-')
+            return usage_err(t, "bad signal '%s' (want a name such as HUP or SIGTERM)",
+                             argv[1]);
+        sig[o++] = (char)toupper((unsigned char)*s);
+    }
+    sig[o] = '\0';
+    t->arg = argv[0];
+    *params = new_object();
+    add_str(*params, "name", argv[0]);
+    add_str(*params, "signal", sig);
+    return 0;
+}
+
+/* "services restart NAME [SIGNAL]": with a signal, a graceful restart
+ * (that signal instead of the stop signal); same params as a signal. */
+static int b_restart(struct ctl *t, int argc, char **argv, cJSON **params)
+{
+    return argc == 2 ? b_signal(t, argc, argv, params) : b_service(t, argc, argv, params);
+}
+
+static int b_logs(struct ctl *t, int argc, char **argv, cJSON **params)
+{
+    const char *name = NULL;
+    unsigned long long lines = 0;
+    bool have_lines = false, fol = false;
+
+    for (int i = 0; i < argc; i++) {
+        bool missing;
+        const char *v = opt_value(argc, argv, &i, "--lines", "-n", &missing);
+
+        if (missing)
+            return usage_err(t, "%s needs a number", argv[i]);
+        if (v) {
+            if (!parse_ulong(v, 1000000000, &lines))
+                return usage_err(t, "bad line count '%s'", v);
+            have_lines = true;
+        } else if (strcmp(argv[i], "-f") == 0 || strcmp(argv[i], "--follow") == 0) {
+            fol = true;
+        } else if (argv[i][0] == '-') {
+            return usage_err(t, "unknown option '%s'", argv[i]);
+        } else if (name) {
+            return usage_err(t, "unexpected argument '%s'", argv[i]);
+        } else {
+            name = argv[i];
+        }
+    }
+    if (!name)
+        return usage_err(t, "%s", "missing service NAME");
+    if (!valid_name(name))
+        return usage_err(t, "bad service name '%s'", name);
+    t->arg = name;
+    t->follow = fol;
+    *params = new_object();
+    add_str(*params, "name", name);
+    if (have_lines)
+        add_num(*params, "lines", (double)lines);
+    if (!cJSON_AddBoolToObject(*params, "follow", fol))
+        die_oom();
+    return 0;
+}
+
+static int b_events(struct ctl *t, int argc, char **argv, cJSON **params)
+{
+    *params = new_object();
+    t->follow = true;
+    for (int i = 0; i < argc; i++) {
+        bool missing;
+        unsigned long long seq;
+        const char *v = opt_value(argc, argv, &i, "--since", NULL, &missing);
+
+        if (missing || !v) {
+            cJSON_Delete(*params);
+            if (missing)
+                return usage_err(t, "%s needs a sequence number", argv[i]);
+            return usage_err(t, "unexpected argument '%s'", argv[i]);
+        }
+        /* 2^53: exact in a JSON number. */
+        if (!parse_ulong(v, 9007199254740992ULL, &seq)) {
+            cJSON_Delete(*params);
+            return usage_err(t, "bad sequence number '%s'", v);
+        }
+        cJSON_DeleteItemFromObjectCaseSensitive(*params, "since");
+        add_num(*params, "since", (double)seq);
+    }
+    return 0;
+}
+
+static int b_shutdown(struct ctl *t, int argc, char **argv, cJSON **params)
+{
+    t->arg = "poweroff";
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--reboot") == 0)
+            t->arg = "reboot";
+        else if (strcmp(argv[i], "--poweroff") == 0)
+            t->arg = "poweroff";
+        else
+            return usage_err(t, "unexpected argument '%s'", argv[i]);
+    }
+    *params = new_object();
+    add_str(*params, "action", t->arg);
+    return 0;
+}
+
+static int b_call(struct ctl *t, int argc, char **argv, cJSON **params)
+{
+    const char *end = NULL;
+    size_t ml;
+
+    if (argc < 1 || argc > 2)
+        return usage_err(t, "%s", argc ? "too many arguments (quote the JSON)" : "missing METHOD");
+    ml = strlen(argv[0]);
+    if (ml == 0 || ml > METHOD_MAX || argv[0][0] == '-')
+        return usage_err(t, "bad method '%s'", argv[0]);
+    for (const unsigned char *p = (const unsigned char *)argv[0]; *p; p++)
+        if (*p <= ' ' || *p == 0x7f)
+            return usage_err(t, "bad method '%s'", argv[0]);
+    t->method = argv[0];
+    if (argc == 1) {
+        *params = new_object();
+        return 0;
+    }
+    *params = cJSON_ParseWithOpts(argv[1], &end, 1);
+    if (!*params) {
+        char near[24];
+
+        /* cJSON leaves end NULL on failure; its error pointer says where. */
+        end = cJSON_GetErrorPtr();
+        safe_copy(near, sizeof(near), end && *end ? end : "end of input");
+        fprintf(stderr, "hearthctl: call: params are not valid JSON (near '%s')\n", near);
+        return EXIT_USAGE;
+    }
+    if (!cJSON_IsObject(*params) && !cJSON_IsArray(*params)) {
+        cJSON_Delete(*params);
+        *params = NULL;
+        fputs("hearthctl: call: params must be a JSON object or array\n", stderr);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* ---- sandbox commands ---------------------------------------------------- */
+
+#define ENTROPY_FROM_BYTES 64
+
+/* --entropy-from PATH: 64 bytes read from PATH (/dev/urandom), base64. */
+static int add_entropy_from(struct ctl *t, cJSON *params, const char *key, const char *path)
+{
+    unsigned char buf[ENTROPY_FROM_BYTES];
+    char enc[ENTROPY_FROM_BYTES / 3 * 4 + 8];
+    size_t got = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0) {
+        fprintf(stderr, "hearthctl: %s: %s\n", path, strerror(errno));
+        return EXIT_USAGE;
+    }
+    while (got < sizeof(buf)) {
+        ssize_t n = read(fd, buf + got, sizeof(buf) - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    if (got == 0)
+        return usage_err(t, "no bytes read from '%s'", path);
+    base64_encode(buf, got, enc);
+    add_str(params, key, enc);
+    return 0;
+}
+
+/* --time now|SEC[.FRACTION] as {"sec","nsec"}. */
+static int add_time(struct ctl *t, cJSON *params, const char *v)
+{
+    struct timespec ts;
+    unsigned long long sec = 0, nsec = 0;
+
+    if (strcmp(v, "now") == 0) {
+        clock_gettime(CLOCK_REALTIME, &ts);
+        sec = (unsigned long long)ts.tv_sec;
+        nsec = (unsigned long long)ts.tv_nsec;
+    } else {
+        char whole[24];
+        const char *dot = strchr(v, '.');
+        size_t wl = dot ? (size_t)(dot - v) : strlen(v);
+        if (wl == 0 || wl >= sizeof(whole))
+            return usage_err(t, "bad time '%s' (want now or seconds since the epoch)", v);
+        memcpy(whole, v, wl);
+        whole[wl] = '\0';
+        if (!parse_ulong(whole, 1ULL << 40, &sec))
+            return usage_err(t, "bad time '%s' (want now or seconds since the epoch)", v);
+        if (dot) {
+            size_t digits = 0;
+            for (const char *p = dot + 1; *p; p++, digits++) {
+                if (!isdigit((unsigned char)*p) || digits >= 9)
+                    return usage_err(t, "bad time '%s' (at most 9 fraction digits)", v);
+                nsec = nsec * 10 + (unsigned)(*p - '0');
+            }
+            for (; digits < 9; digits++)
+                nsec *= 10;
+        }
+    }
+    cJSON *o = new_object();
+    add_num(o, "sec", (double)sec);
+    add_num(o, "nsec", (double)nsec);
+    cJSON_AddItemToObject(params, "time", o);
+    return 0;
+}
+
+static int b_init(struct ctl *t, int argc, char **argv, cJSON **params)
+{
+    cJSON *p = new_object(), *env = NULL, *allow = NULL;
+    int rc = 0;
+
+    for (int i = 0; i < argc && rc == 0; i++) {
+        bool missing;
+        const char *v;
+
+        if ((v = opt_value(argc, argv, &i, "--env", "-e", &missing))) {
+            const char *eq = strchr(v, '=');
+            char key[129];
+            if (!eq || eq == v || (size_t)(eq - v) >= sizeof(key)) {
+                rc = usage_err(t, "bad --env '%s' (want KEY=VALUE)", v);
+                break;
+            }
+            memcpy(key, v, (size_t)(eq - v));
+            key[eq - v] = '\0';
+            if (!env)
+                env = cJSON_AddObjectToObject(p, "env");
+            if (!env)
+                die_oom();
+            cJSON_DeleteItemFromObjectCaseSensitive(env, key);
+            add_str(env, key, eq + 1);
+        } else if ((v = opt_value(argc, argv, &i, "--allow-out", NULL, &missing))) {
+            if (!allow) {
+                cJSON *eg = cJSON_AddObjectToObject(p, "egress");
+                allow = eg ? cJSON_AddArrayToObject(eg, "allowOut") : NULL;
+                if (!allow)
+                    die_oom();
+            }
+            cJSON_AddItemToArray(allow, cJSON_CreateString(v));
+        } else if ((v = opt_value(argc, argv, &i, "--hostname", NULL, &missing))) {
+            add_str(p, "hostname", v);
+        } else if ((v = opt_value(argc, argv, &i, "--time", NULL, &missing))) {
+            rc = add_time(t, p, v);
+        } else if ((v = opt_value(argc, argv, &i, "--entropy-from", NULL, &missing))) {
+            rc = add_entropy_from(t, p, "entropy", v);
+        } else if (missing) {
+            rc = usage_err(t, "%s needs a value", argv[i]);
+        } else {
+            rc = usage_err(t, "unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (rc) {
+        cJSON_Delete(p);
+        return rc;
+    }
+    *params = p;
+    return 0;
+}
+
+static int b_freeze(struct ctl *t, int argc, char **argv, cJSON **params)
+{
+    unsigned long long ms = 5000;
+
+    for (int i = 0; i < argc; i++) {
+        bool missing;
+        const char *v = opt_value(argc, argv, &i, "--timeout-ms", NULL, &missing);
+        if (missing)
+            return usage_err(t, "%s needs a number", argv[i]);
+        if (!v)
+            return usage_err(t, "unexpected argument '%s'", argv[i]);
+        if (!parse_ulong(v, 600000, &ms))
+            return usage_err(t, "bad timeout '%s' (milliseconds, at most 600000)", v);
+    }
+    /* The reply comes once the freeze is done: wait a bit longer. */
+    if ((unsigned long long)t->timeout_ms < ms + 2000)
+        t->timeout_ms = (int)ms + 2000;
+    *params = new_object();
+    add_num(*params, "timeout_ms", (double)ms);
+    return 0;
+}
+
+static int b_resume(struct ctl *t, int argc, char **argv, cJSON **params)
+{
+    cJSON *p = new_object();
+    int rc = 0;
+
+    for (int i = 0; i < argc && rc == 0; i++) {
+        bool missing;
+        const char *v;
+        if ((v = opt_value(argc, argv, &i, "--time", NULL, &missing)))
+            rc = add_time(t, p, v);
+        else if ((v = opt_value(argc, argv, &i, "--entropy-from", NULL, &missing)))
+            rc = add_entropy_from(t, p, "entropy", v);
+        else if (missing)
+            rc = usage_err(t, "%s needs a value", argv[i]);
+        else
+            rc = usage_err(t, "unexpected argument '%s'", argv[i]);
+    }
+    if (rc) {
+        cJSON_Delete(p);
+        return rc;
+    }
+    *params = p;
+    return 0;
+}
+
+/* egress set: --allow-out and --deny-out take one or more CIDRs each (up
+ * to the next option); the result replaces the whole policy. */
+static int b_egress_set(struct ctl *t, int argc, char **argv, cJSON **params)
+{
+    cJSON *p = new_object(), *list = NULL;
+    cJSON *allow = cJSON_AddArrayToObject(p, "allowOut");
+    cJSON *deny = cJSON_AddArrayToObject(p, "denyOut");
+    bool pub = true;
+
+    if (!allow || !deny) {
+        cJSON_Delete(p);
+        return usage_err(t, "%s", "out of memory");
+    }
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--allow-out") == 0) {
+            list = allow;
+        } else if (strcmp(argv[i], "--deny-out") == 0) {
+            list = deny;
+        } else if (strcmp(argv[i], "--public") == 0) {
+            list = NULL;
+            if (i + 1 >= argc || (strcmp(argv[i + 1], "on") != 0 && strcmp(argv[i + 1], "off") != 0)) {
+                cJSON_Delete(p);
+                return usage_err(t, "%s", "--public takes on or off");
+            }
+            pub = strcmp(argv[++i], "on") == 0;
+        } else if (list && argv[i][0] != '-') {
+            cJSON_AddItemToArray(list, cJSON_CreateString(argv[i]));
+        } else {
+            cJSON_Delete(p);
+            return usage_err(t, "unexpected argument '%s'", argv[i]);
+        }
+    }
+    cJSON_AddBoolToObject(p, "allowPublicTraffic", pub);
+    *params = p;
+    return 0;
+}
+
+static int b_metrics(struct ctl *t, int argc, char **argv, cJSON **params)
+{
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--prometheus") == 0)
+            t->arg = "prometheus";
+        else
+            return usage_err(t, "unexpected argument '%s'", argv[i]);
+    }
+    *params = new_object();
+    return 0;
+}
+
+/* ---- command table ---------------------------------------------------- */
+
+static const struct cmd cmds[] = {
+    {.name = "ping", .method = "ping", .args = "", .help = "check the server, show round-trip time",
+     .print = p_ping},
+    {.name = "version", .method = "version", .args = "", .help = "server version, protocol, features",
+     .print = p_version},
+    {.name = "status", .method = "status", .args = "", .help = "sandbox state and services",
+     .print = p_status},
+    {.name = "services", .method = "services.list", .args = "[list]", .help = "list services",
+     .print = p_services},
+    {.name = "services list", .method = "services.list", .args = "", .help = "list services",
+     .print = p_services, .hidden = true},
+    {.name = "services start", .method = "services.start", .args = "NAME",
+     .help = "start a service", .build = b_service, .print = p_state},
+    {.name = "services stop", .method = "services.stop", .args = "NAME",
+     .help = "stop a service", .build = b_service, .print = p_state},
+    {.name = "services restart", .method = "services.restart", .args = "NAME [SIGNAL]",
+     .help = "restart a service; with SIGNAL (USR1) a graceful restart", .build = b_restart,
+     .print = p_state},
+    {.name = "services signal", .method = "services.signal", .args = "NAME SIGNAL",
+     .help = "send a signal (HUP, SIGTERM, ...)", .build = b_signal, .print = p_state},
+    {.name = "logs", .method = "logs.read", .args = "NAME [-n N] [-f]",
+     .help = "last N output lines; -f keeps following", .build = b_logs, .print = p_logs,
+     .notify = "log", .on_note = n_log, .note_by_name = true},
+    {.name = "events", .method = "events.subscribe", .args = "[--since SEQ]",
+     .help = "follow the event stream", .build = b_events, .print = p_events,
+     .notify = "event", .on_note = n_event},
+    {.name = "mounts", .method = "mounts.list", .args = "",
+     .help = "host-shared mounts and seeding", .print = p_mounts},
+    {.name = "skills", .method = "skills.list", .args = "[list]",
+     .help = "public skills overlay", .print = p_skills},
+    {.name = "skills list", .method = "skills.list", .args = "",
+     .help = "public skills overlay", .print = p_skills, .hidden = true},
+    {.name = "skills sync", .method = "skills.sync", .args = "",
+     .help = "reconcile the skills overlay now", .print = p_skills_sync},
+    {.name = "skills fork", .method = "skills.fork", .args = "NAME",
+     .help = "replace a linked public skill by a private copy", .build = b_skill,
+     .print = p_forked},
+    {.name = "egress", .method = "egress.get", .args = "[get]", .help = "egress policy and counters",
+     .print = p_egress},
+    {.name = "egress get", .method = "egress.get", .args = "", .help = "egress policy and counters",
+     .print = p_egress, .hidden = true},
+    {.name = "egress set", .method = "egress.set",
+     .args = "[--allow-out CIDR...] [--deny-out CIDR...] [--public on|off]",
+     .help = "replace the egress policy", .build = b_egress_set, .print = p_egress},
+    {.name = "egress check", .method = "egress.check", .args = "",
+     .help = "verify the ruleset, repair it if changed", .print = p_egress},
+    {.name = "network", .method = "network.get", .args = "[check]",
+     .help = "interfaces, addresses, DNS (JSON)"},
+    {.name = "network check", .method = "network.check", .args = "",
+     .help = "link, carrier, address, route, gateway neighbour (JSON)"},
+    {.name = "call", .method = NULL, .args = "METHOD [JSON]",
+     .help = "call any method; params JSON, default {}", .build = b_call},
+    {.name = "init", .method = "sandbox.init",
+     .args = "[--env K=V]... [--allow-out CIDR]... [--hostname H] [--time now|SEC] [--entropy-from PATH]",
+     .help = "send the per-sandbox parameters (releases services after init)", .build = b_init,
+     .print = p_init},
+    {.name = "freeze", .method = "sandbox.freeze", .args = "[--timeout-ms MS]",
+     .help = "sync persistent mounts and freeze the services", .build = b_freeze,
+     .print = p_steps},
+    {.name = "resume", .method = "sandbox.resume", .args = "[--time now|SEC] [--entropy-from PATH]",
+     .help = "run the resume checks and thaw; each step timed", .build = b_resume,
+     .print = p_steps},
+    {.name = "cp", .method = "files.write", .args = "SRC DST",
+     .help = "copy a file in or out; sandbox:PATH names the guest side", .build = b_cp,
+     .run = r_cp},
+    {.name = "metrics", .method = "metrics", .args = "[--prometheus]",
+     .help = "memory, mount usage, service cgroups, egress counters (JSON or Prometheus text)",
+     .build = b_metrics, .print = p_metrics},
+    {.name = "top", .args = "[-d SEC] [--once] [-n N] [--timeout-ms MS]",
+     .help = "one row per sandbox, refreshed in place (several --connect or a glob)",
+     .fleet = top_main},
+    {.name = "shutdown", .method = "system.shutdown", .args = "[--reboot]",
+     .help = "power off (or reboot) the sandbox", .build = b_shutdown, .print = p_shutdown},
+};
+
+#define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
+
+/* Longest match: "services restart x" picks the two-word entry. */
+const struct cmd *find_cmd(int argc, char **argv, int *words)
+{
+    const struct cmd *best = NULL;
+
+    *words = 0;
+    for (size_t i = 0; i < NCMDS; i++) {
+        const char *sp = strchr(cmds[i].name, ' ');
+
+        if (!sp) {
+            if (*words < 1 && strcmp(argv[0], cmds[i].name) == 0) {
+                best = &cmds[i];
+                *words = 1;
+            }
+        } else if (argc >= 2 && strlen(argv[0]) == (size_t)(sp - cmds[i].name) &&
+                   strncmp(argv[0], cmds[i].name, (size_t)(sp - cmds[i].name)) == 0 &&
+                   strcmp(argv[1], sp + 1) == 0) {
+            best = &cmds[i];
+            *words = 2;
+        }
+    }
+    return best;
+}
+
+void usage(FILE *f)
+{
+    fputs("usage: hearthctl [--connect SPEC] [--json] [--timeout MS] COMMAND [ARGS]\n"
+          "       hearthctl --help | --version\n"
+          "\n"
+          "options:\n"
+          "  -c, --connect SPEC  unix:PATH, vsock:CID:PORT or hvsock:UDS:PORT\n"
+          "                      (default $HEARTH_CONNECT, else " PROTO_DEFAULT_CONNECT ");\n"
+          "                      repeat it, or give a comma list or a unix:GLOB, for\n"
+          "                      several sandboxes at once\n"
+          "  -j, --json          print the raw result as JSON\n"
+          "  -t, --timeout MS    bound connect and each reply, 0 = none (default 10000;\n"
+          "                      --timeout-ms is the same)\n"
+          "  -h, --help          this text\n"
+          "  -V, --version       hearthctl's version\n"
+          "\n"
+          "commands:\n",
+          f);
+    for (size_t i = 0; i < NCMDS; i++) {
+        char syn[64];
+
+        if (cmds[i].hidden)
+            continue;
+        snprintf(syn, sizeof(syn), "%s%s%s", cmds[i].name, cmds[i].args[0] ? " " : "",
+                 cmds[i].args);
+        fprintf(f, "  %-30s %s\n", syn, cmds[i].help);
+    }
+    fputs("\nexit status: 0 ok, 1 the server returned an error, 2 usage, connection,\n"
+          "timeout or protocol error.\n",
+          f);
+}

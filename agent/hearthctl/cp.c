@@ -1,0 +1,381 @@
+/* hearthctl cp: a file copied into or out of the sandbox in bounded
+ * files.read / files.write calls, then checked against files.hash. */
+#include "ctl.h"
+#include "base64.h"
+#include "sha256.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Both sides of a transfer go in chunks of the server's per-call limit;
+ * the end is checked with files.hash over ranges of CP_HASH_BLOCK, each
+ * compared with the hash of the same range of the bytes sent or received. */
+#define CP_CHUNK (256u << 10)      /* files.read / files.write per call */
+#define CP_HASH_BLOCK (1u << 20)   /* files.hash per call */
+#define CP_PREFIX "sandbox:"
+
+struct cp {
+    struct ctl *t;
+    const char *guest;       /* the guest path */
+    char *local;             /* the host path (after a directory is resolved) */
+    unsigned long long size, done;
+    struct sha256 whole, block;
+    char (*blocks)[65];      /* hex sha256 of each finished CP_HASH_BLOCK */
+    size_t nblocks, capblocks;
+    bool tty;
+    int64_t last_progress;
+};
+
+/* Feeds transferred bytes into the whole-file hash and the range hashes. */
+static void cp_hash(struct cp *c, const unsigned char *p, size_t n)
+{
+    sha256_update(&c->whole, p, n);
+    while (n) {
+        size_t room = CP_HASH_BLOCK - (size_t)(c->block.bytes);
+        size_t take = n < room ? n : room;
+        sha256_update(&c->block, p, take);
+        p += take, n -= take;
+        if (c->block.bytes == CP_HASH_BLOCK) {
+            if (c->nblocks == c->capblocks) {
+                c->capblocks = c->capblocks ? c->capblocks * 2 : 64;
+                c->blocks = realloc(c->blocks, c->capblocks * sizeof(*c->blocks));
+                if (!c->blocks)
+                    die_oom();
+            }
+            sha256_hex(&c->block, c->blocks[c->nblocks++]);
+            sha256_init(&c->block);
+        }
+    }
+}
+
+static void cp_progress(struct cp *c, bool last)
+{
+    int64_t now = now_ms();
+
+    if (!c->tty || (!last && now - c->last_progress < 200))
+        return;
+    c->last_progress = now;
+    fprintf(stderr, "\r%.1f / %.1f MiB (%3d%%)%s", c->done / 1048576.0, c->size / 1048576.0,
+            c->size ? (int)(c->done * 100 / c->size) : 100, last ? "\n" : "");
+}
+
+/* One call: t->method with params; *reply to delete, *res inside it. */
+static int cp_call(struct cp *c, const char *method, cJSON *params, cJSON **reply,
+                   const cJSON **res)
+{
+    c->t->method = method;
+    return rpc_call(c->t, params, reply, res);
+}
+
+static cJSON *path_params(const char *key, const char *path)
+{
+    cJSON *p = new_object();
+    add_str(p, key, path);
+    return p;
+}
+
+/* Compares every range hash with files.hash of the guest file, then
+ * prints the result. */
+static int cp_verify(struct cp *c, const char *guest)
+{
+    char last[65];
+    size_t n = c->nblocks + (c->block.bytes || c->size == 0 ? 1 : 0);
+
+    if (c->block.bytes || c->size == 0)
+        sha256_hex(&c->block, last);
+    for (size_t i = 0; i < n; i++) {
+        cJSON *p = path_params("path", guest), *reply;
+        const cJSON *res;
+        add_num(p, "offset", (double)i * CP_HASH_BLOCK);
+        add_num(p, "length", CP_HASH_BLOCK);
+        int rc = cp_call(c, "files.hash", p, &reply, &res);
+        if (rc)
+            return rc;
+        const char *h = jstr(res, "sha256");
+        const char *want = i < c->nblocks ? c->blocks[i] : last;
+        bool ok = h && strcmp(h, want) == 0;
+        cJSON_Delete(reply);
+        if (!ok) {
+            fprintf(stderr, "hearthctl: cp: checksum mismatch in bytes %llu-%llu: the copy differs\n",
+                    (unsigned long long)i * CP_HASH_BLOCK,
+                    (unsigned long long)(i + 1) * CP_HASH_BLOCK - 1);
+            return EXIT_SERVER;
+        }
+    }
+    char hex[65];
+    sha256_hex(&c->whole, hex);
+    printf("%llu bytes, sha256 %s\n", c->done, hex);
+    return 0;
+}
+
+static const char *base_name(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+/* host -> guest: one files.write when it fits, else a temp name beside
+ * the target written with append and renamed over it at the end. */
+static int cp_upload(struct cp *c, const char *src, const char *dst_in)
+{
+    struct stat st;
+    int fd = open(src, O_RDONLY | O_CLOEXEC);
+    char *dst = NULL, *tmp = NULL;
+    unsigned char *buf = malloc(CP_CHUNK);
+    char *enc = malloc(CP_CHUNK / 3 * 4 + 8);
+    int rc = EXIT_USAGE;
+    bool tmp_made = false;
+
+    if (!buf || !enc)
+        die_oom();
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        fprintf(stderr, "hearthctl: cp: %s: %s\n", src, strerror(errno));
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        fprintf(stderr, "hearthctl: cp: %s: not a regular file\n", src);
+        goto out;
+    }
+    /* A guest directory (or a path ending in '/') receives the file by
+     * its own name. */
+    size_t dl = strlen(dst_in);
+    bool into = dl && dst_in[dl - 1] == '/';
+    if (!into) {
+        cJSON *reply;
+        const cJSON *res;
+        cJSON *p = path_params("path", dst_in);
+        /* A missing target is the usual case: ask quietly. */
+        c->t->quiet = true;
+        int r = cp_call(c, "files.stat", p, &reply, &res);
+        c->t->quiet = false;
+        if (r == 0) {
+            into = jstr(res, "type") && strcmp(jstr(res, "type"), "dir") == 0;
+            cJSON_Delete(reply);
+        } else if (r != EXIT_SERVER) {
+            fprintf(stderr, "hearthctl: cp: cannot reach %s\n", c->t->conn.spec);
+            goto out;
+        }
+    }
+    if (into) {
+        if (asprintf(&dst, "%s%s%s", dst_in, dst_in[dl - 1] == '/' ? "" : "/", base_name(src)) < 0)
+            die_oom();
+    } else if (!(dst = strdup(dst_in))) {
+        die_oom();
+    }
+    c->size = (unsigned long long)st.st_size;
+    char mode[8];
+    snprintf(mode, sizeof(mode), "%04o", (unsigned)(st.st_mode & 07777));
+    const char *target = dst;
+    if ((unsigned long long)st.st_size > CP_CHUNK) {
+        const char *slash = strrchr(dst, '/');
+        if (asprintf(&tmp, "%.*s.%.180s.hearthctl-%ld", (int)(slash - dst + 1), dst, slash + 1,
+                     (long)getpid()) < 0)
+            die_oom();
+        target = tmp;
+    }
+    for (bool first = true;; first = false) {
+        size_t got = 0;
+        while (got < CP_CHUNK) {
+            ssize_t n = read(fd, buf + got, CP_CHUNK - got);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0) {
+                fprintf(stderr, "hearthctl: cp: %s: %s\n", src, strerror(errno));
+                goto out;
+            }
+            if (n == 0)
+                break;
+            got += (size_t)n;
+        }
+        if (!first && got == 0)
+            break;
+        cp_hash(c, buf, got);
+        base64_encode(buf, got, enc);
+        cJSON *p = path_params("path", target), *reply;
+        const cJSON *res;
+        add_str(p, "data", enc);
+        add_str(p, "mode", mode);
+        if (!first && !cJSON_AddBoolToObject(p, "append", 1))
+            die_oom();
+        if (first && tmp && !cJSON_AddBoolToObject(p, "exclusive", 1))
+            die_oom();
+        rc = cp_call(c, "files.write", p, &reply, &res);
+        if (rc)
+            goto out;
+        cJSON_Delete(reply);
+        tmp_made = tmp != NULL;
+        c->done += got;
+        cp_progress(c, false);
+        /* Without a temp name the one write was the whole copy: a file
+         * that grew since fstat is copied as it was then, never appended
+         * to the target itself. */
+        if (got < CP_CHUNK || !tmp)
+            break;
+    }
+    if (tmp) {
+        cJSON *p = path_params("from", tmp), *reply;
+        const cJSON *res;
+        add_str(p, "to", dst);
+        rc = cp_call(c, "files.rename", p, &reply, &res);
+        if (rc)
+            goto out;
+        cJSON_Delete(reply);
+        tmp_made = false;
+    }
+    cp_progress(c, true);
+    rc = cp_verify(c, dst);
+out:
+    if (tmp_made) {
+        cJSON *reply;
+        const cJSON *res;
+        if (cp_call(c, "files.remove", path_params("path", tmp), &reply, &res) == 0)
+            cJSON_Delete(reply);
+    }
+    if (fd >= 0)
+        close(fd);
+    free(buf);
+    free(enc);
+    free(dst);
+    free(tmp);
+    return rc;
+}
+
+/* guest -> host: read into a temp file beside the target, checked, then
+ * renamed over it. */
+static int cp_download(struct cp *c, const char *src, const char *dst_in)
+{
+    struct stat st;
+    char *dst = NULL, *tmp = NULL;
+    unsigned char *buf = malloc(CP_CHUNK);
+    int fd = -1, rc;
+    cJSON *reply;
+    const cJSON *res;
+    mode_t mode = 0644;
+
+    if (!buf)
+        die_oom();
+    rc = cp_call(c, "files.stat", path_params("path", src), &reply, &res);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    const char *type = jstr(res, "type"), *m = jstr(res, "mode");
+    double size = 0;
+    jnum(res, "size", &size);
+    if (!type || strcmp(type, "file") != 0) {
+        fprintf(stderr, "hearthctl: cp: %s is a %s, not a regular file\n", src,
+                type ? type : "?");
+        cJSON_Delete(reply);
+        free(buf);
+        return EXIT_SERVER;
+    }
+    if (m)
+        mode = (mode_t)strtoul(m, NULL, 8) & 07777;
+    cJSON_Delete(reply);
+    c->size = (unsigned long long)size;
+    size_t dl = strlen(dst_in);
+    if ((dl && dst_in[dl - 1] == '/') || (stat(dst_in, &st) == 0 && S_ISDIR(st.st_mode))) {
+        if (asprintf(&dst, "%s%s%s", dst_in, dst_in[dl - 1] == '/' ? "" : "/", base_name(src)) < 0)
+            die_oom();
+    } else if (!(dst = strdup(dst_in))) {
+        die_oom();
+    }
+    if (asprintf(&tmp, "%s.hearthctl-%ld", dst, (long)getpid()) < 0)
+        die_oom();
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        fprintf(stderr, "hearthctl: cp: %s: %s\n", tmp, strerror(errno));
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    for (;;) {
+        cJSON *p = path_params("path", src);
+        add_num(p, "offset", (double)c->done);
+        add_num(p, "length", CP_CHUNK);
+        rc = cp_call(c, "files.read", p, &reply, &res);
+        if (rc)
+            goto out;
+        const char *data = jstr(res, "data");
+        long n = data ? base64_decode(data, strlen(data), buf, CP_CHUNK, NULL, 0) : -1;
+        bool eof = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "eof"));
+        cJSON_Delete(reply);
+        if (n < 0) {
+            rc = bad_reply(c->t, "files.read data is not base64");
+            goto out;
+        }
+        for (size_t off = 0; off < (size_t)n;) {
+            ssize_t w = write(fd, buf + off, (size_t)n - off);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w < 0) {
+                fprintf(stderr, "hearthctl: cp: %s: %s\n", tmp, strerror(errno));
+                rc = EXIT_USAGE;
+                goto out;
+            }
+            off += (size_t)w;
+        }
+        cp_hash(c, buf, (size_t)n);
+        c->done += (unsigned long long)n;
+        if (c->done > c->size)
+            c->size = c->done;
+        cp_progress(c, false);
+        if (eof || n == 0)
+            break;
+    }
+    cp_progress(c, true);
+    rc = cp_verify(c, src);
+    if (rc)
+        goto out;
+    if (fchmod(fd, mode) < 0 || fsync(fd) < 0 || rename(tmp, dst) < 0) {
+        fprintf(stderr, "hearthctl: cp: %s: %s\n", dst, strerror(errno));
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    free(tmp);
+    tmp = NULL;
+out:
+    if (fd >= 0)
+        close(fd);
+    if (tmp)
+        unlink(tmp);
+    free(tmp);
+    free(dst);
+    free(buf);
+    return rc;
+}
+
+/* Checks cp's arguments before anything connects. */
+int b_cp(struct ctl *t, int argc, char **argv, cJSON **params)
+{
+    *params = NULL;
+    if (argc != 2)
+        return usage_err(t, "%s", argc < 2 ? "needs SRC and DST" : "too many arguments");
+    bool g0 = strncmp(argv[0], CP_PREFIX, strlen(CP_PREFIX)) == 0;
+    bool g1 = strncmp(argv[1], CP_PREFIX, strlen(CP_PREFIX)) == 0;
+    if (g0 == g1)
+        return usage_err(t, "%s", "exactly one of SRC and DST names the guest side (sandbox:PATH)");
+    const char *guest = argv[g0 ? 0 : 1] + strlen(CP_PREFIX);
+    if (guest[0] != '/')
+        return usage_err(t, "guest path '%s' is not absolute", guest);
+    return 0;
+}
+
+int r_cp(struct ctl *t, int argc, char **argv)
+{
+    struct cp c;
+    bool g0 = strncmp(argv[0], CP_PREFIX, strlen(CP_PREFIX)) == 0;
+    const char *guest = argv[g0 ? 0 : 1] + strlen(CP_PREFIX);
+
+    memset(&c, 0, sizeof(c));
+    c.t = t;
+    c.tty = isatty(STDERR_FILENO);
+    sha256_init(&c.whole);
+    sha256_init(&c.block);
+    int rc = g0 ? cp_download(&c, guest, argv[1]) : cp_upload(&c, argv[0], guest);
+    free(c.blocks);
+    return rc;
+}

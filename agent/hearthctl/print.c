@@ -1,0 +1,705 @@
+/* hearthctl output: guest text escaped for a host terminal, the service
+ * and mount tables, and one printer per command for its human form (the
+ * --json form is the reply as it is). */
+#include "ctl.h"
+#include "prom.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Guest-provided text goes to a host terminal: escape control bytes so a
+ * service cannot move the cursor or retitle the window. UTF-8 passes. */
+void put_safe(FILE *f, const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if ((*p < 0x20 && *p != '\t') || *p == 0x7f)
+            fprintf(f, "\\x%02x", *p);
+        else
+            fputc(*p, f);
+    }
+}
+
+/* Same escaping into a bounded buffer; truncates with "..." if needed. */
+void safe_copy(char *dst, size_t n, const char *s)
+{
+    size_t o = 0;
+
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char esc[5];
+        size_t l = 1;
+
+        if ((*p < 0x20 && *p != '\t') || *p == 0x7f)
+            l = (size_t)snprintf(esc, sizeof(esc), "\\x%02x", *p);
+        else
+            esc[0] = (char)*p;
+        if (o + l + 1 > n) {
+            if (n >= 4) {
+                o = o > n - 4 ? n - 4 : o;
+                memcpy(dst + o, "...", 3);
+                o += 3;
+            }
+            break;
+        }
+        memcpy(dst + o, esc, l);
+        o += l;
+    }
+    if (n > 0)
+        dst[o < n ? o : n - 1] = '\0';
+}
+
+const char *jstr(const cJSON *obj, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+    return cJSON_IsString(v) && v->valuestring ? v->valuestring : NULL;
+}
+
+bool jnum(const cJSON *obj, const char *key, double *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return false;
+    *out = v->valuedouble;
+    return true;
+}
+
+/* An integer-valued JSON number as text, or "-". */
+static void fmt_int(char *buf, size_t n, const cJSON *obj, const char *key)
+{
+    double d;
+
+    if (jnum(obj, key, &d) && fabs(d) < 9e15)
+        snprintf(buf, n, "%lld", (long long)d);
+    else
+        snprintf(buf, n, "-");
+}
+
+/* 850ms, 12s, 3m12s, 2h05m, 3d04h. */
+static void fmt_duration(char *buf, size_t n, double ms)
+{
+    unsigned long long s;
+
+    if (!isfinite(ms) || ms < 0 || ms > 1e15) {
+        snprintf(buf, n, "-");
+        return;
+    }
+    if (ms < 1000) {
+        snprintf(buf, n, "%llums", (unsigned long long)ms);
+        return;
+    }
+    s = (unsigned long long)(ms / 1000);
+    if (s < 60)
+        snprintf(buf, n, "%llus", s);
+    else if (s < 3600)
+        snprintf(buf, n, "%llum%02llus", s / 60, s % 60);
+    else if (s < 86400)
+        snprintf(buf, n, "%lluh%02llum", s / 3600, (s / 60) % 60);
+    else
+        snprintf(buf, n, "%llud%02lluh", s / 86400, (s / 3600) % 24);
+}
+
+/* ---- output ----------------------------------------------------------- */
+
+int flush_stdout(void)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "hearthctl: cannot write output: %s\n", strerror(errno));
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+int print_json(const cJSON *j, bool pretty)
+{
+    char *s = pretty ? cJSON_Print(j) : cJSON_PrintUnformatted(j);
+
+    if (!s)
+        die_oom();
+    fputs(s, stdout);
+    fputc('\n', stdout);
+    cJSON_free(s);
+    return 0;
+}
+
+enum { COL_NAME, COL_STATE, COL_PID, COL_RESTARTS, COL_EXIT, COL_HEALTH, COL_SINCE, NCOLS };
+
+static const char *const col_head[NCOLS] = {"NAME",      "STATE",  "PID", "RESTARTS",
+                                            "LAST-EXIT", "HEALTH", "SINCE"};
+
+/* SINCE: since_ms is how long the service has been in its state. */
+static void service_cells(const cJSON *svc, char cells[NCOLS][CELL_MAX])
+{
+    const char *name = jstr(svc, "name"), *state = jstr(svc, "state");
+    const cJSON *ex = cJSON_GetObjectItemCaseSensitive(svc, "last_exit");
+    double pid, since, code;
+
+    safe_copy(cells[COL_NAME], CELL_MAX, name ? name : "?");
+    safe_copy(cells[COL_STATE], CELL_MAX, state ? state : "?");
+    if (jnum(svc, "pid", &pid) && pid > 0 && pid < 1e10)
+        snprintf(cells[COL_PID], CELL_MAX, "%lld", (long long)pid);
+    else
+        snprintf(cells[COL_PID], CELL_MAX, "-");
+    fmt_int(cells[COL_RESTARTS], CELL_MAX, svc, "restarts");
+    if (cJSON_IsObject(ex) && jstr(ex, "signal"))
+        safe_copy(cells[COL_EXIT], CELL_MAX, jstr(ex, "signal"));
+    else if (cJSON_IsObject(ex) && jnum(ex, "code", &code) && fabs(code) < 1e10)
+        snprintf(cells[COL_EXIT], CELL_MAX, "exit %lld", (long long)code);
+    else
+        snprintf(cells[COL_EXIT], CELL_MAX, "-");
+    /* HEALTH: the health check's status, "-" for a service without one. */
+    const char *hs = jstr(cJSON_GetObjectItemCaseSensitive(svc, "health"), "status");
+    safe_copy(cells[COL_HEALTH], CELL_MAX, hs ? hs : "-");
+    if (!jnum(svc, "since_ms", &since) || since < 0)
+        snprintf(cells[COL_SINCE], CELL_MAX, "-");
+    else
+        fmt_duration(cells[COL_SINCE], CELL_MAX, since);
+}
+
+static void print_row(const size_t *width, const char *const *cells)
+{
+    for (int i = 0; i + 1 < NCOLS; i++)
+        printf("%-*s  ", (int)width[i], cells[i]);
+    printf("%s\n", cells[NCOLS - 1]);
+}
+
+/* Two passes over the array (widths, then rows) instead of storing rows:
+ * the number of services is not bounded here. */
+static void print_service_table(const cJSON *services)
+{
+    size_t width[NCOLS];
+    char cells[NCOLS][CELL_MAX];
+    const cJSON *svc;
+    int rows = 0;
+
+    for (int i = 0; i < NCOLS; i++)
+        width[i] = strlen(col_head[i]);
+    if (cJSON_IsArray(services)) {
+        cJSON_ArrayForEach(svc, services)
+        {
+            if (!cJSON_IsObject(svc))
+                continue;
+            service_cells(svc, cells);
+            for (int i = 0; i < NCOLS; i++)
+                if (strlen(cells[i]) > width[i])
+                    width[i] = strlen(cells[i]);
+            rows++;
+        }
+    }
+    if (rows == 0) {
+        puts("no services");
+        return;
+    }
+    print_row(width, col_head);
+    cJSON_ArrayForEach(svc, services)
+    {
+        const char *row[NCOLS];
+
+        if (!cJSON_IsObject(svc))
+            continue;
+        service_cells(svc, cells);
+        for (int i = 0; i < NCOLS; i++)
+            row[i] = cells[i];
+        print_row(width, row);
+    }
+}
+
+/* After the table, one line per privileged service with its reasons: a
+ * service that can undo the sandbox's setup should not hide in a column. */
+static void print_privileged(const cJSON *services)
+{
+    const cJSON *svc;
+
+    if (!cJSON_IsArray(services))
+        return;
+    cJSON_ArrayForEach(svc, services)
+    {
+        const cJSON *why = cJSON_GetObjectItemCaseSensitive(svc, "privileged_reasons");
+        const cJSON *r;
+        char name[CELL_MAX];
+        bool first = true;
+
+        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(svc, "privileged")))
+            continue;
+        safe_copy(name, sizeof(name), jstr(svc, "name") ? jstr(svc, "name") : "?");
+        printf("privileged: %s", name);
+        cJSON_ArrayForEach(r, why)
+        {
+            char text[CELL_MAX];
+            if (!cJSON_IsString(r))
+                continue;
+            safe_copy(text, sizeof(text), r->valuestring);
+            printf("%s%s", first ? " (" : ", ", text);
+            first = false;
+        }
+        puts(first ? "" : ")");
+    }
+}
+
+/* A notification value: bare when it is a plain word, else JSON. */
+static void put_value(const cJSON *v)
+{
+    char *s;
+
+    if (cJSON_IsString(v) && v->valuestring && v->valuestring[0]) {
+        bool plain = true;
+
+        for (const unsigned char *p = (const unsigned char *)v->valuestring; *p; p++)
+            if (*p <= ' ' || *p == '"' || *p == '=' || *p == '\\' || *p == 0x7f)
+                plain = false;
+        if (plain) {
+            fputs(v->valuestring, stdout);
+            return;
+        }
+    }
+    s = cJSON_PrintUnformatted(v);
+    if (!s)
+        die_oom();
+    put_safe(stdout, s);
+    cJSON_free(s);
+}
+
+static void print_log_line(const cJSON *l)
+{
+    const char *wall = jstr(l, "wall"), *stream = jstr(l, "stream"), *text = jstr(l, "line");
+    double tms;
+
+    if (wall)
+        put_safe(stdout, wall);
+    else if (jnum(l, "t_ms", &tms))
+        printf("+%.3fs", tms / 1000);
+    else
+        fputc('-', stdout);
+    fputc(' ', stdout);
+    put_safe(stdout, stream ? stream : "-");
+    fputc(' ', stdout);
+    put_safe(stdout, text ? text : "");
+    fputc('\n', stdout);
+}
+
+/* ---- printers --------------------------------------------------------- */
+
+int p_ping(struct ctl *t, const cJSON *res)
+{
+    printf("pong (%.3f ms)\n", t->rtt_ms);
+    return 0;
+}
+
+int p_version(struct ctl *t, const cJSON *res)
+{
+    const char *ver = jstr(res, "version");
+    const cJSON *feat = cJSON_GetObjectItemCaseSensitive(res, "features");
+    const cJSON *f;
+    double proto;
+    int n = 0;
+
+    fputs("hearth ", stdout);
+    put_safe(stdout, ver ? ver : "?");
+    if (jnum(res, "protocol", &proto) && fabs(proto) < 1e10)
+        printf(" (protocol %lld)", (long long)proto);
+    fputs("\nfeatures:", stdout);
+    if (cJSON_IsArray(feat)) {
+        cJSON_ArrayForEach(f, feat)
+        {
+            if (!cJSON_IsString(f))
+                continue;
+            fputc(' ', stdout);
+            put_safe(stdout, f->valuestring);
+            n++;
+        }
+    }
+    puts(n ? "" : " none");
+    return 0;
+}
+
+int p_status(struct ctl *t, const cJSON *res)
+{
+    static const char *const keys[] = {"hostname", "mode", "phase"};
+    double up, clients;
+    bool have_up = jnum(res, "uptime_ms", &up);
+    const char *ver = jstr(res, "version");
+    char d[32];
+
+    fputs("hearth ", stdout);
+    put_safe(stdout, ver ? ver : "?");
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        const char *v = jstr(res, keys[i]);
+
+        printf("  %s ", keys[i]);
+        put_safe(stdout, v ? v : "?");
+    }
+    if (have_up) {
+        fmt_duration(d, sizeof(d), up);
+        printf("  uptime %s", d);
+    }
+    if (jnum(res, "clients", &clients) && clients >= 0 && clients < 1e10)
+        printf("  clients %lld", (long long)clients);
+    const char *sb = jstr(cJSON_GetObjectItemCaseSensitive(res, "sandbox"), "state");
+    if (sb) {
+        fputs("  sandbox ", stdout);
+        put_safe(stdout, sb);
+    }
+    const cJSON *lr = cJSON_GetObjectItemCaseSensitive(res, "last_resume");
+    const char *cause = jstr(lr, "cause");
+    double lr_ms;
+    if (cause && jnum(lr, "total_ms", &lr_ms)) {
+        fputs("\nlast resume: ", stdout);
+        put_safe(stdout, cause);
+        printf(", %.3f ms%s", lr_ms, cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(lr, "ok"))
+                                         ? ", a step failed" : "");
+    }
+    fputs("\n", stdout);
+    /* A required mount that failed holds services back: say so up front. */
+    const cJSON *mounts = cJSON_GetObjectItemCaseSensitive(res, "mounts");
+    double failed;
+    if (jnum(mounts, "failed", &failed) && failed > 0 && failed < 1e6) {
+        const char *merr = jstr(mounts, "error");
+        printf("mounts: %lld required failed: ", (long long)failed);
+        put_safe(stdout, merr ? merr : "?");
+        fputc('\n', stdout);
+    }
+    fputc('\n', stdout);
+    print_service_table(cJSON_GetObjectItemCaseSensitive(res, "services"));
+    print_privileged(cJSON_GetObjectItemCaseSensitive(res, "services"));
+    return 0;
+}
+
+int p_services(struct ctl *t, const cJSON *res)
+{
+    print_service_table(cJSON_GetObjectItemCaseSensitive(res, "services"));
+    print_privileged(cJSON_GetObjectItemCaseSensitive(res, "services"));
+    return 0;
+}
+
+int p_state(struct ctl *t, const cJSON *res)
+{
+    const char *state = jstr(res, "state");
+
+    put_safe(stdout, state ? state : "ok");
+    fputc('\n', stdout);
+    return 0;
+}
+
+int p_logs(struct ctl *t, const cJSON *res)
+{
+    const cJSON *lines = cJSON_GetObjectItemCaseSensitive(res, "lines"), *l;
+
+    if (cJSON_IsArray(lines)) {
+        cJSON_ArrayForEach(l, lines)
+        {
+            if (cJSON_IsObject(l))
+                print_log_line(l);
+        }
+    }
+    return 0;
+}
+
+int p_events(struct ctl *t, const cJSON *res)
+{
+    return 0; /* the subscription reply carries nothing to show */
+}
+
+int p_shutdown(struct ctl *t, const cJSON *res)
+{
+    /* The action hearth will take: a container exits whatever was asked. */
+    const char *a = jstr(res, "action");
+    fputs("shutting down (", stdout);
+    put_safe(stdout, a ? a : t->arg);
+    fputs(")\n", stdout);
+    return 0;
+}
+
+#define PATH_CELL 4096 /* mount paths are shown whole, not cut like names */
+
+static void print_mount_row(const char *target, const char *type, const char *src,
+                            const char *state, const char *err, int wt, int wy, int wsrc)
+{
+    printf("%-*s  %-*s  %-*s  %s", wt, target, wy, type, wsrc, src, state);
+    if (err && *err) {
+        fputs("  ", stdout);
+        put_safe(stdout, err);
+    }
+    fputc('\n', stdout);
+}
+
+static void mount_cells(const cJSON *m, char c[3][PATH_CELL])
+{
+    safe_copy(c[0], PATH_CELL, jstr(m, "target") ? jstr(m, "target") : "?");
+    safe_copy(c[1], PATH_CELL, jstr(m, "type") ? jstr(m, "type") : "?");
+    safe_copy(c[2], PATH_CELL, jstr(m, "source") ? jstr(m, "source") : "");
+}
+
+int p_mounts(struct ctl *t, const cJSON *res)
+{
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(res, "mounts"), *m;
+    int w[3] = {6, 4, 6}, rows = 0;
+    static char c[3][PATH_CELL];
+
+    cJSON_ArrayForEach(m, list) {
+        mount_cells(m, c);
+        for (int i = 0; i < 3; i++)
+            if ((int)strlen(c[i]) > w[i])
+                w[i] = (int)strlen(c[i]);
+        rows++;
+    }
+    if (!rows) {
+        puts("no mounts");
+        return 0;
+    }
+    print_mount_row("TARGET", "TYPE", "SOURCE", "STATE", NULL, w[0], w[1], w[2]);
+    cJSON_ArrayForEach(m, list) {
+        char state[CELL_MAX];
+        const cJSON *ro = cJSON_GetObjectItemCaseSensitive(m, "read_only");
+        mount_cells(m, c);
+        safe_copy(state, 32, jstr(m, "state") ? jstr(m, "state") : "?");
+        if (cJSON_IsTrue(ro))
+            strcat(state, " (ro)");
+        print_mount_row(c[0], c[1], c[2], state, jstr(m, "error"), w[0], w[1], w[2]);
+    }
+    return 0;
+}
+
+static void print_names(const char *label, const cJSON *arr)
+{
+    const cJSON *n;
+    int count = cJSON_GetArraySize(arr), shown = 0;
+
+    printf("%-9s %d", label, count);
+    cJSON_ArrayForEach(n, arr) {
+        if (!cJSON_IsString(n))
+            continue;
+        /* A few names tell the story; --json has them all. */
+        if (shown++ == 8) {
+            fputs(" ...", stdout);
+            break;
+        }
+        fputs(shown == 1 ? ": " : " ", stdout);
+        put_safe(stdout, n->valuestring);
+    }
+    fputc('\n', stdout);
+}
+
+static void print_sync(const cJSON *last)
+{
+    double runs = 0, v;
+    const char *trig = jstr(last, "trigger"), *err = jstr(last, "error");
+
+    jnum(last, "runs", &runs);
+    if (runs <= 0) {
+        puts("last sync: never");
+    } else {
+        fputs("last sync: ", stdout);
+        put_safe(stdout, trig ? trig : "?");
+        static const char *const keys[] = {"linked", "created", "removed", "shadowed", "ignored",
+                                           "errors"};
+        for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+            if (jnum(last, keys[i], &v) && v >= 0 && v < 1e10)
+                printf(", %s %lld", keys[i], (long long)v);
+        if (jnum(last, "duration_us", &v) && v >= 0 && v < 1e12)
+            printf(" in %.3f ms", v / 1000.0);
+        fputc('\n', stdout);
+    }
+    if (err) {
+        fputs("error: ", stdout);
+        put_safe(stdout, err);
+        fputc('\n', stdout);
+    }
+}
+
+int p_skills(struct ctl *t, const cJSON *res)
+{
+    const char *pub = jstr(res, "public_dir"), *priv = jstr(res, "private_dir");
+
+    fputs("public   ", stdout);
+    put_safe(stdout, pub ? pub : "?");
+    fputs("\nprivate  ", stdout);
+    put_safe(stdout, priv ? priv : "?");
+    fputc('\n', stdout);
+    print_names("public", cJSON_GetObjectItemCaseSensitive(res, "public"));
+    print_names("linked", cJSON_GetObjectItemCaseSensitive(res, "linked"));
+    print_names("shadowed", cJSON_GetObjectItemCaseSensitive(res, "shadowed"));
+    print_names("private", cJSON_GetObjectItemCaseSensitive(res, "private"));
+    print_names("ignored", cJSON_GetObjectItemCaseSensitive(res, "ignored"));
+    print_sync(cJSON_GetObjectItemCaseSensitive(res, "last"));
+    return 0;
+}
+
+int p_skills_sync(struct ctl *t, const cJSON *res)
+{
+    print_sync(res);
+    return 0;
+}
+
+int p_forked(struct ctl *t, const cJSON *res)
+{
+    fputs("forked ", stdout);
+    put_safe(stdout, t->arg ? t->arg : "?");
+    puts(": now a private copy");
+    return 0;
+}
+
+void n_event(struct ctl *t, const cJSON *p)
+{
+    const char *type = jstr(p, "type");
+    const cJSON *kv;
+    double seq;
+
+    if (jnum(p, "seq", &seq) && fabs(seq) < 9e15)
+        printf("%lld ", (long long)seq);
+    else
+        fputs("- ", stdout);
+    put_safe(stdout, type ? type : "?");
+    cJSON_ArrayForEach(kv, p)
+    {
+        if (!kv->string || strcmp(kv->string, "seq") == 0 || strcmp(kv->string, "type") == 0)
+            continue;
+        fputc(' ', stdout);
+        put_safe(stdout, kv->string);
+        fputc('=', stdout);
+        put_value(kv);
+    }
+    fputc('\n', stdout);
+}
+
+void n_log(struct ctl *t, const cJSON *p)
+{
+    print_log_line(p);
+}
+
+/* A freeze or resume report: one line per step, then the total. */
+int p_steps(struct ctl *t, const cJSON *res)
+{
+    const cJSON *steps = cJSON_GetObjectItemCaseSensitive(res, "steps"), *s;
+    double total = 0;
+
+    cJSON_ArrayForEach(s, steps) {
+        const char *name = jstr(s, "name"), *result = jstr(s, "result"), *d = jstr(s, "detail");
+        double ms = 0;
+        char nb[32], rb[16];
+        jnum(s, "ms", &ms);
+        safe_copy(nb, sizeof(nb), name ? name : "?");
+        safe_copy(rb, sizeof(rb), result ? result : "?");
+        printf("%-10s %-8s %8.3f ms", nb, rb, ms);
+        if (d) {
+            fputs("  ", stdout);
+            put_safe(stdout, d);
+        }
+        fputc('\n', stdout);
+    }
+    jnum(res, "total_ms", &total);
+    printf("total %.3f ms", total);
+    const char *st = jstr(res, "state");
+    if (st) {
+        fputs(", sandbox ", stdout);
+        put_safe(stdout, st);
+    }
+    fputc('\n', stdout);
+    return 0;
+}
+
+int p_init(struct ctl *t, const cJSON *res)
+{
+    const cJSON *v;
+
+    cJSON_ArrayForEach(v, res) {
+        char *txt = cJSON_IsString(v) ? NULL : cJSON_PrintUnformatted(v);
+        put_safe(stdout, v->string ? v->string : "?");
+        fputs(": ", stdout);
+        put_safe(stdout, txt ? txt : (v->valuestring ? v->valuestring : ""));
+        fputc('\n', stdout);
+        free(txt);
+    }
+    return 0;
+}
+
+static void put_cidrs(const char *label, const cJSON *arr)
+{
+    const cJSON *it;
+    printf("%-10s", label);
+    if (!cJSON_GetArraySize(arr))
+        fputs(" -", stdout);
+    cJSON_ArrayForEach(it, arr) {
+        if (cJSON_IsString(it)) {
+            putchar(' ');
+            put_safe(stdout, it->valuestring);
+        }
+    }
+    putchar('\n');
+}
+
+/* One row per rule counter; nested objects that are not counters (the
+ * netdev chains' table) are skipped. */
+static void p_counters(const cJSON *ctr, const char *head)
+{
+    const cJSON *it;
+    printf("%-12s %12s %14s\n", head, "PACKETS", "BYTES");
+    cJSON_ArrayForEach(it, ctr) {
+        const cJSON *pk = cJSON_GetObjectItemCaseSensitive(it, "packets");
+        const cJSON *by = cJSON_GetObjectItemCaseSensitive(it, "bytes");
+        if (!cJSON_IsNumber(pk))
+            continue;
+        printf("%-12.32s %12.0f %14.0f\n", it->string ? it->string : "?", pk->valuedouble,
+               cJSON_IsNumber(by) ? by->valuedouble : 0);
+    }
+}
+
+int p_egress(struct ctl *t, const cJSON *res)
+{
+    const cJSON *pol = cJSON_GetObjectItemCaseSensitive(res, "policy");
+    const cJSON *ctr = cJSON_GetObjectItemCaseSensitive(res, "counters"), *it;
+    const char *err = jstr(res, "error");
+
+    if (!pol) {
+        puts("no egress policy");
+        return 0;
+    }
+    printf("applied   %s\n", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "applied")) ? "yes" : "no");
+    if (err) {
+        fputs("error     ", stdout);
+        put_safe(stdout, err);
+        putchar('\n');
+    }
+    printf("public    %s\n",
+           cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(pol, "allowPublicTraffic")) ? "on" : "off");
+    put_cidrs("allowOut", cJSON_GetObjectItemCaseSensitive(pol, "allowOut"));
+    put_cidrs("denyOut", cJSON_GetObjectItemCaseSensitive(pol, "denyOut"));
+    put_cidrs("always", cJSON_GetObjectItemCaseSensitive(res, "alwaysAllowed"));
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "repaired")))
+        puts("repaired  yes (the ruleset had changed)");
+    const cJSON *lay = cJSON_GetObjectItemCaseSensitive(res, "layers");
+    if (lay) {
+        const cJSON *nd = cJSON_GetObjectItemCaseSensitive(lay, "netdev");
+        printf("layers    inet %s, owner %s, watch %s, netdev",
+               cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(lay, "inet")) ? "yes" : "no",
+               cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(lay, "owner")) ? "yes" : "no",
+               cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(lay, "watch")) ? "yes" : "no");
+        if (cJSON_GetArraySize(nd) == 0)
+            fputs(" -", stdout);
+        cJSON_ArrayForEach(it, nd) {
+            putchar(' ');
+            put_safe(stdout, cJSON_GetStringValue(it) ? cJSON_GetStringValue(it) : "?");
+        }
+        putchar('\n');
+    }
+    if (ctr) {
+        p_counters(ctr, "RULE");
+        const cJSON *nd = cJSON_GetObjectItemCaseSensitive(ctr, "netdev");
+        if (cJSON_IsObject(nd))
+            p_counters(nd, "NETDEV RULE");
+    }
+    return 0;
+}
+
+/* JSON by default (the reply as it is); --prometheus: the exposition
+ * format a node exporter's textfile collector or a scraper reads. */
+int p_metrics(struct ctl *t, const cJSON *res)
+{
+    if (t->arg && strcmp(t->arg, "prometheus") == 0) {
+        if (prom_write(stdout, res) < 0)
+            return bad_reply(t, "metrics: expected an object");
+        return 0;
+    }
+    return print_json(res, true);
+}

@@ -1,0 +1,251 @@
+"""The OCI image (make oci) under a real container runtime: podman with
+runc. hearth is the image's entrypoint and runs in container mode."""
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import HEARTHCTL, VERSION, podman, wait_until
+
+CONTROL = {"listen": ["unix:/run/hearth/control.sock"]}
+
+
+def test_image_loads_with_entrypoint_and_labels(image):
+    cfg = json.loads(podman("image", "inspect", image, "--format", "{{json .Config}}").stdout)
+    assert cfg["Entrypoint"] == ["/sbin/hearth"]
+    labels = cfg["Labels"]
+    assert labels["org.opencontainers.image.version"] == VERSION
+    assert labels["org.opencontainers.image.title"] == "hearth-hermes"
+    assert labels["org.opencontainers.image.source"]
+    assert cfg.get("StopSignal") == "SIGTERM"
+
+
+def test_hermes_config_runs_and_applies_egress_with_net_admin(run):
+    c = run(caps=["NET_ADMIN"])
+    wait_until(lambda: c.service("web-ui")["state"] == "running", 30, "web-ui running")
+    st = c.ctl("status")
+    assert st["mode"] == "container" and st["pid"] == 1
+    assert c.service("hermes")["state"] == "running"
+    # The home was seeded from the image's template.
+    assert c.exec("cat", "/root/.hermes/config.yaml").stdout.strip()
+    eg = c.ctl("egress")
+    assert eg["applied"] is True, eg
+    assert eg["layers"]["inet"] is True
+    assert eg["policy"]["allowOut"] == ["10.10.0.0/16"]
+    # The ruleset is in the container's network namespace, and matches.
+    chk = c.ctl("egress", "check")
+    assert chk["applied"] is True and not chk.get("error"), chk
+
+
+def test_without_net_admin_egress_fails_closed_and_says_why(run):
+    c = run()
+    wait_until(lambda: "services after egress held" in c.logs(), 15, "the egress error")
+    st = wait_until(lambda: (lambda s: s if s["phases"]["mounts"] and s["phases"]["skills"] else None)(
+        c.ctl("status")), 15, "mounts and skills reached")
+    assert st["phases"]["egress"] is False
+    eg = c.ctl("egress")
+    assert eg["applied"] is False
+    assert "CAP_NET_ADMIN" in eg["error"] and "--cap-add NET_ADMIN" in eg["error"]
+    assert "CAP_NET_ADMIN" in c.logs()
+    # Everything else it waits for is there: only egress holds them.
+    for name in ("hermes", "web-ui"):
+        s = c.service(name)
+        assert s["state"] == "waiting" and not s["pid"], s
+    assert c.service("hermes")["waiting_for"] == "egress"
+    assert "service hermes: waiting -> starting" not in c.logs()
+
+
+def test_service_output_reaches_podman_logs(run):
+    c = run({"control": CONTROL, "services": [
+        {"name": "talk", "argv": ["sh", "-c", "echo hello-out; echo hello-err >&2; exec sleep 1000"]}]})
+    wait_until(lambda: "talk: hello-out" in c.logs() and "talk: hello-err" in c.logs(), 15,
+               "both lines in podman logs")
+    # The same lines are in hearth's own ring too.
+    lines = [l["line"] for l in c.ctl("logs", "talk")["lines"]]
+    assert "hello-out" in lines and "hello-err" in lines
+    # Separated by stream: stdout lines on the container's stdout.
+    r = podman("logs", c.cid)
+    assert "talk: hello-out" in r.stdout and "talk: hello-err" in r.stderr
+
+
+def test_orphans_are_reaped(run):
+    # Each subshell exits at once, leaving its sleep to PID 1.
+    c = run({"control": CONTROL, "services": [
+        {"name": "spawner", "argv": ["sh", "-c", "(sleep 0.3 &); (sleep 0.3 &); (sleep 0.3 &); exec sleep 1000"]}]})
+    wait_until(lambda: c.ctl("status")["orphans_reaped"] >= 3, 15, "three orphans reaped")
+    ps = c.exec("ps", "-o", "pid,stat,args").stdout
+    assert not [l for l in ps.splitlines()[1:] if l.split()[1].startswith("Z")], ps
+
+
+def test_podman_stop_is_orderly_with_the_main_status(run):
+    c = run({"control": CONTROL, "services": [
+        {"name": "main", "main": True,
+         "argv": ["sh", "-c", "trap 'echo main-got-term; exit 7' TERM; echo up; "
+                              "while :; do sleep 1 & wait $!; done"],
+         "stop": {"signal": "SIGTERM", "timeout_ms": 5000}},
+        {"name": "side", "argv": ["sleep", "1000"]}]})
+    wait_until(lambda: "main: up" in c.logs(), 15, "main up")
+    # 30 s before podman would send SIGKILL: an exit status of 7 (not 137)
+    # shows hearth stopped everything and exited on its own.
+    podman("stop", "-t", "30", c.cid, timeout=60)
+    assert c.inspect("{{.State.ExitCode}}") == "7"
+    logs = c.logs()
+    assert "main: main-got-term" in logs
+    assert "service side: stopping -> stopped" in logs
+    assert "exiting with status 7" in logs
+
+
+def test_killed_service_is_restarted(run):
+    c = run({"control": CONTROL, "services": [
+        {"name": "worker", "argv": ["sleep", "1000"], "restart": "always",
+         "backoff": {"initial_ms": 100, "max_ms": 1000}}]})
+    first = wait_until(lambda: (lambda s: s if s["state"] == "running" else None)(c.service("worker")),
+                       15, "worker running")
+    # From inside the container (its pid namespace)...
+    c.exec("kill", "-9", str(first["pid"]))
+    second = wait_until(lambda: (lambda s: s if s["state"] == "running" and s["restarts"] == 1
+                                 else None)(c.service("worker")), 15, "first restart")
+    assert second["pid"] != first["pid"]
+    assert "SIGKILL" in c.logs()
+    # ...and from the host, by the host's pid of the service.
+    top = podman("top", c.cid, "pid", "hpid").stdout.splitlines()[1:]
+    hpid = [l.split()[1] for l in top if l.split()[0] == str(second["pid"])]
+    assert hpid, top
+    os.kill(int(hpid[0]), signal.SIGKILL)
+    third = wait_until(lambda: (lambda s: s if s["state"] == "running" and s["restarts"] == 2
+                                else None)(c.service("worker")), 15, "second restart")
+    assert third["pid"] not in (first["pid"], second["pid"])
+
+
+def test_bad_config_exits_1_with_the_error_in_the_log(run):
+    c = run({"services": [{"name": "x", "argv": ["true"], "restart": "sometimes"}]})
+    r = podman("wait", c.cid, timeout=60)
+    assert r.stdout.strip() == "1"
+    assert "services[0].restart: expected one of always, on-failure, never" in c.logs()
+
+
+def test_vsock_listener_binds_the_hosts_vsock_space(run):
+    """AF_VSOCK is not namespaced: the port a container's hearth listens
+    on is taken in the host's (here this machine's) vsock space, whatever
+    the container's network namespace."""
+    try:
+        probe = socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)
+    except OSError as e:
+        pytest.skip(f"no AF_VSOCK on this machine: {e}")
+    probe.close()
+    port = random.randrange(40000, 60000)
+    c = run({"control": {"listen": ["unix:/run/hearth/control.sock", f"vsock:{port}"]},
+             "services": [{"name": "idle", "argv": ["sleep", "1000"]}]})
+    wait_until(lambda: f"control listening on vsock:{port}" in c.logs(), 15, "the vsock listener")
+    s = socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)
+    try:
+        with pytest.raises(OSError) as e:
+            s.bind((socket.VMADDR_CID_ANY, port))
+        assert e.value.errno == 98  # EADDRINUSE
+    finally:
+        s.close()
+    podman("rm", "-f", "-t", "0", c.cid)
+    s = socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                s.bind((socket.VMADDR_CID_ANY, port))
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+    finally:
+        s.close()
+
+
+class FakeHybridVsock:
+    """The host side of Firecracker's and Cloud Hypervisor's hybrid vsock:
+    a unix socket that takes "CONNECT PORT\\n", answers "OK HOSTPORT\\n"
+    and then carries the stream to the guest's port. Here the "guest port"
+    1025 is hearth's control socket, mounted out of the container."""
+
+    def __init__(self, path, target, port=1025):
+        self.path, self.target, self.port = path, target, port
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(path)
+        self.srv.listen(4)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while True:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(c,), daemon=True).start()
+
+    def _one(self, c):
+        line = b""
+        while not line.endswith(b"\n") and len(line) < 64:
+            b = c.recv(1)
+            if not b:
+                c.close()
+                return
+            line += b
+        if line != f"CONNECT {self.port}\n".encode():
+            c.close()  # what the VMM does when nothing listens there
+            return
+        g = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        g.connect(self.target)
+        c.sendall(b"OK 1073741824\n")
+
+        def pump(a, b):
+            try:
+                while True:
+                    d = a.recv(65536)
+                    if not d:
+                        break
+                    b.sendall(d)
+            except OSError:
+                pass
+            for s in (a, b):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+        threading.Thread(target=pump, args=(g, c), daemon=True).start()
+        pump(c, g)
+
+    def close(self):
+        self.srv.close()
+
+
+def test_hearthctl_hybrid_vsock_reaches_the_container(run, tmp_path):
+    """hearthctl's hvsock: transport against the hybrid-vsock handshake,
+    ending at the container's hearth through its mounted socket directory
+    (a peer outside the container, as a host is)."""
+    rundir = tmp_path / "run-hearth"
+    rundir.mkdir()
+    c = run({"control": CONTROL, "services": [{"name": "idle", "argv": ["sleep", "1000"]}]},
+            args=["-v", f"{rundir}:/run/hearth"])
+    sock = rundir / "control.sock"
+    wait_until(lambda: sock.exists(), 15, "the control socket on the host")
+    vmm = FakeHybridVsock(str(tmp_path / "vsock.sock"), str(sock))
+    try:
+        r = subprocess.run([HEARTHCTL, "--connect", f"hvsock:{tmp_path}/vsock.sock:1025", "--json",
+                            "status"], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        st = json.loads(r.stdout)
+        assert st["mode"] == "container" and st["hostname"] == c.cid[:12]
+        # A port nothing listens on: the VMM hangs up, hearthctl says so.
+        r = subprocess.run([HEARTHCTL, "--connect", f"hvsock:{tmp_path}/vsock.sock:1026", "ping"],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2
+        assert "closed during handshake" in r.stderr and "1026" in r.stderr
+    finally:
+        vmm.close()
