@@ -68,13 +68,31 @@ static int parse_entropy(cJSON *params, const char *name, uint8_t *buf, size_t *
     return 0;
 }
 
+/* The "time" and "entropy" members sandbox.init and sandbox.resume share:
+ * *has_time when time was given, *ent_len 0 without entropy. */
+static int parse_time_entropy(cJSON *params, bool *has_time, struct timespec *ts, uint8_t *ent,
+                              size_t *ent_len, struct rpc_error *err)
+{
+    cJSON *t = NULL;
+    bool present;
+
+    if (param_object(params, "time", &t, &present, err) < 0)
+        return -1;
+    if (t) {
+        if (parse_time(t, "time", ts, err) < 0)
+            return -1;
+        *has_time = true;
+    }
+    return parse_entropy(params, "entropy", ent, ent_len, &present, err);
+}
+
 int m_sandbox_init(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     static const char *const known[] = {"env", "egress", "time", "entropy", "hostname",
                                         "host_mounts", NULL};
     static uint8_t ent[ENTROPY_MAX_BYTES];
     struct sandbox_init_req r = {0};
-    cJSON *t = NULL, *o = NULL;
+    cJSON *o = NULL;
     bool present;
     char msg[256];
     int code;
@@ -101,14 +119,7 @@ int m_sandbox_init(struct client *c, cJSON *params, cJSON **result, struct rpc_e
             return -1;
         }
     }
-    if (param_object(params, "time", &t, &present, err) < 0)
-        return -1;
-    if (t) {
-        if (parse_time(t, "time", &r.time, err) < 0)
-            return -1;
-        r.has_time = true;
-    }
-    if (parse_entropy(params, "entropy", ent, &r.entropy_len, &present, err) < 0)
+    if (parse_time_entropy(params, &r.has_time, &r.time, ent, &r.entropy_len, err) < 0)
         return -1;
     r.entropy = r.entropy_len ? ent : NULL;
     cJSON *rep = cJSON_CreateObject();
@@ -196,18 +207,10 @@ int m_sandbox_resume(struct client *c, cJSON *params, cJSON **result, struct rpc
     static const char *const known[] = {"time", "entropy", NULL};
     static uint8_t ent[ENTROPY_MAX_BYTES];
     struct sandbox_resume_req r = {0};
-    cJSON *t = NULL;
-    bool present;
     char msg[128];
 
-    if (params_only(params, known, err) < 0 || param_object(params, "time", &t, &present, err) < 0)
-        return -1;
-    if (t) {
-        if (parse_time(t, "time", &r.time, err) < 0)
-            return -1;
-        r.has_time = true;
-    }
-    if (parse_entropy(params, "entropy", ent, &r.entropy_len, &present, err) < 0)
+    if (params_only(params, known, err) < 0 ||
+        parse_time_entropy(params, &r.has_time, &r.time, ent, &r.entropy_len, err) < 0)
         return -1;
     r.entropy = r.entropy_len ? ent : NULL;
     *result = sandbox_resume(&r, "host", msg, sizeof(msg));

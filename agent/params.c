@@ -47,57 +47,60 @@ int param_uint(cJSON *params, const char *name, uint64_t *out, bool *present,
     return 0;
 }
 
-int param_bool(cJSON *params, const char *name, bool *out, bool *present, struct rpc_error *err)
+/* The member when present and of the wanted type (is); *v is NULL when
+ * it is absent, and -1 comes with err naming the member and the type. */
+static int typed(cJSON *params, const char *name, cJSON_bool (*is)(const cJSON *),
+                 const char *what, cJSON **v, bool *present, struct rpc_error *err)
 {
-    cJSON *v = member(params, name, present);
-    if (!v)
-        return 0;
-    if (!cJSON_IsBool(v)) {
-        rpc_error_set(err, RPC_INVALID_PARAMS, "%s: expected true or false", name);
+    *v = member(params, name, present);
+    if (*v && !is(*v)) {
+        rpc_error_set(err, RPC_INVALID_PARAMS, "%s: expected %s", name, what);
         return -1;
     }
-    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+int param_bool(cJSON *params, const char *name, bool *out, bool *present, struct rpc_error *err)
+{
+    cJSON *v;
+    if (typed(params, name, cJSON_IsBool, "true or false", &v, present, err) < 0)
+        return -1;
+    if (v)
+        *out = cJSON_IsTrue(v);
     return 0;
 }
 
 int param_string(cJSON *params, const char *name, const char **out, bool *present,
                  struct rpc_error *err)
 {
-    cJSON *v = member(params, name, present);
-    if (!v)
-        return 0;
-    if (!cJSON_IsString(v)) {
-        rpc_error_set(err, RPC_INVALID_PARAMS, "%s: expected a string", name);
+    cJSON *v;
+    if (typed(params, name, cJSON_IsString, "a string", &v, present, err) < 0)
         return -1;
-    }
-    *out = v->valuestring;
+    if (v)
+        *out = v->valuestring;
+    return 0;
+}
+
+/* An object or array member: *out is left alone when it is absent. */
+static int node(cJSON *params, const char *name, cJSON_bool (*is)(const cJSON *),
+                const char *what, cJSON **out, bool *present, struct rpc_error *err)
+{
+    cJSON *v;
+    if (typed(params, name, is, what, &v, present, err) < 0)
+        return -1;
+    if (v)
+        *out = v;
     return 0;
 }
 
 int param_object(cJSON *params, const char *name, cJSON **out, bool *present,
                  struct rpc_error *err)
 {
-    cJSON *v = member(params, name, present);
-    if (!v)
-        return 0;
-    if (!cJSON_IsObject(v)) {
-        rpc_error_set(err, RPC_INVALID_PARAMS, "%s: expected an object", name);
-        return -1;
-    }
-    *out = v;
-    return 0;
+    return node(params, name, cJSON_IsObject, "an object", out, present, err);
 }
 
 int param_array(cJSON *params, const char *name, cJSON **out, bool *present,
                 struct rpc_error *err)
 {
-    cJSON *v = member(params, name, present);
-    if (!v)
-        return 0;
-    if (!cJSON_IsArray(v)) {
-        rpc_error_set(err, RPC_INVALID_PARAMS, "%s: expected an array", name);
-        return -1;
-    }
-    *out = v;
-    return 0;
+    return node(params, name, cJSON_IsArray, "an array", out, present, err);
 }

@@ -1,5 +1,6 @@
 #include "checkspec.h"
 #include "http.h"
+#include "netaddr.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -14,47 +15,22 @@
 
 /* ---- parsing ---- */
 
-/* Strict decimal port 1..65535: no sign, no spaces, no trailing text. */
-static bool parse_port(const char *s, uint16_t *port)
-{
-    unsigned long v = 0;
-
-    if (!*s)
-        return false;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9')
-            return false;
-        v = v * 10 + (unsigned long)(*s - '0');
-        if (v > 65535)
-            return false;
-    }
-    if (v == 0)
-        return false;
-    *port = (uint16_t)v;
-    return true;
-}
-
 /* "a.b.c.d:port", "[v6]:port" or "localhost:port". Names are not resolved:
  * a resolver would block the loop, and a sandbox probe is local anyway. */
 int check_parse_hostport(const char *s, struct sockaddr_storage *ss, socklen_t *sslen,
                          char *err, size_t errlen)
 {
-    const char *colon = strrchr(s, ':');
     char host[256];
     uint16_t port;
     size_t hlen;
+    int r = netaddr_split_hostport(s, host, sizeof(host), &port);
 
-    if (!colon || !parse_port(colon + 1, &port)) {
-        snprintf(err, errlen, "bad address \"%s\" (expected HOST:PORT, port 1..65535)", s);
+    if (r < 0) {
+        snprintf(err, errlen, r == -1 ? "bad address \"%s\" (expected HOST:PORT, port 1..65535)"
+                                      : "bad address \"%s\" (expected HOST:PORT)", s);
         return -1;
     }
-    hlen = (size_t)(colon - s);
-    if (hlen == 0 || hlen >= sizeof(host)) {
-        snprintf(err, errlen, "bad address \"%s\" (expected HOST:PORT)", s);
-        return -1;
-    }
-    memcpy(host, s, hlen);
-    host[hlen] = '\0';
+    hlen = strlen(host);
     memset(ss, 0, sizeof(*ss));
     if (host[0] == '[') {
         struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;

@@ -1,10 +1,12 @@
 /* config: loads /etc/hearth/hearth.json, validates every key against the
- * schema (errors name the JSON path: "services[0].backoff.max_ms: expected
- * integer"), and extracts the typed settings the rest of hearth uses.
+ * schema (schema.h; errors name the JSON path: "services[0].backoff.max_ms:
+ * expected integer"), and extracts the typed settings the rest of hearth
+ * uses. The defaults of every key are here.
  *
  * The validated cJSON tree is kept (config->json) so config.get can return
- * it (with secrets redacted) and later modules can read sections that have
- * no typed form yet. */
+ * it (with secrets redacted); the non-service sections are read only in
+ * their typed form (sections.h), the per-service ready, health, log, launch
+ * and containment settings in theirs (svc_config.h). */
 #ifndef HEARTH_CONFIG_H
 #define HEARTH_CONFIG_H
 
@@ -13,25 +15,48 @@
 #include <stdbool.h>
 
 #include "log.h"
+#include "proto.h"
+#include "names.h"
+#include "sections.h"
+#include "schema.h"
 
 struct cJSON;
 
 #define CONFIG_DEFAULT_PATH "/etc/hearth/hearth.json"
 #define CONFIG_MAX_BYTES (1 << 20)
-#define CONFIG_ERR_MAX 512
+#define CONFIG_ERR_MAX SCHEMA_ERR_MAX
 #define CONFIG_MAX_SERVICES 64
 #define CONFIG_MAX_LISTEN 8
 /* control.idle_evict_ms when unset: a client silent this long gives up its
  * slot when all are taken. */
 #define CONFIG_IDLE_EVICT_MS 30000
-
-enum listen_kind { LISTEN_UNIX, LISTEN_VSOCK, LISTEN_SERIAL };
-
-struct listen_spec {
-    enum listen_kind kind;
-    char path[108];   /* unix socket path, or serial device path / port name */
-    uint32_t port;    /* vsock port */
-};
+/* control.listen and control.allowed_cids when unset. */
+#define CONFIG_DEFAULT_UNIX_LISTEN PROTO_DEFAULT_CONNECT
+#define CONFIG_DEFAULT_VSOCK_LISTEN "vsock:1025"
+#define CONFIG_DEFAULT_HOST_CID 2u
+#define CONFIG_MAX_ALLOWED_CIDS 16
+/* A service's backoff and stop keys when unset. */
+#define CONFIG_BACKOFF_INITIAL_MS 500
+#define CONFIG_BACKOFF_MAX_MS 30000
+#define CONFIG_BACKOFF_RESET_MS 60000
+#define CONFIG_STOP_TIMEOUT_MS 10000
+#define CONFIG_MAX_ENV_VARS 4096
+/* network.resolv_conf and an interface's timeout_ms when unset. */
+#define CONFIG_RESOLV_CONF "/etc/resolv.conf"
+#define CONFIG_IFACE_TIMEOUT_MS 10000
+/* A mount's timeout_ms (and a host_mounts entry's), host_mounts_rule's
+ * mode and host_root when unset. */
+#define CONFIG_MOUNT_TIMEOUT_MS 10000
+#define CONFIG_MOUNT_RULE_MODE "tag-per-share"
+#define CONFIG_MOUNT_HOST_ROOT "/"
+/* skills.marker, skills.depth and skills.timeout_ms when unset (a walk
+ * running longer is killed). */
+#define CONFIG_SKILLS_MARKER "SKILL.md"
+#define CONFIG_SKILLS_DEPTH 2
+#define CONFIG_SKILLS_WALK_TIMEOUT_MS 60000
+/* clock.check_ms when unset (clock.step_threshold_ms's default is
+ * clock.h's CLOCK_DEFAULT_THRESHOLD_MS). */
+#define CONFIG_CLOCK_CHECK_MS 30000
 
 enum restart_policy { RESTART_ALWAYS, RESTART_ON_FAILURE, RESTART_NEVER };
 
@@ -77,8 +102,7 @@ struct service_config {
     struct svc_settings *settings;
 };
 
-/* Defaults of the metrics and resume_file keys (read by diskuse.c and
- * resumefile.c from the validated JSON). */
+/* Defaults of the metrics and resume_file keys. */
 #define CONFIG_DISK_LOW_PERCENT 90
 #define CONFIG_DISK_OK_GAP 5
 #define CONFIG_DISK_CHECK_MS 60000
@@ -89,13 +113,23 @@ struct config {
     enum log_level log_level;
     struct listen_spec listen[CONFIG_MAX_LISTEN];
     size_t n_listen;
-    uint32_t allowed_cids[16];
+    uint32_t allowed_cids[CONFIG_MAX_ALLOWED_CIDS];
     size_t n_allowed_cids;      /* default: 1 entry, CID 2 (the host) */
     int64_t idle_evict_ms;      /* 0 = a silent client keeps its slot */
     char **modules;
     size_t n_modules;
     bool wait_for_init;
     int64_t wait_for_init_timeout_ms;
+    bool wait_for_init_fail;    /* wait_for_init.on_timeout is "fail" */
+    int clock_set;              /* clock.set: 1, 0, or -1 when unset (then: vm mode only) */
+    int64_t clock_step_threshold_ms, clock_check_ms;
+    struct network_cfg network;
+    struct egress_policy egress;
+    struct mounts_cfg mounts;
+    struct seed_cfg seed;
+    struct skills_cfg skills;
+    struct metrics_cfg metrics;
+    char *resume_file;          /* NULL = not given ("" turns the file off) */
     struct service_config services[CONFIG_MAX_SERVICES];
     size_t n_services;
     struct cJSON *json;         /* the whole validated document */
@@ -119,38 +153,19 @@ struct config *config_default(char *err, size_t errlen);
 struct config *config_fallback(const char *path, bool *kept);
 void config_free(struct config *cfg);
 
-/* Parses "unix:PATH", "vsock:PORT" or "serial:PATH". */
-int config_parse_listen(const char *s, struct listen_spec *out, char *err, size_t errlen);
-/* Signal by name ("SIGTERM", "TERM") or number; -1 when unknown. */
-int config_signal_number(const char *name);
-const char *config_signal_name(int sig);
 /* Whether exit code (0..255) is in a force_exit / prevent_exit set. */
 static inline bool config_code_in(const unsigned char *set, int code)
 {
     return code >= 0 && code < 256 && (set[code / 8] >> (code % 8)) & 1;
 }
-/* Whether an env name looks secret (redact_name_is_secret: contains KEY,
- * TOKEN, SECRET, PASSWORD, CREDENTIAL, DSN, AUTH or PASS, in any case):
- * such values are never shown. */
-bool config_env_is_secret(const char *name);
 /* A deep copy of the config JSON with secrets replaced by "<redacted>"
  * (redact_json: secret env names, secret flags in argv, registered values
  * and URL passwords anywhere). Caller frees with cJSON_Delete. */
 struct cJSON *config_redacted_json(const struct config *cfg);
 
 /* Validates one top-level section on its own ("egress", "host_mounts",
- * "services", ...), as sandbox.init or egress.set receive them; errors
- * name the path from key ("egress.allowOut[0]: bad CIDR ..."). Returns 0,
- * or -1 with "path: reason" in err. */
-/* Lifecycle phases a service may be "after", NULL-terminated. */
-extern const char *const config_after_phases[];
-
+ * "services", ...), as sandbox.init or egress.set receive them
+ * (schema_check_section). Returns 0, or -1 with "path: reason" in err. */
 int config_check_section(const char *key, const struct cJSON *value, char *err, size_t errlen);
-/* Capability number for "CAP_NET_ADMIN" or "NET_ADMIN" (any case); -1
- * when unknown. */
-int config_cap_number(const char *name);
-/* RLIMIT_* resource for a rlimits key ("nofile", "nproc", ...); -1 when
- * unknown. */
-int config_rlimit_number(const char *name);
 
 #endif

@@ -404,21 +404,17 @@ int diskuse_probe(diskuse_done_fn fn, void *ctx)
     return 0;
 }
 
-static int int_of(const cJSON *o, const char *k, int64_t dflt)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNumber(v) ? (int)v->valuedouble : (int)dflt;
-}
-
 void diskuse_setup(const struct config *cfg)
 {
-    const cJSON *m = cfg ? cJSON_GetObjectItemCaseSensitive(cfg->json, "metrics") : NULL;
-    const cJSON *ck = cJSON_GetObjectItemCaseSensitive(m, "disk_check_ms");
+    struct metrics_cfg m;
 
-    D.low_pct = int_of(m, "disk_low_percent", CONFIG_DISK_LOW_PERCENT);
-    D.ok_pct = int_of(m, "disk_ok_percent", D.low_pct > CONFIG_DISK_OK_GAP
-                                                ? D.low_pct - CONFIG_DISK_OK_GAP : 0);
-    D.check_ms = cJSON_IsNumber(ck) ? (int64_t)ck->valuedouble : CONFIG_DISK_CHECK_MS;
+    if (cfg)
+        m = cfg->metrics;
+    else
+        metrics_extract(NULL, &m);
+    D.low_pct = m.disk_low_percent;
+    D.ok_pct = m.disk_ok_percent;
+    D.check_ms = m.disk_check_ms;
     D.pid = -1;
     D.rfd = -1;
     ev_timer_init(&D.deadline, on_deadline, 0., 0.);

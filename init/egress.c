@@ -32,22 +32,8 @@
 #define IFF_LOOPBACK 0x8
 #endif
 
-/* Bound on one list: 10,000 is the benchmarked size; far beyond it the
- * batch stops being cheap and the request line limit is near anyway. */
-#define EGRESS_MAX_CIDRS 65536
-
-/* Always in denyOut: "internet access" does not cover private ranges,
- * nor shared address space (100.64/10: carrier NAT, and where some clouds
- * keep their metadata service), "this network" (0/8), the benchmarking
- * range (198.18/15), multicast and the reserved 240/4 (with the limited
- * broadcast 255.255.255.255). */
-static const char *const default_deny[] = {"10.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16",
-                                           "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10",
-                                           "0.0.0.0/8", "198.18.0.0/15", "224.0.0.0/4",
-                                           "240.0.0.0/4", "fc00::/7", "fe80::/10", "ff00::/8"};
-
 static struct {
-    cJSON *policy;              /* normalised, as last applied (or attempted at boot) */
+    struct egress_policy pol;   /* as last applied (or attempted at boot) */
     bool applied;
     char error[256];
     struct nft_expect exp;
@@ -67,91 +53,6 @@ static int nft_watch = -1, link_watch = -1;
 
 static int reapply(const char *why);
 static void watch_start(void);
-
-struct parsed {
-    struct cidr *allow, *deny;
-    size_t n_allow, n_deny;
-    bool allow_public;
-};
-
-static void parsed_free(struct parsed *p)
-{
-    free(p->allow);
-    free(p->deny);
-}
-
-static int parse_list(const cJSON *arr, const char *key, struct cidr **out, size_t *n,
-                      size_t extra, char *err, size_t errlen)
-{
-    size_t cnt = arr ? (size_t)cJSON_GetArraySize(arr) : 0;
-    if (cnt > EGRESS_MAX_CIDRS) {
-        snprintf(err, errlen, "egress.%s: %zu entries, at most %d", key, cnt, EGRESS_MAX_CIDRS);
-        return -1;
-    }
-    *out = calloc(cnt + extra + 1, sizeof(**out));
-    if (!*out) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    *n = 0;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, arr) {
-        char reason[128];
-        /* Already schema-checked: this only fails on an internal mismatch. */
-        if (cidr_parse(it->valuestring, false, &(*out)[*n], reason, sizeof(reason)) < 0) {
-            snprintf(err, errlen, "egress.%s[%zu]: bad CIDR \"%s\": %s", key, *n, it->valuestring,
-                     reason);
-            return -1;
-        }
-        (*n)++;
-    }
-    return 0;
-}
-
-static int parse_policy(const cJSON *policy, struct parsed *p, char *err, size_t errlen)
-{
-    memset(p, 0, sizeof(*p));
-    if (!cJSON_IsObject(policy)) {
-        snprintf(err, errlen, "egress: expected object");
-        return -1;
-    }
-    if (config_check_section("egress", policy, err, errlen) < 0)
-        return -1;
-    const cJSON *pub = cJSON_GetObjectItemCaseSensitive(policy, "allowPublicTraffic");
-    p->allow_public = pub ? cJSON_IsTrue(pub) : true;
-    size_t nd = sizeof(default_deny) / sizeof(default_deny[0]);
-    if (parse_list(cJSON_GetObjectItemCaseSensitive(policy, "allowOut"), "allowOut", &p->allow,
-                   &p->n_allow, 0, err, errlen) < 0 ||
-        parse_list(cJSON_GetObjectItemCaseSensitive(policy, "denyOut"), "denyOut", &p->deny,
-                   &p->n_deny, nd, err, errlen) < 0) {
-        parsed_free(p);
-        return -1;
-    }
-    for (size_t i = 0; i < nd; i++)
-        if (cidr_parse(default_deny[i], false, &p->deny[p->n_deny], NULL, 0) == 0)
-            p->n_deny++;
-    return 0;
-}
-
-/* The policy as stored and reported: every field present. */
-static cJSON *normalised(const cJSON *policy, bool allow_public)
-{
-    cJSON *o = cJSON_CreateObject();
-    if (!o)
-        return NULL;
-    cJSON_AddBoolToObject(o, "allowPublicTraffic", allow_public);
-    static const char *const keys[] = {"allowOut", "denyOut"};
-    for (int k = 0; k < 2; k++) {
-        const cJSON *a = cJSON_GetObjectItemCaseSensitive(policy, keys[k]);
-        cJSON *copy = a ? cJSON_Duplicate(a, 1) : cJSON_CreateArray();
-        if (!copy || !cJSON_AddItemToObject(o, keys[k], copy)) {
-            cJSON_Delete(copy);
-            cJSON_Delete(o);
-            return NULL;
-        }
-    }
-    return o;
-}
 
 struct link_list {
     char names[NFT_MAX_IFACES][NFT_IFNAMSIZ];
@@ -253,7 +154,7 @@ static bool lacks_net_admin(void)
     return !(d[CAP_NET_ADMIN / 32].effective & (1u << (CAP_NET_ADMIN % 32)));
 }
 
-static int apply_parsed(const struct parsed *p, char *err, size_t errlen)
+static int apply_parsed(const struct egress_policy *p, char *err, size_t errlen)
 {
     struct link_list links;
     char why[256];
@@ -322,30 +223,25 @@ static void emit(void)
     events_emit("egress", ev);
 }
 
-int egress_set(const cJSON *policy, char *err, size_t errlen)
+int egress_apply(const struct egress_policy *p, char *err, size_t errlen)
 {
-    struct parsed p;
-    if (parse_policy(policy, &p, err, errlen) < 0)
-        return -1;
-    cJSON *norm = normalised(policy, p.allow_public);
-    if (!norm) {
-        parsed_free(&p);
+    struct egress_policy copy;
+    if (egress_policy_copy(&copy, p) < 0) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    int rc = apply_parsed(&p, err, errlen);
-    parsed_free(&p);
+    int rc = apply_parsed(&copy, err, errlen);
     if (rc < 0) {
         /* The kernel kept the old ruleset; so does our state, except at
          * boot where there is no old policy and the phase stays closed. */
-        cJSON_Delete(norm);
-        if (!E.policy)
+        egress_policy_free(&copy);
+        if (!E.pol.present)
             snprintf(E.error, sizeof(E.error), "%s", err);
         log_warn("egress: %s", err);
         return -2;
     }
-    cJSON_Delete(E.policy);
-    E.policy = norm;
+    egress_policy_free(&E.pol);
+    E.pol = copy;
     E.applied = true;
     watch_start();
     E.error[0] = 0;
@@ -353,6 +249,16 @@ int egress_set(const cJSON *policy, char *err, size_t errlen)
     gate_set("egress", true);
     emit();
     return 0;
+}
+
+int egress_set(const cJSON *policy, char *err, size_t errlen)
+{
+    struct egress_policy p;
+    if (egress_parse(policy, &p, err, errlen) < 0)
+        return -1;
+    int rc = egress_apply(&p, err, errlen);
+    egress_policy_free(&p);
+    return rc;
 }
 
 static void add_always(const char *ip)
@@ -364,29 +270,34 @@ static void add_always(const char *ip)
 
 void egress_boot(const struct config *cfg)
 {
-    const cJSON *root = cfg ? cfg->json : NULL;
-    const cJSON *net = cJSON_GetObjectItemCaseSensitive(root, "network"), *it;
-    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(net, "interfaces"))
-        add_always(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "gateway")));
-    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(net, "dns"))
-        add_always(cJSON_GetStringValue(it));
+    if (!cfg) {
+        gate_set("egress", true);
+        return;
+    }
+    const struct network_cfg *net = &cfg->network;
+    for (size_t i = 0; i < net->n_ifs; i++)
+        if (net->ifs[i].gw_s[0])
+            add_always(net->ifs[i].gw_s);
+    for (size_t i = 0; i < net->n_dns; i++)
+        add_always(net->dns[i]);
 
-    const cJSON *pol = cJSON_GetObjectItemCaseSensitive(root, "egress");
-    if (!pol) {
+    const struct egress_policy *pol = &cfg->egress;
+    if (!pol->present) {
         /* Nothing to enforce: the phase is open. */
         gate_set("egress", true);
         return;
     }
     watch_start();
     char err[256];
-    if (egress_set(pol, err, sizeof(err)) < 0) {
+    int rc = -1;
+    if (pol->error[0])
+        snprintf(err, sizeof(err), "%s", pol->error);
+    else
+        rc = egress_apply(pol, err, sizeof(err));
+    if (rc < 0) {
         /* Fail closed: keep what we tried so recheck can retry it. */
-        struct parsed p;
-        char ignored[256];
-        if (parse_policy(pol, &p, ignored, sizeof(ignored)) == 0) {
-            E.policy = normalised(pol, p.allow_public);
-            parsed_free(&p);
-        }
+        if (!pol->error[0] && egress_policy_copy(&E.pol, pol) < 0)
+            log_warn("egress: out of memory keeping the policy for a retry");
         snprintf(E.error, sizeof(E.error), "%s", err);
         log_error("egress: policy not applied, services after egress held: %s", err);
         gate_set("egress", false);
@@ -397,7 +308,7 @@ void egress_boot(const struct config *cfg)
 int egress_recheck(char *err, size_t errlen)
 {
     char why[256];
-    if (!E.policy)
+    if (!E.pol.present)
         return 0;
     if (E.applied) {
         uint32_t g = 0;
@@ -411,11 +322,7 @@ int egress_recheck(char *err, size_t errlen)
         }
         log_warn("egress: ruleset changed behind hearth (%s); re-applying", why);
     }
-    struct parsed p;
-    if (parse_policy(E.policy, &p, err, errlen) < 0)
-        return -1;
-    int rc = apply_parsed(&p, err, errlen);
-    parsed_free(&p);
+    int rc = apply_parsed(&E.pol, err, errlen);
     if (rc < 0) {
         E.applied = false;
         snprintf(E.error, sizeof(E.error), "%s", err);
@@ -435,14 +342,10 @@ int egress_recheck(char *err, size_t errlen)
 static int reapply(const char *why)
 {
     char err[256];
-    struct parsed p;
-    if (!E.policy || !E.applied)
+    if (!E.pol.present || !E.applied)
         return 0;
     log_info("egress: %s; re-applying", why);
-    if (parse_policy(E.policy, &p, err, sizeof(err)) < 0)
-        return -1;
-    int rc = apply_parsed(&p, err, sizeof(err));
-    parsed_free(&p);
+    int rc = apply_parsed(&E.pol, err, sizeof(err));
     if (rc < 0) {
         /* The old ruleset stands (one transaction): still applied. */
         log_warn("egress: unable to re-apply: %s", err);
@@ -596,10 +499,10 @@ cJSON *egress_json(void)
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
-    cJSON_AddBoolToObject(o, "configured", E.policy != NULL);
+    cJSON_AddBoolToObject(o, "configured", E.pol.present);
     cJSON_AddBoolToObject(o, "applied", E.applied);
-    if (E.policy)
-        cJSON_AddItemToObject(o, "policy", cJSON_Duplicate(E.policy, 1));
+    if (E.pol.stated)
+        cJSON_AddItemToObject(o, "policy", cJSON_Duplicate(E.pol.stated, 1));
     if (E.error[0])
         cJSON_AddStringToObject(o, "error", E.error);
     cJSON_AddNumberToObject(o, "generation", E.genid);

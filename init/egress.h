@@ -5,24 +5,32 @@
 #ifndef HEARTH_EGRESS_H
 #define HEARTH_EGRESS_H
 
+#include <stdbool.h>
 #include <stddef.h>
+
+#include "sections.h"
 
 struct cJSON;
 struct config;
+
+/* Applies a parsed policy as a whole replacement (hearth keeps its own
+ * copy). Returns 0, or -2 with the kernel's reason when applying failed
+ * (the old policy stands), or -1 when out of memory. */
+int egress_apply(const struct egress_policy *p, char *err, size_t errlen);
 
 /* Boot: applies the config's `egress` (if any) with the gateways and
  * DNS servers of `network` always allowed, and marks the phase. */
 void egress_boot(const struct config *cfg);
 
-/* Validates and applies policy as a whole replacement. Returns 0; -1
- * with err naming the offending value (nothing applied); or -2 with the
- * kernel's reason when applying failed (the old policy stands). */
+/* egress_parse, then egress_apply. Returns 0; -1 with err naming the
+ * offending value (nothing applied); or -2 with the kernel's reason when
+ * applying failed (the old policy stands). */
 int egress_set(const struct cJSON *policy, char *err, size_t errlen);
 
 /* Checks the table is still there and unchanged (generation id first,
- * then a full read-back) and re-applies it if not. Returns 0 when the
- * policy is in force afterwards (*repaired set when it had to), -1 with
- * err otherwise. No-op without a policy. */
+ * then a full read-back) and re-applies it if not (egress_repairs counts
+ * those). Returns 0 when the policy is in force afterwards, -1 with err
+ * otherwise. No-op without a policy. */
 int egress_recheck(char *err, size_t errlen);
 /* How many repairs recheck has made since boot. */
 unsigned egress_repairs(void);

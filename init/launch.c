@@ -1,6 +1,5 @@
 #include "launch.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -112,14 +111,11 @@ int launch_parse_env(const char *text, size_t len, const char *fname, char ***en
             while (p < e && *p == ' ')
                 p++;
         }
-        const char *k = p;
-        if (!(isalpha((unsigned char)*p) || *p == '_'))
+        const char *k = p, *eq = memchr(p, '=', (size_t)(e - p));
+        if (!eq || !names_env_valid(k, (size_t)(eq - k)))
             goto bad;
-        while (p < e && (isalnum((unsigned char)*p) || *p == '_'))
-            p++;
+        p = eq;
         size_t klen = (size_t)(p - k);
-        if (p >= e || *p != '=')
-            goto bad;
         p++;
         size_t vlen = 0;
         if (p < e && (*p == '"' || *p == '\'')) {

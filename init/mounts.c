@@ -23,7 +23,6 @@
 #include "hearth.h"
 #include "log.h"
 
-#define DEFAULT_TIMEOUT_MS 10000
 #define RETRY_FIRST_MS 50
 #define RETRY_MAX_MS 1000
 
@@ -618,82 +617,49 @@ static void add_mount(const char *source, const char *target, const char *type,
     m->from = from;
 }
 
-static const char *jstring(const cJSON *o, const char *k)
+/* Appends the entries of host_mounts under the rule. */
+static void add_host(const struct host_mounts_cfg *hm)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-static bool jbool(const cJSON *o, const char *k, bool dflt)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : dflt;
-}
-
-/* Appends the entries of a validated host_mounts array under the rule. */
-static void add_host(const cJSON *arr)
-{
-    const cJSON *e;
     bool subpath = strcmp(M.rule_mode, "subpath") == 0;
     char src[512];
 
-    if (subpath && cJSON_GetArraySize(arr) > 0) {
+    if (subpath && hm->n > 0) {
         char share[512];
         snprintf(share, sizeof(share), "%s/%s", MOUNTS_SHARE_DIR, M.rule_tag);
-        add_mount(M.rule_tag, share, "virtiofs", NULL, false, true, DEFAULT_TIMEOUT_MS,
+        add_mount(M.rule_tag, share, "virtiofs", NULL, false, true, CONFIG_MOUNT_TIMEOUT_MS,
                   FROM_SHARE);
     }
-    cJSON_ArrayForEach(e, arr) {
-        const char *hp = jstring(e, "hostPath"), *mp = jstring(e, "mountPath");
+    for (size_t i = 0; i < hm->n; i++) {
+        const char *hp = hm->v[i].host_path, *mp = hm->v[i].mount_path;
         if (!hp || !mp ||
             mounts_host_source(M.rule_mode, M.rule_tag, M.rule_root, hp, src, sizeof(src)) < 0) {
             log_error("host_mounts entry %s ignored: no source under the rule", mp ? mp : "?");
             continue;
         }
-        add_mount(src, mp, subpath ? "bind" : "virtiofs", NULL, jbool(e, "readOnly", false), true,
-                  DEFAULT_TIMEOUT_MS, FROM_HOST);
+        add_mount(src, mp, subpath ? "bind" : "virtiofs", NULL, hm->v[i].read_only, true,
+                  CONFIG_MOUNT_TIMEOUT_MS, FROM_HOST);
     }
-}
-
-/* A host_mounts value as a parsed array: the platform's string, or (from
- * sandbox.init) the array itself. NULL when empty. */
-static cJSON *host_array(const cJSON *v)
-{
-    if (cJSON_IsArray(v))
-        return cJSON_Duplicate(v, 1);
-    if (!cJSON_IsString(v))
-        return NULL;
-    cJSON *a = cJSON_Parse(v->valuestring);
-    if (!cJSON_IsArray(a)) {
-        cJSON_Delete(a);
-        return NULL;
-    }
-    return a;
 }
 
 void mounts_start(const struct config *cfg, void (*done)(void))
 {
-    const cJSON *list = cJSON_GetObjectItemCaseSensitive(cfg->json, "mounts"), *e;
-    const cJSON *rule = cJSON_GetObjectItemCaseSensitive(cfg->json, "host_mounts_rule");
-    const char *s;
+    const struct mounts_cfg *mc = &cfg->mounts;
 
     free(M.m);
     memset(&M, 0, sizeof(M));
     M.done_fn = done;
     ev_timer_init(&M.retry, on_retry, 0., 0.);
     snprintf(M.rule_mode, sizeof(M.rule_mode), "%s",
-             (s = jstring(rule, "mode")) ? s : "tag-per-share");
-    snprintf(M.rule_tag, sizeof(M.rule_tag), "%s", (s = jstring(rule, "tag")) ? s : "");
-    snprintf(M.rule_root, sizeof(M.rule_root), "%s", (s = jstring(rule, "host_root")) ? s : "/");
-    cJSON_ArrayForEach(e, list) {
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "timeout_ms");
-        add_mount(jstring(e, "source"), jstring(e, "target"), jstring(e, "type"),
-                  jstring(e, "options"), jbool(e, "read_only", false), jbool(e, "required", true),
-                  cJSON_IsNumber(t) ? (int64_t)t->valuedouble : DEFAULT_TIMEOUT_MS, FROM_CONFIG);
+             mc->rule_mode[0] ? mc->rule_mode : CONFIG_MOUNT_RULE_MODE);
+    snprintf(M.rule_tag, sizeof(M.rule_tag), "%s", mc->rule_tag);
+    snprintf(M.rule_root, sizeof(M.rule_root), "%s",
+             mc->rule_root[0] ? mc->rule_root : CONFIG_MOUNT_HOST_ROOT);
+    for (size_t i = 0; i < mc->n; i++) {
+        const struct mount_cfg *e = &mc->v[i];
+        add_mount(e->source, e->target, e->type, e->options, e->read_only, e->required,
+                  e->timeout_ms, FROM_CONFIG);
     }
-    cJSON *hm = host_array(cJSON_GetObjectItemCaseSensitive(cfg->json, "host_mounts"));
-    add_host(hm);
-    cJSON_Delete(hm);
+    add_host(&mc->host);
     if (M.n == 0) {
         M.done = true;
         if (done)
@@ -705,36 +671,27 @@ void mounts_start(const struct config *cfg, void (*done)(void))
     run();
 }
 
-int mounts_set_host(const cJSON *host_mounts, char *err, size_t errlen)
+void mounts_apply_host(const struct host_mounts_cfg *hm)
 {
-    cJSON *arr;
-    char *text = NULL;
-
-    if (cJSON_IsArray(host_mounts)) {
-        /* Validated in the platform's string form, like the config's. */
-        text = cJSON_PrintUnformatted(host_mounts);
-        cJSON *str = text ? cJSON_CreateString(text) : NULL;
-        int r = str ? config_check_section("host_mounts", str, err, errlen) : -1;
-        if (!str)
-            snprintf(err, errlen, "host_mounts: out of memory");
-        cJSON_Delete(str);
-        cJSON_free(text);
-        if (r < 0)
-            return -1;
-    } else if (config_check_section("host_mounts", host_mounts, err, errlen) < 0) {
-        return -1;
-    }
-    arr = host_array(host_mounts);
     /* Drop the previous host entries (those mounted stay mounted). */
     size_t keep = 0;
     for (size_t i = 0; i < M.n; i++)
         if (M.m[i].from == FROM_CONFIG)
             M.m[keep++] = M.m[i];
     M.n = keep;
-    add_host(arr);
-    cJSON_Delete(arr);
+    add_host(hm);
     log_info("mounts: host_mounts set, %zu mounts", M.n);
     restart_pass();
+}
+
+int mounts_set_host(const cJSON *host_mounts, char *err, size_t errlen)
+{
+    struct host_mounts_cfg hm;
+
+    if (host_mounts_parse(host_mounts, &hm, err, errlen) < 0)
+        return -1;
+    mounts_apply_host(&hm);
+    host_mounts_free(&hm);
     return 0;
 }
 

@@ -17,6 +17,7 @@
 
 struct config;
 struct cJSON;
+struct host_mounts_cfg;
 
 #define MOUNTS_MAX 128
 /* Where the shared tag of host_mounts_rule "subpath" mode is mounted. */
@@ -31,10 +32,12 @@ void mounts_start(const struct config *cfg, void (*done)(void));
  * required mount in (called once seeding is through). */
 void mounts_phase_ready(void);
 
-/* sandbox.init's host_mounts (the platform's JSON array string, or the
- * array itself): replaces the entries that came from host_mounts and
- * applies the list again. Validated first; on error nothing changes and
- * err names the field. */
+/* Replaces the entries that came from host_mounts with hm's (parsed by
+ * host_mounts_parse) and applies the list again. */
+void mounts_apply_host(const struct host_mounts_cfg *hm);
+/* host_mounts_parse, then mounts_apply_host: a host_mounts value (the
+ * platform's JSON array string, or the array itself). On error nothing
+ * changes and err names the field. */
 int mounts_set_host(const struct cJSON *host_mounts, char *err, size_t errlen);
 
 /* After a resume: stats every mounted target and remounts those that are

@@ -401,91 +401,39 @@ fail:
     return -1;
 }
 
-static bool parse_ip(const char *s, int *fam, uint8_t *out)
-{
-    if (inet_pton(AF_INET, s, out) == 1)
-        *fam = AF_INET;
-    else if (inet_pton(AF_INET6, s, out) == 1)
-        *fam = AF_INET6;
-    else
-        return false;
-    return true;
-}
-
-static int hex_digit(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c = (char)(c | 0x20);
-    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-/* "aa:bb:cc:dd:ee:ff", one or two hex digits a byte. */
-static bool parse_mac(const char *s, uint8_t mac[6])
-{
-    for (int i = 0; i < 6; i++) {
-        int hi = hex_digit(*s), lo;
-        if (hi < 0)
-            return false;
-        s++;
-        if ((lo = hex_digit(*s)) >= 0) {
-            hi = hi * 16 + lo;
-            s++;
-        }
-        mac[i] = (uint8_t)hi;
-        if (*s != (i < 5 ? ':' : '\0'))
-            return false;
-        s++;
-    }
-    return true;
-}
-
 void network_boot(const struct config *cfg)
 {
-    const cJSON *net = cJSON_GetObjectItemCaseSensitive(cfg ? cfg->json : NULL, "network"), *it;
-    const char *rp = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(net, "resolv_conf"));
-    snprintf(N.resolv, sizeof(N.resolv), "%s", rp ? rp : "/etc/resolv.conf");
+    const struct network_cfg *net = cfg ? &cfg->network : NULL;
+    snprintf(N.resolv, sizeof(N.resolv), "%s",
+             net && net->resolv[0] ? net->resolv : CONFIG_RESOLV_CONF);
     int64_t now = mono_ms();
+    size_t n_ifs = net ? net->n_ifs : 0, n_dns = net ? net->n_dns : 0;
 
-    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(net, "interfaces")) {
-        if (N.n >= MAX_IFACES) {
-            log_error("network: more than %d interfaces; the rest are ignored", MAX_IFACES);
-            break;
-        }
+    if (net && net->n_ifs + net->n_dropped > MAX_IFACES)
+        log_error("network: more than %d interfaces; the rest are ignored", MAX_IFACES);
+    for (size_t i = 0; i < n_ifs && N.n < MAX_IFACES; i++) {
+        const struct net_iface_cfg *c = &net->ifs[i];
         struct iface *f = &N.ifs[N.n++];
         memset(f, 0, sizeof(*f));
-        snprintf(f->name, sizeof(f->name), "%s",
-                 cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "name")));
-        const char *mac = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "mac"));
-        f->has_mac = mac && parse_mac(mac, f->mac);
-        const char *addr = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "address"));
-        if (addr) {
-            char a[64];
-            snprintf(f->addr_s, sizeof(f->addr_s), "%s", addr);
-            snprintf(a, sizeof(a), "%s", addr);
-            char *slash = strchr(a, '/');
-            if (slash)
-                *slash = 0;
-            f->has_addr = parse_ip(a, &f->fam, f->addr);
-            f->prefix = slash ? atoi(slash + 1) : (f->fam == AF_INET ? 32 : 128);
-        }
-        const char *gw = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "gateway"));
-        if (gw) {
-            snprintf(f->gw_s, sizeof(f->gw_s), "%s", gw);
-            f->has_gw = parse_ip(gw, &f->gw_fam, f->gw);
-        }
-        const cJSON *mtu = cJSON_GetObjectItemCaseSensitive(it, "mtu");
-        f->mtu = cJSON_IsNumber(mtu) ? mtu->valueint : 0;
-        const cJSON *req = cJSON_GetObjectItemCaseSensitive(it, "required");
-        f->required = req ? cJSON_IsTrue(req) : true;
-        const cJSON *to = cJSON_GetObjectItemCaseSensitive(it, "timeout_ms");
-        f->deadline = now + (cJSON_IsNumber(to) ? (int64_t)to->valuedouble : 10000);
+        memcpy(f->name, c->name, sizeof(f->name));
+        f->has_mac = c->has_mac;
+        memcpy(f->mac, c->mac, sizeof(f->mac));
+        f->has_addr = c->has_addr;
+        f->fam = c->fam;
+        f->prefix = c->prefix;
+        memcpy(f->addr, c->addr, sizeof(f->addr));
+        memcpy(f->addr_s, c->addr_s, sizeof(f->addr_s));
+        f->has_gw = c->has_gw;
+        f->gw_fam = c->gw_fam;
+        memcpy(f->gw, c->gw, sizeof(f->gw));
+        memcpy(f->gw_s, c->gw_s, sizeof(f->gw_s));
+        f->mtu = c->mtu;
+        f->required = c->required;
+        f->deadline = now + c->timeout_ms;
         f->state = IF_WAITING;
     }
-    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(net, "dns")) {
-        if (N.n_dns < MAX_DNS && cJSON_IsString(it))
-            snprintf(N.dns[N.n_dns++], sizeof(N.dns[0]), "%s", it->valuestring);
-    }
+    for (size_t i = 0; i < n_dns && N.n_dns < MAX_DNS; i++)
+        snprintf(N.dns[N.n_dns++], sizeof(N.dns[0]), "%s", net->dns[i]);
     if (N.n_dns)
         write_resolv();
     if (!N.n) {

@@ -133,12 +133,11 @@ static cJSON *write_generation(const char *cause, bool stepped, int64_t paused_m
 
 void resumefile_setup(const struct config *cfg)
 {
-    const cJSON *v = cfg ? cJSON_GetObjectItemCaseSensitive(cfg->json, "resume_file") : NULL;
+    const char *v = cfg ? cfg->resume_file : NULL;
     /* Only a VM's /run is surely hearth's own tmpfs: a container's or a
      * supervisor's may be its host's, shared with other instances, so
      * there the file is written only where the config says. */
-    const char *p = cJSON_IsString(v) ? v->valuestring
-                    : H.mode == MODE_VM ? CONFIG_RESUME_FILE : "";
+    const char *p = v ? v : H.mode == MODE_VM ? CONFIG_RESUME_FILE : "";
 
     resumefile_reference();
     R.path[0] = R.dir[0] = R.leaf[0] = 0;

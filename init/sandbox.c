@@ -50,7 +50,7 @@ void sandbox_set_state(enum sandbox_state s)
 
 static bool clock_allowed;
 static int64_t clock_threshold_ms = CLOCK_DEFAULT_THRESHOLD_MS;
-static int64_t clock_check_ms = 30000;
+static int64_t clock_check_ms = CONFIG_CLOCK_CHECK_MS;
 
 bool sandbox_clock_allowed(void) { return clock_allowed; }
 int64_t sandbox_clock_threshold_ms(void) { return clock_threshold_ms; }
@@ -125,13 +125,7 @@ static void init_timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
 static bool env_key_ok(const char *k)
 {
     size_t n = strlen(k);
-    if (n == 0 || n > 128 || (k[0] >= '0' && k[0] <= '9'))
-        return false;
-    for (const char *p = k; *p; p++)
-        if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
-              *p == '_'))
-            return false;
-    return true;
+    return n <= 128 && names_env_valid(k, n);
 }
 
 static bool hostname_ok(const char *h)
@@ -184,7 +178,21 @@ static int env_merge(const cJSON *obj, char *err, size_t errlen)
     return 0;
 }
 
-static int init_validate(const struct sandbox_init_req *r, char *err, size_t errlen)
+/* What sandbox.init carries beyond env and hostname, parsed while it is
+ * validated and applied from the parsed form. */
+struct init_parsed {
+    struct egress_policy egress;
+    struct host_mounts_cfg host_mounts;
+};
+
+static void init_parsed_free(struct init_parsed *p)
+{
+    egress_policy_free(&p->egress);
+    host_mounts_free(&p->host_mounts);
+}
+
+static int init_validate(const struct sandbox_init_req *r, struct init_parsed *p, char *err,
+                         size_t errlen)
 {
     if (r->env) {
         const cJSON *it;
@@ -224,9 +232,9 @@ static int init_validate(const struct sandbox_init_req *r, char *err, size_t err
             return -1;
         }
     }
-    if (r->egress && config_check_section("egress", r->egress, err, errlen) < 0)
+    if (r->egress && egress_parse(r->egress, &p->egress, err, errlen) < 0)
         return -1;
-    if (r->host_mounts && config_check_section("host_mounts", r->host_mounts, err, errlen) < 0)
+    if (r->host_mounts && host_mounts_parse(r->host_mounts, &p->host_mounts, err, errlen) < 0)
         return -1;
     if (r->hostname && !hostname_ok(r->hostname)) {
         snprintf(err, errlen, "hostname: not a valid host name");
@@ -238,16 +246,22 @@ static int init_validate(const struct sandbox_init_req *r, char *err, size_t err
 int sandbox_init(const struct sandbox_init_req *r, cJSON *report, int *code, char *err,
                  size_t errlen)
 {
+    struct init_parsed p;
     char detail[256];
     int rc = 0;
 
+    memset(&p, 0, sizeof(p));
     *code = -32602;
-    if (init_validate(r, err, errlen) < 0)
+    if (init_validate(r, &p, err, errlen) < 0) {
+        init_parsed_free(&p);
         return -1;
+    }
     *code = -32000;
     if (r->env) {
-        if (env_merge(r->env, err, errlen) < 0)
+        if (env_merge(r->env, err, errlen) < 0) {
+            init_parsed_free(&p);
             return -1;
+        }
         /* Names only: values may be secrets. */
         cJSON *keys = cJSON_AddArrayToObject(report, "env");
         const cJSON *it;
@@ -274,19 +288,16 @@ int sandbox_init(const struct sandbox_init_req *r, cJSON *report, int *code, cha
     }
     if (r->egress) {
         detail[0] = 0;
-        int e = egress_set(r->egress, detail, sizeof(detail));
+        int e = egress_apply(&p.egress, detail, sizeof(detail));
         cJSON_AddStringToObject(report, "egress", detail[0] ? detail : (e == 0 ? "applied" : "failed"));
         if (e < 0)
             rc = -1;
     }
     if (r->host_mounts) {
-        detail[0] = 0;
-        int e = mounts_set_host(r->host_mounts, detail, sizeof(detail));
-        cJSON_AddStringToObject(report, "host_mounts",
-                                detail[0] ? detail : (e == 0 ? "applied" : "failed"));
-        if (e < 0)
-            rc = -1;
+        mounts_apply_host(&p.host_mounts);
+        cJSON_AddStringToObject(report, "host_mounts", "applied");
     }
+    init_parsed_free(&p);
     init_received = true;
     init_at_ms = wall_ms();
     init_error[0] = 0;
@@ -517,23 +528,12 @@ void sandbox_thaw_for_shutdown(void)
 
 /* ---- setup and status ---- */
 
-static int64_t json_int_or(const cJSON *o, const char *k, int64_t dflt)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : dflt;
-}
-
 void sandbox_setup(const struct config *cfg)
 {
-    const cJSON *clk = cJSON_GetObjectItemCaseSensitive(cfg->json, "clock");
-    const cJSON *set = cJSON_GetObjectItemCaseSensitive(clk, "set");
-    const cJSON *wait = cJSON_GetObjectItemCaseSensitive(cfg->json, "wait_for_init");
-    const cJSON *ot = cJSON_GetObjectItemCaseSensitive(wait, "on_timeout");
-
-    clock_allowed = cJSON_IsBool(set) ? cJSON_IsTrue(set) : H.mode == MODE_VM;
-    clock_threshold_ms = json_int_or(clk, "step_threshold_ms", CLOCK_DEFAULT_THRESHOLD_MS);
-    clock_check_ms = json_int_or(clk, "check_ms", 30000);
-    on_timeout_fail = cJSON_IsString(ot) && strcmp(ot->valuestring, "fail") == 0;
+    clock_allowed = cfg->clock_set >= 0 ? cfg->clock_set == 1 : H.mode == MODE_VM;
+    clock_threshold_ms = cfg->clock_step_threshold_ms;
+    clock_check_ms = cfg->clock_check_ms;
+    on_timeout_fail = cfg->wait_for_init_fail;
     init_waiting = cfg->wait_for_init;
     gate_set("init", !init_waiting);
     if (init_waiting) {

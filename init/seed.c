@@ -131,7 +131,7 @@ static struct {
     const struct config *cfg;
     const char *(*skip)(const char *path);
     void (*done)(void);
-    const cJSON *cur;
+    size_t cur;                 /* index into cfg->seed */
     bool running, again;
     cJSON *report;
     int64_t t0;
@@ -144,10 +144,9 @@ static struct {
 
 static void step(void);
 
-static void record(const cJSON *e, enum seed_result r, const char *err)
+static void record(const struct seed_entry *e, enum seed_result r, const char *err)
 {
-    const char *target = cJSON_GetObjectItemCaseSensitive(e, "target")->valuestring;
-    const char *from = cJSON_GetObjectItemCaseSensitive(e, "from")->valuestring;
+    const char *target = e->target, *from = e->from;
 
     if (r == SEED_FAILED) {
         Q.failures++;
@@ -197,8 +196,8 @@ static void on_child(void *ctx, pid_t pid, int status)
     } else {
         snprintf(err, sizeof(err), "seed process ended without a result (status %d)", status);
     }
-    record(Q.cur, r, err);
-    Q.cur = Q.cur->next;
+    record(&Q.cfg->seed.v[Q.cur], r, err);
+    Q.cur++;
     step();
 }
 
@@ -271,12 +270,9 @@ static void step(void)
 {
     char err[512];
 
-    while (Q.cur) {
-        const cJSON *e = Q.cur;
-        const char *target = cJSON_GetObjectItemCaseSensitive(e, "target")->valuestring;
-        const char *from = cJSON_GetObjectItemCaseSensitive(e, "from")->valuestring;
-        const cJSON *u = cJSON_GetObjectItemCaseSensitive(e, "unless");
-        const char *unless = cJSON_IsString(u) ? u->valuestring : NULL;
+    while (Q.cur < Q.cfg->seed.n) {
+        const struct seed_entry *e = &Q.cfg->seed.v[Q.cur];
+        const char *target = e->target, *from = e->from, *unless = e->unless;
         const char *failed_mount = Q.skip ? Q.skip(target) : NULL;
 
         Q.t0 = mono_ms();
@@ -289,7 +285,7 @@ static void step(void)
             enum seed_result r = seed_one(target, from, unless, err, sizeof(err));
             record(e, r, err);
         }
-        Q.cur = Q.cur->next;
+        Q.cur++;
     }
     finish();
 }
@@ -303,13 +299,12 @@ void seed_start(const struct config *cfg, const char *(*skip)(const char *path),
         Q.cfg = cfg, Q.skip = skip, Q.done = done;
         return;
     }
-    const cJSON *list = cJSON_GetObjectItemCaseSensitive(cfg->json, "seed");
     Q.cfg = cfg;
     Q.skip = skip;
     Q.done = done;
     Q.failures = 0;
     Q.report = cJSON_CreateArray();
-    Q.cur = list ? list->child : NULL;
+    Q.cur = 0;
     Q.running = true;
     step();
 }

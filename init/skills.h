@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config.h"
+
 struct config;
 struct cJSON;
 
@@ -36,9 +38,10 @@ struct cJSON;
 /* The file inside a category directory hearth made (and so may remove
  * once it is empty); a directory without it is the agent's. */
 #define SKILLS_CATEGORY_MARK ".hearth-category"
-/* The layout defaults (skills.marker, skills.depth) and bounds. */
-#define SKILLS_MARKER "SKILL.md"
-#define SKILLS_DEPTH 2
+/* The layout defaults (skills.marker, skills.depth; kept with every
+ * other default in config.h) and bounds. */
+#define SKILLS_MARKER CONFIG_SKILLS_MARKER
+#define SKILLS_DEPTH CONFIG_SKILLS_DEPTH
 #define SKILLS_MAX_DEPTH 8
 /* Entries one reconcile reads in all directories together. */
 #define SKILLS_MAX_TOTAL 400000
@@ -139,8 +142,6 @@ typedef void (*skills_reply)(uint64_t tag, int rc, const char *msg, struct cJSON
 /* The bound on what one walk hands back (the list a skills.list sends
  * is at most this large: a bigger one would overflow a client's queue). */
 #define SKILLS_RESULT_MAX (8 * 1024 * 1024)
-/* skills.timeout_ms's default: a walk running longer is killed. */
-#define SKILLS_WALK_TIMEOUT_MS 60000
 /* A reconcile that starts after this call; -1 with err when refused now. */
 int skills_sync_request(skills_defer defer, void *dctx, skills_reply reply, char *err,
                         size_t errlen);

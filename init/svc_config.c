@@ -7,7 +7,7 @@
 #include <cJSON.h>
 #include <linux/capability.h>
 
-#include "config.h"
+#include "names.h"
 
 #define BIT(n) (UINT64_C(1) << (n))
 

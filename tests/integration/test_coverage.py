@@ -6,7 +6,7 @@ table this file writes; it must be up to date:
     /usr/bin/python3 tests/integration/test_coverage.py > docs/coverage.md
 
 The items come from the sources, never from a list kept here: config keys
-from the schema tables of init/config.c (which must agree with the
+from the schema tables of init/schema_tables.c (which must agree with the
 reference tables of docs/config.md), methods from the method table of
 agent/methods.c, event types from every events_emit() call in init/ and
 agent/ (which must agree with the event table of docs/protocol.md), and
@@ -58,7 +58,7 @@ def _read(path):
 
 
 def _key_tables():
-    src = _read("init/config.c")
+    src = _read("init/schema_tables.c")
     tables = {}
     for m in re.finditer(r"static const struct key (k_\w+)\[\] = \{(.*?)\{0\}\};", src, re.S):
         rows = []
@@ -73,7 +73,7 @@ def _key_tables():
 
 
 # A key whose value is a string holding JSON of its own schema: the
-# table its entries are checked against (check_host_mounts).
+# table its entries are checked against (rule_host_mounts).
 STRING_HELD = {"host_mounts": ("k_host_mount", True)}
 
 
@@ -256,7 +256,7 @@ def coverage():
     return rows
 
 
-KINDS = [("config", "Config keys", "docs/config.md, init/config.c"),
+KINDS = [("config", "Config keys", "docs/config.md, init/schema_tables.c"),
          ("method", "Methods", "agent/methods.c, docs/protocol.md"),
          ("event", "Event types", "events_emit() in init/ and agent/, docs/protocol.md"),
          ("cmdline", "Kernel command-line keys", "cmdline_get() in init/, docs/config.md")]
@@ -298,9 +298,9 @@ def render(rows):
 
 def test_config_keys_agree_between_source_and_docs():
     src, doc = config_keys_from_source(), config_keys_from_docs()
-    assert len(src) > 80, "the schema tables of init/config.c were not found"
-    assert src - doc == set(), "keys in init/config.c but not in docs/config.md"
-    assert doc - src == set(), "keys in docs/config.md but not in init/config.c"
+    assert len(src) > 80, "the schema tables of init/schema_tables.c were not found"
+    assert src - doc == set(), "keys in init/schema_tables.c but not in docs/config.md"
+    assert doc - src == set(), "keys in docs/config.md but not in init/schema_tables.c"
 
 
 def test_event_types_agree_between_source_and_docs():

@@ -1,0 +1,57 @@
+/* names: the name <-> number tables of hearth's config (signals,
+ * capabilities, resource limits, the phases a service may wait for), the
+ * control listen specs, and the quoting every config error uses for a
+ * value it names. Pure lookups: no state, no I/O. */
+#ifndef HEARTH_NAMES_H
+#define HEARTH_NAMES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Room for a quoted value in an error message (names_quote). */
+#define NAMES_QUOTE_MAX 96
+#define NAMES_ERR_MAX 512
+
+enum listen_kind { LISTEN_UNIX, LISTEN_VSOCK, LISTEN_SERIAL };
+
+struct listen_spec {
+    enum listen_kind kind;
+    char path[108];   /* unix socket path, or serial device path / port name */
+    uint32_t port;    /* vsock port */
+};
+
+/* Quotes a value for an error message into buf (n >= 8): printable ASCII
+ * as is, anything else as \xNN, cut after a bounded length, so a hostile
+ * value can neither forge log lines nor crowd the path out. Returns buf. */
+const char *names_quote(const char *s, char *buf, size_t n);
+/* Strict unsigned decimal: digits only, no sign, no blanks, no leading
+ * zeros, value <= max. */
+bool names_parse_udec(const char *s, uint64_t max, uint64_t *out);
+
+/* Parses "unix:PATH", "vsock:PORT" or "serial:PATH"; out may be NULL to
+ * only check. */
+int config_parse_listen(const char *s, struct listen_spec *out, char *err, size_t errlen);
+/* Signal by name ("SIGTERM", "TERM") or number; -1 when unknown. */
+int config_signal_number(const char *name);
+const char *config_signal_name(int sig);
+/* Capability number for "CAP_NET_ADMIN" or "NET_ADMIN" (any case); -1
+ * when unknown. */
+int config_cap_number(const char *name);
+/* RLIMIT_* resource for a rlimits key ("nofile", "nproc", ...); -1 when
+ * unknown. */
+int config_rlimit_number(const char *name);
+/* The rlimits keys, ", "-separated, for an error message. */
+void config_rlimit_names(char *buf, size_t n);
+/* Whether an env name looks secret (redact_name_is_secret: contains KEY,
+ * TOKEN, SECRET, PASSWORD, CREDENTIAL, DSN, AUTH or PASS, in any case):
+ * such values are never shown. */
+bool config_env_is_secret(const char *name);
+/* Whether the len bytes at name are an environment variable name:
+ * letters, digits and '_', not starting with a digit, not empty. The one
+ * rule for config `env` keys, `env_files` lines and sandbox.init's env. */
+bool names_env_valid(const char *name, size_t len);
+/* Lifecycle phases a service may be "after", NULL-terminated. */
+extern const char *const config_after_phases[];
+
+#endif

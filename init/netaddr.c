@@ -1,0 +1,63 @@
+/* netaddr: IP, MAC and HOST:PORT text (see netaddr.h). */
+#include "netaddr.h"
+
+#include <string.h>
+
+#include <arpa/inet.h>
+#include <sys/socket.h>
+
+#include "names.h"
+
+bool netaddr_parse_ip(const char *s, int *family, uint8_t *out)
+{
+    uint8_t scratch[16];
+
+    if (!out)
+        out = scratch;
+    if (inet_pton(AF_INET, s, out) == 1)
+        *family = AF_INET;
+    else if (inet_pton(AF_INET6, s, out) == 1)
+        *family = AF_INET6;
+    else
+        return false;
+    return true;
+}
+
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c = (char)(c | 0x20);
+    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+bool netaddr_parse_mac(const char *s, uint8_t *mac)
+{
+    if (strlen(s) != 17)
+        return false;
+    for (int i = 0; i < 6; i++) {
+        int hi = hex_digit(s[3 * i]), lo = hex_digit(s[3 * i + 1]);
+        if (hi < 0 || lo < 0 || (i < 5 && s[3 * i + 2] != ':'))
+            return false;
+        if (mac)
+            mac[i] = (uint8_t)(hi * 16 + lo);
+    }
+    return true;
+}
+
+int netaddr_split_hostport(const char *s, char *host, size_t hl, uint16_t *port)
+{
+    const char *colon = strrchr(s, ':');
+    uint64_t p;
+    size_t n;
+
+    if (!colon || !names_parse_udec(colon + 1, 65535, &p) || p == 0)
+        return -1;
+    n = (size_t)(colon - s);
+    if (n == 0 || n >= hl)
+        return -2;
+    memcpy(host, s, n);
+    host[n] = '\0';
+    *port = (uint16_t)p;
+    return 0;
+}

@@ -1,0 +1,270 @@
+/* schema_tables: every key hearth's config knows, as one table per
+ * object type (DESIGN section 5), and the host_mounts string's inner
+ * array, which is validated with its own table. */
+#include "schema_priv.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cJSON.h>
+
+#include "config.h"
+
+/* The schema tables (DESIGN section 5). Leaves first, then the objects
+ * that use them. */
+
+static const char *const e_log_level[] = {"error", "warn", "info", "debug", NULL};
+static const char *const e_on_timeout[] = {"start", "fail", NULL};
+static const char *const e_restart[] = {"always", "on-failure", "never", NULL};
+static const char *const e_seccomp[] = {"default", "off", NULL};
+static const char *const e_mount_rule[] = {"tag-per-share", "subpath", NULL};
+
+/* Shorthands so each table row reads as "key: type". Designated
+ * initializers keep -Wextra quiet about the unset fields; variadic because
+ * compound-literal schemas contain commas. */
+#define KEY(n, ...) {.name = (n), .s = (__VA_ARGS__)}
+#define REQUIRED(n, ...) {.name = (n), .s = (__VA_ARGS__), .required = true}
+#define SCHEMA(...) (&(const struct schema){__VA_ARGS__})
+#define STRING(fn) SCHEMA(.kind = K_STRING, .check = (fn))
+#define INT(lo, hi) SCHEMA(.kind = K_INT, .min = (lo), .max = (hi))
+#define ENUM(list) SCHEMA(.kind = K_ENUM, .names = (list))
+#define OBJECT(table, fn) SCHEMA(.kind = K_OBJECT, .keys = (table), .check = (fn))
+#define ARRAY(el, lo, hi, fn) \
+    SCHEMA(.kind = K_ARRAY, .elem = (el), .min = (lo), .max = (hi), .check = (fn))
+#define ANY(fn) SCHEMA(.kind = K_ANY, .check = (fn))
+
+static const struct schema s_bool = {.kind = K_BOOL};
+static const struct schema s_str = {.kind = K_STRING};
+static const struct schema s_nonempty = {.kind = K_STRING, .min = 1};
+static const struct schema s_abspath = {.kind = K_STRING, .check = rule_abspath};
+static const struct schema s_ms = {.kind = K_INT, .min = 0, .max = JSON_INT53};
+static const struct schema s_ip = {.kind = K_STRING, .check = rule_ip};
+static const struct schema s_hostport = {.kind = K_STRING, .check = rule_hostport};
+static const struct schema s_http_target = {.kind = K_STRING, .check = rule_http_target};
+static const struct schema s_nonempty_array = {.kind = K_ARRAY, .elem = &s_nonempty};
+static const struct schema s_abspath_array = {.kind = K_ARRAY, .elem = &s_abspath};
+static const struct schema s_argv = {
+    .kind = K_ARRAY, .min = 1, .elem = &s_str, .check = rule_argv};
+static const struct schema s_cidr_list = {.kind = K_ARRAY, .elem = STRING(rule_cidr_net)};
+
+static const struct key k_log[] = {
+    KEY("level", ENUM(e_log_level)),
+    {0}};
+
+static const struct key k_control[] = {
+    KEY("listen", ARRAY(STRING(rule_listen), 0, CONFIG_MAX_LISTEN, NULL)),
+    KEY("allowed_cids", ARRAY(INT(0, 0xffffffffLL), 0, CONFIG_MAX_ALLOWED_CIDS, NULL)),
+    KEY("idle_evict_ms", &s_ms),
+    {0}};
+
+static const struct key k_wait_for_init[] = {
+    KEY("enabled", &s_bool),
+    KEY("timeout_ms", &s_ms),
+    KEY("on_timeout", ENUM(e_on_timeout)),
+    {0}};
+
+static const struct key k_clock[] = {
+    KEY("set", &s_bool),
+    KEY("step_threshold_ms", &s_ms),
+    KEY("check_ms", &s_ms),
+    {0}};
+
+static const struct key k_metrics[] = {
+    KEY("disk_low_percent", INT(0, 100)),
+    KEY("disk_ok_percent", INT(0, 99)),
+    KEY("disk_check_ms", &s_ms),
+    {0}};
+
+static const struct key k_interface[] = {
+    REQUIRED("name", STRING(rule_ifname)),
+    KEY("mac", STRING(rule_mac)),
+    KEY("address", STRING(rule_ifaddr)),
+    KEY("gateway", &s_ip),
+    KEY("mtu", INT(68, 65535)),
+    KEY("required", &s_bool),
+    KEY("timeout_ms", &s_ms),
+    {0}};
+
+static const struct key k_network[] = {
+    KEY("interfaces", ARRAY(OBJECT(k_interface, NULL), 0, 0, NULL)),
+    KEY("dns", ARRAY(&s_ip, 0, 0, NULL)),
+    KEY("resolv_conf", &s_abspath),
+    {0}};
+
+static const struct key k_mount[] = {
+    KEY("source", &s_nonempty),
+    REQUIRED("target", STRING(rule_clean_path)),
+    KEY("type", SCHEMA(.kind = K_STRING, .min = 1, .check = rule_fstype)),
+    KEY("read_only", &s_bool),
+    KEY("options", &s_str),
+    KEY("required", &s_bool),
+    KEY("timeout_ms", &s_ms),
+    {0}};
+
+/* The platform's own shape, inside the host_mounts string. */
+static const struct key k_host_mount[] = {
+    REQUIRED("hostPath", STRING(rule_clean_path)),
+    REQUIRED("mountPath", STRING(rule_clean_path)),
+    KEY("readOnly", &s_bool),
+    {0}};
+static const struct schema s_host_mount_list = {
+    .kind = K_ARRAY, .elem = OBJECT(k_host_mount, NULL)};
+
+static const struct key k_mount_rule[] = {
+    KEY("mode", ENUM(e_mount_rule)),
+    KEY("tag", &s_nonempty),
+    KEY("host_root", STRING(rule_clean_path)),
+    {0}};
+
+static const struct key k_seed[] = {
+    REQUIRED("target", &s_abspath),
+    REQUIRED("from", &s_abspath),
+    KEY("unless", &s_nonempty),
+    {0}};
+
+static const struct key k_skills[] = {
+    KEY("public", &s_abspath),
+    KEY("private", &s_abspath),
+    KEY("ignore", &s_nonempty_array),
+    KEY("poll_ms", &s_ms),
+    KEY("marker", STRING(rule_filename)),
+    KEY("depth", INT(1, 8)),
+    KEY("timeout_ms", INT(100, 3600000)),
+    {0}};
+
+static const struct key k_egress[] = {
+    KEY("allowPublicTraffic", &s_bool),
+    KEY("allowOut", &s_cidr_list),
+    KEY("denyOut", &s_cidr_list),
+    {0}};
+
+static const struct key k_backoff[] = {
+    KEY("initial_ms", &s_ms),
+    KEY("max_ms", &s_ms),
+    KEY("reset_after_ms", &s_ms),
+    {0}};
+
+static const struct key k_ready[] = {
+    KEY("tcp", &s_hostport),
+    KEY("http", &s_http_target),
+    KEY("unix", &s_abspath),
+    KEY("file", &s_abspath),
+    KEY("notify_fd", INT(3, 1023)),
+    KEY("notify", &s_bool),
+    KEY("exec", &s_argv),
+    KEY("timeout_ms", &s_ms),
+    {0}};
+
+static const struct key k_health[] = {
+    KEY("tcp", &s_hostport),
+    KEY("http", &s_http_target),
+    KEY("unix", &s_abspath),
+    KEY("exec", &s_argv),
+    KEY("watchdog_ms", INT(1, INT64_C(2147483647))),
+    KEY("interval_ms", INT(1, JSON_INT53)),
+    KEY("timeout_ms", &s_ms),
+    KEY("failures", INT(1, JSON_INT53)),
+    {0}};
+
+static const struct key k_stop[] = {
+    KEY("signal", STRING(rule_signal)),
+    KEY("timeout_ms", &s_ms),
+    {0}};
+
+static const struct key k_service_log[] = {
+    KEY("file", &s_abspath),
+    KEY("max_bytes", INT(0, JSON_INT53)),
+    KEY("keep", INT(0, 100)),
+    KEY("ring_lines", INT(0, 100000)),
+    {0}};
+
+/* A page is the least the kernel can account; below 1 MiB no program
+ * would start, so such a value is a unit mistake. */
+static const struct key k_limits[] = {
+    KEY("memory_max", INT(1 << 20, JSON_INT53)),
+    KEY("memory_high", INT(1 << 20, JSON_INT53)),
+    KEY("pids_max", INT(1, 4194304)),
+    {0}};
+
+static const struct key k_service[] = {
+    REQUIRED("name", STRING(rule_service_name)),
+    REQUIRED("argv", &s_argv),
+    KEY("env", SCHEMA(.kind = K_MAP, .max = CONFIG_MAX_ENV_VARS, .elem = &s_str,
+                      .key_check = rule_env_key)),
+    KEY("env_files", &s_abspath_array),
+    KEY("cwd", &s_abspath),
+    KEY("user", &s_nonempty),
+    KEY("group", &s_nonempty),
+    KEY("umask", ANY(rule_umask)),
+    KEY("rlimits", SCHEMA(.kind = K_MAP, .elem = ANY(rule_rlimit_value),
+                          .key_check = rule_rlimit_key)),
+    KEY("oom_score_adj", INT(-1000, 1000)),
+    KEY("after", &s_nonempty_array),
+    KEY("restart", ENUM(e_restart)),
+    KEY("main", &s_bool),
+    KEY("backoff", OBJECT(k_backoff, rule_backoff)),
+    KEY("ready", OBJECT(k_ready, rule_ready)),
+    KEY("health", OBJECT(k_health, rule_health)),
+    KEY("stop", OBJECT(k_stop, NULL)),
+    KEY("success_exit_codes", ARRAY(INT(0, 255), 0, 256, NULL)),
+    KEY("restart_force_exit_codes", ARRAY(INT(0, 255), 0, 256, NULL)),
+    KEY("restart_prevent_exit_codes", ARRAY(INT(0, 255), 0, 256, NULL)),
+    KEY("on_resume", STRING(rule_on_resume)),
+    KEY("caps_keep", ARRAY(STRING(rule_cap), 0, 0, NULL)),
+    KEY("caps_drop", ARRAY(STRING(rule_cap), 0, 0, NULL)),
+    KEY("no_new_privs", &s_bool),
+    KEY("isolation", &s_bool),
+    KEY("seccomp", ENUM(e_seccomp)),
+    KEY("log", OBJECT(k_service_log, NULL)),
+    KEY("limits", OBJECT(k_limits, NULL)),
+    {0}};
+
+static const struct key k_top[] = {
+    KEY("hostname", STRING(rule_hostname)),
+    KEY("log", OBJECT(k_log, NULL)),
+    KEY("control", OBJECT(k_control, NULL)),
+    KEY("modules", ARRAY(SCHEMA(.kind = K_STRING, .min = 1, .check = rule_module), 0, 0, NULL)),
+    KEY("wait_for_init", OBJECT(k_wait_for_init, NULL)),
+    KEY("clock", OBJECT(k_clock, NULL)),
+    KEY("resume_file", STRING(rule_resume_file)),
+    KEY("metrics", OBJECT(k_metrics, rule_metrics)),
+    KEY("network", OBJECT(k_network, NULL)),
+    KEY("mounts", ARRAY(OBJECT(k_mount, rule_mount), 0, 0, NULL)),
+    KEY("host_mounts", STRING(rule_host_mounts)),
+    KEY("host_mounts_rule", OBJECT(k_mount_rule, rule_mount_rule)),
+    KEY("seed", ARRAY(OBJECT(k_seed, NULL), 0, 0, NULL)),
+    KEY("skills", OBJECT(k_skills, NULL)),
+    KEY("egress", OBJECT(k_egress, NULL)),
+    KEY("services", ARRAY(OBJECT(k_service, rule_exit_codes), 0, CONFIG_MAX_SERVICES, rule_services)),
+    {0}};
+
+const struct schema schema_top = {.kind = K_OBJECT, .keys = k_top, .check = rule_top};
+
+/* host_mounts is a JSON array inside a string (the platform's metadata,
+ * passed through verbatim); its entries are validated with their own
+ * table and errors continue the outer path: host_mounts[0].mountPath. */
+int rule_host_mounts(const cJSON *v, struct vctx *c)
+{
+    const char *s = v->valuestring;
+    char reason[SCHEMA_ERR_MAX];
+    cJSON *inner;
+    size_t len = strlen(s), i;
+    int r;
+
+    /* An empty string is how some hosts say "no shares". */
+    for (i = 0; i < len && strchr(" \t\r\n", s[i]); i++)
+        ;
+    if (i == len)
+        return 0;
+    inner = schema_parse_json(s, len, reason, sizeof(reason));
+    if (!inner)
+        return vfail(c, "bad JSON in string: %s", reason);
+    if (!cJSON_IsArray(inner)) {
+        cJSON_Delete(inner);
+        return vfail(c, "expected a JSON array in the string");
+    }
+    r = schema_validate(inner, &s_host_mount_list, c);
+    cJSON_Delete(inner);
+    return r;
+}

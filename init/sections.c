@@ -1,0 +1,428 @@
+/* sections: the typed forms of the config's non-service sections, each
+ * extracted once when the config loads (the schema has checked them) and,
+ * for what the host can send again at run time (egress.set, sandbox.init),
+ * validated and extracted in one pass by the same code. Kept apart from
+ * the modules that act on them so that loading a config needs none of
+ * their machinery (netlink, nf_tables, the loop). */
+#include "sections.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sys/socket.h>
+
+#include <cJSON.h>
+
+/* For the defaults only: the sections themselves are checked by schema.c
+ * and extracted here, so loading does not call back into config.c. */
+#include "config.h"
+#include "jsonget.h"
+#include "netaddr.h"
+#include "schema.h"
+
+/* ---- egress ---- */
+
+/* Bound on one list: 10,000 is the benchmarked size; far beyond it the
+ * batch stops being cheap and the request line limit is near anyway. */
+#define EGRESS_MAX_CIDRS 65536
+
+/* Always in denyOut: "internet access" does not cover private ranges,
+ * nor shared address space (100.64/10: carrier NAT, and where some clouds
+ * keep their metadata service), "this network" (0/8), the benchmarking
+ * range (198.18/15), multicast and the reserved 240/4 (with the limited
+ * broadcast 255.255.255.255). */
+static const char *const default_deny[] = {"10.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16",
+                                           "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10",
+                                           "0.0.0.0/8", "198.18.0.0/15", "224.0.0.0/4",
+                                           "240.0.0.0/4", "fc00::/7", "fe80::/10", "ff00::/8"};
+
+void egress_policy_free(struct egress_policy *p)
+{
+    free(p->allow);
+    free(p->deny);
+    cJSON_Delete(p->stated);
+    memset(p, 0, sizeof(*p));
+}
+
+static int parse_list(const cJSON *arr, const char *key, struct cidr **out, size_t *n,
+                      size_t extra, char *err, size_t errlen)
+{
+    size_t cnt = arr ? (size_t)cJSON_GetArraySize(arr) : 0;
+    if (cnt > EGRESS_MAX_CIDRS) {
+        snprintf(err, errlen, "egress.%s: %zu entries, at most %d", key, cnt, EGRESS_MAX_CIDRS);
+        return -1;
+    }
+    *out = calloc(cnt + extra + 1, sizeof(**out));
+    if (!*out) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    *n = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr) {
+        char reason[128];
+        /* Already schema-checked: this only fails on an internal mismatch. */
+        if (cidr_parse(it->valuestring, false, &(*out)[*n], reason, sizeof(reason)) < 0) {
+            snprintf(err, errlen, "egress.%s[%zu]: bad CIDR \"%s\": %s", key, *n, it->valuestring,
+                     reason);
+            return -1;
+        }
+        (*n)++;
+    }
+    return 0;
+}
+
+/* The policy as stored and reported: every field present. */
+static cJSON *normalised(const cJSON *policy, bool allow_public)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddBoolToObject(o, "allowPublicTraffic", allow_public);
+    static const char *const keys[] = {"allowOut", "denyOut"};
+    for (int k = 0; k < 2; k++) {
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(policy, keys[k]);
+        cJSON *copy = a ? cJSON_Duplicate(a, 1) : cJSON_CreateArray();
+        if (!copy || !cJSON_AddItemToObject(o, keys[k], copy)) {
+            cJSON_Delete(copy);
+            cJSON_Delete(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+/* Parses a policy the schema has checked. */
+static int egress_fill(const cJSON *policy, struct egress_policy *p, char *err, size_t errlen)
+{
+    size_t nd = sizeof(default_deny) / sizeof(default_deny[0]);
+
+    memset(p, 0, sizeof(*p));
+    p->present = true;
+    p->allow_public = jget_bool_or(policy, "allowPublicTraffic", true);
+    if (parse_list(jget(policy, "allowOut"), "allowOut", &p->allow, &p->n_allow, 0, err,
+                   errlen) < 0 ||
+        parse_list(jget(policy, "denyOut"), "denyOut", &p->deny, &p->n_deny, nd, err,
+                   errlen) < 0)
+        goto fail;
+    for (size_t i = 0; i < nd; i++)
+        if (cidr_parse(default_deny[i], false, &p->deny[p->n_deny], NULL, 0) == 0)
+            p->n_deny++;
+    p->stated = normalised(policy, p->allow_public);
+    if (!p->stated) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    return 0;
+fail:
+    egress_policy_free(p);
+    return -1;
+}
+
+int egress_parse(const cJSON *policy, struct egress_policy *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    if (!cJSON_IsObject(policy)) {
+        snprintf(err, errlen, "egress: expected object");
+        return -1;
+    }
+    if (schema_check_section("egress", policy, err, errlen) < 0)
+        return -1;
+    return egress_fill(policy, out, err, errlen);
+}
+
+void egress_extract(const cJSON *policy, struct egress_policy *out)
+{
+    char err[sizeof(out->error)];
+
+    memset(out, 0, sizeof(*out));
+    if (!policy)
+        return;
+    if (egress_fill(policy, out, err, sizeof(err)) < 0) {
+        out->present = true;
+        snprintf(out->error, sizeof(out->error), "%s", err);
+    }
+}
+
+int egress_policy_copy(struct egress_policy *dst, const struct egress_policy *src)
+{
+    memset(dst, 0, sizeof(*dst));
+    dst->present = src->present;
+    dst->allow_public = src->allow_public;
+    dst->allow = calloc(src->n_allow + 1, sizeof(*dst->allow));
+    dst->deny = calloc(src->n_deny + 1, sizeof(*dst->deny));
+    dst->stated = src->stated ? cJSON_Duplicate(src->stated, 1) : NULL;
+    if (!dst->allow || !dst->deny || (src->stated && !dst->stated)) {
+        egress_policy_free(dst);
+        return -1;
+    }
+    memcpy(dst->allow, src->allow, src->n_allow * sizeof(*dst->allow));
+    memcpy(dst->deny, src->deny, src->n_deny * sizeof(*dst->deny));
+    dst->n_allow = src->n_allow;
+    dst->n_deny = src->n_deny;
+    return 0;
+}
+
+/* ---- network ---- */
+
+void network_extract(const cJSON *net, struct network_cfg *out)
+{
+    const cJSON *it;
+
+    memset(out, 0, sizeof(*out));
+    snprintf(out->resolv, sizeof(out->resolv), "%s",
+             jget_str_or(net, "resolv_conf", CONFIG_RESOLV_CONF));
+    cJSON_ArrayForEach(it, jget(net, "interfaces")) {
+        if (out->n_ifs >= NETWORK_CFG_MAX) {
+            out->n_dropped++;
+            continue;
+        }
+        struct net_iface_cfg *f = &out->ifs[out->n_ifs++];
+        snprintf(f->name, sizeof(f->name), "%s", jget_str_or(it, "name", ""));
+        const char *mac = jget_str_or(it, "mac", NULL);
+        f->has_mac = mac && netaddr_parse_mac(mac, f->mac);
+        const char *addr = jget_str_or(it, "address", NULL);
+        if (addr) {
+            char a[64];
+            snprintf(f->addr_s, sizeof(f->addr_s), "%s", addr);
+            snprintf(a, sizeof(a), "%s", addr);
+            char *slash = strchr(a, '/');
+            if (slash)
+                *slash = 0;
+            f->has_addr = netaddr_parse_ip(a, &f->fam, f->addr);
+            f->prefix = slash ? atoi(slash + 1) : (f->fam == AF_INET ? 32 : 128);
+        }
+        const char *gw = jget_str_or(it, "gateway", NULL);
+        if (gw) {
+            snprintf(f->gw_s, sizeof(f->gw_s), "%s", gw);
+            f->has_gw = netaddr_parse_ip(gw, &f->gw_fam, f->gw);
+        }
+        f->mtu = (int)jget_int_or(it, "mtu", 0);
+        f->required = jget_bool_or(it, "required", true);
+        f->timeout_ms = jget_int_or(it, "timeout_ms", CONFIG_IFACE_TIMEOUT_MS);
+    }
+    cJSON_ArrayForEach(it, jget(net, "dns")) {
+        if (out->n_dns < NETWORK_CFG_MAX && cJSON_IsString(it))
+            snprintf(out->dns[out->n_dns++], sizeof(out->dns[0]), "%s", it->valuestring);
+    }
+}
+
+/* ---- mounts and host_mounts ---- */
+
+/* A copy of obj[key] when it is a string; *oom set when the copy failed. */
+static char *dup_member(const cJSON *obj, const char *key, bool *oom)
+{
+    const char *v = jget_str_or(obj, key, NULL);
+    char *d = v ? strdup(v) : NULL;
+
+    if (v && !d)
+        *oom = true;
+    return d;
+}
+
+void host_mounts_free(struct host_mounts_cfg *h)
+{
+    for (size_t i = 0; i < h->n; i++) {
+        free(h->v[i].host_path);
+        free(h->v[i].mount_path);
+    }
+    free(h->v);
+    memset(h, 0, sizeof(*h));
+}
+
+/* The entries of a checked host_mounts value (string or array); an empty
+ * or whitespace string has none. */
+static int host_mounts_fill(const cJSON *v, struct host_mounts_cfg *out)
+{
+    cJSON *parsed = NULL;
+    const cJSON *arr = v, *e;
+    bool oom = false;
+
+    memset(out, 0, sizeof(*out));
+    if (cJSON_IsString(v))
+        arr = parsed = cJSON_Parse(v->valuestring);
+    if (!cJSON_IsArray(arr)) {
+        cJSON_Delete(parsed);
+        return 0;
+    }
+    size_t n = (size_t)cJSON_GetArraySize(arr);
+    out->v = calloc(n ? n : 1, sizeof(*out->v));
+    if (!out->v) {
+        cJSON_Delete(parsed);
+        return -1;
+    }
+    cJSON_ArrayForEach(e, arr) {
+        struct host_mount_cfg *h = &out->v[out->n++];
+        h->host_path = dup_member(e, "hostPath", &oom);
+        h->mount_path = dup_member(e, "mountPath", &oom);
+        h->read_only = jget_bool_or(e, "readOnly", false);
+    }
+    cJSON_Delete(parsed);
+    if (oom) {
+        host_mounts_free(out);
+        return -1;
+    }
+    return 0;
+}
+
+int host_mounts_parse(const cJSON *v, struct host_mounts_cfg *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    if (cJSON_IsArray(v)) {
+        /* Validated in the platform's string form, like the config's. */
+        char *text = cJSON_PrintUnformatted(v);
+        cJSON *str = text ? cJSON_CreateString(text) : NULL;
+        int r = str ? schema_check_section("host_mounts", str, err, errlen) : -1;
+        if (!str)
+            snprintf(err, errlen, "host_mounts: out of memory");
+        cJSON_Delete(str);
+        cJSON_free(text);
+        if (r < 0)
+            return -1;
+    } else if (schema_check_section("host_mounts", v, err, errlen) < 0) {
+        return -1;
+    }
+    if (host_mounts_fill(v, out) < 0) {
+        snprintf(err, errlen, "host_mounts: out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+void mounts_cfg_free(struct mounts_cfg *m)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        free(m->v[i].source);
+        free(m->v[i].target);
+        free(m->v[i].type);
+        free(m->v[i].options);
+    }
+    free(m->v);
+    host_mounts_free(&m->host);
+    memset(m, 0, sizeof(*m));
+}
+
+int mounts_extract(const cJSON *root, struct mounts_cfg *out)
+{
+    const cJSON *list = jget(root, "mounts"), *rule = jget(root, "host_mounts_rule"), *e;
+    bool oom = false;
+
+    memset(out, 0, sizeof(*out));
+    snprintf(out->rule_mode, sizeof(out->rule_mode), "%s",
+             jget_str_or(rule, "mode", CONFIG_MOUNT_RULE_MODE));
+    snprintf(out->rule_tag, sizeof(out->rule_tag), "%s", jget_str_or(rule, "tag", ""));
+    snprintf(out->rule_root, sizeof(out->rule_root), "%s",
+             jget_str_or(rule, "host_root", CONFIG_MOUNT_HOST_ROOT));
+    size_t n = list ? (size_t)cJSON_GetArraySize(list) : 0;
+    if (n) {
+        out->v = calloc(n, sizeof(*out->v));
+        if (!out->v)
+            return -1;
+    }
+    cJSON_ArrayForEach(e, list) {
+        struct mount_cfg *m = &out->v[out->n++];
+        m->source = dup_member(e, "source", &oom);
+        m->target = dup_member(e, "target", &oom);
+        m->type = dup_member(e, "type", &oom);
+        m->options = dup_member(e, "options", &oom);
+        m->read_only = jget_bool_or(e, "read_only", false);
+        m->required = jget_bool_or(e, "required", true);
+        m->timeout_ms = jget_int_or(e, "timeout_ms", CONFIG_MOUNT_TIMEOUT_MS);
+    }
+    if (oom || host_mounts_fill(jget(root, "host_mounts"), &out->host) < 0) {
+        mounts_cfg_free(out);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- seed ---- */
+
+void seed_cfg_free(struct seed_cfg *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        free(s->v[i].target);
+        free(s->v[i].from);
+        free(s->v[i].unless);
+    }
+    free(s->v);
+    memset(s, 0, sizeof(*s));
+}
+
+int seed_extract(const cJSON *list, struct seed_cfg *out)
+{
+    const cJSON *e;
+    bool oom = false;
+    size_t n = list ? (size_t)cJSON_GetArraySize(list) : 0;
+
+    memset(out, 0, sizeof(*out));
+    if (!n)
+        return 0;
+    out->v = calloc(n, sizeof(*out->v));
+    if (!out->v)
+        return -1;
+    cJSON_ArrayForEach(e, list) {
+        struct seed_entry *s = &out->v[out->n++];
+        s->target = dup_member(e, "target", &oom);
+        s->from = dup_member(e, "from", &oom);
+        s->unless = dup_member(e, "unless", &oom);
+    }
+    if (oom) {
+        seed_cfg_free(out);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- skills ---- */
+
+void skills_cfg_free(struct skills_cfg *s)
+{
+    free(s->pub);
+    free(s->priv);
+    for (char **p = s->ignore; p && *p; p++)
+        free(*p);
+    free(s->ignore);
+    free(s->marker);
+    memset(s, 0, sizeof(*s));
+}
+
+int skills_extract(const cJSON *sk, struct skills_cfg *out)
+{
+    const cJSON *ign = jget(sk, "ignore"), *g;
+    bool oom = false;
+    size_t n = 0;
+
+    memset(out, 0, sizeof(*out));
+    out->pub = dup_member(sk, "public", &oom);
+    out->priv = dup_member(sk, "private", &oom);
+    out->marker = strdup(jget_str_or(sk, "marker", CONFIG_SKILLS_MARKER));
+    out->ignore = calloc((size_t)cJSON_GetArraySize(ign) + 1, sizeof(char *));
+    if (!out->marker || !out->ignore)
+        oom = true;
+    cJSON_ArrayForEach(g, ign) {
+        if (out->ignore && !(out->ignore[n++] = strdup(g->valuestring)))
+            oom = true;
+    }
+    out->depth = (int)jget_int_or(sk, "depth", CONFIG_SKILLS_DEPTH);
+    out->poll_ms = jget_int_or(sk, "poll_ms", 0);
+    out->timeout_ms = jget_int_or(sk, "timeout_ms", CONFIG_SKILLS_WALK_TIMEOUT_MS);
+    if (oom) {
+        skills_cfg_free(out);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- metrics ---- */
+
+void metrics_extract(const cJSON *m, struct metrics_cfg *out)
+{
+    out->disk_low_percent = (int)jget_int_or(m, "disk_low_percent", CONFIG_DISK_LOW_PERCENT);
+    out->disk_ok_percent = (int)jget_int_or(
+        m, "disk_ok_percent",
+        out->disk_low_percent > CONFIG_DISK_OK_GAP ? out->disk_low_percent - CONFIG_DISK_OK_GAP
+                                                   : 0);
+    out->disk_check_ms = jget_int_or(m, "disk_check_ms", CONFIG_DISK_CHECK_MS);
+}

@@ -1,0 +1,142 @@
+/* sections: the typed forms of the config's non-service sections
+ * (egress, network, ...), with their extraction from validated JSON. Each
+ * module that acts on a section reads it from here through struct config,
+ * never from the JSON. */
+#ifndef HEARTH_SECTIONS_H
+#define HEARTH_SECTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cidr.h"
+
+struct cJSON;
+
+/* An egress policy, parsed once: the lists as CIDRs (denyOut with the
+ * always-denied ranges after the stated ones), and the policy as stated
+ * with every field present, for reports. */
+struct egress_policy {
+    bool present;               /* a policy was given */
+    bool allow_public;          /* allowPublicTraffic, default true */
+    struct cidr *allow, *deny;
+    size_t n_allow, n_deny;
+    struct cJSON *stated;       /* {allowPublicTraffic, allowOut, denyOut} */
+    char error[256];            /* a given policy that could not be parsed: why */
+};
+
+/* Validates a policy (the `egress` schema, then the bounds of the lists)
+ * and parses it into out, in one pass: what egress.set and sandbox.init
+ * use. Returns 0, or -1 with err naming the field (out is then empty). */
+int egress_parse(const struct cJSON *policy, struct egress_policy *out, char *err, size_t errlen);
+/* The config's `egress` section, which the schema has checked (NULL:
+ * absent); a policy past the bounds keeps its reason in out->error. */
+void egress_extract(const struct cJSON *policy, struct egress_policy *out);
+void egress_policy_free(struct egress_policy *p);
+/* A deep copy (0), or -1 when out of memory (dst is then empty). */
+int egress_policy_copy(struct egress_policy *dst, const struct egress_policy *src);
+
+/* How many interfaces and DNS servers the config keeps (network.c
+ * configures the first 16 interfaces and writes the first 8 servers; the
+ * egress policy always allows every gateway and server kept). */
+#define NETWORK_CFG_MAX 64
+
+/* One `network.interfaces` entry, parsed. */
+struct net_iface_cfg {
+    char name[16];
+    bool has_mac, has_addr, has_gw, required;
+    uint8_t mac[6];
+    int fam, gw_fam, prefix, mtu;   /* mtu 0 = leave as is */
+    uint8_t addr[16], gw[16];
+    char addr_s[64], gw_s[64];      /* as stated */
+    int64_t timeout_ms;
+};
+
+/* The `network` section, parsed. */
+struct network_cfg {
+    struct net_iface_cfg ifs[NETWORK_CFG_MAX];
+    size_t n_ifs, n_dropped;        /* entries beyond NETWORK_CFG_MAX */
+    char dns[NETWORK_CFG_MAX][64];
+    size_t n_dns;
+    char resolv[256];
+};
+
+/* Extracts a `network` section the schema has checked (NULL: absent),
+ * with the defaults of config.h. */
+void network_extract(const struct cJSON *net, struct network_cfg *out);
+
+/* One `mounts` entry, parsed (NULL strings: not given). */
+struct mount_cfg {
+    char *source, *target, *type, *options;
+    bool read_only, required;
+    int64_t timeout_ms;
+};
+
+/* One `host_mounts` entry (the platform's shape). */
+struct host_mount_cfg {
+    char *host_path, *mount_path;
+    bool read_only;
+};
+
+struct host_mounts_cfg {
+    struct host_mount_cfg *v;
+    size_t n;
+};
+
+/* `mounts`, `host_mounts_rule` and `host_mounts`, parsed. */
+struct mounts_cfg {
+    struct mount_cfg *v;
+    size_t n;
+    char rule_mode[16], rule_tag[256], rule_root[512];
+    struct host_mounts_cfg host;
+};
+
+/* Validates host_mounts (the platform's JSON array string, or from
+ * sandbox.init the array itself, checked in its string form) and parses
+ * it, in one pass. Returns 0, or -1 with err naming the field. */
+int host_mounts_parse(const struct cJSON *v, struct host_mounts_cfg *out, char *err,
+                      size_t errlen);
+void host_mounts_free(struct host_mounts_cfg *h);
+/* The three sections from a checked config. Returns 0, or -1 when out
+ * of memory. */
+int mounts_extract(const struct cJSON *root, struct mounts_cfg *out);
+void mounts_cfg_free(struct mounts_cfg *m);
+
+/* One `seed` entry (unless NULL when not given). */
+struct seed_entry {
+    char *target, *from, *unless;
+};
+
+struct seed_cfg {
+    struct seed_entry *v;
+    size_t n;
+};
+
+/* `seed` from a checked config (NULL: absent). 0, or -1 out of memory. */
+int seed_extract(const struct cJSON *list, struct seed_cfg *out);
+void seed_cfg_free(struct seed_cfg *s);
+
+/* `skills`: the overlay is on when both public and private are given. */
+struct skills_cfg {
+    char *pub, *priv;           /* NULL when not given */
+    char **ignore;              /* NULL-terminated; never NULL once extracted */
+    char *marker;
+    int depth;
+    int64_t poll_ms, timeout_ms;
+};
+
+/* `skills` from a checked config (NULL: absent), with the defaults of
+ * config.h. 0, or -1 out of memory. */
+int skills_extract(const struct cJSON *sk, struct skills_cfg *out);
+void skills_cfg_free(struct skills_cfg *s);
+
+/* `metrics`: the disk thresholds and the check period. */
+struct metrics_cfg {
+    int disk_low_percent, disk_ok_percent;
+    int64_t disk_check_ms;
+};
+
+/* `metrics` from a checked config (NULL: absent), with the defaults. */
+void metrics_extract(const struct cJSON *m, struct metrics_cfg *out);
+
+#endif

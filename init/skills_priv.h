@@ -1,0 +1,86 @@
+/* skills_priv: what the skills files share and nothing else includes:
+ * the indexed directory listing and the links cache (skills_listing.c),
+ * the layout and the owner of what the overlay makes
+ * (skills_reconcile.c), for the runtime in skills.c. */
+#ifndef HEARTH_SKILLS_PRIV_H
+#define HEARTH_SKILLS_PRIV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <cJSON.h>
+
+#include "skills.h"
+#include "tree.h"
+
+/* ------------------------------------------------------------------ */
+/* A directory listing with a hash index: one readdir per side, then
+ * every rule is a lookup, so a no-op pass over 10,000 skills costs two
+ * directory reads and one readlink per link. */
+
+enum ent_kind { ENT_OTHER, ENT_LINK, ENT_DIR };
+
+struct ent {
+    char *name;
+    char *target; /* link text, ENT_LINK only, read on demand */
+    ino_t ino;
+    enum ent_kind kind;
+    bool ignored, read, gone;
+    bool category; /* public: a directory without the marker */
+    bool ours; /* the cache vouches: a link to pub/name, target not read */
+};
+
+struct listing {
+    struct ent *v;
+    size_t n, cap;
+    uint32_t *slot; /* index+1 into v, 0 = empty; size mask+1 */
+    size_t mask;
+};
+
+/* Links of ours seen by the last run, by path (category/skill) and
+ * inode: a link is immutable, so one still there under the same inode
+ * needs no readlink. That keeps a no-op pass to directory reads. */
+struct skills_cache {
+    struct listing links;
+    unsigned runs; /* which slice of cached links has its marker re-checked */
+};
+
+/* A link the cache vouches for was a skill when it was made; whether its
+ * public entry has since lost the marker (become a category) is checked
+ * for one sixteenth of them per run, so a no-op pass over 10,000 flat
+ * skills costs ~600 lookups rather than 10,000, and a skill turned into
+ * a category is converted within 16 runs. */
+#define RECHECK_SLICES 16u
+
+/* getdents64 reads this much at a time. */
+#define GETDENTS_BUF 65536
+/* The getdents buffer, kept for the length of one reconcile: a run over
+ * 100 categories reads 200 directories, and a fresh 64 KiB each time is
+ * an mmap, page faults and an munmap per directory. NULL between runs. */
+extern char *skills_dents_buf;
+
+uint32_t skills_hash(const char *s);
+bool skills_is_ignored(const char *name, const char *const *ignore);
+void skills_list_add(cJSON *arr, const char *name);
+struct ent *skills_listing_find(const struct listing *l, const char *name);
+void skills_listing_free(struct listing *l);
+int skills_listing_index(struct listing *l);
+int skills_listing_read(struct listing *l, int fd, const char *path, char *err, size_t errlen);
+size_t skills_norm_len(const char *p);
+
+/* The layout (skills_layout): the file that makes a directory a skill,
+ * and how many levels deep categories go. */
+extern char skills_layout_marker[256];
+extern int skills_layout_depth;
+/* A skill name, or category/.../skill within the layout's depth. */
+bool skills_valid_name(const char *n);
+
+/* Who owns what hearth makes in private: the agent's service (set by
+ * skills_init), hearth itself until then (skills_owner_default). */
+extern struct tree_owner skills_owner;
+extern bool skills_owner_set;
+void skills_owner_default(void);
+
+#endif

@@ -1,0 +1,203 @@
+#include "unit.h"
+
+#include <string.h>
+#include <sys/socket.h>
+
+#include <cJSON.h>
+
+#include "clock.h"
+#include "config.h"
+#include "jsonget.h"
+#include "names.h"
+#include "netaddr.h"
+#include "sections.h"
+
+static struct config *load(const char *text)
+{
+    char err[CONFIG_ERR_MAX];
+    struct config *c = config_parse(text, strlen(text), err, sizeof(err));
+    if (!c)
+        fprintf(stderr, "config: %s\n", err);
+    return c;
+}
+
+TEST(netaddr_ip_mac_and_hostport)
+{
+    uint8_t a[16], mac[6];
+    char host[16];
+    uint16_t port = 0;
+    int fam = 0;
+
+    CHECK(netaddr_parse_ip("169.254.68.5", &fam, a));
+    CHECK_EQ_INT(fam, AF_INET);
+    CHECK_EQ_INT(a[3], 5);
+    CHECK(netaddr_parse_ip("fd00::1", &fam, NULL));
+    CHECK_EQ_INT(fam, AF_INET6);
+    CHECK(!netaddr_parse_ip("10.0.0.0/8", &fam, a));
+
+    CHECK(netaddr_parse_mac("02:Aa:00:10:ff:09", mac));
+    CHECK_EQ_INT(mac[1], 0xaa);
+    CHECK_EQ_INT(mac[5], 9);
+    CHECK(!netaddr_parse_mac("2:aa:00:10:ff:09", NULL));
+    CHECK(!netaddr_parse_mac("02-aa-00-10-ff-09", NULL));
+    CHECK(!netaddr_parse_mac("02:aa:00:10:ff:0g", NULL));
+
+    CHECK_EQ_INT(netaddr_split_hostport("[::1]:8080", host, sizeof(host), &port), 0);
+    CHECK_STR(host, "[::1]");
+    CHECK_EQ_INT(port, 8080);
+    CHECK_EQ_INT(netaddr_split_hostport("h:0", host, sizeof(host), &port), -1);
+    CHECK_EQ_INT(netaddr_split_hostport("h:080", host, sizeof(host), &port), -1);
+    CHECK_EQ_INT(netaddr_split_hostport("h", host, sizeof(host), &port), -1);
+    CHECK_EQ_INT(netaddr_split_hostport(":80", host, sizeof(host), &port), -2);
+    CHECK_EQ_INT(netaddr_split_hostport("a-host-name-too-long:80", host, sizeof(host), &port), -2);
+}
+
+TEST(names_env_rule)
+{
+    CHECK(names_env_valid("_A1", 3));
+    CHECK(names_env_valid("PATH=x", 4));
+    CHECK(!names_env_valid("1A", 2));
+    CHECK(!names_env_valid("A-B", 3));
+    CHECK(!names_env_valid("", 0));
+}
+
+TEST(jsonget_defaults)
+{
+    cJSON *o = cJSON_Parse("{\"i\":3,\"f\":1.5,\"s\":\"x\",\"b\":false,\"big\":1e300}");
+    int64_t n = 0;
+
+    CHECK_EQ_INT(jget_int_or(o, "i", 9), 3);
+    CHECK_EQ_INT(jget_int_or(o, "f", 9), 9);
+    CHECK_EQ_INT(jget_int_or(o, "missing", 9), 9);
+    CHECK(!jget_int(jget(o, "big"), &n));
+    CHECK_STR(jget_str_or(o, "s", "d"), "x");
+    CHECK_STR(jget_str_or(o, "i", "d"), "d");
+    CHECK(!jget_bool_or(o, "b", true));
+    CHECK(jget_bool_or(NULL, "b", true));
+    cJSON_Delete(o);
+}
+
+/* The sections are extracted once, with their defaults, at load. */
+TEST(sections_typed_at_load)
+{
+    struct config *c = load(
+        "{\"network\":{\"interfaces\":[{\"name\":\"eth0\",\"mac\":\"02:00:00:00:00:01\","
+        "\"address\":\"169.254.68.6/30\",\"gateway\":\"169.254.68.5\"}],\"dns\":[\"1.1.1.1\"]},"
+        "\"egress\":{\"allowPublicTraffic\":false,\"allowOut\":[\"10.10.0.0/16\"]},"
+        "\"mounts\":[{\"target\":\"/t\",\"type\":\"tmpfs\"}],"
+        "\"host_mounts\":\"[{\\\"hostPath\\\":\\\"/d/a\\\",\\\"mountPath\\\":\\\"/a\\\"}]\","
+        "\"seed\":[{\"target\":\"/home/a\",\"from\":\"/tmpl\"}],"
+        "\"skills\":{\"public\":\"/p\",\"private\":\"/q\",\"ignore\":[\"x*\"]},"
+        "\"metrics\":{\"disk_low_percent\":80}}");
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    CHECK_EQ_INT(c->network.n_ifs, 1);
+    CHECK(c->network.ifs[0].has_mac && c->network.ifs[0].has_addr && c->network.ifs[0].has_gw);
+    CHECK_EQ_INT(c->network.ifs[0].prefix, 30);
+    CHECK_EQ_INT(c->network.ifs[0].timeout_ms, CONFIG_IFACE_TIMEOUT_MS);
+    CHECK(c->network.ifs[0].required);
+    CHECK_STR(c->network.resolv, CONFIG_RESOLV_CONF);
+    CHECK_EQ_INT(c->network.n_dns, 1);
+
+    CHECK(c->egress.present && !c->egress.allow_public && !c->egress.error[0]);
+    CHECK_EQ_INT(c->egress.n_allow, 1);
+    CHECK_EQ_INT(c->egress.allow[0].prefix, 16);
+    /* denyOut: nothing stated, the always-denied ranges appended. */
+    CHECK(c->egress.n_deny > 10);
+    CHECK(cJSON_IsArray(cJSON_GetObjectItem(c->egress.stated, "denyOut")));
+
+    CHECK_EQ_INT(c->mounts.n, 1);
+    CHECK(c->mounts.v[0].required && !c->mounts.v[0].source);
+    CHECK_STR(c->mounts.rule_mode, CONFIG_MOUNT_RULE_MODE);
+    CHECK_EQ_INT(c->mounts.host.n, 1);
+    CHECK_STR(c->mounts.host.v[0].mount_path, "/a");
+
+    CHECK_EQ_INT(c->seed.n, 1);
+    CHECK(c->seed.v[0].unless == NULL);
+    CHECK_STR(c->skills.ignore[0], "x*");
+    CHECK(c->skills.ignore[1] == NULL);
+    CHECK_STR(c->skills.marker, CONFIG_SKILLS_MARKER);
+    CHECK_EQ_INT(c->skills.timeout_ms, CONFIG_SKILLS_WALK_TIMEOUT_MS);
+    CHECK_EQ_INT(c->metrics.disk_low_percent, 80);
+    CHECK_EQ_INT(c->metrics.disk_ok_percent, 80 - CONFIG_DISK_OK_GAP);
+    CHECK(c->resume_file == NULL);
+    config_free(c);
+
+    c = load("{}");
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    CHECK(!c->egress.present && c->network.n_ifs == 0 && !c->skills.pub);
+    CHECK_EQ_INT(c->metrics.disk_check_ms, CONFIG_DISK_CHECK_MS);
+    config_free(c);
+}
+
+/* What egress.set and sandbox.init send is checked and parsed in one
+ * call, with the same errors as the config's. */
+TEST(sections_runtime_parse_in_one_pass)
+{
+    struct egress_policy p;
+    struct host_mounts_cfg h;
+    char err[256];
+
+    cJSON *pol = cJSON_Parse("{\"denyOut\":[\"10.1.2.3/8\"]}");
+    CHECK_EQ_INT(egress_parse(pol, &p, err, sizeof(err)), -1);
+    CHECK_CONTAINS(err, "egress.denyOut[0]: bad CIDR");
+    CHECK(p.allow == NULL && p.stated == NULL);
+    cJSON_Delete(pol);
+    CHECK_EQ_INT(egress_parse(NULL, &p, err, sizeof(err)), -1);
+    CHECK_STR(err, "egress: expected object");
+
+    pol = cJSON_Parse("{\"allowOut\":[\"192.168.1.7\"]}");
+    CHECK_EQ_INT(egress_parse(pol, &p, err, sizeof(err)), 0);
+    CHECK(p.present && p.allow_public);
+    CHECK_EQ_INT(p.n_allow, 1);
+    CHECK_EQ_INT(p.allow[0].prefix, 32);
+    struct egress_policy copy;
+    CHECK_EQ_INT(egress_policy_copy(&copy, &p), 0);
+    CHECK_EQ_INT(copy.n_deny, p.n_deny);
+    CHECK(memcmp(copy.deny, p.deny, p.n_deny * sizeof(*p.deny)) == 0);
+    egress_policy_free(&copy);
+    egress_policy_free(&p);
+    cJSON_Delete(pol);
+
+    cJSON *hm = cJSON_CreateString("[{\"hostPath\":\"rel\",\"mountPath\":\"/x\"}]");
+    CHECK_EQ_INT(host_mounts_parse(hm, &h, err, sizeof(err)), -1);
+    CHECK_CONTAINS(err, "host_mounts[0].hostPath");
+    cJSON_Delete(hm);
+    hm = cJSON_Parse("[{\"hostPath\":\"/d/b\",\"mountPath\":\"/b\",\"readOnly\":true}]");
+    CHECK_EQ_INT(host_mounts_parse(hm, &h, err, sizeof(err)), 0);
+    CHECK_EQ_INT(h.n, 1);
+    CHECK(h.v[0].read_only);
+    CHECK_STR(h.v[0].host_path, "/d/b");
+    host_mounts_free(&h);
+    cJSON_Delete(hm);
+    hm = cJSON_CreateString(" ");
+    CHECK_EQ_INT(host_mounts_parse(hm, &h, err, sizeof(err)), 0);
+    CHECK_EQ_INT(h.n, 0);
+    host_mounts_free(&h);
+    cJSON_Delete(hm);
+}
+
+TEST(config_clock_and_init_gate_typed)
+{
+    struct config *c = load("{\"clock\":{\"set\":false,\"check_ms\":0},"
+                            "\"wait_for_init\":{\"enabled\":true,\"on_timeout\":\"fail\"}}");
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    CHECK_EQ_INT(c->clock_set, 0);
+    CHECK_EQ_INT(c->clock_check_ms, 0);
+    CHECK_EQ_INT(c->clock_step_threshold_ms, CLOCK_DEFAULT_THRESHOLD_MS);
+    CHECK(c->wait_for_init && c->wait_for_init_fail);
+    config_free(c);
+    c = load("{\"wait_for_init\":{\"on_timeout\":\"start\"}}");
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    CHECK_EQ_INT(c->clock_set, -1);
+    CHECK_EQ_INT(c->clock_check_ms, CONFIG_CLOCK_CHECK_MS);
+    CHECK(!c->wait_for_init_fail);
+    config_free(c);
+}
