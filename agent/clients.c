@@ -14,6 +14,7 @@
 
 #include <cJSON.h>
 
+#include "activity.h"
 #include "events.h"
 #include "hearth.h"
 #include "log.h"
@@ -69,6 +70,9 @@ static void reap_cb(struct ev_loop *loop, ev_prepare *w, int revents)
         free(c);
     }
 }
+
+static void (*stream_room_hook)(struct client *c);
+static void (*stream_closed_hook)(struct client *c);
 
 static bool is_follower(const struct client *c)
 {
@@ -132,7 +136,11 @@ int client_flush(struct client *c)
         if (!ev_is_active(&c->stall))
             ev_timer_again(H.loop, &c->stall);
     }
-    return 0;
+    if (c->want_room && out_pending(c) < CLIENT_OUT_SOFT && stream_room_hook) {
+        c->want_room = false;
+        stream_room_hook(c);
+    }
+    return client_dead(c) ? -1 : 0;
 }
 
 /* Makes room for need more queue bytes under CONTROL_OUTPUT_BUDGET.
@@ -269,6 +277,8 @@ void client_drop(struct client *c, const char *why)
     } else {
         control_nclients--;
     }
+    if (stream_closed_hook)
+        stream_closed_hook(c);
     c->next_dead = graveyard;
     graveyard = c;
     if (c->follow)
@@ -487,6 +497,7 @@ void control_subscribe(struct client *c, uint64_t since)
 {
     struct replay_ctx r = {c};
     c->subscribed = true;
+    activity_watch(); /* a listener: activity samples while one is there */
     if (since != UINT64_MAX)
         events_replay(since, replay_one, &r);
 }
@@ -553,6 +564,37 @@ static void log_sink(const char *service, size_t index, const struct logline *l)
         client_send(c, text, len);
     }
     free(text);
+}
+
+/* ---- one client's own stream (exec output) ---- */
+int control_send(struct client *c, const char *line, size_t len)
+{
+    return client_send(c, line, len) < 0 || client_dead(c) || client_evicted(c) ? -1 : 0;
+}
+
+int control_room(struct client *c)
+{
+    if (client_closing(c))
+        return -1;
+    if (out_pending(c) < CLIENT_OUT_SOFT)
+        return 1;
+    c->want_room = true;
+    return 0;
+}
+
+void control_set_stream_hooks(void (*room)(struct client *c), void (*closed)(struct client *c))
+{
+    stream_room_hook = room;
+    stream_closed_hook = closed;
+}
+/* ---- end of the stream API ---- */
+
+size_t control_subscriber_count(void)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < CONTROL_SLOTS; i++)
+        n += control_clients[i] && control_clients[i]->subscribed && !client_dead(control_clients[i]);
+    return n;
 }
 
 void control_broadcast(const char *line, size_t len)

@@ -48,6 +48,8 @@ void control_subscribe(struct client *c, uint64_t since);
 void control_subscribe_after_reply(struct client *c, uint64_t since);
 /* Streams the output of service index to c as "log" notifications. */
 void control_follow(struct client *c, size_t index);
+/* Clients subscribed to events now. */
+size_t control_subscriber_count(void);
 /* Sends a notification line (with newline) to every subscriber. */
 void control_broadcast(const char *line, size_t len);
 /* Deferred replies: a handler that has to wait (a freeze waiting for the
@@ -62,6 +64,18 @@ bool control_is_deferring(const struct client *c);
 void control_defer_id(struct client *c, struct cJSON *id);
 struct rpc_error;
 void control_complete(uint64_t ticket, struct cJSON *result, struct rpc_error *err);
+
+/* ---- one client's own stream (exec output) ---- */
+/* Queues a line (newline included) for c alone. -1 when c is gone or
+ * was dropped for it (its queue full, the output budget spent). */
+int control_send(struct client *c, const char *line, size_t len);
+/* 1 when c's queue is under CLIENT_OUT_SOFT; 0 when not (the room hook
+ * then runs once it is); -1 when c is gone or going. */
+int control_room(struct client *c);
+/* room: c's queue fell under CLIENT_OUT_SOFT after control_room said 0.
+ * closed: c is going away; it must not be used after the call. */
+void control_set_stream_hooks(void (*room)(struct client *c), void (*closed)(struct client *c));
+/* ---- end of the stream API ---- */
 
 /* Describes the client's transport and peer for logs ("unix uid=0 pid=12"). */
 const char *control_client_peer(const struct client *c);

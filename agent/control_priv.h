@@ -75,6 +75,7 @@ struct client {
     size_t in_counted;        /* its share of in_extra */
     int64_t last_ms;          /* monotonic ms of its connect or last bytes */
     uint64_t unread_since;    /* out_tick when its oldest unwritten output was queued */
+    bool want_room;           /* a stream owner waits for room (control_room) */
 };
 
 static inline bool client_dead(const struct client *c) { return c->state == CLIENT_DEAD; }

@@ -5,6 +5,7 @@
 
 #include <cJSON.h>
 
+#include "activity.h"
 #include "control.h"
 #include "base64.h"
 #include "entropy.h"
@@ -164,13 +165,14 @@ static void freeze_done(void *ctx, cJSON *result, const char *error, cJSON *data
 
 int m_sandbox_freeze(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
-    static const char *const known[] = {"timeout_ms", NULL};
+    static const char *const known[] = {"timeout_ms", "force", NULL};
     uint64_t timeout = FREEZE_DEFAULT_TIMEOUT_MS;
-    bool present;
+    bool present, force = false;
     char msg[128];
 
     if (params_only(params, known, err) < 0 ||
-        param_uint(params, "timeout_ms", &timeout, &present, err) < 0)
+        param_uint(params, "timeout_ms", &timeout, &present, err) < 0 ||
+        param_bool(params, "force", &force, &present, err) < 0)
         return -1;
     if (timeout < 10 || timeout > FREEZE_MAX_TIMEOUT_MS) {
         rpc_error_set(err, RPC_INVALID_PARAMS, "timeout_ms: expected 10 to %d",
@@ -179,6 +181,15 @@ int m_sandbox_freeze(struct client *c, cJSON *params, cJSON **result, struct rpc
     }
     if (shutdown_in_progress()) {
         rpc_error_set(err, RPC_ERR_STATE, "shutting down");
+        return -1;
+    }
+    /* A service declared it is busy (activity.h): the host must say it
+     * means to freeze anyway. */
+    char why[512];
+    cJSON *lease = NULL;
+    if (!force && activity_freeze_check(why, sizeof(why), &lease) < 0) {
+        rpc_error_set(err, RPC_ERR_STATE, "%s", why);
+        err->data = lease;
         return -1;
     }
     pend.in_handler = true;

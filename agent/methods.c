@@ -9,6 +9,7 @@
 
 #include <cJSON.h>
 
+#include "activity.h"
 #include "control.h"
 #include "events.h"
 #include "gates.h"
@@ -17,6 +18,7 @@
 #include "log.h"
 #include "modules.h"
 #include "m_files.h"
+#include "m_exec.h"
 #include "m_persist.h"
 #include "mounts.h"
 #include "m_metrics.h"
@@ -53,7 +55,7 @@ static int m_version(struct client *c, cJSON *params, cJSON **result, struct rpc
     cJSON_AddStringToObject(r, "version", HEARTH_VERSION);
     cJSON_AddNumberToObject(r, "protocol", PROTOCOL_VERSION);
     cJSON *f = cJSON_AddArrayToObject(r, "features");
-    static const char *const features[] = {"unix", "vsock", "serial", "events", "files", NULL};
+    static const char *const features[] = {"unix", "vsock", "serial", "events", "files", "exec", NULL};
     for (const char *const *p = features; f && *p; p++)
         cJSON_AddItemToArray(f, cJSON_CreateString(*p));
     cJSON_AddItemToObject(r, "methods", methods_names_json());
@@ -116,6 +118,7 @@ static int m_status(struct client *c, cJSON *params, cJSON **result, struct rpc_
     cJSON_AddItemToObject(r, "mounts", mounts_status_json());
     cJSON_AddItemToObject(r, "services", services_to_json());
     sandbox_status_json(r);
+    cJSON_AddItemToObject(r, "activity", activity_json());
     /* Errors and paths in status may quote a secret (a URL password, a
      * value from sandbox.init or an env file). */
     redact_json(r);
@@ -385,6 +388,13 @@ static const struct method methods[] = {
     {"files.mkdir", m_files_mkdir},
     {"files.remove", m_files_remove},
     {"metrics", m_metrics},
+    {"exec.start", m_exec_start},
+    {"exec.input", m_exec_input},
+    {"exec.resize", m_exec_resize},
+    {"exec.signal", m_exec_signal},
+    {"exec.wait", m_exec_wait},
+    {"exec.list", m_exec_list},
+    {"exec.attach", m_exec_attach},
 };
 
 const struct method *methods_find(const char *name)

@@ -203,6 +203,8 @@ static struct config *build(cJSON *root, char *err, size_t errlen)
         skills_extract(jget(root, "skills"), &cfg->skills) < 0)
         b.oom = true;
     metrics_extract(jget(root, "metrics"), &cfg->metrics);
+    exec_extract(jget(root, "exec"), &cfg->exec);
+    activity_extract(jget(root, "activity"), &cfg->activity);
     cfg->resume_file = dup_opt(&b, root, "resume_file");
     cJSON_ArrayForEach(svc, cJSON_GetObjectItemCaseSensitive(root, "services"))
         build_service(&b, &cfg->services[cfg->n_services++], svc);

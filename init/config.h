@@ -106,7 +106,19 @@ struct service_config {
 #define CONFIG_DISK_LOW_PERCENT 90
 #define CONFIG_DISK_OK_GAP 5
 #define CONFIG_DISK_CHECK_MS 60000
+/* Defaults of the activity keys. */
+#define CONFIG_ACTIVITY_IDLE_MS 30000
+#define CONFIG_ACTIVITY_SAMPLE_MS 5000
+#define CONFIG_ACTIVITY_CPU_PERCENT 5
+#define CONFIG_ACTIVITY_EGRESS_BYTES 4096
+#define CONFIG_ACTIVITY_OUTPUT_BYTES 1
+#define CONFIG_ACTIVITY_LEASE_MAX_MS 3600000
+#define CONFIG_ACTIVITY_LEASE_INTERVAL_MS 1000
+#define CONFIG_ACTIVITY_LEASE_REASON_MAX 128
 #define CONFIG_RESUME_FILE "/run/hearth-news/resume"
+/* Defaults of the exec keys: processes at once, output kept per process. */
+#define CONFIG_EXEC_MAX_PROCESSES 16
+#define CONFIG_EXEC_BUFFER_BYTES (1024 * 1024)
 
 struct config {
     char *hostname;             /* NULL = leave as is */
@@ -129,6 +141,8 @@ struct config {
     struct seed_cfg seed;
     struct skills_cfg skills;
     struct metrics_cfg metrics;
+    struct exec_cfg exec;
+    struct activity_cfg activity;
     char *resume_file;          /* NULL = not given ("" turns the file off) */
     struct service_config services[CONFIG_MAX_SERVICES];
     size_t n_services;

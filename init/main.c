@@ -31,6 +31,7 @@
 #include "machine.h"
 #include "modules.h"
 #include "mounts.h"
+#include "activity.h"
 #include "diskuse.h"
 #include "resumefile.h"
 #include "network.h"
@@ -400,6 +401,9 @@ int main(int argc, char **argv)
      * mounted), and the resume news file (generation 0) before any
      * service can look for it. */
     diskuse_setup(H.cfg);
+    /* Busy or idle; samples only while an event subscriber listens. */
+    activity_setup(H.cfg);
+    activity_set_watchers(control_subscriber_count);
     resumefile_setup(H.cfg);
     contain_readonly_dir(resumefile_dir());
     /* Phases no setup module claims are reached at once; each module

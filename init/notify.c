@@ -54,10 +54,10 @@ static bool parse_u64(const char *v, size_t vl, uint64_t *out)
     return true;
 }
 
-/* STATUS= is shown in status replies (JSON) and logs: it must be valid
+/* STATUS= and HEARTH_BUSY_REASON= are shown in replies (JSON) and logs: valid
  * UTF-8 (a value that is not is ignored whole), controls become '?', and
  * it is cut on a character boundary. */
-static bool set_status(struct notify_msg *m, const char *v, size_t vl)
+static bool set_text(char *out, const char *v, size_t vl)
 {
     if (utf8_invalid_at(v, vl) >= 0)
         return false;
@@ -69,10 +69,9 @@ static bool set_status(struct notify_msg *m, const char *v, size_t vl)
     }
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)v[i];
-        m->status[i] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
+        out[i] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
     }
-    m->status[n] = 0;
-    m->has_status = true;
+    out[n] = 0;
     return true;
 }
 
@@ -94,7 +93,11 @@ static void assignment(struct notify_msg *m, const char *k, size_t kl, const cha
         else
             ok = false;
     } else if (is(k, kl, "STATUS"))
-        ok = set_status(m, v, vl);
+        ok = set_text(m->status, v, vl) && (m->has_status = true);
+    else if (is(k, kl, "HEARTH_BUSY"))
+        ok = parse_u64(v, vl, &m->busy_sec) && (m->has_busy = true);
+    else if (is(k, kl, "HEARTH_BUSY_REASON"))
+        ok = set_text(m->busy_reason, v, vl) && (m->has_busy_reason = true);
     else if (is(k, kl, "EXTEND_TIMEOUT_USEC"))
         ok = parse_u64(v, vl, &m->extend_usec) && (m->has_extend = true);
     else {

@@ -1,10 +1,10 @@
 /* notify: systemd's readiness protocol (sd_notify(3)) on hearth's side. A
- * service with ready.notify or health.watchdog_ms gets a datagram socket
- * of its own, named in its NOTIFY_SOCKET; this module owns that socket
- * (opening it, receiving one datagram with its sender's credentials) and
- * the parser of what arrives ("READY=1\nSTATUS=...\n"). What a message
+ * service with ready.notify, health.watchdog_ms or activity.lease gets a
+ * datagram socket of its own, named in its NOTIFY_SOCKET; this module owns
+ * that socket (opening it, receiving one datagram with its sender's
+ * credentials) and the parser of what arrives ("READY=1\nSTATUS=...\n"). What a message
  * does to the service, and whether its sender belongs to the service, is
- * service.c's business. */
+ * svc_notify.c's business. */
 #ifndef HEARTH_NOTIFY_H
 #define HEARTH_NOTIFY_H
 
@@ -34,6 +34,12 @@ struct notify_msg {
     char status[NOTIFY_STATUS_MAX]; /* valid UTF-8, controls as '?' */
     bool has_extend;       /* EXTEND_TIMEOUT_USEC= */
     uint64_t extend_usec;
+    /* hearth's own keys (activity.h): a lease, "busy for N seconds,
+     * because R"; HEARTH_BUSY=0 releases it. systemd ignores them. */
+    bool has_busy;         /* HEARTH_BUSY= */
+    uint64_t busy_sec;
+    bool has_busy_reason;  /* HEARTH_BUSY_REASON= (the last one) */
+    char busy_reason[NOTIFY_STATUS_MAX]; /* as status: valid UTF-8, controls as '?' */
     unsigned understood;   /* assignments acted on */
     unsigned ignored;      /* malformed lines and values */
     unsigned unknown;      /* well-formed assignments of other keys (MAINPID=, ...) */

@@ -76,6 +76,28 @@ static const struct key k_metrics[] = {
     KEY("disk_check_ms", &s_ms),
     {0}};
 
+/* activity (activity.h): when the sandbox counts as busy, and leases. */
+static const struct key k_activity[] = {
+    KEY("enabled", &s_bool),
+    KEY("idle_ms", INT(1000, JSON_INT53)),
+    KEY("sample_ms", INT(100, 3600000)),
+    KEY("cpu_percent", INT(1, 100000)),
+    KEY("egress_bytes", INT(1, JSON_INT53)),
+    KEY("output_bytes", INT(1, JSON_INT53)),
+    KEY("lease_max_ms", INT(1000, JSON_INT53)),
+    KEY("lease_interval_ms", INT(0, 3600000)),
+    KEY("lease_reason_max", INT(1, 255)),
+    {0}};
+
+static const struct key k_service_activity[] = {
+    KEY("lease", &s_bool),
+    {0}};
+
+static const struct key k_exec[] = {
+    KEY("max_processes", INT(1, 64)),
+    KEY("buffer_bytes", INT(4096, 64 * 1024 * 1024)),
+    {0}};
+
 static const struct key k_interface[] = {
     REQUIRED("name", STRING(rule_ifname)),
     KEY("mac", STRING(rule_mac)),
@@ -218,6 +240,7 @@ static const struct key k_service[] = {
     KEY("seccomp", ENUM(e_seccomp)),
     KEY("log", OBJECT(k_service_log, NULL)),
     KEY("limits", OBJECT(k_limits, NULL)),
+    KEY("activity", OBJECT(k_service_activity, NULL)),
     {0}};
 
 static const struct key k_top[] = {
@@ -229,6 +252,8 @@ static const struct key k_top[] = {
     KEY("clock", OBJECT(k_clock, NULL)),
     KEY("resume_file", STRING(rule_resume_file)),
     KEY("metrics", OBJECT(k_metrics, rule_metrics)),
+    KEY("exec", OBJECT(k_exec, NULL)),
+    KEY("activity", OBJECT(k_activity, NULL)),
     KEY("network", OBJECT(k_network, NULL)),
     KEY("mounts", ARRAY(OBJECT(k_mount, rule_mount), 0, 0, NULL)),
     KEY("host_mounts", STRING(rule_host_mounts)),

@@ -426,3 +426,26 @@ void metrics_extract(const cJSON *m, struct metrics_cfg *out)
                                                    : 0);
     out->disk_check_ms = jget_int_or(m, "disk_check_ms", CONFIG_DISK_CHECK_MS);
 }
+
+/* ---- activity ---- */
+
+void activity_extract(const cJSON *a, struct activity_cfg *out)
+{
+    out->enabled = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(a, "enabled"));
+    out->idle_ms = jget_int_or(a, "idle_ms", CONFIG_ACTIVITY_IDLE_MS);
+    out->sample_ms = jget_int_or(a, "sample_ms", CONFIG_ACTIVITY_SAMPLE_MS);
+    out->cpu_percent = jget_int_or(a, "cpu_percent", CONFIG_ACTIVITY_CPU_PERCENT);
+    out->egress_bytes = jget_int_or(a, "egress_bytes", CONFIG_ACTIVITY_EGRESS_BYTES);
+    out->output_bytes = jget_int_or(a, "output_bytes", CONFIG_ACTIVITY_OUTPUT_BYTES);
+    out->lease_max_ms = jget_int_or(a, "lease_max_ms", CONFIG_ACTIVITY_LEASE_MAX_MS);
+    out->lease_interval_ms = jget_int_or(a, "lease_interval_ms", CONFIG_ACTIVITY_LEASE_INTERVAL_MS);
+    out->lease_reason_max = jget_int_or(a, "lease_reason_max", CONFIG_ACTIVITY_LEASE_REASON_MAX);
+}
+
+/* ---- exec ---- */
+
+void exec_extract(const cJSON *e, struct exec_cfg *out)
+{
+    out->max_processes = (size_t)jget_int_or(e, "max_processes", CONFIG_EXEC_MAX_PROCESSES);
+    out->buffer_bytes = (size_t)jget_int_or(e, "buffer_bytes", CONFIG_EXEC_BUFFER_BYTES);
+}

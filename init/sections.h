@@ -139,4 +139,22 @@ struct metrics_cfg {
 /* `metrics` from a checked config (NULL: absent), with the defaults. */
 void metrics_extract(const struct cJSON *m, struct metrics_cfg *out);
 
+/* `activity`: when the sandbox counts as busy, and the lease rules. */
+struct activity_cfg {
+    bool enabled;
+    int64_t idle_ms, sample_ms, cpu_percent, egress_bytes, output_bytes;
+    int64_t lease_max_ms, lease_interval_ms, lease_reason_max;
+};
+
+/* `activity` from a checked config (NULL: absent), with the defaults. */
+void activity_extract(const struct cJSON *a, struct activity_cfg *out);
+
+/* `exec`: the limits of processes started by the host. */
+struct exec_cfg {
+    size_t max_processes, buffer_bytes;
+};
+
+/* `exec` from a checked config (NULL: absent), with the defaults. */
+void exec_extract(const struct cJSON *e, struct exec_cfg *out);
+
 #endif

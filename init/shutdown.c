@@ -9,6 +9,7 @@
 
 #include "cgroup.h"
 #include "events.h"
+#include "execproc.h"
 #include "log.h"
 #include "machine.h"
 #include "reaper.h"
@@ -77,6 +78,8 @@ static void kick_cb(struct ev_loop *loop, ev_timer *w, int revents)
     hearth_set_phase(PHASE_STOPPING);
     /* Frozen services cannot act on their stop signal: thaw them first. */
     sandbox_thaw_for_shutdown();
+    /* Processes the host started are not stopped in order: they end now. */
+    exec_kill_all();
     services_stop_all(all_stopped);
 }
 

@@ -10,6 +10,7 @@
 
 #include <ev.h>
 
+#include "activity.h"
 #include "hearth.h"
 #include "logring.h"
 #include "outcopy.h"
@@ -44,6 +45,7 @@ static void emit_line(struct service *s, enum log_stream st, const char *text, s
  * are cut. */
 static void outpipe_feed(struct outpipe *o, const char *buf, size_t n)
 {
+    activity_output((size_t)(o->s - svcs), n);
     for (size_t i = 0; i < n; i++) {
         char c = buf[i];
         if (c == '\n') {

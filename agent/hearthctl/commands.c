@@ -401,9 +401,14 @@ static int b_init(struct ctl *t, int argc, char **argv, cJSON **params)
 static int b_freeze(struct ctl *t, int argc, char **argv, cJSON **params)
 {
     unsigned long long ms = 5000;
+    bool force = false;
 
     for (int i = 0; i < argc; i++) {
         bool missing;
+        if (strcmp(argv[i], "--force") == 0) { /* even while a service holds a lease */
+            force = true;
+            continue;
+        }
         const char *v = opt_value(argc, argv, &i, "--timeout-ms", NULL, &missing);
         if (missing)
             return usage_err(t, "%s needs a number", argv[i]);
@@ -417,6 +422,8 @@ static int b_freeze(struct ctl *t, int argc, char **argv, cJSON **params)
         t->timeout_ms = (int)ms + 2000;
     *params = new_object();
     add_num(*params, "timeout_ms", (double)ms);
+    if (force)
+        cJSON_AddBoolToObject(*params, "force", true);
     return 0;
 }
 
@@ -552,7 +559,7 @@ static const struct cmd cmds[] = {
      .args = "[--env K=V]... [--allow-out CIDR]... [--hostname H] [--time now|SEC] [--entropy-from PATH]",
      .help = "send the per-sandbox parameters (releases services after init)", .build = b_init,
      .print = p_init},
-    {.name = "freeze", .method = "sandbox.freeze", .args = "[--timeout-ms MS]",
+    {.name = "freeze", .method = "sandbox.freeze", .args = "[--timeout-ms MS] [--force]",
      .help = "sync persistent mounts and freeze the services", .build = b_freeze,
      .print = p_steps},
     {.name = "resume", .method = "sandbox.resume", .args = "[--time now|SEC] [--entropy-from PATH]",
@@ -561,6 +568,8 @@ static const struct cmd cmds[] = {
     {.name = "cp", .method = "files.write", .args = "SRC DST",
      .help = "copy a file in or out; sandbox:PATH names the guest side", .build = b_cp,
      .run = r_cp},
+    {.name = "exec", .method = "exec.start", .args = "[-i] [-t] [--user U] [--cwd D] [-e K=V] -- CMD...",
+     .help = "run a command in the sandbox (like docker exec)", .run = r_exec},
     {.name = "metrics", .method = "metrics", .args = "[--prometheus]",
      .help = "memory, mount usage, service cgroups, egress counters (JSON or Prometheus text)",
      .build = b_metrics, .print = p_metrics},

@@ -6,6 +6,8 @@
  *   print.c     human output: tables, escaping of guest text, the printers
  *   commands.c  the command table, argument builders, usage
  *   cp.c        cp: a file copied in or out over files.* calls
+ *   exec.c      exec: a command run in the sandbox, its stdin, output,
+ *               terminal and exit status
  *   fleet.c     several targets (fleet.h): --connect lists and globs, calls
  *               to all of them in parallel under one deadline
  *   top.c       top: a row per sandbox, refreshed in place
@@ -221,5 +223,12 @@ int r_cp(struct ctl *t, int argc, char **argv);
  * global --timeout, -1 when not given. Exit status: 0 every target
  * answered, 1 one answered with an error, 2 one did not (or usage). */
 int top_main(struct fleet *f, int timeout_ms, bool json, int argc, char **argv);
+
+/* ---- exec.c ------------------------------------------------------------ */
+
+/* Its own loop over the connection: returns the command's exit status
+ * (128+N for signal N), EXIT_SERVER when it could not start, EXIT_USAGE
+ * on usage or connection errors. */
+int r_exec(struct ctl *t, int argc, char **argv);
 
 #endif

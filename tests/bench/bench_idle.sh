@@ -73,8 +73,48 @@ for name, argv in peers:
     pv = measure(argv(path)) if path else "failed: not installed"
     print(f"idle_wakeups_{name.replace('-', '_')}\t{fig}\t{hv}\t{name}\t{pv}")
 
-# ---- the Hermes config's timers ----
+# ---- activity tracking (init/activity.c) ----
+# On by default; here with a service that may hold leases (it gets a
+# NOTIFY_SOCKET) and nobody subscribed: nothing is sampled, so 0 is
+# expected. Then the same with one client subscribed to events, as a
+# host's auto-pauser is: the sampler runs every activity.sample_ms.
 import socket
+acfg = os.path.join(tmp, "act.json")
+asock = os.path.join(tmp, "act.sock")
+act = {"enabled": True, "sample_ms": 5000, "idle_ms": 30000}
+with open(acfg, "w") as f:
+    json.dump({"control": {"listen": ["unix:" + asock]}, "activity": act,
+               "services": [{"name": "idle", "argv": ["/bin/sleep", "100000"],
+                             "activity": {"lease": True}}]}, f)
+av = measure([os.path.join(B, "hearth"), "--mode", "supervisor", "-c", acfg, "--log", "warn"],
+             settle=2.0)
+print(f"idle_wakeups_activity\tidle wake-ups per minute, activity tracking on, lease-enabled "
+      f"service, no subscriber\t{av}\t-\t-")
+
+def measure_subscribed(argv, sock, window=window, settle=2.0):
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        time.sleep(settle)
+        c = socket.socket(socket.AF_UNIX)
+        c.connect(sock)
+        c.sendall(b'{"jsonrpc":"2.0","id":1,"method":"events.subscribe","params":{}}\n')
+        c.recv(65536)
+        time.sleep(0.5)
+        a = vcs(p.pid)
+        time.sleep(window)
+        b = vcs(p.pid)
+        c.close()
+        return f"{(b - a) * 60.0 / window:.1f}"
+    finally:
+        stop(p)
+
+sv = measure_subscribed([os.path.join(B, "hearth"), "--mode", "supervisor", "-c", acfg,
+                         "--log", "warn"], asock)
+print(f"idle_wakeups_activity_subscribed\tidle wake-ups per minute, activity tracking on, one "
+      f"event subscriber (sample_ms 5000)\t{sv}\t-\t-")
+
+# ---- the Hermes config's timers ----
 with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]

@@ -75,6 +75,7 @@ TARGETS = [
     ("restart_extra_ms", "hearth", "<=", 2, "crash -> restart beyond the delay <= 2 ms"),
     ("restart_extra_ms", "ratio", "<", 1.0, "restart faster than s6-supervise"),
     ("idle_wakeups_tini", "hearth", "<=", 0, "idle wake-ups 0 with polling off"),
+    ("idle_wakeups_activity", "hearth", "<=", 0, "idle wake-ups 0 with activity tracking on"),
     ("idle_wakeups_hermes", "hearth", "<=", 4, "idle wake-ups <= 4/min with the Hermes config"),
 ]
 print()

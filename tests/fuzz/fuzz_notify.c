@@ -10,7 +10,10 @@
  *   - STATUS text is terminated, shorter than NOTIFY_STATUS_MAX, valid
  *     UTF-8, and free of control characters;
  *   - the flags agree with the text: READY=1 / WATCHDOG=1 / WATCHDOG=trigger
- *     are set exactly when such a line is there. */
+ *     are set exactly when such a line is there;
+ *   - the lease keys: a HEARTH_BUSY=0 line is never lost, a lease is
+ *     never set without a HEARTH_BUSY= line, and the reason holds to the
+ *     same rules as STATUS. */
 #include "notify.h"
 #include "utf8.h"
 
@@ -56,6 +59,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK((unsigned char)m.status[i] >= 0x20 && m.status[i] != 0x7f,
                    "control byte in status");
     FUZZ_CHECK(m.has_status || sl == 0, "status without STATUS=");
+    size_t rl = strnlen(m.busy_reason, sizeof(m.busy_reason));
+    FUZZ_CHECK(rl < NOTIFY_STATUS_MAX, "reason not terminated");
+    FUZZ_CHECK(utf8_invalid_at(m.busy_reason, rl) < 0, "reason not UTF-8");
+    for (size_t i = 0; i < rl; i++)
+        FUZZ_CHECK((unsigned char)m.busy_reason[i] >= 0x20 && m.busy_reason[i] != 0x7f,
+                   "control byte in reason");
+    FUZZ_CHECK(m.has_busy_reason || rl == 0, "reason without HEARTH_BUSY_REASON=");
+    if (rc == 0 && !memmem(data, size, "HEARTH_BUSY=", 12))
+        FUZZ_CHECK(!m.has_busy, "lease without HEARTH_BUSY=");
+    if (rc == 0 && has_line(data, size, "HEARTH_BUSY=0"))
+        FUZZ_CHECK(m.has_busy, "release lost");
     free(buf);
     return 0;
 }

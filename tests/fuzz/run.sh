@@ -28,7 +28,7 @@ CLANG=${CLANG:-clang}
 OUT=build/fuzz
 SRC=tests/fuzz
 CJSON=build/deps/cjson-src
-TARGETS=${FUZZ_TARGETS:-"rpc config cidr listen env base64 netlink safepath http notify files"}
+TARGETS=${FUZZ_TARGETS:-"rpc config cidr listen env base64 netlink safepath http notify files exec"}
 
 case $FUZZ_SECONDS in
     ''|*[!0-9]*) echo "fuzz: FUZZ_SECONDS must be a whole number of seconds" >&2; exit 2 ;;
@@ -48,6 +48,7 @@ target_srcs() {
         http)   echo "init/http.c" ;;
         notify) echo "init/notify.c init/kfile.c init/utf8.c init/timebase.c" ;;
         files)  echo "agent/m_files.c agent/m_files_write.c agent/params.c agent/rpc.c init/safepath.c init/base64.c init/sha256.c init/utf8.c init/timebase.c" ;;
+        exec)   echo "agent/m_exec.c agent/params.c agent/rpc.c init/base64.c init/utf8.c init/config.c init/schema.c init/schema_rules.c init/schema_tables.c init/names.c init/jsonget.c init/netaddr.c init/sections.c init/svc_config.c init/checkspec.c init/cidr.c init/http.c init/log.c init/redact.c init/timebase.c" ;;
     esac
 }
 target_uses_cjson() { [ "$1" != cidr ] && [ "$1" != base64 ] && [ "$1" != netlink ] && [ "$1" != safepath ] && [ "$1" != http ] && [ "$1" != notify ]; }

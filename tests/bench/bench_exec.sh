@@ -1,0 +1,113 @@
+#!/bin/sh
+# exec of /bin/true, request to exit status, over the control channel:
+# hearth's exec.start (its reply, then the exec.exit notification) beside
+# qemu-ga's guest-exec + guest-exec-status polled until "exited", both
+# driven by the same Python client over a unix socket, one command at a
+# time. hearth runs /bin/true contained as a service would be (its own
+# cgroup leaf, mount namespace and /dev, capabilities, seccomp), qemu-ga
+# as a plain child. Median of 200 runs after 20 warm-up runs.
+set -eu
+B="$BUILD"
+tmp=$(mktemp -d /tmp/hearth-bench.XXXXXX)
+/usr/bin/python3 - "$B/hearth" "$tmp" <<'PY'
+import json, os, shutil, socket, statistics, subprocess, sys, time
+sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests", "bench"))
+from benchlib import row, stop, which
+
+hearth, tmp = sys.argv[1], sys.argv[2]
+WARM, RUNS = 20, 200
+procs = []
+
+
+class Conn:
+    def __init__(self, sock_path):
+        self.s = socket.socket(socket.AF_UNIX)
+        self.s.settimeout(30)
+        self.s.connect(sock_path)
+        self.buf = b""
+
+    def send(self, obj):
+        self.s.sendall((json.dumps(obj) + "\n").encode())
+
+    def line(self):
+        while b"\n" not in self.buf:
+            chunk = self.s.recv(1 << 16)
+            if not chunk:
+                raise EOFError
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def call(self, obj):
+        self.send(obj)
+        return self.line()
+
+
+def run_hearth(c, i):
+    c.send({"jsonrpc": "2.0", "id": i, "method": "exec.start", "params": {"argv": ["/bin/true"]}})
+    while True:
+        m = c.line()
+        if m.get("id") == i and "error" in m:
+            raise RuntimeError(m["error"]["message"])
+        if m.get("method") == "exec.exit":
+            return m["params"].get("exit_code")
+
+
+def run_qga(c, i):
+    pid = c.call({"execute": "guest-exec", "arguments": {"path": "/bin/true"}})["return"]["pid"]
+    while True:
+        r = c.call({"execute": "guest-exec-status", "arguments": {"pid": pid}})["return"]
+        if r["exited"]:
+            return r.get("exitcode")
+
+
+def median_ms(fn, c):
+    for i in range(WARM):
+        fn(c, i + 1)
+    got = []
+    for i in range(RUNS):
+        t = time.monotonic()
+        code = fn(c, WARM + i + 1)
+        got.append((time.monotonic() - t) * 1000)
+        if code != 0:
+            return f"failed: /bin/true exited {code}"
+    return f"{statistics.median(got):.2f}"
+
+
+try:
+    with open(os.path.join(tmp, "c.json"), "w") as f:
+        json.dump({"control": {"listen": ["unix:" + tmp + "/ctl.sock"]}, "services": []}, f)
+    procs.append(subprocess.Popen([hearth, "--mode", "supervisor", "-c", tmp + "/c.json",
+                                   "--log", "warn"]))
+    for _ in range(250):
+        if os.path.exists(tmp + "/ctl.sock"):
+            break
+        time.sleep(0.02)
+    try:
+        hv = median_ms(run_hearth, Conn(tmp + "/ctl.sock"))
+    except (RuntimeError, OSError, EOFError) as e:
+        hv = f"failed: {e}"
+    qga = which("qemu-ga")
+    if not qga:
+        pv = "failed: qemu-ga not installed"
+    else:
+        os.mkdir(tmp + "/qga-state")
+        procs.append(subprocess.Popen([qga, "-m", "unix-listen", "-p", tmp + "/qga.sock", "-t",
+                                       tmp + "/qga-state", "-f", tmp + "/qga.pid"],
+                                      stderr=subprocess.DEVNULL))
+        for _ in range(250):
+            if os.path.exists(tmp + "/qga.sock"):
+                break
+            time.sleep(0.02)
+        try:
+            pv = median_ms(run_qga, Conn(tmp + "/qga.sock"))
+        except (KeyError, OSError, EOFError) as e:
+            pv = f"failed: {e}"
+    row("exec_true_vs_qemu_ga",
+        "exec /bin/true, request to exit status, same Python client (ms p50; lower is better)",
+        hv, "qemu-ga", pv)
+finally:
+    for p in procs:
+        stop(p)
+    shutil.rmtree(tmp, ignore_errors=True)
+PY
