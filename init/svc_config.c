@@ -96,17 +96,32 @@ static void contain_of(const cJSON *j, struct contain_policy *out)
     out->seccomp = !(cJSON_IsString(sc) && strcmp(sc->valuestring, "off") == 0);
 }
 
-struct svc_settings *svc_settings_build(const cJSON *obj)
+static void fill(const cJSON *obj, struct svc_settings *st)
 {
-    struct svc_settings *st = calloc(1, sizeof(*st));
-    if (!st)
-        return NULL;
     log_of(cJSON_GetObjectItemCaseSensitive(obj, "log"), &st->log);
     check_of(cJSON_GetObjectItemCaseSensitive(obj, "ready"), &st->ready);
     check_of(cJSON_GetObjectItemCaseSensitive(obj, "health"), &st->health);
     launch_of(obj, &st->launch);
     contain_of(obj, &st->contain);
+}
+
+struct svc_settings *svc_settings_build(const cJSON *obj)
+{
+    struct svc_settings *st = calloc(1, sizeof(*st));
+    if (st)
+        fill(obj, st);
     return st;
+}
+
+const struct svc_settings *svc_settings_defaults(void)
+{
+    static struct svc_settings dflt;
+    static bool filled;
+    if (!filled) {
+        fill(NULL, &dflt); /* every getter finds nothing: the defaults */
+        filled = true;
+    }
+    return &dflt;
 }
 
 void svc_settings_free(struct svc_settings *st) { free(st); }

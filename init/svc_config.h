@@ -79,5 +79,9 @@ struct svc_settings {
  * in obj, which must outlive them). Returns NULL when out of memory. */
 struct svc_settings *svc_settings_build(const struct cJSON *obj);
 void svc_settings_free(struct svc_settings *st);
+/* The settings of a service whose config says nothing (every default): for
+ * a service_config made by hand rather than loaded (an exec.start process),
+ * whose settings are NULL. */
+const struct svc_settings *svc_settings_defaults(void);
 
 #endif

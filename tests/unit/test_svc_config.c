@@ -6,6 +6,8 @@
 #include <sys/resource.h>
 
 #include "config.h"
+#include "contain.h"
+#include "launch.h"
 #include "svc_config.h"
 
 static struct config *parse(const char *json)
@@ -84,4 +86,24 @@ TEST(svc_settings_from_the_config)
     CHECK(!st->contain.isolation && !st->contain.seccomp);
     CHECK(st->contain.keep_given && st->contain.keep == 0);
     config_free(c);
+}
+
+/* A service_config made by hand (an exec.start process) has no settings:
+ * launch and contain read the defaults instead. */
+TEST(svc_settings_defaults_without_a_config)
+{
+    const struct svc_settings *d = svc_settings_defaults();
+    CHECK_EQ_INT(d->log.max_bytes, 10 * 1024 * 1024);
+    CHECK(d->launch.no_new_privs && !d->ready.given && !d->health.given);
+    CHECK(d->contain.isolation && d->contain.seccomp && d->contain.keep == contain_default_caps);
+
+    struct service_config sc = {.name = "x"};
+    struct contain_policy pol;
+    contain_policy_of(&sc, &pol);
+    CHECK(pol.isolation && pol.seccomp && !pol.keep_given);
+    struct launch_plan plan;
+    char err[160] = "";
+    CHECK_EQ_INT(launch_prepare(&sc, &plan, err, sizeof(err)), 0);
+    CHECK(plan.no_new_privs && !plan.set_umask && plan.n_rlimits == 0);
+    launch_free(&plan);
 }
