@@ -14,7 +14,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cJSON.h>
@@ -22,6 +21,7 @@
 #include "base64.h"
 #include "params.h"
 #include "safepath.h"
+#include "timebase.h"
 
 #ifndef SYS_renameat2
 #define SYS_renameat2 316
@@ -101,10 +101,9 @@ static int set_owner_mode(int fd, unsigned uid, unsigned gid, mode_t mode)
 static int open_temp(int dfd, const char *leaf, char *tmp, size_t n)
 {
     static unsigned seq;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    unsigned ns = (unsigned)(mono_ns() % 1000000000);
     for (int i = 0; i < 16; i++) {
-        unsigned tag = (unsigned)ts.tv_nsec ^ (unsigned)getpid() << 16 ^ ++seq * 2654435761u;
+        unsigned tag = ns ^ (unsigned)getpid() << 16 ^ ++seq * 2654435761u;
         snprintf(tmp, n, ".%.200s.hearth-%08x", leaf, tag);
         int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
                         0600);

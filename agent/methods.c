@@ -12,6 +12,7 @@
 #include "activity.h"
 #include "control.h"
 #include "events.h"
+#include "gates.h"
 #include "hearth.h"
 #include "kfile.h"
 #include "log.h"
@@ -113,7 +114,7 @@ static int m_status(struct client *c, cJSON *params, cJSON **result, struct rpc_
         cJSON_AddStringToObject(r, "config_error", H.config_error);
     cJSON_AddItemToObject(r, "control", control_listeners_json());
     cJSON_AddItemToObject(r, "modules", modules_json());
-    cJSON_AddItemToObject(r, "phases", services_phases_json());
+    cJSON_AddItemToObject(r, "phases", gates_json());
     cJSON_AddItemToObject(r, "mounts", mounts_status_json());
     cJSON_AddItemToObject(r, "services", services_to_json());
     sandbox_status_json(r);
@@ -140,7 +141,7 @@ static int m_services_list(struct client *c, cJSON *params, cJSON **result, stru
     cJSON *r = cJSON_CreateObject();
     if (!r)
         return -1;
-    cJSON_AddItemToObject(r, "phases", services_phases_json());
+    cJSON_AddItemToObject(r, "phases", gates_json());
     cJSON_AddItemToObject(r, "services", services_to_json());
     redact_json(r);
     *result = r;

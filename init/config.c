@@ -19,6 +19,7 @@
 #include "jsonget.h"
 #include "redact.h"
 #include "schema.h"
+#include "svc_config.h"
 
 /* ------------------------------------------------------------------ */
 /* Extraction into struct config (the tree is known valid here). */
@@ -136,6 +137,9 @@ static void build_service(struct builder *b, struct service_config *s, cJSON *ob
         s->force_exit[item->valueint / 8] |= (unsigned char)(1u << (item->valueint % 8));
     cJSON_ArrayForEach(item, jget(obj, "restart_prevent_exit_codes"))
         s->prevent_exit[item->valueint / 8] |= (unsigned char)(1u << (item->valueint % 8));
+    s->settings = svc_settings_build(obj);
+    if (!s->settings)
+        b->oom = true;
 }
 
 static void add_listen(struct config *cfg, const char *s)
@@ -386,6 +390,7 @@ void config_free(struct config *cfg)
         free_list(s->after, s->n_after);
         free(s->success_exit_codes);
         free(s->on_resume);
+        svc_settings_free(s->settings);
     }
     egress_policy_free(&cfg->egress);
     mounts_cfg_free(&cfg->mounts);

@@ -5,8 +5,8 @@
  *
  * The validated cJSON tree is kept (config->json) so config.get can return
  * it (with secrets redacted); the non-service sections are read only in
- * their typed form (sections.h), the per-service sections that have none
- * yet (ready, health, log, launch, contain) from services[i].json. */
+ * their typed form (sections.h), the per-service ready, health, log, launch
+ * and containment settings in theirs (svc_config.h). */
 #ifndef HEARTH_CONFIG_H
 #define HEARTH_CONFIG_H
 
@@ -65,6 +65,8 @@ struct env_var {
     char *value;
 };
 
+struct svc_settings;
+
 struct service_config {
     char *name;
     char **argv;              /* NULL-terminated */
@@ -95,6 +97,9 @@ struct service_config {
      * 0 = not set (the leaf's default, "max"). */
     int64_t memory_max, memory_high, pids_max;
     struct cJSON *json;         /* this service's validated object */
+    /* ready, health, log, launch and containment settings in typed form
+     * (svc_config.h), built at load */
+    struct svc_settings *settings;
 };
 
 /* Defaults of the metrics and resume_file keys. */

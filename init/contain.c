@@ -16,8 +16,6 @@
 
 #include <linux/capability.h>
 
-#include <cJSON.h>
-
 #include "log.h"
 #include "mountinfo.h"
 #include "safepath.h"
@@ -32,13 +30,6 @@
 #endif
 
 #define BIT(n) (UINT64_C(1) << (n))
-
-/* The container runtimes' default set without NET_RAW: raw and packet
- * sockets send frames the inet egress hook never sees. */
-const uint64_t contain_default_caps =
-    BIT(CAP_CHOWN) | BIT(CAP_DAC_OVERRIDE) | BIT(CAP_FOWNER) | BIT(CAP_FSETID) | BIT(CAP_KILL) |
-    BIT(CAP_SETGID) | BIT(CAP_SETUID) | BIT(CAP_SETPCAP) | BIT(CAP_SETFCAP) |
-    BIT(CAP_NET_BIND_SERVICE) | BIT(CAP_SYS_CHROOT) | BIT(CAP_AUDIT_WRITE);
 
 /* Capabilities with which a service could undo what hearth set up: the
  * egress ruleset and raw frames (NET_ADMIN, NET_RAW), mounts and
@@ -72,30 +63,9 @@ const char *const contain_readonly[] = {
 
 /* ---- policy ---- */
 
-static uint64_t caps_of(const cJSON *arr)
-{
-    uint64_t m = 0;
-    for (const cJSON *v = arr ? arr->child : NULL; v; v = v->next) {
-        int n = cJSON_IsString(v) ? config_cap_number(v->valuestring) : -1;
-        if (n >= 0 && n < 64)
-            m |= BIT(n);
-    }
-    return m;
-}
-
 void contain_policy_of(const struct service_config *c, struct contain_policy *out)
 {
-    const cJSON *j = c->json;
-    const cJSON *keep = cJSON_GetObjectItemCaseSensitive(j, "caps_keep");
-    const cJSON *iso = cJSON_GetObjectItemCaseSensitive(j, "isolation");
-    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(j, "seccomp");
-
-    memset(out, 0, sizeof(*out));
-    out->keep_given = keep != NULL;
-    out->keep = keep ? caps_of(keep) : contain_default_caps;
-    out->drop = caps_of(cJSON_GetObjectItemCaseSensitive(j, "caps_drop"));
-    out->isolation = !cJSON_IsFalse(iso);
-    out->seccomp = !(cJSON_IsString(sc) && strcmp(sc->valuestring, "off") == 0);
+    *out = (c->settings ? c->settings : svc_settings_defaults())->contain;
 }
 
 uint64_t contain_caps(const struct contain_policy *pol, bool root)

@@ -26,18 +26,10 @@
 
 #include "config.h"
 #include "seccomp.h"
+#include "svc_config.h"
 
 #define CONTAIN_PATH_MAX 256
 #define CONTAIN_MAX_EXTRA 12
-
-/* What a service's config asks for, before the user is known. */
-struct contain_policy {
-    bool keep_given;   /* caps_keep present */
-    uint64_t keep;     /* caps_keep (or the default for a root service) */
-    uint64_t drop;     /* caps_drop */
-    bool isolation;    /* default true */
-    bool seccomp;      /* "default" (true) or "off" */
-};
 
 struct contain_plan {
     uint64_t caps;      /* the capabilities the service keeps */
@@ -55,11 +47,9 @@ struct contain_plan {
     size_t n_ro;
 };
 
-/* The capability set a root service keeps by default. */
-extern const uint64_t contain_default_caps;
-
-/* Reads caps_keep, caps_drop, isolation and seccomp from a validated
- * service object. */
+/* caps_keep, caps_drop, isolation and seccomp of a service, as typed when
+ * the config loaded (struct contain_policy and contain_default_caps are
+ * svc_config.h's). */
 void contain_policy_of(const struct service_config *c, struct contain_policy *out);
 /* The capabilities kept: caps_keep (or the default when root, none when
  * not) minus caps_drop. */

@@ -19,11 +19,11 @@
 #include "cidr.h"
 #include "config.h"
 #include "events.h"
+#include "gates.h"
 #include "hearth.h"
 #include "log.h"
 #include "netlink.h"
 #include "nft.h"
-#include "service.h"
 
 #ifndef ARPHRD_ETHER
 #define ARPHRD_ETHER 1
@@ -246,7 +246,7 @@ int egress_apply(const struct egress_policy *p, char *err, size_t errlen)
     watch_start();
     E.error[0] = 0;
     log_info("egress policy applied");
-    services_phase_set("egress", true);
+    gate_set("egress", true);
     emit();
     return 0;
 }
@@ -271,7 +271,7 @@ static void add_always(const char *ip)
 void egress_boot(const struct config *cfg)
 {
     if (!cfg) {
-        services_phase_set("egress", true);
+        gate_set("egress", true);
         return;
     }
     const struct network_cfg *net = &cfg->network;
@@ -284,7 +284,7 @@ void egress_boot(const struct config *cfg)
     const struct egress_policy *pol = &cfg->egress;
     if (!pol->present) {
         /* Nothing to enforce: the phase is open. */
-        services_phase_set("egress", true);
+        gate_set("egress", true);
         return;
     }
     watch_start();
@@ -300,7 +300,7 @@ void egress_boot(const struct config *cfg)
             log_warn("egress: out of memory keeping the policy for a retry");
         snprintf(E.error, sizeof(E.error), "%s", err);
         log_error("egress: policy not applied, services after egress held: %s", err);
-        services_phase_set("egress", false);
+        gate_set("egress", false);
         emit();
     }
 }
@@ -326,14 +326,14 @@ int egress_recheck(char *err, size_t errlen)
     if (rc < 0) {
         E.applied = false;
         snprintf(E.error, sizeof(E.error), "%s", err);
-        services_phase_set("egress", false);
+        gate_set("egress", false);
         emit();
         return -1;
     }
     E.repairs++;
     E.applied = true;
     E.error[0] = 0;
-    services_phase_set("egress", true);
+    gate_set("egress", true);
     emit();
     return 0;
 }

@@ -5,9 +5,9 @@
 
 #include <cJSON.h>
 
-#include "hearth.h"
 #include "log.h"
 #include "redact.h"
+#include "timebase.h"
 
 struct kept {
     uint64_t seq;

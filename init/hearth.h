@@ -9,6 +9,7 @@
 #include <ev.h>
 
 #include "config.h"
+#include "timebase.h"
 
 enum hearth_mode { MODE_VM, MODE_CONTAINER, MODE_SUPERVISOR };
 
@@ -46,24 +47,11 @@ const char *hearth_phase_name(enum hearth_phase p);
 /* Moves to phase p, logs it and emits a "phase" event. */
 void hearth_set_phase(enum hearth_phase p);
 
-/* Monotonic milliseconds (CLOCK_MONOTONIC): every timer and uptime uses it
- * so a wall-clock step after resume changes nothing. */
-int64_t mono_ms(void);
-int64_t mono_us(void);
-/* Wall-clock milliseconds since the epoch, for reporting only. */
-int64_t wall_ms(void);
-
-/* Seconds until the next multiple of period_ms that lies more than half a
- * period ahead, for background timers (health probes, the skills poll, the
- * clock check). Timers armed this way share a grid, so one whose period
- * divides another's fires in the same wake-up instead of its own: an idle
- * sandbox pays one wake-up per distinct instant, not one per timer. The
- * gap between two firings stays within half and one and a half periods,
- * one period on average. The grid is counted on the loop's cached wall
- * time, which libev keeps at a fixed offset from its monotonic time
- * (re-read to within microseconds at each wake-up), so two timers aimed
- * at one grid point come due in the same wake-up; a clock step only
- * shifts the grid until each timer is next armed. */
-double hearth_grid_delay(int64_t period_ms);
+/* The clocks (mono_ms, mono_us, wall_ms) are timebase.h's; the timer
+ * grid on hearth's loop, see timebase_grid_delay. */
+static inline double hearth_grid_delay(int64_t period_ms)
+{
+    return timebase_grid_delay(ev_now(H.loop), period_ms);
+}
 
 #endif

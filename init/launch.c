@@ -14,9 +14,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <cJSON.h>
-
 #include "safepath.h"
+#include "svc_config.h"
 
 extern char **environ;
 
@@ -391,7 +390,6 @@ void launch_set_sandbox_env(const struct env_var *vars, size_t n)
 
 int launch_prepare(const struct service_config *c, struct launch_plan *p, char *err, size_t errlen)
 {
-    const cJSON *j = c->json;
     char home[256] = "";
 
     memset(p, 0, sizeof(*p));
@@ -464,33 +462,19 @@ int launch_prepare(const struct service_config *c, struct launch_plan *p, char *
         else
             p->groups[0] = p->gid;
     }
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "umask");
-    if (cJSON_IsString(v)) {
-        p->set_umask = true;
-        p->umask = (mode_t)strtoul(v->valuestring, NULL, 8) & 0777;
-    } else if (cJSON_IsNumber(v)) {
-        p->set_umask = true;
-        p->umask = (mode_t)v->valueint & 0777;
-    }
-    v = cJSON_GetObjectItemCaseSensitive(j, "rlimits");
-    for (const cJSON *r = v ? v->child : NULL; r && p->n_rlimits < LAUNCH_MAX_RLIMITS; r = r->next) {
-        int res = config_rlimit_number(r->string);
-        if (res < 0)
-            continue;
-        rlim_t lim = cJSON_IsNumber(r) ? (rlim_t)r->valuedouble : RLIM_INFINITY;
-        p->rlimits[p->n_rlimits].resource = res;
-        p->rlimits[p->n_rlimits].lim.rlim_cur = lim;
-        p->rlimits[p->n_rlimits].lim.rlim_max = lim;
+    const struct svc_launch_settings *ls =
+        &(c->settings ? c->settings : svc_settings_defaults())->launch;
+    p->set_umask = ls->set_umask;
+    p->umask = ls->umask;
+    for (size_t i = 0; i < ls->n_rlimits && p->n_rlimits < LAUNCH_MAX_RLIMITS; i++) {
+        p->rlimits[p->n_rlimits].resource = ls->rlimits[i].resource;
+        p->rlimits[p->n_rlimits].lim.rlim_cur = ls->rlimits[i].lim;
+        p->rlimits[p->n_rlimits].lim.rlim_max = ls->rlimits[i].lim;
         p->n_rlimits++;
     }
-    v = cJSON_GetObjectItemCaseSensitive(j, "oom_score_adj");
-    if (cJSON_IsNumber(v)) {
-        p->set_oom = true;
-        p->oom_score_adj = v->valueint;
-    }
-    v = cJSON_GetObjectItemCaseSensitive(j, "no_new_privs");
-    if (cJSON_IsBool(v))
-        p->no_new_privs = cJSON_IsTrue(v);
+    p->set_oom = ls->set_oom;
+    p->oom_score_adj = ls->oom_score_adj;
+    p->no_new_privs = ls->no_new_privs;
     return 0;
 oom:
     snprintf(err, errlen, "out of memory building the environment");

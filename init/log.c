@@ -1,11 +1,11 @@
 #include "log.h"
 #include "redact.h"
+#include "timebase.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 static enum log_level g_level = HLOG_INFO;
@@ -71,7 +71,6 @@ void log_vmsg(enum log_level lvl, const char *fmt, va_list ap)
      * here, so it is redacted before the record is cut. */
     char raw[LOG_LINE_MAX * 2], red[LOG_LINE_MAX];
     const char *msg = raw;
-    struct timespec ts;
     int n;
 
     if (lvl > g_level)
@@ -88,9 +87,9 @@ void log_vmsg(enum log_level lvl, const char *fmt, va_list ap)
         /* The kernel stamps kmsg records itself. */
         n = snprintf(line, sizeof(line), "<%d>hearth: %s\n", kmsg_prio[lvl], msg);
     } else {
-        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t us = mono_us();
         n = snprintf(line, sizeof(line), "[%5lld.%06ld] hearth %s: %s\n",
-                     (long long)ts.tv_sec, ts.tv_nsec / 1000, level_names[lvl], msg);
+                     (long long)(us / 1000000), (long)(us % 1000000), level_names[lvl], msg);
     }
     if (n < 0)
         goto out;

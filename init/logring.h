@@ -12,7 +12,6 @@
 struct cJSON;
 
 #define LOGRING_LINE_MAX 4096          /* longer lines are split */
-#define LOGRING_DEFAULT_LINES 1000
 #define LOGRING_MAX_BYTES (512 * 1024) /* per service, whatever the line count */
 
 enum log_stream { STREAM_STDOUT, STREAM_STDERR };

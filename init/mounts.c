@@ -19,9 +19,9 @@
 
 #include "config.h"
 #include "events.h"
+#include "gates.h"
 #include "hearth.h"
 #include "log.h"
-#include "service.h"
 
 #define RETRY_FIRST_MS 50
 #define RETRY_MAX_MS 1000
@@ -513,7 +513,7 @@ static void finish(void)
 void mounts_phase_ready(void)
 {
     if (M.done && failed_required() == 0)
-        services_phase_set("mounts", true);
+        gate_set("mounts", true);
 }
 
 static void run(void);
@@ -583,7 +583,7 @@ static void restart_pass(void)
         }
     }
     if (M.n)
-        services_phase_set("mounts", false);
+        gate_set("mounts", false);
     run();
 }
 

@@ -21,11 +21,11 @@
 #include <cJSON.h>
 
 #include "config.h"
+#include "gates.h"
 #include "hearth.h"
 #include "log.h"
 #include "netlink.h"
 #include "safepath.h"
-#include "service.h"
 
 #define MAX_IFACES 16
 #define MAX_DNS 8
@@ -253,7 +253,7 @@ static void settle(void)
         close(link_fd);
         link_fd = -1;
     }
-    services_phase_set("network", ok);
+    gate_set("network", ok);
 }
 
 static void attempt_all(void)
@@ -437,7 +437,7 @@ void network_boot(const struct config *cfg)
     if (N.n_dns)
         write_resolv();
     if (!N.n) {
-        services_phase_set("network", true);
+        gate_set("network", true);
         return;
     }
     /* Subscribed before the first look, so a link that appears in

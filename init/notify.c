@@ -7,10 +7,10 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "kfile.h"
+#include "timebase.h"
 #include "utf8.h"
 
 /* ---- the parser ---- */
@@ -144,10 +144,8 @@ static void make_instance(void)
 {
     uint64_t r = 0;
     if (syscall(SYS_getrandom, &r, sizeof(r), 0x1 /* GRND_NONBLOCK */) != (long)sizeof(r)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        r = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ULL ^ (uint64_t)ts.tv_sec << 20 ^
-            (uint64_t)getpid();
+        uint64_t ns = (uint64_t)mono_ns();
+        r = ns % 1000000000 * 0x9e3779b97f4a7c15ULL ^ ns / 1000000000 << 20 ^ (uint64_t)getpid();
     }
     snprintf(instance, sizeof(instance), "%016llx", (unsigned long long)r);
 }

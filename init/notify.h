@@ -4,7 +4,7 @@
  * that socket (opening it, receiving one datagram with its sender's
  * credentials) and the parser of what arrives ("READY=1\nSTATUS=...\n"). What a message
  * does to the service, and whether its sender belongs to the service, is
- * service.c's business. */
+ * svc_notify.c's business. */
 #ifndef HEARTH_NOTIFY_H
 #define HEARTH_NOTIFY_H
 

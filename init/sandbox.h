@@ -1,13 +1,10 @@
 /* sandbox: the sandbox's own lifecycle around its services — the
  * per-sandbox parameters of sandbox.init (and the "init" phase gate), the
- * freeze and resume flows, and noticing a resume nobody announced (a
- * wall-clock step, the VM-generation uevent, the system clock falling
- * behind the hardware clock).
+ * clock settings, and the freeze flow. The resume flow and the detectors
+ * of a resume nobody announced are resume.h's (declared through this
+ * header too, so callers include one).
  *
- * State machine: running -> freezing -> frozen -> (resume) -> running.
- * A resume is a table of steps run in order, each timed and reported;
- * the steps owned by other modules (mounts, network, egress, skills) call
- * each module's re-check. */
+ * State machine: running -> freezing -> frozen -> (resume) -> running. */
 #ifndef HEARTH_SANDBOX_H
 #define HEARTH_SANDBOX_H
 
@@ -15,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
+
+#include "resume.h"
 
 struct cJSON;
 struct config;
@@ -66,37 +65,12 @@ typedef void (*sandbox_freeze_done)(void *ctx, struct cJSON *result, const char 
 int sandbox_freeze(int64_t timeout_ms, sandbox_freeze_done done, void *ctx, char *err,
                    size_t errlen);
 
-struct sandbox_resume_req {
-    bool has_time;
-    struct timespec time;
-    const uint8_t *entropy;
-    size_t entropy_len;
-};
-/* Runs every resume step in order (time, entropy, mounts, network, egress,
- * skills, thaw, on_resume, health) and returns the report, also kept as
- * status.last_resume and emitted as a "resume" event. cause is "host"
- * for sandbox.resume. NULL only when out of memory or a freeze is in
- * progress (err). */
-struct cJSON *sandbox_resume(const struct sandbox_resume_req *r, const char *cause, char *err,
-                             size_t errlen);
-
-/* time.sync: compares and (where allowed) steps the clock. */
-struct cJSON *sandbox_time_sync(const struct timespec *t);
-
 /* Before an orderly stop: thaws a frozen sandbox so services can act on
  * their stop signal. */
 void sandbox_thaw_for_shutdown(void);
 
 /* status fields: "sandbox" object, "frozen", "last_resume". */
 void sandbox_status_json(struct cJSON *status);
-
-/* Whether a kobject uevent (n bytes) carries NEW_VMGEN_ID: the kernel's
- * VM-generation change after a snapshot restore (6.10 and later). */
-bool sandbox_uevent_is_vmgenid(const char *buf, size_t n);
-
-/* The periodic check's decision: the system clock lags the hardware
- * clock (of the given resolution) by more than the threshold. */
-bool sandbox_hw_clock_lags(int64_t lag_ms, int64_t threshold_ms, int64_t resolution_ms);
 
 /* The clock settings in force (for tests of the decision). */
 bool sandbox_clock_allowed(void);

@@ -80,14 +80,6 @@ void services_set_log_gate(bool (*full)(size_t index));
 /* Starts reading the paused output pipes whose followers have room again. */
 void services_output_resume(void);
 
-/* Phases ("mounts", "skills", "egress", "network", "init"): a module marks
- * its phase reached when its setup is done; services "after" a phase wait
- * until then. Marking a phase unreached again holds new starts only. */
-void services_phase_set(const char *phase, bool reached);
-bool services_phase_reached(const char *phase);
-/* {"mounts": true, ...} for status. */
-struct cJSON *services_phases_json(void);
-
 /* Pause/resume: while suspended (sandbox frozen), health, readiness and
  * backoff timers must not count the time against a service. */
 void services_suspend(bool on);

@@ -21,6 +21,7 @@
 #include "childjob.h"
 #include "config.h"
 #include "events.h"
+#include "gates.h"
 #include "hearth.h"
 #include "inherit.h"
 #include "log.h"
@@ -87,7 +88,7 @@ static void record_run(const char *trigger, int rc, const char *err,
     bool usable = rc == 0 || S.last.errors > 0;
     if (usable && !S.reached) {
         S.reached = true;
-        services_phase_set("skills", true);
+        gate_set("skills", true);
     }
     if (S.started)
         watch_public(dev, ino);
@@ -605,7 +606,7 @@ void skills_init(const struct config *cfg)
     S.enabled = sk->pub && sk->priv;
     if (!S.enabled) {
         /* Nothing to lay: services after "skills" need not wait. */
-        services_phase_set("skills", true);
+        gate_set("skills", true);
         return;
     }
     S.pub = strdup(sk->pub);

@@ -120,7 +120,7 @@ int rpc_call(struct ctl *t, cJSON *params, cJSON **reply, const cJSON **result)
         return EXIT_USAGE;
     }
     deadline = deadline_after(t->timeout_ms);
-    t0 = now_ns();
+    t0 = mono_ns();
     /* The terminating NUL becomes the line's newline: one send. */
     text[tlen] = '\n';
     r = conn_write(&t->conn, text, tlen + 1, deadline);
@@ -187,7 +187,7 @@ int rpc_call(struct ctl *t, cJSON *params, cJSON **reply, const cJSON **result)
             cJSON_Delete(msg);
             return bad_reply(t, "reply id does not match the request");
         }
-        t->rtt_ms = (double)(now_ns() - t0) / 1e6;
+        t->rtt_ms = (double)(mono_ns() - t0) / 1e6;
         if (res) {
             *reply = msg;
             *result = res;

@@ -16,18 +16,6 @@
 
 #include <linux/vm_sockets.h>
 
-int64_t now_ns(void)
-{
-    struct timespec ts;
-
-    /* CLOCK_MONOTONIC cannot fail on Linux; keep going with 0 if it does. */
-    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
-        return 0;
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-int64_t now_ms(void) { return now_ns() / 1000000; }
-
 /* Milliseconds left until deadline for poll(): -1 means no deadline. */
 static int remaining_ms(int64_t deadline)
 {
@@ -35,7 +23,7 @@ static int remaining_ms(int64_t deadline)
 
     if (deadline < 0)
         return -1;
-    left = deadline - now_ms();
+    left = deadline - mono_ms();
     if (left < 0)
         return 0;
     return left > INT_MAX ? INT_MAX : (int)left;
@@ -43,7 +31,7 @@ static int remaining_ms(int64_t deadline)
 
 int64_t deadline_after(int timeout_ms)
 {
-    return timeout_ms > 0 ? now_ms() + timeout_ms : -1;
+    return timeout_ms > 0 ? mono_ms() + timeout_ms : -1;
 }
 
 /* Strict decimal parse into [0, max]. */

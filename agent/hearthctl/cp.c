@@ -54,7 +54,7 @@ static void cp_hash(struct cp *c, const unsigned char *p, size_t n)
 
 static void cp_progress(struct cp *c, bool last)
 {
-    int64_t now = now_ms();
+    int64_t now = mono_ms();
 
     if (!c->tty || (!last && now - c->last_progress < 200))
         return;

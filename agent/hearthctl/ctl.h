@@ -41,6 +41,7 @@
 
 #include "proto.h"
 #include "rpc.h"
+#include "timebase.h"
 
 #ifndef HEARTH_VERSION
 #define HEARTH_VERSION "0.0.0"
@@ -67,8 +68,6 @@ struct conn {
     struct linebuf in; /* the same line reader as the server's */
 };
 
-int64_t now_ns(void);
-int64_t now_ms(void);
 /* An absolute deadline timeout_ms from now; -1 (none) for 0. */
 int64_t deadline_after(int timeout_ms);
 /* Strict decimal parse into [0, max]. */

@@ -213,7 +213,7 @@ static void queue_calls(struct fleet_target *t, const struct fleet_call *calls, 
         cJSON_free(text);
     }
     t->ncalls = n;
-    t->sent_ns = now_ns();
+    t->sent_ns = mono_ns();
     t->state = S_WAIT;
 }
 
@@ -238,7 +238,7 @@ static void start_connect(struct fleet_target *t, const struct fleet_call *calls
     if (t->fd < 0) {
         if (errno == EAGAIN && t->addr.u.sa.sa_family == AF_UNIX) {
             t->state = S_RETRY;
-            t->retry_ns = now_ns() + RETRY_NS;
+            t->retry_ns = mono_ns() + RETRY_NS;
             return;
         }
         fail(t, FLEET_CONNECT, "cannot connect: %s", strerror(errno));
@@ -297,7 +297,7 @@ static void on_line(struct fleet_target *t, char *line, size_t len,
             return;
         }
         t->reply[i] = msg;
-        t->answered_ns = now_ns();
+        t->answered_ns = mono_ns();
         t->rtt_ms = (double)(t->answered_ns - t->sent_ns) / 1e6;
         if (++t->answered == t->ncalls)
             t->state = S_DONE; /* the connection stays for the next round */
@@ -413,7 +413,7 @@ static void room_for_fds(size_t n)
 
 int fleet_round(struct fleet *f, const struct fleet_call *calls, size_t ncalls, int timeout_ms)
 {
-    int64_t deadline = timeout_ms > 0 ? now_ns() + (int64_t)timeout_ms * 1000000 : -1;
+    int64_t deadline = timeout_ms > 0 ? mono_ns() + (int64_t)timeout_ms * 1000000 : -1;
     struct pollfd *pfd;
     size_t *who;
 
@@ -447,7 +447,7 @@ int fleet_round(struct fleet *f, const struct fleet_call *calls, size_t ncalls, 
     }
     for (;;) {
         size_t np = 0;
-        int64_t now = now_ns(), wake = deadline;
+        int64_t now = mono_ns(), wake = deadline;
         bool retrying = false;
         int r, ms;
 

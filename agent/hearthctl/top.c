@@ -482,7 +482,7 @@ static int parse_opts(struct opts *o, int argc, char **argv)
 static bool sleep_until(int64_t at_ns)
 {
     for (;;) {
-        int64_t now = now_ns();
+        int64_t now = mono_ns();
 
         if (fleet_interrupted())
             return false;
@@ -521,7 +521,7 @@ int top_main(struct fleet *f, int timeout_ms, bool json, int argc, char **argv)
     if (o.redraw)
         fputs("\033[?25l\033[H\033[2J", stdout); /* no cursor; a clear screen */
     for (long n = 0; o.iterations == 0 || n < o.iterations; n++) {
-        int64_t start = now_ns();
+        int64_t start = mono_ns();
 
         rc = refresh(&o, f, rows);
         if (rc < 0)

@@ -17,10 +17,10 @@
 #include <ev.h>
 
 #include "config.h"
+#include "gates.h"
 #include "hearth.h"
 #include "mountinfo.h"
 #include "mounts.h"
-#include "service.h"
 
 static int passes;
 
@@ -105,7 +105,7 @@ static void recheck_body(const char *root)
     mounts_start(c, on_done);
     CHECK_EQ_INT(passes, 1);
     CHECK(mounts_done());
-    CHECK(services_phase_reached("mounts"));
+    CHECK(gate_reached("mounts"));
     CHECK(present(root, "rw/f"));
     CHECK(present(root, "ro/f"));
     CHECK_STR(state_of(1, b, sizeof(b)), "mounted");
@@ -119,7 +119,7 @@ static void recheck_body(const char *root)
     CHECK_EQ_INT(mounts_recheck(err, sizeof(err)), 1);
     CHECK(present(root, "rw/f"));
     CHECK_EQ_INT(passes, 2);
-    CHECK(services_phase_reached("mounts"));
+    CHECK(gate_reached("mounts"));
     CHECK_EQ_INT(mounts_recheck(err, sizeof(err)), 0);
 }
 
@@ -141,7 +141,7 @@ static void failed_body(const char *root)
     H.cfg = c;
     mounts_start(c, on_done);
     CHECK(mounts_done());
-    CHECK(!services_phase_reached("mounts"));
+    CHECK(!gate_reached("mounts"));
     CHECK_STR(state_of(0, b, sizeof(b)), "failed");
     CHECK_STR(state_of(1, b, sizeof(b)), "failed");
     snprintf(p, sizeof(p), "%s/home/cache/x", root);

@@ -1,0 +1,52 @@
+/* resume: running the sandbox again after a pause or a snapshot restore.
+ * A resume is a table of steps run in order (time, entropy, mounts,
+ * network, egress, skills, thaw, on_resume, health), each timed and
+ * reported; the steps owned by other modules call each module's re-check.
+ * The detectors notice a resume nobody announced: a wall-clock step, the
+ * VM-generation uevent, the system clock falling behind the hardware
+ * clock. Part of the sandbox module: it moves the sandbox's state through
+ * sandbox_priv.h. */
+#ifndef HEARTH_RESUME_H
+#define HEARTH_RESUME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+struct cJSON;
+
+struct sandbox_resume_req {
+    bool has_time;
+    struct timespec time;
+    const uint8_t *entropy;
+    size_t entropy_len;
+};
+/* Runs every resume step in order (time, entropy, mounts, network, egress,
+ * skills, thaw, on_resume, health) and returns the report, also kept as
+ * status.last_resume and emitted as a "resume" event. cause is "host"
+ * for sandbox.resume. NULL only when out of memory or a freeze is in
+ * progress (err). */
+struct cJSON *sandbox_resume(const struct sandbox_resume_req *r, const char *cause, char *err,
+                             size_t errlen);
+
+/* time.sync: compares and (where allowed) steps the clock. */
+struct cJSON *sandbox_time_sync(const struct timespec *t);
+
+/* Whether a kobject uevent (n bytes) carries NEW_VMGEN_ID: the kernel's
+ * VM-generation change after a snapshot restore (6.10 and later). */
+bool sandbox_uevent_is_vmgenid(const char *buf, size_t n);
+
+/* The periodic check's decision: the system clock lags the hardware
+ * clock (of the given resolution) by more than the threshold. */
+bool sandbox_hw_clock_lags(int64_t lag_ms, int64_t threshold_ms, int64_t resolution_ms);
+
+/* Boot (from sandbox_setup): starts the detectors the clock settings
+ * allow. */
+void resume_detectors_start(void);
+/* status.sandbox.detectors: the names of the detectors running. */
+struct cJSON *resume_detectors_json(void);
+/* status.last_resume: a copy of the last resume's report, or null. */
+struct cJSON *resume_last_json(void);
+
+#endif

@@ -1,0 +1,315 @@
+/* Starting a service's main process: its leaf, limits, environment,
+ * output and notify pipes, the fork (into the leaf by clone3), what the
+ * child does before exec, and the exec-status pipe that says how it went. */
+#include "service_priv.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <ev.h>
+
+#include "activity.h"
+#include "cgroup.h"
+#include "contain.h"
+#include "hearth.h"
+#include "launch.h"
+#include "log.h"
+#include "reaper.h"
+#include "redact.h"
+#include "seccomp.h"
+
+extern char **environ;
+
+/* What the child was doing when it failed, reported with errno. */
+enum child_stage { STAGE_SETUP = 1, STAGE_CWD, STAGE_EXEC, STAGE_CONTAIN, STAGE_SECCOMP };
+
+/* What a child that failed before exec writes to the exec-status pipe
+ * (one write below PIPE_BUF, so it arrives whole or not at all). */
+struct child_report {
+    int stage;
+    int err;
+    char what[200]; /* STAGE_CONTAIN: "unable to mask /proc/kcore" */
+};
+
+void svc_close_exec_pipe(struct service *s)
+{
+    if (s->exec_fd >= 0) {
+        ev_io_stop(H.loop, &s->exec_io);
+        close(s->exec_fd);
+        s->exec_fd = -1;
+    }
+}
+
+/* The child writes errno to the close-on-exec pipe if exec (or the setup
+ * before it) fails; EOF alone means exec succeeded. */
+void svc_exec_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+    struct service *s = w->data;
+    struct child_report report;
+    ssize_t n;
+
+    memset(&report, 0, sizeof(report));
+    do
+        n = read(s->exec_fd, &report, sizeof(report));
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && errno == EAGAIN)
+        return;
+    svc_close_exec_pipe(s);
+    if (n == (ssize_t)sizeof(report)) {
+        report.what[sizeof(report.what) - 1] = 0;
+        if (report.stage == STAGE_SETUP)
+            snprintf(s->error, sizeof(s->error), "unable to set up limits, identity or capabilities: %s",
+                     strerror(report.err));
+        else if (report.stage == STAGE_CONTAIN)
+            snprintf(s->error, sizeof(s->error), "containment: %s: %s", report.what,
+                     strerror(report.err));
+        else if (report.stage == STAGE_SECCOMP)
+            snprintf(s->error, sizeof(s->error), "seccomp: unable to install the filter: %s",
+                     strerror(report.err));
+        else if (report.stage == STAGE_CWD)
+            snprintf(s->error, sizeof(s->error), "unable to enter cwd %s: %s",
+                     s->cfg->cwd ? s->cfg->cwd : "/", strerror(report.err));
+        else
+            snprintf(s->error, sizeof(s->error), "unable to exec %s: %s", s->cfg->argv[0],
+                     strerror(report.err));
+        log_error("service %s: %s", s->cfg->name, s->error);
+        return; /* the exit follows through the reaper */
+    }
+    if (!H.first_exec_us)
+        H.first_exec_us = mono_us();
+    svc_dispatch(s, E_EXEC_OK);
+}
+
+static void child_exited(void *ctx, pid_t pid, int wstatus)
+{
+    struct service *s = ctx;
+    if (s->exec_fd >= 0)
+        svc_exec_cb(H.loop, &s->exec_io, 0);
+    s->wstatus = wstatus;
+    s->has_exit = true;
+    s->pid = 0;
+    activity_service_down((size_t)(s - svcs)); /* its lease ends with it */
+    svc_dispatch(s, E_EXIT);
+}
+
+/* The plan's environment is hearth's own, the service's env, the sandbox
+ * env (registered by sandbox.init) and what its env_files said: every
+ * value that is neither inherited nor configured (nor the HOME and USER
+ * set for its user) came from an env file, and is kept out of what
+ * hearth shows. */
+static void register_file_values(const struct service_config *c, const struct launch_plan *p)
+{
+    if (!c->n_env_files)
+        return;
+    for (size_t i = 0; i < p->n_env; i++) {
+        const char *kv = p->env[i], *eq = strchr(kv, '=');
+        if (!eq)
+            continue;
+        size_t klen = (size_t)(eq - kv);
+        const char *v = eq + 1;
+        if ((klen == 4 && (strncmp(kv, "HOME", 4) == 0 || strncmp(kv, "USER", 4) == 0)))
+            continue;
+        bool known = false;
+        for (size_t j = 0; j < c->n_env && !known; j++)
+            known = strlen(c->env[j].key) == klen && strncmp(c->env[j].key, kv, klen) == 0 &&
+                    strcmp(c->env[j].value, v) == 0;
+        for (char **e = environ; e && *e && !known; e++)
+            known = strncmp(*e, kv, klen + 1) == 0 && strcmp(*e + klen + 1, v) == 0;
+        if (!known)
+            redact_add_value(v);
+    }
+}
+
+/* Runs in the child between fork and exec: only async-signal-safe calls
+ * that cannot touch hearth's loop. Any failure is reported through the
+ * pipe and ends the child with 127. */
+static void __attribute__((noreturn)) child_exec(struct service *s, int errfd,
+                                                 const struct launch_plan *plan, int outfd,
+                                                 int errpipe, int notify_w, bool placed)
+{
+    const struct service_config *c = s->cfg;
+    struct child_report report;
+
+    launch_reset_signals();
+    setsid();
+    /* Born in its leaf by clone3; otherwise it moves itself there. */
+    if (s->leaf.path[0] && !placed) {
+        char path[CGROUP_PATH_MAX + 16];
+        snprintf(path, sizeof(path), "%s/cgroup.procs", s->leaf.path);
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            if (write(fd, "0", 1) != 1) {
+                /* Running outside the leaf still works; kill falls back. */
+            }
+            close(fd);
+        }
+    }
+    int nul = open("/dev/null", O_RDONLY);
+    if (nul >= 0 && nul != 0) {
+        dup2(nul, 0);
+        close(nul);
+    }
+    if (outfd >= 0)
+        dup2(outfd, 1);
+    if (errpipe >= 0)
+        dup2(errpipe, 2);
+    memset(&report, 0, sizeof(report));
+    report.stage = STAGE_SETUP;
+    if (notify_w >= 0) {
+        /* The write end goes to the number the service expects, without
+         * close-on-exec; the error pipe moves away if it sits there. */
+        int nfd = s->ready.notify_fd;
+        if (errfd == nfd) {
+            int moved = fcntl(errfd, F_DUPFD_CLOEXEC, 3);
+            if (moved < 0)
+                goto fail;
+            errfd = moved;
+        }
+        if (notify_w == nfd ? fcntl(nfd, F_SETFD, 0) < 0 : dup2(notify_w, nfd) < 0)
+            goto fail;
+    }
+    /* Namespaces and masks first: they need the privileges the
+     * capability and identity changes below take away. */
+    report.stage = STAGE_CONTAIN;
+    if (contain_enter(&plan->contain, report.what, sizeof(report.what)) < 0)
+        goto fail;
+    report.stage = STAGE_SETUP;
+    if (launch_apply(plan) < 0)
+        goto fail;
+    report.stage = STAGE_CWD;
+    if (chdir(c->cwd ? c->cwd : "/") < 0)
+        goto fail;
+    /* Last: the filter would refuse the mounts made above. */
+    report.stage = STAGE_SECCOMP;
+    if (plan->contain.seccomp && seccomp_install(&plan->contain.prog) < 0)
+        goto fail;
+    report.stage = STAGE_EXEC;
+    execvpe(c->argv[0], c->argv, plan->env);
+fail:
+    report.err = errno;
+    if (write(errfd, &report, sizeof(report)) < 0) {
+        /* nothing more to do */
+    }
+    _exit(127);
+}
+
+int svc_spawn(struct service *s)
+{
+    int p[2];
+    struct launch_plan plan;
+    pid_t pid;
+
+    s->error[0] = 0;
+    if (cgroup_available() && !s->leaf.path[0] &&
+        cgroup_service_create(s->cfg->name, s->leaf.path, sizeof(s->leaf.path)) < 0) {
+        log_warn("service %s: unable to create cgroup: %s", s->cfg->name, strerror(errno));
+        s->leaf.path[0] = 0;
+    }
+    svc_oom_watch(s);
+    s->leaf.oom_this_run = false;
+    const char *leaf = svc_leaf_for_spawn(s);
+    const struct service_config *sc = s->cfg;
+    bool limited = sc->memory_max || sc->memory_high || sc->pids_max;
+    if (limited && !s->leaf.path[0]) {
+        snprintf(s->error, sizeof(s->error), "limits: services have no cgroup here to apply them to");
+        return -1;
+    }
+    if (limited && cgroup_set_limits(s->leaf.path, sc->memory_max, sc->memory_high, sc->pids_max,
+                                     s->error, sizeof(s->error)) < 0)
+        return -1;
+    logring_open_file(&s->out.ring);
+    if (pipe2(p, O_CLOEXEC) < 0) {
+        snprintf(s->error, sizeof(s->error), "unable to create pipe: %s", strerror(errno));
+        return -1;
+    }
+    if (launch_prepare(s->cfg, &plan, s->error, sizeof(s->error)) < 0) {
+        close(p[0]);
+        close(p[1]);
+        return -1;
+    }
+    register_file_values(s->cfg, &plan);
+    if (svc_notify_env(s, &plan) < 0) {
+        close(p[0]);
+        close(p[1]);
+        launch_free(&plan);
+        return -1;
+    }
+    if (contain_prepare(s->cfg, H.cfg, H.config_path, launch_is_root(&plan), s->leaf.path,
+                        &plan.contain, s->error, sizeof(s->error)) < 0) {
+        close(p[0]);
+        close(p[1]);
+        launch_free(&plan);
+        return -1;
+    }
+    if (plan.contain.isolate)
+        contain_host_setup(H.mode == MODE_SUPERVISOR);
+    int po[2] = {-1, -1}, pe[2] = {-1, -1}, pn[2] = {-1, -1};
+    for (int i = 0; i < 2; i++)
+        svc_outpipe_close(&s->out.pipe[i]);
+    svc_notify_close(s);
+    if (s->ready.notify_fd && pipe2(pn, O_CLOEXEC) < 0) {
+        snprintf(s->error, sizeof(s->error), "unable to create the notify_fd pipe: %s",
+                 strerror(errno));
+        close(p[0]);
+        close(p[1]);
+        launch_free(&plan);
+        return -1;
+    }
+    if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
+        /* Still runnable: output then goes to hearth's own stdout. */
+        log_warn("service %s: unable to create output pipes: %s", s->cfg->name, strerror(errno));
+        for (int i = 0; i < 2; i++) {
+            if (po[i] >= 0) close(po[i]);
+            if (pe[i] >= 0) close(pe[i]);
+            po[i] = pe[i] = -1;
+        }
+    }
+    bool placed;
+    pid = cgroup_fork_into(leaf, &placed);
+    if (pid < 0) {
+        snprintf(s->error, sizeof(s->error), "unable to fork: %s", strerror(errno));
+        close(p[0]);
+        close(p[1]);
+        for (int i = 0; i < 2; i++) {
+            if (po[i] >= 0) close(po[i]);
+            if (pe[i] >= 0) close(pe[i]);
+            if (pn[i] >= 0) close(pn[i]);
+        }
+        launch_free(&plan);
+        return -1;
+    }
+    if (pid == 0) {
+        close(p[0]);
+        child_exec(s, p[1], &plan, po[1], pe[1], pn[1], placed);
+    }
+    close(p[1]);
+    if (pn[0] >= 0) {
+        close(pn[1]);
+        svc_notify_fd_attach(s, pn[0]);
+    }
+    if (po[1] >= 0)
+        close(po[1]);
+    if (pe[1] >= 0)
+        close(pe[1]);
+    int rd[2] = {po[0], pe[0]};
+    svc_output_attach(s, rd);
+    launch_free(&plan);
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    s->pid = pid;
+    s->has_exit = false;
+    s->killed = false;
+    s->exec_fd = p[0];
+    ev_io_init(&s->exec_io, svc_exec_cb, p[0], EV_READ);
+    s->exec_io.data = s;
+    ev_io_start(H.loop, &s->exec_io);
+    if (reaper_watch(pid, child_exited, s) < 0) {
+        /* Cannot happen with REAPER_MAX > services; still, never leak. */
+        log_error("service %s: unable to watch pid %d", s->cfg->name, (int)pid);
+    }
+    log_debug("service %s: spawned pid %d%s", s->cfg->name, (int)pid,
+              placed ? " into its cgroup (clone3)" : "");
+    return 0;
+}

@@ -1,0 +1,30 @@
+/* timebase: hearth's clocks and its timer grid. Every timer, timeout and
+ * uptime counts on CLOCK_MONOTONIC, read in one place (mono_ns), so a
+ * wall-clock step after a resume changes nothing; the wall clock is read
+ * for reporting only. Depends on nothing of hearth's. */
+#ifndef HEARTH_TIMEBASE_H
+#define HEARTH_TIMEBASE_H
+
+#include <stdint.h>
+
+/* Monotonic nanoseconds (CLOCK_MONOTONIC), and the same in coarser units. */
+int64_t mono_ns(void);
+static inline int64_t mono_us(void) { return mono_ns() / 1000; }
+static inline int64_t mono_ms(void) { return mono_ns() / 1000000; }
+/* Wall-clock milliseconds since the epoch, for reporting only. */
+int64_t wall_ms(void);
+
+/* Seconds until the next multiple of period_ms that lies more than half a
+ * period ahead, for background timers (health probes, the skills poll, the
+ * clock check). Timers armed this way share a grid, so one whose period
+ * divides another's fires in the same wake-up instead of its own: an idle
+ * sandbox pays one wake-up per distinct instant, not one per timer. The
+ * gap between two firings stays within half and one and a half periods,
+ * one period on average. now is the loop's cached wall time (ev_now, in
+ * seconds), which libev keeps at a fixed offset from its monotonic time
+ * (re-read to within microseconds at each wake-up), so two timers aimed at
+ * one grid point come due in the same wake-up; a clock step only shifts
+ * the grid until each timer is next armed. */
+double timebase_grid_delay(double now, int64_t period_ms);
+
+#endif
