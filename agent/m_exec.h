@@ -1,7 +1,7 @@
 /* m_exec: processes started by the host — exec.start, exec.input,
  * exec.resize, exec.signal, exec.wait, exec.list, exec.attach
  * (registered in methods.c). Params are read and checked here, every
- * refusal naming its field; the process table is init/execproc. */
+ * refusal naming its field; the process table is agent/execproc. */
 #ifndef HEARTH_M_EXEC_H
 #define HEARTH_M_EXEC_H
 

@@ -364,7 +364,7 @@ static void exec_reaped(void *ctx, pid_t pid, int wstatus)
     }
 }
 
-static int exec_start(struct check *c, char *const *argv, char *err, size_t errlen)
+static int probe_exec_start(struct check *c, char *const *argv, char *err, size_t errlen)
 {
     int p[2];
     pid_t pid;
@@ -489,7 +489,7 @@ struct check *check_start(struct ev_loop *loop, const struct check_spec *spec, c
         r = 0;
         break;
     case CHECK_EXEC:
-        r = exec_start(c, spec->argv, err, errlen);
+        r = probe_exec_start(c, spec->argv, err, errlen);
         break;
     default:
         snprintf(err, errlen, "unknown check kind %d", (int)spec->kind);

@@ -554,3 +554,23 @@ void launch_reset_signals(void)
             syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof(unsigned long));
     syscall(SYS_rt_sigprocmask, SIG_SETMASK, &empty, NULL, sizeof(unsigned long));
 }
+
+void launch_owner(const struct service_config *c, uid_t *uid, gid_t *gid)
+{
+    char home[256];
+
+    *uid = geteuid();
+    *gid = getegid();
+    /* Only a root hearth can give files away. */
+    if (*uid != 0)
+        return;
+    /* A user that does not resolve fails the start later, with its own
+     * error; meanwhile hearth keeps what it makes. */
+    if (c->user && launch_lookup_user("/etc/passwd", c->user, uid, gid, home, sizeof(home)) < 0) {
+        *uid = 0;
+        *gid = getegid();
+        return;
+    }
+    if (c->group && launch_lookup_group("/etc/group", c->group, gid) < 0)
+        *gid = getegid();
+}

@@ -70,4 +70,9 @@ int launch_lookup_user(const char *passwd, const char *name, uid_t *uid, gid_t *
                        size_t homelen);
 int launch_lookup_group(const char *group, const char *name, gid_t *gid);
 
+/* Who owns the files hearth makes for service c (its log files, the
+ * private skills): its user and group when hearth is root and they
+ * resolve, else hearth's own identity. */
+void launch_owner(const struct service_config *c, uid_t *uid, gid_t *gid);
+
 #endif

@@ -23,6 +23,7 @@
 #include "config.h"
 #include "contain.h"
 #include "control.h"
+#include "execproc.h"
 #include "egress.h"
 #include "events.h"
 #include "hearth.h"
@@ -387,7 +388,8 @@ int main(int argc, char **argv)
     }
     cgroup_setup(H.mode == MODE_VM);
     control_start(H.cfg);
-    shutdown_set_control(control_flush, control_stop);
+    shutdown_set_hooks(&(struct shutdown_hooks){
+        .end_sessions = exec_kill_all, .flush = control_flush, .stop = control_stop});
     peer_listeners_started(H.cfg);
 
     hearth_set_phase(PHASE_SETUP);

@@ -1,12 +1,13 @@
 #include "redact.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cJSON.h>
 
-#include "log.h"
+
 
 #define MARK_LEN (sizeof(REDACT_MARK) - 1)
 
@@ -36,33 +37,35 @@ bool redact_name_is_secret(const char *name)
     return false;
 }
 
-void redact_add_value(const char *value)
+const char *redact_add_value(const char *value)
 {
+    static char why[160];
     size_t len = value ? strlen(value) : 0;
 
     if (len < REDACT_MIN_VALUE)
-        return;
+        return NULL;
     for (size_t i = 0; i < nsecrets; i++)
         if (secrets[i].len == len && memcmp(secrets[i].text, value, len) == 0)
-            return;
+            return NULL;
     if (nsecrets == REDACT_MAX_VALUES || secret_bytes + len > REDACT_MAX_BYTES) {
-        if (!full_warned)
-            log_warn("redact: unable to register more secret values: %zu values, %zu bytes "
-                     "kept; later ones are not looked for", nsecrets, secret_bytes);
+        if (full_warned)
+            return NULL;
         full_warned = true;
-        return;
+        snprintf(why, sizeof(why),
+                 "redact: unable to register more secret values: %zu values, %zu bytes kept; "
+                 "later ones are not looked for", nsecrets, secret_bytes);
+        return why;
     }
     char *copy = strdup(value);
-    if (!copy) {
-        log_warn("redact: unable to register a secret value: out of memory");
-        return;
-    }
+    if (!copy)
+        return "redact: unable to register a secret value: out of memory";
     secrets[nsecrets].text = copy;
     secrets[nsecrets].len = len;
     nsecrets++;
     secret_bytes += len;
     if (len > secret_longest)
         secret_longest = len;
+    return NULL;
 }
 
 void redact_reset(void)

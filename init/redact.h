@@ -21,8 +21,8 @@ struct cJSON;
 /* Shorter values are not looked for: "1" or "true" would blank out
  * every number and flag in the output. */
 #define REDACT_MIN_VALUE 6
-/* The registry's bounds (values, bytes); past them a warning is logged
- * once and further values are not registered. */
+/* The registry's bounds (values, bytes); past them further values are not
+ * registered, and the caller is told once. */
 #define REDACT_MAX_VALUES 512
 #define REDACT_MAX_BYTES (512 * 1024)
 
@@ -30,8 +30,10 @@ struct cJSON;
 bool redact_name_is_secret(const char *name);
 
 /* Registers a secret value (copied); short, empty and known ones are
- * ignored. */
-void redact_add_value(const char *value);
+ * ignored. Returns NULL, or why a value could not be kept for the caller
+ * to log (the registry full: only the first time; out of memory). The
+ * caller logs it because the log itself redacts through this module. */
+const char *redact_add_value(const char *value);
 /* Forgets every registered value (unit tests). */
 void redact_reset(void);
 /* How many values are registered, and the length of the longest. */

@@ -151,7 +151,9 @@ static int env_merge(const cJSON *obj, char *err, size_t errlen)
     }
     cJSON_ArrayForEach(it, obj) {
         /* Whatever its name, a value handed over here is a secret. */
-        redact_add_value(it->valuestring);
+        const char *why = redact_add_value(it->valuestring);
+        if (why)
+            log_warn("%s", why);
         next[nn].key = strdup(it->string);
         next[nn].value = strdup(it->valuestring);
         if (!next[nn].key || !next[nn].value) {

@@ -545,7 +545,7 @@ int rule_top(const cJSON *root, struct vctx *c)
     return r;
 }
 
-static int service_index(const cJSON *services, const char *name)
+static int named_service_index(const cJSON *services, const char *name)
 {
     const cJSON *svc;
     int i = 0;
@@ -600,7 +600,7 @@ int rule_services(const cJSON *arr, struct vctx *c)
         const char *name = jget(svc, "name")->valuestring;
         const cJSON *m = jget(svc, "main");
         size_t old = vpath_index(c, (size_t)n);
-        int first = service_index(arr, name);
+        int first = named_service_index(arr, name);
 
         if (first != n) {
             vpath_key(c, "name");
@@ -625,7 +625,7 @@ int rule_services(const cJSON *arr, struct vctx *c)
         old = vpath_index(c, (size_t)i);
         cJSON_ArrayForEach(a, jget(svc, "after")) {
             const char *dep = a->valuestring;
-            int j = service_index(arr, dep);
+            int j = named_service_index(arr, dep);
             size_t old2 = vpath_append(c, ".after[%zu]", k++);
             if (j == i)
                 return vfail(c, "a service cannot wait for itself");

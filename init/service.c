@@ -108,26 +108,6 @@ void svc_timer_start(struct service *s, int64_t ms)
     ev_timer_start(H.loop, &s->timer);
 }
 
-void service_owner(const struct service_config *c, uid_t *uid, gid_t *gid)
-{
-    char home[256];
-
-    *uid = geteuid();
-    *gid = getegid();
-    /* Only a root hearth can give files away. */
-    if (*uid != 0)
-        return;
-    /* A user that does not resolve fails the start later, with its own
-     * error; meanwhile hearth keeps what it makes. */
-    if (c->user && launch_lookup_user("/etc/passwd", c->user, uid, gid, home, sizeof(home)) < 0) {
-        *uid = 0;
-        *gid = getegid();
-        return;
-    }
-    if (c->group && launch_lookup_group("/etc/group", c->group, gid) < 0)
-        *gid = getegid();
-}
-
 static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     svc_dispatch(w->data, E_TIMER);

@@ -48,10 +48,6 @@ struct cJSON *services_to_json(void);
 
 /* Control of one service by index (from service_index); -1 with err. */
 int service_index(const char *name);
-/* Who owns the files hearth makes for service c (its log files, the
- * private skills): its user and group when hearth is root and they
- * resolve, else hearth's own identity. */
-void service_owner(const struct service_config *c, uid_t *uid, gid_t *gid);
 const char *service_state_of(int idx);
 /* The main pid of service idx (0 when it has none) and its name; -1 past
  * the last service. For the peer checks, which walk every service. */

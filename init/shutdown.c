@@ -9,7 +9,6 @@
 
 #include "cgroup.h"
 #include "events.h"
-#include "execproc.h"
 #include "log.h"
 #include "machine.h"
 #include "reaper.h"
@@ -33,19 +32,14 @@ const char *shutdown_action_name(enum shutdown_action a)
 
 bool shutdown_in_progress(void) { return requested; }
 
-static void (*control_flush_fn)(void);
-static void (*control_stop_fn)(void);
+static struct shutdown_hooks hooks;
 
-void shutdown_set_control(void (*flush)(void), void (*stop)(void))
-{
-    control_flush_fn = flush;
-    control_stop_fn = stop;
-}
+void shutdown_set_hooks(const struct shutdown_hooks *h) { hooks = *h; }
 
 static void flush_clients(void)
 {
-    if (control_flush_fn)
-        control_flush_fn();
+    if (hooks.flush)
+        hooks.flush();
 }
 
 static void all_stopped(void)
@@ -67,8 +61,8 @@ static void all_stopped(void)
     reaper_kill_watched(SIGKILL);
     log_info("exiting with status %d", H.exit_status);
     flush_clients();
-    if (control_stop_fn)
-        control_stop_fn();
+    if (hooks.stop)
+        hooks.stop();
     cgroup_teardown();
     ev_break(H.loop, EVBREAK_ALL);
 }
@@ -79,7 +73,8 @@ static void kick_cb(struct ev_loop *loop, ev_timer *w, int revents)
     /* Frozen services cannot act on their stop signal: thaw them first. */
     sandbox_thaw_for_shutdown();
     /* Processes the host started are not stopped in order: they end now. */
-    exec_kill_all();
+    if (hooks.end_sessions)
+        hooks.end_sessions();
     services_stop_all(all_stopped);
 }
 

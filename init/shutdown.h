@@ -16,9 +16,15 @@ void shutdown_request(enum shutdown_action action, const char *why);
 bool shutdown_in_progress(void);
 const char *shutdown_action_name(enum shutdown_action a);
 /* The control plane's part in the end, registered by main so that
- * shutdown does not reach up into it: flush writes what the clients can
- * take now (before a power-off, and before exit), stop closes listeners
- * and clients (before exit). Either may be NULL. */
-void shutdown_set_control(void (*flush)(void), void (*stop)(void));
+ * shutdown does not reach up into it: end_sessions ends the processes the
+ * host started (first: they are not stopped in order), flush writes what
+ * the clients can take now (before a power-off, and before exit), stop
+ * closes listeners and clients (before exit). Any may be NULL. */
+struct shutdown_hooks {
+    void (*end_sessions)(void);
+    void (*flush)(void);
+    void (*stop)(void);
+};
+void shutdown_set_hooks(const struct shutdown_hooks *h);
 
 #endif

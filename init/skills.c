@@ -27,7 +27,7 @@
 #include "log.h"
 #include "reaper.h"
 #include "safepath.h"
-#include "service.h"
+#include "launch.h"
 #include "tree.h"
 
 /* ------------------------------------------------------------------ */
@@ -638,7 +638,7 @@ void skills_init(const struct config *cfg)
         for (size_t k = 0; k < sc->n_after; k++)
             waits |= strcmp(sc->after[k], "skills") == 0;
         if (waits) {
-            service_owner(sc, &skills_owner.uid, &skills_owner.gid);
+            launch_owner(sc, &skills_owner.uid, &skills_owner.gid);
             skills_owner_set = true;
             break;
         }

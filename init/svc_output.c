@@ -12,6 +12,7 @@
 
 #include "activity.h"
 #include "hearth.h"
+#include "launch.h"
 #include "logring.h"
 #include "outcopy.h"
 #include "redact.h"
@@ -154,7 +155,7 @@ void svc_output_init(struct service *s)
         &(s->cfg->settings ? s->cfg->settings : svc_settings_defaults())->log;
     uid_t lo_uid;
     gid_t lo_gid;
-    service_owner(s->cfg, &lo_uid, &lo_gid);
+    launch_owner(s->cfg, &lo_uid, &lo_gid);
     logring_init(&s->out.ring, lg->ring_lines, lg->file, lg->max_bytes, lg->keep, lo_uid, lo_gid);
 }
 

@@ -118,8 +118,9 @@ static void register_file_values(const struct service_config *c, const struct la
                     strcmp(c->env[j].value, v) == 0;
         for (char **e = environ; e && *e && !known; e++)
             known = strncmp(*e, kv, klen + 1) == 0 && strcmp(*e + klen + 1, v) == 0;
-        if (!known)
-            redact_add_value(v);
+        const char *why = known ? NULL : redact_add_value(v);
+        if (why)
+            log_warn("%s", why);
     }
 }
 

@@ -3,7 +3,7 @@
  * terminal size.
  *
  * The input's first byte picks the method, the rest is its params (JSON).
- * The process table (init/execproc.c) is replaced by stubs here, so no
+ * The process table (agent/execproc.c) is replaced by stubs here, so no
  * input ever forks: they check what the handlers hand over instead.
  *
  * Checked beyond the sanitizers:

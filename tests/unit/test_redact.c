@@ -107,10 +107,17 @@ TEST(redact_registry_is_bounded)
 {
     char v[32];
     redact_reset();
+    int told = 0;
     for (int i = 0; i < REDACT_MAX_VALUES + 10; i++) {
         snprintf(v, sizeof(v), "value-%06d", i);
-        redact_add_value(v);
+        const char *why = redact_add_value(v);
+        if (why) {
+            told++;
+            CHECK(strstr(why, "unable to register more secret values: 512 values") != NULL);
+        }
     }
+    /* The caller is told once, when the registry is first full. */
+    CHECK_EQ_INT(told, 1);
     CHECK_EQ_INT(redact_count(), REDACT_MAX_VALUES);
     CHECK_STR(red("value-000000"), "<redacted>");
     redact_reset();
