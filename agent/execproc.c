@@ -1,4 +1,5 @@
 #include "execproc.h"
+#include "execproc_priv.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,66 +38,6 @@
  * this. */
 #define EXIT_GRACE_MS 2000
 
-struct stream {
-    int fd;
-    ev_io io;
-    bool open;        /* fd valid, EOF not seen */
-    bool reading;
-    uint8_t *ring;
-    size_t cap;
-    uint64_t end;     /* bytes read from the process so far */
-    uint64_t sent;    /* offset the attached client has been sent up to */
-    uint64_t hw;      /* highest offset ever sent to a client */
-    uint64_t dropped; /* bytes that left the ring before any client got them */
-};
-
-struct waiter {
-    uint64_t ticket;
-    ev_timer timer;
-    struct proc *p;
-};
-
-struct proc {
-    uint64_t id;
-    pid_t pid;
-    char leaf[CGROUP_PATH_MAX];
-    char **argv;          /* copy, for exec.list */
-    size_t argc;
-    char user[64];
-    char cwd[EXEC_MAX_PATH];
-    bool tty;
-    int master;           /* pty master (also out[0].fd), -1 with pipes */
-    int in_fd;            /* stdin pipe's write end, or a dup of master */
-    ev_io in_io;
-    uint8_t *in_buf;
-    size_t in_len, in_off;
-    bool in_close;        /* end input once in_buf is written */
-    uint64_t in_ticket;
-    struct stream out[2];
-    int report_fd;        /* child's exec report; EOF means it ran */
-    ev_io report_io;
-    uint64_t start_ticket;
-    bool started;         /* the start reply has gone */
-    char start_error[200];
-    struct client *client;
-    bool kill_on_disconnect;
-    ev_timer timeout, grace, expire, kick;
-    bool reaped, finished, timed_out, killed;
-    bool start_failed;    /* freed once reaped */
-    bool pumping, repump;
-    bool exit_pending;    /* attached after the end: exec.exit follows the output */
-    int wstatus;
-    int64_t started_ms, exited_ms;
-    struct waiter waiters[EXEC_MAX_WAITERS];
-};
-
-struct child_report {
-    int stage;
-    int err;
-    char what[160];
-};
-enum { ST_SETUP, ST_CONTAIN, ST_CWD, ST_SECCOMP, ST_EXEC };
-
 static struct proc *table[TABLE_MAX];
 static uint64_t next_id = 1;
 static bool hooks_set;
@@ -115,7 +56,7 @@ void exec_limits(size_t *max_processes, size_t *buffer_bytes)
     *buffer_bytes = H.cfg ? H.cfg->exec.buffer_bytes : CONFIG_EXEC_BUFFER_BYTES;
 }
 
-static struct proc *find(uint64_t id, struct rpc_error *err)
+struct proc *execproc_find(uint64_t id, struct rpc_error *err)
 {
     for (size_t i = 0; i < TABLE_MAX; i++)
         if (table[i] && table[i]->id == id)
@@ -597,64 +538,6 @@ static void closed_hook(struct client *c)
             detach(table[i]);
 }
 
-/* Runs in the child between fork and exec: plain syscalls only. */
-static void __attribute__((noreturn))
-child_exec(const struct proc *p, const struct exec_request *r, const struct launch_plan *plan,
-           int errfd, int in_r, int out_w, int err_w, int slave, bool placed)
-{
-    struct child_report rep;
-
-    memset(&rep, 0, sizeof(rep));
-    launch_reset_signals();
-    setsid();
-    if (p->leaf[0] && !placed) {
-        char path[CGROUP_PATH_MAX + 16];
-        snprintf(path, sizeof(path), "%s/cgroup.procs", p->leaf);
-        int fd = open(path, O_WRONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            if (write(fd, "0", 1) != 1) {
-                /* outside the leaf it still runs; kills fall back to pids */
-            }
-            close(fd);
-        }
-    }
-    rep.stage = ST_SETUP;
-    if (slave >= 0) {
-        if (ioctl(slave, TIOCSCTTY, 0) < 0)
-            goto fail;
-        for (int fd = 0; fd < 3; fd++)
-            if (dup2(slave, fd) < 0)
-                goto fail;
-    } else {
-        int nul = in_r;
-        if (nul < 0 && (nul = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
-            goto fail;
-        if (dup2(nul, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
-            goto fail;
-    }
-    /* Namespaces first: they need the privileges dropped below. */
-    rep.stage = ST_CONTAIN;
-    if (contain_enter(&plan->contain, rep.what, sizeof(rep.what)) < 0)
-        goto fail;
-    rep.stage = ST_SETUP;
-    if (launch_apply(plan) < 0)
-        goto fail;
-    rep.stage = ST_CWD;
-    if (chdir(r->cwd ? r->cwd : "/") < 0)
-        goto fail;
-    rep.stage = ST_SECCOMP;
-    if (plan->contain.seccomp && seccomp_install(&plan->contain.prog) < 0)
-        goto fail;
-    rep.stage = ST_EXEC;
-    execvpe(r->argv[0], r->argv, plan->env);
-fail:
-    rep.err = errno;
-    if (write(errfd, &rep, sizeof(rep)) < 0) {
-        /* nothing more to do */
-    }
-    _exit(127);
-}
-
 /* Running processes, and a free slot (an exited one given up if need
  * be, the oldest first). */
 static size_t running_count(void)
@@ -678,41 +561,6 @@ static int free_slot(void)
     if (oldest >= 0)
         proc_free(table[oldest]);
     return oldest;
-}
-
-static void close_fds(int *fds, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (fds[i] >= 0) {
-            close(fds[i]);
-            fds[i] = -1;
-        }
-}
-
-/* A pty pair: the master non-blocking, sized; both close-on-exec. */
-static int open_pty(unsigned rows, unsigned cols, int *master, int *slave)
-{
-    *slave = -1;
-    *master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
-    if (*master < 0)
-        return -1;
-    int unlock = 0;
-    char name[64];
-    struct winsize ws = {.ws_row = (unsigned short)(rows ? rows : 24),
-                         .ws_col = (unsigned short)(cols ? cols : 80)};
-    if (ioctl(*master, TIOCSPTLCK, &unlock) < 0 || ptsname_r(*master, name, sizeof(name)) != 0 ||
-        ioctl(*master, TIOCSWINSZ, &ws) < 0)
-        goto fail;
-    *slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
-    if (*slave < 0)
-        goto fail;
-    return 0;
-fail:;
-    int saved = errno;
-    close(*master);
-    *master = -1;
-    errno = saved;
-    return -1;
 }
 
 int exec_start(struct client *c, const struct exec_request *r, struct rpc_error *err)
@@ -815,7 +663,7 @@ int exec_start(struct client *c, const struct exec_request *r, struct rpc_error 
     if (pipe2(&fds[REP_R], O_CLOEXEC) < 0)
         goto syserr;
     if (r->tty) {
-        if (open_pty(r->rows, r->cols, &p->master, &slave) < 0)
+        if (exec_open_pty(r->rows, r->cols, &p->master, &slave) < 0)
             goto syserr;
     } else {
         if ((r->stdin_open && pipe2(&fds[IN_R], O_CLOEXEC) < 0) ||
@@ -831,7 +679,7 @@ int exec_start(struct client *c, const struct exec_request *r, struct rpc_error 
         goto syserr;
     if (pid == 0) {
         close(fds[REP_R]);
-        child_exec(p, r, &plan, fds[REP_W], fds[IN_R], fds[OUT_W], fds[ERR_W], slave, placed);
+        exec_child_run(p, r, &plan, fds[REP_W], fds[IN_R], fds[OUT_W], fds[ERR_W], slave, placed);
     }
     launch_free(&plan);
     cJSON_Delete(policy);
@@ -892,7 +740,7 @@ int exec_start(struct client *c, const struct exec_request *r, struct rpc_error 
 
 syserr:
     rpc_error_set(err, RPC_ERR_FAILED, "unable to start: %s", strerror(errno));
-    close_fds(fds, 8);
+    exec_close_fds(fds, 8);
     if (slave >= 0)
         close(slave);
     if (p->master >= 0)
@@ -909,166 +757,6 @@ oom:
     cJSON_Delete(policy);
     proc_free(p);
     return -1;
-}
-
-static void input_done(struct proc *p, const char *error)
-{
-    uint64_t t = p->in_ticket;
-    p->in_ticket = 0;
-    free(p->in_buf);
-    p->in_buf = NULL;
-    p->in_len = p->in_off = 0;
-    ev_io_stop(H.loop, &p->in_io);
-    if (!t)
-        return;
-    struct rpc_error e = {0};
-    if (error)
-        rpc_error_set(&e, RPC_ERR_FAILED, "%s", error);
-    control_complete(t, error ? NULL : rpc_empty_result(), &e);
-}
-
-static void end_input(struct proc *p)
-{
-    if (p->in_fd < 0)
-        return;
-    if (p->tty) {
-        /* A pty has no half-close: the line discipline's EOF character
-         * ends a read for the program, as a terminal's Ctrl-D does. */
-        struct termios t;
-        char eof = 4;
-        if (tcgetattr(p->in_fd, &t) == 0 && t.c_cc[VEOF])
-            eof = (char)t.c_cc[VEOF];
-        if (write(p->in_fd, &eof, 1) < 0)
-            log_debug("exec %llu: EOF not written: %s", (unsigned long long)p->id,
-                      strerror(errno));
-        return;
-    }
-    ev_io_stop(H.loop, &p->in_io);
-    close(p->in_fd);
-    p->in_fd = -1;
-}
-
-/* Writes what the stdin takes now. 1 when all is written, 0 when the rest
- * waits, -1 on error (errno). */
-static int input_flush(struct proc *p)
-{
-    while (p->in_off < p->in_len) {
-        ssize_t n = write(p->in_fd, p->in_buf + p->in_off, p->in_len - p->in_off);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN)
-                return 0;
-            return -1;
-        }
-        p->in_off += (size_t)n;
-    }
-    return 1;
-}
-
-static void in_cb(struct ev_loop *loop, ev_io *w, int revents)
-{
-    struct proc *p = w->data;
-    char msg[160];
-    int r = input_flush(p);
-    if (r == 0)
-        return;
-    if (r < 0) {
-        snprintf(msg, sizeof(msg), "unable to write its input: %s", strerror(errno));
-        input_done(p, msg);
-        return;
-    }
-    if (p->in_close)
-        end_input(p);
-    input_done(p, NULL);
-}
-
-int exec_input(struct client *c, uint64_t id, const uint8_t *data, size_t len, bool close_after,
-               struct rpc_error *err)
-{
-    struct proc *p = find(id, err);
-    if (!p)
-        return -1;
-    if (p->in_fd < 0 || p->reaped) {
-        rpc_error_set(err, RPC_ERR_STATE, "id: process %llu has no open stdin",
-                      (unsigned long long)id);
-        return -1;
-    }
-    if (p->in_ticket) {
-        rpc_error_set(err, RPC_ERR_BUSY, "id: an earlier input to process %llu is still "
-                      "being written", (unsigned long long)id);
-        return -1;
-    }
-    if (len) {
-        p->in_buf = malloc(len);
-        if (!p->in_buf) {
-            rpc_error_set(err, RPC_INTERNAL_ERROR, "out of memory");
-            return -1;
-        }
-        memcpy(p->in_buf, data, len);
-        p->in_len = len;
-        p->in_off = 0;
-        int r = input_flush(p);
-        if (r < 0) {
-            rpc_error_set(err, RPC_ERR_FAILED, "unable to write its input: %s", strerror(errno));
-            input_done(p, NULL);
-            return -1;
-        }
-        if (r == 0) {
-            /* The program reads slower than the host writes: the reply
-             * waits, and so does the client's next request. */
-            p->in_close = close_after;
-            ev_io_init(&p->in_io, in_cb, p->in_fd, EV_WRITE);
-            p->in_io.data = p;
-            ev_io_start(H.loop, &p->in_io);
-            p->in_ticket = control_defer(c);
-            return 1;
-        }
-        free(p->in_buf);
-        p->in_buf = NULL;
-        p->in_len = p->in_off = 0;
-    }
-    if (close_after)
-        end_input(p);
-    return 0;
-}
-
-int exec_resize(uint64_t id, unsigned rows, unsigned cols, struct rpc_error *err)
-{
-    struct proc *p = find(id, err);
-    if (!p)
-        return -1;
-    int fd = p->master >= 0 ? p->master : p->in_fd;
-    if (!p->tty || fd < 0) {
-        rpc_error_set(err, RPC_ERR_STATE, "id: process %llu has no tty",
-                      (unsigned long long)id);
-        return -1;
-    }
-    struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
-    if (ioctl(fd, TIOCSWINSZ, &ws) < 0) {
-        rpc_error_set(err, RPC_ERR_FAILED, "unable to resize: %s", strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-int exec_signal(uint64_t id, int sig, struct rpc_error *err)
-{
-    struct proc *p = find(id, err);
-    if (!p)
-        return -1;
-    if (p->reaped || p->pid <= 0) {
-        rpc_error_set(err, RPC_ERR_STATE, "id: process %llu has exited",
-                      (unsigned long long)id);
-        return -1;
-    }
-    /* It leads its own process group (setsid): the signal reaches what it
-     * started, as a terminal's would. */
-    if (kill(-p->pid, sig) < 0 && kill(p->pid, sig) < 0) {
-        rpc_error_set(err, RPC_ERR_FAILED, "unable to signal: %s", strerror(errno));
-        return -1;
-    }
-    return 0;
 }
 
 static void wait_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
@@ -1088,7 +776,7 @@ static void wait_timeout_cb(struct ev_loop *loop, ev_timer *t, int revents)
 int exec_wait(struct client *c, uint64_t id, uint64_t timeout_ms, cJSON **result,
               struct rpc_error *err)
 {
-    struct proc *p = find(id, err);
+    struct proc *p = execproc_find(id, err);
     if (!p)
         return -1;
     if (p->finished) {
@@ -1119,7 +807,7 @@ int exec_wait(struct client *c, uint64_t id, uint64_t timeout_ms, cJSON **result
 int exec_attach(struct client *c, uint64_t id, uint64_t off_out, uint64_t off_err, cJSON **result,
                 struct rpc_error *err)
 {
-    struct proc *p = find(id, err);
+    struct proc *p = execproc_find(id, err);
     if (!p)
         return -1;
     uint64_t off[2] = {off_out, off_err};

@@ -17,6 +17,7 @@ PRIVATE = {
     "control_priv.h": "agent/clients",
     "control.h": "agent/clients",
     "m_files_int.h": "agent/m_files",
+    "execproc_priv.h": "agent/execproc",
 }
 
 
