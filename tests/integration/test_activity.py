@@ -40,8 +40,10 @@ while True:
             say = f.read().split("\n")[:-1]
     except OSError:
         say = []
+    # One write per line: print() under PYTHONUNBUFFERED writes the text
+    # and its newline apart, and a sample between them sees part a line.
     for line in say[said:]:
-        print(line, flush=True)
+        os.write(1, (line + "\n").encode())
     said = max(said, len(say))
     # docs/hermes.md's shell helper, run as a child of the service.
     h = os.path.join(d, "helper")
