@@ -642,14 +642,16 @@ int network_replace(const struct network_cfg *net, cJSON *report)
         log_warn("network: rtnetlink: %s; what the old configuration set stays", why);
     } else {
         /* What hearth set for the old configuration and the new one lacks,
-         * on the links it set it on (an unplugged NIC took it along). */
-        for (size_t i = 0; i < N.n; i++) {
-            const struct iface *f = &N.ifs[i];
-            int idx = old_index(f->c.name);
-            if (!f->c.has_addr || !idx || new_has_addr(net, f))
+         * on the links it set it on (an unplugged NIC took it along), in
+         * the reverse order of setting it: an address taken away first
+         * would take the routes through it along unreported. */
+        for (size_t i = 0; i < N.n_neighs; i++) {
+            const struct net_neigh_cfg *c = &N.neighs[i];
+            int idx = old_index(c->dev);
+            if (!idx || new_has_neigh(net, c))
                 continue;
-            int rc = nr_addr_set(fd, false, idx, f->c.fam, f->c.addr, f->c.prefix, why, sizeof(why));
-            removed(arr, f->c.name, "address", f->c.addr_s, rc, why);
+            int rc = nr_neigh_set(fd, false, idx, c->fam, c->ip, c->mac, why, sizeof(why));
+            removed(arr, c->dev, "neighbour", c->ip_s, rc, why);
         }
         for (size_t i = 0; i < N.n_routes; i++) {
             const struct net_route_cfg *c = &N.routes[i];
@@ -661,13 +663,13 @@ int network_replace(const struct network_cfg *net, cJSON *report)
             route_text(c, text, sizeof(text));
             removed(arr, c->dev, "route", text, nr_route_set(fd, false, &r, why, sizeof(why)), why);
         }
-        for (size_t i = 0; i < N.n_neighs; i++) {
-            const struct net_neigh_cfg *c = &N.neighs[i];
-            int idx = old_index(c->dev);
-            if (!idx || new_has_neigh(net, c))
+        for (size_t i = 0; i < N.n; i++) {
+            const struct iface *f = &N.ifs[i];
+            int idx = old_index(f->c.name);
+            if (!f->c.has_addr || !idx || new_has_addr(net, f))
                 continue;
-            int rc = nr_neigh_set(fd, false, idx, c->fam, c->ip, c->mac, why, sizeof(why));
-            removed(arr, c->dev, "neighbour", c->ip_s, rc, why);
+            int rc = nr_addr_set(fd, false, idx, f->c.fam, f->c.addr, f->c.prefix, why, sizeof(why));
+            removed(arr, f->c.name, "address", f->c.addr_s, rc, why);
         }
         close(fd);
     }
