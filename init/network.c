@@ -1,7 +1,6 @@
 #include "network.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -10,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <linux/neighbour.h>
@@ -26,10 +24,11 @@
 #include "netaddr.h"
 #include "netlink.h"
 #include "netroute.h"
-#include "safepath.h"
+#include "resolvconf.h"
 
 #define MAX_IFACES NETWORK_USED_IFACES
 #define MAX_DNS NETWORK_USED_DNS
+_Static_assert(MAX_DNS <= RESOLVCONF_MAX, "resolv.conf takes every server kept");
 /* The gateways' default routes, then `routes`. */
 #define MAX_ROUTES (MAX_IFACES + NETWORK_MAX_ROUTES)
 /* Without a link-event socket (netlink refused it) the wait falls back
@@ -441,99 +440,16 @@ static void link_watch_open(void)
 
 /* ---- resolv.conf ---- */
 
-static size_t resolv_text(char *buf, size_t cap)
-{
-    size_t len = 0;
-    for (size_t i = 0; i < N.n_dns && len < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "nameserver %s\n", N.dns[i]);
-    return len < cap ? len : cap - 1;
-}
-/* The temp name sits beside resolv.conf, where an agent may have put a
- * FIFO, a link or a directory: it is created O_EXCL beneath the
- * directory's fd (safepath: never followed, never blocking), a stale one
- * is unlinked first (unlink removes a link or FIFO itself), and the
- * rename goes by that fd. */
+/* An unwritable resolv.conf is reported, not fatal: the interfaces work
+ * without it. */
 static int write_resolv(void)
 {
-    char tmp[300], buf[MAX_DNS * 80], dir[256], why[128];
-    const char *slash = strrchr(N.resolv, '/');
-    size_t len = resolv_text(buf, sizeof(buf));
-    if (!slash || !slash[1]) {
-        errno = EINVAL;
-        goto fail;
-    }
-    snprintf(dir, sizeof(dir), "%.*s", (int)(slash > N.resolv ? slash - N.resolv : 1), N.resolv);
-    const char *name = slash + 1;
-    snprintf(tmp, sizeof(tmp), "%s.hearth-tmp", name);
-    int dfd = safepath_open_abs(dir, O_DIRECTORY, 0, why, sizeof(why));
-    if (dfd < 0)
-        goto fail_why;
-    if (unlinkat(dfd, tmp, 0) < 0 && errno == EISDIR)
-        unlinkat(dfd, tmp, AT_REMOVEDIR);
-    int fd = safepath_open(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL, 0644, why, sizeof(why));
-    if (fd < 0) {
-        close(dfd);
-        snprintf(N.resolv_error, sizeof(N.resolv_error), "%s: unable to create %s/%s: %s",
-                 N.resolv, dir, tmp, why);
+    if (resolvconf_write(N.resolv, N.dns, N.n_dns, N.resolv_error, sizeof(N.resolv_error)) < 0) {
         log_error("network: %s", N.resolv_error);
         return -1;
     }
-    ssize_t w = write(fd, buf, len);
-    if (w != (ssize_t)len || fchmod(fd, 0644) < 0 || fsync(fd) < 0) {
-        if (w >= 0 && w != (ssize_t)len)
-            errno = EIO;
-        int e = errno;
-        close(fd);
-        unlinkat(dfd, tmp, 0);
-        close(dfd);
-        errno = e;
-        goto fail;
-    }
-    close(fd);
-    /* rename: readers see the old file or the new one, never half. */
-    if (renameat(dfd, tmp, dfd, name) < 0) {
-        int e = errno;
-        unlinkat(dfd, tmp, 0);
-        close(dfd);
-        errno = e;
-        goto fail;
-    }
-    close(dfd);
     N.resolv_error[0] = 0;
     return 0;
-fail_why:
-    snprintf(N.resolv_error, sizeof(N.resolv_error), "%s: %s", N.resolv, why);
-    log_error("network: %s", N.resolv_error);
-    return -1;
-fail:
-    snprintf(N.resolv_error, sizeof(N.resolv_error), "%s: %s", N.resolv, strerror(errno));
-    log_error("network: %s", N.resolv_error);
-    return -1;
-}
-
-/* Whether resolv.conf holds exactly what hearth writes: read through
- * safepath (an agent may have put a FIFO or a link there), at most one
- * byte more than expected. */
-static bool resolv_matches(void)
-{
-    char want[MAX_DNS * 80], got[MAX_DNS * 80 + 1], why[128];
-    size_t wl = resolv_text(want, sizeof(want));
-    int fd = safepath_open_abs(N.resolv, O_RDONLY, 0, why, sizeof(why));
-    if (fd < 0)
-        return false;
-    ssize_t n, total = 0;
-    while (total < (ssize_t)sizeof(got) &&
-           (n = read(fd, got + total, sizeof(got) - (size_t)total)) != 0) {
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            total = -1;
-            break;
-        }
-        total += n;
-    }
-    close(fd);
-    return total == (ssize_t)wl && memcmp(got, want, wl) == 0;
 }
 
 /* ---- boot, replacement, verification ---- */
@@ -740,7 +656,7 @@ int network_verify(cJSON *report, char *detail, size_t dl)
         close(fd);
     if (N.n_dns) {
         const char *r = "ok";
-        if (!resolv_matches()) {
+        if (!resolvconf_matches(N.resolv, N.dns, N.n_dns)) {
             r = write_resolv() == 0 ? "rewritten" : "failed";
             if (*r == 'f') {
                 failed++;
