@@ -800,12 +800,18 @@ cJSON *network_check_json(void)
     size_t i = 0;
     cJSON_ArrayForEach(j, arr) {
         const struct iface *f = &N.ifs[i++];
-        const struct nr_link *l = fd < 0 ? NULL
-                                  : f->ifindex ? nr_link_by_index(&snap, f->ifindex)
-                                               : nr_link_by_name(&snap, f->c.name);
+        /* As a resume's check finds it: by MAC, else by name. */
+        const struct nr_link *l = fd >= 0 && f->c.has_mac ? nr_link_by_mac(&snap, f->c.mac) : NULL;
+        if (!l && fd >= 0)
+            l = nr_link_by_name(&snap, f->c.name);
         cJSON_AddBoolToObject(j, "present", l != NULL);
         if (!l)
             continue;
+        if (l->has_mac) {
+            char m[24];
+            mac_text(l->mac, m);
+            cJSON_AddStringToObject(j, "mac_now", m);
+        }
         cJSON_AddBoolToObject(j, "link_up", (l->flags & IFF_UP) != 0);
         cJSON_AddBoolToObject(j, "carrier", (l->flags & IFF_LOWER_UP) != 0);
         cJSON_AddNumberToObject(j, "mtu_now", l->mtu);
