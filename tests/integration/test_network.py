@@ -386,3 +386,27 @@ def test_resume_onto_a_new_nic(hearth, pair, tmp_path):
     assert got["address"] == "172.31.10.1/24" and got["mac"] == new_mac and got["state"] == "up"
     chk = hearth.rpc("network.check")["interfaces"][0]
     assert chk["carrier"] and chk["address_present"] and chk["default_route"]
+
+
+def test_hearthctl_resume_with_a_network_file(hearth, pair, tmp_path):
+    from conftest import HEARTHCTL
+    name = "egf" + pair.tag
+    pair.veth(name)
+    sh("ip", "-n", pair.peer, "addr", "add", "172.31.10.2/24", "dev", "eq" + pair.tag)
+    hearth.start(hearth.config(network=net_cfg(tmp_path, name=name)), netns=pair.guest)
+    up(hearth)
+    f = tmp_path / "net.json"
+    f.write_text(json.dumps(new_net(tmp_path, name)))
+    ctl = [HEARTHCTL, "--connect", "unix:" + hearth.sock]
+    r = subprocess.run(ctl + ["resume", "--network", str(f)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    line = next(l for l in r.stdout.splitlines() if l.startswith("network"))
+    assert line.split()[1] == "repaired" and "address 172.31.10.1/24 was missing; added" in line
+    assert addresses(pair, name) == [("172.31.10.1", 24)]
+    f.write_text("[]")
+    r = subprocess.run(ctl + ["resume", "--network", str(f)], capture_output=True, text=True)
+    assert r.returncode != 0 and "does not hold a JSON object" in r.stderr
+    f.write_text('{"interfaces":[{"name":"' + name + '","mtu":1}]}')
+    r = subprocess.run(ctl + ["init", "--network", str(f)], capture_output=True, text=True)
+    assert r.returncode != 0 and "network.interfaces[0].mtu" in r.stderr, r
+    assert addresses(pair, name) == [("172.31.10.1", 24)]
