@@ -545,7 +545,7 @@ static void removed(cJSON *arr, const char *name, const char *what, const char *
         cJSON_AddItemToArray(arr, cJSON_CreateString(line));
 }
 
-int network_replace(const struct network_cfg *net, cJSON *report)
+void network_replace(const struct network_cfg *net, cJSON *report)
 {
     char why[160], text[140];
     cJSON *arr = report ? cJSON_AddArrayToObject(report, "removed") : NULL;
@@ -593,7 +593,6 @@ int network_replace(const struct network_cfg *net, cJSON *report)
     log_info("network: configuration replaced (%zu interface%s)", N.n, N.n == 1 ? "" : "s");
     if (N.n)
         link_watch_open();
-    return 0;
 }
 
 int network_verify(cJSON *report, char *detail, size_t dl)

@@ -21,8 +21,10 @@ void network_boot(const struct config *cfg);
  * network): what hearth set for the old one and cfg lacks (addresses on
  * the links it configured, routes, neighbour entries) is removed, and
  * cfg's interfaces wait to be found again; network_verify then applies
- * them. report (may be NULL) gets "removed": ["eth0: address ..."]. */
-int network_replace(const struct network_cfg *cfg, struct cJSON *report);
+ * them. report (may be NULL) gets "removed": ["eth0: address ..."] (a
+ * removal the kernel refused is listed with its reason and logged; one
+ * already gone is not listed). */
+void network_replace(const struct network_cfg *cfg, struct cJSON *report);
 
 enum { NETWORK_OK, NETWORK_REPAIRED, NETWORK_SKIPPED, NETWORK_FAILED };
 /* Checks every configured interface against the kernel (one dump each of

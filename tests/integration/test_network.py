@@ -215,6 +215,7 @@ def test_resume_with_nothing_wrong_is_ok(hearth, pair, tmp_path):
     assert s["resolv_conf"] == "ok"
 
 
+@pytest.mark.valgrind
 def test_resume_repairs_what_was_undone(hearth, pair, tmp_path):
     name = "egu" + pair.tag
     pair.veth(name)
@@ -286,6 +287,7 @@ def new_net(tmp_path, name, mac=None):
             "dns": ["192.0.2.54"], "resolv_conf": str(tmp_path / "resolv.conf")}
 
 
+@pytest.mark.valgrind
 def test_sandbox_init_replaces_the_network(hearth, pair, tmp_path):
     name = "egi" + pair.tag
     pair.veth(name)
@@ -325,6 +327,7 @@ def test_sandbox_init_replaces_the_network(hearth, pair, tmp_path):
     assert "172.31.10.2" in out and "172.31.9.2" not in out
 
 
+@pytest.mark.valgrind
 def test_sandbox_init_bad_network_changes_nothing(hearth, pair, tmp_path):
     name = "egb" + pair.tag
     pair.veth(name)
