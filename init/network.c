@@ -47,6 +47,10 @@ struct iface {
     int64_t deadline;
     enum if_state state;
     int ifindex;
+    /* Not found by its MAC since this configuration came: a MAC just
+     * handed over names the NIC to wait for, not the link that has the
+     * name now (the old NIC, or whatever took its place). */
+    bool mac_only;
     char error[200];
 };
 
@@ -98,6 +102,7 @@ static void load(const struct network_cfg *net)
         f->c = net->ifs[i];
         f->deadline = now + f->c.timeout_ms;
         f->state = IF_WAITING;
+        f->mac_only = f->c.has_mac;
         if (f->c.has_gw) {
             struct net_route_cfg *r = &N.routes[N.n_routes++];
             memset(r, 0, sizeof(*r));
@@ -187,22 +192,25 @@ static void repaired(struct pass *p, const struct iface *f, const char *fmt, ...
 enum sync_rc { SYNC_OK, SYNC_MISSING, SYNC_FAILED };
 
 /* Makes one interface as configured, from the snapshot: found by MAC
- * (or by name; after a resume by name too when no link has the MAC),
- * named, up, MTU, address, its routes and neighbours. Only what differs
- * is changed. With a pass (after a resume, sandbox.init) each change is
- * reported and a link without carrier is a failure. */
+ * (or by name; after a resume by name too when no link has the MAC, once
+ * the MAC was found before), named, up, MTU, address, its routes and
+ * neighbours. Only what differs is changed. With a pass (after a resume,
+ * sandbox.init) each change is reported and a link without carrier is a
+ * failure. */
 static enum sync_rc sync_iface(int fd, struct iface *f, struct pass *p)
 {
     char why[160], m1[24], m2[24];
     const struct nr_link *l = f->c.has_mac ? nr_link_by_mac(&snap, f->c.mac) : NULL;
     bool by_name = false;
-    if (!l && (!f->c.has_mac || p)) {
+    if (!l && (!f->c.has_mac || (p && !f->mac_only))) {
         l = nr_link_by_name(&snap, f->c.name);
         by_name = f->c.has_mac && l;
     }
     if (!l)
         return SYNC_MISSING;
     f->ifindex = l->index;
+    if (!by_name)
+        f->mac_only = false;
     if (p && p->entry) {
         cJSON_AddNumberToObject(p->entry, "ifindex", l->index);
         cJSON_AddStringToObject(p->entry, "found", f->c.has_mac && !by_name ? "by MAC" : "by name");
@@ -225,15 +233,20 @@ static enum sync_rc sync_iface(int fd, struct iface *f, struct pass *p)
         }
         /* A name can only change while the link is down. */
         if ((up && nr_link_set(fd, l->index, NULL, 0, 0, why, sizeof(why)) < 0) ||
-            nr_link_set(fd, l->index, f->c.name, -1, 0, why, sizeof(why)) < 0)
-            goto fail;
+            nr_link_set(fd, l->index, f->c.name, -1, 0, why, sizeof(why)) < 0) {
+            snprintf(f->error, sizeof(f->error), "renaming %s: %s", l->name, why);
+            return SYNC_FAILED;
+        }
         repaired(p, f, "was named %s; renamed", l->name);
         up = false;
     }
     int mtu = f->c.mtu > 0 && l->mtu != f->c.mtu ? f->c.mtu : 0;
     if (!up || mtu) {
-        if (nr_link_set(fd, l->index, NULL, 1, mtu, why, sizeof(why)) < 0)
-            goto fail;
+        if (nr_link_set(fd, l->index, NULL, 1, mtu, why, sizeof(why)) < 0) {
+            snprintf(f->error, sizeof(f->error), "%s: %s", mtu ? "setting the MTU" : "bringing it up",
+                     why);
+            return SYNC_FAILED;
+        }
         if (!up && !(l->flags & IFF_UP))
             repaired(p, f, "link was down; brought up");
         if (mtu)
@@ -241,8 +254,10 @@ static enum sync_rc sync_iface(int fd, struct iface *f, struct pass *p)
         relink = true;
     }
     if (f->c.has_addr && !nr_has_addr(&snap, l->index, f->c.fam, f->c.addr, f->c.prefix)) {
-        if (nr_addr_set(fd, true, l->index, f->c.fam, f->c.addr, f->c.prefix, why, sizeof(why)) < 0)
-            goto fail;
+        if (nr_addr_set(fd, true, l->index, f->c.fam, f->c.addr, f->c.prefix, why, sizeof(why)) < 0) {
+            snprintf(f->error, sizeof(f->error), "address %s: %s", f->c.addr_s, why);
+            return SYNC_FAILED;
+        }
         repaired(p, f, "address %s was missing; added", f->c.addr_s);
     }
     for (size_t i = 0; i < N.n_routes; i++) {
@@ -287,9 +302,6 @@ static enum sync_rc sync_iface(int fd, struct iface *f, struct pass *p)
         }
     }
     return SYNC_OK;
-fail:
-    snprintf(f->error, sizeof(f->error), "%s", why);
-    return SYNC_FAILED;
 }
 
 /* One socket and the snapshot a pass needs (neighbours only when some

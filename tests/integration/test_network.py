@@ -413,3 +413,62 @@ def test_hearthctl_resume_with_a_network_file(hearth, pair, tmp_path):
     r = subprocess.run(ctl + ["init", "--network", str(f)], capture_output=True, text=True)
     assert r.returncode != 0 and "network.interfaces[0].mtu" in r.stderr, r
     assert addresses(pair, name) == [("172.31.10.1", 24)]
+
+
+def test_sandbox_init_waits_for_the_nic_it_names(hearth, pair, tmp_path):
+    """A MAC handed over names the NIC to wait for: the link that has the
+    name now (another MAC) is left alone, the phase is not reached until
+    the NIC is plugged in, then it is configured."""
+    new_mac = "02:00:5e:10:20:41"
+    pair.veth("eth6")
+    svc = {"name": "web", "argv": ["sleep", "1000"], "after": ["network"]}
+    hearth.start(hearth.config(services=[svc], network=net_cfg(tmp_path, name="eth6")),
+                 netns=pair.guest)
+    up(hearth)
+    hearth.wait_for(lambda: hearth.service("web")["state"] == "running", what="web started")
+    net = new_net(tmp_path, "eth6", mac=new_mac)
+    net["interfaces"][0]["timeout_ms"] = 20000
+    r = hearth.rpc("sandbox.init", {"network": net})
+    entry = r["network"]["interfaces"][0]
+    assert entry == {"name": "eth6", "result": "waiting"}, r
+    assert "eth6: not found yet (waiting up to" in r["network"]["detail"]
+    assert r["network"]["removed"] == ["eth6: route default via 172.31.9.2",
+                                       "eth6: address 172.31.9.1/24"]
+    assert addresses(pair, "eth6") == []
+    assert hearth.rpc("status")["phases"]["network"] is False
+    assert hearth.rpc("network.get")["interfaces"][0]["state"] == "waiting"
+    sh("ip", "-n", pair.guest, "link", "del", "eth6")
+    pair.veth("egw" + pair.tag, mac=new_mac)
+    sh("ip", "-n", pair.peer, "addr", "add", "172.31.10.2/24", "dev", "eq" + pair.tag)
+    up(hearth)
+    link = pair.link("eth6")
+    assert link["address"] == new_mac and addresses(pair, "eth6") == [("172.31.10.1", 24)]
+    assert hearth.rpc("status")["phases"]["network"] is True
+    # The NIC was found by its MAC once: a later resume may find it by name.
+    s = step(hearth.rpc("sandbox.resume"), "network")
+    assert s["result"] == "ok" and s["interfaces"][0]["found"] == "by MAC", s
+
+
+def test_ipv6_address_and_routes_are_stable_across_resumes(hearth, pair, tmp_path):
+    name = "eg6" + pair.tag
+    pair.veth(name)
+    sh("ip", "-n", pair.peer, "addr", "add", "fd00:31:9::2/64", "dev", "eq" + pair.tag,
+       "nodad")
+    net = {"interfaces": [{"name": name, "address": "fd00:31:9::1/64", "gateway": "fd00:31:9::2"}],
+           "routes": [{"to": "2001:db8:77::/48", "via": "fd00:31:9::2", "dev": name},
+                      {"to": "2001:db8:78::/48", "via": "fd00:31:9::2", "dev": name,
+                       "metric": 5}],
+           "resolv_conf": str(tmp_path / "resolv.conf")}
+    hearth.start(hearth.config(network=net), netns=pair.guest)
+    up(hearth)
+    r6 = json.loads(sh("ip", "-n", pair.guest, "-6", "-j", "route", "show", "2001:db8:77::/48"))
+    assert r6 and r6[0]["gateway"] == "fd00:31:9::2" and r6[0]["metric"] == 1024
+    r6 = json.loads(sh("ip", "-n", pair.guest, "-6", "-j", "route", "show", "2001:db8:78::/48"))
+    assert r6 and r6[0]["metric"] == 5
+    for _ in range(2):
+        s = step(hearth.rpc("sandbox.resume"), "network")
+        assert s["result"] == "ok", s
+    sh("ip", "-n", pair.guest, "-6", "route", "del", "2001:db8:77::/48")
+    s = step(hearth.rpc("sandbox.resume"), "network")
+    assert s["interfaces"][0]["repairs"] == [
+        "route 2001:db8:77::/48 via fd00:31:9::2 was missing; added"], s
