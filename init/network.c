@@ -615,6 +615,8 @@ int network_verify(cJSON *report, char *detail, size_t dl)
 
     detail[0] = 0;
     if (!N.n && !N.n_dns) {
+        /* A replacement without interfaces settles the phase too. */
+        settle();
         snprintf(detail, dl, "no network configured");
         return NETWORK_SKIPPED;
     }

@@ -472,3 +472,18 @@ def test_ipv6_address_and_routes_are_stable_across_resumes(hearth, pair, tmp_pat
     s = step(hearth.rpc("sandbox.resume"), "network")
     assert s["interfaces"][0]["repairs"] == [
         "route 2001:db8:77::/48 via fd00:31:9::2 was missing; added"], s
+
+
+def test_an_empty_network_reaches_the_phase(hearth, pair, tmp_path):
+    svc = {"name": "web", "argv": ["sleep", "1000"], "after": ["network"]}
+    hearth.start(hearth.config(services=[svc], network=net_cfg(tmp_path, name="nosuch1",
+                                                               timeout_ms=200)),
+                 netns=pair.guest)
+    hearth.wait_for(lambda: hearth.rpc("network.get")["interfaces"][0]["state"] == "failed",
+                    what="interface failed")
+    assert hearth.rpc("status")["phases"]["network"] is False
+    s = step(hearth.rpc("sandbox.resume", {"network": {}}), "network")
+    assert s["result"] == "skipped" and s["detail"] == "no network configured", s
+    assert hearth.rpc("network.get")["interfaces"] == []
+    assert hearth.rpc("status")["phases"]["network"] is True
+    hearth.wait_for(lambda: hearth.service("web")["state"] == "running", what="web started")
