@@ -481,13 +481,17 @@ void network_boot(const struct config *cfg)
     attempt_all();
 }
 
-static bool new_has_addr(const struct network_cfg *net, const struct iface *f)
+/* Whether the new configuration puts the old interface's address on the
+ * same link: same name and address, and no MAC naming another NIC (the
+ * old NIC would keep a duplicate of the new one's address). */
+static bool new_has_addr(const struct network_cfg *net, const struct iface *f, int idx)
 {
+    const struct nr_link *l = nr_link_by_index(&snap, idx);
     for (size_t i = 0; i < net->n_ifs && i < MAX_IFACES; i++) {
         const struct net_iface_cfg *c = &net->ifs[i];
         if (strcmp(c->name, f->c.name) == 0 && c->has_addr && c->fam == f->c.fam &&
             c->prefix == f->c.prefix && memcmp(c->addr, f->c.addr, alen(c->fam)) == 0)
-            return true;
+            return !c->has_mac || (l && l->has_mac && memcmp(l->mac, c->mac, 6) == 0);
     }
     return false;
 }
@@ -594,7 +598,7 @@ void network_replace(const struct network_cfg *net, cJSON *report)
         for (size_t i = 0; i < N.n; i++) {
             const struct iface *f = &N.ifs[i];
             int idx = old_index(f->c.name);
-            if (!f->c.has_addr || !idx || new_has_addr(net, f))
+            if (!f->c.has_addr || !idx || new_has_addr(net, f, idx))
                 continue;
             int rc = nr_addr_set(fd, false, idx, f->c.fam, f->c.addr, f->c.prefix, why, sizeof(why));
             removed(arr, f->c.name, "address", f->c.addr_s, rc, why);

@@ -487,3 +487,15 @@ def test_an_empty_network_reaches_the_phase(hearth, pair, tmp_path):
     assert hearth.rpc("network.get")["interfaces"] == []
     assert hearth.rpc("status")["phases"]["network"] is True
     hearth.wait_for(lambda: hearth.service("web")["state"] == "running", what="web started")
+
+
+def test_same_address_on_a_new_nic_leaves_the_old_one(hearth, pair, tmp_path):
+    pair.veth("eth7")
+    hearth.start(hearth.config(network=net_cfg(tmp_path, name="eth7")), netns=pair.guest)
+    up(hearth)
+    net = net_cfg(tmp_path, name="eth7", mac="02:00:5e:10:20:51", timeout_ms=20000)
+    r = hearth.rpc("sandbox.init", {"network": net})
+    # The new NIC keeps the address: the old link named so gives it up.
+    assert "eth7: address 172.31.9.1/24" in r["network"]["removed"], r
+    assert addresses(pair, "eth7") == []
+    assert r["network"]["interfaces"][0]["result"] == "waiting"
