@@ -1,6 +1,7 @@
 #include "m_sandbox.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cJSON.h>
@@ -11,6 +12,8 @@
 #include "entropy.h"
 #include "params.h"
 #include "sandbox.h"
+#include "schema.h"
+#include "sections.h"
 #include "shutdown.h"
 
 #define FREEZE_DEFAULT_TIMEOUT_MS 5000
@@ -90,12 +93,12 @@ static int parse_time_entropy(cJSON *params, bool *has_time, struct timespec *ts
 int m_sandbox_init(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     static const char *const known[] = {"env", "egress", "time", "entropy", "hostname",
-                                        "host_mounts", NULL};
+                                        "host_mounts", "network", NULL};
     static uint8_t ent[ENTROPY_MAX_BYTES];
     struct sandbox_init_req r = {0};
     cJSON *o = NULL;
     bool present;
-    char msg[256];
+    char msg[SCHEMA_ERR_MAX];
     int code;
 
     if (shutdown_in_progress()) {
@@ -111,6 +114,10 @@ int m_sandbox_init(struct client *c, cJSON *params, cJSON **result, struct rpc_e
     if (param_object(params, "egress", &o, &present, err) < 0)
         return -1;
     r.egress = o;
+    o = NULL;
+    if (param_object(params, "network", &o, &present, err) < 0)
+        return -1;
+    r.network = o;
     if (param_string(params, "hostname", &r.hostname, &present, err) < 0)
         return -1;
     if (params && cJSON_GetObjectItemCaseSensitive(params, "host_mounts")) {
@@ -215,17 +222,38 @@ int m_sandbox_freeze(struct client *c, cJSON *params, cJSON **result, struct rpc
 
 int m_sandbox_resume(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
-    static const char *const known[] = {"time", "entropy", NULL};
+    static const char *const known[] = {"time", "entropy", "network", NULL};
     static uint8_t ent[ENTROPY_MAX_BYTES];
     struct sandbox_resume_req r = {0};
-    char msg[128];
+    struct network_cfg *net = NULL;
+    cJSON *o = NULL;
+    bool present;
+    char msg[SCHEMA_ERR_MAX];
 
     if (params_only(params, known, err) < 0 ||
-        parse_time_entropy(params, &r.has_time, &r.time, ent, &r.entropy_len, err) < 0)
+        param_object(params, "network", &o, &present, err) < 0)
         return -1;
+    /* Validated whole before any step runs: a bad network changes nothing. */
+    if (o) {
+        if (!(net = malloc(sizeof(*net)))) {
+            rpc_error_set(err, RPC_ERR_FAILED, "network: out of memory");
+            return -1;
+        }
+        if (network_parse(o, net, msg, sizeof(msg)) < 0) {
+            free(net);
+            rpc_error_set(err, RPC_INVALID_PARAMS, "%s", msg);
+            return -1;
+        }
+    }
+    if (parse_time_entropy(params, &r.has_time, &r.time, ent, &r.entropy_len, err) < 0) {
+        free(net);
+        return -1;
+    }
     r.entropy = r.entropy_len ? ent : NULL;
+    r.network = net;
     *result = sandbox_resume(&r, "host", msg, sizeof(msg));
     explicit_bzero(ent, sizeof(ent));
+    free(net);
     if (!*result) {
         rpc_error_set(err, RPC_ERR_STATE, "%s", msg);
         return -1;

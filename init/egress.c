@@ -268,18 +268,46 @@ static void add_always(const char *ip)
         E.n_always++;
 }
 
+static void set_always(const struct network_cfg *net)
+{
+    E.n_always = 0;
+    for (size_t i = 0; i < net->n_ifs; i++)
+        if (net->ifs[i].gw_s[0])
+            add_always(net->ifs[i].gw_s);
+    for (size_t i = 0; i < net->n_dns; i++)
+        add_always(net->dns[i]);
+}
+
+int egress_set_always(const struct network_cfg *net, bool apply, char *err, size_t errlen)
+{
+    struct cidr old[sizeof(E.always) / sizeof(E.always[0])];
+    size_t n_old = E.n_always;
+    memcpy(old, E.always, sizeof(old));
+    set_always(net);
+    if (n_old == E.n_always && memcmp(old, E.always, n_old * sizeof(old[0])) == 0)
+        return 0;
+    log_info("egress: the network's gateways and name servers changed");
+    if (!apply || !E.pol.present || !E.applied)
+        return 0;
+    int rc = apply_parsed(&E.pol, err, errlen);
+    if (rc < 0) {
+        /* The old ruleset stands, and with it the old list. */
+        memcpy(E.always, old, sizeof(old));
+        E.n_always = n_old;
+        log_warn("egress: unable to re-apply for the new network: %s", err);
+        return -1;
+    }
+    emit();
+    return 0;
+}
+
 void egress_boot(const struct config *cfg)
 {
     if (!cfg) {
         gate_set("egress", true);
         return;
     }
-    const struct network_cfg *net = &cfg->network;
-    for (size_t i = 0; i < net->n_ifs; i++)
-        if (net->ifs[i].gw_s[0])
-            add_always(net->ifs[i].gw_s);
-    for (size_t i = 0; i < net->n_dns; i++)
-        add_always(net->dns[i]);
+    set_always(&cfg->network);
 
     const struct egress_policy *pol = &cfg->egress;
     if (!pol->present) {

@@ -22,6 +22,13 @@ int egress_apply(const struct egress_policy *p, char *err, size_t errlen);
  * DNS servers of `network` always allowed, and marks the phase. */
 void egress_boot(const struct config *cfg);
 
+/* Takes the gateways and name servers of net as the addresses the policy
+ * always allows (when the network is replaced). With apply, a policy in
+ * force is applied again with them at once; else the next apply uses
+ * them. Returns 0, or -1 with err when re-applying failed (the old
+ * ruleset and list stand). */
+int egress_set_always(const struct network_cfg *net, bool apply, char *err, size_t errlen);
+
 /* egress_parse, then egress_apply. Returns 0; -1 with err naming the
  * offending value (nothing applied); or -2 with the kernel's reason when
  * applying failed (the old policy stands). */

@@ -1,19 +1,16 @@
 #include "network.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <linux/if_addr.h>
 #include <linux/neighbour.h>
 #include <linux/rtnetlink.h>
 
@@ -24,11 +21,16 @@
 #include "gates.h"
 #include "hearth.h"
 #include "log.h"
+#include "netaddr.h"
 #include "netlink.h"
-#include "safepath.h"
+#include "netroute.h"
+#include "resolvconf.h"
 
-#define MAX_IFACES 16
-#define MAX_DNS 8
+#define MAX_IFACES NETWORK_USED_IFACES
+#define MAX_DNS NETWORK_USED_DNS
+_Static_assert(MAX_DNS <= RESOLVCONF_MAX, "resolv.conf takes every server kept");
+/* The gateways' default routes, then `routes`. */
+#define MAX_ROUTES (MAX_IFACES + NETWORK_MAX_ROUTES)
 /* Without a link-event socket (netlink refused it) the wait falls back
  * to looking this often. */
 #define POLL_MS 50
@@ -41,21 +43,24 @@ enum if_state { IF_WAITING, IF_UP, IF_FAILED };
 static const char *const state_names[] = {"waiting", "up", "failed"};
 
 struct iface {
-    char name[IFNAMSIZ];
-    bool has_mac, has_addr, has_gw, required;
-    uint8_t mac[6];
-    int fam, gw_fam, prefix, mtu;
-    uint8_t addr[16], gw[16];
-    char addr_s[64], gw_s[64];
+    struct net_iface_cfg c;
     int64_t deadline;
     enum if_state state;
     int ifindex;
+    /* Not found by its MAC since this configuration came: a MAC just
+     * handed over names the NIC to wait for, not the link that has the
+     * name now (the old NIC, or whatever took its place). */
+    bool mac_only;
     char error[200];
 };
 
 static struct {
     struct iface ifs[MAX_IFACES];
     size_t n;
+    struct net_route_cfg routes[MAX_ROUTES];
+    size_t n_routes, n_gw_routes;   /* the first n_gw_routes come from gateways */
+    struct net_neigh_cfg neighs[NETWORK_MAX_NEIGHS];
+    size_t n_neighs;
     char dns[MAX_DNS][64];
     size_t n_dns;
     char resolv[256];
@@ -65,161 +70,259 @@ static struct {
 } N;
 /* Outside N: an initialised N would put all of it in the binary's data. */
 static int link_fd = -1;
+/* The kernel's view, read afresh by each pass (one dump of each kind). */
+static struct nr_snap snap;
 
-static uint32_t next_seq(void)
+static size_t alen(int fam) { return fam == AF_INET ? 4 : 16; }
+
+static void mac_text(const uint8_t *m, char out[24])
 {
-    static uint32_t s = 0x7000000;
-    return s += 0x1000;
+    snprintf(out, 24, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
 }
 
-static int rt_transact(struct nlbuf *b, char *err, size_t errlen)
+/* Takes cfg as the configuration in force: interfaces waiting (each
+ * with its deadline from now), the gateways' default routes ahead of the
+ * stated routes, neighbours, name servers. */
+static void load(const struct network_cfg *net)
 {
-    int fd = nl_open(NETLINK_ROUTE, err, errlen);
-    if (fd < 0)
-        return -1;
-    int rc = nl_transact(fd, b, err, errlen);
-    close(fd);
-    return rc < 0 ? -1 : 0;
+    int64_t now = mono_ms();
+    size_t n_ifs = net ? net->n_ifs : 0;
+
+    N.n = N.n_routes = N.n_gw_routes = N.n_neighs = N.n_dns = 0;
+    snprintf(N.resolv, sizeof(N.resolv), "%s",
+             net && net->resolv[0] ? net->resolv : CONFIG_RESOLV_CONF);
+    N.resolv_error[0] = 0;
+    if (!net)
+        return;
+    if (net->n_ifs + net->n_dropped > MAX_IFACES)
+        log_error("network: more than %d interfaces; the rest are ignored", MAX_IFACES);
+    for (size_t i = 0; i < n_ifs && N.n < MAX_IFACES; i++) {
+        struct iface *f = &N.ifs[N.n++];
+        memset(f, 0, sizeof(*f));
+        f->c = net->ifs[i];
+        f->deadline = now + f->c.timeout_ms;
+        f->state = IF_WAITING;
+        f->mac_only = f->c.has_mac;
+        if (f->c.has_gw) {
+            struct net_route_cfg *r = &N.routes[N.n_routes++];
+            memset(r, 0, sizeof(*r));
+            r->fam = f->c.gw_fam;
+            r->has_via = true;
+            memcpy(r->via, f->c.gw, sizeof(r->via));
+            memcpy(r->dev, f->c.name, sizeof(r->dev));
+            snprintf(r->to_s, sizeof(r->to_s), "default");
+            memcpy(r->via_s, f->c.gw_s, sizeof(r->via_s));
+        }
+    }
+    N.n_gw_routes = N.n_routes;
+    for (size_t i = 0; i < net->n_routes && N.n_routes < MAX_ROUTES; i++)
+        N.routes[N.n_routes++] = net->routes[i];
+    for (size_t i = 0; i < net->n_neighs && N.n_neighs < NETWORK_MAX_NEIGHS; i++)
+        N.neighs[N.n_neighs++] = net->neighs[i];
+    if (net->n_dns > MAX_DNS)
+        log_error("network: more than %d name servers; the rest are ignored", MAX_DNS);
+    for (size_t i = 0; i < net->n_dns && N.n_dns < MAX_DNS; i++)
+        snprintf(N.dns[N.n_dns++], sizeof(N.dns[0]), "%s", net->dns[i]);
 }
 
-/* ---- links ---- */
+static void route_form(const struct net_route_cfg *c, int oif, struct nr_route *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->fam = c->fam;
+    r->dst_len = c->dst_len;
+    memcpy(r->dst, c->dst, sizeof(r->dst));
+    r->has_gw = c->has_via;
+    memcpy(r->gw, c->via, sizeof(r->gw));
+    r->oif = oif;
+    r->metric = c->metric;
+    r->mtu = c->mtu;
+}
 
-struct link_info {
-    int want_index;             /* match by index, or */
-    const uint8_t *want_mac;    /* by MAC */
-    int index;
-    unsigned flags;
-    int mtu, carrier;
-    char name[IFNAMSIZ];
+static void route_text(const struct net_route_cfg *c, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s%s%s", c->to_s, c->has_via ? " via " : "", c->has_via ? c->via_s : "");
+}
+
+/* ---- one pass over an interface ---- */
+
+/* What a pass found and did, for the resume report and sandbox.init's
+ * reply: per interface a JSON entry with its repairs, and one line of
+ * detail ("eth0: address 10.0.2.15/24 was missing; added"). NULL at boot,
+ * where the same steps are only logged. */
+struct pass {
+    cJSON *entry;               /* the interface's entry, or NULL */
+    cJSON *repairs;
+    char *detail;
+    size_t dl, dlen;
+    int n_repairs;
 };
 
-static int link_cb(const struct nlmsghdr *h, void *arg)
+static void detail_add(struct pass *p, const char *name, const char *text)
 {
-    struct link_info *li = arg;
-    const struct nlattr *tb[IFLA_MAX + 1];
-    const struct ifinfomsg *ifi;
-    if (h->nlmsg_type != RTM_NEWLINK || !(ifi = nl_msg_attrs(h, sizeof(*ifi), tb, IFLA_MAX)))
-        return 0;
-    bool match = li->want_index ? ifi->ifi_index == li->want_index
-                                : tb[IFLA_ADDRESS] && nl_attr_len(tb[IFLA_ADDRESS]) == 6 &&
-                                      memcmp(nl_attr_data(tb[IFLA_ADDRESS]), li->want_mac, 6) == 0;
-    if (!match || li->index)
-        return 0;
-    li->index = ifi->ifi_index;
-    li->flags = ifi->ifi_flags;
-    li->mtu = tb[IFLA_MTU] ? (int)nl_attr_get_u32(tb[IFLA_MTU]) : 0;
-    li->carrier = tb[IFLA_CARRIER] ? *(const uint8_t *)nl_attr_data(tb[IFLA_CARRIER]) : -1;
-    if (tb[IFLA_IFNAME])
-        snprintf(li->name, sizeof(li->name), "%.*s", (int)strnlen(nl_attr_data(tb[IFLA_IFNAME]),
-                 nl_attr_len(tb[IFLA_IFNAME])), (const char *)nl_attr_data(tb[IFLA_IFNAME]));
-    return 0;
+    if (!p || !p->detail || p->dlen >= p->dl)
+        return;
+    int n = snprintf(p->detail + p->dlen, p->dl - p->dlen, "%s%s: %s", p->dlen ? "; " : "", name,
+                     text);
+    if (n > 0)
+        p->dlen = p->dlen + (size_t)n < p->dl ? p->dlen + (size_t)n : p->dl - 1;
 }
 
-static int link_lookup(struct link_info *li, char *err, size_t errlen)
+static void repaired(struct pass *p, const struct iface *f, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void repaired(struct pass *p, const struct iface *f, const char *fmt, ...)
 {
-    struct nlbuf b;
-    struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC};
+    char text[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    if (!p) {
+        log_debug("network: %s: %s", f->c.name, text);
+        return;
+    }
+    log_info("network: %s: %s", f->c.name, text);
+    p->n_repairs++;
+    if (!p->repairs && p->entry)
+        p->repairs = cJSON_AddArrayToObject(p->entry, "repairs");
+    if (p->repairs)
+        cJSON_AddItemToArray(p->repairs, cJSON_CreateString(text));
+    detail_add(p, f->c.name, text);
+}
+
+enum sync_rc { SYNC_OK, SYNC_MISSING, SYNC_FAILED };
+
+/* Makes one interface as configured, from the snapshot: found by MAC
+ * (or by name; after a resume by name too when no link has the MAC, once
+ * the MAC was found before), named, up, MTU, address, its routes and
+ * neighbours. Only what differs is changed. With a pass (after a resume,
+ * sandbox.init) each change is reported and a link without carrier is a
+ * failure. */
+static enum sync_rc sync_iface(int fd, struct iface *f, struct pass *p)
+{
+    char why[160], m1[24], m2[24];
+    const struct nr_link *l = f->c.has_mac ? nr_link_by_mac(&snap, f->c.mac) : NULL;
+    bool by_name = false;
+    if (!l && (!f->c.has_mac || (p && !f->mac_only))) {
+        l = nr_link_by_name(&snap, f->c.name);
+        by_name = f->c.has_mac && l;
+    }
+    if (!l)
+        return SYNC_MISSING;
+    f->ifindex = l->index;
+    if (!by_name)
+        f->mac_only = false;
+    if (p && p->entry) {
+        cJSON_AddNumberToObject(p->entry, "ifindex", l->index);
+        cJSON_AddStringToObject(p->entry, "found", f->c.has_mac && !by_name ? "by MAC" : "by name");
+    }
+    if (by_name) {
+        mac_text(f->c.mac, m1);
+        mac_text(l->mac, m2);
+        log_warn("network: %s: no link has MAC %s; the link named so (MAC %s) is used", f->c.name,
+                 m1, m2);
+        if (p && p->entry)
+            cJSON_AddStringToObject(p->entry, "mac_now", m2);
+    }
+    bool up = l->flags & IFF_UP, relink = false;
+    if (strcmp(l->name, f->c.name) != 0) {
+        const struct nr_link *other = nr_link_by_name(&snap, f->c.name);
+        if (other) {
+            snprintf(f->error, sizeof(f->error), "the name is taken by link %d (%s is link %d)",
+                     other->index, l->name, l->index);
+            return SYNC_FAILED;
+        }
+        /* A name can only change while the link is down. */
+        if ((up && nr_link_set(fd, l->index, NULL, 0, 0, why, sizeof(why)) < 0) ||
+            nr_link_set(fd, l->index, f->c.name, -1, 0, why, sizeof(why)) < 0) {
+            snprintf(f->error, sizeof(f->error), "renaming %s: %s", l->name, why);
+            return SYNC_FAILED;
+        }
+        repaired(p, f, "was named %s; renamed", l->name);
+        up = false;
+    }
+    int mtu = f->c.mtu > 0 && l->mtu != f->c.mtu ? f->c.mtu : 0;
+    if (!up || mtu) {
+        if (nr_link_set(fd, l->index, NULL, 1, mtu, why, sizeof(why)) < 0) {
+            snprintf(f->error, sizeof(f->error), "%s: %s", mtu ? "setting the MTU" : "bringing it up",
+                     why);
+            return SYNC_FAILED;
+        }
+        if (!up && !(l->flags & IFF_UP))
+            repaired(p, f, "link was down; brought up");
+        if (mtu)
+            repaired(p, f, "MTU was %d; set to %d", l->mtu, mtu);
+        relink = true;
+    }
+    if (f->c.has_addr && !nr_has_addr(&snap, l->index, f->c.fam, f->c.addr, f->c.prefix)) {
+        if (nr_addr_set(fd, true, l->index, f->c.fam, f->c.addr, f->c.prefix, why, sizeof(why)) < 0) {
+            snprintf(f->error, sizeof(f->error), "address %s: %s", f->c.addr_s, why);
+            return SYNC_FAILED;
+        }
+        repaired(p, f, "address %s was missing; added", f->c.addr_s);
+    }
+    for (size_t i = 0; i < N.n_routes; i++) {
+        const struct net_route_cfg *c = &N.routes[i];
+        struct nr_route r;
+        char text[140];
+        if (strcmp(c->dev, f->c.name) != 0)
+            continue;
+        route_form(c, l->index, &r);
+        if (nr_has_route(&snap, &r))
+            continue;
+        route_text(c, text, sizeof(text));
+        if (nr_route_set(fd, true, &r, why, sizeof(why)) < 0) {
+            snprintf(f->error, sizeof(f->error), "route %s: %s", text, why);
+            return SYNC_FAILED;
+        }
+        repaired(p, f, "route %s was missing; added", text);
+    }
+    for (size_t i = 0; i < N.n_neighs; i++) {
+        const struct net_neigh_cfg *c = &N.neighs[i];
+        if (strcmp(c->dev, f->c.name) != 0 || nr_has_neigh(&snap, l->index, c->fam, c->ip, c->mac))
+            continue;
+        if (nr_neigh_set(fd, true, l->index, c->fam, c->ip, c->mac, why, sizeof(why)) < 0) {
+            snprintf(f->error, sizeof(f->error), "neighbour %s: %s", c->ip_s, why);
+            return SYNC_FAILED;
+        }
+        repaired(p, f, "neighbour %s was missing or not permanent; set", c->ip_s);
+    }
+    if (p) {
+        unsigned flags = l->flags;
+        /* Bringing a link up gives it its carrier at once when the other
+         * end is there (virtio, veth): look again before judging. */
+        if (relink) {
+            const struct nr_link *now;
+            int idx = l->index;
+            flags = nr_dump_links(fd, &snap, why, sizeof(why)) == 0 &&
+                            (now = nr_link_by_index(&snap, idx)) ? now->flags : 0;
+        }
+        if (!(flags & IFF_LOWER_UP)) {
+            snprintf(f->error, sizeof(f->error), "no carrier");
+            return SYNC_FAILED;
+        }
+    }
+    return SYNC_OK;
+}
+
+/* One socket and the snapshot a pass needs (neighbours only when some
+ * are configured). Returns the fd, or -1 with err. */
+static int snapshot(char *err, size_t errlen)
+{
     int fd = nl_open(NETLINK_ROUTE, err, errlen);
     if (fd < 0)
         return -1;
-    nl_init(&b, next_seq());
-    nl_msg_begin(&b, RTM_GETLINK, NLM_F_DUMP);
-    nl_put(&b, &ifi, sizeof(ifi));
-    nl_msg_end(&b);
-    int rc = nl_dump(fd, &b, link_cb, li, err, errlen);
-    nl_free(&b);
-    close(fd);
-    return rc < 0 ? -1 : 0;
-}
-
-/* up: 1 up, 0 down, -1 leave as is. */
-static int link_set(int index, const char *rename, int up, int mtu, char *err, size_t errlen)
-{
-    struct nlbuf b;
-    struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC, .ifi_index = index,
-                            .ifi_change = up >= 0 ? IFF_UP : 0, .ifi_flags = up > 0 ? IFF_UP : 0};
-    nl_init(&b, next_seq());
-    nl_msg_begin(&b, RTM_NEWLINK, NLM_F_ACK);
-    nl_put(&b, &ifi, sizeof(ifi));
-    if (rename)
-        nl_attr_str(&b, IFLA_IFNAME, rename);
-    if (mtu > 0)
-        nl_attr_u32(&b, IFLA_MTU, (uint32_t)mtu);
-    nl_msg_end(&b);
-    int rc = rt_transact(&b, err, errlen);
-    nl_free(&b);
-    return rc;
-}
-
-static int addr_set(const struct iface *f, char *err, size_t errlen)
-{
-    struct nlbuf b;
-    struct ifaddrmsg ifa = {.ifa_family = (uint8_t)f->fam, .ifa_prefixlen = (uint8_t)f->prefix,
-                            .ifa_index = (uint32_t)f->ifindex};
-    size_t al = f->fam == AF_INET ? 4 : 16;
-    nl_init(&b, next_seq());
-    nl_msg_begin(&b, RTM_NEWADDR, NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE);
-    nl_put(&b, &ifa, sizeof(ifa));
-    nl_attr(&b, IFA_LOCAL, f->addr, al);
-    nl_attr(&b, IFA_ADDRESS, f->addr, al);
-    /* The host assigned this address: no duplicate detection delay. */
-    if (f->fam == AF_INET6)
-        nl_attr_u32(&b, IFA_FLAGS, IFA_F_NODAD);
-    nl_msg_end(&b);
-    int rc = rt_transact(&b, err, errlen);
-    nl_free(&b);
-    return rc;
-}
-
-static int route_set(const struct iface *f, char *err, size_t errlen)
-{
-    struct nlbuf b;
-    struct rtmsg rt = {.rtm_family = (uint8_t)f->gw_fam, .rtm_table = RT_TABLE_MAIN,
-                       .rtm_protocol = RTPROT_STATIC, .rtm_scope = RT_SCOPE_UNIVERSE,
-                       .rtm_type = RTN_UNICAST};
-    nl_init(&b, next_seq());
-    nl_msg_begin(&b, RTM_NEWROUTE, NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE);
-    nl_put(&b, &rt, sizeof(rt));
-    nl_attr(&b, RTA_GATEWAY, f->gw, f->gw_fam == AF_INET ? 4 : 16);
-    nl_attr_u32(&b, RTA_OIF, (uint32_t)f->ifindex);
-    nl_msg_end(&b);
-    int rc = rt_transact(&b, err, errlen);
-    nl_free(&b);
-    return rc;
-}
-
-/* One attempt: 0 done, 1 not there yet, -1 failed (error set). */
-static int configure(struct iface *f)
-{
-    char why[160];
-    struct link_info li = {0};
-    if (f->has_mac)
-        li.want_mac = f->mac;
-    else if (!(li.want_index = (int)if_nametoindex(f->name)))
-        return 1;
-    if (link_lookup(&li, why, sizeof(why)) < 0)
-        goto fail;
-    if (!li.index)
-        return 1;
-    f->ifindex = li.index;
-    if (strcmp(li.name, f->name) != 0) {
-        /* A name can only change while the link is down. */
-        if ((li.flags & IFF_UP) && link_set(li.index, NULL, 0, 0, why, sizeof(why)) < 0)
-            goto fail;
-        if (link_set(li.index, f->name, -1, 0, why, sizeof(why)) < 0)
-            goto fail;
+    if (nr_dump_links(fd, &snap, err, errlen) < 0 || nr_dump_addrs(fd, &snap, err, errlen) < 0 ||
+        nr_dump_routes(fd, &snap, err, errlen) < 0 ||
+        (N.n_neighs && nr_dump_neighs(fd, &snap, err, errlen) < 0)) {
+        close(fd);
+        return -1;
     }
-    if (link_set(li.index, NULL, 1, f->mtu, why, sizeof(why)) < 0)
-        goto fail;
-    if (f->has_addr && addr_set(f, why, sizeof(why)) < 0)
-        goto fail;
-    if (f->has_gw && route_set(f, why, sizeof(why)) < 0)
-        goto fail;
-    return 0;
-fail:
-    snprintf(f->error, sizeof(f->error), "%s", why);
-    return -1;
+    if (!N.n_neighs)
+        snap.n_neighs = 0;
+    return fd;
 }
+
+/* ---- waiting for interfaces ---- */
 
 static void on_timer(struct ev_loop *loop, ev_timer *w, int revents);
 
@@ -235,7 +338,7 @@ static void settle(void)
             waiting = true;
             if (N.ifs[i].deadline < first)
                 first = N.ifs[i].deadline;
-        } else if (N.ifs[i].state == IF_FAILED && N.ifs[i].required) {
+        } else if (N.ifs[i].state == IF_FAILED && N.ifs[i].c.required) {
             ok = false;
         }
     }
@@ -246,6 +349,7 @@ static void settle(void)
             ms = POLL_MS;
         ev_timer_init(&N.timer, on_timer, ms > 0 ? (double)ms / 1000.0 : 0., 0.);
         ev_timer_start(H.loop, &N.timer);
+        gate_set("network", false);
         return;
     }
     if (link_fd >= 0) {
@@ -258,23 +362,31 @@ static void settle(void)
 
 static void attempt_all(void)
 {
+    char why[160];
     int64_t now = mono_ms();
+    int fd = snapshot(why, sizeof(why));
     for (size_t i = 0; i < N.n; i++) {
         struct iface *f = &N.ifs[i];
         if (f->state != IF_WAITING)
             continue;
-        int rc = configure(f);
-        if (rc == 0) {
+        enum sync_rc rc = SYNC_FAILED;
+        if (fd < 0)
+            snprintf(f->error, sizeof(f->error), "rtnetlink: %s", why);
+        else
+            rc = sync_iface(fd, f, NULL);
+        if (rc == SYNC_OK) {
             f->state = IF_UP;
             f->error[0] = 0;
-            log_info("network: %s up (index %d)", f->name, f->ifindex);
-        } else if (rc < 0 || now >= f->deadline) {
-            if (rc > 0)
+            log_info("network: %s up (index %d)", f->c.name, f->ifindex);
+        } else if (rc == SYNC_FAILED || now >= f->deadline) {
+            if (rc == SYNC_MISSING)
                 snprintf(f->error, sizeof(f->error), "not found within the timeout");
             f->state = IF_FAILED;
-            log_error("network: %s: %s", f->name, f->error);
+            log_error("network: %s: %s", f->c.name, f->error);
         }
     }
+    if (fd >= 0)
+        close(fd);
     settle();
 }
 
@@ -319,6 +431,8 @@ static void link_watch_open(void)
 {
     char why[160];
     int group = RTNLGRP_LINK;
+    if (link_fd >= 0)
+        return;
     int fd = nl_open(NETLINK_ROUTE, why, sizeof(why));
     if (fd >= 0 &&
         setsockopt(fd, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, &group, sizeof(group)) < 0) {
@@ -336,104 +450,25 @@ static void link_watch_open(void)
     ev_io_start(H.loop, &N.link_io);
 }
 
-/* The temp name sits beside resolv.conf, where an agent may have put a
- * FIFO, a link or a directory: it is created O_EXCL beneath the
- * directory's fd (safepath: never followed, never blocking), a stale one
- * is unlinked first (unlink removes a link or FIFO itself), and the
- * rename goes by that fd. */
+/* ---- resolv.conf ---- */
+
+/* An unwritable resolv.conf is reported, not fatal: the interfaces work
+ * without it. */
 static int write_resolv(void)
 {
-    char tmp[300], buf[MAX_DNS * 80], dir[256], why[128];
-    const char *slash = strrchr(N.resolv, '/');
-    size_t len = 0;
-    for (size_t i = 0; i < N.n_dns; i++)
-        len += (size_t)snprintf(buf + len, sizeof(buf) - len, "nameserver %s\n", N.dns[i]);
-    if (!slash || !slash[1]) {
-        errno = EINVAL;
-        goto fail;
-    }
-    snprintf(dir, sizeof(dir), "%.*s", (int)(slash > N.resolv ? slash - N.resolv : 1), N.resolv);
-    const char *name = slash + 1;
-    snprintf(tmp, sizeof(tmp), "%s.hearth-tmp", name);
-    int dfd = safepath_open_abs(dir, O_DIRECTORY, 0, why, sizeof(why));
-    if (dfd < 0)
-        goto fail_why;
-    if (unlinkat(dfd, tmp, 0) < 0 && errno == EISDIR)
-        unlinkat(dfd, tmp, AT_REMOVEDIR);
-    int fd = safepath_open(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL, 0644, why, sizeof(why));
-    if (fd < 0) {
-        close(dfd);
-        snprintf(N.resolv_error, sizeof(N.resolv_error), "%s: unable to create %s/%s: %s",
-                 N.resolv, dir, tmp, why);
+    if (resolvconf_write(N.resolv, N.dns, N.n_dns, N.resolv_error, sizeof(N.resolv_error)) < 0) {
         log_error("network: %s", N.resolv_error);
         return -1;
     }
-    ssize_t w = write(fd, buf, len);
-    if (w != (ssize_t)len || fchmod(fd, 0644) < 0 || fsync(fd) < 0) {
-        if (w >= 0 && w != (ssize_t)len)
-            errno = EIO;
-        int e = errno;
-        close(fd);
-        unlinkat(dfd, tmp, 0);
-        close(dfd);
-        errno = e;
-        goto fail;
-    }
-    close(fd);
-    /* rename: readers see the old file or the new one, never half. */
-    if (renameat(dfd, tmp, dfd, name) < 0) {
-        int e = errno;
-        unlinkat(dfd, tmp, 0);
-        close(dfd);
-        errno = e;
-        goto fail;
-    }
-    close(dfd);
     N.resolv_error[0] = 0;
     return 0;
-fail_why:
-    snprintf(N.resolv_error, sizeof(N.resolv_error), "%s: %s", N.resolv, why);
-    log_error("network: %s", N.resolv_error);
-    return -1;
-fail:
-    snprintf(N.resolv_error, sizeof(N.resolv_error), "%s: %s", N.resolv, strerror(errno));
-    log_error("network: %s", N.resolv_error);
-    return -1;
 }
+
+/* ---- boot, replacement, verification ---- */
 
 void network_boot(const struct config *cfg)
 {
-    const struct network_cfg *net = cfg ? &cfg->network : NULL;
-    snprintf(N.resolv, sizeof(N.resolv), "%s",
-             net && net->resolv[0] ? net->resolv : CONFIG_RESOLV_CONF);
-    int64_t now = mono_ms();
-    size_t n_ifs = net ? net->n_ifs : 0, n_dns = net ? net->n_dns : 0;
-
-    if (net && net->n_ifs + net->n_dropped > MAX_IFACES)
-        log_error("network: more than %d interfaces; the rest are ignored", MAX_IFACES);
-    for (size_t i = 0; i < n_ifs && N.n < MAX_IFACES; i++) {
-        const struct net_iface_cfg *c = &net->ifs[i];
-        struct iface *f = &N.ifs[N.n++];
-        memset(f, 0, sizeof(*f));
-        memcpy(f->name, c->name, sizeof(f->name));
-        f->has_mac = c->has_mac;
-        memcpy(f->mac, c->mac, sizeof(f->mac));
-        f->has_addr = c->has_addr;
-        f->fam = c->fam;
-        f->prefix = c->prefix;
-        memcpy(f->addr, c->addr, sizeof(f->addr));
-        memcpy(f->addr_s, c->addr_s, sizeof(f->addr_s));
-        f->has_gw = c->has_gw;
-        f->gw_fam = c->gw_fam;
-        memcpy(f->gw, c->gw, sizeof(f->gw));
-        memcpy(f->gw_s, c->gw_s, sizeof(f->gw_s));
-        f->mtu = c->mtu;
-        f->required = c->required;
-        f->deadline = now + c->timeout_ms;
-        f->state = IF_WAITING;
-    }
-    for (size_t i = 0; i < n_dns && N.n_dns < MAX_DNS; i++)
-        snprintf(N.dns[N.n_dns++], sizeof(N.dns[0]), "%s", net->dns[i]);
+    load(cfg ? &cfg->network : NULL);
     if (N.n_dns)
         write_resolv();
     if (!N.n) {
@@ -446,23 +481,217 @@ void network_boot(const struct config *cfg)
     attempt_all();
 }
 
-int network_recheck(char *err, size_t errlen)
+/* Whether the new configuration puts the old interface's address on the
+ * same link: same name and address, and no MAC naming another NIC (the
+ * old NIC would keep a duplicate of the new one's address). */
+static bool new_has_addr(const struct network_cfg *net, const struct iface *f, int idx)
 {
-    int rc = 0;
+    const struct nr_link *l = nr_link_by_index(&snap, idx);
+    for (size_t i = 0; i < net->n_ifs && i < MAX_IFACES; i++) {
+        const struct net_iface_cfg *c = &net->ifs[i];
+        if (strcmp(c->name, f->c.name) == 0 && c->has_addr && c->fam == f->c.fam &&
+            c->prefix == f->c.prefix && memcmp(c->addr, f->c.addr, alen(c->fam)) == 0)
+            return !c->has_mac || (l && l->has_mac && memcmp(l->mac, c->mac, 6) == 0);
+    }
+    return false;
+}
+
+static bool same_route(const struct net_route_cfg *a, const struct net_route_cfg *b)
+{
+    return a->fam == b->fam && a->dst_len == b->dst_len && strcmp(a->dev, b->dev) == 0 &&
+           memcmp(a->dst, b->dst, alen(a->fam)) == 0 && a->has_via == b->has_via &&
+           (!a->has_via || memcmp(a->via, b->via, alen(a->fam)) == 0) &&
+           nr_metric(a->fam, a->metric) == nr_metric(b->fam, b->metric) && a->mtu == b->mtu;
+}
+
+static bool new_has_route(const struct network_cfg *net, const struct net_route_cfg *r)
+{
+    for (size_t i = 0; i < net->n_ifs && i < MAX_IFACES; i++) {
+        const struct net_iface_cfg *c = &net->ifs[i];
+        if (c->has_gw && strcmp(c->name, r->dev) == 0 && r->dst_len == 0 && r->has_via &&
+            !r->has_metric && r->mtu == 0 && c->gw_fam == r->fam &&
+            memcmp(c->gw, r->via, alen(r->fam)) == 0)
+            return true;
+    }
+    for (size_t i = 0; i < net->n_routes; i++)
+        if (same_route(&net->routes[i], r))
+            return true;
+    return false;
+}
+
+static bool new_has_neigh(const struct network_cfg *net, const struct net_neigh_cfg *n)
+{
+    for (size_t i = 0; i < net->n_neighs; i++) {
+        const struct net_neigh_cfg *c = &net->neighs[i];
+        if (strcmp(c->dev, n->dev) == 0 && c->fam == n->fam &&
+            memcmp(c->ip, n->ip, alen(c->fam)) == 0 && memcmp(c->mac, n->mac, 6) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The link an old interface was configured on, if it is still there. */
+static int old_index(const char *name)
+{
+    for (size_t i = 0; i < N.n; i++)
+        if (strcmp(N.ifs[i].c.name, name) == 0 && N.ifs[i].ifindex &&
+            nr_link_by_index(&snap, N.ifs[i].ifindex))
+            return N.ifs[i].ifindex;
+    return 0;
+}
+
+static bool gone(int rc)
+{
+    return rc == -ESRCH || rc == -ENOENT || rc == -EADDRNOTAVAIL || rc == -ENODEV;
+}
+
+static void removed(cJSON *arr, const char *name, const char *what, const char *text, int rc,
+                    const char *why)
+{
+    char line[300];
+    if (rc < 0 && gone(rc))
+        return;
+    snprintf(line, sizeof(line), "%s: %s %s%s%s", name, what, text, rc < 0 ? ": " : "",
+             rc < 0 ? why : "");
+    if (rc < 0)
+        log_warn("network: unable to remove %s", line);
+    else
+        log_info("network: removed %s", line);
+    if (arr)
+        cJSON_AddItemToArray(arr, cJSON_CreateString(line));
+}
+
+void network_replace(const struct network_cfg *net, cJSON *report)
+{
+    char why[160], text[140];
+    cJSON *arr = report ? cJSON_AddArrayToObject(report, "removed") : NULL;
+    int fd = nl_open(NETLINK_ROUTE, why, sizeof(why));
+    if (fd >= 0 && nr_dump_links(fd, &snap, why, sizeof(why)) < 0) {
+        close(fd);
+        fd = -1;
+    }
+    if (fd < 0) {
+        log_warn("network: rtnetlink: %s; what the old configuration set stays", why);
+    } else {
+        /* What hearth set for the old configuration and the new one lacks,
+         * on the links it set it on (an unplugged NIC took it along), in
+         * the reverse order of setting it: an address taken away first
+         * would take the routes through it along unreported. */
+        for (size_t i = 0; i < N.n_neighs; i++) {
+            const struct net_neigh_cfg *c = &N.neighs[i];
+            int idx = old_index(c->dev);
+            if (!idx || new_has_neigh(net, c))
+                continue;
+            int rc = nr_neigh_set(fd, false, idx, c->fam, c->ip, c->mac, why, sizeof(why));
+            removed(arr, c->dev, "neighbour", c->ip_s, rc, why);
+        }
+        for (size_t i = 0; i < N.n_routes; i++) {
+            const struct net_route_cfg *c = &N.routes[i];
+            int idx = old_index(c->dev);
+            if (!idx || new_has_route(net, c))
+                continue;
+            struct nr_route r;
+            route_form(c, idx, &r);
+            route_text(c, text, sizeof(text));
+            removed(arr, c->dev, "route", text, nr_route_set(fd, false, &r, why, sizeof(why)), why);
+        }
+        for (size_t i = 0; i < N.n; i++) {
+            const struct iface *f = &N.ifs[i];
+            int idx = old_index(f->c.name);
+            if (!f->c.has_addr || !idx || new_has_addr(net, f, idx))
+                continue;
+            int rc = nr_addr_set(fd, false, idx, f->c.fam, f->c.addr, f->c.prefix, why, sizeof(why));
+            removed(arr, f->c.name, "address", f->c.addr_s, rc, why);
+        }
+        close(fd);
+    }
+    load(net);
+    log_info("network: configuration replaced (%zu interface%s)", N.n, N.n == 1 ? "" : "s");
+    if (N.n)
+        link_watch_open();
+}
+
+int network_verify(cJSON *report, char *detail, size_t dl)
+{
+    char why[160];
+    struct pass p = {.detail = detail, .dl = dl};
+    int failed = 0;
+
+    detail[0] = 0;
+    if (!N.n && !N.n_dns) {
+        /* A replacement without interfaces settles the phase too. */
+        settle();
+        snprintf(detail, dl, "no network configured");
+        return NETWORK_SKIPPED;
+    }
+    cJSON *arr = report ? cJSON_AddArrayToObject(report, "interfaces") : NULL;
+    int fd = N.n ? snapshot(why, sizeof(why)) : -1;
+    if (N.n && fd < 0) {
+        snprintf(detail, dl, "rtnetlink: %s", why);
+        return NETWORK_FAILED;
+    }
+    int64_t now = mono_ms();
     for (size_t i = 0; i < N.n; i++) {
         struct iface *f = &N.ifs[i];
-        if (f->state != IF_UP)
-            continue;
-        if (configure(f) != 0) {
-            snprintf(err, errlen, "%s: %s", f->name, f->error[0] ? f->error : "gone");
-            rc = -1;
+        p.entry = cJSON_CreateObject();
+        p.repairs = NULL;
+        if (p.entry)
+            cJSON_AddStringToObject(p.entry, "name", f->c.name);
+        int before = p.n_repairs;
+        enum sync_rc rc = sync_iface(fd, f, &p);
+        const char *result = "ok";
+        if (rc == SYNC_OK) {
+            f->state = IF_UP;
+            f->error[0] = 0;
+            if (p.n_repairs > before)
+                result = "repaired";
+        } else if (rc == SYNC_MISSING && f->state == IF_WAITING && now < f->deadline) {
+            result = "waiting";
+            snprintf(why, sizeof(why), "not found yet (waiting up to %lld ms more)",
+                     (long long)(f->deadline - now));
+            detail_add(&p, f->c.name, why);
+        } else {
+            if (rc == SYNC_MISSING)
+                snprintf(f->error, sizeof(f->error), "not found");
+            f->state = IF_FAILED;
+            result = "failed";
+            failed++;
+            detail_add(&p, f->c.name, f->error);
+            log_warn("network: %s: %s", f->c.name, f->error);
+        }
+        if (p.entry) {
+            cJSON_AddStringToObject(p.entry, "result", result);
+            if (rc != SYNC_OK && f->state == IF_FAILED)
+                cJSON_AddStringToObject(p.entry, "error", f->error);
+            if (arr)
+                cJSON_AddItemToArray(arr, p.entry);
+            else
+                cJSON_Delete(p.entry);
         }
     }
-    if (N.n_dns && write_resolv() < 0 && rc == 0) {
-        snprintf(err, errlen, "%s", N.resolv_error);
-        rc = -1;
+    if (fd >= 0)
+        close(fd);
+    if (N.n_dns) {
+        const char *r = "ok";
+        if (!resolvconf_matches(N.resolv, N.dns, N.n_dns)) {
+            r = write_resolv() == 0 ? "rewritten" : "failed";
+            if (*r == 'f') {
+                failed++;
+                detail_add(&p, "resolv.conf", N.resolv_error);
+            } else {
+                p.n_repairs++;
+                detail_add(&p, "resolv.conf", "differed; rewritten");
+            }
+        }
+        if (report)
+            cJSON_AddStringToObject(report, "resolv_conf", r);
     }
-    return rc;
+    settle();
+    if (failed)
+        return NETWORK_FAILED;
+    if (!p.dlen)
+        snprintf(detail, dl, "%zu interface%s in order", N.n, N.n == 1 ? "" : "s");
+    return p.n_repairs ? NETWORK_REPAIRED : NETWORK_OK;
 }
 
 cJSON *network_json(void)
@@ -475,19 +704,52 @@ cJSON *network_json(void)
     for (size_t i = 0; i < N.n; i++) {
         const struct iface *f = &N.ifs[i];
         cJSON *j = cJSON_CreateObject();
-        cJSON_AddStringToObject(j, "name", f->name);
+        cJSON_AddStringToObject(j, "name", f->c.name);
+        if (f->c.has_mac) {
+            char m[24];
+            mac_text(f->c.mac, m);
+            cJSON_AddStringToObject(j, "mac", m);
+        }
         cJSON_AddStringToObject(j, "state", state_names[f->state]);
         cJSON_AddNumberToObject(j, "ifindex", f->ifindex);
-        if (f->has_addr)
-            cJSON_AddStringToObject(j, "address", f->addr_s);
-        if (f->has_gw)
-            cJSON_AddStringToObject(j, "gateway", f->gw_s);
-        if (f->mtu)
-            cJSON_AddNumberToObject(j, "mtu", f->mtu);
-        cJSON_AddBoolToObject(j, "required", f->required);
+        if (f->c.has_addr)
+            cJSON_AddStringToObject(j, "address", f->c.addr_s);
+        if (f->c.has_gw)
+            cJSON_AddStringToObject(j, "gateway", f->c.gw_s);
+        if (f->c.mtu)
+            cJSON_AddNumberToObject(j, "mtu", f->c.mtu);
+        cJSON_AddBoolToObject(j, "required", f->c.required);
         if (f->error[0])
             cJSON_AddStringToObject(j, "error", f->error);
         cJSON_AddItemToArray(a, j);
+    }
+    if (N.n_routes > N.n_gw_routes) {
+        cJSON *ra = cJSON_AddArrayToObject(o, "routes");
+        for (size_t i = N.n_gw_routes; ra && i < N.n_routes; i++) {
+            const struct net_route_cfg *r = &N.routes[i];
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddStringToObject(j, "to", r->to_s);
+            if (r->has_via)
+                cJSON_AddStringToObject(j, "via", r->via_s);
+            cJSON_AddStringToObject(j, "dev", r->dev);
+            if (r->has_metric)
+                cJSON_AddNumberToObject(j, "metric", r->metric);
+            if (r->mtu)
+                cJSON_AddNumberToObject(j, "mtu", r->mtu);
+            cJSON_AddItemToArray(ra, j);
+        }
+    }
+    if (N.n_neighs) {
+        cJSON *na = cJSON_AddArrayToObject(o, "neighbours");
+        for (size_t i = 0; na && i < N.n_neighs; i++) {
+            char m[24];
+            cJSON *j = cJSON_CreateObject();
+            mac_text(N.neighs[i].mac, m);
+            cJSON_AddStringToObject(j, "ip", N.neighs[i].ip_s);
+            cJSON_AddStringToObject(j, "mac", m);
+            cJSON_AddStringToObject(j, "dev", N.neighs[i].dev);
+            cJSON_AddItemToArray(na, j);
+        }
     }
     cJSON *d = cJSON_AddArrayToObject(o, "dns");
     for (size_t i = 0; d && i < N.n_dns; i++)
@@ -499,83 +761,6 @@ cJSON *network_json(void)
 }
 
 /* ---- diagnosis ---- */
-
-struct find {
-    const struct iface *f;
-    bool found;
-    int nud;
-};
-
-static int addr_cb(const struct nlmsghdr *h, void *arg)
-{
-    struct find *q = arg;
-    const struct nlattr *tb[IFA_MAX + 1];
-    const struct ifaddrmsg *ifa;
-    if (h->nlmsg_type != RTM_NEWADDR || !(ifa = nl_msg_attrs(h, sizeof(*ifa), tb, IFA_MAX)) ||
-        (int)ifa->ifa_index != q->f->ifindex || ifa->ifa_family != q->f->fam ||
-        ifa->ifa_prefixlen != q->f->prefix)
-        return 0;
-    const struct nlattr *a = tb[IFA_LOCAL] ? tb[IFA_LOCAL] : tb[IFA_ADDRESS];
-    size_t al = q->f->fam == AF_INET ? 4 : 16;
-    if (a && nl_attr_len(a) == al && memcmp(nl_attr_data(a), q->f->addr, al) == 0)
-        q->found = true;
-    return 0;
-}
-
-static int route_cb(const struct nlmsghdr *h, void *arg)
-{
-    struct find *q = arg;
-    const struct nlattr *tb[RTA_MAX + 1];
-    const struct rtmsg *rt;
-    if (h->nlmsg_type != RTM_NEWROUTE || !(rt = nl_msg_attrs(h, sizeof(*rt), tb, RTA_MAX)) ||
-        rt->rtm_dst_len != 0 || rt->rtm_table != RT_TABLE_MAIN || rt->rtm_family != q->f->gw_fam)
-        return 0;
-    size_t al = q->f->gw_fam == AF_INET ? 4 : 16;
-    if (tb[RTA_GATEWAY] && nl_attr_len(tb[RTA_GATEWAY]) == al &&
-        memcmp(nl_attr_data(tb[RTA_GATEWAY]), q->f->gw, al) == 0 &&
-        (!tb[RTA_OIF] || (int)nl_attr_get_u32(tb[RTA_OIF]) == q->f->ifindex))
-        q->found = true;
-    return 0;
-}
-
-static int neigh_cb(const struct nlmsghdr *h, void *arg)
-{
-    struct find *q = arg;
-    const struct nlattr *tb[NDA_MAX + 1];
-    const struct ndmsg *nd;
-    if (h->nlmsg_type != RTM_NEWNEIGH || !(nd = nl_msg_attrs(h, sizeof(*nd), tb, NDA_MAX)) ||
-        nd->ndm_ifindex != q->f->ifindex)
-        return 0;
-    size_t al = q->f->gw_fam == AF_INET ? 4 : 16;
-    if (tb[NDA_DST] && nl_attr_len(tb[NDA_DST]) == al && memcmp(nl_attr_data(tb[NDA_DST]), q->f->gw, al) == 0) {
-        q->found = true;
-        q->nud = nd->ndm_state;
-    }
-    return 0;
-}
-
-static bool dump(uint16_t type, int family, nl_msg_cb cb, struct find *q)
-{
-    char err[160];
-    struct nlbuf b;
-    int fd = nl_open(NETLINK_ROUTE, err, sizeof(err));
-    if (fd < 0)
-        return false;
-    nl_init(&b, next_seq());
-    nl_msg_begin(&b, type, NLM_F_DUMP);
-    /* rtgenmsg-sized headers are accepted by every dump; the family filters. */
-    struct ndmsg hdr = {.ndm_family = (uint8_t)family};
-    size_t hl = type == RTM_GETADDR ? sizeof(struct ifaddrmsg)
-              : type == RTM_GETROUTE ? sizeof(struct rtmsg) : sizeof(struct ndmsg);
-    uint8_t raw[sizeof(struct rtmsg) + sizeof(struct ndmsg)] = {0};
-    memcpy(raw, &hdr, 1);
-    nl_put(&b, raw, hl);
-    nl_msg_end(&b);
-    int rc = nl_dump(fd, &b, cb, q, err, sizeof(err));
-    nl_free(&b);
-    close(fd);
-    return rc == 0;
-}
 
 static const char *nud_name(int s)
 {
@@ -595,60 +780,72 @@ static const char *nud_name(int s)
  * background; nothing here waits for it. */
 static void probe(const struct iface *f)
 {
-    int s = socket(f->gw_fam, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int s = socket(f->c.gw_fam, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (s < 0)
         return;
     struct sockaddr_storage ss = {0};
     socklen_t sl;
-    if (f->gw_fam == AF_INET) {
+    if (f->c.gw_fam == AF_INET) {
         struct sockaddr_in *in = (struct sockaddr_in *)&ss;
         in->sin_family = AF_INET;
         in->sin_port = htons(9);
-        memcpy(&in->sin_addr, f->gw, 4);
+        memcpy(&in->sin_addr, f->c.gw, 4);
         sl = sizeof(*in);
     } else {
         struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
         in6->sin6_family = AF_INET6;
         in6->sin6_port = htons(9);
-        memcpy(&in6->sin6_addr, f->gw, 16);
+        memcpy(&in6->sin6_addr, f->c.gw, 16);
         sl = sizeof(*in6);
     }
     if (sendto(s, "", 0, MSG_DONTWAIT, (struct sockaddr *)&ss, sl) < 0 && errno != EAGAIN)
-        log_debug("network: probe of %s: %s", f->gw_s, strerror(errno));
+        log_debug("network: probe of %s: %s", f->c.gw_s, strerror(errno));
     close(s);
 }
 
 cJSON *network_check_json(void)
 {
+    char why[160];
     cJSON *o = network_json();
     cJSON *arr = o ? cJSON_GetObjectItemCaseSensitive(o, "interfaces") : NULL, *j;
+    int fd = N.n ? snapshot(why, sizeof(why)) : -1;
+    bool neighs = fd >= 0 && nr_dump_neighs(fd, &snap, why, sizeof(why)) == 0;
+    if (fd >= 0)
+        close(fd);
+    if (N.n && fd < 0 && o)
+        cJSON_AddStringToObject(o, "error", why);
     size_t i = 0;
     cJSON_ArrayForEach(j, arr) {
         const struct iface *f = &N.ifs[i++];
-        char err[160];
-        struct link_info li = {.want_index = f->ifindex ? f->ifindex : (int)if_nametoindex(f->name)};
-        bool found = li.want_index && link_lookup(&li, err, sizeof(err)) == 0 && li.index;
-        cJSON_AddBoolToObject(j, "present", found);
-        if (!found)
+        /* As a resume's check finds it: by MAC, else by name. */
+        const struct nr_link *l = fd >= 0 && f->c.has_mac ? nr_link_by_mac(&snap, f->c.mac) : NULL;
+        if (!l && fd >= 0)
+            l = nr_link_by_name(&snap, f->c.name);
+        cJSON_AddBoolToObject(j, "present", l != NULL);
+        if (!l)
             continue;
-        struct iface cur = *f;
-        cur.ifindex = li.index;
-        cJSON_AddBoolToObject(j, "link_up", (li.flags & IFF_UP) != 0);
-        cJSON_AddBoolToObject(j, "carrier", (li.flags & IFF_LOWER_UP) != 0);
-        cJSON_AddNumberToObject(j, "mtu_now", li.mtu);
-        if (f->has_addr) {
-            struct find q = {.f = &cur};
-            dump(RTM_GETADDR, f->fam, addr_cb, &q);
-            cJSON_AddBoolToObject(j, "address_present", q.found);
+        if (l->has_mac) {
+            char m[24];
+            mac_text(l->mac, m);
+            cJSON_AddStringToObject(j, "mac_now", m);
         }
-        if (f->has_gw) {
-            struct find q = {.f = &cur};
-            dump(RTM_GETROUTE, f->gw_fam, route_cb, &q);
-            cJSON_AddBoolToObject(j, "default_route", q.found);
-            probe(&cur);
-            struct find n = {.f = &cur};
-            dump(RTM_GETNEIGH, f->gw_fam, neigh_cb, &n);
-            cJSON_AddStringToObject(j, "gateway_neighbour", n.found ? nud_name(n.nud) : "none");
+        cJSON_AddBoolToObject(j, "link_up", (l->flags & IFF_UP) != 0);
+        cJSON_AddBoolToObject(j, "carrier", (l->flags & IFF_LOWER_UP) != 0);
+        cJSON_AddNumberToObject(j, "mtu_now", l->mtu);
+        if (f->c.has_addr)
+            cJSON_AddBoolToObject(j, "address_present",
+                                  nr_has_addr(&snap, l->index, f->c.fam, f->c.addr, f->c.prefix));
+        if (f->c.has_gw) {
+            struct nr_route r = {.fam = f->c.gw_fam, .has_gw = true, .oif = l->index};
+            memcpy(r.gw, f->c.gw, sizeof(r.gw));
+            cJSON_AddBoolToObject(j, "default_route", nr_has_route(&snap, &r));
+            probe(f);
+            int nud = -1;
+            for (size_t k = 0; neighs && k < snap.n_neighs; k++)
+                if (snap.neighs[k].index == l->index && snap.neighs[k].fam == f->c.gw_fam &&
+                    memcmp(snap.neighs[k].ip, f->c.gw, alen(f->c.gw_fam)) == 0)
+                    nud = snap.neighs[k].state;
+            cJSON_AddStringToObject(j, "gateway_neighbour", nud < 0 ? "none" : nud_name(nud));
         }
     }
     return o;

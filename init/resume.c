@@ -30,8 +30,8 @@ static int64_t last_resume_mono_ms = -1;
 
 /* ---- resume ---- */
 
-enum step_result { STEP_OK, STEP_SKIPPED, STEP_FAILED };
-static const char *const step_results[] = {"ok", "skipped", "failed"};
+enum step_result { STEP_OK, STEP_SKIPPED, STEP_FAILED, STEP_REPAIRED };
+static const char *const step_results[] = {"ok", "skipped", "failed", "repaired"};
 
 struct resume_ctx {
     const struct sandbox_resume_req *req;
@@ -93,9 +93,28 @@ static enum step_result step_mounts(struct resume_ctx *rc, char *d, size_t dl)
     return run_hook(mounts_recheck, d, dl);
 }
 
+/* A platform restoring onto a new NIC hands the new network here: it
+ * replaces the old one (and the gateways and name servers the egress
+ * policy always allows) before the check, which then applies it. */
 static enum step_result step_network(struct resume_ctx *rc, char *d, size_t dl)
 {
-    return run_hook(network_recheck, d, dl);
+    const struct network_cfg *net = rc->req ? rc->req->network : NULL;
+    if (net) {
+        char why[256];
+        network_replace(net, rc->row);
+        if (egress_set_always(net, true, why, sizeof(why)) < 0)
+            cJSON_AddStringToObject(rc->row, "egress", why);
+    }
+    switch (network_verify(rc->row, d, dl)) {
+    case NETWORK_OK:
+        return STEP_OK;
+    case NETWORK_REPAIRED:
+        return STEP_REPAIRED;
+    case NETWORK_SKIPPED:
+        return STEP_SKIPPED;
+    default:
+        return STEP_FAILED;
+    }
 }
 
 static enum step_result step_egress(struct resume_ctx *rc, char *d, size_t dl)
@@ -186,7 +205,7 @@ struct cJSON *sandbox_resume(const struct sandbox_resume_req *req, const char *c
                              size_t errlen)
 {
     struct resume_ctx rc = {.req = req, .cause = cause, .host = strcmp(cause, "host") == 0};
-    char detail[256];
+    char detail[512];
     int64_t t0 = mono_ns();
 
     if (sandbox_state() == SANDBOX_FREEZING) {

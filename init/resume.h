@@ -15,12 +15,14 @@
 #include <time.h>
 
 struct cJSON;
+struct network_cfg;
 
 struct sandbox_resume_req {
     bool has_time;
     struct timespec time;
     const uint8_t *entropy;
     size_t entropy_len;
+    const struct network_cfg *network;  /* validated; NULL: keep the one in force */
 };
 /* Runs every resume step in order (time, entropy, mounts, network, egress,
  * skills, thaw, on_resume, health) and returns the report, also kept as

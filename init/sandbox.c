@@ -23,6 +23,7 @@
 #include "machine.h"
 #include "mounts.h"
 #include "egress.h"
+#include "network.h"
 #include "gates.h"
 #include "reaper.h"
 #include "resumefile.h"
@@ -185,12 +186,15 @@ static int env_merge(const cJSON *obj, char *err, size_t errlen)
 struct init_parsed {
     struct egress_policy egress;
     struct host_mounts_cfg host_mounts;
+    struct network_cfg *network;    /* allocated: the typed section is large */
 };
 
 static void init_parsed_free(struct init_parsed *p)
 {
     egress_policy_free(&p->egress);
     host_mounts_free(&p->host_mounts);
+    free(p->network);
+    p->network = NULL;
 }
 
 static int init_validate(const struct sandbox_init_req *r, struct init_parsed *p, char *err,
@@ -238,6 +242,14 @@ static int init_validate(const struct sandbox_init_req *r, struct init_parsed *p
         return -1;
     if (r->host_mounts && host_mounts_parse(r->host_mounts, &p->host_mounts, err, errlen) < 0)
         return -1;
+    if (r->network) {
+        if (!(p->network = malloc(sizeof(*p->network)))) {
+            snprintf(err, errlen, "network: out of memory");
+            return -1;
+        }
+        if (network_parse(r->network, p->network, err, errlen) < 0)
+            return -1;
+    }
     if (r->hostname && !hostname_ok(r->hostname)) {
         snprintf(err, errlen, "hostname: not a valid host name");
         return -1;
@@ -249,7 +261,7 @@ int sandbox_init(const struct sandbox_init_req *r, cJSON *report, int *code, cha
                  size_t errlen)
 {
     struct init_parsed p;
-    char detail[256];
+    char detail[512];
     int rc = 0;
 
     memset(&p, 0, sizeof(p));
@@ -286,6 +298,20 @@ int sandbox_init(const struct sandbox_init_req *r, cJSON *report, int *code, cha
         int e = entropy_add(r->entropy, r->entropy_len, detail, sizeof(detail));
         cJSON_AddStringToObject(report, "entropy", e == 0 ? "added" : detail);
         if (e < 0)
+            rc = -1;
+    }
+    if (r->network) {
+        /* Before the policy: it always allows the new gateways and name
+         * servers. */
+        cJSON *net = cJSON_AddObjectToObject(report, "network");
+        network_replace(p.network, net);
+        if (egress_set_always(p.network, !r->egress, detail, sizeof(detail)) < 0) {
+            cJSON_AddStringToObject(net, "egress", detail);
+            rc = -1;
+        }
+        int v = network_verify(net, detail, sizeof(detail));
+        cJSON_AddStringToObject(net, "detail", detail);
+        if (v == NETWORK_FAILED)
             rc = -1;
     }
     if (r->egress) {

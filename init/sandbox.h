@@ -40,6 +40,7 @@ struct sandbox_init_req {
     const struct cJSON *env;         /* object of string values, or NULL */
     const struct cJSON *egress;      /* object, or NULL */
     const struct cJSON *host_mounts; /* string item, or NULL */
+    const struct cJSON *network;     /* object, as the config's `network`, or NULL */
     const char *hostname;            /* or NULL */
     bool has_time;
     struct timespec time;

@@ -174,6 +174,102 @@ int rule_cidr_net(const cJSON *v, struct vctx *c)
     return vfail(c, "bad CIDR %s: %s", names_quote(v->valuestring, q, sizeof(q)), reason);
 }
 
+/* A route's destination: a network (host bits refused, as in a policy)
+ * or "default". */
+int rule_route_to(const cJSON *v, struct vctx *c)
+{
+    if (strcmp(v->valuestring, "default") == 0)
+        return 0;
+    return rule_cidr_net(v, c);
+}
+
+static int ip_family(const char *s)
+{
+    int fam = 0;
+    return netaddr_parse_ip(s, &fam, NULL) ? fam : 0;
+}
+
+/* Whether dev names one of the section's interfaces. */
+static bool iface_listed(const cJSON *net, const char *dev)
+{
+    const cJSON *it;
+    cJSON_ArrayForEach(it, jget(net, "interfaces"))
+        if (strcmp(jget(it, "name")->valuestring, dev) == 0)
+            return true;
+    return false;
+}
+
+/* "dev" of entry i of list (routes, neighbours) must name an interface. */
+static int check_dev(const cJSON *net, const cJSON *entry, const char *list, size_t i,
+                     struct vctx *c)
+{
+    char q[NAMES_QUOTE_MAX];
+    const char *dev = jget(entry, "dev")->valuestring;
+
+    if (iface_listed(net, dev))
+        return 0;
+    vpath_append(c, ".%s[%zu].dev", list, i);
+    return vfail(c, "%s is not the name of one of network.interfaces", names_quote(dev, q, sizeof(q)));
+}
+
+/* What the tables cannot say: names and MACs are unique among the
+ * interfaces, routes and neighbours are on listed interfaces, and a
+ * route's gateway is of its destination's family. */
+int rule_network(const cJSON *net, struct vctx *c)
+{
+    const cJSON *it, *jt;
+    char q[NAMES_QUOTE_MAX];
+    size_t i = 0;
+
+    cJSON_ArrayForEach(it, jget(net, "interfaces")) {
+        const char *name = jget(it, "name")->valuestring;
+        const cJSON *mac = jget(it, "mac");
+        size_t j = 0;
+        cJSON_ArrayForEach(jt, jget(net, "interfaces")) {
+            if (j == i)
+                break;
+            const cJSON *jmac = jget(jt, "mac");
+            if (strcmp(jget(jt, "name")->valuestring, name) == 0) {
+                vpath_append(c, ".interfaces[%zu].name", i);
+                return vfail(c, "%s is also interfaces[%zu]", names_quote(name, q, sizeof(q)), j);
+            }
+            uint8_t a[6], b[6];
+            if (mac && jmac && netaddr_parse_mac(mac->valuestring, a) &&
+                netaddr_parse_mac(jmac->valuestring, b) && memcmp(a, b, 6) == 0) {
+                vpath_append(c, ".interfaces[%zu].mac", i);
+                return vfail(c, "%s is also the MAC of interfaces[%zu]",
+                             names_quote(mac->valuestring, q, sizeof(q)), j);
+            }
+            j++;
+        }
+        i++;
+    }
+    i = 0;
+    cJSON_ArrayForEach(it, jget(net, "routes")) {
+        if (check_dev(net, it, "routes", i, c) < 0)
+            return -1;
+        const char *to = jget(it, "to")->valuestring;
+        const cJSON *via = jget(it, "via");
+        if (via && strcmp(to, "default") != 0) {
+            struct cidr dst;
+            if (cidr_parse(to, false, &dst, NULL, 0) == 0 && dst.family != ip_family(via->valuestring)) {
+                vpath_append(c, ".routes[%zu].via", i);
+                return vfail(c, "%s is not of the family of \"to\" %s",
+                             names_quote(via->valuestring, q, sizeof(q)),
+                             dst.family == AF_INET ? "(IPv4)" : "(IPv6)");
+            }
+        }
+        i++;
+    }
+    i = 0;
+    cJSON_ArrayForEach(it, jget(net, "neighbours")) {
+        if (check_dev(net, it, "neighbours", i, c) < 0)
+            return -1;
+        i++;
+    }
+    return 0;
+}
+
 int rule_fstype(const cJSON *v, struct vctx *c)
 {
     char q[NAMES_QUOTE_MAX];

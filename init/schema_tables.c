@@ -108,8 +108,26 @@ static const struct key k_interface[] = {
     KEY("timeout_ms", &s_ms),
     {0}};
 
+/* A route hearth keeps in the main table (RTM_NEWROUTE, replacing). */
+static const struct key k_route[] = {
+    REQUIRED("to", STRING(rule_route_to)),
+    KEY("via", &s_ip),
+    REQUIRED("dev", STRING(rule_ifname)),
+    KEY("metric", INT(0, 0xffffffffLL)),
+    KEY("mtu", INT(68, 65535)),
+    {0}};
+
+/* A permanent neighbour entry (RTM_NEWNEIGH, NUD_PERMANENT). */
+static const struct key k_neighbour[] = {
+    REQUIRED("ip", &s_ip),
+    REQUIRED("mac", STRING(rule_mac)),
+    REQUIRED("dev", STRING(rule_ifname)),
+    {0}};
+
 static const struct key k_network[] = {
     KEY("interfaces", ARRAY(OBJECT(k_interface, NULL), 0, 0, NULL)),
+    KEY("routes", ARRAY(OBJECT(k_route, NULL), 0, NETWORK_MAX_ROUTES, NULL)),
+    KEY("neighbours", ARRAY(OBJECT(k_neighbour, NULL), 0, NETWORK_MAX_NEIGHS, NULL)),
     KEY("dns", ARRAY(&s_ip, 0, 0, NULL)),
     KEY("resolv_conf", &s_abspath),
     {0}};
@@ -254,7 +272,7 @@ static const struct key k_top[] = {
     KEY("metrics", OBJECT(k_metrics, rule_metrics)),
     KEY("exec", OBJECT(k_exec, NULL)),
     KEY("activity", OBJECT(k_activity, NULL)),
-    KEY("network", OBJECT(k_network, NULL)),
+    KEY("network", OBJECT(k_network, rule_network)),
     KEY("mounts", ARRAY(OBJECT(k_mount, rule_mount), 0, 0, NULL)),
     KEY("host_mounts", STRING(rule_host_mounts)),
     KEY("host_mounts_rule", OBJECT(k_mount_rule, rule_mount_rule)),

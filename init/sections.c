@@ -206,6 +206,66 @@ void network_extract(const cJSON *net, struct network_cfg *out)
         if (out->n_dns < NETWORK_CFG_MAX && cJSON_IsString(it))
             snprintf(out->dns[out->n_dns++], sizeof(out->dns[0]), "%s", it->valuestring);
     }
+    cJSON_ArrayForEach(it, jget(net, "routes")) {
+        if (out->n_routes >= NETWORK_MAX_ROUTES)
+            break;
+        struct net_route_cfg *r = &out->routes[out->n_routes];
+        const char *to = jget_str_or(it, "to", ""), *via = jget_str_or(it, "via", NULL);
+        memset(r, 0, sizeof(*r));
+        snprintf(r->to_s, sizeof(r->to_s), "%s", to);
+        snprintf(r->dev, sizeof(r->dev), "%s", jget_str_or(it, "dev", ""));
+        if (via) {
+            snprintf(r->via_s, sizeof(r->via_s), "%s", via);
+            r->has_via = netaddr_parse_ip(via, &r->fam, r->via);
+        }
+        if (strcmp(to, "default") == 0) {
+            if (!r->has_via)
+                r->fam = AF_INET;
+        } else {
+            struct cidr dst;
+            if (cidr_parse(to, false, &dst, NULL, 0) < 0)
+                continue;
+            r->fam = dst.family;
+            r->dst_len = dst.prefix;
+            memcpy(r->dst, dst.addr, sizeof(r->dst));
+        }
+        const cJSON *m = jget(it, "metric");
+        r->has_metric = cJSON_IsNumber(m);
+        r->metric = r->has_metric ? (uint32_t)m->valuedouble : 0;
+        r->mtu = (int)jget_int_or(it, "mtu", 0);
+        out->n_routes++;
+    }
+    cJSON_ArrayForEach(it, jget(net, "neighbours")) {
+        if (out->n_neighs >= NETWORK_MAX_NEIGHS)
+            break;
+        struct net_neigh_cfg *n = &out->neighs[out->n_neighs];
+        const char *ip = jget_str_or(it, "ip", ""), *mac = jget_str_or(it, "mac", "");
+        memset(n, 0, sizeof(*n));
+        snprintf(n->ip_s, sizeof(n->ip_s), "%s", ip);
+        snprintf(n->dev, sizeof(n->dev), "%s", jget_str_or(it, "dev", ""));
+        if (netaddr_parse_ip(ip, &n->fam, n->ip) && netaddr_parse_mac(mac, n->mac))
+            out->n_neighs++;
+    }
+}
+
+int network_parse(const cJSON *net, struct network_cfg *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    if (schema_check_section("network", net, err, errlen) < 0)
+        return -1;
+    int n_ifs = cJSON_GetArraySize(jget(net, "interfaces"));
+    int n_dns = cJSON_GetArraySize(jget(net, "dns"));
+    if (n_ifs > NETWORK_USED_IFACES) {
+        snprintf(err, errlen, "network.interfaces: %d entries, at most %d", n_ifs,
+                 NETWORK_USED_IFACES);
+        return -1;
+    }
+    if (n_dns > NETWORK_USED_DNS) {
+        snprintf(err, errlen, "network.dns: %d entries, at most %d", n_dns, NETWORK_USED_DNS);
+        return -1;
+    }
+    network_extract(net, out);
+    return 0;
 }
 
 /* ---- mounts and host_mounts ---- */

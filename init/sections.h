@@ -52,6 +52,36 @@ struct net_iface_cfg {
     int64_t timeout_ms;
 };
 
+/* What network.c acts on: the first 16 interfaces and 8 name servers
+ * of the config (a longer list is logged); sandbox.init and
+ * sandbox.resume refuse more. */
+#define NETWORK_USED_IFACES 16
+#define NETWORK_USED_DNS 8
+/* Bounds of `routes` and `neighbours` (the schema refuses more). */
+#define NETWORK_MAX_ROUTES 64
+#define NETWORK_MAX_NEIGHS 64
+
+/* One `network.routes` entry, parsed ("default" is a /0 of via's family,
+ * IPv4 without via). */
+struct net_route_cfg {
+    int fam, dst_len;
+    uint8_t dst[16];
+    bool has_via, has_metric;
+    uint8_t via[16];
+    uint32_t metric;
+    int mtu;                        /* 0 = none */
+    char dev[16];
+    char to_s[64], via_s[64];       /* as stated */
+};
+
+/* One `network.neighbours` entry, parsed. */
+struct net_neigh_cfg {
+    int fam;
+    uint8_t ip[16], mac[6];
+    char dev[16];
+    char ip_s[64];
+};
+
 /* The `network` section, parsed. */
 struct network_cfg {
     struct net_iface_cfg ifs[NETWORK_CFG_MAX];
@@ -59,11 +89,20 @@ struct network_cfg {
     char dns[NETWORK_CFG_MAX][64];
     size_t n_dns;
     char resolv[256];
+    struct net_route_cfg routes[NETWORK_MAX_ROUTES];
+    size_t n_routes;
+    struct net_neigh_cfg neighs[NETWORK_MAX_NEIGHS];
+    size_t n_neighs;
 };
 
 /* Extracts a `network` section the schema has checked (NULL: absent),
  * with the defaults of config.h. */
 void network_extract(const struct cJSON *net, struct network_cfg *out);
+/* Validates a `network` object as sandbox.init and sandbox.resume
+ * receive it (the schema, then at most NETWORK_USED_IFACES interfaces
+ * and NETWORK_USED_DNS servers) and extracts it, in one pass. Returns 0,
+ * or -1 with err naming the field ("network.interfaces[1].mac: ..."). */
+int network_parse(const struct cJSON *net, struct network_cfg *out, char *err, size_t errlen);
 
 /* One `mounts` entry, parsed (NULL strings: not given). */
 struct mount_cfg {

@@ -308,6 +308,45 @@ static int add_entropy_from(struct ctl *t, cJSON *params, const char *key, const
     return 0;
 }
 
+/* --network FILE: a JSON object (the config's `network` shape), read
+ * whole (at most 256 KiB) and sent as params[key]; hearth validates it. */
+#define NETWORK_FROM_MAX (256 * 1024)
+static int add_json_from(struct ctl *t, cJSON *params, const char *key, const char *path)
+{
+    char *buf = malloc(NETWORK_FROM_MAX + 1);
+    size_t got = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+    if (!buf)
+        die_oom();
+    if (fd < 0) {
+        fprintf(stderr, "hearthctl: %s: %s\n", path, strerror(errno));
+        free(buf);
+        return EXIT_USAGE;
+    }
+    while (got < NETWORK_FROM_MAX + 1) {
+        ssize_t n = read(fd, buf + got, NETWORK_FROM_MAX + 1 - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    if (got > NETWORK_FROM_MAX) {
+        free(buf);
+        return usage_err(t, "'%s' is larger than 256 KiB", path);
+    }
+    cJSON *o = cJSON_ParseWithLength(buf, got);
+    free(buf);
+    if (!cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return usage_err(t, "'%s' does not hold a JSON object", path);
+    }
+    cJSON_AddItemToObject(params, key, o);
+    return 0;
+}
+
 /* --time now|SEC[.FRACTION] as {"sec","nsec"}. */
 static int add_time(struct ctl *t, cJSON *params, const char *v)
 {
@@ -384,6 +423,8 @@ static int b_init(struct ctl *t, int argc, char **argv, cJSON **params)
             rc = add_time(t, p, v);
         } else if ((v = opt_value(argc, argv, &i, "--entropy-from", NULL, &missing))) {
             rc = add_entropy_from(t, p, "entropy", v);
+        } else if ((v = opt_value(argc, argv, &i, "--network", NULL, &missing))) {
+            rc = add_json_from(t, p, "network", v);
         } else if (missing) {
             rc = usage_err(t, "%s needs a value", argv[i]);
         } else {
@@ -439,6 +480,8 @@ static int b_resume(struct ctl *t, int argc, char **argv, cJSON **params)
             rc = add_time(t, p, v);
         else if ((v = opt_value(argc, argv, &i, "--entropy-from", NULL, &missing)))
             rc = add_entropy_from(t, p, "entropy", v);
+        else if ((v = opt_value(argc, argv, &i, "--network", NULL, &missing)))
+            rc = add_json_from(t, p, "network", v);
         else if (missing)
             rc = usage_err(t, "%s needs a value", argv[i]);
         else
@@ -556,13 +599,14 @@ static const struct cmd cmds[] = {
     {.name = "call", .method = NULL, .args = "METHOD [JSON]",
      .help = "call any method; params JSON, default {}", .build = b_call},
     {.name = "init", .method = "sandbox.init",
-     .args = "[--env K=V]... [--allow-out CIDR]... [--hostname H] [--time now|SEC] [--entropy-from PATH]",
+     .args = "[--env K=V]... [--allow-out CIDR]... [--hostname H] [--time now|SEC] [--entropy-from PATH] [--network FILE]",
      .help = "send the per-sandbox parameters (releases services after init)", .build = b_init,
      .print = p_init},
     {.name = "freeze", .method = "sandbox.freeze", .args = "[--timeout-ms MS] [--force]",
      .help = "sync persistent mounts and freeze the services", .build = b_freeze,
      .print = p_steps},
-    {.name = "resume", .method = "sandbox.resume", .args = "[--time now|SEC] [--entropy-from PATH]",
+    {.name = "resume", .method = "sandbox.resume",
+     .args = "[--time now|SEC] [--entropy-from PATH] [--network FILE]",
      .help = "run the resume checks and thaw; each step timed", .build = b_resume,
      .print = p_steps},
     {.name = "cp", .method = "files.write", .args = "SRC DST",

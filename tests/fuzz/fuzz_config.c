@@ -15,9 +15,16 @@
  *     with the same shape (config.get output can be fed back);
  *   - every top-level section passes config_check_section on its own, as
  *     sandbox.init/egress.set receive them;
+ *   - the `network` section goes through network_parse, as sandbox.init
+ *     and sandbox.resume receive it: accepted unless it is over their
+ *     bounds (more than 16 interfaces or 8 name servers), and then typed
+ *     exactly as at load (routes and neighbours on listed interfaces);
  * and for a refused one that err holds a non-empty terminated message. */
 #include "config.h"
 #include "redact.h"
+#include "sections.h"
+
+#include <sys/socket.h>
 
 #include <cJSON.h>
 
@@ -78,6 +85,36 @@ static void check_typed(const struct config *cfg)
     }
 }
 
+static void check_network(const struct config *cfg, const cJSON *net)
+{
+    static struct network_cfg n;
+    char err[CONFIG_ERR_MAX];
+    const struct network_cfg *c = &cfg->network;
+    bool over = c->n_ifs + c->n_dropped > NETWORK_USED_IFACES || c->n_dns > NETWORK_USED_DNS;
+    int rc = network_parse(net, &n, err, sizeof(err));
+    FUZZ_CHECK((rc == 0) == !over, "network_parse %s a section the config %s: %s",
+               rc == 0 ? "accepted" : "refused", "accepted", rc == 0 ? "" : err);
+    if (rc < 0) {
+        FUZZ_CHECK(strncmp(err, "network.", 8) == 0, "error does not name the field: %s", err);
+        return;
+    }
+    FUZZ_CHECK(n.n_ifs == c->n_ifs && n.n_routes == c->n_routes && n.n_neighs == c->n_neighs &&
+                   n.n_dns == c->n_dns,
+               "network_parse typed the section differently from the load");
+    FUZZ_CHECK(n.n_routes <= NETWORK_MAX_ROUTES && n.n_neighs <= NETWORK_MAX_NEIGHS,
+               "%zu routes, %zu neighbours", n.n_routes, n.n_neighs);
+    for (size_t i = 0; i < n.n_routes; i++) {
+        bool listed = false;
+        for (size_t k = 0; k < n.n_ifs; k++)
+            listed = listed || strcmp(n.ifs[k].name, n.routes[i].dev) == 0;
+        FUZZ_CHECK(listed, "routes[%zu].dev %s is not an interface", i, n.routes[i].dev);
+        FUZZ_CHECK(n.routes[i].fam == AF_INET || n.routes[i].fam == AF_INET6,
+                   "routes[%zu] family %d", i, n.routes[i].fam);
+        FUZZ_CHECK(n.routes[i].dst_len <= (n.routes[i].fam == AF_INET ? 32 : 128),
+                   "routes[%zu] prefix %d", i, n.routes[i].dst_len);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char err[CONFIG_ERR_MAX];
@@ -117,6 +154,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(rc == 0, "section %s accepted in the document but not alone: %s",
                    sec->string, err);
     }
+    const cJSON *net = cJSON_GetObjectItemCaseSensitive(cfg->json, "network");
+    if (net)
+        check_network(cfg, net);
     config_free(cfg);
     return 0;
 }

@@ -204,6 +204,9 @@ def test_resolv_conf_temp_name_planted_then_resume(hearth, tmp_path, kind):
         os.symlink(secret, tmp)
     else:
         (tmp / "sub").mkdir(parents=True)
+    # A resume rewrites resolv.conf only when its content differs: the
+    # agent changed it too, so the rewrite meets the planted name.
+    rc.write_text("nameserver 203.0.113.9\n")
     hearth.rpc("sandbox.freeze", {"timeout_ms": 2000})
     c = Client(hearth.sock, timeout=1)
     t0 = time.monotonic()
@@ -215,6 +218,8 @@ def test_resolv_conf_temp_name_planted_then_resume(hearth, tmp_path, kind):
     if kind == "dir":
         err = hearth.rpc("network.get").get("resolv_conf_error", "")
         assert f"unable to create {etc}/resolv.conf.hearth-tmp" in err, (r, err)
+        step = next(s for s in r["result"]["steps"] if s["name"] == "network")
+        assert step["result"] == "failed" and step["resolv_conf"] == "failed", step
     else:
         assert rc.read_text() == "nameserver 192.0.2.53\n"
         assert not os.path.lexists(tmp)

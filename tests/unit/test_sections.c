@@ -201,3 +201,91 @@ TEST(config_clock_and_init_gate_typed)
     CHECK(!c->wait_for_init_fail);
     config_free(c);
 }
+
+/* sandbox.init's and sandbox.resume's `network`: the schema with its
+ * cross-checks, the run-time bounds, and the typed routes and neighbours. */
+TEST(sections_network_parse)
+{
+    static struct network_cfg n;
+    char err[512];
+    struct {
+        const char *json, *err;
+    } bad[] = {
+        {"{\"interfaces\":[{\"name\":\"eth0\"},{\"name\":\"eth1\",\"mac\":\"02:00:00:00:00\"}]}",
+         "network.interfaces[1].mac: bad MAC address \"02:00:00:00:00\""},
+        {"{\"interfaces\":[{\"name\":\"eth0\"},{\"name\":\"eth0\"}]}",
+         "network.interfaces[1].name: \"eth0\" is also interfaces[0]"},
+        {"{\"interfaces\":[{\"name\":\"a\",\"mac\":\"02:00:00:00:00:01\"},"
+         "{\"name\":\"b\",\"mac\":\"02:00:00:00:00:01\"}]}",
+         "network.interfaces[1].mac: \"02:00:00:00:00:01\" is also the MAC of interfaces[0]"},
+        {"{\"interfaces\":[{\"name\":\"eth0\"}],\"routes\":[{\"to\":\"10.1.2.3/8\",\"dev\":\"eth0\"}]}",
+         "network.routes[0].to: bad CIDR \"10.1.2.3/8\""},
+        {"{\"interfaces\":[{\"name\":\"eth0\"}],\"routes\":[{\"to\":\"default\",\"dev\":\"eth1\"}]}",
+         "network.routes[0].dev: \"eth1\" is not the name of one of network.interfaces"},
+        {"{\"interfaces\":[{\"name\":\"eth0\"}],\"routes\":[{\"to\":\"10.0.0.0/8\",\"via\":\"fd00::1\","
+         "\"dev\":\"eth0\"}]}",
+         "network.routes[0].via: \"fd00::1\" is not of the family of \"to\" (IPv4)"},
+        {"{\"interfaces\":[{\"name\":\"eth0\"}],\"routes\":[{\"via\":\"10.0.0.1\",\"dev\":\"eth0\"}]}",
+         "network.routes[0].to: missing required key"},
+        {"{\"interfaces\":[{\"name\":\"eth0\"}],\"routes\":[{\"to\":\"default\",\"dev\":\"eth0\","
+         "\"mtu\":10}]}",
+         "network.routes[0].mtu: must be between 68 and 65535"},
+        {"{\"interfaces\":[{\"name\":\"eth0\"}],\"neighbours\":[{\"ip\":\"10.0.0.1\",\"dev\":\"eth0\"}]}",
+         "network.neighbours[0].mac: missing required key"},
+        {"{\"interfaces\":[{\"name\":\"eth0\"}],\"neighbours\":[{\"ip\":\"10.0.0.1\","
+         "\"mac\":\"02:00:00:00:00:01\",\"dev\":\"lo\"}]}",
+         "network.neighbours[0].dev: \"lo\" is not the name of one of network.interfaces"},
+        {"{\"dns\":[\"1.1.1.1\",\"1.1.1.2\",\"1.1.1.3\",\"1.1.1.4\",\"1.1.1.5\",\"1.1.1.6\","
+         "\"1.1.1.7\",\"1.1.1.8\",\"1.1.1.9\"]}",
+         "network.dns: 9 entries, at most 8"},
+        {"[]", "network: expected object"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        cJSON *j = cJSON_Parse(bad[i].json);
+        CHECK(j != NULL);
+        CHECK_EQ_INT(network_parse(j, &n, err, sizeof(err)), -1);
+        CHECK_CONTAINS(err, bad[i].err);
+        CHECK_EQ_INT(n.n_ifs + n.n_routes + n.n_neighs, 0);
+        cJSON_Delete(j);
+    }
+
+    cJSON *j = cJSON_Parse(
+        "{\"interfaces\":[{\"name\":\"eth0\",\"mac\":\"52:54:00:aa:bb:02\","
+        "\"address\":\"10.0.3.15/24\",\"gateway\":\"10.0.3.2\"}],"
+        "\"routes\":[{\"to\":\"192.0.2.0/24\",\"via\":\"10.0.3.1\",\"dev\":\"eth0\",\"metric\":7,"
+        "\"mtu\":1300},{\"to\":\"default\",\"via\":\"fd00::1\",\"dev\":\"eth0\"},"
+        "{\"to\":\"default\",\"dev\":\"eth0\"}],"
+        "\"neighbours\":[{\"ip\":\"10.0.3.2\",\"mac\":\"02:00:00:00:00:02\",\"dev\":\"eth0\"}],"
+        "\"dns\":[\"10.0.3.3\"]}");
+    CHECK_EQ_INT(network_parse(j, &n, err, sizeof(err)), 0);
+    CHECK_EQ_INT(n.n_ifs, 1);
+    CHECK(n.ifs[0].has_mac && n.ifs[0].mac[5] == 2 && n.ifs[0].prefix == 24);
+    CHECK_EQ_INT(n.n_routes, 3);
+    CHECK(n.routes[0].fam == AF_INET && n.routes[0].dst_len == 24 && n.routes[0].dst[2] == 2);
+    CHECK(n.routes[0].has_via && n.routes[0].via[3] == 1 && n.routes[0].has_metric);
+    CHECK_EQ_INT(n.routes[0].metric, 7);
+    CHECK_EQ_INT(n.routes[0].mtu, 1300);
+    CHECK_STR(n.routes[0].dev, "eth0");
+    CHECK(n.routes[1].fam == AF_INET6 && n.routes[1].dst_len == 0 && !n.routes[1].has_metric);
+    CHECK(n.routes[2].fam == AF_INET && !n.routes[2].has_via);
+    CHECK_STR(n.routes[2].to_s, "default");
+    CHECK_EQ_INT(n.n_neighs, 1);
+    CHECK(n.neighs[0].fam == AF_INET && n.neighs[0].mac[5] == 2 && n.neighs[0].ip[3] == 2);
+    CHECK_EQ_INT(n.n_dns, 1);
+    CHECK_STR(n.resolv, CONFIG_RESOLV_CONF);
+    cJSON_Delete(j);
+
+    /* Seventeen interfaces are a valid config but more than hearth uses. */
+    j = cJSON_CreateObject();
+    cJSON *a = cJSON_AddArrayToObject(j, "interfaces");
+    for (int i = 0; i < 17; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "eth%d", i);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", name);
+        cJSON_AddItemToArray(a, o);
+    }
+    CHECK_EQ_INT(network_parse(j, &n, err, sizeof(err)), -1);
+    CHECK_STR(err, "network.interfaces: 17 entries, at most 16");
+    cJSON_Delete(j);
+}
