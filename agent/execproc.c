@@ -352,7 +352,7 @@ static void proc_free(struct proc *p)
     for (size_t i = 0; i < p->argc; i++)
         free(p->argv[i]);
     free(p->argv);
-    free(p->in_buf);
+    bytebuf_release(&p->in);
     free(p);
 }
 

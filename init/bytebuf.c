@@ -1,7 +1,9 @@
 #include "bytebuf.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 size_t bytebuf_grown_cap(size_t cap, size_t first, size_t need, size_t limit)
 {
@@ -46,4 +48,20 @@ void bytebuf_release(struct bytebuf *b)
     free(b->data);
     b->data = NULL;
     b->off = b->len = b->cap = 0;
+}
+
+int bytebuf_write(int fd, struct bytebuf *b)
+{
+    while (b->off < b->len) {
+        ssize_t n = write(fd, b->data + b->off, b->len - b->off);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN)
+                return 0;
+            return -1;
+        }
+        b->off += (size_t)n;
+    }
+    return 1;
 }

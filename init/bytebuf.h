@@ -1,10 +1,11 @@
-/* bytebuf: a growable run of bytes consumed from the front. It is the
- * storage under rpc.c's line reader, each control client's output queue
- * and a child job's result. The buffer keeps no bound of its own: each
- * owner passes its limit to bytebuf_grown_cap and checks its budget
- * before bytebuf_resize, because the three grow differently on purpose
- * (by read chunks up to one line, to what a queue must hold under a
- * budget shared by all clients, up to a job's result limit). */
+/* bytebuf: a growable run of bytes consumed from the front: the storage
+ * under rpc.c's line reader, each control client's output queue, a child
+ * job's result, an exec process's pending stdin and hearthctl exec's
+ * requests. It keeps no bound of its own: each owner passes its limit to
+ * bytebuf_grown_cap and checks its budget before bytebuf_resize, because
+ * they grow differently on purpose (by read chunks up to one line, to
+ * what a queue must hold under a budget shared by all clients, up to a
+ * job's result limit). */
 #ifndef HEARTH_BYTEBUF_H
 #define HEARTH_BYTEBUF_H
 
@@ -35,5 +36,9 @@ void bytebuf_compact(struct bytebuf *b);
 void bytebuf_put(struct bytebuf *b, const void *p, size_t n);
 /* Frees the storage: empty, no capacity. */
 void bytebuf_release(struct bytebuf *b);
+/* Writes the unconsumed bytes to a non-blocking fd as far as it takes
+ * them now, consuming what it took. Returns 1 when all are written, 0
+ * when the rest must wait until fd is writable, -1 on an error (errno). */
+int bytebuf_write(int fd, struct bytebuf *b);
 
 #endif
