@@ -366,6 +366,10 @@ int diskuse_probe(diskuse_done_fn fn, void *ctx)
         ev_timer_start(H.loop, &D.deadline);
         return 0;
     }
+    /* Not a childjob: at the deadline this probe keeps the records that
+     * did arrive and answers at once, and a child stuck on a hung target
+     * must not keep the next probe of the other targets from starting
+     * (that target is left out until its child exits). */
     int p[2];
     pid_t pid = -1;
     const char *what = "pipe";
