@@ -612,7 +612,7 @@ void skills_init(const struct config *cfg)
         n++;
     S.ignore = calloc(n + 1, sizeof(char *));
     if (!S.pub || !S.priv || !S.ignore) {
-        log_error("skills: out of memory; overlay off");
+        log_error("skills: unable to set up the overlay: out of memory; overlay off");
         free_config();
         S.enabled = false;
         return;

@@ -427,7 +427,7 @@ int r_exec(struct ctl *t, int argc, char **argv)
         }
         if (pf[0].revents & POLLOUT && bytebuf_write(x.fd, &x.out) < 0) {
             restore_tty();
-            fprintf(stderr, "hearthctl exec: connection lost: %s\n", strerror(errno));
+            fprintf(stderr, "hearthctl exec: unable to send to hearth: %s\n", strerror(errno));
             rc = EXIT_USAGE;
             break;
         }

@@ -391,7 +391,7 @@ TEST(check_exec_exit_codes)
     exec_spec(&s, missing, 5000);
     probe(&s, &r);
     CHECK(!r.ok);
-    CHECK_STR(r.detail, "exec /nonexistent/probe: No such file or directory");
+    CHECK_STR(r.detail, "exec /nonexistent/probe: unable to run it: No such file or directory");
 }
 
 TEST(check_exec_timeout_kills_group)
