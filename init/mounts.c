@@ -322,7 +322,7 @@ static enum attempt attempt_fd(struct mnt *m, int *tfd)
     m->error[0] = '\0';
     const char *parent = mounts_path_failed(m->target);
     if (parent && strcmp(parent, m->target) != 0) {
-        snprintf(m->error, sizeof(m->error), "mount %s failed", parent);
+        snprintf(m->error, sizeof(m->error), "unable to mount beneath %s: it failed", parent);
         m->state = M_FAILED;
         return A_DONE;
     }
