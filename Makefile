@@ -23,7 +23,7 @@ LDFLAGS_STATIC := -static -Wl,--gc-sections -Wl,-z,noseparate-code -s
 # Which code runs where. Guest: hearth, PID 1 inside the sandbox, is
 # init/ and the control server in agent/ (its top level). Host: hearthctl
 # is agent/hearthctl/ and the few guest files it shares, named here (the
-# protocol's framing, the encoders, the digest). A file dropped into
+# protocol's framing and its byte buffer, the encoders, the digest). A file dropped into
 # agent/hearthctl/ is built into hearthctl only.
 # Host code at agent/'s top level would be linked into hearth: refuse it.
 ifneq ($(wildcard agent/hearthctl*.c agent/hearthctl*.h),)
@@ -33,7 +33,7 @@ INIT_SRCS   := $(sort $(wildcard init/*.c))
 AGENT_SRCS  := $(sort $(wildcard agent/*.c))
 GUEST_SRCS  := $(INIT_SRCS) $(AGENT_SRCS)
 HOST_SRCS   := $(sort $(wildcard agent/hearthctl/*.c))
-SHARED_SRCS := agent/rpc.c init/utf8.c init/sha256.c init/base64.c init/timebase.c
+SHARED_SRCS := agent/rpc.c init/bytebuf.c init/utf8.c init/sha256.c init/base64.c init/timebase.c
 CTL_SRCS    := $(HOST_SRCS) $(SHARED_SRCS)
 LIB_SRCS    := $(filter-out init/main.c,$(INIT_SRCS)) $(AGENT_SRCS)
 HDRS        := $(wildcard init/*.h agent/*.h)

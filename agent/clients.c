@@ -79,12 +79,30 @@ static bool is_follower(const struct client *c)
     return c->follow || c->subscribed || c->subscribe_pending;
 }
 
-/* Sets c's queue buffer to buf/cap, keeping out_total in step. */
-static void out_set_buffer(struct client *c, char *buf, size_t cap)
+/* Replaces c's queue with nb (freeing the old one), keeping out_total in
+ * step. */
+static void out_replace(struct client *c, struct bytebuf nb)
 {
-    out_total = out_total - c->out_cap + cap;
-    c->out = buf;
-    c->out_cap = cap;
+    out_total = out_total - c->out.cap + nb.cap;
+    bytebuf_release(&c->out);
+    c->out = nb;
+}
+
+/* Gives c's queue storage back. */
+static void out_release(struct client *c)
+{
+    out_replace(c, (struct bytebuf){0});
+}
+
+/* Grows c's queue to cap bytes, keeping out_total in step; -1 when
+ * memory is short (the queue as it was). */
+static int out_resize(struct client *c, size_t cap)
+{
+    size_t old = c->out.cap;
+    if (bytebuf_resize(&c->out, cap) < 0)
+        return -1;
+    out_total = out_total - old + cap;
+    return 0;
 }
 
 void client_set_reading(struct client *c, bool on)
@@ -102,7 +120,7 @@ void client_set_reading(struct client *c, bool on)
 int client_flush(struct client *c)
 {
     while (out_pending(c) > 0) {
-        ssize_t n = write(c->fd, c->out + c->out_off, out_pending(c));
+        ssize_t n = write(c->fd, bytebuf_head(&c->out), out_pending(c));
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -111,22 +129,20 @@ int client_flush(struct client *c)
             client_drop(c, strerror(errno));
             return -1;
         }
-        c->out_off += (size_t)n;
-        c->out_midline = c->out[c->out_off - 1] != '\n';
+        c->out.off += (size_t)n;
+        c->out_midline = c->out.data[c->out.off - 1] != '\n';
         c->unread_since = ++out_tick;
         ev_timer_again(H.loop, &c->stall);
     }
     if (c->follow && out_pending(c) < CLIENT_OUT_SOFT)
         services_output_resume(); /* a no-op unless some service waits for room */
     if (out_pending(c) == 0) {
-        c->out_off = c->out_len = 0;
+        c->out.off = c->out.len = 0;
         ev_io_stop(H.loop, &c->wio);
         ev_timer_stop(H.loop, &c->stall);
         /* Give back a large buffer once a big reply has gone out. */
-        if (c->out_cap > CLIENT_OUT_SOFT) {
-            free(c->out);
-            out_set_buffer(c, NULL, 0);
-        }
+        if (c->out.cap > CLIENT_OUT_SOFT)
+            out_release(c);
         if (client_closing(c)) {
             client_drop(c, NULL);
             return -1;
@@ -157,11 +173,8 @@ static bool out_reserve(struct client *c, size_t need)
         struct client *f = control_clients[i];
         if (out_total + need <= CONTROL_OUTPUT_BUDGET)
             return true;
-        if (f && f != c && !client_dead(f) && f->out_cap && out_pending(f) == 0) {
-            free(f->out);
-            out_set_buffer(f, NULL, 0);
-            f->out_off = f->out_len = 0;
-        }
+        if (f && f != c && !client_dead(f) && f->out.cap && out_pending(f) == 0)
+            out_release(f);
     }
     while (out_total + need > CONTROL_OUTPUT_BUDGET) {
         struct client *victim = NULL;
@@ -196,28 +209,20 @@ int client_send(struct client *c, const char *data, size_t len)
     }
     if (out_pending(c) == 0)
         c->unread_since = ++out_tick;
-    if (c->out_len + len > c->out_cap) {
-        if (c->out_off > 0) {
-            memmove(c->out, c->out + c->out_off, out_pending(c));
-            c->out_len -= c->out_off;
-            c->out_off = 0;
-        }
-        if (c->out_len + len > c->out_cap) {
-            size_t ncap = c->out_cap ? c->out_cap : 4096;
-            while (ncap < c->out_len + len)
-                ncap *= 2;
-            if (!out_reserve(c, ncap - c->out_cap))
+    if (bytebuf_room(&c->out) < len) {
+        bytebuf_compact(&c->out);
+        if (bytebuf_room(&c->out) < len) {
+            /* CLIENT_OUT_MAX above bounds it; the budget below bounds all. */
+            size_t ncap = bytebuf_grown_cap(c->out.cap, 4096, c->out.len + len, SIZE_MAX);
+            if (!out_reserve(c, ncap - c->out.cap))
                 return -1;
-            char *nb = realloc(c->out, ncap);
-            if (!nb) {
+            if (out_resize(c, ncap) < 0) {
                 client_drop(c, "out of memory");
                 return -1;
             }
-            out_set_buffer(c, nb, ncap);
         }
     }
-    memcpy(c->out + c->out_len, data, len);
-    c->out_len += len;
+    bytebuf_put(&c->out, data, len);
     /* Write at once when nothing is queued ahead: the common case costs no
      * extra loop iteration. While a read's requests are being answered the
      * write waits for the last of them, so pipelined requests get their
@@ -231,7 +236,7 @@ int client_send(struct client *c, const char *data, size_t len)
  * that buffer is above one chunk and the total is over the budget. */
 bool client_in_account(struct client *c)
 {
-    size_t extra = c->in.cap > LINEBUF_CHUNK ? c->in.cap - LINEBUF_CHUNK : 0;
+    size_t extra = c->in.b.cap > LINEBUF_CHUNK ? c->in.b.cap - LINEBUF_CHUNK : 0;
     in_extra = in_extra - c->in_counted + extra;
     c->in_counted = extra;
     return extra == 0 || in_extra <= CONTROL_INPUT_BUDGET;
@@ -246,9 +251,7 @@ void client_drop(struct client *c, const char *why)
     c->in_counted = 0;
     /* Nothing is written to a dead client: its queue is freed now, so
      * the budget it held is free for the clients still here. */
-    free(c->out);
-    out_set_buffer(c, NULL, 0);
-    c->out_off = c->out_len = 0;
+    out_release(c);
     if (why)
         log_info("control client %s dropped: %s", c->peer, why);
     else
@@ -298,8 +301,8 @@ static void client_evict(struct client *c, const char *reason, const char *why)
     if (client_dead(c) || client_evicted(c))
         return;
     if (c->out_midline && out_pending(c) > 0) {
-        const char *nl = memchr(c->out + c->out_off, '\n', out_pending(c));
-        keep = nl ? (size_t)(nl - (c->out + c->out_off)) + 1 : out_pending(c);
+        const char *nl = memchr(bytebuf_head(&c->out), '\n', out_pending(c));
+        keep = nl ? (size_t)(nl - bytebuf_head(&c->out)) + 1 : out_pending(c);
     }
     size_t discarded = out_pending(c) - keep;
     int n = snprintf(note, sizeof(note),
@@ -310,23 +313,17 @@ static void client_evict(struct client *c, const char *reason, const char *why)
         client_drop(c, why);
         return;
     }
-    if (keep)
-        memmove(c->out, c->out + c->out_off, keep);
-    c->out_off = 0;
-    c->out_len = keep;
     /* The small buffer first, then the big one freed: a failed malloc
      * only means the notice is lost, never that memory stays held. */
-    char *nb = malloc(keep + (size_t)n);
-    if (!nb) {
+    struct bytebuf nb = {0};
+    if (bytebuf_resize(&nb, keep + (size_t)n) < 0) {
         client_drop(c, why);
         return;
     }
     if (keep)
-        memcpy(nb, c->out, keep);
-    memcpy(nb + keep, note, (size_t)n);
-    free(c->out);
-    out_set_buffer(c, nb, keep + (size_t)n);
-    c->out_len = keep + (size_t)n;
+        bytebuf_put(&nb, bytebuf_head(&c->out), keep);
+    bytebuf_put(&nb, note, (size_t)n);
+    out_replace(c, nb);
     client_set_state(c, CLIENT_EVICTED);
     bool followed = c->follow != 0;
     c->follow = 0;

@@ -58,8 +58,7 @@ struct client {
     ev_io rio, wio;           /* rio active: reading requests */
     ev_timer stall;
     struct linebuf in;
-    char *out;
-    size_t out_off, out_len, out_cap;
+    struct bytebuf out;       /* the output queue; its cap counts in out_total */
     bool subscribed;
     uint64_t follow;          /* services whose output streams to this client */
     bool subscribe_pending;   /* start the event stream after this reply */
@@ -81,7 +80,7 @@ struct client {
 static inline bool client_dead(const struct client *c) { return c->state == CLIENT_DEAD; }
 static inline bool client_closing(const struct client *c) { return c->state >= CLIENT_CLOSING; }
 static inline bool client_evicted(const struct client *c) { return c->state >= CLIENT_EVICTED; }
-static inline size_t out_pending(const struct client *c) { return c->out_len - c->out_off; }
+static inline size_t out_pending(const struct client *c) { return bytebuf_pending(&c->out); }
 
 /* Every client, socket or serial; NULL slots are free. */
 extern struct client *control_clients[CONTROL_SLOTS];

@@ -20,9 +20,7 @@ static void input_done(struct proc *p, const char *error)
 {
     uint64_t t = p->in_ticket;
     p->in_ticket = 0;
-    free(p->in_buf);
-    p->in_buf = NULL;
-    p->in_len = p->in_off = 0;
+    bytebuf_release(&p->in);
     ev_io_stop(H.loop, &p->in_io);
     if (!t)
         return;
@@ -53,29 +51,11 @@ static void end_input(struct proc *p)
     p->in_fd = -1;
 }
 
-/* Writes what the stdin takes now. 1 when all is written, 0 when the rest
- * waits, -1 on error (errno). */
-static int input_flush(struct proc *p)
-{
-    while (p->in_off < p->in_len) {
-        ssize_t n = write(p->in_fd, p->in_buf + p->in_off, p->in_len - p->in_off);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN)
-                return 0;
-            return -1;
-        }
-        p->in_off += (size_t)n;
-    }
-    return 1;
-}
-
 static void in_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
     struct proc *p = w->data;
     char msg[160];
-    int r = input_flush(p);
+    int r = bytebuf_write(p->in_fd, &p->in);
     if (r == 0)
         return;
     if (r < 0) {
@@ -105,15 +85,12 @@ int exec_input(struct client *c, uint64_t id, const uint8_t *data, size_t len, b
         return -1;
     }
     if (len) {
-        p->in_buf = malloc(len);
-        if (!p->in_buf) {
+        if (bytebuf_resize(&p->in, len) < 0) {
             rpc_error_set(err, RPC_INTERNAL_ERROR, "out of memory");
             return -1;
         }
-        memcpy(p->in_buf, data, len);
-        p->in_len = len;
-        p->in_off = 0;
-        int r = input_flush(p);
+        bytebuf_put(&p->in, data, len);
+        int r = bytebuf_write(p->in_fd, &p->in);
         if (r < 0) {
             rpc_error_set(err, RPC_ERR_FAILED, "unable to write its input: %s", strerror(errno));
             input_done(p, NULL);
@@ -129,9 +106,7 @@ int exec_input(struct client *c, uint64_t id, const uint8_t *data, size_t len, b
             p->in_ticket = control_defer(c);
             return 1;
         }
-        free(p->in_buf);
-        p->in_buf = NULL;
-        p->in_len = p->in_off = 0;
+        bytebuf_release(&p->in);
     }
     if (close_after)
         end_input(p);

@@ -352,7 +352,7 @@ static void proc_free(struct proc *p)
     for (size_t i = 0; i < p->argc; i++)
         free(p->argv[i]);
     free(p->argv);
-    free(p->in_buf);
+    bytebuf_release(&p->in);
     free(p);
 }
 
@@ -701,7 +701,8 @@ int exec_start(struct client *c, const struct exec_request *r, struct rpc_error 
     if (r->tty) {
         p->out[0].fd = p->master;
         if (r->stdin_open && (p->in_fd = fcntl(p->master, F_DUPFD_CLOEXEC, 3)) < 0)
-            log_warn("exec %llu: no stdin: %s", (unsigned long long)p->id, strerror(errno));
+            log_warn("exec %llu: unable to open stdin: %s", (unsigned long long)p->id,
+                     strerror(errno));
     } else {
         p->out[0].fd = fds[OUT_R];
         p->out[1].fd = fds[ERR_R];

@@ -11,6 +11,7 @@
 
 #include <ev.h>
 
+#include "bytebuf.h"
 #include "cgroup.h"
 #include "execproc.h"
 #include "launch.h"
@@ -47,9 +48,8 @@ struct proc {
     int master;           /* pty master (also out[0].fd), -1 with pipes */
     int in_fd;            /* stdin pipe's write end, or a dup of master */
     ev_io in_io;
-    uint8_t *in_buf;
-    size_t in_len, in_off;
-    bool in_close;        /* end input once in_buf is written */
+    struct bytebuf in;    /* an exec.input's data not yet written */
+    bool in_close;        /* end input once in is written */
     uint64_t in_ticket;
     struct stream out[2];
     int report_fd;        /* child's exec report; EOF means it ran */

@@ -44,7 +44,7 @@ static int check_peer(struct listener *l, int fd, char *peer, size_t plen, char 
         memset(&vm, 0, sizeof(vm));
         if (getpeername(fd, (struct sockaddr *)&vm, &sl) < 0) {
             snprintf(peer, plen, "vsock ?");
-            snprintf(why, wlen, "no peer address: %s", strerror(errno));
+            snprintf(why, wlen, "unable to read the peer address: %s", strerror(errno));
             return -1;
         }
         snprintf(peer, plen, "vsock cid=%u port=%u", vm.svm_cid, vm.svm_port);
@@ -84,7 +84,7 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
                 continue;
             if (errno == EAGAIN)
                 return;
-            log_warn("unable to accept on %s: %s", l->name, strerror(errno));
+            log_warn("control %s: unable to accept a client: %s", l->name, strerror(errno));
             if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS) {
                 /* Level-triggered: pause rather than spin until fds free up. */
                 ev_io_stop(loop, &l->io);
@@ -105,7 +105,7 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
             continue;
         }
         if (!client_new(fd, l, peer)) {
-            log_warn("refused control client on %s: out of memory", l->name);
+            log_warn("control %s: unable to accept a client: out of memory", l->name);
             close(fd);
             continue;
         }
@@ -166,7 +166,8 @@ static int open_unix(struct listener *l)
     }
     if (lstat(l->spec.path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) {
-            snprintf(l->error, sizeof(l->error), "%s exists and is not a socket", l->spec.path);
+            snprintf(l->error, sizeof(l->error), "unable to use %s: it exists and is not a socket",
+                     l->spec.path);
             errno = EEXIST;
             return -1;
         }
@@ -174,7 +175,7 @@ static int open_unix(struct listener *l)
     }
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        snprintf(l->error, sizeof(l->error), "socket: %s", strerror(errno));
+        snprintf(l->error, sizeof(l->error), "unable to create the socket: %s", strerror(errno));
         return -1;
     }
     /* The file is created 0600 by bind itself (umask 0177): no window
@@ -184,7 +185,8 @@ static int open_unix(struct listener *l)
     int rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
     umask(old);
     if (rc < 0 || listen(fd, 256) < 0) {
-        snprintf(l->error, sizeof(l->error), "%s", strerror(errno));
+        snprintf(l->error, sizeof(l->error), "unable to listen on %s: %s", l->spec.path,
+                 strerror(errno));
         close(fd);
         return -1;
     }
@@ -197,7 +199,7 @@ static int open_vsock(struct listener *l)
     int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 
     if (fd < 0) {
-        snprintf(l->error, sizeof(l->error), "socket: %s", strerror(errno));
+        snprintf(l->error, sizeof(l->error), "unable to create the socket: %s", strerror(errno));
         return -1;
     }
     memset(&sa, 0, sizeof(sa));
@@ -205,7 +207,8 @@ static int open_vsock(struct listener *l)
     sa.svm_cid = VMADDR_CID_ANY;
     sa.svm_port = l->spec.port;
     if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 256) < 0) {
-        snprintf(l->error, sizeof(l->error), "%s", strerror(errno));
+        snprintf(l->error, sizeof(l->error), "unable to listen on vsock port %u: %s", l->spec.port,
+                 strerror(errno));
         close(fd);
         return -1;
     }
@@ -255,12 +258,13 @@ static int open_serial(struct listener *l)
     int fd;
 
     if (resolve_serial(l->spec.path, dev, sizeof(dev)) < 0) {
-        snprintf(l->error, sizeof(l->error), "no virtio-serial port named %s", l->spec.path);
+        snprintf(l->error, sizeof(l->error), "unable to find a virtio-serial port named %s",
+                 l->spec.path);
         return -1;
     }
     fd = open(dev, O_RDWR | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) {
-        snprintf(l->error, sizeof(l->error), "%s: %s", dev, strerror(errno));
+        snprintf(l->error, sizeof(l->error), "unable to open %s: %s", dev, strerror(errno));
         return -1;
     }
     if (isatty(fd)) {
@@ -336,7 +340,7 @@ static void listener_open(struct listener *l)
     }
     if (fd < 0) {
         if (l->retry_ms == RETRY_MIN_MS)
-            log_warn("control %s not open yet: %s; retrying", l->name, l->error);
+            log_warn("control %s: %s; retrying", l->name, l->error);
         listener_retry(l, l->spec.kind == LISTEN_SERIAL ? SERIAL_RETRY_MAX_MS : RETRY_MAX_MS);
         return;
     }

@@ -4,6 +4,7 @@
 
 #include <cJSON.h>
 
+#include "jsonget.h"
 #include "utf8.h"
 
 const char *const no_params[] = {NULL};
@@ -35,15 +36,11 @@ int param_uint(cJSON *params, const char *name, uint64_t *out, bool *present,
                struct rpc_error *err)
 {
     cJSON *v = member(params, name, present);
-    if (!v)
-        return 0;
     /* 2^53 bounds what a double holds exactly; larger would round. */
-    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9007199254740992.0 ||
-        v->valuedouble != (double)(uint64_t)v->valuedouble) {
+    if (v && !jget_uint(v, out)) {
         rpc_error_set(err, RPC_INVALID_PARAMS, "%s: expected a non-negative integer", name);
         return -1;
     }
-    *out = (uint64_t)v->valuedouble;
     return 0;
 }
 

@@ -16,56 +16,45 @@ void linebuf_init(struct linebuf *lb, size_t max)
 
 void linebuf_free(struct linebuf *lb)
 {
-    free(lb->buf);
+    bytebuf_release(&lb->b);
     memset(lb, 0, sizeof(*lb));
 }
 
-size_t linebuf_pending(const struct linebuf *lb) { return lb->len - lb->start; }
+size_t linebuf_pending(const struct linebuf *lb) { return bytebuf_pending(&lb->b); }
 
 void linebuf_shrink(struct linebuf *lb)
 {
-    if (lb->len != lb->start || lb->cap <= LINEBUF_CHUNK)
+    if (bytebuf_pending(&lb->b) != 0 || lb->b.cap <= LINEBUF_CHUNK)
         return;
-    free(lb->buf);
-    lb->buf = NULL;
-    lb->cap = lb->len = lb->start = lb->scan = 0;
+    bytebuf_release(&lb->b);
+    lb->scan = 0;
 }
 
 /* The buffer never holds more than one maximal line plus one read chunk,
  * so a peer can make hearth hold at most max + 64 KiB per connection. */
 size_t linebuf_space(struct linebuf *lb)
 {
+    struct bytebuf *b = &lb->b;
     size_t limit = lb->max + 2 + LINEBUF_CHUNK;
-    size_t pending = lb->len - lb->start;
 
     /* Consumed data is dropped once it is half the buffer, fills it, or
      * is all there is: without the last case a short request left less
      * than a chunk behind it and every request doubled the buffer (which
      * linebuf_shrink then freed). */
-    if (lb->start > 0 &&
-        (lb->start == lb->len || lb->start >= lb->cap / 2 || lb->len == lb->cap)) {
-        memmove(lb->buf, lb->buf + lb->start, pending);
-        lb->scan -= lb->start;
-        lb->len = pending;
-        lb->start = 0;
+    if (b->off > 0 && (b->off == b->len || b->off >= b->cap / 2 || b->len == b->cap)) {
+        lb->scan -= b->off;
+        bytebuf_compact(b);
     }
-    if (pending >= limit)
+    if (bytebuf_pending(b) >= limit)
         return 0;
-    if (lb->cap - lb->len < LINEBUF_CHUNK && lb->cap < limit) {
-        size_t ncap = lb->cap ? lb->cap * 2 : LINEBUF_CHUNK;
-        if (ncap > limit)
-            ncap = limit;
-        char *nb = realloc(lb->buf, ncap);
-        if (nb) {
-            lb->buf = nb;
-            lb->cap = ncap;
-        }
-    }
-    return lb->cap - lb->len;
+    /* A failed growth only means less room this time. */
+    if (bytebuf_room(b) < LINEBUF_CHUNK && b->cap < limit)
+        (void)bytebuf_resize(b, bytebuf_grown_cap(b->cap, LINEBUF_CHUNK, b->cap + 1, limit));
+    return bytebuf_room(b);
 }
 
-char *linebuf_tail(struct linebuf *lb) { return lb->buf + lb->len; }
-void linebuf_commit(struct linebuf *lb, size_t n) { lb->len += n; }
+char *linebuf_tail(struct linebuf *lb) { return bytebuf_tail(&lb->b); }
+void linebuf_commit(struct linebuf *lb, size_t n) { lb->b.len += n; }
 
 int linebuf_append(struct linebuf *lb, const char *data, size_t n)
 {
@@ -74,8 +63,7 @@ int linebuf_append(struct linebuf *lb, const char *data, size_t n)
         if (room == 0)
             return -1;
         size_t k = n < room ? n : room;
-        memcpy(linebuf_tail(lb), data, k);
-        linebuf_commit(lb, k);
+        bytebuf_put(&lb->b, data, k);
         data += k;
         n -= k;
     }
@@ -84,22 +72,23 @@ int linebuf_append(struct linebuf *lb, const char *data, size_t n)
 
 int linebuf_next(struct linebuf *lb, const char **line, size_t *len)
 {
-    if (lb->scan < lb->start)
-        lb->scan = lb->start;
-    char *nl = lb->len > lb->scan ? memchr(lb->buf + lb->scan, '\n', lb->len - lb->scan) : NULL;
+    struct bytebuf *b = &lb->b;
+    if (lb->scan < b->off)
+        lb->scan = b->off;
+    char *nl = b->len > lb->scan ? memchr(b->data + lb->scan, '\n', b->len - lb->scan) : NULL;
     if (!nl) {
-        lb->scan = lb->len;
-        return lb->len - lb->start > lb->max ? -1 : 0;
+        lb->scan = b->len;
+        return bytebuf_pending(b) > lb->max ? -1 : 0;
     }
-    size_t n = (size_t)(nl - (lb->buf + lb->start));
+    size_t n = (size_t)(nl - bytebuf_head(b));
     if (n > lb->max)
         return -1;
-    *line = lb->buf + lb->start;
+    *line = bytebuf_head(b);
     *len = n;
-    if (n > 0 && lb->buf[lb->start + n - 1] == '\r')
+    if (n > 0 && b->data[b->off + n - 1] == '\r')
         (*len)--;
-    lb->start += n + 1;
-    lb->scan = lb->start;
+    b->off += n + 1;
+    lb->scan = b->off;
     return 1;
 }
 

@@ -9,6 +9,7 @@
 
 #include <cJSON.h>
 
+#include "bytebuf.h"
 #include "proto.h"
 
 
@@ -29,12 +30,9 @@ enum rpc_code {
 };
 
 struct linebuf {
-    char *buf;
-    size_t start;   /* first unconsumed byte */
-    size_t len;     /* bytes held */
-    size_t scan;    /* newline search resumes here */
-    size_t cap;
-    size_t max;     /* longest line accepted */
+    struct bytebuf b; /* its off is the first unconsumed byte */
+    size_t scan;      /* newline search resumes here */
+    size_t max;       /* longest line accepted */
 };
 
 void linebuf_init(struct linebuf *lb, size_t max);

@@ -117,7 +117,7 @@ int cgroup_setup(bool vm_mode)
     } else {
         uint32_t r = 0;
         if (own_cgroup(own, sizeof(own)) < 0) {
-            log_warn("unable to read /proc/self/cgroup: %s", strerror(errno));
+            log_warn("cgroup: unable to read /proc/self/cgroup: %s", strerror(errno));
             return -1;
         }
         /* A random suffix: several hearth instances may share one cgroup
@@ -128,7 +128,7 @@ int cgroup_setup(bool vm_mode)
                  strcmp(own, "/") == 0 ? "" : own, r);
     }
     if (mkdir(base, 0755) < 0 && errno != EEXIST) {
-        log_warn("unable to create cgroup %s: %s", base, strerror(errno));
+        log_warn("cgroup: unable to create cgroup %s: %s", base, strerror(errno));
         base[0] = 0;
         return -1;
     }
@@ -141,7 +141,7 @@ int cgroup_setup(bool vm_mode)
     enable_controllers(base);
     snprintf(services_dir, sizeof(services_dir), "%s/services", base);
     if (mkdir(services_dir, 0755) < 0 && errno != EEXIST) {
-        log_warn("unable to create cgroup %s: %s", services_dir, strerror(errno));
+        log_warn("cgroup: unable to create cgroup %s: %s", services_dir, strerror(errno));
         base[0] = 0;
         return -1;
     }

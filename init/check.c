@@ -127,7 +127,7 @@ static void file_probe(struct check *c)
         snprintf(c->detail, sizeof(c->detail), "%s exists", c->target);
         report(c, true);
     } else {
-        snprintf(c->detail, sizeof(c->detail), "stat %s: %s", c->target, strerror(errno));
+        snprintf(c->detail, sizeof(c->detail), "unable to stat %s: %s", c->target, strerror(errno));
         report(c, false);
     }
 }
@@ -156,8 +156,11 @@ static void http_begin(struct check *c)
 
 static void http_fail(struct check *c, const char *what, const char *why)
 {
-    snprintf(c->detail, sizeof(c->detail), "http %s: %s%s%s", c->target, what, why ? ": " : "",
-             why ? why : "");
+    /* With why, what is the step that failed; without, what went wrong. */
+    if (why)
+        snprintf(c->detail, sizeof(c->detail), "http %s: unable to %s: %s", c->target, what, why);
+    else
+        snprintf(c->detail, sizeof(c->detail), "http %s: %s", c->target, what);
     report(c, false);
 }
 
@@ -259,7 +262,7 @@ static void connected_cb(struct ev_loop *loop, ev_io *w, int revents)
     if (e == 0)
         snprintf(c->detail, sizeof(c->detail), "connected to %s", c->target);
     else
-        snprintf(c->detail, sizeof(c->detail), "connect %s: %s", c->target, strerror(e));
+        snprintf(c->detail, sizeof(c->detail), "unable to connect to %s: %s", c->target, strerror(e));
     report(c, e == 0);
 }
 
@@ -288,9 +291,11 @@ static int connect_start(struct check *c, const struct sockaddr *sa, socklen_t s
     if (r == 0)
         snprintf(c->detail, sizeof(c->detail), "connected to %s", c->target);
     else if (c->kind == CHECK_HTTP)
-        snprintf(c->detail, sizeof(c->detail), "http %s: connect: %s", c->target, strerror(errno));
+        snprintf(c->detail, sizeof(c->detail), "http %s: unable to connect: %s", c->target,
+                 strerror(errno));
     else
-        snprintf(c->detail, sizeof(c->detail), "connect %s: %s", c->target, strerror(errno));
+        snprintf(c->detail, sizeof(c->detail), "unable to connect to %s: %s", c->target,
+                 strerror(errno));
     report_soon(c, r == 0);
     return 0;
 }
@@ -347,7 +352,7 @@ static void exec_reaped(void *ctx, pid_t pid, int wstatus)
         return;
     }
     if (read(c->fd, &e, sizeof(e)) == (ssize_t)sizeof(e)) {
-        snprintf(c->detail, sizeof(c->detail), "exec %s: %s", c->target, strerror(e));
+        snprintf(c->detail, sizeof(c->detail), "exec %s: unable to run it: %s", c->target, strerror(e));
         report(c, false);
     } else if (WIFEXITED(wstatus)) {
         snprintf(c->detail, sizeof(c->detail), "exec %s: exited with status %d", c->target,

@@ -17,7 +17,7 @@
 struct check;  /* one probe in flight */
 typedef void (*check_done_fn)(void *ctx, bool ok, const char *detail);
 
-/* Starts one probe attempt on loop; done is called exactly once (success, failure with a short detail like "connect 127.0.0.1:9119: Connection refused", "http 127.0.0.1:8642/health: status 503 Service Unavailable", or "timed out after N ms"), never synchronously from inside check_start. Returns NULL (and calls nothing) only if it could not even start, with detail in err.
+/* Starts one probe attempt on loop; done is called exactly once (success, failure with a short detail like "unable to connect to 127.0.0.1:9119: Connection refused", "http 127.0.0.1:8642/health: status 503 Service Unavailable", or "timed out after N ms"), never synchronously from inside check_start. Returns NULL (and calls nothing) only if it could not even start, with detail in err.
  * Once done has been called the check is gone: do not cancel it. */
 struct check *check_start(struct ev_loop *loop, const struct check_spec *spec, check_done_fn done, void *ctx, char *err, size_t errlen);
 

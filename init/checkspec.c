@@ -1,5 +1,6 @@
 #include "checkspec.h"
 #include "http.h"
+#include "jsonget.h"
 #include "netaddr.h"
 
 #include <arpa/inet.h>
@@ -82,16 +83,13 @@ int check_parse_unix(const char *path, struct sockaddr_un *su, socklen_t *len, c
 static int get_int(const cJSON *obj, const char *key, int64_t *out, char *err, size_t errlen)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    uint64_t u = 0;
 
-    *out = 0;
-    if (!v)
-        return 0;
-    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9007199254740991.0 ||
-        v->valuedouble != (double)(int64_t)v->valuedouble) {
+    if (v && !jget_uint(v, &u)) {
         snprintf(err, errlen, "%s: expected a non-negative integer", key);
         return -1;
     }
-    *out = (int64_t)v->valuedouble;
+    *out = (int64_t)u;
     return 0;
 }
 

@@ -37,13 +37,12 @@ static void end_job(struct childjob *j, enum childjob_end end, int status)
     }
     j->pid = 0;
     j->killing = false;
-    size_t len = j->len;
-    char *buf = j->buf;
-    j->buf = NULL;
-    j->len = j->cap = 0;
+    /* The result leaves the job first: done may start the next one. */
+    struct bytebuf out = j->out;
+    j->out = (struct bytebuf){0};
     if (j->done)
-        j->done(j, end, status, buf ? buf : "", len);
-    free(buf);
+        j->done(j, end, status, out.data ? out.data : "", out.len);
+    bytebuf_release(&out);
 }
 
 static void kill_job(struct childjob *j, enum childjob_end why)
@@ -72,25 +71,20 @@ static bool drain(struct childjob *j)
     size_t taken = 0;
 
     while (j->rd >= 0 && taken < READ_SLICE) {
-        if (j->len == j->cap) {
-            if (j->cap >= j->max) {
+        if (bytebuf_room(&j->out) == 0) {
+            if (j->out.cap >= j->max) {
                 log_warn("child %d wrote more than %zu bytes; killing it", (int)j->pid, j->max);
                 kill_job(j, CHILDJOB_TOO_BIG);
                 return false;
             }
-            size_t nc = j->cap ? j->cap * 2 : 65536;
-            if (nc > j->max)
-                nc = j->max;
-            char *nb = realloc(j->buf, nc);
-            if (!nb) {
+            if (bytebuf_resize(&j->out, bytebuf_grown_cap(j->out.cap, 65536, j->out.cap + 1,
+                                                          j->max)) < 0) {
                 log_warn("child %d: out of memory for its result; killing it", (int)j->pid);
                 kill_job(j, CHILDJOB_TOO_BIG);
                 return false;
             }
-            j->buf = nb;
-            j->cap = nc;
         }
-        ssize_t n = read(j->rd, j->buf + j->len, j->cap - j->len);
+        ssize_t n = read(j->rd, bytebuf_tail(&j->out), bytebuf_room(&j->out));
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN)
@@ -103,7 +97,7 @@ static bool drain(struct childjob *j)
             j->rd = -1;
             return false;
         }
-        j->len += (size_t)n;
+        j->out.len += (size_t)n;
         taken += (size_t)n;
     }
     return j->rd >= 0;
@@ -211,8 +205,7 @@ int childjob_start(struct childjob *j, int64_t timeout_ms, size_t max, childjob_
     j->pid = pid;
     j->rd = p[0];
     j->max = max;
-    j->len = j->cap = 0;
-    j->buf = NULL;
+    j->out = (struct bytebuf){0};
     j->killing = false;
     j->timeout_ms = timeout_ms;
     j->done = done;

@@ -13,6 +13,8 @@
 
 #include <ev.h>
 
+#include "bytebuf.h"
+
 enum childjob_end {
     CHILDJOB_EXITED,   /* ended on its own: status is its wait status */
     CHILDJOB_TIMEOUT,  /* past its deadline: killed */
@@ -34,8 +36,8 @@ struct childjob {
     int rd;
     ev_io io;
     ev_timer deadline;
-    char *buf;
-    size_t len, cap, max;
+    struct bytebuf out;      /* what the child wrote so far */
+    size_t max;
     bool killing;            /* SIGKILL sent; waiting for the reap */
     enum childjob_end why;   /* what killing reports */
     int64_t timeout_ms;

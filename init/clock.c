@@ -59,7 +59,8 @@ int clock_sync(const struct timespec *target, bool allowed, int64_t threshold_ms
     }
     if (ops->set(target) < 0) {
         r->action = CLOCK_ERROR;
-        snprintf(r->error, sizeof(r->error), "clock_settime: %s", strerror(errno));
+        snprintf(r->error, sizeof(r->error), "unable to set the clock (clock_settime): %s",
+                 strerror(errno));
         return -1;
     }
     r->action = CLOCK_STEPPED;

@@ -156,8 +156,8 @@ void contain_host_setup(bool supervisor)
     /* hearth owns this mount namespace (vm: the machine's; container:
      * the runtime made it for hearth): sharing it changes nothing outside. */
     if (mount(NULL, "/", NULL, MS_REC | MS_SHARED, NULL) < 0)
-        log_warn("unable to make hearth's mounts shared: %s: mounts hearth adds after a service "
-                 "started will not reach that service's namespace", strerror(errno));
+        log_warn("contain: unable to make hearth's mounts shared: %s; mounts hearth adds after "
+                 "a service started will not reach that service's namespace", strerror(errno));
 }
 
 static int add_path(char (*list)[CONTAIN_PATH_MAX], size_t *n, const char *path, size_t len,

@@ -201,7 +201,7 @@ static void collect(void)
         if (k < 0 && errno == EINTR)
             continue;
         if (k < 0 && errno != EAGAIN)
-            log_warn("diskuse: reading the probe's pipe: %s", strerror(errno));
+            log_warn("diskuse: unable to read the probe's pipe: %s", strerror(errno));
         break;
     }
     close(D.rfd);
@@ -214,7 +214,7 @@ static void collect(void)
         D.got[c->slot] = true;
         if (c->err) {
             r->have = false;
-            snprintf(r->error, sizeof(r->error), "statvfs: %s", strerror(c->err));
+            snprintf(r->error, sizeof(r->error), "unable to statvfs: %s", strerror(c->err));
             continue;
         }
         r->have = true;
@@ -366,11 +366,15 @@ int diskuse_probe(diskuse_done_fn fn, void *ctx)
         ev_timer_start(H.loop, &D.deadline);
         return 0;
     }
+    /* Not a childjob: at the deadline this probe keeps the records that
+     * did arrive and answers at once, and a child stuck on a hung target
+     * must not keep the next probe of the other targets from starting
+     * (that target is left out until its child exits). */
     int p[2];
     pid_t pid = -1;
-    const char *what = "pipe";
+    const char *what = "create the probe's pipe";
     if (pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0) {
-        what = "fork";
+        what = "fork the probe";
         pid = fork();
         if (pid == 0) {
             close(p[0]);
@@ -384,10 +388,10 @@ int diskuse_probe(diskuse_done_fn fn, void *ctx)
     }
     if (pid < 0) {
         int e = errno;
-        log_warn("diskuse: %s: %s", what, strerror(e));
+        log_warn("diskuse: unable to %s: %s", what, strerror(e));
         for (size_t i = 0; i < D.nslots; i++) {
             D.rows[D.slots[i]].have = false;
-            snprintf(D.rows[D.slots[i]].error, sizeof(D.rows[0].error), "%s: %s", what,
+            snprintf(D.rows[D.slots[i]].error, sizeof(D.rows[0].error), "unable to %s: %s", what,
                      strerror(e));
         }
         /* Answered from the loop, never from inside this call. */

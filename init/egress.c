@@ -130,7 +130,8 @@ static int apply_layers(struct nft_policy *np, struct nft_expect *exp, char *why
         if (rc == 0) {
             E.netdev_refused = true;
             snprintf(E.netdev_error, sizeof(E.netdev_error), "refused by the kernel: %s", first);
-            log_warn("egress: netdev egress chains refused (%s): only the inet chain holds", first);
+            log_warn("egress: unable to add the netdev egress chains: %s; only the inet chain holds",
+                     first);
         }
     }
     if (rc < 0 && (rc == -EOPNOTSUPP || rc == -EINVAL) && np->owner) {
@@ -191,7 +192,7 @@ static int apply_parsed(const struct egress_policy *p, char *err, size_t errlen)
         memcpy(E.netdev_error, old_error, sizeof(old_error));
         E.n_uncovered = old_uncovered;
         E.netdev_refused = old_refused;
-        snprintf(err, errlen, "nf_tables: %s%s", why,
+        snprintf(err, errlen, "unable to apply the ruleset: %s%s", why,
                  lacks_net_admin() ? " (hearth lacks CAP_NET_ADMIN: a container needs --cap-add NET_ADMIN)"
                                    : "");
         return -1;
@@ -325,9 +326,9 @@ void egress_boot(const struct config *cfg)
     if (rc < 0) {
         /* Fail closed: keep what we tried so recheck can retry it. */
         if (!pol->error[0] && egress_policy_copy(&E.pol, pol) < 0)
-            log_warn("egress: out of memory keeping the policy for a retry");
+            log_warn("egress: unable to keep the policy for a retry: out of memory");
         snprintf(E.error, sizeof(E.error), "%s", err);
-        log_error("egress: policy not applied, services after egress held: %s", err);
+        log_error("egress: %s; services after egress held", err);
         gate_set("egress", false);
         emit();
     }
@@ -413,8 +414,8 @@ static int drain(int fd, void (*each)(const struct nlmsghdr *h, void *arg), void
 
 static void watch_close(int *fd, ev_io *io, const char *what)
 {
-    log_warn("egress: %s notifications lost (%s); checked again only on resume or egress.check",
-             what, strerror(errno));
+    log_warn("egress: unable to read %s notifications: %s; checked again only on resume or "
+             "egress.check", what, strerror(errno));
     ev_io_stop(H.loop, io);
     close(*fd);
     *fd = -1;
@@ -431,7 +432,7 @@ static void on_nft(struct ev_loop *loop, ev_io *w, int revents)
     if (r < 0)
         watch_close(&nft_watch, &E.nft_io, "nf_tables");
     if (r != 0 && egress_recheck(err, sizeof(err)) < 0)
-        log_error("egress: ruleset changed and could not be repaired: %s", err);
+        log_error("egress: unable to repair the changed ruleset: %s", err);
 }
 
 struct link_change {
@@ -491,13 +492,13 @@ static int watch_open(int protocol, int group, ev_io *io, void (*cb)(struct ev_l
     char why[160];
     int fd = nl_open(protocol, why, sizeof(why));
     if (fd >= 0 && setsockopt(fd, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, &group, sizeof(group)) < 0) {
-        snprintf(why, sizeof(why), "joining group %d: %s", group, strerror(errno));
+        snprintf(why, sizeof(why), "unable to join group %d: %s", group, strerror(errno));
         close(fd);
         fd = -1;
     }
     if (fd < 0) {
-        log_warn("egress: no %s notifications (%s): changes are noticed on resume or "
-                 "egress.check only", protocol == NETLINK_ROUTE ? "link" : "nf_tables", why);
+        log_warn("egress: unable to watch %s notifications: %s; changes are noticed on resume "
+                 "or egress.check only", protocol == NETLINK_ROUTE ? "link" : "nf_tables", why);
         return -1;
     }
     ev_io_init(io, cb, fd, EV_READ);

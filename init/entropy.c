@@ -28,15 +28,15 @@ int entropy_add(const uint8_t *data, size_t len, char *err, size_t errlen)
     req.info.buf_size = (int)len;
     int fd = open("/dev/urandom", O_RDWR | O_CLOEXEC);
     if (fd < 0) {
-        snprintf(err, errlen, "open /dev/urandom: %s", strerror(errno));
+        snprintf(err, errlen, "unable to open /dev/urandom: %s", strerror(errno));
         return -1;
     }
     int rc = 0;
     if (ioctl(fd, RNDADDENTROPY, &req.info) < 0) {
-        snprintf(err, errlen, "RNDADDENTROPY: %s", strerror(errno));
+        snprintf(err, errlen, "unable to add entropy (RNDADDENTROPY): %s", strerror(errno));
         rc = -1;
     } else if (ioctl(fd, RNDRESEEDCRNG) < 0) {
-        snprintf(err, errlen, "RNDRESEEDCRNG: %s", strerror(errno));
+        snprintf(err, errlen, "unable to reseed the CRNG (RNDRESEEDCRNG): %s", strerror(errno));
         rc = -1;
     }
     close(fd);

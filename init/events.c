@@ -33,7 +33,7 @@ void events_emit(const char *type, cJSON *params)
     if (!params)
         params = cJSON_CreateObject();
     if (!params) {
-        log_error("unable to emit event %s: out of memory", type);
+        log_error("events: unable to emit event %s: out of memory", type);
         return;
     }
     /* Events are kept and replayed: no secret may enter them. */
@@ -46,7 +46,7 @@ void events_emit(const char *type, cJSON *params)
         cJSON_Delete(p);
         cJSON_Delete(msg);
         cJSON_Delete(params);
-        log_error("unable to emit event %s: out of memory", type);
+        log_error("events: unable to emit event %s: out of memory", type);
         return;
     }
     cJSON_AddNumberToObject(p, "seq", (double)seq);
@@ -73,7 +73,7 @@ void events_emit(const char *type, cJSON *params)
     text = cJSON_PrintUnformatted(msg);
     cJSON_Delete(msg);
     if (!text) {
-        log_error("unable to emit event %s: out of memory", type);
+        log_error("events: unable to emit event %s: out of memory", type);
         return;
     }
     /* Copied out: cJSON's text belongs to its allocator (jsonalloc). */
@@ -83,7 +83,7 @@ void events_emit(const char *type, cJSON *params)
         memcpy(line, text, len);
     cJSON_free(text);
     if (!line) {
-        log_error("unable to emit event %s: out of memory", type);
+        log_error("events: unable to emit event %s: out of memory", type);
         return;
     }
     line[len++] = '\n';

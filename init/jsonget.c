@@ -23,6 +23,14 @@ bool jget_int(const cJSON *v, int64_t *out)
     return true;
 }
 
+bool jget_uint(const cJSON *v, uint64_t *out)
+{
+    if (!jget_integral(v) || v->valuedouble < 0 || v->valuedouble > (double)JSON_INT53)
+        return false;
+    *out = (uint64_t)v->valuedouble;
+    return true;
+}
+
 int64_t jget_int_or(const cJSON *obj, const char *key, int64_t dflt)
 {
     int64_t n;

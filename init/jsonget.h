@@ -19,6 +19,9 @@ const struct cJSON *jget(const struct cJSON *obj, const char *key);
 bool jget_integral(const struct cJSON *v);
 /* An integral number within +-2^53 (where doubles are exact) into *out. */
 bool jget_int(const struct cJSON *v, int64_t *out);
+/* A non-negative integral number up to 2^53 into *out: what a count or a
+ * duration read from a peer or a check may be. */
+bool jget_uint(const struct cJSON *v, uint64_t *out);
 /* obj[key] as an integer, or dflt when absent or not an integer. */
 int64_t jget_int_or(const struct cJSON *obj, const char *key, int64_t dflt);
 /* obj[key] as a string, or dflt when absent or not a string. */

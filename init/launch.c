@@ -477,7 +477,7 @@ int launch_prepare(const struct service_config *c, struct launch_plan *p, char *
     p->no_new_privs = ls->no_new_privs;
     return 0;
 oom:
-    snprintf(err, errlen, "out of memory building the environment");
+    snprintf(err, errlen, "unable to build the environment: out of memory");
     launch_free(p);
     return -1;
 }

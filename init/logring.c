@@ -30,7 +30,7 @@ static int dir_open(struct logring *r)
     snprintf(dir, sizeof(dir), "%.*s", (int)(n ? n : 1), n ? r->file : "/");
     int fd = safepath_open_abs(dir, O_DIRECTORY, 0, why, sizeof(why));
     if (fd < 0)
-        log_warn("unable to open log file %s: %s: %s", r->file, dir, why);
+        log_warn("logring: unable to open log file %s: %s: %s", r->file, dir, why);
     return fd;
 }
 
@@ -55,7 +55,7 @@ static void file_open(struct logring *r)
                                 why, sizeof(why));
     close(dfd);
     if (r->fd < 0) {
-        log_warn("unable to open log file %s: %s", r->file, why);
+        log_warn("logring: unable to open log file %s: %s", r->file, why);
         return;
     }
     off_t end = lseek(r->fd, 0, SEEK_END);
@@ -78,7 +78,7 @@ static void file_rotate(struct logring *r)
             snprintf(from, sizeof(from), "%s.%d", name, i);
             snprintf(to, sizeof(to), "%s.%d", name, i + 1);
             if (renameat(dfd, from, dfd, to) < 0 && errno != ENOENT)
-                log_warn("unable to rotate %s.%d: %s", r->file, i, strerror(errno));
+                log_warn("logring: unable to rotate %s.%d: %s", r->file, i, strerror(errno));
         }
         snprintf(to, sizeof(to), "%s.1", name);
         if (renameat(dfd, name, dfd, to) == 0) {
@@ -100,11 +100,11 @@ static void file_rotate(struct logring *r)
             r->file_size = 0;
             return;
         }
-        log_warn("unable to rotate %s: %s; truncating it instead", r->file, strerror(errno));
+        log_warn("logring: unable to rotate %s: %s; truncating it instead", r->file, strerror(errno));
         close(dfd);
     }
     if (r->fd >= 0 && ftruncate(r->fd, 0) < 0)
-        log_warn("unable to truncate %s: %s", r->file, strerror(errno));
+        log_warn("logring: unable to truncate %s: %s", r->file, strerror(errno));
     r->file_size = 0;
 }
 
@@ -185,7 +185,7 @@ const struct logline *logring_add(struct logring *r, enum log_stream s, const ch
         struct iovec iov[3] = {{stamp, (size_t)n}, {(void *)text, len}, {"\n", 1}};
         ssize_t w = writev(r->fd, iov, 3);
         if (w < 0)
-            log_warn("unable to write %s: %s", r->file, strerror(errno));
+            log_warn("logring: unable to write %s: %s", r->file, strerror(errno));
         else
             r->file_size += w;
         if (r->max_bytes > 0 && r->file_size >= r->max_bytes)

@@ -60,7 +60,7 @@ int machine_mount_api(void)
     for (size_t i = 0; i < sizeof(api_mounts) / sizeof(api_mounts[0]); i++) {
         const struct api_mount *m = &api_mounts[i];
         if (mkdir(m->target, m->mode) < 0 && errno != EEXIST) {
-            log_warn("unable to create %s: %s", m->target, strerror(errno));
+            log_warn("machine: unable to create %s: %s", m->target, strerror(errno));
             failures++;
             continue;
         }
@@ -73,7 +73,7 @@ int machine_mount_api(void)
             if (errno == EINVAL && m->data && strcmp(m->type, "cgroup2") == 0 &&
                 mount(m->source, m->target, m->type, m->flags, NULL) == 0)
                 continue;
-            log_warn("unable to mount %s on %s: %s", m->type, m->target, strerror(errno));
+            log_warn("machine: unable to mount %s on %s: %s", m->type, m->target, strerror(errno));
             failures++;
         }
     }
@@ -100,7 +100,7 @@ int machine_kmsg_unlimit(void)
 int machine_set_hostname(const char *name)
 {
     if (sethostname(name, strlen(name)) < 0) {
-        log_warn("unable to set hostname %s: %s", name, strerror(errno));
+        log_warn("machine: unable to set hostname %s: %s", name, strerror(errno));
         return -1;
     }
     log_debug("hostname %s", name);
@@ -113,20 +113,20 @@ int machine_loopback_up(void)
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 
     if (fd < 0) {
-        log_warn("unable to bring lo up: socket: %s", strerror(errno));
+        log_warn("machine: unable to bring lo up (socket): %s", strerror(errno));
         return -1;
     }
     memset(&ifr, 0, sizeof(ifr));
     snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
     if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0) {
-        log_warn("unable to bring lo up: %s", strerror(errno));
+        log_warn("machine: unable to bring lo up: %s", strerror(errno));
         close(fd);
         return -1;
     }
     if (!(ifr.ifr_flags & IFF_UP)) {
         ifr.ifr_flags |= IFF_UP;
         if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0) {
-            log_warn("unable to bring lo up: %s", strerror(errno));
+            log_warn("machine: unable to bring lo up: %s", strerror(errno));
             close(fd);
             return -1;
         }
@@ -165,7 +165,7 @@ static void unmount_all(void)
     int n = l.n;
     for (int i = n - 1; i >= 0; i--) {
         if (umount2(targets[i], 0) < 0 && errno != EINVAL && errno != ENOENT) {
-            log_warn("unable to unmount %s: %s; detaching", targets[i], strerror(errno));
+            log_warn("machine: unable to unmount %s: %s; detaching", targets[i], strerror(errno));
             umount2(targets[i], MNT_DETACH);
         }
     }
@@ -179,6 +179,6 @@ void machine_power(enum shutdown_action action)
     sync();
     log_info("%s", action == SHUTDOWN_REBOOT ? "rebooting" : "powering off");
     if (reboot(action == SHUTDOWN_REBOOT ? RB_AUTOBOOT : RB_POWER_OFF) < 0)
-        log_error("unable to %s: %s", action == SHUTDOWN_REBOOT ? "reboot" : "power off",
+        log_error("machine: unable to %s: %s", action == SHUTDOWN_REBOOT ? "reboot" : "power off",
                   strerror(errno));
 }

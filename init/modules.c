@@ -243,7 +243,7 @@ int modules_load(const char *dir, char *const *names, size_t n)
         return 0;
     if (!dir) {
         if (uname(&u) < 0) {
-            log_error("unable to load modules: uname: %s", strerror(errno));
+            log_error("modules: unable to read the kernel release (uname): %s", strerror(errno));
             return (int)n;
         }
         snprintf(defdir, sizeof(defdir), "/lib/modules/%s", u.release);
@@ -251,7 +251,7 @@ int modules_load(const char *dir, char *const *names, size_t n)
     }
     char (*paths)[256] = malloc(sizeof(*paths) * (MODULES_MAX_DEPS + 1));
     if (!paths) {
-        log_error("unable to load modules: out of memory");
+        log_error("modules: unable to load modules: out of memory");
         return (int)n;
     }
     for (size_t i = 0; i < n; i++) {

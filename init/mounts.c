@@ -322,7 +322,7 @@ static enum attempt attempt_fd(struct mnt *m, int *tfd)
     m->error[0] = '\0';
     const char *parent = mounts_path_failed(m->target);
     if (parent && strcmp(parent, m->target) != 0) {
-        snprintf(m->error, sizeof(m->error), "mount %s failed", parent);
+        snprintf(m->error, sizeof(m->error), "unable to mount beneath %s: it failed", parent);
         m->state = M_FAILED;
         return A_DONE;
     }
@@ -551,7 +551,8 @@ static void run(void)
             continue; /* no loop (unit tests): try again at once */
         }
         if (m->state == M_FAILED) {
-            log_error("mount %s %s: %s", m->target, m->required ? "failed" : "skipped", m->error);
+            log_error("mount %s: %s%s", m->target, m->error,
+                      m->required ? "" : " (not required: skipped)");
             /* Not mount_json: "type" is the event's own key. */
             cJSON *ev = cJSON_CreateObject();
             if (ev) {
@@ -592,14 +593,14 @@ static void add_mount(const char *source, const char *target, const char *type,
                       enum mfrom from)
 {
     if (M.n >= MOUNTS_MAX) {
-        log_error("mount %s ignored: more than %d mounts", target, MOUNTS_MAX);
+        log_error("mount %s: unable to add it: more than %d mounts", target, MOUNTS_MAX);
         return;
     }
     if (M.n == M.cap) {
         size_t nc = M.cap ? M.cap * 2 : 8;
         struct mnt *nm = realloc(M.m, nc * sizeof(*nm));
         if (!nm) {
-            log_error("mount %s ignored: out of memory", target);
+            log_error("mount %s: unable to add it: out of memory", target);
             return;
         }
         M.m = nm;
@@ -633,7 +634,7 @@ static void add_host(const struct host_mounts_cfg *hm)
         const char *hp = hm->v[i].host_path, *mp = hm->v[i].mount_path;
         if (!hp || !mp ||
             mounts_host_source(M.rule_mode, M.rule_tag, M.rule_root, hp, src, sizeof(src)) < 0) {
-            log_error("host_mounts entry %s ignored: no source under the rule", mp ? mp : "?");
+            log_error("host_mounts entry %s: unable to add it: no source under the rule", mp ? mp : "?");
             continue;
         }
         add_mount(src, mp, subpath ? "bind" : "virtiofs", NULL, hm->v[i].read_only, true,
@@ -740,7 +741,7 @@ int mounts_sync(void)
             continue;
         int fd = open(m->target, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
         if (fd < 0 || syncfs(fd) < 0) {
-            log_error("unable to sync %s: %s", m->target, strerror(errno));
+            log_error("mounts: unable to sync %s: %s", m->target, strerror(errno));
             failed++;
         } else {
             count++;

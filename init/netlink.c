@@ -298,7 +298,7 @@ int nl_open(int protocol, char *err, size_t errlen)
 {
     int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, protocol);
     if (fd < 0) {
-        snprintf(err, errlen, "netlink socket: %s", strerror(errno));
+        snprintf(err, errlen, "unable to open a netlink socket: %s", strerror(errno));
         return -1;
     }
     int one = 1, big = 8 << 20;
@@ -312,7 +312,7 @@ int nl_open(int protocol, char *err, size_t errlen)
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
     struct sockaddr_nl sa = {.nl_family = AF_NETLINK};
     if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        snprintf(err, errlen, "netlink bind: %s", strerror(errno));
+        snprintf(err, errlen, "unable to bind the netlink socket: %s", strerror(errno));
         close(fd);
         return -1;
     }
@@ -322,7 +322,7 @@ int nl_open(int protocol, char *err, size_t errlen)
 static int send_buf(int fd, struct nlbuf *b, char *err, size_t errlen)
 {
     if (b->failed) {
-        snprintf(err, errlen, "netlink message too large or out of memory");
+        snprintf(err, errlen, "unable to build the netlink message: too large or out of memory");
         return -ENOMEM;
     }
     struct sockaddr_nl sa = {.nl_family = AF_NETLINK};
@@ -332,11 +332,11 @@ static int send_buf(int fd, struct nlbuf *b, char *err, size_t errlen)
     while (n < 0 && errno == EINTR);
     if (n < 0) {
         int e = errno;
-        snprintf(err, errlen, "netlink send: %s", strerror(e));
+        snprintf(err, errlen, "unable to send to netlink: %s", strerror(e));
         return -e;
     }
     if ((size_t)n != b->len) {
-        snprintf(err, errlen, "netlink send: short write");
+        snprintf(err, errlen, "unable to send to netlink: short write");
         return -EIO;
     }
     return 0;
@@ -423,7 +423,7 @@ int nl_dump(int fd, struct nlbuf *b, nl_msg_cb cb, void *arg, char *err, size_t 
     for (;;) {
         ssize_t n = recv_one(fd, buf, RECV_BUF);
         if (n < 0) {
-            snprintf(err, errlen, "netlink dump: %s", strerror((int)-n));
+            snprintf(err, errlen, "unable to read the netlink dump: %s", strerror((int)-n));
             rc = n == -EAGAIN ? -ETIMEDOUT : (int)n;
             goto out;
         }
@@ -432,7 +432,7 @@ int nl_dump(int fd, struct nlbuf *b, nl_msg_cb cb, void *arg, char *err, size_t 
             if (!answers(b, h))
                 continue;
             if (++count > DUMP_MAX_MSGS) {
-                snprintf(err, errlen, "netlink dump: too many messages");
+                snprintf(err, errlen, "unable to read the netlink dump: too many messages");
                 rc = -E2BIG;
                 goto out;
             }
@@ -451,7 +451,7 @@ int nl_dump(int fd, struct nlbuf *b, nl_msg_cb cb, void *arg, char *err, size_t 
             if (!rc) {
                 int r = cb(h, arg);
                 if (r < 0) {
-                    snprintf(err, errlen, "netlink dump: bad reply");
+                    snprintf(err, errlen, "unable to read the netlink dump: bad reply");
                     rc = r;
                 }
             }

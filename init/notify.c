@@ -172,25 +172,25 @@ int notify_open(const char *service, char *addr, size_t addrlen, char *err, size
     int n = snprintf(su.sun_path + 1, sizeof(su.sun_path) - 1, "hearth/notify/%s/%s", instance,
                      service);
     if (n < 0 || (size_t)n >= sizeof(su.sun_path) - 1 || (size_t)n + 2 > addrlen) {
-        snprintf(err, errlen, "socket name for %s too long", service);
+        snprintf(err, errlen, "unable to name the socket of %s: too long", service);
         return -1;
     }
     int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
-        snprintf(err, errlen, "socket: %s", strerror(errno));
+        snprintf(err, errlen, "unable to create the socket: %s", strerror(errno));
         return -1;
     }
     /* Credentials with every datagram: the kernel fills in the sender's
      * real pid, so they cannot be forged by an unprivileged sender. */
     if (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) < 0) {
-        snprintf(err, errlen, "SO_PASSCRED: %s", strerror(errno));
+        snprintf(err, errlen, "unable to set SO_PASSCRED: %s", strerror(errno));
         close(fd);
         return -1;
     }
     /* Abstract: no terminator counted, the length says where it ends. */
     socklen_t sl = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
     if (bind(fd, (struct sockaddr *)&su, sl) < 0) {
-        snprintf(err, errlen, "bind @%s: %s", su.sun_path + 1, strerror(errno));
+        snprintf(err, errlen, "unable to bind @%s: %s", su.sun_path + 1, strerror(errno));
         close(fd);
         return -1;
     }

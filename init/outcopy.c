@@ -26,7 +26,8 @@ static int open_copy(int fd)
         return nfd;
     /* A socket cannot be reopened through /proc: the copy stays off
      * rather than risk blocking the loop on a shared blocking one. */
-    log_warn("service output is not copied to fd %d: reopening it: %s", fd, strerror(errno));
+    log_warn("outcopy: unable to reopen fd %d: %s; service output is not copied to it", fd,
+             strerror(errno));
     return -2;
 }
 

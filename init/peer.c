@@ -114,7 +114,7 @@ int peer_classify(pid_t pid, int pidfd, char *why, size_t wlen)
 {
     int in = cgroup_pid_service(pid);
     if (in < 0) {
-        snprintf(why, wlen, "pid %d cannot be identified (its cgroup is unreadable: gone?)",
+        snprintf(why, wlen, "unable to identify pid %d: its cgroup is unreadable (gone?)",
                  (int)pid);
         return -1;
     }
@@ -129,7 +129,7 @@ int peer_classify(pid_t pid, int pidfd, char *why, size_t wlen)
          * process is none of them. */
         if (errno == EACCES && geteuid() != 0)
             goto alive;
-        snprintf(why, wlen, "pid %d cannot be identified (its namespaces are unreadable: %s)",
+        snprintf(why, wlen, "unable to identify pid %d: its namespaces are unreadable: %s",
                  (int)pid, strerror(errno));
         return -1;
     }
@@ -188,7 +188,7 @@ int peer_check_unix(int fd, char *peer, size_t plen, char *why, size_t wlen)
 
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &sl) < 0) {
         snprintf(peer, plen, "unix ?");
-        snprintf(why, wlen, "no peer credentials: %s", strerror(errno));
+        snprintf(why, wlen, "unable to read the peer's credentials: %s", strerror(errno));
         return -1;
     }
     snprintf(peer, plen, "unix uid=%u pid=%d", (unsigned)cr.uid, (int)cr.pid);
@@ -215,16 +215,16 @@ int peer_check_unix(int fd, char *peer, size_t plen, char *why, size_t wlen)
          * could pin another process that reused it. Only a kernel without
          * the option (ENOPROTOOPT) falls back. */
         if (errno == ESRCH || errno == EINVAL) {
-            snprintf(why, wlen, "pid %d cannot be identified (it has exited)", (int)cr.pid);
+            snprintf(why, wlen, "unable to identify pid %d: it has exited", (int)cr.pid);
             return -1;
         }
         if (errno != ENOPROTOOPT && errno != EOPNOTSUPP) {
-            snprintf(why, wlen, "pid %d: unable to pin the peer: %s", (int)cr.pid, strerror(errno));
+            snprintf(why, wlen, "unable to pin pid %d: %s", (int)cr.pid, strerror(errno));
             return -1;
         }
         pidfd = (int)syscall(SYS_pidfd_open, cr.pid, 0);
         if (pidfd < 0) {
-            snprintf(why, wlen, "pid %d cannot be identified (%s)", (int)cr.pid,
+            snprintf(why, wlen, "unable to identify pid %d: %s", (int)cr.pid,
                      errno == ESRCH ? "it has exited" : strerror(errno));
             return -1;
         }
@@ -232,7 +232,7 @@ int peer_check_unix(int fd, char *peer, size_t plen, char *why, size_t wlen)
     if (from_socket) {
         pid_t now = -1;
         if (pidfd_pid(pidfd, &now) < 0 || now != cr.pid) {
-            snprintf(why, wlen, "pid %d cannot be identified (%s)", (int)cr.pid,
+            snprintf(why, wlen, "unable to identify pid %d: %s", (int)cr.pid,
                      now == -1 ? "it has exited" : "its pid changed");
             close(pidfd);
             return -1;
@@ -249,7 +249,7 @@ int peer_signal_allowed(pid_t sender, char *why, size_t wlen)
         return 1;
     int pidfd = (int)syscall(SYS_pidfd_open, sender, 0);
     if (pidfd < 0) {
-        snprintf(why, wlen, "sender pid %d cannot be identified (%s)", (int)sender,
+        snprintf(why, wlen, "unable to identify sender pid %d: %s", (int)sender,
                  errno == ESRCH ? "it has exited" : strerror(errno));
         return 0;
     }

@@ -52,7 +52,7 @@ int reaper_reap(void)
             if (errno == EINTR)
                 continue;
             if (errno != ECHILD)
-                log_warn("unable to reap children: %s", strerror(errno));
+                log_warn("reaper: unable to reap children: %s", strerror(errno));
             break;
         }
         n++;

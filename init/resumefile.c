@@ -125,7 +125,7 @@ static cJSON *write_generation(const char *cause, bool stepped, int64_t paused_m
     cJSON_free(text);
     cJSON_AddStringToObject(f, "path", R.path);
     if (rc < 0) {
-        log_warn("unable to write %s: %s", R.path, why);
+        log_warn("resumefile: unable to write %s: %s", R.path, why);
         cJSON_AddStringToObject(f, "error", why);
     }
     return f;

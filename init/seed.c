@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,12 +13,11 @@
 #include <cJSON.h>
 #include <ev.h>
 
+#include "childjob.h"
 #include "config.h"
 #include "events.h"
 #include "hearth.h"
-#include "inherit.h"
 #include "log.h"
-#include "reaper.h"
 #include "safepath.h"
 #include "tree.h"
 
@@ -124,9 +122,13 @@ enum seed_result seed_one(const char *target, const char *from, const char *unle
     return SEED_DONE;
 }
 
-/* The entries run one after the other, each copy in a child process so a
- * large template never stalls the loop (the control plane stays up). The
- * child reports its result through a pipe: one byte, then the error. */
+/* The entries run one after the other, each copy in a child process
+ * (init/childjob.c) so a large template never stalls the loop (the
+ * control plane stays up). The child reports its result through the
+ * job's pipe: one byte, then the error. A copy that never ends (a
+ * template on a hung share) must not hold the mounts phase forever: it is
+ * killed at SEED_TIMEOUT_MS; its marker makes the next pass complete it. */
+#define SEED_RESULT_MAX 1024
 static struct {
     const struct config *cfg;
     const char *(*skip)(const char *path);
@@ -135,12 +137,9 @@ static struct {
     bool running, again;
     cJSON *report;
     int64_t t0;
-    int rd;
     int failures;
-    pid_t pid;
-    bool timed_out;
-    ev_timer deadline;
-} Q = {.rd = -1};
+    struct childjob job;
+} Q;
 
 static void step(void);
 
@@ -171,27 +170,20 @@ static void record(const struct seed_entry *e, enum seed_result r, const char *e
         cJSON_Delete(o);
 }
 
-static void on_child(void *ctx, pid_t pid, int status)
+static void copy_done(struct childjob *j, enum childjob_end end, int status, const char *data,
+                      size_t len)
 {
-    char buf[520];
-    ssize_t n = Q.rd >= 0 ? read(Q.rd, buf, sizeof(buf) - 1) : -1;
     enum seed_result r = SEED_FAILED;
     char err[512];
 
-    if (Q.rd >= 0)
-        close(Q.rd);
-    Q.rd = -1;
-    Q.pid = 0;
-    ev_timer_stop(H.loop, &Q.deadline);
-    if (Q.timed_out) {
-        Q.timed_out = false;
+    if (end == CHILDJOB_TIMEOUT) {
         snprintf(err, sizeof(err), "the copy took longer than %d ms; stopped (redone at the next pass)",
                  SEED_TIMEOUT_MS);
-    } else if (n >= 1 && (unsigned char)buf[0] <= SEED_FAILED && WIFEXITED(status)) {
-        buf[n] = '\0';
-        r = (enum seed_result)buf[0];
-        snprintf(err, sizeof(err), "%s", buf + 1);
-    } else if (WIFSIGNALED(status)) {
+    } else if (end == CHILDJOB_EXITED && len >= 1 && (unsigned char)data[0] <= SEED_FAILED &&
+               WIFEXITED(status)) {
+        r = (enum seed_result)data[0];
+        snprintf(err, sizeof(err), "%.*s", (int)(len - 1), data + 1);
+    } else if (end == CHILDJOB_EXITED && WIFSIGNALED(status)) {
         snprintf(err, sizeof(err), "seed process killed by signal %d", WTERMSIG(status));
     } else {
         snprintf(err, sizeof(err), "seed process ended without a result (status %d)", status);
@@ -201,54 +193,42 @@ static void on_child(void *ctx, pid_t pid, int status)
     step();
 }
 
-/* A copy that never ends (a template on a hung share) must not hold the
- * mounts phase forever: it is killed; its marker makes the next pass
- * complete it. */
-static void on_deadline(struct ev_loop *loop, ev_timer *w, int revents)
+struct copy_args {
+    const char *target, *from, *unless;
+};
+
+/* In the child: the copy, then its result down the job's pipe. */
+static void copy_child(int wfd, void *arg)
 {
-    if (Q.pid > 0) {
-        log_warn("seed: copy still running after %d ms; killing it", SEED_TIMEOUT_MS);
-        Q.timed_out = true;
-        kill(Q.pid, SIGKILL);
-    }
+    const struct copy_args *a = arg;
+    char msg[513];
+
+    msg[0] = (char)seed_one(a->target, a->from, a->unless, msg + 1, sizeof(msg) - 1);
+    ssize_t w = write(wfd, msg, 1 + strlen(msg + 1));
+    _exit(w > 0 ? 0 : 1);
 }
 
-/* Starts the copy of entry e in a child; false when that is not possible
- * (no loop yet, or fork failed): then it runs here. */
-static bool spawn(const char *target, const char *from, const char *unless)
+/* Starts the copy of e in a child: 1 started, 0 when that is not
+ * possible (no loop yet, or fork failed) and it runs here instead, -1
+ * (err) when the last copy killed at its deadline is still stuck in the
+ * kernel: a copy here would stall hearth on the same share. */
+static int spawn(const struct seed_entry *e, char *err, size_t errlen)
 {
-    int p[2];
+    struct copy_args a = {e->target, e->from, e->unless};
+    char why[256];
 
-    if (!H.loop || pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
-        return false;
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(p[0]);
-        close(p[1]);
-        return false;
+    if (!H.loop)
+        return 0;
+    if (childjob_start(&Q.job, SEED_TIMEOUT_MS, SEED_RESULT_MAX, copy_child, &a, copy_done, why,
+                       sizeof(why)) == 0)
+        return 1;
+    if (Q.job.killed > 0) {
+        snprintf(err, errlen, "unable to start the copy: %s", why);
+        return -1;
     }
-    if (pid == 0) {
-        char msg[513];
-        inherit_close_all_but(p[1]);
-        msg[0] = (char)seed_one(target, from, unless, msg + 1, sizeof(msg) - 1);
-        ssize_t w = write(p[1], msg, 1 + strlen(msg + 1));
-        _exit(w > 0 ? 0 : 1);
-    }
-    close(p[1]);
-    Q.rd = p[0];
-    if (reaper_watch(pid, on_child, NULL) < 0) {
-        /* Unwatched, it is reaped as an orphan; its result is lost. */
-        log_error("seed %s: unable to watch the copy process", target);
-        kill(pid, SIGKILL);
-        close(Q.rd);
-        Q.rd = -1;
-        return false;
-    }
-    Q.pid = pid;
-    Q.timed_out = false;
-    ev_timer_init(&Q.deadline, on_deadline, SEED_TIMEOUT_MS / 1000.0, 0.);
-    ev_timer_start(H.loop, &Q.deadline);
-    return true;
+    log_error("seed %s: unable to start the copy process: %s; copying in hearth itself", e->target,
+              why);
+    return 0;
 }
 
 static void finish(void)
@@ -274,13 +254,16 @@ static void step(void)
         const struct seed_entry *e = &Q.cfg->seed.v[Q.cur];
         const char *target = e->target, *from = e->from, *unless = e->unless;
         const char *failed_mount = Q.skip ? Q.skip(target) : NULL;
+        int started;
 
         Q.t0 = mono_ms();
         if (failed_mount) {
             snprintf(err, sizeof(err), "mount %s failed", failed_mount);
             record(e, SEED_SKIPPED, err);
-        } else if (spawn(target, from, unless)) {
-            return; /* on_child goes on */
+        } else if ((started = spawn(e, err, sizeof(err))) > 0) {
+            return; /* copy_done goes on */
+        } else if (started < 0) {
+            record(e, SEED_FAILED, err);
         } else {
             enum seed_result r = seed_one(target, from, unless, err, sizeof(err));
             record(e, r, err);

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
 #include <sys/inotify.h>
 #include <sys/wait.h>
 #include <sys/stat.h>
@@ -23,9 +22,7 @@
 #include "events.h"
 #include "gates.h"
 #include "hearth.h"
-#include "inherit.h"
 #include "log.h"
-#include "reaper.h"
 #include "safepath.h"
 #include "launch.h"
 #include "tree.h"
@@ -615,7 +612,7 @@ void skills_init(const struct config *cfg)
         n++;
     S.ignore = calloc(n + 1, sizeof(char *));
     if (!S.pub || !S.priv || !S.ignore) {
-        log_error("skills: out of memory; overlay off");
+        log_error("skills: unable to set up the overlay: out of memory; overlay off");
         free_config();
         S.enabled = false;
         return;
@@ -674,26 +671,23 @@ void skills_start(const char *(*failed_mount)(const char *path))
     skills_sync("boot", err, sizeof(err));
 }
 
-/* skills.fork copies a whole skill: in a child process, so a skill of
- * 30,000 files never stalls the loop, bounded by a deadline after which
- * the child is killed (its temporary copy is removed by the next fork).
- * The child reports through a pipe: one byte (0 ok, 1 failed), then the
- * message. One fork at a time. */
+/* skills.fork copies a whole skill: in a child process (init/childjob.c),
+ * so a skill of 30,000 files never stalls the loop, bounded by a deadline
+ * after which the child is killed (its temporary copy is removed by the
+ * next fork). The child reports through the job's pipe: one byte (0 ok,
+ * 1 failed), then the message. One fork at a time. */
+#define FORK_RESULT_MAX 2048
 static struct {
-    pid_t pid;
-    int rd;
-    ev_timer deadline;
-    bool timed_out;
+    struct childjob job;
     skills_fork_done done;
     void *ctx;
-} F = {.pid = -1, .rd = -1};
+} F;
 
 static void fork_finish(int rc, const char *msg)
 {
     skills_fork_done done = F.done;
     void *ctx = F.ctx;
 
-    F.pid = -1;
     F.done = NULL;
     F.ctx = NULL;
     if (rc == 0) {
@@ -704,46 +698,42 @@ static void fork_finish(int rc, const char *msg)
         done(ctx, rc, msg);
 }
 
-static void on_fork_child(void *ctx, pid_t pid, int status)
+static void fork_done(struct childjob *j, enum childjob_end end, int status, const char *data,
+                      size_t len)
 {
-    char buf[1024];
-    ssize_t n = F.rd >= 0 ? read(F.rd, buf, sizeof(buf) - 1) : -1;
     char msg[1024];
     int rc = -1;
 
-    ev_timer_stop(H.loop, &F.deadline);
-    if (F.rd >= 0)
-        close(F.rd);
-    F.rd = -1;
-    if (F.timed_out) {
+    if (end == CHILDJOB_TIMEOUT) {
         snprintf(msg, sizeof(msg), "unable to fork: the copy took longer than %d ms; stopped",
                  SKILLS_FORK_TIMEOUT_MS);
-    } else if (n >= 1 && WIFEXITED(status)) {
-        buf[n] = '\0';
-        rc = buf[0] == 0 ? 0 : -1;
-        snprintf(msg, sizeof(msg), "%s", buf + 1);
-    } else if (WIFSIGNALED(status)) {
+    } else if (end == CHILDJOB_EXITED && len >= 1 && WIFEXITED(status)) {
+        rc = data[0] == 0 ? 0 : -1;
+        snprintf(msg, sizeof(msg), "%.*s", (int)(len - 1), data + 1);
+    } else if (end == CHILDJOB_EXITED && WIFSIGNALED(status)) {
         snprintf(msg, sizeof(msg), "unable to fork: copy process killed by signal %d",
                  WTERMSIG(status));
     } else {
         snprintf(msg, sizeof(msg), "unable to fork: copy process ended without a result");
     }
-    F.timed_out = false;
     fork_finish(rc, msg);
 }
 
-static void on_fork_deadline(struct ev_loop *loop, ev_timer *w, int revents)
+/* In the child: the copy, then its result down the job's pipe. */
+static void fork_child(int wfd, void *arg)
 {
-    if (F.pid > 0) {
-        log_warn("skills: fork still copying after %d ms; killing it", SKILLS_FORK_TIMEOUT_MS);
-        F.timed_out = true;
-        kill(F.pid, SIGKILL);
-    }
+    const char *name = arg;
+    char msg[1024];
+
+    msg[1] = '\0';
+    msg[0] = (char)(skills_fork_at(S.pub, S.priv, name, msg + 1, sizeof(msg) - 1) < 0);
+    ssize_t w = write(wfd, msg, 1 + strlen(msg + 1));
+    _exit(w > 0 ? 0 : 1);
 }
 
 int skills_fork(const char *name, skills_fork_done done, void *ctx, char *err, size_t errlen)
 {
-    int p[2];
+    char why[256];
 
     if (!S.enabled) {
         snprintf(err, errlen, "the skills overlay is not configured (skills.public, skills.private)");
@@ -753,7 +743,7 @@ int skills_fork(const char *name, skills_fork_done done, void *ctx, char *err, s
         snprintf(err, errlen, "name: expected a skill name or category/skill");
         return -1;
     }
-    if (F.pid > 0) {
+    if (childjob_running(&F.job)) {
         snprintf(err, errlen, "a skills.fork is already in progress");
         return -1;
     }
@@ -765,39 +755,13 @@ int skills_fork(const char *name, skills_fork_done done, void *ctx, char *err, s
             done(ctx, 0, "");
         return 0;
     }
-    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0) {
-        snprintf(err, errlen, "unable to fork %s: pipe: %s", name, strerror(errno));
+    if (childjob_start(&F.job, SKILLS_FORK_TIMEOUT_MS, FORK_RESULT_MAX, fork_child, (void *)name,
+                       fork_done, why, sizeof(why)) < 0) {
+        snprintf(err, errlen, "unable to fork %s: %s", name, why);
         return -1;
     }
-    pid_t pid = fork();
-    if (pid < 0) {
-        snprintf(err, errlen, "unable to fork %s: fork: %s", name, strerror(errno));
-        close(p[0]);
-        close(p[1]);
-        return -1;
-    }
-    if (pid == 0) {
-        char msg[1024];
-        inherit_close_all_but(p[1]);
-        msg[1] = '\0';
-        msg[0] = (char)(skills_fork_at(S.pub, S.priv, name, msg + 1, sizeof(msg) - 1) < 0);
-        ssize_t w = write(p[1], msg, 1 + strlen(msg + 1));
-        _exit(w > 0 ? 0 : 1);
-    }
-    close(p[1]);
-    if (reaper_watch(pid, on_fork_child, NULL) < 0) {
-        kill(pid, SIGKILL); /* reaped as an orphan */
-        close(p[0]);
-        snprintf(err, errlen, "unable to fork %s: unable to watch the copy process", name);
-        return -1;
-    }
-    F.pid = pid;
-    F.rd = p[0];
     F.done = done;
     F.ctx = ctx;
-    F.timed_out = false;
-    ev_timer_init(&F.deadline, on_fork_deadline, SKILLS_FORK_TIMEOUT_MS / 1000.0, 0.);
-    ev_timer_start(H.loop, &F.deadline);
     return 0;
 }
 

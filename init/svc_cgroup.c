@@ -121,7 +121,8 @@ void svc_oom_watch(struct service *s)
     if (ino_fd < 0) {
         ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
         if (ino_fd < 0) {
-            log_warn("unable to watch memory.events: inotify: %s", strerror(errno));
+            log_warn("service %s: unable to watch memory.events (inotify): %s", s->cfg->name,
+                     strerror(errno));
             return;
         }
         ev_io_init(&ino_io, ino_cb, ino_fd, EV_READ);

@@ -96,7 +96,7 @@ int svc_notify_env(struct service *s, struct launch_plan *plan)
         goto nomem;
     return 0;
 nomem:
-    snprintf(s->error, sizeof(s->error), "environment: %s", strerror(errno));
+    snprintf(s->error, sizeof(s->error), "unable to set the environment: %s", strerror(errno));
     return -1;
 }
 
@@ -124,8 +124,8 @@ static bool nsender_ok(const struct service *s, const struct notify_sender *f, c
         int in = cgroup_pid_in_leaf(f->pid, s->leaf.path);
         if (in == 1)
             return true;
-        snprintf(why, wlen, "pid %d %s", (int)f->pid,
-                 in == 0 ? "is not in the service's cgroup" : "cannot be identified (gone?)");
+        snprintf(why, wlen, in == 0 ? "pid %d is not in the service's cgroup"
+                                    : "unable to identify pid %d: gone?", (int)f->pid);
         return false;
     }
     if (notify_pid_session(f->pid) == s->pid)
@@ -220,7 +220,8 @@ static void nsock_cb(struct ev_loop *loop, ev_io *w, int revents)
         ssize_t n = notify_recv(s->n.fd, buf, sizeof(buf), &from, &truncated);
         if (n < 0) {
             if (errno != EAGAIN && errno != EWOULDBLOCK)
-                log_warn("service %s: NOTIFY_SOCKET: recvmsg: %s", s->cfg->name, strerror(errno));
+                log_warn("service %s: unable to read NOTIFY_SOCKET: %s", s->cfg->name,
+                         strerror(errno));
             return;
         }
         /* The exec pipe's EOF may be waiting in the same wake-up: a

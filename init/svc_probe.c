@@ -229,7 +229,7 @@ static void health_attempt(struct service *s)
     if (!s->health.probe) {
         /* hearth could not even run the probe (no fd, no fork): that says
          * nothing about the service, so it does not count as a failure. */
-        log_warn("service %s: health check not started: %s", s->cfg->name, err);
+        log_warn("service %s: unable to start the health check: %s", s->cfg->name, err);
         svc_health_arm(s, s->health.interval_ms);
     }
 }

@@ -72,7 +72,7 @@ static void print_server_error(const struct ctl *t, const cJSON *err)
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(err, "data");
     double code;
 
-    fprintf(stderr, "hearthctl: %s failed: ", t->method);
+    fprintf(stderr, "hearthctl: unable to call %s: ", t->method);
     put_safe(stderr, msg ? msg : "(no message)");
     if (jnum(err, "code", &code) && fabs(code) < 9e15)
         fprintf(stderr, " (code %lld)", (long long)code);
@@ -130,7 +130,7 @@ int rpc_call(struct ctl *t, cJSON *params, cJSON **reply, const cJSON **result)
             fprintf(stderr, "hearthctl: timed out after %d ms sending %s to %s\n",
                     t->timeout_ms, t->method, t->conn.spec);
         else
-            fprintf(stderr, "hearthctl: cannot send to %s: %s\n", t->conn.spec,
+            fprintf(stderr, "hearthctl: unable to send to %s: %s\n", t->conn.spec,
                     strerror(errno));
         return EXIT_USAGE;
     }
@@ -155,7 +155,7 @@ int rpc_call(struct ctl *t, cJSON *params, cJSON **reply, const cJSON **result)
         case IO_INTR:
             return EXIT_USAGE;
         default:
-            fprintf(stderr, "hearthctl: cannot read from %s: %s\n", t->conn.spec,
+            fprintf(stderr, "hearthctl: unable to read from %s: %s\n", t->conn.spec,
                     strerror(errno));
             return EXIT_USAGE;
         }
@@ -230,7 +230,7 @@ int follow(struct ctl *t)
     sa.sa_handler = on_sigint; /* no SA_RESTART: poll must return EINTR */
     sigemptyset(&sa.sa_mask);
     if (sigaction(SIGINT, &sa, NULL) != 0) {
-        fprintf(stderr, "hearthctl: sigaction: %s\n", strerror(errno));
+        fprintf(stderr, "hearthctl: unable to set up signals: %s\n", strerror(errno));
         return EXIT_USAGE;
     }
     if (t->notes_dropped)
@@ -257,7 +257,7 @@ int follow(struct ctl *t)
         if (r == IO_TOOLONG)
             return bad_reply(t, "line longer than 16 MiB");
         if (r != IO_OK) {
-            fprintf(stderr, "hearthctl: cannot read from %s: %s\n", t->conn.spec,
+            fprintf(stderr, "hearthctl: unable to read from %s: %s\n", t->conn.spec,
                     strerror(errno));
             return EXIT_USAGE;
         }

@@ -251,10 +251,10 @@ static int bad_spec(const char *spec)
 static int connect_error(const struct conn *c, int timeout_ms)
 {
     if (errno == ETIMEDOUT && timeout_ms > 0)
-        fprintf(stderr, "hearthctl: cannot connect to %s: timed out after %d ms\n", c->spec,
+        fprintf(stderr, "hearthctl: unable to connect to %s: timed out after %d ms\n", c->spec,
                 timeout_ms);
     else
-        fprintf(stderr, "hearthctl: cannot connect to %s: %s\n", c->spec, strerror(errno));
+        fprintf(stderr, "hearthctl: unable to connect to %s: %s\n", c->spec, strerror(errno));
     return EXIT_USAGE;
 }
 
@@ -274,7 +274,7 @@ static int hvsock_handshake(struct conn *c, uint32_t port, int timeout_ms, int64
     case IO_OK:
         if (strncmp(line, "OK", 2) == 0)
             return 0;
-        fputs("hearthctl: cannot connect to ", stderr);
+        fputs("hearthctl: unable to connect to ", stderr);
         fputs(c->spec, stderr);
         fputs(": handshake refused: ", stderr);
         put_safe(stderr, line);
@@ -282,12 +282,12 @@ static int hvsock_handshake(struct conn *c, uint32_t port, int timeout_ms, int64
         return EXIT_USAGE;
     case IO_EOF:
         fprintf(stderr,
-                "hearthctl: cannot connect to %s: closed during handshake (nothing "
+                "hearthctl: unable to connect to %s: closed during handshake (nothing "
                 "listening on guest port %u?)\n",
                 c->spec, port);
         return EXIT_USAGE;
     case IO_TOOLONG:
-        fprintf(stderr, "hearthctl: cannot connect to %s: handshake reply too long\n",
+        fprintf(stderr, "hearthctl: unable to connect to %s: handshake reply too long\n",
                 c->spec);
         return EXIT_USAGE;
     case IO_TIMEOUT:

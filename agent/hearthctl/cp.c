@@ -156,7 +156,7 @@ static int cp_upload(struct cp *c, const char *src, const char *dst_in)
             into = jstr(res, "type") && strcmp(jstr(res, "type"), "dir") == 0;
             cJSON_Delete(reply);
         } else if (r != EXIT_SERVER) {
-            fprintf(stderr, "hearthctl: cp: cannot reach %s\n", c->t->conn.spec);
+            fprintf(stderr, "hearthctl: cp: unable to reach %s\n", c->t->conn.spec);
             goto out;
         }
     }

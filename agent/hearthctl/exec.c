@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "base64.h"
+#include "bytebuf.h"
 
 #define IN_CHUNK (192 * 1024)         /* stdin bytes per exec.input */
 #define IN_FLIGHT_MAX 4               /* exec.input requests without reply */
@@ -62,32 +63,22 @@ struct xconn {
     int fd;
     char *in;           /* bytes read, not yet a whole line */
     size_t in_len, in_cap;
-    char *out;          /* bytes to write */
-    size_t out_off, out_len, out_cap;
+    struct bytebuf out; /* requests not yet written */
 };
 
 static int queue(struct xconn *x, const char *s, size_t n)
 {
-    if (x->out_off && x->out_off == x->out_len)
-        x->out_off = x->out_len = 0;
-    if (x->out_len + n + 1 > x->out_cap) {
-        if (x->out_off) {
-            memmove(x->out, x->out + x->out_off, x->out_len - x->out_off);
-            x->out_len -= x->out_off;
-            x->out_off = 0;
-        }
-        size_t cap = x->out_cap ? x->out_cap : 65536;
-        while (cap < x->out_len + n + 1)
-            cap *= 2;
-        char *nb = realloc(x->out, cap);
-        if (!nb)
+    struct bytebuf *b = &x->out;
+    if (b->off && b->off == b->len)
+        b->off = b->len = 0;
+    if (bytebuf_room(b) < n + 1) {
+        bytebuf_compact(b);
+        size_t cap = bytebuf_grown_cap(b->cap, 65536, b->len + n + 1, SIZE_MAX);
+        if (cap > b->cap && bytebuf_resize(b, cap) < 0)
             return -1;
-        x->out = nb;
-        x->out_cap = cap;
     }
-    memcpy(x->out + x->out_len, s, n);
-    x->out_len += n;
-    x->out[x->out_len++] = '\n';
+    bytebuf_put(b, s, n);
+    bytebuf_put(b, "\n", 1);
     return 0;
 }
 
@@ -113,22 +104,6 @@ static unsigned long request(struct xconn *x, const char *method, cJSON *params)
     int rc = queue(x, s, strlen(s));
     cJSON_free(s);
     return rc == 0 ? id : 0;
-}
-
-static int flush_out(struct xconn *x)
-{
-    while (x->out_off < x->out_len) {
-        ssize_t n = write(x->fd, x->out + x->out_off, x->out_len - x->out_off);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN)
-                return 0;
-            return -1;
-        }
-        x->out_off += (size_t)n;
-    }
-    return 0;
 }
 
 static int write_all(int fd, const uint8_t *d, size_t n)
@@ -396,11 +371,11 @@ int r_exec(struct ctl *t, int argc, char **argv)
     while (rc < 0) {
         struct pollfd pf[3] = {{.fd = fd, .events = POLLIN}, {.fd = sig_pipe[0], .events = POLLIN},
                                {.fd = -1}};
-        if (x.out_off < x.out_len)
+        if (bytebuf_pending(&x.out) > 0)
             pf[0].events |= POLLOUT;
         bool started = exec_id >= 0;
         if (started && stdin_open && in_flight < IN_FLIGHT_MAX &&
-            x.out_len - x.out_off < OUT_HIGH)
+            bytebuf_pending(&x.out) < OUT_HIGH)
             pf[2] = (struct pollfd){.fd = STDIN_FILENO, .events = POLLIN};
         int n = poll(pf, 3, started ? -1 : wait_ms);
         if (n < 0) {
@@ -450,9 +425,9 @@ int r_exec(struct ctl *t, int argc, char **argv)
             if (request(&x, "exec.input", p))
                 in_flight++;
         }
-        if (pf[0].revents & POLLOUT && flush_out(&x) < 0) {
+        if (pf[0].revents & POLLOUT && bytebuf_write(x.fd, &x.out) < 0) {
             restore_tty();
-            fprintf(stderr, "hearthctl exec: connection lost: %s\n", strerror(errno));
+            fprintf(stderr, "hearthctl exec: unable to send to hearth: %s\n", strerror(errno));
             rc = EXIT_USAGE;
             break;
         }
@@ -497,7 +472,7 @@ int r_exec(struct ctl *t, int argc, char **argv)
             memmove(x.in, x.in + start, x.in_len - start);
             x.in_len -= start;
         }
-        if (x.out_off < x.out_len && flush_out(&x) < 0) {
+        if (bytebuf_pending(&x.out) > 0 && bytebuf_write(x.fd, &x.out) < 0) {
             rc = EXIT_USAGE;
             break;
         }
@@ -507,6 +482,6 @@ done:
     free(inbuf);
     free(b64);
     free(x.in);
-    free(x.out);
+    bytebuf_release(&x.out);
     return rc;
 }

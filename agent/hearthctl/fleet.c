@@ -39,7 +39,7 @@ int fleet_catch_sigint(void)
     sa.sa_handler = on_sigint; /* no SA_RESTART: poll must return EINTR */
     sigemptyset(&sa.sa_mask);
     if (sigaction(SIGINT, &sa, NULL) != 0) {
-        fprintf(stderr, "hearthctl: sigaction: %s\n", strerror(errno));
+        fprintf(stderr, "hearthctl: unable to set up signals: %s\n", strerror(errno));
         return -1;
     }
     return 0;
@@ -99,7 +99,7 @@ static int add_spec(struct fleet *f, const char *spec, size_t len)
     if (rc == GLOB_NOMATCH)
         return add_one(f, spec, len);
     if (rc != 0) {
-        fprintf(stderr, "hearthctl: cannot expand '%.*s': %s\n", (int)len, spec,
+        fprintf(stderr, "hearthctl: unable to expand '%.*s': %s\n", (int)len, spec,
                 rc == GLOB_NOSPACE ? "out of memory" : "read error");
         return -1;
     }
@@ -241,7 +241,7 @@ static void start_connect(struct fleet_target *t, const struct fleet_call *calls
             t->retry_ns = mono_ns() + RETRY_NS;
             return;
         }
-        fail(t, FLEET_CONNECT, "cannot connect: %s", strerror(errno));
+        fail(t, FLEET_CONNECT, "unable to connect: %s", strerror(errno));
         return;
     }
     if (pending) {
@@ -321,7 +321,7 @@ static void on_readable(struct fleet_target *t, const struct fleet_call *calls, 
     if (r < 0) {
         if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
             return;
-        fail(t, FLEET_IO, "cannot read: %s", strerror(errno));
+        fail(t, FLEET_IO, "unable to read: %s", strerror(errno));
         return;
     }
     if (r == 0) {
@@ -362,7 +362,7 @@ static void on_writable(struct fleet_target *t, const struct fleet_call *calls, 
 
     if (t->state == S_CONNECTING) {
         if (ctl_connect_result(t->fd) != 0) {
-            fail(t, FLEET_CONNECT, "cannot connect: %s", strerror(errno));
+            fail(t, FLEET_CONNECT, "unable to connect: %s", strerror(errno));
             return;
         }
         connected(t, calls, n);
@@ -374,7 +374,7 @@ static void on_writable(struct fleet_target *t, const struct fleet_call *calls, 
     if (w < 0) {
         if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
             return;
-        fail(t, FLEET_IO, "cannot send: %s", strerror(errno));
+        fail(t, FLEET_IO, "unable to send: %s", strerror(errno));
         return;
     }
     t->out_off += (size_t)w;
@@ -407,7 +407,7 @@ static void room_for_fds(size_t n)
         return;
     rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || want < rl.rlim_max ? want : rl.rlim_max;
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
-        fprintf(stderr, "hearthctl: warning: cannot raise the open files limit: %s\n",
+        fprintf(stderr, "hearthctl: warning: unable to raise the open files limit: %s\n",
                 strerror(errno));
 }
 
@@ -432,7 +432,7 @@ int fleet_round(struct fleet *f, const struct fleet_call *calls, size_t ncalls, 
             t->fail = FLEET_CONNECT;
             t->state = S_DONE;
             if (t->addr_errno == ENAMETOOLONG)
-                snprintf(t->why, sizeof(t->why), "cannot connect: %s", strerror(ENAMETOOLONG));
+                snprintf(t->why, sizeof(t->why), "unable to connect: %s", strerror(ENAMETOOLONG));
             else
                 snprintf(t->why, sizeof(t->why),
                          "bad connect spec (want unix:PATH, vsock:CID:PORT or hvsock:UDS:PORT)");
@@ -483,7 +483,7 @@ int fleet_round(struct fleet *f, const struct fleet_call *calls, size_t ncalls, 
             if (errno == EINTR && !interrupted)
                 continue;
             if (errno != EINTR)
-                fprintf(stderr, "hearthctl: poll: %s\n", strerror(errno));
+                fprintf(stderr, "hearthctl: unable to poll: %s\n", strerror(errno));
             break;
         }
         for (size_t k = 0; k < np; k++) {
@@ -570,7 +570,7 @@ static void print_error(const struct fleet_target *t, const char *method, const 
 
     fputs("hearthctl: ", stderr);
     put_safe(stderr, t->spec);
-    fprintf(stderr, ": %s failed: ", method);
+    fprintf(stderr, ": unable to call %s: ", method);
     put_safe(stderr, cJSON_IsString(m) ? m->valuestring : "(no message)");
     if (cJSON_IsNumber(code) && fabs(code->valuedouble) < 9e15)
         fprintf(stderr, " (code %lld)", (long long)code->valuedouble);

@@ -106,7 +106,7 @@ static void fmt_duration(char *buf, size_t n, double ms)
 int flush_stdout(void)
 {
     if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "hearthctl: cannot write output: %s\n", strerror(errno));
+        fprintf(stderr, "hearthctl: unable to write output: %s\n", strerror(errno));
         return EXIT_USAGE;
     }
     return 0;

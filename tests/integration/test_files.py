@@ -570,4 +570,4 @@ def test_hearthctl_cp_usage_errors_need_no_server(tmp_path):
                       (["sandbox:rel", "b"], "guest path 'rel' is not absolute")]:
         r = subprocess.run([HEARTHCTL, "cp", *args], env=env, capture_output=True, text=True,
                            timeout=30)
-        assert r.returncode == 2 and msg in r.stderr and "cannot connect" not in r.stderr, (args, r)
+        assert r.returncode == 2 and msg in r.stderr and "unable to connect" not in r.stderr, (args, r)

@@ -195,7 +195,7 @@ def test_glob_expands_to_every_socket_in_order(fleet):
     r, _ = run("--connect", f"unix:{base}/nope*/hearth.sock", "top", "--once")
     assert r.returncode == 2
     assert table(r.stdout) == {f"unix:{base}/nope*/hearth.sock":
-                               ["cannot", "connect:", "No", "such", "file", "or", "directory"]}
+                               ["unable", "to", "connect:", "No", "such", "file", "or", "directory"]}
 
 
 def test_refused_and_malformed_targets_show_their_error(fleet, tmp_path):
@@ -209,12 +209,12 @@ def test_refused_and_malformed_targets_show_their_error(fleet, tmp_path):
     assert r.returncode == 2
     rows = table(r.stdout)
     assert rows[spec(base, 0)][:2] == ["running", "1/1"]
-    assert " ".join(rows["unix:" + dead]) == "cannot connect: Connection refused"
+    assert " ".join(rows["unix:" + dead]) == "unable to connect: Connection refused"
     assert " ".join(rows["vsock:nope"]).startswith("bad connect spec")
     r, _ = run("--json", "--connect", "unix:" + dead, "top")
     assert json.loads(r.stdout)["targets"][0] == {
         "target": "unix:" + dead, "answered": False, "failed": "connect",
-        "message": "cannot connect: Connection refused"}
+        "message": "unable to connect: Connection refused"}
     r, _ = run("--connect", spec(base, 0), "top", "--once")
     assert r.returncode == 0, r.stdout + r.stderr
 
@@ -237,7 +237,7 @@ def test_status_and_ping_over_several_targets(fleet):
     # An error answer is exit 1, and names the target.
     r, _ = run("-c", spec(base, 0), "-c", spec(base, 1), "services", "stop", "nope")
     assert r.returncode == 1
-    assert f"hearthctl: {spec(base, 1)}: services.stop failed: " in r.stderr
+    assert f"hearthctl: {spec(base, 1)}: unable to call services.stop: " in r.stderr
     # Following a stream, and cp, stay with one sandbox.
     r, _ = run("-c", spec(base, 0), "-c", spec(base, 1), "events")
     assert r.returncode == 2 and "works on one sandbox" in r.stderr

@@ -169,7 +169,7 @@ def test_health_http_refused_restarts_per_policy(hearth, tmp_path, netns):
         netns=netns)
     s = hearth.wait_for(lambda: (lambda x: x if x["state"] == "failed" else None)(
         hearth.service("api")), what="failed after health")
-    assert "unhealthy: 2 health checks failed in a row: http 127.0.0.1:9/health: connect: " \
+    assert "unhealthy: 2 health checks failed in a row: http 127.0.0.1:9/health: unable to connect: " \
            "Connection refused" == s["error"]
 
 

@@ -18,6 +18,7 @@ PRIVATE = {
     "control.h": "agent/clients",
     "m_files_int.h": "agent/m_files",
     "execproc_priv.h": "agent/execproc",
+    "nft_priv.h": "init/nft",
 }
 
 

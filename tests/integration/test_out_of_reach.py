@@ -67,7 +67,7 @@ def test_peer_that_exited_before_it_was_identified_is_refused(hearth):
     finally:
         set_frozen(cg, False)
     hearth.wait_for(lambda: "refused control client" in hearth.log_text(), what="refusal")
-    assert "cannot be identified" in hearth.log_text()
+    assert "unable to identify" in hearth.log_text()
     assert hearth.service("agent")["state"] == "running"
     # A root client of the host is still served.
     assert hearth.rpc("ping") == {}

@@ -16,7 +16,6 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cJSON.h>
@@ -24,6 +23,7 @@
 
 #include "check.h"
 #include "reaper.h"
+#include "timebase.h"
 
 struct result {
     struct ev_loop *loop;
@@ -31,13 +31,6 @@ struct result {
     bool ok;
     char detail[512];
 };
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void on_done(void *ctx, bool ok, const char *detail)
 {
@@ -63,7 +56,7 @@ static void stop_cb(struct ev_loop *loop, ev_timer *w, int revents)
 static int64_t run_for(struct ev_loop *loop, int64_t max_ms)
 {
     ev_timer reap, stop;
-    int64_t t0 = now_ms();
+    int64_t t0 = mono_ms();
 
     ev_timer_init(&reap, reap_cb, 0.01, 0.01);
     ev_timer_init(&stop, stop_cb, (double)max_ms / 1000., 0.);
@@ -73,7 +66,7 @@ static int64_t run_for(struct ev_loop *loop, int64_t max_ms)
     ev_run(loop, 0);
     ev_timer_stop(loop, &reap);
     ev_timer_stop(loop, &stop);
-    return now_ms() - t0;
+    return mono_ms() - t0;
 }
 
 static struct ev_loop *new_loop(void)
@@ -398,7 +391,7 @@ TEST(check_exec_exit_codes)
     exec_spec(&s, missing, 5000);
     probe(&s, &r);
     CHECK(!r.ok);
-    CHECK_STR(r.detail, "exec /nonexistent/probe: No such file or directory");
+    CHECK_STR(r.detail, "exec /nonexistent/probe: unable to run it: No such file or directory");
 }
 
 TEST(check_exec_timeout_kills_group)

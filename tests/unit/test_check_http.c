@@ -194,7 +194,7 @@ TEST(check_http_refused_and_spec)
     http_probe(ntohs(sin.sin_port), 2000, &o);
     close(fd);
     CHECK(!o.ok);
-    snprintf(want, sizeof(want), "http 127.0.0.1:%d/health: connect: Connection refused",
+    snprintf(want, sizeof(want), "http 127.0.0.1:%d/health: unable to connect: Connection refused",
              ntohs(sin.sin_port));
     CHECK_STR(o.detail, want);
 

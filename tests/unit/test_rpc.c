@@ -87,22 +87,22 @@ TEST(linebuf_shrinks_only_when_empty)
     memset(big, 'x', sizeof(big));
     linebuf_init(&lb, sizeof(big));
     CHECK_EQ_INT(linebuf_append(&lb, big, sizeof(big)), 0);
-    CHECK(lb.cap > LINEBUF_CHUNK);
+    CHECK(lb.b.cap > LINEBUF_CHUNK);
     /* A partial line is kept whole. */
     linebuf_shrink(&lb);
-    CHECK(lb.cap > LINEBUF_CHUNK);
+    CHECK(lb.b.cap > LINEBUF_CHUNK);
     CHECK_EQ_INT(linebuf_pending(&lb), sizeof(big));
     CHECK_EQ_INT(linebuf_append(&lb, "\nab", 3), 0);
     CHECK_EQ_INT(linebuf_next(&lb, &line, &len), 1);
     CHECK_EQ_INT(len, sizeof(big));
     linebuf_shrink(&lb); /* "ab" pending */
-    CHECK(lb.cap > LINEBUF_CHUNK);
+    CHECK(lb.b.cap > LINEBUF_CHUNK);
     CHECK_EQ_INT(linebuf_append(&lb, "\n", 1), 0);
     CHECK_EQ_INT(linebuf_next(&lb, &line, &len), 1);
     CHECK_EQ_INT(len, 2);
     CHECK(memcmp(line, "ab", 2) == 0);
     linebuf_shrink(&lb);
-    CHECK_EQ_INT(lb.cap, 0);
+    CHECK_EQ_INT(lb.b.cap, 0);
     /* Usable again after shrinking. */
     CHECK_EQ_INT(linebuf_append(&lb, "ping\n", 5), 0);
     CHECK_EQ_INT(linebuf_next(&lb, &line, &len), 1);
@@ -129,7 +129,7 @@ TEST(linebuf_short_requests_keep_one_chunk)
         CHECK_EQ_INT(linebuf_next(&lb, &line, &len), 0);
         linebuf_shrink(&lb);
         CHECK(linebuf_space(&lb) >= LINEBUF_CHUNK);
-        CHECK_EQ_INT(lb.cap, LINEBUF_CHUNK);
+        CHECK_EQ_INT(lb.b.cap, LINEBUF_CHUNK);
     }
     linebuf_free(&lb);
 }
@@ -146,7 +146,7 @@ TEST(linebuf_is_bounded)
         total += sizeof(chunk);
     /* It refuses to grow past one line plus one read chunk. */
     CHECK(total < 1024 + 65536 + 4096);
-    CHECK(lb.cap <= 1024 + 2 + 65536);
+    CHECK(lb.b.cap <= 1024 + 2 + 65536);
     linebuf_free(&lb);
 }
 

@@ -77,6 +77,24 @@ TEST(jsonget_defaults)
     cJSON_Delete(o);
 }
 
+TEST(jsonget_uint_bounds)
+{
+    cJSON *o = cJSON_Parse("{\"top\":9007199254740992,\"over\":9007199254740994,"
+                           "\"neg\":-1,\"frac\":2.5,\"s\":\"7\",\"zero\":0}");
+    uint64_t u = 42;
+
+    CHECK(jget_uint(jget(o, "top"), &u) && u == UINT64_C(9007199254740992));
+    CHECK(jget_uint(jget(o, "zero"), &u) && u == 0);
+    u = 42;
+    CHECK(!jget_uint(jget(o, "over"), &u));
+    CHECK(!jget_uint(jget(o, "neg"), &u));
+    CHECK(!jget_uint(jget(o, "frac"), &u));
+    CHECK(!jget_uint(jget(o, "s"), &u));
+    CHECK(!jget_uint(jget(o, "missing"), &u));
+    CHECK_EQ_INT(u, 42);
+    cJSON_Delete(o);
+}
+
 /* The sections are extracted once, with their defaults, at load. */
 TEST(sections_typed_at_load)
 {
