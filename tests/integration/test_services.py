@@ -49,11 +49,13 @@ def test_logs_read_errors_name_the_field(hearth):
 @pytest.mark.valgrind
 def test_stop_start_restart_signal(hearth, tmp_path):
     hup = tmp_path / "hup"
-    script = f'trap "echo hup >> {hup}" HUP; while :; do sleep 0.05; done'
+    armed = tmp_path / "armed"
+    script = f'trap "echo hup >> {hup}" HUP; : > {armed}; while :; do sleep 0.05; done'
     hearth.start(hearth.config(services=[{"name": "svc", "argv": ["sh", "-c", script]}]))
     hearth.wait_for(lambda: _svc(hearth, "svc")["state"] == "running", what="running")
     pid1 = _svc(hearth, "svc")["pid"]
-    time.sleep(0.2)
+    # Running is the exec; a HUP before the trap is set ends the shell.
+    hearth.wait_for(armed.exists, what="the HUP trap set")
     r = hearth.rpc("services.signal", {"name": "svc", "signal": "SIGHUP"})
     assert r["signal"] == "SIGHUP"
     hearth.wait_for(lambda: hup.exists(), what="SIGHUP handled")
