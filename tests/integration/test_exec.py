@@ -513,16 +513,19 @@ def test_hearthctl_exec_pipes_and_exit_status(h):
 
 
 def test_hearthctl_exec_tty_through_a_pty(h):
+    import fcntl
+    import struct
+    import termios
     pid, fd = pty.fork()
     if pid == 0:
+        # The size is set before hearthctl runs: set from the parent, it
+        # could come after hearthctl has read it, and the SIGWINCH that
+        # reports it before the command has started.
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 90, 0, 0))
         os.execv(HEARTHCTL, [HEARTHCTL, "-c", "unix:" + h.sock, "exec", "-i", "-t", "--",
                              "sh", "-c", "tty; stty size; read x; echo got:$x; stty size; "
                              "sleep 100"])
     try:
-        import fcntl
-        import struct
-        import termios
-        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 90, 0, 0))
         first = _read_until(fd, b"\n", 10)
         out = first + _read_until(fd, b"40 90", 10)
         # hearthctl learns the size from its terminal
