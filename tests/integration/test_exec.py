@@ -551,6 +551,43 @@ def test_hearthctl_exec_tty_through_a_pty(h):
         os.close(fd)
 
 
+def test_hearthctl_resize_while_the_start_is_unanswered_is_sent_after_it(h):
+    """A window change before exec.start is answered is not lost: the
+    command gets it once it runs, before the input that follows."""
+    import fcntl
+    import struct
+    import termios
+    pid, fd = pty.fork()
+    if pid == 0:
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 90, 0, 0))
+        os.execv(HEARTHCTL, [HEARTHCTL, "-c", "unix:" + h.sock, "exec", "-i", "-t", "--",
+                             "sh", "-c", "read x; stty size; sleep 100"])
+    try:
+        # Stopped, hearth cannot answer the start.
+        h.signal(signal.SIGSTOP)
+        try:
+            # hearthctl has read its size and sent the start once its
+            # terminal is raw; then the size changes (the kernel sends it
+            # SIGWINCH).
+            deadline = time.monotonic() + 10 * SLOW
+            while termios.tcgetattr(fd)[3] & termios.ICANON:
+                assert time.monotonic() < deadline, "hearthctl never set its terminal raw"
+                time.sleep(0.01)
+            fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 70, 0, 0))
+        finally:
+            h.signal(signal.SIGCONT)
+        os.write(fd, b"go\r")
+        out = _read_until(fd, b"30 70", 10)
+        assert b"30 70" in out, out
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        os.close(fd)
+
+
 def test_an_open_session_keeps_the_sandbox_busy(c):
     # status.activity counts exec sessions: busy with source "exec" while
     # one runs, and that reason gone once it has ended.
