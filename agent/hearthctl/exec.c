@@ -136,6 +136,19 @@ static bool window_size(unsigned *rows, unsigned *cols)
     return true;
 }
 
+/* Queues exec.resize with the terminal's size now; true when sent. */
+static bool send_resize(struct xconn *x, double exec_id)
+{
+    unsigned rows, cols;
+    if (!window_size(&rows, &cols))
+        return false;
+    cJSON *p = cJSON_CreateObject();
+    cJSON_AddNumberToObject(p, "id", exec_id);
+    cJSON_AddNumberToObject(p, "rows", rows);
+    cJSON_AddNumberToObject(p, "cols", cols);
+    return request(x, "exec.resize", p) != 0;
+}
+
 static void x_usage(void)
 {
     fputs("usage: hearthctl exec [-i] [-t] [--user U] [--cwd D] [-e K=V]... [--] CMD [ARG]...\n"
@@ -332,6 +345,9 @@ int r_exec(struct ctl *t, int argc, char **argv)
     bool interactive = false, tty = false, stdin_open;
     double exec_id = -1;
     int in_flight = 0, rc = -1;
+    /* A resize while exec.start is unanswered: the size went out with
+     * the start already read, so it is sent once the command exists. */
+    bool resize_pending = false;
     struct xconn x = {.fd = fd};
     uint8_t *inbuf = NULL;
     char *b64 = NULL;
@@ -371,9 +387,15 @@ int r_exec(struct ctl *t, int argc, char **argv)
     while (rc < 0) {
         struct pollfd pf[3] = {{.fd = fd, .events = POLLIN}, {.fd = sig_pipe[0], .events = POLLIN},
                                {.fd = -1}};
+        bool started = exec_id >= 0;
+        /* Before any input is read: the command sees its size first. */
+        if (started && resize_pending) {
+            resize_pending = false;
+            if (send_resize(&x, exec_id))
+                in_flight++;
+        }
         if (bytebuf_pending(&x.out) > 0)
             pf[0].events |= POLLOUT;
-        bool started = exec_id >= 0;
         if (started && stdin_open && in_flight < IN_FLIGHT_MAX &&
             bytebuf_pending(&x.out) < OUT_HIGH)
             pf[2] = (struct pollfd){.fd = STDIN_FILENO, .events = POLLIN};
@@ -393,15 +415,12 @@ int r_exec(struct ctl *t, int argc, char **argv)
             unsigned char s;
             while (read(sig_pipe[0], &s, 1) == 1) {
                 if (s == SIGWINCH) {
-                    unsigned rows, cols;
-                    if (started && tty && window_size(&rows, &cols)) {
-                        cJSON *p = cJSON_CreateObject();
-                        cJSON_AddNumberToObject(p, "id", exec_id);
-                        cJSON_AddNumberToObject(p, "rows", rows);
-                        cJSON_AddNumberToObject(p, "cols", cols);
-                        if (request(&x, "exec.resize", p))
-                            in_flight++;
-                    }
+                    if (!tty)
+                        continue;
+                    if (!started)
+                        resize_pending = true;
+                    else if (send_resize(&x, exec_id))
+                        in_flight++;
                 } else {
                     /* Ended from outside: the command goes with the
                      * connection (kill_on_disconnect). */

@@ -74,6 +74,8 @@ class Hearth:
         self.extra_args = []
         self.runs = 0
         self.vg_problems = []
+        # The cgroup trees this instance's runs made (see note_cgroup_tree).
+        self.cg_trees = set()
 
     def config(self, services=None, **extra):
         cfg = {"control": {"listen": ["unix:" + self.sock]}, "services": services or []}
@@ -93,6 +95,7 @@ class Hearth:
         path.write_text(json.dumps(cfg))
         if self.proc is not None:  # a second run in one test: judge the first
             self.check_valgrind()
+            self.note_cgroup_tree()  # before the log file is started over
         self.runs += 1
         self.log = open(self.log_path, "wb")
         prefix = ["ip", "netns", "exec", netns] if netns else []
@@ -223,12 +226,52 @@ class Hearth:
             time.sleep(0.05)
         raise AssertionError(f"timed out waiting for {what}; log:\n" + self.log_text())
 
+    def note_cgroup_tree(self):
+        """Remembers where this run's hearth built its cgroup tree (its
+        debug line "cgroup tree at PATH", or a service's leaf), so stop()
+        can remove what a killed hearth, or a leaf still busy at its
+        teardown, left behind. Only this instance's own trees: other
+        hearths on the host (parallel runs) share the parent cgroup."""
+        mnt = cgroup2_mount()
+        if not mnt:
+            return
+        # Written at boot: the head of the log is enough (a flood test's
+        # log may be large).
+        try:
+            with open(self.log_path, "rb") as f:
+                head = f.read(256 << 10).decode(errors="replace")
+        except OSError:
+            head = ""
+        found = re.findall(r"cgroup tree at (\S+)", head)
+        # Below debug level the log does not say: ask while it still runs.
+        if not found and self.proc is not None and self.proc.poll() is None:
+            try:
+                c = self.client(timeout=2)
+                try:
+                    found += [os.path.dirname(os.path.dirname(s["cgroup"]))
+                              for s in c.result("services.list")["services"] if s.get("cgroup")]
+                finally:
+                    c.close()
+            except (OSError, EOFError, AssertionError, ValueError):
+                pass
+        for path in found:
+            if path.startswith(mnt + "/") and re.fullmatch(r"hearth\.[0-9a-f]{8}",
+                                                         os.path.basename(path)):
+                self.cg_trees.add(path)
+
     def stop(self):
+        self.note_cgroup_tree()
         if self.proc and self.proc.poll() is None:
             try:
                 self.signal(signal.SIGTERM)
                 self.proc.wait(timeout=20 * SLOW)
             except Exception:
+                # hearth itself first: killing only unshare would leave it,
+                # PID 1 of its namespace, running on without a parent.
+                try:
+                    self.signal(signal.SIGKILL)
+                except (OSError, AssertionError):
+                    pass
                 self.proc.kill()
                 self.proc.wait()
         self.check_valgrind()
@@ -238,6 +281,13 @@ class Hearth:
         if getattr(self, "cgroup", None):
             remove_cgroup_tree(self.cgroup)
             self.cgroup = None
+        # hearth removes its tree when it ends in order; not when killed,
+        # nor a leaf whose last process is still exiting at that moment.
+        if self.proc is None or self.proc.poll() is not None:
+            for path in sorted(self.cg_trees):
+                if os.path.isdir(path):
+                    remove_cgroup_tree(path)
+            self.cg_trees.clear()
         # Here rather than in the fixture, so a second Hearth a test makes
         # and stops itself is judged too.
         if self.vg_problems:

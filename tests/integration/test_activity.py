@@ -174,8 +174,10 @@ def test_busy_without_a_listener_samples_once_at_the_deadline(hearth, tmp_path):
     a = activity(hearth)
     assert a["busy"] is False and a["sampling"] == "off"
     n = a["samples"]
+    lines = hearth.service("talker")["output_lines"]
     t.say("one line")
-    time.sleep(0.5)
+    # Waited for on services.list, which takes no sample (status does).
+    hearth.wait_for(lambda: hearth.service("talker")["output_lines"] > lines, what="the line")
     a = activity(hearth)
     assert a["busy"] is True and a["samples"] == n + 1  # this look's own
     # Nobody subscribed: one timer, for the end of the spell (2 s after

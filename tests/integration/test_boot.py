@@ -80,12 +80,15 @@ def test_orphans_are_reaped(hearth):
 
 def test_sigterm_stops_services_and_exits_with_main_status(hearth, tmp_path):
     flushed = tmp_path / "flushed"
-    main = ["sh", "-c", f'trap "echo bye > {flushed}; exit 7" TERM; while :; do sleep 0.05; done']
+    armed = tmp_path / "armed"
+    main = ["sh", "-c", f'trap "echo bye > {flushed}; exit 7" TERM; : > {armed}; '
+            'while :; do sleep 0.05; done']
     hearth.start(hearth.config(services=[
         {"name": "main", "argv": main, "main": True},
         {"name": "other", "argv": ["sleep", "1000"]}]))
-    hearth.wait_for(lambda: hearth.service("main")["state"] == "running", what="main running")
-    time.sleep(0.2)
+    # Running is the exec; the trap is set a moment later (the file says so).
+    hearth.wait_for(armed.exists, what="main's trap set")
+    hearth.wait_for(lambda: hearth.service("other")["state"] == "running", what="other running")
     hearth.signal(signal.SIGTERM)
     assert hearth.wait_exit() == 7
     assert flushed.read_text() == "bye\n"
@@ -94,12 +97,12 @@ def test_sigterm_stops_services_and_exits_with_main_status(hearth, tmp_path):
     assert log.index("service other: running -> stopping") < log.index("service main: running -> stopping")
 
 
-def test_stop_timeout_escalates_to_kill(hearth):
-    stubborn = ["sh", "-c", 'trap "" TERM; while :; do sleep 0.05; done']
+def test_stop_timeout_escalates_to_kill(hearth, tmp_path):
+    armed = tmp_path / "armed"
+    stubborn = ["sh", "-c", f'trap "" TERM; : > {armed}; while :; do sleep 0.05; done']
     hearth.start(hearth.config(services=[
         {"name": "stubborn", "argv": stubborn, "stop": {"timeout_ms": 300}}]))
-    hearth.wait_for(lambda: hearth.service("stubborn")["state"] == "running", what="running")
-    time.sleep(0.2)
+    hearth.wait_for(armed.exists, what="the TERM trap set")
     t0 = time.monotonic()
     hearth.signal(signal.SIGTERM)
     status = hearth.wait_exit()

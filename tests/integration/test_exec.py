@@ -513,16 +513,19 @@ def test_hearthctl_exec_pipes_and_exit_status(h):
 
 
 def test_hearthctl_exec_tty_through_a_pty(h):
+    import fcntl
+    import struct
+    import termios
     pid, fd = pty.fork()
     if pid == 0:
+        # The size is set before hearthctl runs: set from the parent, it
+        # could come after hearthctl has read it, and the SIGWINCH that
+        # reports it before the command has started.
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 90, 0, 0))
         os.execv(HEARTHCTL, [HEARTHCTL, "-c", "unix:" + h.sock, "exec", "-i", "-t", "--",
                              "sh", "-c", "tty; stty size; read x; echo got:$x; stty size; "
                              "sleep 100"])
     try:
-        import fcntl
-        import struct
-        import termios
-        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 90, 0, 0))
         first = _read_until(fd, b"\n", 10)
         out = first + _read_until(fd, b"40 90", 10)
         # hearthctl learns the size from its terminal
@@ -539,6 +542,43 @@ def test_hearthctl_exec_tty_through_a_pty(h):
         os.write(fd, b"\x03")
         _, status = os.waitpid(pid, 0)
         assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 128 + 2, status
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        os.close(fd)
+
+
+def test_hearthctl_resize_while_the_start_is_unanswered_is_sent_after_it(h):
+    """A window change before exec.start is answered is not lost: the
+    command gets it once it runs, before the input that follows."""
+    import fcntl
+    import struct
+    import termios
+    pid, fd = pty.fork()
+    if pid == 0:
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 90, 0, 0))
+        os.execv(HEARTHCTL, [HEARTHCTL, "-c", "unix:" + h.sock, "exec", "-i", "-t", "--",
+                             "sh", "-c", "read x; stty size; sleep 100"])
+    try:
+        # Stopped, hearth cannot answer the start.
+        h.signal(signal.SIGSTOP)
+        try:
+            # hearthctl has read its size and sent the start once its
+            # terminal is raw; then the size changes (the kernel sends it
+            # SIGWINCH).
+            deadline = time.monotonic() + 10 * SLOW
+            while termios.tcgetattr(fd)[3] & termios.ICANON:
+                assert time.monotonic() < deadline, "hearthctl never set its terminal raw"
+                time.sleep(0.01)
+            fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 70, 0, 0))
+        finally:
+            h.signal(signal.SIGCONT)
+        os.write(fd, b"go\r")
+        out = _read_until(fd, b"30 70", 10)
+        assert b"30 70" in out, out
     finally:
         try:
             os.kill(pid, signal.SIGKILL)

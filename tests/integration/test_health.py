@@ -98,11 +98,16 @@ def test_health_waits_for_readiness_and_stops_with_the_service(hearth, tmp_path)
     assert hearth.service("slow")["health"]["checks"] == checks
 
 
-def test_unhealthy_stop_can_be_made_final(hearth):
+def test_unhealthy_stop_can_be_made_final(hearth, tmp_path):
     """services.stop while a health restart is under way keeps it down."""
+    # The check fails once the TERM trap is set (the file says so): a stop
+    # sent before would end the shell at once, with nothing to wait for.
+    armed = tmp_path / "armed"
     hearth.start(hearth.config(services=[
-        {"name": "stubborn", "argv": ["sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"],
-         "health": {"exec": ["false"], "interval_ms": 50, "failures": 1},
+        {"name": "stubborn",
+         "argv": ["sh", "-c", f"trap '' TERM; : > {armed}; while :; do sleep 0.05; done"],
+         "health": {"exec": ["sh", "-c", f"! test -e {armed}"], "interval_ms": 50,
+                    "failures": 1},
          "stop": {"timeout_ms": 1500}, "backoff": {"initial_ms": 50}}]))
     hearth.wait_for(lambda: hearth.service("stubborn")["state"] == "stopping", what="health stop")
     assert hearth.service("stubborn")["health"]["status"] == "unhealthy"

@@ -126,26 +126,33 @@ def test_service_is_born_in_its_cgroup_leaf(hearth, tmp_path):
         assert "into its cgroup (clone3)" in hearth.log_text()
 
 
-def test_leaf_killed_once_still_hosts_the_next_run(hearth):
+def test_leaf_killed_once_still_hosts_the_next_run(hearth, tmp_path):
     """After cgroup.kill has emptied a leaf, the next run must live: some
     kernels kill every child clone3 places in such a leaf, so hearth gives
     the service a fresh leaf."""
     import os
-    import time
+    armed = tmp_path / "armed"
     hearth.start(hearth.config(services=[{
-        "name": "stubborn", "argv": ["sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"],
+        "name": "stubborn",
+        "argv": ["sh", "-c", f"trap '' TERM; : > {armed}; while :; do sleep 0.05; done"],
         "stop": {"timeout_ms": 200}}]))
-    hearth.wait_for(lambda: hearth.service("stubborn")["state"] == "running", what="running")
+    # The stop must find the trap set, or SIGTERM alone ends the shell.
+    hearth.wait_for(armed.exists, what="the TERM trap set")
     hearth.rpc("services.stop", {"name": "stubborn"})
     hearth.wait_for(lambda: hearth.service("stubborn")["state"] == "stopped", what="killed")
     assert "killing" in hearth.log_text()
     hearth.rpc("services.start", {"name": "stubborn"})
-    time.sleep(0.5)
-    s = hearth.service("stubborn")
-    assert s["state"] == "running" and s["restarts"] == 0, s
+    # Waited for, not slept on: a fixed pause could end before a loaded
+    # machine has started the shell. A run the kernel kills at birth
+    # never gets here as running with the same pid and no restart.
+    s = hearth.wait_for(lambda: (lambda x: x if x["state"] == "running" and x["pid"] else None)(
+        hearth.service("stubborn")), what="the next run")
     pid = hearth.host_pid(s["pid"])
     with open(f"/proc/{pid}/cgroup") as f:
         assert f.read().strip().endswith("/services/stubborn")
+    again = hearth.service("stubborn")
+    assert again["state"] == "running" and again["pid"] == s["pid"], again
+    assert again["restarts"] == 0, again
     assert os.path.isdir(s["cgroup"])
 
 

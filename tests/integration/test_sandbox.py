@@ -266,8 +266,10 @@ def test_backoff_timer_neither_early_nor_twice_across_a_freeze(hearth):
     gaps = [b - a for a, b in zip(starts, starts[1:])]
     # Never early (jitter is at most 10%), never two starts for one timer.
     assert min(gaps) >= 0.26, gaps
-    # The frozen second held exactly one start back, not a burst.
-    assert sum(1 for g in gaps if g > 0.8) == 1, gaps
+    # The frozen second held exactly one start back, not a burst. That gap
+    # is at least 1.3 s (the delay plus the frozen second); an ordinary one
+    # is 0.3 s plus a process start, which a loaded machine may stretch.
+    assert sum(1 for g in gaps if g > 1.2) == 1, gaps
     assert hearth.service("flap")["restarts"] + 1 >= len(starts)
 
 

@@ -49,11 +49,13 @@ def test_logs_read_errors_name_the_field(hearth):
 @pytest.mark.valgrind
 def test_stop_start_restart_signal(hearth, tmp_path):
     hup = tmp_path / "hup"
-    script = f'trap "echo hup >> {hup}" HUP; while :; do sleep 0.05; done'
+    armed = tmp_path / "armed"
+    script = f'trap "echo hup >> {hup}" HUP; : > {armed}; while :; do sleep 0.05; done'
     hearth.start(hearth.config(services=[{"name": "svc", "argv": ["sh", "-c", script]}]))
     hearth.wait_for(lambda: _svc(hearth, "svc")["state"] == "running", what="running")
     pid1 = _svc(hearth, "svc")["pid"]
-    time.sleep(0.2)
+    # Running is the exec; a HUP before the trap is set ends the shell.
+    hearth.wait_for(armed.exists, what="the HUP trap set")
     r = hearth.rpc("services.signal", {"name": "svc", "signal": "SIGHUP"})
     assert r["signal"] == "SIGHUP"
     hearth.wait_for(lambda: hup.exists(), what="SIGHUP handled")
@@ -171,17 +173,23 @@ def test_never_ready_is_killed_and_retried(hearth, tmp_path):
 
 @pytest.mark.valgrind
 def test_ready_notify_fd(hearth, tmp_path):
-    talk = ("sleep 0.5; printf READY >&3; sleep 0.3; printf '=1\\n' >&3; "
+    # The second half of the line waits for the test's go, so the look at
+    # the half line cannot come too late on a slow machine.
+    half, go = tmp_path / "half", tmp_path / "go"
+    talk = (f"sleep 0.5; printf READY >&3; : > {half}; "
+            f"while [ ! -e {go} ]; do sleep 0.05; done; printf '=1\\n' >&3; "
             # Writes after readiness neither block it nor kill it (SIGPIPE).
             "i=0; while [ $i -lt 3000 ]; do echo STATUS=busy >&3; i=$((i+1)); done; exec sleep 1000")
     hearth.start(hearth.config(services=[
         {"name": "api", "argv": ["sh", "-c", talk], "ready": {"notify_fd": 3, "timeout_ms": 10000}},
         {"name": "ui", "after": ["api"], "argv": ["sleep", "1000"]},
     ]))
-    time.sleep(0.6)
+    hearth.wait_for(half.exists, what="half a line written")
+    time.sleep(0.3)
     # Half a line is not a ready line.
     assert hearth.service("api")["state"] == "starting"
     assert hearth.service("ui")["state"] == "waiting"
+    go.write_text("")
     hearth.wait_for(lambda: hearth.service("api")["state"] == "running", what="api ready")
     hearth.wait_for(lambda: hearth.service("ui")["state"] == "running", what="ui released")
     time.sleep(0.5)

@@ -54,10 +54,11 @@ def test_hearthctl_exec_tty_over_virtio_serial(make_vm):
     vm.disconnect()
     pid, fd = pty.fork()
     if pid == 0:
+        # Set before hearthctl runs, so it cannot read the size first.
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 90, 0, 0))
         os.execv(HEARTHCTL, [HEARTHCTL, "--connect", f"unix:{vm.ctl_path}", "exec", "-it", "--",
                              PROBE_IN_IMAGE, "tty", "5"])
     try:
-        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 90, 0, 0))
         out = read_until(fd, b"40 90", 60)
         assert b"/dev/pts/" in out and b"40 90" in out, out
         fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 70, 0, 0))

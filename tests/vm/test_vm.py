@@ -65,6 +65,11 @@ def test_persistence_across_rebuild(make_vm, hostdirs):
     vm = make_vm().start()
     vm.require("mounts.list")
     home, ws = hostdirs["home"], hostdirs["workspace"]
+    # hearth answers before its mounts are done (they run in the
+    # background, then the seed and the skills overlay): on a loaded host
+    # the 9p mounts may still be under way at the first look. The agent
+    # starts after all three, so its answer says they are done.
+    first = vm.wait_agent()
     mounts = {m["target"]: m for m in vm.result("mounts.list")["mounts"]}
     assert mounts["/root/.hermes"]["state"] == "mounted", mounts
     assert mounts["/opt/hermes-common-skills"]["state"] == "mounted", mounts
@@ -73,7 +78,6 @@ def test_persistence_across_rebuild(make_vm, hostdirs):
     assert os.path.isfile(os.path.join(home, "config.yaml"))
     for d in ("memories", "skills", "sessions", "logs"):
         assert os.path.isdir(os.path.join(home, d)), d
-    first = vm.wait_agent()
     assert vm.agent("note before-rebuild") == "ok"
     # The user edits their config; a later boot must keep the edit.
     with open(os.path.join(home, "config.yaml"), "a") as f:
