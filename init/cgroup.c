@@ -17,6 +17,7 @@
 #include "kfile.h"
 #include "log.h"
 #include "mountinfo.h"
+#include "timebase.h"
 
 static char base[CGROUP_PATH_MAX];
 static char services_dir[CGROUP_PATH_MAX];
@@ -480,23 +481,41 @@ int cgroup_services_frozen(void)
     return -1;
 }
 
+/* Removes a cgroup directory and the ones below it (exec leaves sit one
+ * level down, in services/@exec). A process killed a moment ago still
+ * holds its leaf until it has finished exiting, so EBUSY is retried until
+ * the shared deadline: hearth is on its way out and nothing else waits on
+ * its loop, and a leaf left behind would outlive it on the host. */
+static void remove_tree(const char *path, int depth, int64_t deadline_us)
+{
+    if (depth < 3) {
+        DIR *d = opendir(path);
+        if (d) {
+            struct dirent *e;
+            char sub[CGROUP_PATH_MAX + 32];
+            while ((e = readdir(d))) {
+                if (e->d_type != DT_DIR || e->d_name[0] == '.')
+                    continue;
+                if (snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name) < (int)sizeof(sub))
+                    remove_tree(sub, depth + 1, deadline_us);
+            }
+            closedir(d);
+        }
+    }
+    while (rmdir(path) < 0) {
+        if (errno == ENOENT)
+            return;
+        if (errno != EBUSY || mono_us() >= deadline_us) {
+            log_warn("cgroup: unable to remove %s: %s", path, strerror(errno));
+            return;
+        }
+        nanosleep(&(struct timespec){.tv_nsec = 5 * 1000 * 1000}, NULL);
+    }
+}
+
 void cgroup_teardown(void)
 {
-    char path[CGROUP_PATH_MAX + 32];
-
     if (!base[0])
         return;
-    DIR *d = opendir(services_dir);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            if (e->d_type != DT_DIR || e->d_name[0] == '.')
-                continue;
-            snprintf(path, sizeof(path), "%s/%s", services_dir, e->d_name);
-            rmdir(path);
-        }
-        closedir(d);
-    }
-    rmdir(services_dir);
-    rmdir(base);
+    remove_tree(base, 0, mono_us() + 500 * 1000);
 }

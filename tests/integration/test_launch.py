@@ -1,6 +1,7 @@
 """How service processes are set up: env_files, identity, limits, capabilities."""
 import os
 import shutil
+import signal
 
 import pytest
 
@@ -189,3 +190,30 @@ def test_cgroup_limits_applied_or_refused_by_name(hearth):
         assert s["state"] == "failed"
         assert s["error"] == f"limits.{field}: the {missing} controller is not enabled for service cgroups"
         assert hearth.service("keeper")["state"] == "running"
+
+
+def test_an_orderly_exit_removes_the_whole_cgroup_tree(hearth, tmp_path):
+    """hearth removes the tree it built when it ends in order, even when
+    the last processes of a leaf are still exiting at that moment (a
+    service's children killed in the sweep) and when an exec leaf sits a
+    level further down (services/@exec/<id>)."""
+    import os
+    armed = tmp_path / "armed"
+    hearth.start(hearth.config(services=[{
+        "name": "parent",
+        "argv": ["sh", "-c", "trap '' TERM; for i in 1 2 3 4; do sleep 1000 & done; "
+                 f": > {armed}; wait"],
+        "stop": {"timeout_ms": 300}}]))
+    hearth.wait_for(armed.exists, what="the children started")
+    leaf = hearth.service("parent")["cgroup"]
+    if not leaf:
+        pytest.skip("services have no cgroup on this host")
+    started = hearth.rpc("exec.start", {"argv": ["sleep", "1000"]})
+    execs = hearth.rpc("exec.list")["processes"]
+    assert any(p["id"] == started["id"] for p in execs), execs
+    tree = os.path.dirname(os.path.dirname(leaf))
+    assert os.path.isdir(os.path.join(tree, "services", "@exec")), os.listdir(tree + "/services")
+    hearth.signal(signal.SIGTERM)
+    hearth.proc.wait(timeout=30)
+    assert not os.path.exists(tree), [d for d, _, _ in os.walk(tree)]
+    assert "unable to remove" not in hearth.log_text()
