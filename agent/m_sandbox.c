@@ -164,7 +164,7 @@ static void freeze_done(void *ctx, cJSON *result, const char *error, cJSON *data
     }
     struct rpc_error e = {0};
     if (!result) {
-        rpc_error_set(&e, RPC_ERR_FAILED, "freeze: %s", error ? error : "failed");
+        rpc_error_set(&e, RPC_ERR_FAILED, "sandbox: unable to freeze: %s", error ? error : "a step failed");
         e.data = data;
     }
     control_complete(pend.ticket, result, &e);
@@ -212,7 +212,7 @@ int m_sandbox_freeze(struct client *c, cJSON *params, cJSON **result, struct rpc
             *result = pend.result;
             return 0;
         }
-        rpc_error_set(err, RPC_ERR_FAILED, "freeze: %s", pend.error);
+        rpc_error_set(err, RPC_ERR_FAILED, "sandbox: unable to freeze: %s", pend.error);
         err->data = pend.data;
         return -1;
     }

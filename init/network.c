@@ -234,7 +234,7 @@ static enum sync_rc sync_iface(int fd, struct iface *f, struct pass *p)
         /* A name can only change while the link is down. */
         if ((up && nr_link_set(fd, l->index, NULL, 0, 0, why, sizeof(why)) < 0) ||
             nr_link_set(fd, l->index, f->c.name, -1, 0, why, sizeof(why)) < 0) {
-            snprintf(f->error, sizeof(f->error), "renaming %s: %s", l->name, why);
+            snprintf(f->error, sizeof(f->error), "unable to rename %s: %s", l->name, why);
             return SYNC_FAILED;
         }
         repaired(p, f, "was named %s; renamed", l->name);
@@ -243,7 +243,7 @@ static enum sync_rc sync_iface(int fd, struct iface *f, struct pass *p)
     int mtu = f->c.mtu > 0 && l->mtu != f->c.mtu ? f->c.mtu : 0;
     if (!up || mtu) {
         if (nr_link_set(fd, l->index, NULL, 1, mtu, why, sizeof(why)) < 0) {
-            snprintf(f->error, sizeof(f->error), "%s: %s", mtu ? "setting the MTU" : "bringing it up",
+            snprintf(f->error, sizeof(f->error), "unable to %s: %s", mtu ? "set the MTU" : "bring it up",
                      why);
             return SYNC_FAILED;
         }
@@ -255,7 +255,7 @@ static enum sync_rc sync_iface(int fd, struct iface *f, struct pass *p)
     }
     if (f->c.has_addr && !nr_has_addr(&snap, l->index, f->c.fam, f->c.addr, f->c.prefix)) {
         if (nr_addr_set(fd, true, l->index, f->c.fam, f->c.addr, f->c.prefix, why, sizeof(why)) < 0) {
-            snprintf(f->error, sizeof(f->error), "address %s: %s", f->c.addr_s, why);
+            snprintf(f->error, sizeof(f->error), "unable to add address %s: %s", f->c.addr_s, why);
             return SYNC_FAILED;
         }
         repaired(p, f, "address %s was missing; added", f->c.addr_s);
@@ -271,7 +271,7 @@ static enum sync_rc sync_iface(int fd, struct iface *f, struct pass *p)
             continue;
         route_text(c, text, sizeof(text));
         if (nr_route_set(fd, true, &r, why, sizeof(why)) < 0) {
-            snprintf(f->error, sizeof(f->error), "route %s: %s", text, why);
+            snprintf(f->error, sizeof(f->error), "unable to add route %s: %s", text, why);
             return SYNC_FAILED;
         }
         repaired(p, f, "route %s was missing; added", text);
@@ -281,7 +281,7 @@ static enum sync_rc sync_iface(int fd, struct iface *f, struct pass *p)
         if (strcmp(c->dev, f->c.name) != 0 || nr_has_neigh(&snap, l->index, c->fam, c->ip, c->mac))
             continue;
         if (nr_neigh_set(fd, true, l->index, c->fam, c->ip, c->mac, why, sizeof(why)) < 0) {
-            snprintf(f->error, sizeof(f->error), "neighbour %s: %s", c->ip_s, why);
+            snprintf(f->error, sizeof(f->error), "unable to set neighbour %s: %s", c->ip_s, why);
             return SYNC_FAILED;
         }
         repaired(p, f, "neighbour %s was missing or not permanent; set", c->ip_s);
@@ -371,7 +371,7 @@ static void attempt_all(void)
             continue;
         enum sync_rc rc = SYNC_FAILED;
         if (fd < 0)
-            snprintf(f->error, sizeof(f->error), "rtnetlink: %s", why);
+            snprintf(f->error, sizeof(f->error), "unable to read the links: %s", why);
         else
             rc = sync_iface(fd, f, NULL);
         if (rc == SYNC_OK) {
@@ -571,7 +571,7 @@ void network_replace(const struct network_cfg *net, cJSON *report)
         fd = -1;
     }
     if (fd < 0) {
-        log_warn("network: rtnetlink: %s; what the old configuration set stays", why);
+        log_warn("network: unable to read the links: %s; what the old configuration set stays", why);
     } else {
         /* What hearth set for the old configuration and the new one lacks,
          * on the links it set it on (an unplugged NIC took it along), in
@@ -627,7 +627,7 @@ int network_verify(cJSON *report, char *detail, size_t dl)
     cJSON *arr = report ? cJSON_AddArrayToObject(report, "interfaces") : NULL;
     int fd = N.n ? snapshot(why, sizeof(why)) : -1;
     if (N.n && fd < 0) {
-        snprintf(detail, dl, "rtnetlink: %s", why);
+        snprintf(detail, dl, "unable to read the links: %s", why);
         return NETWORK_FAILED;
     }
     int64_t now = mono_ms();

@@ -243,7 +243,7 @@ struct cJSON *sandbox_resume(const struct sandbox_resume_req *req, const char *c
             cJSON_AddStringToObject(rc.row, "detail", detail);
         if (sr == STEP_FAILED) {
             failed++;
-            log_warn("resume step %s failed: %s", resume_steps[i].name, detail);
+            log_warn("resume: unable to complete step %s: %s", resume_steps[i].name, detail);
         }
     }
     if (sandbox_state() == SANDBOX_RESUMING)
@@ -308,7 +308,7 @@ static bool detected(const char *cause)
     char err[128];
     cJSON *r = sandbox_resume(NULL, cause, err, sizeof(err));
     if (!r)
-        log_warn("resume (%s) not run: %s", cause, err);
+        log_warn("resume: unable to run (%s): %s", cause, err);
     cJSON_Delete(r);
     return true;
 }
@@ -328,7 +328,7 @@ static void clock_cb(struct ev_loop *loop, ev_io *w, int revents)
     ssize_t r = read(clock_fd, &n, sizeof(n));
     bool stepped = r < 0 && errno == ECANCELED;
     if (arm_clock_fd() < 0) {
-        log_warn("clock-step watcher: %s; turned off", strerror(errno));
+        log_warn("resume: unable to watch for clock steps: %s; turned off", strerror(errno));
         ev_io_stop(H.loop, &clock_io);
         close(clock_fd);
         clock_fd = -1;
@@ -425,7 +425,7 @@ void resume_detectors_start(void)
     if (sandbox_clock_allowed()) {
         clock_fd = timerfd_create(CLOCK_REALTIME, TFD_NONBLOCK | TFD_CLOEXEC);
         if (clock_fd < 0 || arm_clock_fd() < 0) {
-            log_warn("clock-step watcher unavailable: %s", strerror(errno));
+            log_warn("resume: unable to watch for clock steps: %s", strerror(errno));
             if (clock_fd >= 0)
                 close(clock_fd);
             clock_fd = -1;

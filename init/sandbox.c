@@ -374,7 +374,7 @@ static void freeze_finish(const char *error)
     }
     fz.steps = NULL;
     if (error) {
-        log_warn("sandbox.freeze failed after %.1f ms: %s", total, error);
+        log_warn("sandbox: unable to freeze (after %.1f ms): %s", total, error);
         fz.done(fz.ctx, NULL, error, r);
         return;
     }
@@ -462,7 +462,7 @@ static void sync_reaped(void *ctx, pid_t pid, int wstatus)
     if (failed == 0)
         snprintf(d, sizeof(d), "persistent mounts synced");
     else if (failed > 0)
-        snprintf(d, sizeof(d), "mounts_sync failed");
+        snprintf(d, sizeof(d), "unable to sync the mounts");
     else
         snprintf(d, sizeof(d), "sync child killed by signal %d", WTERMSIG(wstatus));
     sandbox_step_row(fz.steps, "sync", failed == 0 ? "ok" : "failed", sandbox_ms_since(fz.step_ns), d);
@@ -529,7 +529,7 @@ int sandbox_freeze(int64_t timeout_ms, sandbox_freeze_done done, void *ctx, char
     fz.sync_pid = pid;
     fz.syncing = true;
     if (reaper_watch(pid, sync_reaped, (void *)(uintptr_t)fz.gen) < 0)
-        log_warn("unable to watch the sync child %d", (int)pid);
+        log_warn("sandbox: unable to watch the sync child %d", (int)pid);
     ev_timer_init(&fz.timer, sync_timeout_cb, (double)timeout_ms / 2000.0, 0.);
     ev_timer_start(H.loop, &fz.timer);
     return 0;
@@ -549,7 +549,7 @@ void sandbox_thaw_for_shutdown(void)
     if (state != SANDBOX_FROZEN && state != SANDBOX_FREEZING)
         return;
     if (cgroup_available() && cgroup_services_freeze(false) < 0)
-        log_warn("unable to thaw services before stopping: %s", strerror(errno));
+        log_warn("sandbox: unable to thaw the services before stopping: %s", strerror(errno));
     services_suspend(false);
     sandbox_set_state(SANDBOX_RUNNING);
 }
