@@ -1,7 +1,11 @@
 #include "fsclass.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mountinfo.h"
 
@@ -64,12 +68,93 @@ bool fsclass_on_path(const char *path, const char *mnt)
     return strncmp(path, mnt, ml) == 0 && (path[ml] == '\0' || path[ml] == '/');
 }
 
-struct scan {
-    const char *path;
-    unsigned flags;
-    struct fsclass_hit *hit;
-    bool found;
+/* The non-local mounts, kept between calls: reading the whole mount
+ * table costs more than a small files.* call itself. A descriptor of
+ * mountinfo kept open tells when the table changed (poll reports
+ * POLLPRI once per change), and only then is it read again. */
+struct far_mount {
+    char *target; /* normalised */
+    char fstype[32];
 };
+
+static struct {
+    bool opened;          /* poll_fd was tried */
+    int poll_fd;          /* -1 when mountinfo cannot be watched */
+    bool valid;
+    struct far_mount *v;
+    size_t n, cap;
+    unsigned skipped;     /* lines that could not be read: assume the worst */
+} cache;
+
+static void cache_clear(void)
+{
+    for (size_t i = 0; i < cache.n; i++)
+        free(cache.v[i].target);
+    cache.n = 0;
+    cache.valid = false;
+}
+
+static bool collect(const struct mountinfo_entry *e, void *ctx)
+{
+    char mnt[4096];
+    bool *oom = ctx;
+
+    if (fsclass_local_type(e->fstype))
+        return true;
+    /* A mount point the kernel could not show as a plain path (one
+     * outside hearth's root) is kept as shown: it can only fail to
+     * match, and then it is not reachable by path anyway. */
+    if (fsclass_normalize(e->target, mnt, sizeof(mnt)) < 0)
+        snprintf(mnt, sizeof(mnt), "%s", e->target);
+    if (cache.n == cache.cap) {
+        size_t nc = cache.cap ? cache.cap * 2 : 16;
+        struct far_mount *nv = realloc(cache.v, nc * sizeof(*nv));
+        if (!nv) {
+            *oom = true;
+            return false;
+        }
+        cache.v = nv;
+        cache.cap = nc;
+    }
+    struct far_mount *m = &cache.v[cache.n];
+    if (!(m->target = strdup(mnt))) {
+        *oom = true;
+        return false;
+    }
+    snprintf(m->fstype, sizeof(m->fstype), "%s", e->fstype);
+    cache.n++;
+    return true;
+}
+
+/* Whether the mount table changed since it was last read (or cannot be
+ * watched, in which case it is read every time). */
+static bool table_changed(void)
+{
+    if (!cache.opened) {
+        cache.opened = true;
+        cache.poll_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+        return true;
+    }
+    if (cache.poll_fd < 0 || !cache.valid)
+        return true;
+    struct pollfd pf = {.fd = cache.poll_fd, .events = POLLPRI};
+    return poll(&pf, 1, 0) != 0;
+}
+
+static int refresh(void)
+{
+    bool oom = false;
+
+    if (!table_changed())
+        return 0;
+    cache_clear();
+    if (mountinfo_scan(collect, &oom, &cache.skipped) < 0 || oom) {
+        cache_clear();
+        return -1;
+    }
+    cache.valid = true;
+    return 0;
+}
 
 static void set_hit(struct fsclass_hit *hit, const char *target, const char *fstype)
 {
@@ -77,45 +162,28 @@ static void set_hit(struct fsclass_hit *hit, const char *target, const char *fst
     snprintf(hit->fstype, sizeof(hit->fstype), "%s", fstype);
 }
 
-static bool scan_one(const struct mountinfo_entry *e, void *ctx)
-{
-    struct scan *s = ctx;
-    char mnt[4096];
-
-    if (fsclass_local_type(e->fstype))
-        return true;
-    /* A mount point the kernel could not show as a plain path (one
-     * outside hearth's root) is compared as shown: it can only fail to
-     * match, and then it is not reachable by path anyway. */
-    if (fsclass_normalize(e->target, mnt, sizeof(mnt)) < 0)
-        snprintf(mnt, sizeof(mnt), "%s", e->target);
-    bool reach = (s->flags & FSCLASS_FOLLOW) || fsclass_on_path(s->path, mnt) ||
-                 ((s->flags & FSCLASS_BELOW) && fsclass_on_path(mnt, s->path));
-    if (!reach)
-        return true;
-    set_hit(s->hit, e->target, e->fstype);
-    s->found = true;
-    return false;
-}
-
 int fsclass_path(const char *abs, unsigned flags, struct fsclass_hit *hit)
 {
     char path[4096];
-    unsigned skipped = 0;
 
     set_hit(hit, "", "");
     if (fsclass_normalize(abs, path, sizeof(path)) < 0) {
         set_hit(hit, abs, "path not normalised");
         return 1;
     }
-    struct scan s = {.path = path, .flags = flags, .hit = hit};
-    if (mountinfo_scan(scan_one, &s, &skipped) < 0) {
+    if (refresh() < 0) {
         set_hit(hit, "", "unreadable mount table");
         return 1;
     }
-    if (s.found)
-        return 1;
-    if (skipped) {
+    for (size_t i = 0; i < cache.n; i++) {
+        const char *mnt = cache.v[i].target;
+        if ((flags & FSCLASS_FOLLOW) || fsclass_on_path(path, mnt) ||
+            ((flags & FSCLASS_BELOW) && fsclass_on_path(mnt, path))) {
+            set_hit(hit, mnt, cache.v[i].fstype);
+            return 1;
+        }
+    }
+    if (cache.skipped) {
         set_hit(hit, "", "unreadable mount-table line");
         return 1;
     }
