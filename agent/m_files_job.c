@@ -27,14 +27,15 @@
 #include "params.h"
 #include "utf8.h"
 
-/* A reply of a whole read chunk is ~350 KiB; a page of 1000 entries
- * with long names escaped can reach ~2 MiB. */
-#define FILES_RESULT_MAX (4 * 1024 * 1024)
+/* A reply of a whole read chunk is ~350 KiB; a page of 1000 entries of
+ * 255-byte names, every byte escaped as \u00XX, ~1.7 MiB. */
+#define FILES_RESULT_MAX (2 * 1024 * 1024)
 
 /* One method as routed: its work, its path parameters, and what its
  * resolution may reach beyond the paths themselves. */
 struct route {
     method_fn now;
+    bool follows;          /* takes "follow" */
     const char *paths[2];
     bool below;            /* looks at what is beneath the path (a listing) */
     const char *below_if;  /* ... when this boolean parameter is true */
@@ -236,7 +237,7 @@ static int route_call(struct client *c, cJSON *params, cJSON **result, struct rp
     /* No client (a direct call, as the fuzzer makes): nothing to defer. */
     if (!c)
         return r->now(c, params, result, err);
-    if (param_flag(params, "follow", &follow, &ignored) < 0)
+    if (r->follows && param_flag(params, "follow", &follow, &ignored) < 0)
         return r->now(c, params, result, err);
     if (r->below_if && param_flag(params, r->below_if, &below, &ignored) < 0)
         return r->now(c, params, result, err);
@@ -252,14 +253,14 @@ static int route_call(struct client *c, cJSON *params, cJSON **result, struct rp
     return start_job(c, params, r, &p[0], &hit, err);
 }
 
-static const struct route r_stat = {files_stat_now, {"path"}, false, NULL, false};
-static const struct route r_list = {files_list_now, {"path"}, true, NULL, false};
-static const struct route r_read = {files_read_now, {"path"}, false, NULL, false};
-static const struct route r_hash = {files_hash_now, {"path"}, false, NULL, false};
-static const struct route r_write = {files_write_now, {"path"}, false, NULL, true};
-static const struct route r_rename = {files_rename_now, {"from", "to"}, false, NULL, true};
-static const struct route r_mkdir = {files_mkdir_now, {"path"}, false, NULL, true};
-static const struct route r_remove = {files_remove_now, {"path"}, false, "recursive", true};
+static const struct route r_stat = {files_stat_now, true, {"path"}, false, NULL, false};
+static const struct route r_list = {files_list_now, true, {"path"}, true, NULL, false};
+static const struct route r_read = {files_read_now, true, {"path"}, false, NULL, false};
+static const struct route r_hash = {files_hash_now, true, {"path"}, false, NULL, false};
+static const struct route r_write = {files_write_now, false, {"path"}, false, NULL, true};
+static const struct route r_rename = {files_rename_now, false, {"from", "to"}, false, NULL, true};
+static const struct route r_mkdir = {files_mkdir_now, false, {"path"}, false, NULL, true};
+static const struct route r_remove = {files_remove_now, false, {"path"}, false, "recursive", true};
 
 int m_files_stat(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {

@@ -26,6 +26,7 @@ import threading
 LOOKUP, FORGET, GETATTR, OPEN, READ, STATFS, RELEASE, FLUSH = 1, 2, 3, 14, 15, 17, 18, 25
 INIT, OPENDIR, READDIR, RELEASEDIR, INTERRUPT, DESTROY, BATCH_FORGET = 26, 27, 28, 29, 36, 38, 42
 NO_REPLY = {FORGET, INTERRUPT, BATCH_FORGET}
+FOPEN_DIRECT_IO = 1
 
 IN_HDR = struct.Struct("<IIQQIIII")   # len opcode unique nodeid uid gid pid extlen/padding
 OUT_HDR = struct.Struct("<IiQ")       # len error unique
@@ -167,7 +168,11 @@ class FuseServer:
                 self._reply(unique, 0, struct.pack("<QQQQII", n, 0, 0, 0, 0, 0) + self._attr(n))
         elif op == GETATTR:
             self._reply(unique, 0, struct.pack("<QII", 0, 0, 0) + self._attr(node))
-        elif op in (OPEN, OPENDIR):
+        elif op == OPEN:
+            # Direct I/O (no page cache, as virtio-fs with cache=none): each
+            # read is a request of its own, never a wait on another's page.
+            self._reply(unique, 0, struct.pack("<QII", 0, FOPEN_DIRECT_IO, 0))
+        elif op == OPENDIR:
             self._reply(unique, 0, struct.pack("<QII", 0, 0, 0))
         elif op == READ:
             _, off, size = struct.unpack_from("<QQI", body)
