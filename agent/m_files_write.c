@@ -118,7 +118,20 @@ static int rename2(int ofd, const char *from, int nfd, const char *to, bool nore
 {
     if (!noreplace)
         return renameat(ofd, from, nfd, to);
-    return (int)syscall(SYS_renameat2, ofd, from, nfd, to, F_RENAME_NOREPLACE);
+    if (syscall(SYS_renameat2, ofd, from, nfd, to, F_RENAME_NOREPLACE) == 0)
+        return 0;
+    int e = errno;
+    if (e != EINVAL && e != ENOSYS)
+        return -1;
+    /* A filesystem without RENAME_NOREPLACE (9p answers EINVAL): a hard
+     * link refuses an existing name just as atomically, then the old name
+     * goes. A directory cannot be linked: the first error stands. */
+    if (linkat(ofd, from, nfd, to, 0) < 0) {
+        errno = errno == EEXIST ? EEXIST : e;
+        return -1;
+    }
+    unlinkat(ofd, from, 0);
+    return 0;
 }
 
 int files_write_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
