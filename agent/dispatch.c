@@ -111,8 +111,8 @@ static struct client *deferring_client(uint64_t ticket)
     return NULL;
 }
 
-/* Sends the reply line (NULL: out of memory, already logged by nobody)
- * that completes c's deferred request, then answers what waited. */
+/* Sends the reply line that completes c's deferred request (none when
+ * it is NULL: out of memory), then answers what waited. */
 static void complete_with(struct client *c, char *reply, size_t n)
 {
     bool notification = !c->deferred_id;
