@@ -253,7 +253,7 @@ TEST(config_defaults)
     CHECK_EQ_INT(cfg->n_modules, 0);
     CHECK(!cfg->wait_for_init);
     CHECK_EQ_INT(cfg->n_services, 0);
-    CHECK_EQ_INT(cfg->files.timeout_ms, 10000);
+    CHECK_EQ_INT(cfg->files.timeout_ms, 5000);
     CHECK(cJSON_IsObject(cfg->json));
     config_free(cfg);
 
