@@ -130,12 +130,13 @@ static bool collect(const struct mountinfo_entry *e, void *ctx)
  * watched, in which case it is read every time). */
 static bool table_changed(void)
 {
-    if (!cache.opened) {
+    if (!cache.opened || cache.poll_fd < 0) {
+        /* Tried again until it opens (before /proc is mounted it cannot). */
         cache.opened = true;
         cache.poll_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
         return true;
     }
-    if (cache.poll_fd < 0 || !cache.valid)
+    if (!cache.valid)
         return true;
     struct pollfd pf = {.fd = cache.poll_fd, .events = POLLPRI};
     return poll(&pf, 1, 0) != 0;
