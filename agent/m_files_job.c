@@ -117,16 +117,16 @@ static void job_done(struct childjob *cj, enum childjob_end end, int status, con
     j->params = NULL;
     if (end == CHILDJOB_TIMEOUT) {
         rpc_error_set(&e, RPC_ERR_FAILED,
-                      "%s: %s: no answer within %lld ms (files.timeout_ms): the %s filesystem at "
-                      "%s may be hung",
-                      j->param, j->path, (long long)j->job.timeout_ms, j->hit.fstype, where);
+                      "%s: %s: unable to finish the call: no answer from the %s filesystem at %s "
+                      "within %lld ms (files.timeout_ms)",
+                      j->param, j->path, j->hit.fstype, where, (long long)j->job.timeout_ms);
     } else if (end == CHILDJOB_TOO_BIG) {
-        rpc_error_set(&e, RPC_INTERNAL_ERROR, "%s: %s: the answer was over %d bytes", j->param,
+        rpc_error_set(&e, RPC_INTERNAL_ERROR, "%s: %s: unable to finish the call: the answer was over %d bytes", j->param,
                       j->path, FILES_RESULT_MAX);
     } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || len < 1) {
         /* Killed because its client went away, or it failed. */
-        rpc_error_set(&e, RPC_ERR_FAILED, "%s: %s: the process doing the call ended without an "
-                      "answer (%s %d)", j->param, j->path,
+        rpc_error_set(&e, RPC_ERR_FAILED, "%s: %s: unable to finish the call: its process ended "
+                      "without an answer (%s %d)", j->param, j->path,
                       WIFSIGNALED(status) ? "signal" : "status",
                       WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
     } else if (data[0] == 'R') {
@@ -139,7 +139,8 @@ static void job_done(struct childjob *cj, enum childjob_end end, int status, con
         char *end_code = NULL;
         long code = nl && data[0] == 'E' ? strtol(data + 1, &end_code, 10) : 0;
         if (!nl || end_code != nl || code == 0) {
-            rpc_error_set(&e, RPC_INTERNAL_ERROR, "%s: %s: unreadable answer from the child",
+            rpc_error_set(&e, RPC_INTERNAL_ERROR, "%s: %s: unable to finish the call: its process's answer "
+                          "was unreadable",
                           j->param, j->path);
         } else {
             size_t ml = len - (size_t)(nl + 1 - data);
@@ -193,8 +194,8 @@ static int start_job(struct client *c, cJSON *params, const struct route *r,
     struct fjob *j = free_slot(&stuck);
     if (!j) {
         rpc_error_set(err, RPC_ERR_BUSY,
-                      "%s: %.*s: %d calls on shares already running (%zu stuck on a hung "
-                      "filesystem); try again later",
+                      "%s: %.*s: unable to start the call: %d calls on shares already running "
+                      "(%zu stuck on a hung filesystem); try again later",
                       first->param, utf8_clip(first->abs, 160), first->abs, FILES_JOBS_MAX, stuck);
         return -1;
     }

@@ -138,8 +138,8 @@ def test_a_stalled_share_times_out_while_hearth_answers_everyone(share, tmp_path
         assert reply["id"] == i + 1 and "error" in reply, reply
         e = reply["error"]
         assert e["code"] == -32000
-        assert "no answer within 1500 ms (files.timeout_ms)" in e["message"], e
-        assert f"the fuse filesystem at {mnt} may be hung" in e["message"], e
+        assert e["message"].endswith(f": unable to finish the call: no answer from the fuse "
+                                     f"filesystem at {mnt} within 1500 ms (files.timeout_ms)"), e
         assert e["message"].startswith(f"path: {mnt}")
     elapsed = time.monotonic() - t0
     assert elapsed >= 1.4
@@ -186,15 +186,15 @@ def test_children_stuck_in_the_kernel_are_bounded(share, tmp_path):
                    + mnt.encode() + b'/small"}}\n')
     for c in clients:
         e = c.read_reply()["error"]
-        assert "no answer within 1500 ms" in e["message"], e
+        assert "no answer from the fuse filesystem" in e["message"], e
     assert len(children(h)) == 8
     # Every slot holds a stuck child: one more call on a share is refused
     # at once, naming the reason; local files still work.
     c9 = h.client()
     e = c9.call("files.stat", {"path": f"{mnt}/small"})["error"]
     assert e["code"] == -32001
-    assert e["message"] == (f"path: {mnt}/small: 8 calls on shares already running "
-                            "(8 stuck on a hung filesystem); try again later")
+    assert e["message"] == (f"path: {mnt}/small: unable to start the call: 8 calls on shares "
+                            "already running (8 stuck on a hung filesystem); try again later")
     assert c9.result("files.stat", {"path": str(tmp_path)})["type"] == "dir"
     # The server answers at last: the children go, the slots come back.
     fs.release()
