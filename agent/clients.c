@@ -7,6 +7,7 @@
 #include "control_priv.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,9 @@ static void reap_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 
 static void (*stream_room_hook)(struct client *c);
 static void (*stream_closed_hook)(struct client *c);
+/* Other owners of work on a client's behalf (files.* children). */
+static void (*close_hooks[4])(struct client *c);
+static size_t close_hooks_n;
 
 static bool is_follower(const struct client *c)
 {
@@ -282,6 +286,8 @@ void client_drop(struct client *c, const char *why)
     }
     if (stream_closed_hook)
         stream_closed_hook(c);
+    for (size_t i = 0; i < close_hooks_n; i++)
+        close_hooks[i](c);
     c->next_dead = graveyard;
     graveyard = c;
     if (c->follow)
@@ -409,6 +415,15 @@ static void read_cb(struct ev_loop *loop, ev_io *w, int revents)
         client_set_state(c, CLIENT_HALF_CLOSED);
         client_set_reading(c, false);
         dispatch_lines(c);
+        /* A reply still owed to a peer that closed the whole connection
+         * (not only its sending side: POLLHUP, both directions shut) can
+         * never be read: dropped now, so the work behind it (a files.*
+         * child on a share) ends now, not at its deadline. */
+        if (!client_dead(c) && c->deferred) {
+            struct pollfd pf = {.fd = c->fd, .events = POLLOUT};
+            if (poll(&pf, 1, 0) == 1 && (pf.revents & POLLHUP))
+                client_drop(c, NULL);
+        }
         return;
     }
     linebuf_commit(&c->in, (size_t)n);
@@ -577,6 +592,14 @@ int control_room(struct client *c)
         return 1;
     c->want_room = true;
     return 0;
+}
+
+bool control_on_close(void (*fn)(struct client *c))
+{
+    if (close_hooks_n == sizeof(close_hooks) / sizeof(close_hooks[0]))
+        return false;
+    close_hooks[close_hooks_n++] = fn;
+    return true;
 }
 
 void control_set_stream_hooks(void (*room)(struct client *c), void (*closed)(struct client *c))

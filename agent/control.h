@@ -64,6 +64,14 @@ bool control_is_deferring(const struct client *c);
 void control_defer_id(struct client *c, struct cJSON *id);
 struct rpc_error;
 void control_complete(uint64_t ticket, struct cJSON *result, struct rpc_error *err);
+/* The same with a result already printed as one JSON value (len bytes),
+ * sent as it is. false when out of memory (nothing sent: complete it
+ * again with an error). */
+bool control_complete_text(uint64_t ticket, const char *json, size_t len);
+/* fn(c) runs when any client goes away (besides the stream hooks'
+ * closed); c must not be used after the call. At most 4 such hooks;
+ * false when full. */
+bool control_on_close(void (*fn)(struct client *c));
 
 /* ---- one client's own stream (exec output) ---- */
 /* Queues a line (newline included) for c alone. -1 when c is gone or

@@ -101,14 +101,37 @@ void control_defer_id(struct client *c, cJSON *id)
     c->deferred_has_id = true;
 }
 
-void control_complete(uint64_t ticket, cJSON *result, struct rpc_error *err)
+/* The client still waiting on ticket, or NULL when it went away. */
+static struct client *deferring_client(uint64_t ticket)
 {
-    struct client *c = NULL;
-
     for (size_t i = 0; ticket && i < CONTROL_SLOTS; i++)
         if (control_clients[i] && control_clients[i]->deferred == ticket &&
             !client_dead(control_clients[i]))
-            c = control_clients[i];
+            return control_clients[i];
+    return NULL;
+}
+
+/* Sends the reply line that completes c's deferred request (none when
+ * it is NULL: out of memory), then answers what waited. */
+static void complete_with(struct client *c, char *reply, size_t n)
+{
+    bool notification = !c->deferred_id;
+    cJSON_Delete(c->deferred_id);
+    c->deferred_id = NULL;
+    c->deferred = 0;
+    if (reply && !notification && client_send(c, reply, n) < 0) {
+        free(reply);
+        return;
+    }
+    free(reply);
+    /* Requests that arrived meanwhile are answered now, in order. */
+    dispatch_lines(c);
+}
+
+void control_complete(uint64_t ticket, cJSON *result, struct rpc_error *err)
+{
+    struct client *c = deferring_client(ticket);
+
     if (!c) {
         /* The client went away while it waited: nobody to tell. */
         cJSON_Delete(result);
@@ -127,15 +150,19 @@ void control_complete(uint64_t ticket, cJSON *result, struct rpc_error *err)
                                  err ? err->message : "internal error", err ? err->data : NULL, &n);
     if (err)
         err->data = NULL;
-    bool notification = !c->deferred_id;
-    cJSON_Delete(c->deferred_id);
-    c->deferred_id = NULL;
-    c->deferred = 0;
-    if (reply && !notification && client_send(c, reply, n) < 0) {
-        free(reply);
-        return;
-    }
-    free(reply);
-    /* Requests that arrived meanwhile are answered now, in order. */
-    dispatch_lines(c);
+    complete_with(c, reply, n);
+}
+
+bool control_complete_text(uint64_t ticket, const char *json, size_t len)
+{
+    struct client *c = deferring_client(ticket);
+
+    if (!c)
+        return true;
+    size_t n = 0;
+    char *reply = rpc_format_result_text(c->deferred_id, json, len, &n);
+    if (!reply)
+        return false;
+    complete_with(c, reply, n);
+    return true;
 }

@@ -174,7 +174,7 @@ int param_flag(cJSON *params, const char *name, bool *out, struct rpc_error *err
 
 /* ---- files.stat ---- */
 
-int m_files_stat(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+int files_stat_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     static const char *const known[] = {"path", "follow", NULL};
     struct fpath p;
@@ -234,7 +234,7 @@ struct fdirent64 {
 /* One page of a directory, read with getdents64 from "cursor" (the
  * d_off of the last entry returned before: the kernel's own position, so
  * a page costs the same however deep into a huge directory it is). */
-int m_files_list(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+int files_list_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     static const char *const known[] = {"path", "follow", "limit", "cursor", NULL};
     struct fpath p;
@@ -444,7 +444,7 @@ static int range_params(cJSON *params, uint64_t *offset, uint64_t *length, uint6
     return 0;
 }
 
-int m_files_read(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+int files_read_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     static const char *const known[] = {"path", "follow", "offset", "length", NULL};
     struct fpath p;
@@ -492,7 +492,7 @@ int m_files_read(struct client *c, cJSON *params, cJSON **result, struct rpc_err
     return 0;
 }
 
-int m_files_hash(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+int files_hash_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     static const char *const known[] = {"path", "follow", "offset", "length", NULL};
     struct fpath p;

@@ -6,7 +6,12 @@
  * symbolic link (safepath), unless the read-only methods are given
  * "follow": true. Every call does a bounded amount of work (a chunk, a
  * page of entries, a hashed range, a number of removals), so a transfer
- * of any size is a sequence of short calls and never stalls the loop. */
+ * of any size is a sequence of short calls and never stalls the loop.
+ *
+ * A call whose paths may reach a share (9p, virtio-fs, FUSE, NFS: see
+ * fsclass.h) runs in a child process with the files.timeout_ms deadline
+ * and is answered later (m_files_job.c), so a stalled file server blocks
+ * that child, never PID 1. */
 #ifndef HEARTH_M_FILES_H
 #define HEARTH_M_FILES_H
 
@@ -17,6 +22,11 @@
 #define FILES_HASH_MAX (1024 * 1024)       /* files.hash bytes per call (~10 ms of SHA-256) */
 #define FILES_REMOVE_MAX 2000              /* files.remove entries per recursive call */
 #define FILES_REMOVE_DEPTH 64              /* directory levels a recursive remove descends */
+/* Calls on shares running at once in children, over all clients (each
+ * client has at most one: its later requests wait for the reply). A
+ * child killed at its deadline but still held by the kernel keeps its
+ * slot until it is gone. */
+#define FILES_JOBS_MAX 8
 
 int m_files_stat(struct client *c, struct cJSON *params, struct cJSON **result,
                  struct rpc_error *err);

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+struct client;
 struct cJSON;
 struct rpc_error;
 
@@ -32,5 +33,26 @@ int open_parent(const struct fpath *p, char *leaf, struct rpc_error *err);
 const char *not_file(mode_t m);
 /* An optional boolean parameter, false when absent. */
 int param_flag(struct cJSON *params, const char *name, bool *out, struct rpc_error *err);
+
+/* The methods' work, done at once in the calling process: in the loop for
+ * paths on local filesystems, in a child for those on a share
+ * (m_files_job.c decides which; the m_files_* entry points go through
+ * it). They never use c. */
+int files_stat_now(struct client *c, struct cJSON *params, struct cJSON **result,
+                   struct rpc_error *err);
+int files_list_now(struct client *c, struct cJSON *params, struct cJSON **result,
+                   struct rpc_error *err);
+int files_read_now(struct client *c, struct cJSON *params, struct cJSON **result,
+                   struct rpc_error *err);
+int files_hash_now(struct client *c, struct cJSON *params, struct cJSON **result,
+                   struct rpc_error *err);
+int files_write_now(struct client *c, struct cJSON *params, struct cJSON **result,
+                    struct rpc_error *err);
+int files_rename_now(struct client *c, struct cJSON *params, struct cJSON **result,
+                     struct rpc_error *err);
+int files_mkdir_now(struct client *c, struct cJSON *params, struct cJSON **result,
+                    struct rpc_error *err);
+int files_remove_now(struct client *c, struct cJSON *params, struct cJSON **result,
+                     struct rpc_error *err);
 
 #endif

@@ -118,10 +118,23 @@ static int rename2(int ofd, const char *from, int nfd, const char *to, bool nore
 {
     if (!noreplace)
         return renameat(ofd, from, nfd, to);
-    return (int)syscall(SYS_renameat2, ofd, from, nfd, to, F_RENAME_NOREPLACE);
+    if (syscall(SYS_renameat2, ofd, from, nfd, to, F_RENAME_NOREPLACE) == 0)
+        return 0;
+    int e = errno;
+    if (e != EINVAL && e != ENOSYS)
+        return -1;
+    /* A filesystem without RENAME_NOREPLACE (9p answers EINVAL): a hard
+     * link refuses an existing name just as atomically, then the old name
+     * goes. A directory cannot be linked: the first error stands. */
+    if (linkat(ofd, from, nfd, to, 0) < 0) {
+        errno = errno == EEXIST ? EEXIST : e;
+        return -1;
+    }
+    unlinkat(ofd, from, 0);
+    return 0;
 }
 
-int m_files_write(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+int files_write_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     static const char *const known[] = {"path", "data", "append", "exclusive", "mode",
                                         "uid", "gid", NULL};
@@ -237,7 +250,7 @@ out:
 
 /* ---- files.rename ---- */
 
-int m_files_rename(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+int files_rename_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     static const char *const known[] = {"from", "to", "exclusive", NULL};
     struct fpath f, t;
@@ -297,7 +310,7 @@ out:
 
 /* ---- files.mkdir ---- */
 
-int m_files_mkdir(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+int files_mkdir_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     static const char *const known[] = {"path", "parents", "mode", "uid", "gid", NULL};
     struct fpath p;
@@ -314,8 +327,17 @@ int m_files_mkdir(struct client *c, cJSON *params, cJSON **result, struct rpc_er
         return -1;
     int fd;
     if (parents) {
-        struct stat st;
-        made = fstatat(AT_FDCWD, p.abs, &st, AT_SYMLINK_NOFOLLOW) < 0;
+        /* Whether it is there already, asked the way the walk below goes
+         * (no link followed), never through a link to somewhere else. */
+        int root = open_root(err);
+        if (root < 0)
+            return -1;
+        int probe = safepath_open(root, p.rel, O_DIRECTORY, 0, why, sizeof(why));
+        made = probe < 0;
+        if (probe >= 0)
+            close(probe);
+        close(root);
+        why[0] = '\0';
         fd = safepath_mkdir_p(p.abs, mode, uid, gid, why, sizeof(why));
         if (fd < 0)
             return path_error(err, &p, errno, errno == ENOTDIR ? "a component is not a directory" : why);
@@ -430,7 +452,7 @@ static int rm_tree(int dirfd, const char *name, struct rm *r, int depth)
     return rc;
 }
 
-int m_files_remove(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+int files_remove_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     static const char *const known[] = {"path", "recursive", NULL};
     struct fpath p;

@@ -469,6 +469,33 @@ static inline __attribute__((always_inline)) char *put(char *o, const char *s, s
  * errors alike; takes body. Written into buf when it fits (most replies
  * are short, and a malloc and free per reply were a tenth of the cost of
  * a pipelined ping), else malloc'd. NULL when out of memory. */
+/* The line itself around a body already in text: copied, not printf'd
+ * (musl's printf costs a fifth of the pipelined throughput here). */
+static char *frame(const char *idt, const char *key, const char *bt, size_t lb, size_t *len,
+                   char *buf, size_t cap)
+{
+    static const char pre[] = "{\"jsonrpc\":\"2.0\",\"id\":";
+    size_t li = strlen(idt), lk = strlen(key);
+    size_t n = sizeof(pre) - 1 + li + lk + 4 + lb + 2; /* ,"KEY": BODY }\n */
+    char *line = n + 1 <= cap ? buf : malloc(n + 1);
+    if (!line)
+        return NULL;
+    char *o = line;
+    o = put(o, pre, sizeof(pre) - 1);
+    o = put(o, idt, li);
+    *o++ = ',';
+    *o++ = '"';
+    o = put(o, key, lk);
+    *o++ = '"';
+    *o++ = ':';
+    o = put(o, bt, lb);
+    *o++ = '}';
+    *o++ = '\n';
+    *o = 0;
+    *len = n;
+    return line;
+}
+
 static char *envelope(const cJSON *id, const char *key, cJSON *body, size_t *len, char *buf,
                       size_t cap)
 {
@@ -480,32 +507,18 @@ static char *envelope(const cJSON *id, const char *key, cJSON *body, size_t *len
     const char *bt = empty ? "{}" : btext;
     if (body != &empty_result)
         cJSON_Delete(body);
-    char *line = NULL;
-    if (idt && bt) {
-        static const char pre[] = "{\"jsonrpc\":\"2.0\",\"id\":";
-        size_t li = strlen(idt), lk = strlen(key), lb = strlen(bt);
-        size_t n = sizeof(pre) - 1 + li + lk + 4 + lb + 2; /* ,"KEY": BODY }\n */
-        line = n + 1 <= cap ? buf : malloc(n + 1);
-        if (line) {
-            /* Copied, not printf'd: musl's printf costs a fifth of the
-             * pipelined throughput here. */
-            char *o = line;
-            o = put(o, pre, sizeof(pre) - 1);
-            o = put(o, idt, li);
-            *o++ = ',';
-            *o++ = '"';
-            o = put(o, key, lk);
-            *o++ = '"';
-            *o++ = ':';
-            o = put(o, bt, lb);
-            *o++ = '}';
-            *o++ = '\n';
-            *o = 0;
-            *len = n;
-        }
-    }
+    char *line = idt && bt ? frame(idt, key, bt, strlen(bt), len, buf, cap) : NULL;
     cJSON_free(idheap);
     cJSON_free(btext);
+    return line;
+}
+
+char *rpc_format_result_text(const cJSON *id, const char *json, size_t jlen, size_t *len)
+{
+    char idbuf[24], *idheap;
+    const char *idt = id_text(id, idbuf, sizeof(idbuf), &idheap);
+    char *line = idt ? frame(idt, "result", json, jlen, len, NULL, 0) : NULL;
+    cJSON_free(idheap);
     return line;
 }
 

@@ -96,6 +96,10 @@ char *rpc_format_result_in(char *buf, size_t cap, const struct cJSON *id, struct
                            size_t *len);
 char *rpc_format_error_in(char *buf, size_t cap, const struct cJSON *id, int code,
                           const char *message, struct cJSON *data, size_t *len);
+/* A result already printed as JSON text (jlen bytes, trusted to be one
+ * valid JSON value: printed by hearth's own code, e.g. in a child
+ * process), framed without parsing it again. */
+char *rpc_format_result_text(const struct cJSON *id, const char *json, size_t jlen, size_t *len);
 void rpc_error_set(struct rpc_error *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -204,6 +204,7 @@ static struct config *build(cJSON *root, char *err, size_t errlen)
         b.oom = true;
     metrics_extract(jget(root, "metrics"), &cfg->metrics);
     exec_extract(jget(root, "exec"), &cfg->exec);
+    files_extract(jget(root, "files"), &cfg->files);
     activity_extract(jget(root, "activity"), &cfg->activity);
     cfg->resume_file = dup_opt(&b, root, "resume_file");
     cJSON_ArrayForEach(svc, cJSON_GetObjectItemCaseSensitive(root, "services"))

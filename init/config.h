@@ -119,6 +119,10 @@ struct service_config {
 /* Defaults of the exec keys: processes at once, output kept per process. */
 #define CONFIG_EXEC_MAX_PROCESSES 16
 #define CONFIG_EXEC_BUFFER_BYTES (1024 * 1024)
+/* How long a files.* call on a share may take in its child process:
+ * under hearthctl's own 10 s wait for a reply, so the host sees hearth's
+ * error naming the mount rather than its own timeout. */
+#define CONFIG_FILES_TIMEOUT_MS 5000
 
 struct config {
     char *hostname;             /* NULL = leave as is */
@@ -142,6 +146,7 @@ struct config {
     struct skills_cfg skills;
     struct metrics_cfg metrics;
     struct exec_cfg exec;
+    struct files_cfg files;
     struct activity_cfg activity;
     char *resume_file;          /* NULL = not given ("" turns the file off) */
     struct service_config services[CONFIG_MAX_SERVICES];

@@ -55,11 +55,26 @@ bool mountinfo_parse(char *line, struct mountinfo_entry *e)
     return true;
 }
 
-int mountinfo_each(bool (*fn)(const struct mountinfo_entry *e, void *ctx), void *ctx)
+/* Whether the head of an overlong line holds every field up to the
+ * source whole: the separator, then the type and the source each ended by
+ * a space. Paths escape their spaces (\040), so " - " is the separator. */
+static bool head_complete(const char *line)
+{
+    const char *sep = strstr(line, " - ");
+    if (!sep)
+        return false;
+    const char *end_type = strchr(sep + 3, ' ');
+    return end_type && strchr(end_type + 1, ' ');
+}
+
+int mountinfo_scan(bool (*fn)(const struct mountinfo_entry *e, void *ctx), void *ctx,
+                   unsigned *skipped)
 {
     FILE *f = fopen("/proc/self/mountinfo", "re");
     char line[4096];
 
+    if (skipped)
+        *skipped = 0;
     if (!f)
         return -1;
     while (fgets(line, sizeof(line), f)) {
@@ -67,10 +82,19 @@ int mountinfo_each(bool (*fn)(const struct mountinfo_entry *e, void *ctx), void 
             int ch;
             while ((ch = fgetc(f)) != EOF && ch != '\n')
                 ;
-            continue;
+            if (!head_complete(line)) {
+                if (skipped)
+                    (*skipped)++;
+                continue;
+            }
         }
         struct mountinfo_entry e;
-        if (mountinfo_parse(line, &e) && !fn(&e, ctx))
+        if (!mountinfo_parse(line, &e)) {
+            if (skipped)
+                (*skipped)++;
+            continue;
+        }
+        if (!fn(&e, ctx))
             break;
     }
     int err = ferror(f) ? EIO : 0;
@@ -80,4 +104,9 @@ int mountinfo_each(bool (*fn)(const struct mountinfo_entry *e, void *ctx), void 
         return -1;
     }
     return 0;
+}
+
+int mountinfo_each(bool (*fn)(const struct mountinfo_entry *e, void *ctx), void *ctx)
+{
+    return mountinfo_scan(fn, ctx, NULL);
 }

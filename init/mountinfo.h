@@ -16,9 +16,16 @@ struct mountinfo_entry {
 
 /* Calls fn for each mount in the kernel's order (parents before the
  * mounts below them) until fn returns false. The entry's strings live
- * until fn returns. Lines longer than any path hearth mounts are skipped.
- * Returns -1 with errno when the file cannot be read, else 0. */
+ * until fn returns. A line longer than the 4 KiB line buffer is still
+ * reported when its head holds every field up to the source (the long
+ * part is then the superblock options, as an overlay's layer list); one
+ * whose head does not is skipped. Returns -1 with errno when the file
+ * cannot be read, else 0. */
 int mountinfo_each(bool (*fn)(const struct mountinfo_entry *e, void *ctx), void *ctx);
+/* The same, and *skipped counts the lines that could not be reported, for
+ * a caller that must assume the worst of a mount it did not see. */
+int mountinfo_scan(bool (*fn)(const struct mountinfo_entry *e, void *ctx), void *ctx,
+                   unsigned *skipped);
 
 /* Parses one mountinfo line in place (the fields are cut out of it and
  * unescaped); false when the line is malformed. Exposed for the tests. */

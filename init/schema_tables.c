@@ -98,6 +98,10 @@ static const struct key k_exec[] = {
     KEY("buffer_bytes", INT(4096, 64 * 1024 * 1024)),
     {0}};
 
+static const struct key k_files[] = {
+    KEY("timeout_ms", INT(100, 600000)),
+    {0}};
+
 static const struct key k_interface[] = {
     REQUIRED("name", STRING(rule_ifname)),
     KEY("mac", STRING(rule_mac)),
@@ -271,6 +275,7 @@ static const struct key k_top[] = {
     KEY("resume_file", STRING(rule_resume_file)),
     KEY("metrics", OBJECT(k_metrics, rule_metrics)),
     KEY("exec", OBJECT(k_exec, NULL)),
+    KEY("files", OBJECT(k_files, NULL)),
     KEY("activity", OBJECT(k_activity, NULL)),
     KEY("network", OBJECT(k_network, rule_network)),
     KEY("mounts", ARRAY(OBJECT(k_mount, rule_mount), 0, 0, NULL)),

@@ -509,3 +509,10 @@ void exec_extract(const cJSON *e, struct exec_cfg *out)
     out->max_processes = (size_t)jget_int_or(e, "max_processes", CONFIG_EXEC_MAX_PROCESSES);
     out->buffer_bytes = (size_t)jget_int_or(e, "buffer_bytes", CONFIG_EXEC_BUFFER_BYTES);
 }
+
+/* ---- files ---- */
+
+void files_extract(const cJSON *f, struct files_cfg *out)
+{
+    out->timeout_ms = jget_int_or(f, "timeout_ms", CONFIG_FILES_TIMEOUT_MS);
+}

@@ -196,4 +196,12 @@ struct exec_cfg {
 /* `exec` from a checked config (NULL: absent), with the defaults. */
 void exec_extract(const struct cJSON *e, struct exec_cfg *out);
 
+/* `files`: the files.* methods' deadline on shares. */
+struct files_cfg {
+    int64_t timeout_ms;
+};
+
+/* `files` from a checked config (NULL: absent), with the defaults. */
+void files_extract(const struct cJSON *f, struct files_cfg *out);
+
 #endif

@@ -609,7 +609,7 @@ static const struct cmd cmds[] = {
      .args = "[--time now|SEC] [--entropy-from PATH] [--network FILE]",
      .help = "run the resume checks and thaw; each step timed", .build = b_resume,
      .print = p_steps},
-    {.name = "cp", .method = "files.write", .args = "SRC DST",
+    {.name = "cp", .method = "files.write", .args = "[--owner UID[:GID]] [--mode MODE] SRC DST",
      .help = "copy a file in or out; sandbox:PATH names the guest side", .build = b_cp,
      .run = r_cp},
     {.name = "exec", .method = "exec.start", .args = "[-i] [-t] [--user U] [--cwd D] [-e K=V] -- CMD...",

@@ -18,8 +18,16 @@
 #define CP_HASH_BLOCK (1u << 20)   /* files.hash per call */
 #define CP_PREFIX "sandbox:"
 
+/* What the copy into the sandbox is asked to land as. */
+struct cp_opts {
+    bool has_owner, has_mode;
+    unsigned long uid, gid;
+    char mode[8];
+};
+
 struct cp {
     struct ctl *t;
+    struct cp_opts o;
     const char *guest;       /* the guest path */
     char *local;             /* the host path (after a directory is resolved) */
     unsigned long long size, done;
@@ -169,7 +177,35 @@ static int cp_upload(struct cp *c, const char *src, const char *dst_in)
     c->size = (unsigned long long)st.st_size;
     char mode[8];
     snprintf(mode, sizeof(mode), "%04o", (unsigned)(st.st_mode & 07777));
+    if (c->o.has_mode)
+        snprintf(mode, sizeof(mode), "%s", c->o.mode);
+    /* The owner the copy lands with: --owner, else that of the file it
+     * replaces. One files.write keeps an existing file's owner by itself;
+     * a copy in chunks is a new file renamed over the target, so it asks
+     * for that owner explicitly (else it would land as root's). */
+    bool owned = c->o.has_owner;
+    unsigned long uid = c->o.uid, gid = c->o.gid;
     const char *target = dst;
+    if ((unsigned long long)st.st_size > CP_CHUNK && !owned) {
+        cJSON *reply;
+        const cJSON *res;
+        double u, g;
+        c->t->quiet = true;
+        int r = cp_call(c, "files.stat", path_params("path", dst), &reply, &res);
+        c->t->quiet = false;
+        if (r == 0) {
+            if (jstr(res, "type") && strcmp(jstr(res, "type"), "file") == 0 &&
+                jnum(res, "uid", &u) && jnum(res, "gid", &g)) {
+                owned = true;
+                uid = (unsigned long)u;
+                gid = (unsigned long)g;
+            }
+            cJSON_Delete(reply);
+        } else if (r != EXIT_SERVER) {
+            fprintf(stderr, "hearthctl: cp: unable to reach %s\n", c->t->conn.spec);
+            goto out;
+        }
+    }
     if ((unsigned long long)st.st_size > CP_CHUNK) {
         const char *slash = strrchr(dst, '/');
         if (asprintf(&tmp, "%.*s.%.180s.hearthctl-%ld", (int)(slash - dst + 1), dst, slash + 1,
@@ -202,6 +238,10 @@ static int cp_upload(struct cp *c, const char *src, const char *dst_in)
         if (!first && !cJSON_AddBoolToObject(p, "append", 1))
             die_oom();
         if (first && tmp && !cJSON_AddBoolToObject(p, "exclusive", 1))
+            die_oom();
+        if (first && owned &&
+            (!cJSON_AddNumberToObject(p, "uid", (double)uid) ||
+             !cJSON_AddNumberToObject(p, "gid", (double)gid)))
             die_oom();
         rc = cp_call(c, "files.write", p, &reply, &res);
         if (rc)
@@ -348,10 +388,61 @@ out:
     return rc;
 }
 
+/* --owner UID[:GID] and --mode MODE before SRC and DST; *first is the
+ * index of SRC. Non-zero (the exit code) with the problem printed. */
+static int cp_options(const struct ctl *t, int argc, char **argv, struct cp_opts *o, int *first)
+{
+    int i = 0;
+    memset(o, 0, sizeof(*o));
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        }
+        if (strcmp(a, "--owner") != 0 && strcmp(a, "--mode") != 0)
+            break;
+        if (i + 1 >= argc)
+            return usage_err(t, "%s needs a value", a);
+        const char *v = argv[++i];
+        char *end;
+        if (a[2] == 'o') {
+            errno = 0;
+            o->uid = strtoul(v, &end, 10);
+            o->gid = o->uid;
+            if (end != v && *end == ':') {
+                const char *g = end + 1;
+                o->gid = strtoul(g, &end, 10);
+                if (end == g)
+                    end = (char *)"x";
+            }
+            if (errno || end == v || *end || v[0] == '-' || o->uid >= 0xffffffffUL ||
+                o->gid >= 0xffffffffUL)
+                return usage_err(t, "--owner '%s': expected UID or UID:GID (numbers)", v);
+            o->has_owner = true;
+        } else {
+            size_t n = strlen(v);
+            if (n == 0 || n > 5 || strspn(v, "01234567") != n || strtoul(v, NULL, 8) > 07777)
+                return usage_err(t, "--mode '%s': expected octal permission bits (0644)", v);
+            snprintf(o->mode, sizeof(o->mode), "%04lo", strtoul(v, NULL, 8));
+            o->has_mode = true;
+        }
+    }
+    *first = i;
+    return 0;
+}
+
 /* Checks cp's arguments before anything connects. */
 int b_cp(struct ctl *t, int argc, char **argv, cJSON **params)
 {
+    struct cp_opts o;
+    int first;
     *params = NULL;
+    int rc = cp_options(t, argc, argv, &o, &first);
+    if (rc)
+        return rc;
+    argc -= first;
+    argv += first;
     if (argc != 2)
         return usage_err(t, "%s", argc < 2 ? "needs SRC and DST" : "too many arguments");
     bool g0 = strncmp(argv[0], CP_PREFIX, strlen(CP_PREFIX)) == 0;
@@ -361,17 +452,27 @@ int b_cp(struct ctl *t, int argc, char **argv, cJSON **params)
     const char *guest = argv[g0 ? 0 : 1] + strlen(CP_PREFIX);
     if (guest[0] != '/')
         return usage_err(t, "guest path '%s' is not absolute", guest);
+    if (g0 && (o.has_owner || o.has_mode))
+        return usage_err(t, "%s", "--owner and --mode are for a copy into the sandbox");
     return 0;
 }
 
 int r_cp(struct ctl *t, int argc, char **argv)
 {
     struct cp c;
+    struct cp_opts o;
+    int first;
+    int orc = cp_options(t, argc, argv, &o, &first);
+    if (orc)
+        return orc;
+    argc -= first;
+    argv += first;
     bool g0 = strncmp(argv[0], CP_PREFIX, strlen(CP_PREFIX)) == 0;
     const char *guest = argv[g0 ? 0 : 1] + strlen(CP_PREFIX);
 
     memset(&c, 0, sizeof(c));
     c.t = t;
+    c.o = o;
     c.tty = isatty(STDERR_FILENO);
     sha256_init(&c.whole);
     sha256_init(&c.block);

@@ -15,6 +15,7 @@
  *   - the result and the message print as valid UTF-8 JSON;
  *   - nothing blocks (libFuzzer's -timeout): the FIFO is never opened. */
 #include "m_files.h"
+#include "m_files_int.h"
 
 #include <fcntl.h>
 #include <ftw.h>
@@ -33,14 +34,14 @@ static const struct {
     method_fn fn;
     const char *params; /* the ones it takes, space separated */
 } methods[] = {
-    {"files.stat", m_files_stat, "path follow"},
-    {"files.list", m_files_list, "path follow limit cursor"},
-    {"files.read", m_files_read, "path follow offset length"},
-    {"files.hash", m_files_hash, "path follow offset length"},
-    {"files.write", m_files_write, "path data append exclusive mode uid gid"},
-    {"files.rename", m_files_rename, "from to exclusive"},
-    {"files.mkdir", m_files_mkdir, "path parents mode uid gid"},
-    {"files.remove", m_files_remove, "path recursive"},
+    {"files.stat", files_stat_now, "path follow"},
+    {"files.list", files_list_now, "path follow limit cursor"},
+    {"files.read", files_read_now, "path follow offset length"},
+    {"files.hash", files_hash_now, "path follow offset length"},
+    {"files.write", files_write_now, "path data append exclusive mode uid gid"},
+    {"files.rename", files_rename_now, "from to exclusive"},
+    {"files.mkdir", files_mkdir_now, "path parents mode uid gid"},
+    {"files.remove", files_remove_now, "path recursive"},
 };
 
 static int rm_one(const char *p, const struct stat *st, int type, struct FTW *f)

@@ -571,3 +571,45 @@ def test_hearthctl_cp_usage_errors_need_no_server(tmp_path):
         r = subprocess.run([HEARTHCTL, "cp", *args], env=env, capture_output=True, text=True,
                            timeout=30)
         assert r.returncode == 2 and msg in r.stderr and "unable to connect" not in r.stderr, (args, r)
+
+
+def test_hearthctl_cp_lands_with_the_owner_and_mode_asked(h, tmp_path):
+    """A copy in chunks (a temp name renamed over the target) lands like a
+    copy in one call: over an existing file it keeps that file's owner,
+    and --owner / --mode are what the copy gets either way."""
+    env = {**os.environ, "HEARTH_CONNECT": "unix:" + h.sock}
+
+    def cp(*args):
+        r = subprocess.run([HEARTHCTL, "cp", *args], env=env, capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        return r
+
+    def owner_mode(p):
+        st = os.stat(p)
+        return st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)
+
+    small, big = tmp_path / "small", tmp_path / "big"
+    small.write_bytes(b"tiny\n")
+    big.write_bytes(os.urandom(CHUNK * 2 + 5))  # three files.write calls
+    os.chmod(small, 0o640)
+    os.chmod(big, 0o640)
+    for src in (small, big):
+        target = tmp_path / ("over-" + src.name)
+        target.write_bytes(b"old\n")
+        os.chown(target, 1000, 1001)
+        cp(str(src), "sandbox:" + str(target))
+        assert owner_mode(target) == (1000, 1001, 0o640), src.name
+        assert target.read_bytes() == src.read_bytes()
+        new = tmp_path / ("new-" + src.name)
+        cp("--owner", "1234:55", "--mode", "0600", str(src), "sandbox:" + str(new))
+        assert owner_mode(new) == (1234, 55, 0o600), src.name
+        cp("--owner", "77", str(src), "sandbox:" + str(target))
+        assert owner_mode(target) == (77, 77, 0o640), src.name
+    assert [n for n in os.listdir(tmp_path) if "hearthctl" in n] == []
+    r = subprocess.run([HEARTHCTL, "cp", "--owner", "x", str(small), "sandbox:/tmp/x"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--owner 'x': expected UID or UID:GID" in r.stderr
+    r = subprocess.run([HEARTHCTL, "cp", "--mode", "0600", "sandbox:" + str(small),
+                        str(tmp_path / "back")], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "for a copy into the sandbox" in r.stderr

@@ -253,6 +253,7 @@ TEST(config_defaults)
     CHECK_EQ_INT(cfg->n_modules, 0);
     CHECK(!cfg->wait_for_init);
     CHECK_EQ_INT(cfg->n_services, 0);
+    CHECK_EQ_INT(cfg->files.timeout_ms, 5000);
     CHECK(cJSON_IsObject(cfg->json));
     config_free(cfg);
 
@@ -526,6 +527,9 @@ TEST(config_error_integers)
                "network.interfaces[0].mtu: must be between 68 and 65535");
     EXPECT_ERR("{\"control\":{\"idle_evict_ms\":-1}}",
                "control.idle_evict_ms: must be >= 0");
+    EXPECT_ERR("{\"files\":{\"timeout_ms\":99}}",
+               "files.timeout_ms: must be between 100 and 600000");
+    EXPECT_ERR("{\"files\":{\"deadline_ms\":1000}}", "files.deadline_ms: unknown key");
     EXPECT_ERR("{\"control\":{\"allowed_cids\":[4294967296]}}",
                "control.allowed_cids[0]: must be between 0 and 4294967295");
     EXPECT_ERR("{\"control\":{\"allowed_cids\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]}}",
