@@ -280,27 +280,43 @@ static int b_call(struct ctl *t, int argc, char **argv, cJSON **params)
 
 #define ENTROPY_FROM_BYTES 64
 
+/* Up to max bytes of path into buf (*got set). 0, or EXIT_USAGE with the
+ * path and the reason printed (open or read failed). */
+static int read_upto(const char *path, void *buf, size_t max, size_t *got)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    *got = 0;
+    if (fd < 0) {
+        fprintf(stderr, "hearthctl: unable to open %s: %s\n", path, strerror(errno));
+        return EXIT_USAGE;
+    }
+    while (*got < max) {
+        ssize_t n = read(fd, (char *)buf + *got, max - *got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            fprintf(stderr, "hearthctl: unable to read %s: %s\n", path, strerror(errno));
+            close(fd);
+            return EXIT_USAGE;
+        }
+        if (n == 0)
+            break;
+        *got += (size_t)n;
+    }
+    close(fd);
+    return 0;
+}
+
 /* --entropy-from PATH: 64 bytes read from PATH (/dev/urandom), base64. */
 static int add_entropy_from(struct ctl *t, cJSON *params, const char *key, const char *path)
 {
     unsigned char buf[ENTROPY_FROM_BYTES];
     char enc[ENTROPY_FROM_BYTES / 3 * 4 + 8];
-    size_t got = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    size_t got;
+    int rc = read_upto(path, buf, sizeof(buf), &got);
 
-    if (fd < 0) {
-        fprintf(stderr, "hearthctl: %s: %s\n", path, strerror(errno));
-        return EXIT_USAGE;
-    }
-    while (got < sizeof(buf)) {
-        ssize_t n = read(fd, buf + got, sizeof(buf) - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    close(fd);
+    if (rc)
+        return rc;
     if (got == 0)
         return usage_err(t, "no bytes read from '%s'", path);
     base64_encode(buf, got, enc);
@@ -314,25 +330,16 @@ static int add_entropy_from(struct ctl *t, cJSON *params, const char *key, const
 static int add_json_from(struct ctl *t, cJSON *params, const char *key, const char *path)
 {
     char *buf = malloc(NETWORK_FROM_MAX + 1);
-    size_t got = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    size_t got;
 
     if (!buf)
         die_oom();
-    if (fd < 0) {
-        fprintf(stderr, "hearthctl: %s: %s\n", path, strerror(errno));
+    /* One byte more than allowed tells a file that is too large. */
+    int rc = read_upto(path, buf, NETWORK_FROM_MAX + 1, &got);
+    if (rc) {
         free(buf);
-        return EXIT_USAGE;
+        return rc;
     }
-    while (got < NETWORK_FROM_MAX + 1) {
-        ssize_t n = read(fd, buf + got, NETWORK_FROM_MAX + 1 - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    close(fd);
     if (got > NETWORK_FROM_MAX) {
         free(buf);
         return usage_err(t, "'%s' is larger than 256 KiB", path);
