@@ -387,10 +387,8 @@ int main(int argc, char **argv)
             log_warn("%d of %zu modules could not be loaded", mfail, H.cfg->n_modules);
     }
     cgroup_setup(H.mode == MODE_VM);
-    control_start(H.cfg);
     shutdown_set_hooks(&(struct shutdown_hooks){
         .end_sessions = exec_kill_all, .flush = control_flush, .stop = control_stop});
-    peer_listeners_started(H.cfg);
 
     hearth_set_phase(PHASE_SETUP);
     services_init(H.cfg);
@@ -418,6 +416,14 @@ int main(int argc, char **argv)
     sandbox_setup(H.cfg);
     hearth_set_phase(PHASE_STARTING);
     services_start_all();
+    /* The control listeners after the first services' forks, not before:
+     * nothing a service needs at its start comes from them (a contained
+     * service's view hides their directories, which contain_prepare makes
+     * itself), and a unix socket's bind on a disk may wait for the
+     * filesystem's journal. The host connects a moment later; the events
+     * of the start wait in the replay ring. */
+    control_start(H.cfg);
+    peer_listeners_started(H.cfg);
     /* With wait_for_init the host watches for wait_init to send its
      * sandbox.init; sandbox.c moves on to running when it arrives. */
     hearth_set_phase(sandbox_waiting_for_init() ? PHASE_WAIT_INIT : PHASE_RUNNING);
