@@ -15,7 +15,15 @@ CLANG       ?= clang
 WARN        := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wno-format-truncation
 EV_DEFS     := $(shell cat scripts/libev-features)
 CFLAGS_COMMON := $(EV_DEFS) -std=gnu11 $(WARN) -D_GNU_SOURCE -DHEARTH_VERSION='"$(VERSION)"' -Iinit -Iagent
-CFLAGS      ?= -Os -ffunction-sections -fdata-sections -fno-asynchronous-unwind-tables
+# Static objects over 2 KiB (rings, tables, per-service arrays) go to
+# .lbss/.ldata, after every small variable (x86-64's medium code model:
+# only the accesses to those objects take 64-bit addresses). Interleaved
+# with them, the few small variables an idle hearth writes each dirtied a
+# page of their own; grouped, they share a handful.
+ifneq ($(findstring x86_64,$(shell $(MUSLCC) -dumpmachine 2>/dev/null)),)
+CFLAGS_LAYOUT := -mcmodel=medium -mlarge-data-threshold=2048
+endif
+CFLAGS      ?= -Os -ffunction-sections -fdata-sections -fno-asynchronous-unwind-tables $(CFLAGS_LAYOUT)
 # noseparate-code: no page-aligned padding between the read-only and code
 # segments, which a static binary of this size would spend ~8 KiB on.
 LDFLAGS_STATIC := -static -Wl,--gc-sections -Wl,-z,noseparate-code -s

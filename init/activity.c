@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +42,6 @@ static struct {
     double cpu_percent;
     uint64_t egress_bytes, output_bytes;
     struct activity_lease_rules rules;
-    struct svc_act s[CONFIG_MAX_SERVICES];
     size_t n;
     bool busy;
     int64_t since_ms;
@@ -59,6 +59,9 @@ static struct {
     bool periodic;                /* sample runs every sample_ms (a subscriber listens) */
     size_t (*watchers)(void);
     unsigned long changes;
+    /* last, so that a setup clears only the entries in use (see
+     * activity_setup) */
+    struct svc_act s[CONFIG_MAX_SERVICES];
 } A;
 
 /* ---- the lease rules ---- */
@@ -438,7 +441,12 @@ void activity_setup(const struct config *cfg)
         ev_timer_stop(H.loop, &A.sample);
         ev_timer_stop(H.loop, &A.lease_timer);
     }
-    memset(&A, 0, sizeof(A));
+    /* Everything before the per-service array, and of the array only what
+     * a previous setup used: the rest is still the zeros it was loaded
+     * with, and writing zeros over 25 KiB would make every page of it
+     * resident in an idle hearth. */
+    memset(A.s, 0, (A.setup ? A.n : 0) * sizeof(A.s[0]));
+    memset(&A, 0, offsetof(__typeof__(A), s));
     A.on = a->enabled;
     A.idle_ms = a->idle_ms;
     A.sample_ms = a->sample_ms;

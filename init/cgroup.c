@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -54,9 +55,25 @@ static bool cg2_match(const struct mountinfo_entry *e, void *ctx)
     return false;
 }
 
-/* The first cgroup2 mount point in /proc/self/mountinfo. */
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
+
+/* Where cgroup2 is mounted: the two usual places by statfs first (the
+ * unified layout, and the hybrid one's "unified"), else the first cgroup2
+ * mount in /proc/self/mountinfo. The kernel formats mountinfo line by line
+ * for every mount, a tenth of a millisecond or more before the first
+ * service can start; a statfs is a few microseconds. */
 static int find_cgroup2_mount(char *out, size_t outlen)
 {
+    static const char *const usual[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"};
+    for (size_t i = 0; i < sizeof(usual) / sizeof(usual[0]); i++) {
+        struct statfs sf;
+        if (statfs(usual[i], &sf) == 0 && sf.f_type == CGROUP2_SUPER_MAGIC) {
+            snprintf(out, outlen, "%s", usual[i]);
+            return 0;
+        }
+    }
     struct cg2_find q = {out, outlen, -1};
     if (mountinfo_each(cg2_match, &q) < 0)
         return -1;

@@ -147,12 +147,8 @@ void contain_host_setup(bool supervisor)
     /* vm and container modes are PID 1 of their namespaces; a process
      * that is not (a forced --mode, the unit tests) shares someone
      * else's mount namespace and must leave it alone. */
-    if (supervisor || getpid() != 1) {
-        if (!root_is_shared())
-            log_warn("/ is not a shared mount here: mounts hearth adds after a service started "
-                     "will not reach that service's namespace");
+    if (supervisor || getpid() != 1)
         return;
-    }
     /* hearth owns this mount namespace (vm: the machine's; container:
      * the runtime made it for hearth): sharing it changes nothing outside. */
     if (mount(NULL, "/", NULL, MS_REC | MS_SHARED, NULL) < 0)
@@ -200,23 +196,36 @@ static bool cgroup2_nsdelegate(void)
     return ns;
 }
 
+static int cgroupns_known = -1;
+
 static bool cgroupns_supported(void)
 {
-    static int known = -1;
-    if (known < 0) {
-        known = access("/proc/self/ns/cgroup", F_OK) == 0;
-        if (!known)
+    if (cgroupns_known < 0) {
+        cgroupns_known = access("/proc/self/ns/cgroup", F_OK) == 0;
+        if (!cgroupns_known)
             log_warn("this kernel has no cgroup namespaces: services see hearth's whole cgroup tree "
                      "(read-only)");
-        /* The kernel checks migrations against the writer's cgroup
-         * namespace only on a hierarchy mounted with nsdelegate (hearth
-         * mounts it so in vm mode); elsewhere the read-only /sys is what
-         * keeps a service in its leaf. */
-        else if (!cgroup2_nsdelegate())
-            log_info("cgroup2 is mounted without nsdelegate here: a service's cgroup namespace "
-                     "hides hearth's tree but does not bound migrations; the read-only /sys does");
     }
-    return known;
+    return cgroupns_known;
+}
+
+void contain_host_report(bool supervisor)
+{
+    static bool done;
+
+    if (done)
+        return;
+    done = true;
+    if ((supervisor || getpid() != 1) && !root_is_shared())
+        log_warn("/ is not a shared mount here: mounts hearth adds after a service started "
+                 "will not reach that service's namespace");
+    /* The kernel checks migrations against the writer's cgroup namespace
+     * only on a hierarchy mounted with nsdelegate (hearth mounts it so in
+     * vm mode); elsewhere the read-only /sys is what keeps a service in
+     * its leaf. */
+    if (cgroupns_known > 0 && !cgroup2_nsdelegate())
+        log_info("cgroup2 is mounted without nsdelegate here: a service's cgroup namespace "
+                 "hides hearth's tree but does not bound migrations; the read-only /sys does");
 }
 
 static bool seccomp_available(void)

@@ -62,9 +62,15 @@ int contain_privileged(const struct contain_policy *pol, char *buf, size_t len);
  * hearth's own mounts shared (vm and container modes: hearth owns the
  * mount namespace) so mounts it adds later propagate into the services'
  * namespaces, which are slaves of it. In supervisor mode (or when hearth
- * is not PID 1) the namespace is someone else's and is left as it is; if /
- * is not shared there, that is logged. */
+ * is not PID 1) the namespace is someone else's and is left as it is. */
 void contain_host_setup(bool supervisor);
+
+/* Once, in the parent, after the first isolated service has forked: what
+ * the host's mounts mean for containment, logged (/ not shared in
+ * supervisor mode; cgroup2 without nsdelegate). Reading mountinfo for it
+ * costs a tenth of a millisecond or more, which waits here rather than
+ * before that service's start. */
+void contain_host_report(bool supervisor);
 
 /* A directory hearth writes for the services to read (the resume news):
  * bound read-only in every isolated service's namespace from the next

@@ -180,6 +180,29 @@ static int setup_signals(void)
     return sig_fd < 0 ? -1 : 0;
 }
 
+/* Whether a service may look for a unix control socket as it starts: one
+ * without isolation (or under a hearth that cannot isolate, not root)
+ * sees hearth's directories as they are, so the listeners open before it
+ * starts. A contained service's view hides their directories whatever
+ * the order. */
+static bool listeners_first(const struct config *cfg)
+{
+    bool unix_listener = false;
+    for (size_t i = 0; i < cfg->n_listen; i++)
+        unix_listener |= cfg->listen[i].kind == LISTEN_UNIX;
+    if (!unix_listener || !cfg->n_services)
+        return false;
+    if (geteuid() != 0)
+        return true;
+    for (size_t i = 0; i < cfg->n_services; i++) {
+        struct contain_policy pol;
+        contain_policy_of(&cfg->services[i], &pol);
+        if (!pol.isolation)
+            return true;
+    }
+    return false;
+}
+
 static void main_done(int status)
 {
     if (H.mode == MODE_VM)
@@ -387,10 +410,13 @@ int main(int argc, char **argv)
             log_warn("%d of %zu modules could not be loaded", mfail, H.cfg->n_modules);
     }
     cgroup_setup(H.mode == MODE_VM);
-    control_start(H.cfg);
     shutdown_set_hooks(&(struct shutdown_hooks){
         .end_sessions = exec_kill_all, .flush = control_flush, .stop = control_stop});
-    peer_listeners_started(H.cfg);
+    bool early = listeners_first(H.cfg);
+    if (early) {
+        control_start(H.cfg);
+        peer_listeners_started(H.cfg);
+    }
 
     hearth_set_phase(PHASE_SETUP);
     services_init(H.cfg);
@@ -418,6 +444,16 @@ int main(int argc, char **argv)
     sandbox_setup(H.cfg);
     hearth_set_phase(PHASE_STARTING);
     services_start_all();
+    /* Otherwise the control listeners open after the first services'
+     * forks, not before: no contained service can reach them (its view
+     * hides their directories, which contain_prepare makes itself), and a
+     * unix socket's bind on a disk may wait for the filesystem's journal.
+     * The host connects a moment later; the events of the start wait in
+     * the replay ring. */
+    if (!early) {
+        control_start(H.cfg);
+        peer_listeners_started(H.cfg);
+    }
     /* With wait_for_init the host watches for wait_init to send its
      * sandbox.init; sandbox.c moves on to running when it arrives. */
     hearth_set_phase(sandbox_waiting_for_init() ? PHASE_WAIT_INIT : PHASE_RUNNING);

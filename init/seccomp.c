@@ -86,15 +86,19 @@ static const struct {
 
 enum target { T_NEXT, T_DENY, T_ENOSYS, T_CLONE, T_UNSHARE, T_NTARGETS };
 
+/* Labels past the fixed targets: one per branch of the search tree. */
+#define MAX_LABELS (T_NTARGETS + 64)
+
 struct builder {
     struct seccomp_prog *p;
     /* per instruction: where jt and jf go, resolved once labels are placed */
     unsigned char jt[SECCOMP_MAX_INSNS], jf[SECCOMP_MAX_INSNS];
-    int label[T_NTARGETS];
+    int label[MAX_LABELS];
+    int nlabels;
     bool overflow;
 };
 
-static void emit(struct builder *b, unsigned short code, unsigned k, enum target jt, enum target jf)
+static void emit(struct builder *b, unsigned short code, unsigned k, int jt, int jf)
 {
     if (b->p->len >= SECCOMP_MAX_INSNS) {
         b->overflow = true;
@@ -105,7 +109,16 @@ static void emit(struct builder *b, unsigned short code, unsigned k, enum target
     b->p->insns[b->p->len++] = (struct sock_filter)BPF_STMT(code, k);
 }
 
-static void place(struct builder *b, enum target t) { b->label[t] = b->p->len; }
+static void place(struct builder *b, int t) { b->label[t] = b->p->len; }
+
+static int new_label(struct builder *b)
+{
+    if (b->nlabels >= MAX_LABELS) {
+        b->overflow = true;
+        return T_DENY; /* never placed past the overflow */
+    }
+    return b->nlabels++;
+}
 
 /* Classic BPF jumps are forward and at most 255 instructions long. */
 static int resolve(struct builder *b)
@@ -114,7 +127,7 @@ static int resolve(struct builder *b)
         if (BPF_CLASS(b->p->insns[i].code) != BPF_JMP)
             continue;
         for (int w = 0; w < 2; w++) {
-            enum target t = (enum target)(w ? b->jf[i] : b->jt[i]);
+            int t = w ? b->jf[i] : b->jt[i];
             int off = t == T_NEXT ? 0 : b->label[t] - (i + 1);
             if (off < 0 || off > 255) {
                 errno = EOVERFLOW;
@@ -129,33 +142,73 @@ static int resolve(struct builder *b)
     return 0;
 }
 
+/* One call the filter does not simply allow, and where it goes. */
+struct rule {
+    unsigned nr;
+    int target;
+};
+
+/* At most this many numbers are compared one by one at a leaf. */
+#define LEAF_RULES 4
+
+/* The rules lo..hi-1 (sorted by number) as a search tree: a JGE per
+ * branch, a few JEQs and an allow at each leaf. An allowed call runs
+ * about a dozen instructions rather than one per refused number, and the
+ * kernel, which runs the filter for every system call number when it is
+ * installed (to cache the ones it always allows), takes a fraction of
+ * the time to install it. */
+static void emit_tree(struct builder *b, const struct rule *r, size_t lo, size_t hi)
+{
+    if (hi - lo <= LEAF_RULES) {
+        for (size_t i = lo; i < hi; i++)
+            emit(b, BPF_JMP | BPF_JEQ | BPF_K, r[i].nr, r[i].target, T_NEXT);
+        emit(b, BPF_RET | BPF_K, SECCOMP_RET_ALLOW, T_NEXT, T_NEXT);
+        return;
+    }
+    size_t mid = lo + (hi - lo) / 2;
+    int upper = new_label(b);
+    emit(b, BPF_JMP | BPF_JGE | BPF_K, r[mid].nr, upper, T_NEXT);
+    emit_tree(b, r, lo, mid);
+    place(b, upper);
+    emit_tree(b, r, mid, hi);
+}
+
 static bool kept(uint64_t caps, int cap) { return cap != NEVER && (caps >> cap) & 1; }
 
 int seccomp_build(uint64_t caps, struct seccomp_prog *out)
 {
     struct builder b;
+    struct rule rules[sizeof(denied) / sizeof(denied[0]) + 3];
+    size_t n = 0;
     bool ns_ok = kept(caps, CAP_SYS_ADMIN);
 
     memset(&b, 0, sizeof(b));
     memset(out, 0, sizeof(*out));
     b.p = out;
-    for (int t = 0; t < T_NTARGETS; t++)
+    b.nlabels = T_NTARGETS;
+    for (int t = 0; t < MAX_LABELS; t++)
         b.label[t] = -1;
+    for (size_t i = 0; i < sizeof(denied) / sizeof(denied[0]); i++)
+        if (!kept(caps, denied[i].cap))
+            rules[n++] = (struct rule){(unsigned)denied[i].nr, T_DENY};
+    if (!ns_ok) {
+        rules[n++] = (struct rule){SYS_clone, T_CLONE};
+        rules[n++] = (struct rule){SYS_unshare, T_UNSHARE};
+    }
+    rules[n++] = (struct rule){SYS_clone3, T_ENOSYS};
+    for (size_t i = 1; i < n; i++) /* a few dozen: insertion sort */
+        for (size_t j = i; j > 0 && rules[j - 1].nr > rules[j].nr; j--) {
+            struct rule t = rules[j];
+            rules[j] = rules[j - 1];
+            rules[j - 1] = t;
+        }
     /* Another ABI (i386 through int 0x80, x32) has other numbers: the
      * checks below would read them wrongly, so such calls are refused. */
     emit(&b, BPF_LD | BPF_W | BPF_ABS, OFF_ARCH, T_NEXT, T_NEXT);
     emit(&b, BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, T_NEXT, T_DENY);
     emit(&b, BPF_LD | BPF_W | BPF_ABS, OFF_NR, T_NEXT, T_NEXT);
     emit(&b, BPF_JMP | BPF_JGE | BPF_K, X32_SYSCALL_BIT, T_DENY, T_NEXT);
-    for (size_t i = 0; i < sizeof(denied) / sizeof(denied[0]); i++)
-        if (!kept(caps, denied[i].cap))
-            emit(&b, BPF_JMP | BPF_JEQ | BPF_K, (unsigned)denied[i].nr, T_DENY, T_NEXT);
-    if (!ns_ok) {
-        emit(&b, BPF_JMP | BPF_JEQ | BPF_K, SYS_clone, T_CLONE, T_NEXT);
-        emit(&b, BPF_JMP | BPF_JEQ | BPF_K, SYS_unshare, T_UNSHARE, T_NEXT);
-    }
-    emit(&b, BPF_JMP | BPF_JEQ | BPF_K, SYS_clone3, T_ENOSYS, T_NEXT);
-    emit(&b, BPF_RET | BPF_K, SECCOMP_RET_ALLOW, T_NEXT, T_NEXT);
+    emit_tree(&b, rules, 0, n);
     if (!ns_ok) {
         place(&b, T_CLONE);
         emit(&b, BPF_LD | BPF_W | BPF_ABS, OFF_ARG0_LO, T_NEXT, T_NEXT);

@@ -84,19 +84,19 @@ struct net_neigh_cfg {
 
 /* The `network` section, parsed. */
 struct network_cfg {
-    struct net_iface_cfg ifs[NETWORK_CFG_MAX];
+    /* the counts first, on one page with the rest of the config */
     size_t n_ifs, n_dropped;        /* entries beyond NETWORK_CFG_MAX */
-    char dns[NETWORK_CFG_MAX][64];
-    size_t n_dns;
+    size_t n_dns, n_routes, n_neighs;
     char resolv[256];
+    struct net_iface_cfg ifs[NETWORK_CFG_MAX];
+    char dns[NETWORK_CFG_MAX][64];
     struct net_route_cfg routes[NETWORK_MAX_ROUTES];
-    size_t n_routes;
     struct net_neigh_cfg neighs[NETWORK_MAX_NEIGHS];
-    size_t n_neighs;
 };
 
 /* Extracts a `network` section the schema has checked (NULL: absent),
- * with the defaults of config.h. */
+ * with the defaults of config.h. Entries past n_ifs, n_dns, n_routes and
+ * n_neighs are left as they were (not cleared). */
 void network_extract(const struct cJSON *net, struct network_cfg *out);
 /* Validates a `network` object as sandbox.init and sandbox.resume
  * receive it (the schema, then at most NETWORK_USED_IFACES interfaces

@@ -58,6 +58,7 @@ struct run {
     size_t total;        /* entries read in all directories */
     char *err;
     size_t errlen;
+    bool chown; /* what it makes goes to another owner than hearth's */
 };
 
 /* rel/name, or name at the top ("" rel). */
@@ -211,7 +212,7 @@ static int category_make(struct run *r, int vfd, const char *path)
         run_error(r, "mark the category directory for", path);
         return -1;
     }
-    if ((skills_owner.uid != geteuid() || skills_owner.gid != getegid()) && fchown(mfd, skills_owner.uid, skills_owner.gid) < 0)
+    if (r->chown && fchown(mfd, skills_owner.uid, skills_owner.gid) < 0)
         log_debug("skills: unable to chown the mark of %s/%s: %s", r->priv, path, strerror(errno));
     close(mfd);
     return tfd;
@@ -512,8 +513,28 @@ static int reconcile_level(struct run *r, int pfd, int vfd, const char *rel, int
         c->created++;
         if (r->dry)
             continue;
-        /* Link under a temporary name, then rename: private/N is either
-         * absent or a whole link, never half made. */
+        /* A link of hearth's own owner (a root agent, as the shipped
+         * image's) is made at its name in one step: a symlink appears
+         * whole, and EEXIST means the name appeared since the listing,
+         * the agent's, which wins. Half the cost of a cold run went to
+         * the rename the other way takes. */
+        if (!r->chown) {
+            if (symlinkat(target, vfd, p->name) == 0) {
+                skills_list_add(lists->linked, path);
+            } else {
+                c->created--;
+                if (errno == EEXIST) {
+                    c->shadowed++;
+                    skills_list_add(lists->shadowed, path);
+                } else {
+                    run_error(r, "link", path);
+                }
+            }
+            continue;
+        }
+        /* For another owner: link under a temporary name, chown, then
+         * rename, so private/N is absent or a whole link with its owner,
+         * never one that is still hearth's. */
         if (symlinkat(target, vfd, SKILLS_TMP_LINK) < 0) {
             if (errno == EEXIST && unlinkat(vfd, SKILLS_TMP_LINK, 0) == 0 &&
                 symlinkat(target, vfd, SKILLS_TMP_LINK) == 0)
@@ -524,8 +545,7 @@ static int reconcile_level(struct run *r, int pfd, int vfd, const char *rel, int
         }
 made:
         /* The agent's own links, so it can replace them. */
-        if ((skills_owner.uid != geteuid() || skills_owner.gid != getegid()) &&
-            fchownat(vfd, SKILLS_TMP_LINK, skills_owner.uid, skills_owner.gid, AT_SYMLINK_NOFOLLOW) < 0)
+        if (fchownat(vfd, SKILLS_TMP_LINK, skills_owner.uid, skills_owner.gid, AT_SYMLINK_NOFOLLOW) < 0)
             log_debug("skills: unable to chown %s/%s: %s", r->priv, SKILLS_TMP_LINK,
                       strerror(errno));
         if (tree_rename_noreplace(vfd, SKILLS_TMP_LINK, p->name) < 0) {
@@ -627,6 +647,7 @@ int skills_reconcile(const char *pub, const char *priv, const char *const *ignor
     memset(c, 0, sizeof(*c));
     err[0] = '\0';
     skills_owner_default();
+    r.chown = skills_owner.uid != geteuid() || skills_owner.gid != getegid();
     if (r.plen + 2 >= 4096 - 256) {
         snprintf(err, errlen, "unable to use %s: path too long", pub);
         return -1;

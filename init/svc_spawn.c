@@ -287,6 +287,8 @@ int svc_spawn(struct service *s)
         child_exec(s, p[1], &plan, po[1], pe[1], pn[1], placed);
     }
     close(p[1]);
+    if (plan.contain.isolate)
+        contain_host_report(H.mode == MODE_SUPERVISOR);
     if (pn[0] >= 0) {
         close(pn[1]);
         svc_notify_fd_attach(s, pn[0]);

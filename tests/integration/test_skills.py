@@ -426,3 +426,24 @@ def test_marker_key(hearth, tmp_path):
     assert (priv / "alpha").is_dir() and not os.path.islink(priv / "alpha")
     assert os.readlink(priv / "alpha" / "SKILL.md") == str(g / "skills" / "alpha" / "SKILL.md")
     assert hearth.rpc("skills.list")["marker"] == "README"
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_links_belong_to_the_agent(hearth, tmp_path, user):
+    """A link is made whole with its owner: at its name in one step when
+    the agent is hearth's own user (root), through a temporary name and a
+    chown otherwise; either way each link, and each category directory,
+    is the agent's, and no temporary name is left."""
+    pub, priv, g, extra = _setup(tmp_path, public=("alpha", "beta", "cat/gamma"))
+    (priv).chmod(0o777)  # a non-root agent's home is its own to write
+    hearth.start(hearth.config(services=[
+        KEEP, {"name": "agent", "after": ["skills"], "user": user, "argv": ["sleep", "1000"]}],
+        **extra))
+    _first_run(hearth, lambda: os.path.islink(priv / "cat" / "gamma"))
+    uid = 0 if user == "root" else 65534
+    for p in (priv / "alpha", priv / "beta", priv / "cat" / "gamma"):
+        assert os.readlink(p).startswith(str(g / "skills"))
+        assert os.lstat(p).st_uid == uid, p
+    assert os.lstat(priv / "cat").st_uid == uid
+    assert sorted(os.listdir(priv)) == ["alpha", "beta", "cat"]
+    assert hearth.rpc("skills.list")["last"]["created"] == 3

@@ -30,10 +30,14 @@
  * the instructions the builder uses (absolute word loads, K jumps, K
  * returns). Anything else, a jump out of the program or falling off its
  * end, is a failure (returned as 0xdead). */
+static unsigned steps; /* instructions the last run executed */
+
 static uint32_t run(const struct seccomp_prog *p, int nr, uint32_t arch, uint64_t arg0)
 {
     struct seccomp_data d;
     uint32_t acc = 0;
+
+    steps = 0;
 
     memset(&d, 0, sizeof(d));
     d.nr = nr;
@@ -41,6 +45,7 @@ static uint32_t run(const struct seccomp_prog *p, int nr, uint32_t arch, uint64_
     d.args[0] = arg0;
     for (unsigned pc = 0; pc < p->len; pc++) {
         const struct sock_filter *f = &p->insns[pc];
+        steps++;
         switch (f->code) {
         case BPF_LD | BPF_W | BPF_ABS:
             if (f->k + 4 > sizeof(d))
@@ -110,6 +115,44 @@ TEST(seccomp_default_filter)
     /* Other ABIs: i386 and x32 numbers are refused whatever they are. */
     CHECK_EQ_INT(run(&p, SYS_read, AUDIT_ARCH_I386, 0), RET_EPERM);
     CHECK_EQ_INT(run(&p, SYS_read | 0x40000000, x86, 0), RET_EPERM);
+}
+
+TEST(seccomp_every_number_and_the_path_to_allow)
+{
+    /* Every number the filter refuses without capabilities. */
+    static const int refused[] = {
+        SYS_kexec_load, SYS_kexec_file_load, SYS_init_module, SYS_finit_module,
+        SYS_delete_module, SYS_create_module, SYS_get_kernel_syms, SYS_query_module, SYS_bpf,
+        SYS_perf_event_open, SYS_keyctl, SYS_add_key, SYS_request_key, SYS_userfaultfd,
+        SYS_open_by_handle_at, SYS_acct, SYS_swapon, SYS_swapoff, SYS_reboot,
+        SYS_settimeofday, SYS_clock_settime, SYS_clock_adjtime, SYS_adjtimex, SYS_iopl,
+        SYS_ioperm, SYS_mount, SYS_umount2, SYS_pivot_root, SYS_open_tree, SYS_move_mount,
+        SYS_fsopen, SYS_fsconfig, SYS_fsmount, SYS_fspick, SYS_mount_setattr, SYS_setns,
+        SYS_quotactl, SYS_lookup_dcookie, SYS_nfsservctl, SYS_uselib, SYS__sysctl,
+        SYS_vhangup, SYS_syslog, SYS_ptrace, SYS_process_vm_readv, SYS_process_vm_writev,
+        SYS_kcmp, SYS_io_uring_setup, SYS_io_uring_enter, SYS_io_uring_register};
+    struct seccomp_prog p;
+    unsigned longest = 0;
+    CHECK_EQ_INT(seccomp_build(0, &p), 0);
+    for (int nr = 0; nr < 1024; nr++) {
+        bool deny = false;
+        for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+            deny |= refused[i] == nr;
+        uint32_t want = deny ? RET_EPERM : nr == SYS_clone3 ? RET_ENOSYS : SECCOMP_RET_ALLOW;
+        uint32_t got = run(&p, nr, AUDIT_ARCH_X86_64, 0);
+        if (got != want) {
+            fprintf(stderr, "  syscall %d: %#x, expected %#x\n", nr, got, want);
+            unit_failures++;
+        }
+        if (got == SECCOMP_RET_ALLOW && steps > longest)
+            longest = steps;
+    }
+    /* A search, not a list: an allowed call passes a few comparisons
+     * (the list it replaced took one per refused number, ~55). */
+    if (longest > 16) {
+        fprintf(stderr, "  an allowed call runs %u instructions\n", longest);
+        unit_failures++;
+    }
 }
 
 TEST(seccomp_kept_capabilities_lift_their_calls)
