@@ -335,7 +335,7 @@ int main(int argc, char **argv)
         int failures = machine_mount_api();
         log_open(LOG_SINK_KMSG);
         if (failures)
-            log_warn("%d machine mounts failed", failures);
+            log_warn("machine: unable to mount %d of its filesystems", failures);
         cmdline_load(NULL);
         /* The kernel lets a /dev/kmsg writer through 10 records in 5 s
          * unless printk.devkmsg says otherwise: hearth's own lines about a
@@ -407,7 +407,7 @@ int main(int argc, char **argv)
         int mfail = modules_load(NULL, H.cfg->modules, H.cfg->n_modules);
         H.modules_us = mono_us() - t0;
         if (mfail)
-            log_warn("%d of %zu modules could not be loaded", mfail, H.cfg->n_modules);
+            log_warn("modules: unable to load %d of %zu", mfail, H.cfg->n_modules);
     }
     cgroup_setup(H.mode == MODE_VM);
     shutdown_set_hooks(&(struct shutdown_hooks){
