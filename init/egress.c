@@ -38,7 +38,9 @@ static struct {
     char error[256];
     struct nft_expect exp;
     uint32_t genid;
-    struct cidr always[64];     /* gateways and DNS servers */
+    /* Every gateway and name server the network config can keep: none is
+     * ever dropped from the list the policy always allows. */
+    struct cidr always[2 * NETWORK_CFG_MAX];
     size_t n_always;
     unsigned repairs;
     int64_t verified_ms;        /* monotonic ms of the last read-back that matched */

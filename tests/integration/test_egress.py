@@ -450,3 +450,16 @@ def test_dns_servers_are_always_allowed(hearth, lan, tmp_path):
     assert lan.reach("10.20.0.2") == "ok"
     assert lan.reach("10.10.0.2") == "ECONNREFUSED"
     assert lan.reach("203.0.113.10") == "ECONNREFUSED"
+
+
+def test_every_gateway_and_name_server_is_always_allowed(hearth, lan, tmp_path):
+    # 40 interfaces (none exists here: not required, no wait) with a
+    # gateway each and 40 name servers: all 80 are allowed, none dropped.
+    ifs = [{"name": f"gw{i}", "gateway": f"10.30.{i}.1", "required": False, "timeout_ms": 0}
+           for i in range(40)]
+    dns = [f"10.40.{i}.53" for i in range(40)]
+    boot(hearth, lan, {"allowPublicTraffic": False, "allowOut": []},
+         network={"interfaces": ifs, "dns": dns, "resolv_conf": str(tmp_path / "resolv.conf")})
+    always = hearth.rpc("egress.get")["alwaysAllowed"]
+    want = {f"10.30.{i}.1/32" for i in range(40)} | {f"10.40.{i}.53/32" for i in range(40)}
+    assert set(always) == want, sorted(want - set(always))
