@@ -17,6 +17,7 @@
 #include "kfile.h"
 #include "log.h"
 #include "service.h"
+#include "svc_config.h"
 
 /* What hearth knows of one service's activity. */
 struct svc_act {
@@ -427,8 +428,7 @@ static void on_lease(struct ev_loop *loop, ev_timer *w, int revents)
 
 bool activity_lease_allowed(const struct service_config *sc)
 {
-    const cJSON *a = sc ? cJSON_GetObjectItemCaseSensitive(sc->json, "activity") : NULL;
-    return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "lease"));
+    return sc && sc->settings && sc->settings->activity_lease;
 }
 
 void activity_setup(const struct config *cfg)
@@ -436,6 +436,9 @@ void activity_setup(const struct config *cfg)
     struct activity_cfg dflt;
     activity_extract(NULL, &dflt);
     const struct activity_cfg *a = cfg ? &cfg->activity : &dflt;
+
+    services_set_activity_hooks(&(struct svc_activity_hooks){
+        .output = activity_output, .lease = activity_lease, .down = activity_service_down});
 
     if (A.setup) {
         ev_timer_stop(H.loop, &A.sample);

@@ -543,6 +543,9 @@ void services_stop_all(void (*done)(void))
 
 void services_on_main_done(void (*fn)(int)) { main_done_fn = fn; }
 
+struct svc_activity_hooks svc_activity;
+void services_set_activity_hooks(const struct svc_activity_hooks *h) { svc_activity = *h; }
+
 int services_main_status(void)
 {
     if (main_index < 0)

@@ -43,6 +43,19 @@ void services_on_main_done(void (*fn)(int exit_status));
 /* Exit status of the main service: its code, or 128+signal. */
 int services_main_status(void);
 
+/* What the supervisor reports to whoever judges busy or idle (activity
+ * registers these; each may be NULL): output bytes of service idx, a
+ * lease it declared on its NOTIFY_SOCKET (sender already checked), the
+ * end of its main process. Hooks rather than calls, so the tracker,
+ * which reads the services' cgroups, sits above the supervisor and no
+ * call runs back up to it. */
+struct svc_activity_hooks {
+    void (*output)(size_t idx, size_t bytes);
+    void (*lease)(size_t idx, uint64_t seconds, const char *reason);
+    void (*down)(size_t idx);
+};
+void services_set_activity_hooks(const struct svc_activity_hooks *h);
+
 /* An array of service objects for status / services.list. */
 struct cJSON *services_to_json(void);
 

@@ -140,6 +140,8 @@ struct service {
 /* The services, in config order (service.c). */
 extern struct service svcs[CONFIG_MAX_SERVICES];
 extern size_t nsvcs;
+/* The activity tracker's hooks (service.h); members may be NULL. */
+extern struct svc_activity_hooks svc_activity;
 
 /* service.c: the table and what every part may ask of it. */
 void svc_dispatch(struct service *s, enum svc_event ev);

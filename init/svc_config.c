@@ -103,6 +103,8 @@ static void fill(const cJSON *obj, struct svc_settings *st)
     check_of(cJSON_GetObjectItemCaseSensitive(obj, "health"), &st->health);
     launch_of(obj, &st->launch);
     contain_of(obj, &st->contain);
+    st->activity_lease = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(obj, "activity"), "lease"));
 }
 
 struct svc_settings *svc_settings_build(const cJSON *obj)

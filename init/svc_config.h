@@ -73,6 +73,7 @@ struct svc_settings {
     struct svc_check_settings ready, health;
     struct svc_launch_settings launch;
     struct contain_policy contain;
+    bool activity_lease;      /* activity.lease: may declare itself busy */
 };
 
 /* Extracts the settings from a validated service object (the strings stay

@@ -12,7 +12,6 @@
 #include <cJSON.h>
 #include <ev.h>
 
-#include "activity.h"
 #include "cgroup.h"
 #include "hearth.h"
 #include "launch.h"
@@ -23,7 +22,7 @@ static void nsock_cb(struct ev_loop *loop, ev_io *w, int revents);
 
 bool svc_wants_nsock(const struct service *s)
 {
-    return s->ready.notify || s->health.watchdog_ms || activity_lease_allowed(s->cfg);
+    return s->ready.notify || s->health.watchdog_ms || (s->cfg->settings && s->cfg->settings->activity_lease);
 }
 
 int svc_nsock_open(struct service *s, char *err, size_t errlen)
@@ -192,8 +191,9 @@ static void notify_apply(struct service *s, const struct notify_msg *m)
             svc_dispatch(s, E_READY);
         }
     }
-    if (m->has_busy) /* a lease: activity.c judges it */
-        activity_lease((size_t)(s - svcs), m->busy_sec, m->has_busy_reason ? m->busy_reason : NULL);
+    if (m->has_busy && svc_activity.lease) /* a lease: activity judges it */
+        svc_activity.lease((size_t)(s - svcs), m->busy_sec,
+                           m->has_busy_reason ? m->busy_reason : NULL);
     if (s->health.watchdog_ms && (m->watchdog || m->watchdog_trigger)) {
         if (m->watchdog)
             s->n.wd_last_ms = now;

@@ -10,7 +10,6 @@
 
 #include <ev.h>
 
-#include "activity.h"
 #include "hearth.h"
 #include "launch.h"
 #include "logring.h"
@@ -46,7 +45,8 @@ static void emit_line(struct service *s, enum log_stream st, const char *text, s
  * are cut. */
 static void outpipe_feed(struct outpipe *o, const char *buf, size_t n)
 {
-    activity_output((size_t)(o->s - svcs), n);
+    if (svc_activity.output)
+        svc_activity.output((size_t)(o->s - svcs), n);
     for (size_t i = 0; i < n; i++) {
         char c = buf[i];
         if (c == '\n') {

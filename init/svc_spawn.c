@@ -11,7 +11,6 @@
 
 #include <ev.h>
 
-#include "activity.h"
 #include "cgroup.h"
 #include "contain.h"
 #include "hearth.h"
@@ -91,7 +90,8 @@ static void child_exited(void *ctx, pid_t pid, int wstatus)
     s->wstatus = wstatus;
     s->has_exit = true;
     s->pid = 0;
-    activity_service_down((size_t)(s - svcs)); /* its lease ends with it */
+    if (svc_activity.down)
+        svc_activity.down((size_t)(s - svcs)); /* its lease ends with it */
     svc_dispatch(s, E_EXIT);
 }
 
