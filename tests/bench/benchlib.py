@@ -1,8 +1,10 @@
 """Helpers shared by the Python parts of the bench scripts (imported with
 tests/bench on sys.path)."""
+import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 
@@ -35,3 +37,67 @@ def stop(p):
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
+
+
+def wait_path(path, tries=250, step=0.02):
+    """Waits for path to exist (a socket, which has no size to wait for)."""
+    for _ in range(tries):
+        if os.path.exists(path):
+            return True
+        time.sleep(step)
+    return False
+
+
+class Conn:
+    """A client of a JSON-lines protocol over a unix socket: hearth's
+    control channel or qemu-ga's, one request at a time."""
+
+    def __init__(self, sock_path, recv_bytes=1 << 16):
+        self.s = socket.socket(socket.AF_UNIX)
+        self.s.settimeout(30)
+        self.s.connect(sock_path)
+        self.buf = b""
+        self.recv_bytes = recv_bytes
+
+    def send(self, obj):
+        self.s.sendall((json.dumps(obj) + "\n").encode())
+
+    def line(self):
+        while b"\n" not in self.buf:
+            chunk = self.s.recv(self.recv_bytes)
+            if not chunk:
+                raise EOFError
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def call(self, obj):
+        self.send(obj)
+        return self.line()
+
+
+def start_hearth(hearth, tmp, procs):
+    """hearth as a supervisor with no service and one unix listener; the
+    process joins procs (for the caller's stop). Returns the socket's path."""
+    sock = os.path.join(tmp, "ctl.sock")
+    with open(os.path.join(tmp, "c.json"), "w") as f:
+        json.dump({"control": {"listen": ["unix:" + sock]}, "services": []}, f)
+    procs.append(subprocess.Popen([hearth, "--mode", "supervisor", "-c",
+                                   os.path.join(tmp, "c.json"), "--log", "warn"]))
+    wait_path(sock)
+    return sock
+
+
+def start_qga(tmp, procs):
+    """qemu-ga listening on a unix socket; the process joins procs.
+    Returns the socket's path, or None when qemu-ga is not installed."""
+    qga = which("qemu-ga")
+    if not qga:
+        return None
+    sock, state = os.path.join(tmp, "qga.sock"), os.path.join(tmp, "qga-state")
+    os.mkdir(state)
+    procs.append(subprocess.Popen([qga, "-m", "unix-listen", "-p", sock, "-t", state,
+                                   "-f", os.path.join(tmp, "qga.pid")],
+                                  stderr=subprocess.DEVNULL))
+    wait_path(sock)
+    return sock
