@@ -5,8 +5,6 @@ import base64
 import hashlib
 import json
 import os
-import pty
-import select
 import signal
 import socket
 import subprocess
@@ -16,6 +14,7 @@ import time
 import pytest
 
 from conftest import HEARTHCTL, SLOW, VALGRIND, Client
+from ptyrun import PtyCommand
 
 RSS_BOUND_KIB = float("inf") if VALGRIND else 48 * 1024
 
@@ -481,21 +480,6 @@ def test_attach_moves_the_stream_to_the_new_client(h, c):
     b.close()
 
 
-def _read_until(fd, needle, timeout):
-    data, deadline = b"", time.monotonic() + timeout * SLOW
-    while needle not in data and time.monotonic() < deadline:
-        r, _, _ = select.select([fd], [], [], 0.2)
-        if r:
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            data += chunk
-    return data
-
-
 def test_hearthctl_exec_pipes_and_exit_status(h):
     r = subprocess.run([HEARTHCTL, "-c", "unix:" + h.sock, "exec", "--", "sh", "-c",
                         "echo out; echo err >&2; exit 7"], capture_output=True, timeout=30)
@@ -513,56 +497,32 @@ def test_hearthctl_exec_pipes_and_exit_status(h):
 
 
 def test_hearthctl_exec_tty_through_a_pty(h):
-    import fcntl
-    import struct
-    import termios
-    pid, fd = pty.fork()
-    if pid == 0:
-        # The size is set before hearthctl runs: set from the parent, it
-        # could come after hearthctl has read it, and the SIGWINCH that
-        # reports it before the command has started.
-        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 90, 0, 0))
-        os.execv(HEARTHCTL, [HEARTHCTL, "-c", "unix:" + h.sock, "exec", "-i", "-t", "--",
-                             "sh", "-c", "tty; stty size; read x; echo got:$x; stty size; "
-                             "sleep 100"])
-    try:
-        first = _read_until(fd, b"\n", 10)
-        out = first + _read_until(fd, b"40 90", 10)
+    with PtyCommand([HEARTHCTL, "-c", "unix:" + h.sock, "exec", "-i", "-t", "--", "sh", "-c",
+                     "tty; stty size; read x; echo got:$x; stty size; sleep 100"],
+                    rows=40, cols=90) as p:
+        first = p.read_until(b"\n", 10 * SLOW)
+        out = first + p.read_until(b"40 90", 10 * SLOW)
         # hearthctl learns the size from its terminal
         assert b"/dev/pts/" in out, out
         assert b"40 90" in out, out
         # a resize of hearthctl's terminal reaches the command
-        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 70, 0, 0))
-        os.kill(pid, signal.SIGWINCH)
+        p.resize(30, 70)
+        os.kill(p.pid, signal.SIGWINCH)
         time.sleep(0.3)
-        os.write(fd, b"abc\r")
-        out = _read_until(fd, b"30 70", 10)
+        p.write(b"abc\r")
+        out = p.read_until(b"30 70", 10 * SLOW)
         assert b"got:abc" in out and b"30 70" in out, out
         # Ctrl-C is passed through as a byte: sleep gets SIGINT, not hearthctl
-        os.write(fd, b"\x03")
-        _, status = os.waitpid(pid, 0)
+        p.write(b"\x03")
+        status = p.wait()
         assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 128 + 2, status
-    finally:
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
-        os.close(fd)
 
 
 def test_hearthctl_resize_while_the_start_is_unanswered_is_sent_after_it(h):
     """A window change before exec.start is answered is not lost: the
     command gets it once it runs, before the input that follows."""
-    import fcntl
-    import struct
-    import termios
-    pid, fd = pty.fork()
-    if pid == 0:
-        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 90, 0, 0))
-        os.execv(HEARTHCTL, [HEARTHCTL, "-c", "unix:" + h.sock, "exec", "-i", "-t", "--",
-                             "sh", "-c", "read x; stty size; sleep 100"])
-    try:
+    with PtyCommand([HEARTHCTL, "-c", "unix:" + h.sock, "exec", "-i", "-t", "--", "sh", "-c",
+                     "read x; stty size; sleep 100"], rows=40, cols=90) as p:
         # Stopped, hearth cannot answer the start.
         h.signal(signal.SIGSTOP)
         try:
@@ -570,22 +530,15 @@ def test_hearthctl_resize_while_the_start_is_unanswered_is_sent_after_it(h):
             # terminal is raw; then the size changes (the kernel sends it
             # SIGWINCH).
             deadline = time.monotonic() + 10 * SLOW
-            while termios.tcgetattr(fd)[3] & termios.ICANON:
+            while not p.raw():
                 assert time.monotonic() < deadline, "hearthctl never set its terminal raw"
                 time.sleep(0.01)
-            fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 70, 0, 0))
+            p.resize(30, 70)
         finally:
             h.signal(signal.SIGCONT)
-        os.write(fd, b"go\r")
-        out = _read_until(fd, b"30 70", 10)
+        p.write(b"go\r")
+        out = p.read_until(b"30 70", 10 * SLOW)
         assert b"30 70" in out, out
-    finally:
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
-        os.close(fd)
 
 
 def test_an_open_session_keeps_the_sandbox_busy(c):
