@@ -113,12 +113,6 @@ cJSON *exec_list_json(void) { return cJSON_CreateArray(); }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    const struct fuzz_method *m;
-    size_t n = sizeof(methods) / sizeof(methods[0]);
-    cJSON *params = fuzz_method_params(data, size, methods, n, &m);
-    if (!params)
-        return 0;
-    fuzz_method_call(m, params, ":.[");
-    cJSON_Delete(params);
-    return 0;
+    return fuzz_method_run(data, size, methods, sizeof(methods) / sizeof(methods[0]), ":.[",
+                           NULL);
 }

@@ -95,16 +95,15 @@ static void confine(cJSON *params)
     }
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* The tree is rebuilt and the paths confined before every call. */
+static void prepare(cJSON *params)
 {
-    const struct fuzz_method *m;
-    size_t n = sizeof(methods) / sizeof(methods[0]);
-    cJSON *params = fuzz_method_params(data, size, methods, n, &m);
-    if (!params)
-        return 0;
     make_tree();
     confine(params);
-    fuzz_method_call(m, params, ":");
-    cJSON_Delete(params);
-    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    return fuzz_method_run(data, size, methods, sizeof(methods) / sizeof(methods[0]), ":",
+                           prepare);
 }

@@ -95,4 +95,21 @@ static inline void fuzz_method_call(const struct fuzz_method *m, cJSON *params,
     }
 }
 
+/* One input: the method it picks called with its params, after
+ * prepare (NULL: none) has had them. */
+static inline int fuzz_method_run(const uint8_t *data, size_t size,
+                                  const struct fuzz_method *table, size_t n,
+                                  const char *field_ends, void (*prepare)(cJSON *params))
+{
+    const struct fuzz_method *m;
+    cJSON *params = fuzz_method_params(data, size, table, n, &m);
+    if (!params)
+        return 0;
+    if (prepare)
+        prepare(params);
+    fuzz_method_call(m, params, field_ends);
+    cJSON_Delete(params);
+    return 0;
+}
+
 #endif
