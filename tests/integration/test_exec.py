@@ -23,12 +23,6 @@ def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def err(c, method, params):
-    reply = c.call(method, params)
-    assert "error" in reply, reply
-    return reply["error"]
-
-
 def rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -184,7 +178,7 @@ def test_stdin_echo_through_cat_and_close(c):
     pid = start(c, {"argv": ["cat"]})
     out, ex = collect(c, pid)
     assert out == {} and ex["exit_code"] == 0
-    assert err(c, "exec.input", {"id": pid, "data": b64(b"x")})["code"] == -32003
+    assert c.error("exec.input", {"id": pid, "data": b64(b"x")})["code"] == -32003
 
 
 def test_signals_reach_the_process(c):
@@ -196,9 +190,9 @@ def test_signals_reach_the_process(c):
     assert c.result("exec.signal", {"id": pid, "signal": 9}) == {}
     _, ex = collect(c, pid)
     assert ex["signal"] == 9
-    e = err(c, "exec.signal", {"id": pid, "signal": "SIGTERM"})
+    e = c.error("exec.signal", {"id": pid, "signal": "SIGTERM"})
     assert e["code"] == -32003 and "exited" in e["message"]
-    e = err(c, "exec.signal", {"id": pid, "signal": "SIGNOPE"})
+    e = c.error("exec.signal", {"id": pid, "signal": "SIGNOPE"})
     assert e["code"] == -32602 and e["message"].startswith("signal:")
     # Ctrl-C as a byte on a tty: the line discipline signals the program.
     pid = start(c, {"argv": ["sleep", "100"], "tty": True, "stdin": True})
@@ -225,7 +219,7 @@ def test_wait_is_deferred_until_the_exit_and_has_a_timeout(h, c):
     for x in ws:
         assert x.read_reply()["result"]["exit_code"] == 0
         x.close()
-    assert err(w, "exec.wait", {"id": 999999})["code"] == -32002
+    assert w.error("exec.wait", {"id": 999999})["code"] == -32002
     w.close()
 
 
@@ -234,7 +228,7 @@ def test_start_is_refused_while_frozen_and_output_waits_for_the_thaw(hearth):
     c = client(hearth)
     pid = start(c, {"argv": ["sh", "-c", "read x; echo got $x"], "stdin": True})
     assert c.result("sandbox.freeze", {"timeout_ms": 5000})["frozen"] is True
-    e = err(c, "exec.start", {"argv": ["true"]})
+    e = c.error("exec.start", {"argv": ["true"]})
     assert e["code"] == -32003 and "frozen" in e["message"]
     # Input is taken while frozen; the answer comes after the resume.
     assert c.result("exec.input", {"id": pid, "data": b64(b"x\n")}) == {}
@@ -307,7 +301,7 @@ def test_overflowed_buffer_reports_what_was_dropped(h, c):
     out, ex = collect(c, pid, {"stdout": len(expect) - 4096})
     assert out["stdout"] == expect[-4096:]
     assert ex["dropped"] == len(expect) - 4096
-    e = err(c, "exec.attach", {"id": pid, "offset": len(expect) + 1})
+    e = c.error("exec.attach", {"id": pid, "offset": len(expect) + 1})
     assert e["code"] == -32602 and e["message"].startswith("offset:")
 
 
@@ -390,7 +384,7 @@ def test_limits_are_refused_naming_the_field(hearth):
     hearth.start(hearth.config(exec={"max_processes": 2, "buffer_bytes": 65536}))
     c = client(hearth)
     ids = [start(c, {"argv": ["sleep", "30"], "attach": False}) for _ in range(2)]
-    e = err(c, "exec.start", {"argv": ["true"]})
+    e = c.error("exec.start", {"argv": ["true"]})
     assert e["code"] == -32001 and "exec.max_processes" in e["message"]
     lst = c.result("exec.list")
     assert lst["max_processes"] == 2 and lst["buffer_bytes"] == 65536
@@ -399,7 +393,7 @@ def test_limits_are_refused_naming_the_field(hearth):
         assert c.result("exec.wait", {"id": i})["signal"] == 9
     # Exited ones do not count.
     start(c, {"argv": ["true"]})
-    e = err(c, "exec.start", {"argv": ["true"], "buffer_bytes": 65537})
+    e = c.error("exec.start", {"argv": ["true"], "buffer_bytes": 65537})
     assert e["message"].startswith("buffer_bytes:") and "exec.buffer_bytes" in e["message"]
     cases = [
         ({"argv": ["x"] * 1025}, "argv:"),
@@ -410,7 +404,7 @@ def test_limits_are_refused_naming_the_field(hearth):
         ({"argv": ["true"], "user": "u" * 300}, "user:"),
     ]
     for params, field in cases:
-        e = err(c, "exec.start", params)
+        e = c.error("exec.start", params)
         assert e["code"] == -32602 and e["message"].startswith(field), (params.keys(), e)
     c.close()
 
@@ -439,20 +433,20 @@ def test_bad_params_get_errors_naming_the_field(c):
         ("exec.list", {"x": 1}, "x"),
     ]
     for method, params, field in cases:
-        e = err(c, method, params)
+        e = c.error(method, params)
         assert e["code"] == -32602 and field in e["message"], (method, params, e)
     pid = start(c, {"argv": ["cat"], "stdin": True})
-    e = err(c, "exec.input", {"id": pid, "data": "!!!"})
+    e = c.error("exec.input", {"id": pid, "data": "!!!"})
     assert e["code"] == -32602 and e["message"].startswith("data:")
-    e = err(c, "exec.resize", {"id": pid, "rows": 5, "cols": 5})
+    e = c.error("exec.resize", {"id": pid, "rows": 5, "cols": 5})
     assert e["code"] == -32003 and "tty" in e["message"]
     for m in ("exec.input", "exec.resize", "exec.signal", "exec.attach", "exec.wait"):
-        e = err(c, m, {"id": 424242, "data": "eA==", "rows": 1, "cols": 1, "signal": 1})
+        e = c.error(m, {"id": 424242, "data": "eA==", "rows": 1, "cols": 1, "signal": 1})
         assert e["code"] in (-32002, -32602), (m, e)
-    e = err(c, "exec.start", {"argv": ["/no/such/program"]})
+    e = c.error("exec.start", {"argv": ["/no/such/program"]})
     assert e["code"] == -32000 and e["message"] == \
         "argv[0]: /no/such/program: No such file or directory"
-    e = err(c, "exec.start", {"argv": ["true"], "cwd": "/no/such/dir"})
+    e = c.error("exec.start", {"argv": ["true"], "cwd": "/no/such/dir"})
     assert e["message"] == "cwd: /no/such/dir: No such file or directory"
     c.result("exec.input", {"id": pid, "close": True})
     collect(c, pid)
