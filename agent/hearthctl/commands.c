@@ -392,6 +392,24 @@ static int add_time(struct ctl *t, cJSON *params, const char *v)
     return 0;
 }
 
+/* The options sandbox.init and sandbox.resume both take (what a sandbox
+ * is brought back to): true when argv[*i] is one of them, with the outcome
+ * in *rc. */
+static bool restore_opt(struct ctl *t, cJSON *p, int argc, char **argv, int *i, bool *missing,
+                        int *rc)
+{
+    const char *v;
+    if ((v = opt_value(argc, argv, i, "--time", NULL, missing)))
+        *rc = add_time(t, p, v);
+    else if ((v = opt_value(argc, argv, i, "--entropy-from", NULL, missing)))
+        *rc = add_entropy_from(t, p, "entropy", v);
+    else if ((v = opt_value(argc, argv, i, "--network", NULL, missing)))
+        *rc = add_json_from(t, p, "network", v);
+    else
+        return false;
+    return true;
+}
+
 static int b_init(struct ctl *t, int argc, char **argv, cJSON **params)
 {
     cJSON *p = new_object(), *env = NULL, *allow = NULL;
@@ -426,12 +444,8 @@ static int b_init(struct ctl *t, int argc, char **argv, cJSON **params)
             cJSON_AddItemToArray(allow, cJSON_CreateString(v));
         } else if ((v = opt_value(argc, argv, &i, "--hostname", NULL, &missing))) {
             add_str(p, "hostname", v);
-        } else if ((v = opt_value(argc, argv, &i, "--time", NULL, &missing))) {
-            rc = add_time(t, p, v);
-        } else if ((v = opt_value(argc, argv, &i, "--entropy-from", NULL, &missing))) {
-            rc = add_entropy_from(t, p, "entropy", v);
-        } else if ((v = opt_value(argc, argv, &i, "--network", NULL, &missing))) {
-            rc = add_json_from(t, p, "network", v);
+        } else if (restore_opt(t, p, argc, argv, &i, &missing, &rc)) {
+            /* done: rc holds its outcome */
         } else if (missing) {
             rc = usage_err(t, "%s needs a value", argv[i]);
         } else {
@@ -482,14 +496,9 @@ static int b_resume(struct ctl *t, int argc, char **argv, cJSON **params)
 
     for (int i = 0; i < argc && rc == 0; i++) {
         bool missing;
-        const char *v;
-        if ((v = opt_value(argc, argv, &i, "--time", NULL, &missing)))
-            rc = add_time(t, p, v);
-        else if ((v = opt_value(argc, argv, &i, "--entropy-from", NULL, &missing)))
-            rc = add_entropy_from(t, p, "entropy", v);
-        else if ((v = opt_value(argc, argv, &i, "--network", NULL, &missing)))
-            rc = add_json_from(t, p, "network", v);
-        else if (missing)
+        if (restore_opt(t, p, argc, argv, &i, &missing, &rc))
+            continue;
+        if (missing)
             rc = usage_err(t, "%s needs a value", argv[i]);
         else
             rc = usage_err(t, "unexpected argument '%s'", argv[i]);
