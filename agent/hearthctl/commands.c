@@ -54,14 +54,16 @@ void add_num(cJSON *o, const char *k, double v)
         die_oom();
 }
 
-/* "--opt VALUE" or "--opt=VALUE" at argv[*i]; NULL if argv[*i] is not it. */
+/* "--opt VALUE" or "--opt=VALUE" at argv[*i]; NULL if argv[*i] is not it.
+ * *missing is set when argv[*i] is the option without its value, and never
+ * cleared: a chain of tries over one argument keeps it for its last else
+ * (the caller starts it false). */
 static const char *opt_value(int argc, char **argv, int *i, const char *lng, const char *shrt,
                              bool *missing)
 {
     const char *a = argv[*i];
     size_t l = strlen(lng);
 
-    *missing = false;
     if (strcmp(a, lng) == 0 || (shrt && strcmp(a, shrt) == 0)) {
         if (*i + 1 >= argc) {
             *missing = true;
@@ -163,7 +165,7 @@ static int b_logs(struct ctl *t, int argc, char **argv, cJSON **params)
     bool have_lines = false, fol = false;
 
     for (int i = 0; i < argc; i++) {
-        bool missing;
+        bool missing = false;
         const char *v = opt_value(argc, argv, &i, "--lines", "-n", &missing);
 
         if (missing)
@@ -202,7 +204,7 @@ static int b_events(struct ctl *t, int argc, char **argv, cJSON **params)
     *params = new_object();
     t->follow = true;
     for (int i = 0; i < argc; i++) {
-        bool missing;
+        bool missing = false;
         unsigned long long seq;
         const char *v = opt_value(argc, argv, &i, "--since", NULL, &missing);
 
@@ -416,7 +418,7 @@ static int b_init(struct ctl *t, int argc, char **argv, cJSON **params)
     int rc = 0;
 
     for (int i = 0; i < argc && rc == 0; i++) {
-        bool missing;
+        bool missing = false;
         const char *v;
 
         if ((v = opt_value(argc, argv, &i, "--env", "-e", &missing))) {
@@ -466,7 +468,7 @@ static int b_freeze(struct ctl *t, int argc, char **argv, cJSON **params)
     bool force = false;
 
     for (int i = 0; i < argc; i++) {
-        bool missing;
+        bool missing = false;
         if (strcmp(argv[i], "--force") == 0) { /* even while a service holds a lease */
             force = true;
             continue;
@@ -495,7 +497,7 @@ static int b_resume(struct ctl *t, int argc, char **argv, cJSON **params)
     int rc = 0;
 
     for (int i = 0; i < argc && rc == 0; i++) {
-        bool missing;
+        bool missing = false;
         if (restore_opt(t, p, argc, argv, &i, &missing, &rc))
             continue;
         if (missing)
