@@ -5,6 +5,7 @@ import os
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import time
 
@@ -101,3 +102,59 @@ def start_qga(tmp, procs):
                                   stderr=subprocess.DEVNULL))
     wait_path(sock)
     return sock
+
+
+def hearth_config(tmp, services, name):
+    """A supervisor config of services, written to tmp/name; its path. The
+    control socket sits in tmp/ctl, a directory of its own: a contained
+    service's namespace hides that directory."""
+    os.makedirs(os.path.join(tmp, "ctl"), exist_ok=True)
+    path = os.path.join(tmp, name)
+    with open(path, "w") as f:
+        json.dump({"control": {"listen": ["unix:" + os.path.join(tmp, "ctl", "ctl.sock")]},
+                   "services": services}, f)
+    return path
+
+
+_stamps = [0]
+
+
+def exec_latency(tmp, cmd_for, runs=40):
+    """start -> child exec: cmd_for(f) is a command (built before the clock
+    starts) whose child is the stamp helper writing CLOCK_MONOTONIC at its
+    exec to f. The median in ms of runs starts, as text, or "failed"."""
+    lat = []
+    for _ in range(runs):
+        _stamps[0] += 1
+        f = os.path.join(tmp, f"x{_stamps[0]}")
+        cmd = cmd_for(f)
+        t0 = time.monotonic_ns()
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if not wait_file(f):
+            stop(p)
+            continue
+        with open(f) as fh:
+            lat.append((int(fh.read().split()[0]) - t0) / 1e6)
+        if p.poll() is None:
+            p.wait(5)
+        stop(p)
+    return f"{statistics.median(lat):.2f}" if lat else "failed"
+
+
+def wait_stamps(path, n, timeout, step=0.01):
+    """Waits until the stamp helper has written more than n stamps to path
+    (one an exec of a restarted service)."""
+    t = time.monotonic() + timeout
+    while time.monotonic() < t:
+        if os.path.exists(path):
+            with open(path) as f:
+                if len(f.read().split()) > n:
+                    return
+        time.sleep(step)
+
+
+def stamp_gaps(path, n):
+    """The gaps in ms between the first n + 1 stamps in path."""
+    with open(path) as f:
+        ts = [int(x) for x in f.read().split()][:n + 1]
+    return [(b - a) / 1e6 for a, b in zip(ts, ts[1:])]
