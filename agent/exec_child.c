@@ -9,8 +9,6 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "contain.h"
-#include "seccomp.h"
 
 /* Runs in the child between fork and exec: plain syscalls only. */
 void __attribute__((noreturn))
@@ -33,7 +31,7 @@ exec_child_run(const struct proc *p, const struct exec_request *r, const struct 
             close(fd);
         }
     }
-    rep.stage = ST_SETUP;
+    rep.stage = LAUNCH_STEP_SETUP;
     if (slave >= 0) {
         if (ioctl(slave, TIOCSCTTY, 0) < 0)
             goto fail;
@@ -47,21 +45,7 @@ exec_child_run(const struct proc *p, const struct exec_request *r, const struct 
         if (dup2(nul, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
             goto fail;
     }
-    /* Namespaces first: they need the privileges dropped below. */
-    rep.stage = ST_CONTAIN;
-    if (contain_enter(&plan->contain, rep.what, sizeof(rep.what)) < 0)
-        goto fail;
-    rep.stage = ST_SETUP;
-    if (launch_apply(plan) < 0)
-        goto fail;
-    rep.stage = ST_CWD;
-    if (chdir(r->cwd ? r->cwd : "/") < 0)
-        goto fail;
-    rep.stage = ST_SECCOMP;
-    if (plan->contain.seccomp && seccomp_install(&plan->contain.prog) < 0)
-        goto fail;
-    rep.stage = ST_EXEC;
-    execvpe(r->argv[0], r->argv, plan->env);
+    launch_exec(plan, r->cwd, r->argv, &rep.stage, rep.what, sizeof(rep.what));
 fail:
     rep.err = errno;
     if (write(errfd, &rep, sizeof(rep)) < 0) {

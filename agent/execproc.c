@@ -484,13 +484,17 @@ static void report_cb(struct ev_loop *loop, ev_io *w, int revents)
     p->start_ticket = 0;
     if (n == (ssize_t)sizeof(rep)) {
         /* The child could not be set up or executed. */
-        static const char *const stage[] = {"setup", "containment", "cwd", "seccomp", "argv[0]"};
+        static const char *const stage[] = {
+            [LAUNCH_STEP_SETUP] = "setup", [LAUNCH_STEP_CONTAIN] = "containment",
+            [LAUNCH_STEP_CWD] = "cwd", [LAUNCH_STEP_SECCOMP] = "seccomp",
+            [LAUNCH_STEP_EXEC] = "argv[0]"};
         struct rpc_error e = {0};
         rep.what[sizeof(rep.what) - 1] = 0;
-        const char *st = rep.stage >= 0 && rep.stage <= ST_EXEC ? stage[rep.stage] : "setup";
-        const char *obj = rep.stage == ST_EXEC  ? p->argv[0]
-                          : rep.stage == ST_CWD ? p->cwd
-                                                : rep.what;
+        const char *st = rep.stage >= LAUNCH_STEP_SETUP && rep.stage <= LAUNCH_STEP_EXEC
+                             ? stage[rep.stage] : "setup";
+        const char *obj = rep.stage == LAUNCH_STEP_EXEC  ? p->argv[0]
+                          : rep.stage == LAUNCH_STEP_CWD ? p->cwd
+                                                         : rep.what;
         rpc_error_set(&e, RPC_ERR_FAILED, "%s: %s%s%s", st, obj, obj[0] ? ": " : "",
                       strerror(rep.err));
         log_info("exec %llu: %s", (unsigned long long)p->id, e.message);

@@ -70,11 +70,10 @@ struct proc {
 };
 
 struct child_report {
-    int stage;
+    int stage;                  /* enum launch_step */
     int err;
     char what[160];
 };
-enum { ST_SETUP, ST_CONTAIN, ST_CWD, ST_SECCOMP, ST_EXEC };
 
 /* The process of this id; NULL with err naming the field. */
 struct proc *execproc_find(uint64_t id, struct rpc_error *err);

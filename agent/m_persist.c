@@ -39,6 +39,23 @@ static int refusal_code(const char *msg)
                : RPC_ERR_FAILED;
 }
 
+/* A request that takes no params and is answered once the child's walk
+ * is done. */
+static int skills_call(struct client *c, cJSON *params,
+                       int (*request)(skills_defer, void *, skills_reply, char *, size_t),
+                       skills_reply reply, struct rpc_error *err)
+{
+    char msg[512] = "";
+
+    if (params_only(params, no_params, err) < 0)
+        return -1;
+    if (request(defer_client, c, reply, msg, sizeof(msg)) < 0) {
+        rpc_error_set(err, refusal_code(msg), "%s", msg);
+        return -1;
+    }
+    return 0;
+}
+
 static void list_reply(uint64_t ticket, int rc, const char *msg, cJSON *result)
 {
     struct rpc_error e = {0};
@@ -53,15 +70,7 @@ static void list_reply(uint64_t ticket, int rc, const char *msg, cJSON *result)
 
 int m_skills_list(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
-    char msg[512] = "";
-
-    if (params_only(params, no_params, err) < 0)
-        return -1;
-    if (skills_list_request(defer_client, c, list_reply, msg, sizeof(msg)) < 0) {
-        rpc_error_set(err, refusal_code(msg), "%s", msg);
-        return -1;
-    }
-    return 0;
+    return skills_call(c, params, skills_list_request, list_reply, err);
 }
 
 /* Entry errors still leave a result worth showing (counts, error); only
@@ -82,15 +91,7 @@ static void sync_reply(uint64_t ticket, int rc, const char *msg, cJSON *r)
 
 int m_skills_sync(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
-    char msg[512] = "";
-
-    if (params_only(params, no_params, err) < 0)
-        return -1;
-    if (skills_sync_request(defer_client, c, sync_reply, msg, sizeof(msg)) < 0) {
-        rpc_error_set(err, refusal_code(msg), "%s", msg);
-        return -1;
-    }
-    return 0;
+    return skills_call(c, params, skills_sync_request, sync_reply, err);
 }
 
 /* One fork at a time (skills_fork refuses a second), so one slot. The

@@ -23,6 +23,7 @@
 #include "hearth.h"
 #include "log.h"
 #include "netlink.h"
+#include "netroute.h"
 #include "nft.h"
 
 #ifndef ARPHRD_ETHER
@@ -61,45 +62,38 @@ struct link_list {
     size_t n, extra;
 };
 
-static int link_cb(const struct nlmsghdr *h, void *arg)
+/* What the netdev layer covers: a named Ethernet interface. Non-Ethernet
+ * links (tun, wireguard) get no netdev chain: their frames have no
+ * Ethernet header to read, and what a tunnel sends on leaves through the
+ * IP stack, past the inet chain. */
+static bool netdev_link(const struct nr_link *l)
+{
+    return l->type == ARPHRD_ETHER && !(l->flags & IFF_LOOPBACK) && l->name[0];
+}
+
+static void list_link(const struct nr_link *nl, void *arg)
 {
     struct link_list *l = arg;
-    const struct nlattr *tb[IFLA_MAX + 1];
-    const struct ifinfomsg *ifi = nl_msg_attrs(h, sizeof(*ifi), tb, IFLA_MAX);
-    if (!ifi || h->nlmsg_type != RTM_NEWLINK)
-        return 0;
-    if (ifi->ifi_type != ARPHRD_ETHER || (ifi->ifi_flags & IFF_LOOPBACK) || !tb[IFLA_IFNAME])
-        return 0;
+    if (!netdev_link(nl))
+        return;
     if (l->n == NFT_MAX_IFACES) {
         l->extra++;
-        return 0;
+        return;
     }
-    snprintf(l->names[l->n++], NFT_IFNAMSIZ, "%.*s", (int)nl_attr_len(tb[IFLA_IFNAME]),
-             (const char *)nl_attr_data(tb[IFLA_IFNAME]));
-    return 0;
+    snprintf(l->names[l->n++], NFT_IFNAMSIZ, "%s", nl->name);
 }
 
 /* Every Ethernet interface there is now, configured or not: a packet
- * socket can send on any of them. Non-Ethernet links (tun, wireguard)
- * get no netdev chain: their frames have no Ethernet header to read, and
- * what a tunnel sends on leaves through the IP stack, past the inet
- * chain. */
+ * socket can send on any of them. */
 static int list_links(struct link_list *l, char *err, size_t errlen)
 {
-    struct nlbuf b;
     memset(l, 0, sizeof(*l));
     int fd = nl_open(NETLINK_ROUTE, err, errlen);
     if (fd < 0)
         return -1;
-    nl_init(&b, 1);
-    nl_msg_begin(&b, RTM_GETLINK, NLM_F_DUMP);
-    struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC};
-    nl_put(&b, &ifi, sizeof(ifi));
-    nl_msg_end(&b);
-    int rc = nl_dump(fd, &b, link_cb, l, err, errlen);
-    nl_free(&b);
+    int rc = nr_each_link(fd, list_link, l, err, errlen);
     close(fd);
-    return rc < 0 ? -1 : 0;
+    return rc;
 }
 
 /* The notifications of hearth's own transactions are of no interest, and
@@ -455,24 +449,17 @@ static bool covered(const char *name)
 static void link_msg(const struct nlmsghdr *h, void *arg)
 {
     struct link_change *c = arg;
-    const struct nlattr *tb[IFLA_MAX + 1];
-    if (h->nlmsg_type != RTM_NEWLINK && h->nlmsg_type != RTM_DELLINK)
+    struct nr_link l;
+    if (!nr_link_read(h, &l) || !netdev_link(&l))
         return;
-    const struct ifinfomsg *ifi = nl_msg_attrs(h, sizeof(*ifi), tb, IFLA_MAX);
-    if (!ifi || !tb[IFLA_IFNAME] || ifi->ifi_type != ARPHRD_ETHER ||
-        (ifi->ifi_flags & IFF_LOOPBACK))
-        return;
-    char name[NFT_IFNAMSIZ];
-    snprintf(name, sizeof(name), "%.*s", (int)nl_attr_len(tb[IFLA_IFNAME]),
-             (const char *)nl_attr_data(tb[IFLA_IFNAME]));
-    bool has = covered(name);
+    bool has = covered(l.name);
     /* A kernel that refused the netdev chains would refuse them again on
      * every link change: the next egress.set tries anew. */
     if ((h->nlmsg_type == RTM_NEWLINK && !has && E.exp.n_ifaces < NFT_MAX_IFACES &&
          !E.netdev_refused) ||
         (h->nlmsg_type == RTM_DELLINK && has)) {
         c->changed = true;
-        snprintf(c->name, sizeof(c->name), "%s", name);
+        snprintf(c->name, sizeof(c->name), "%s", l.name);
     }
 }
 

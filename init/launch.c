@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "safepath.h"
+#include "seccomp.h"
 #include "svc_config.h"
 
 extern char **environ;
@@ -532,6 +533,28 @@ int launch_apply(const struct launch_plan *p)
     if ((p->no_new_privs || p->contain.seccomp) && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         return -1;
     return 0;
+}
+
+void launch_exec(const struct launch_plan *p, const char *cwd, char *const argv[], int *step,
+                 char *what, size_t whatlen)
+{
+    /* Namespaces and masks first: they need the privileges the
+     * capability and identity changes below take away. */
+    *step = LAUNCH_STEP_CONTAIN;
+    if (contain_enter(&p->contain, what, whatlen) < 0)
+        return;
+    *step = LAUNCH_STEP_SETUP;
+    if (launch_apply(p) < 0)
+        return;
+    *step = LAUNCH_STEP_CWD;
+    if (chdir(cwd ? cwd : "/") < 0)
+        return;
+    /* Last: the filter would refuse the mounts made above. */
+    *step = LAUNCH_STEP_SECCOMP;
+    if (p->contain.seccomp && seccomp_install(&p->contain.prog) < 0)
+        return;
+    *step = LAUNCH_STEP_EXEC;
+    execvpe(argv[0], argv, p->env);
 }
 
 /* The kernel's own sigaction layout: libc wrappers refuse the real-time

@@ -57,6 +57,23 @@ bool launch_is_root(const struct launch_plan *p);
  * set (the caller reports it). */
 int launch_apply(const struct launch_plan *p);
 
+/* The steps of a child on its way to exec, as its report to the parent
+ * names the one that failed (0 is none). */
+enum launch_step {
+    LAUNCH_STEP_SETUP = 1,  /* the caller's own steps, then launch_apply */
+    LAUNCH_STEP_CONTAIN,
+    LAUNCH_STEP_CWD,
+    LAUNCH_STEP_SECCOMP,
+    LAUNCH_STEP_EXEC,
+};
+
+/* In the child, its descriptors in place: the last steps to exec, in the
+ * one order that works (shared by services and exec.start). Returns only
+ * on failure, with errno set, the step in *step and, for
+ * LAUNCH_STEP_CONTAIN, contain's message in what. */
+void launch_exec(const struct launch_plan *p, const char *cwd, char *const argv[], int *step,
+                 char *what, size_t whatlen);
+
 /* In a child before exec: every signal to its default disposition and
  * none blocked, including those the C library reserves for itself. */
 void launch_reset_signals(void);

@@ -33,18 +33,17 @@ static bool get_addr(const struct nlattr *a, int fam, uint8_t *out)
 
 /* ---- dumps ---- */
 
-static int link_cb(const struct nlmsghdr *h, void *arg)
+bool nr_link_read(const struct nlmsghdr *h, struct nr_link *l)
 {
-    struct nr_snap *s = arg;
     const struct nlattr *tb[IFLA_MAX + 1];
     const struct ifinfomsg *ifi;
-    if (h->nlmsg_type != RTM_NEWLINK || !(ifi = nl_msg_attrs(h, sizeof(*ifi), tb, IFLA_MAX)) ||
-        s->n_links >= NR_MAX_LINKS)
-        return 0;
-    struct nr_link *l = &s->links[s->n_links++];
+    if ((h->nlmsg_type != RTM_NEWLINK && h->nlmsg_type != RTM_DELLINK) ||
+        !(ifi = nl_msg_attrs(h, sizeof(*ifi), tb, IFLA_MAX)))
+        return false;
     memset(l, 0, sizeof(*l));
     l->index = ifi->ifi_index;
     l->flags = ifi->ifi_flags;
+    l->type = ifi->ifi_type;
     l->mtu = tb[IFLA_MTU] && nl_attr_len(tb[IFLA_MTU]) >= 4 ? (int)nl_attr_get_u32(tb[IFLA_MTU]) : 0;
     if (tb[IFLA_ADDRESS] && nl_attr_len(tb[IFLA_ADDRESS]) == 6) {
         l->has_mac = true;
@@ -54,7 +53,28 @@ static int link_cb(const struct nlmsghdr *h, void *arg)
         snprintf(l->name, sizeof(l->name), "%.*s",
                  (int)strnlen(nl_attr_data(tb[IFLA_IFNAME]), nl_attr_len(tb[IFLA_IFNAME])),
                  (const char *)nl_attr_data(tb[IFLA_IFNAME]));
+    return true;
+}
+
+struct each_link {
+    nr_link_fn cb;
+    void *arg;
+};
+
+static int each_link_cb(const struct nlmsghdr *h, void *arg)
+{
+    struct each_link *e = arg;
+    struct nr_link l;
+    if (h->nlmsg_type == RTM_NEWLINK && nr_link_read(h, &l))
+        e->cb(&l, e->arg);
     return 0;
+}
+
+static void snap_link(const struct nr_link *l, void *arg)
+{
+    struct nr_snap *s = arg;
+    if (s->n_links < NR_MAX_LINKS)
+        s->links[s->n_links++] = *l;
 }
 
 static int addr_cb(const struct nlmsghdr *h, void *arg)
@@ -147,11 +167,17 @@ static int dump(int fd, uint16_t type, const void *hdr, size_t hl, nl_msg_cb cb,
     return rc < 0 ? -1 : 0;
 }
 
-int nr_dump_links(int fd, struct nr_snap *s, char *err, size_t errlen)
+int nr_each_link(int fd, nr_link_fn cb, void *arg, char *err, size_t errlen)
 {
     struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC};
+    struct each_link e = {cb, arg};
+    return dump(fd, RTM_GETLINK, &ifi, sizeof(ifi), each_link_cb, &e, err, errlen);
+}
+
+int nr_dump_links(int fd, struct nr_snap *s, char *err, size_t errlen)
+{
     s->n_links = 0;
-    return dump(fd, RTM_GETLINK, &ifi, sizeof(ifi), link_cb, s, err, errlen);
+    return nr_each_link(fd, snap_link, s, err, errlen);
 }
 
 int nr_dump_addrs(int fd, struct nr_snap *s, char *err, size_t errlen)

@@ -24,6 +24,7 @@
 struct nr_link {
     int index, mtu;
     unsigned flags;             /* IFF_UP, IFF_LOWER_UP (carrier), ... */
+    unsigned short type;        /* ARPHRD_ETHER, ARPHRD_LOOPBACK, ... */
     bool has_mac;
     uint8_t mac[6];
     char name[16];
@@ -56,6 +57,19 @@ struct nr_snap {
     struct nr_neigh neighs[NR_MAX_NEIGHS];
     size_t n_links, n_addrs, n_routes, n_neighs;
 };
+
+struct nlmsghdr;
+
+/* Reads one link message, a dump's or a notification's (RTM_NEWLINK or
+ * RTM_DELLINK), into l; false for any other message or a short one. An
+ * absent name reads as "". */
+bool nr_link_read(const struct nlmsghdr *h, struct nr_link *l);
+
+/* One link dump, with no bound on the count: cb sees each link in the
+ * kernel's order (for a caller that keeps only some, and counts the
+ * rest). Returns 0, or -1 with err. */
+typedef void (*nr_link_fn)(const struct nr_link *l, void *arg);
+int nr_each_link(int fd, nr_link_fn cb, void *arg, char *err, size_t errlen);
 
 /* Each dump replaces its part of s. Returns 0, or -1 with err. */
 int nr_dump_links(int fd, struct nr_snap *s, char *err, size_t errlen);

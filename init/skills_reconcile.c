@@ -403,6 +403,24 @@ static void retire_category(struct run *r, int vfd, struct ent *v, const char *r
     close(cvfd);
 }
 
+/* Lists one directory level of root into l: dir is its descriptor (-1:
+ * known empty, nothing read). An unreadable directory changes nothing
+ * below it. At the top that is the run's failure (not an entry error: the
+ * overlay is not usable); deeper it is one entry that could not be
+ * handled. */
+static int read_level(struct run *r, struct listing *l, int dir, const char *root, int level)
+{
+    char lerr[512];
+    if (dir < 0)
+        return skills_listing_index(l) < 0 ? -1 : 0;
+    int fd = dup(dir);
+    if (fd >= 0 && skills_listing_read(l, fd, root, lerr, sizeof(lerr)) >= 0)
+        return 0;
+    if ((level > 1 && r->c->errors++ == 0) || level == 1)
+        snprintf(r->err, r->errlen, "%s", fd < 0 ? strerror(errno) : lerr);
+    return -1;
+}
+
 /* One directory level: public pfd (-1: known empty) against private vfd
  * (-1: absent, dry runs only), rel its path below both roots. left gets
  * how many private entries remain that hearth does not own. */
@@ -426,28 +444,7 @@ static int reconcile_level(struct run *r, int pfd, int vfd, const char *rel, int
     }
     size_t tlen = (size_t)n;
     memcpy(target, prefix, tlen + 1);
-    /* An unreadable directory changes nothing below it. At the top that
-     * is the run's failure (not an entry error: the overlay is not
-     * usable); deeper it is one entry that could not be handled. */
-    int fd = pfd >= 0 ? dup(pfd) : -1;
-    if (pfd >= 0 && (fd < 0 || skills_listing_read(&pl, fd, r->pub, lerr, sizeof(lerr)) < 0)) {
-        if (level > 1 && c->errors++ == 0)
-            snprintf(r->err, r->errlen, "%s", fd < 0 ? strerror(errno) : lerr);
-        else if (level == 1)
-            snprintf(r->err, r->errlen, "%s", fd < 0 ? strerror(errno) : lerr);
-        goto out;
-    }
-    if (pfd < 0 && skills_listing_index(&pl) < 0)
-        goto out;
-    fd = vfd >= 0 ? dup(vfd) : -1;
-    if (vfd >= 0 && (fd < 0 || skills_listing_read(&vl, fd, r->priv, lerr, sizeof(lerr)) < 0)) {
-        if (level > 1 && c->errors++ == 0)
-            snprintf(r->err, r->errlen, "%s", fd < 0 ? strerror(errno) : lerr);
-        else if (level == 1)
-            snprintf(r->err, r->errlen, "%s", fd < 0 ? strerror(errno) : lerr);
-        goto out;
-    }
-    if (vfd < 0 && skills_listing_index(&vl) < 0)
+    if (read_level(r, &pl, pfd, r->pub, level) < 0 || read_level(r, &vl, vfd, r->priv, level) < 0)
         goto out;
     /* Every level is bounded on its own; the sum is bounded too, so a
      * share of many huge categories costs bounded time and memory. */

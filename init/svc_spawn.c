@@ -18,19 +18,15 @@
 #include "log.h"
 #include "reaper.h"
 #include "redact.h"
-#include "seccomp.h"
 
 extern char **environ;
-
-/* What the child was doing when it failed, reported with errno. */
-enum child_stage { STAGE_SETUP = 1, STAGE_CWD, STAGE_EXEC, STAGE_CONTAIN, STAGE_SECCOMP };
 
 /* What a child that failed before exec writes to the exec-status pipe
  * (one write below PIPE_BUF, so it arrives whole or not at all). */
 struct child_report {
-    int stage;
+    int stage;      /* enum launch_step: what the child was doing */
     int err;
-    char what[200]; /* STAGE_CONTAIN: "unable to mask /proc/kcore" */
+    char what[200]; /* LAUNCH_STEP_CONTAIN: "unable to mask /proc/kcore" */
 };
 
 void svc_close_exec_pipe(struct service *s)
@@ -59,16 +55,16 @@ void svc_exec_cb(struct ev_loop *loop, ev_io *w, int revents)
     svc_close_exec_pipe(s);
     if (n == (ssize_t)sizeof(report)) {
         report.what[sizeof(report.what) - 1] = 0;
-        if (report.stage == STAGE_SETUP)
+        if (report.stage == LAUNCH_STEP_SETUP)
             snprintf(s->error, sizeof(s->error), "unable to set up limits, identity or capabilities: %s",
                      strerror(report.err));
-        else if (report.stage == STAGE_CONTAIN)
+        else if (report.stage == LAUNCH_STEP_CONTAIN)
             snprintf(s->error, sizeof(s->error), "containment: %s: %s", report.what,
                      strerror(report.err));
-        else if (report.stage == STAGE_SECCOMP)
+        else if (report.stage == LAUNCH_STEP_SECCOMP)
             snprintf(s->error, sizeof(s->error), "seccomp: unable to install the filter: %s",
                      strerror(report.err));
-        else if (report.stage == STAGE_CWD)
+        else if (report.stage == LAUNCH_STEP_CWD)
             snprintf(s->error, sizeof(s->error), "unable to enter cwd %s: %s",
                      s->cfg->cwd ? s->cfg->cwd : "/", strerror(report.err));
         else
@@ -158,7 +154,7 @@ static void __attribute__((noreturn)) child_exec(struct service *s, int errfd,
     if (errpipe >= 0)
         dup2(errpipe, 2);
     memset(&report, 0, sizeof(report));
-    report.stage = STAGE_SETUP;
+    report.stage = LAUNCH_STEP_SETUP;
     if (notify_w >= 0) {
         /* The write end goes to the number the service expects, without
          * close-on-exec; the error pipe moves away if it sits there. */
@@ -172,23 +168,7 @@ static void __attribute__((noreturn)) child_exec(struct service *s, int errfd,
         if (notify_w == nfd ? fcntl(nfd, F_SETFD, 0) < 0 : dup2(notify_w, nfd) < 0)
             goto fail;
     }
-    /* Namespaces and masks first: they need the privileges the
-     * capability and identity changes below take away. */
-    report.stage = STAGE_CONTAIN;
-    if (contain_enter(&plan->contain, report.what, sizeof(report.what)) < 0)
-        goto fail;
-    report.stage = STAGE_SETUP;
-    if (launch_apply(plan) < 0)
-        goto fail;
-    report.stage = STAGE_CWD;
-    if (chdir(c->cwd ? c->cwd : "/") < 0)
-        goto fail;
-    /* Last: the filter would refuse the mounts made above. */
-    report.stage = STAGE_SECCOMP;
-    if (plan->contain.seccomp && seccomp_install(&plan->contain.prog) < 0)
-        goto fail;
-    report.stage = STAGE_EXEC;
-    execvpe(c->argv[0], c->argv, plan->env);
+    launch_exec(plan, c->cwd, c->argv, &report.stage, report.what, sizeof(report.what));
 fail:
     report.err = errno;
     if (write(errfd, &report, sizeof(report)) < 0) {

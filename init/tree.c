@@ -100,6 +100,25 @@ static int copy_bytes(int in, int out)
     }
 }
 
+/* Renames the finished temporary entry of ddir to name, never over an
+ * entry that is there (then kept, and the temporary one removed);
+ * counted in *count once it is in place. */
+static int publish(struct walk *w, int ddir, const char *name, const char *dpath,
+                   unsigned long *count)
+{
+    if (tree_rename_noreplace(ddir, TMP_NAME, name) < 0) {
+        int e = errno;
+        unlinkat(ddir, TMP_NAME, 0);
+        if (e == EEXIST) {
+            w->st->kept++;
+            return 0;
+        }
+        return fail(w, "rename into", dpath, e);
+    }
+    (*count)++;
+    return 0;
+}
+
 /* One regular file: written to TMP_NAME, flushed, then renamed in place
  * without replacing. */
 static int copy_file(struct walk *w, int sdir, int ddir, const char *name, const struct stat *s,
@@ -138,17 +157,7 @@ static int copy_file(struct walk *w, int sdir, int ddir, const char *name, const
         unlinkat(ddir, TMP_NAME, 0);
         return fail(w, "copy", dpath, e);
     }
-    if (tree_rename_noreplace(ddir, TMP_NAME, name) < 0) {
-        e = errno;
-        unlinkat(ddir, TMP_NAME, 0);
-        if (e == EEXIST) {
-            w->st->kept++;
-            return 0;
-        }
-        return fail(w, "rename into", dpath, e);
-    }
-    w->st->files++;
-    return 0;
+    return publish(w, ddir, name, dpath, &w->st->files);
 }
 
 static int copy_link(struct walk *w, int sdir, int ddir, const char *name, const char *dpath)
@@ -167,17 +176,7 @@ static int copy_link(struct walk *w, int sdir, int ddir, const char *name, const
         unlinkat(ddir, TMP_NAME, 0);
         return fail(w, "chown link", dpath, e);
     }
-    if (tree_rename_noreplace(ddir, TMP_NAME, name) < 0) {
-        int e = errno;
-        unlinkat(ddir, TMP_NAME, 0);
-        if (e == EEXIST) {
-            w->st->kept++;
-            return 0;
-        }
-        return fail(w, "rename into", dpath, e);
-    }
-    w->st->links++;
-    return 0;
+    return publish(w, ddir, name, dpath, &w->st->links);
 }
 
 static int copy_dir(struct walk *w, int sdir, int ddir, const char *dpath, int depth,

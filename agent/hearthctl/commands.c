@@ -54,14 +54,16 @@ void add_num(cJSON *o, const char *k, double v)
         die_oom();
 }
 
-/* "--opt VALUE" or "--opt=VALUE" at argv[*i]; NULL if argv[*i] is not it. */
+/* "--opt VALUE" or "--opt=VALUE" at argv[*i]; NULL if argv[*i] is not it.
+ * *missing is set when argv[*i] is the option without its value, and never
+ * cleared: a chain of tries over one argument keeps it for its last else
+ * (the caller starts it false). */
 static const char *opt_value(int argc, char **argv, int *i, const char *lng, const char *shrt,
                              bool *missing)
 {
     const char *a = argv[*i];
     size_t l = strlen(lng);
 
-    *missing = false;
     if (strcmp(a, lng) == 0 || (shrt && strcmp(a, shrt) == 0)) {
         if (*i + 1 >= argc) {
             *missing = true;
@@ -163,7 +165,7 @@ static int b_logs(struct ctl *t, int argc, char **argv, cJSON **params)
     bool have_lines = false, fol = false;
 
     for (int i = 0; i < argc; i++) {
-        bool missing;
+        bool missing = false;
         const char *v = opt_value(argc, argv, &i, "--lines", "-n", &missing);
 
         if (missing)
@@ -202,7 +204,7 @@ static int b_events(struct ctl *t, int argc, char **argv, cJSON **params)
     *params = new_object();
     t->follow = true;
     for (int i = 0; i < argc; i++) {
-        bool missing;
+        bool missing = false;
         unsigned long long seq;
         const char *v = opt_value(argc, argv, &i, "--since", NULL, &missing);
 
@@ -392,13 +394,31 @@ static int add_time(struct ctl *t, cJSON *params, const char *v)
     return 0;
 }
 
+/* The options sandbox.init and sandbox.resume both take (what a sandbox
+ * is brought back to): true when argv[*i] is one of them, with the outcome
+ * in *rc. */
+static bool restore_opt(struct ctl *t, cJSON *p, int argc, char **argv, int *i, bool *missing,
+                        int *rc)
+{
+    const char *v;
+    if ((v = opt_value(argc, argv, i, "--time", NULL, missing)))
+        *rc = add_time(t, p, v);
+    else if ((v = opt_value(argc, argv, i, "--entropy-from", NULL, missing)))
+        *rc = add_entropy_from(t, p, "entropy", v);
+    else if ((v = opt_value(argc, argv, i, "--network", NULL, missing)))
+        *rc = add_json_from(t, p, "network", v);
+    else
+        return false;
+    return true;
+}
+
 static int b_init(struct ctl *t, int argc, char **argv, cJSON **params)
 {
     cJSON *p = new_object(), *env = NULL, *allow = NULL;
     int rc = 0;
 
     for (int i = 0; i < argc && rc == 0; i++) {
-        bool missing;
+        bool missing = false;
         const char *v;
 
         if ((v = opt_value(argc, argv, &i, "--env", "-e", &missing))) {
@@ -426,12 +446,8 @@ static int b_init(struct ctl *t, int argc, char **argv, cJSON **params)
             cJSON_AddItemToArray(allow, cJSON_CreateString(v));
         } else if ((v = opt_value(argc, argv, &i, "--hostname", NULL, &missing))) {
             add_str(p, "hostname", v);
-        } else if ((v = opt_value(argc, argv, &i, "--time", NULL, &missing))) {
-            rc = add_time(t, p, v);
-        } else if ((v = opt_value(argc, argv, &i, "--entropy-from", NULL, &missing))) {
-            rc = add_entropy_from(t, p, "entropy", v);
-        } else if ((v = opt_value(argc, argv, &i, "--network", NULL, &missing))) {
-            rc = add_json_from(t, p, "network", v);
+        } else if (restore_opt(t, p, argc, argv, &i, &missing, &rc)) {
+            /* done: rc holds its outcome */
         } else if (missing) {
             rc = usage_err(t, "%s needs a value", argv[i]);
         } else {
@@ -452,7 +468,7 @@ static int b_freeze(struct ctl *t, int argc, char **argv, cJSON **params)
     bool force = false;
 
     for (int i = 0; i < argc; i++) {
-        bool missing;
+        bool missing = false;
         if (strcmp(argv[i], "--force") == 0) { /* even while a service holds a lease */
             force = true;
             continue;
@@ -481,15 +497,10 @@ static int b_resume(struct ctl *t, int argc, char **argv, cJSON **params)
     int rc = 0;
 
     for (int i = 0; i < argc && rc == 0; i++) {
-        bool missing;
-        const char *v;
-        if ((v = opt_value(argc, argv, &i, "--time", NULL, &missing)))
-            rc = add_time(t, p, v);
-        else if ((v = opt_value(argc, argv, &i, "--entropy-from", NULL, &missing)))
-            rc = add_entropy_from(t, p, "entropy", v);
-        else if ((v = opt_value(argc, argv, &i, "--network", NULL, &missing)))
-            rc = add_json_from(t, p, "network", v);
-        else if (missing)
+        bool missing = false;
+        if (restore_opt(t, p, argc, argv, &i, &missing, &rc))
+            continue;
+        if (missing)
             rc = usage_err(t, "%s needs a value", argv[i]);
         else
             rc = usage_err(t, "unexpected argument '%s'", argv[i]);

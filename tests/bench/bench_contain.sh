@@ -12,40 +12,25 @@ B="$BUILD"
 mkdir -p "$B/bench"
 cc -O2 -o "$B/bench/stamp" "$ROOT/tests/bench/stamp.c"
 exec /usr/bin/python3 - "$B" <<'PY'
-import json, os, shutil, signal, statistics, subprocess, sys, tempfile, time
+import os, shutil, statistics, subprocess, sys, tempfile
 
 B = sys.argv[1]
 sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests", "bench"))
-from benchlib import row, stop, wait_file, which  # noqa: E402
+from benchlib import exec_latency, hearth_config, row, stamp_gaps, stop, wait_stamps  # noqa: E402
 HEARTH = os.path.join(B, "hearth")
 STAMP = os.path.join(B, "bench", "stamp")
 tmp = tempfile.mkdtemp(prefix="hearth-bench-contain-")
-# The control socket in a directory of its own: a contained service's
-# namespace hides that directory.
-os.makedirs(os.path.join(tmp, "ctl"))
+
+
+def contained_exec(extra):
+    return exec_latency(tmp, lambda f: [
+        HEARTH, "--mode", "supervisor", "--log", "warn", "-c",
+        hearth_config(tmp, [dict({"name": "s", "argv": [STAMP, f], "restart": "never"}, **extra)],
+                      f"c{os.path.basename(f)}.json")])
+
 
 seq = [0]
 
-def exec_latency(extra, runs=40):
-    lat = []
-    for _ in range(runs):
-        seq[0] += 1
-        f = os.path.join(tmp, f"x{seq[0]}")
-        cfg = os.path.join(tmp, f"c{seq[0]}.json")
-        with open(cfg, "w") as fh:
-            json.dump({"control": {"listen": ["unix:" + os.path.join(tmp, "ctl", "ctl.sock")]},
-                       "services": [dict({"name": "s", "argv": [STAMP, f], "restart": "never"},
-                                         **extra)]}, fh)
-        t0 = time.monotonic_ns()
-        p = subprocess.Popen([HEARTH, "--mode", "supervisor", "--log", "warn", "-c", cfg],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        if not wait_file(f):
-            stop(p); continue
-        with open(f) as fh:
-            lat.append((int(fh.read().split()[0]) - t0) / 1e6)
-        p.wait(5) if p.poll() is None else None
-        stop(p)
-    return f"{statistics.median(lat):.2f}" if lat else "failed"
 
 def restart_gap(extra, n=200):
     """One hearth, a service that exits at once and is restarted without
@@ -53,23 +38,17 @@ def restart_gap(extra, n=200):
     with none of hearth's own start-up in it."""
     seq[0] += 1
     f = os.path.join(tmp, f"r{seq[0]}")
-    cfg = os.path.join(tmp, f"r{seq[0]}.json")
-    with open(cfg, "w") as fh:
-        json.dump({"control": {"listen": ["unix:" + os.path.join(tmp, "ctl", "ctl.sock")]},
-                   "services": [{"name": "main", "argv": ["sleep", "1000"], "main": True},
-                                dict({"name": "crash", "argv": [STAMP, f, "1"],
-                                      "backoff": {"initial_ms": 0, "max_ms": 0}}, **extra)]}, fh)
+    cfg = hearth_config(tmp, [{"name": "main", "argv": ["sleep", "1000"], "main": True},
+                              dict({"name": "crash", "argv": [STAMP, f, "1"],
+                                    "backoff": {"initial_ms": 0, "max_ms": 0}}, **extra)],
+                        f"r{seq[0]}.json")
     p = subprocess.Popen([HEARTH, "--mode", "supervisor", "--log", "warn", "-c", cfg],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    t = time.monotonic() + 30
-    while time.monotonic() < t:
-        if os.path.exists(f) and len(open(f).read().split()) > n:
-            break
-        time.sleep(0.01)
+    wait_stamps(f, n, 30)
     stop(p)
-    ts = [int(x) for x in open(f).read().split()][:n + 1] if os.path.exists(f) else []
-    g = [(b - a) / 1e6 for a, b in zip(ts, ts[1:])]
+    g = stamp_gaps(f, n) if os.path.exists(f) else []
     return f"{statistics.median(g):.3f}" if g else "failed"
+
 
 if os.geteuid() != 0:
     row("exec_contained", "start -> child exec, contained (ms, median)", "needs root",
@@ -77,10 +56,10 @@ if os.geteuid() != 0:
 else:
     settings = [("isolation off", {"isolation": False}),
                 ("isolation+seccomp off", {"isolation": False, "seccomp": "off"})]
-    on = exec_latency({})
+    on = contained_exec({})
     for name, extra in settings:
         row("exec_contained", "start -> child exec, contained (ms, median)", on, name,
-            exec_latency(extra))
+            contained_exec(extra))
     on = restart_gap({})
     for name, extra in settings:
         row("restart_exec_contained", "exit -> restarted child exec, contained (ms, median)", on,

@@ -10,37 +10,13 @@ set -eu
 B="$BUILD"
 tmp=$(mktemp -d /tmp/hearth-bench.XXXXXX)
 /usr/bin/python3 - "$B/hearth" "$tmp" <<'PY'
-import json, os, shutil, socket, statistics, subprocess, sys, time
+import os, shutil, statistics, sys, time
 sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests", "bench"))
-from benchlib import row, stop, which
+from benchlib import Conn, row, start_hearth, start_qga, stop
 
 hearth, tmp = sys.argv[1], sys.argv[2]
 WARM, RUNS = 20, 200
 procs = []
-
-
-class Conn:
-    def __init__(self, sock_path):
-        self.s = socket.socket(socket.AF_UNIX)
-        self.s.settimeout(30)
-        self.s.connect(sock_path)
-        self.buf = b""
-
-    def send(self, obj):
-        self.s.sendall((json.dumps(obj) + "\n").encode())
-
-    def line(self):
-        while b"\n" not in self.buf:
-            chunk = self.s.recv(1 << 16)
-            if not chunk:
-                raise EOFError
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
-        return json.loads(line)
-
-    def call(self, obj):
-        self.send(obj)
-        return self.line()
 
 
 def run_hearth(c, i):
@@ -75,32 +51,17 @@ def median_ms(fn, c):
 
 
 try:
-    with open(os.path.join(tmp, "c.json"), "w") as f:
-        json.dump({"control": {"listen": ["unix:" + tmp + "/ctl.sock"]}, "services": []}, f)
-    procs.append(subprocess.Popen([hearth, "--mode", "supervisor", "-c", tmp + "/c.json",
-                                   "--log", "warn"]))
-    for _ in range(250):
-        if os.path.exists(tmp + "/ctl.sock"):
-            break
-        time.sleep(0.02)
+    sock = start_hearth(hearth, tmp, procs)
     try:
-        hv = median_ms(run_hearth, Conn(tmp + "/ctl.sock"))
+        hv = median_ms(run_hearth, Conn(sock))
     except (RuntimeError, OSError, EOFError) as e:
         hv = f"failed: {e}"
-    qga = which("qemu-ga")
+    qga = start_qga(tmp, procs)
     if not qga:
         pv = "failed: qemu-ga not installed"
     else:
-        os.mkdir(tmp + "/qga-state")
-        procs.append(subprocess.Popen([qga, "-m", "unix-listen", "-p", tmp + "/qga.sock", "-t",
-                                       tmp + "/qga-state", "-f", tmp + "/qga.pid"],
-                                      stderr=subprocess.DEVNULL))
-        for _ in range(250):
-            if os.path.exists(tmp + "/qga.sock"):
-                break
-            time.sleep(0.02)
         try:
-            pv = median_ms(run_qga, Conn(tmp + "/qga.sock"))
+            pv = median_ms(run_qga, Conn(qga))
         except (KeyError, OSError, EOFError) as e:
             pv = f"failed: {e}"
     row("exec_true_vs_qemu_ga",

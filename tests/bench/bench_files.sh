@@ -8,9 +8,9 @@ set -eu
 B="$BUILD"
 tmp=$(mktemp -d /tmp/hearth-bench.XXXXXX)
 /usr/bin/python3 - "$B/hearth" "$tmp" <<'PY'
-import base64, json, os, shutil, socket, statistics, subprocess, sys, time
+import base64, os, shutil, statistics, sys, time
 sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests", "bench"))
-from benchlib import row, stop, wait_file, which
+from benchlib import Conn, row, start_hearth, start_qga, stop
 
 hearth, tmp = sys.argv[1], sys.argv[2]
 SIZE, CHUNK, ROUNDS = 64 << 20, 256 << 10, 3
@@ -19,24 +19,6 @@ data = os.urandom(SIZE)
 with open(path, "wb") as f:
     f.write(data)
 procs = []
-
-
-class Conn:
-    def __init__(self, sock_path):
-        self.s = socket.socket(socket.AF_UNIX)
-        self.s.settimeout(30)
-        self.s.connect(sock_path)
-        self.buf = b""
-
-    def call(self, obj):
-        self.s.sendall((json.dumps(obj) + "\n").encode())
-        while b"\n" not in self.buf:
-            chunk = self.s.recv(1 << 20)
-            if not chunk:
-                raise EOFError
-            self.buf += chunk
-        line, self.buf = self.buf.split(b"\n", 1)
-        return json.loads(line)
 
 
 def read_hearth(c):
@@ -76,28 +58,12 @@ def rate(fn, c):
 
 
 try:
-    with open(os.path.join(tmp, "c.json"), "w") as f:
-        json.dump({"control": {"listen": ["unix:" + tmp + "/ctl.sock"]}, "services": []}, f)
-    procs.append(subprocess.Popen([hearth, "--mode", "supervisor", "-c", tmp + "/c.json",
-                                   "--log", "warn"]))
-    for _ in range(250):
-        if os.path.exists(tmp + "/ctl.sock"):
-            break
-        time.sleep(0.02)
-    hv = rate(read_hearth, Conn(tmp + "/ctl.sock"))
-    qga = which("qemu-ga")
+    hv = rate(read_hearth, Conn(start_hearth(hearth, tmp, procs), recv_bytes=1 << 20))
+    qga = start_qga(tmp, procs)
     if not qga:
         pv = "failed: qemu-ga not installed"
     else:
-        os.mkdir(tmp + "/qga-state")
-        procs.append(subprocess.Popen([qga, "-m", "unix-listen", "-p", tmp + "/qga.sock", "-t",
-                                       tmp + "/qga-state", "-f", tmp + "/qga.pid"],
-                                      stderr=subprocess.DEVNULL))
-        for _ in range(250):
-            if os.path.exists(tmp + "/qga.sock"):
-                break
-            time.sleep(0.02)
-        pv = rate(read_qga, Conn(tmp + "/qga.sock"))
+        pv = rate(read_qga, Conn(qga, recv_bytes=1 << 20))
     row("file_read_vs_qemu_ga",
         "file read, 64 MiB in 256 KiB calls, same Python client (MiB/s; higher is better)",
         hv, "qemu-ga", pv)

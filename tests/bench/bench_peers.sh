@@ -9,15 +9,15 @@ B="$BUILD"
 mkdir -p "$B/bench"
 cc -O2 -o "$B/bench/stamp" "$ROOT/tests/bench/stamp.c"
 exec /usr/bin/python3 - "$B" <<'PY'
-import json, os, shutil, signal, statistics, subprocess, sys, tempfile, time
+import os, shutil, statistics, subprocess, sys, tempfile, time
 
 B = sys.argv[1]
 sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests", "bench"))
-from benchlib import row, stop, wait_file, which  # noqa: E402
+from benchlib import (exec_latency, hearth_config, row, stamp_gaps, stop,  # noqa: E402
+                      wait_file, wait_stamps, which)
 HEARTH = os.path.join(B, "hearth")
 STAMP = os.path.join(B, "bench", "stamp")
 tmp = tempfile.mkdtemp(prefix="hearth-bench-")
-os.makedirs(os.path.join(tmp, "ctl"))
 
 def stripped_kib(path):
     out = os.path.join(tmp, "stripped")
@@ -32,12 +32,7 @@ def rss_kib(pid):
                 return int(l.split()[1])
 
 def hearth_cfg(services, name="h.json"):
-    path = os.path.join(tmp, name)
-    with open(path, "w") as f:
-        # The socket in a directory of its own: a service's namespace hides it.
-        json.dump({"control": {"listen": ["unix:" + os.path.join(tmp, "ctl", "ctl.sock")]},
-                   "services": services}, f)
-    return path
+    return hearth_config(tmp, services, name)
 
 # ---- size ----
 hsize = os.path.getsize(HEARTH) // 1024  # already stripped by the build
@@ -82,41 +77,18 @@ else:
 row("rss_vs_qemu_ga", "RSS idle agent (KiB; qemu-ga has no child)", hr, "qemu-ga", qr)
 
 # ---- start -> child exec ----
-seq = [0]
-
-def exec_latency(cmd_for, runs=40):
-    lat = []
-    for i in range(runs):
-        seq[0] += 1
-        f = os.path.join(tmp, f"x{seq[0]}")
-        t0 = time.monotonic_ns()
-        p = subprocess.Popen(cmd_for(f), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        if not wait_file(f):
-            stop(p); continue
-        with open(f) as fh:
-            lat.append((int(fh.read().split()[0]) - t0) / 1e6)
-        p.wait(5) if p.poll() is None else None
-        stop(p)
-    return f"{statistics.median(lat):.2f}" if lat else "failed"
-
-hl = exec_latency(lambda f: [HEARTH, "--mode", "supervisor", "--log", "warn", "-c",
+hl = exec_latency(tmp, lambda f: [HEARTH, "--mode", "supervisor", "--log", "warn", "-c",
                              hearth_cfg([{"name": "s", "argv": [STAMP, f], "restart": "never"}],
                                         f"e{os.path.basename(f)}.json")])
-direct = exec_latency(lambda f: [STAMP, f])
+direct = exec_latency(tmp, lambda f: [STAMP, f])
 row("exec_direct", "start -> child exec, no supervisor (ms, median)", direct, "-", "-")
 for name, mk in {"tini": lambda t, f: [t, "-s", "--", STAMP, f],
                  "dumb-init": lambda t, f: [t, STAMP, f]}.items():
     t = which(name)
     row(f"exec_vs_{name.replace('-', '_')}", "start -> child exec (ms, median)", hl, name,
-        exec_latency(lambda f: mk(t, f)) if t else "failed: not installed")
+        exec_latency(tmp, lambda f: mk(t, f)) if t else "failed: not installed")
 
 # ---- crash -> restart beyond the configured delay ----
-def gaps(path, n):
-    with open(path) as fh:
-        ts = [int(x) for x in fh.read().split()]
-    ts = ts[:n + 1]
-    return [(b - a) / 1e6 for a, b in zip(ts, ts[1:])]
-
 def cpu_ms(pid):
     # schedstat's first field is the time on CPU in ns; utime + stime in
     # /proc/PID/stat count whole clock ticks, and s6-supervise's handful of
@@ -136,14 +108,10 @@ p = subprocess.Popen([HEARTH, "--mode", "supervisor", "--log", "warn", "-c",
                                   {"name": "crash", "argv": [STAMP, crash, "1"],
                                    "backoff": {"initial_ms": 0, "max_ms": 0}}], "crash.json")],
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-t = time.monotonic() + 30
-while time.monotonic() < t:
-    if os.path.exists(crash) and len(open(crash).read().split()) > n:
-        break
-    time.sleep(0.01)
+wait_stamps(crash, n, 30)
 hcpu = cpu_ms(p.pid)
 stop(p)
-g = gaps(crash, n)
+g = stamp_gaps(crash, n)
 hgap = statistics.median(g)
 hcount = len(open(crash).read().split())
 
@@ -157,14 +125,10 @@ if s6:
     p = subprocess.Popen([s6, sdir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     # s6-supervise waits out the rest of a second after a run that lasted
     # less than one: that second is its configured delay.
-    t = time.monotonic() + 15
-    while time.monotonic() < t:
-        if os.path.exists(crash6) and len(open(crash6).read().split()) > 5:
-            break
-        time.sleep(0.05)
+    wait_stamps(crash6, 5, 15, 0.05)
     scpu = cpu_ms(p.pid)
     stop(p)
-    g6 = gaps(crash6, 5)
+    g6 = stamp_gaps(crash6, 5)
     s6extra = f"{statistics.median(g6) - 1000:.2f}"
     s6count = len(open(crash6).read().split())
     s6cpu = f"{scpu * 1000 / max(s6count, 1):.0f}"

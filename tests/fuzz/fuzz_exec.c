@@ -13,11 +13,8 @@
  *     without '=', EXEC_MAX_ENV of them in EXEC_MAX_ENV_BYTES; rows and
  *     cols only with a tty, 1..65535; input no longer than EXEC_MAX_INPUT;
  *     a signal 1..64;
- *   - a handler returns 0 with a result, or -1 with an error code and a
- *     message (no silent failure);
- *   - a -32602 message starts with the name of a parameter the method
- *     takes (every error names its field);
- *   - the result and the message print as valid UTF-8 JSON. */
+ *   - what every method promises (fuzz_method.h), a parameter's name in
+ *     a message ending at ':', '.' (env.NAME) or '[' (argv[3]). */
 #include "m_exec.h"
 
 #include <stdio.h>
@@ -26,13 +23,9 @@
 
 #include "config.h"
 #include "execproc.h"
-#include "fuzz_common.h"
+#include "fuzz_method.h"
 
-static const struct {
-    const char *name;
-    method_fn fn;
-    const char *params; /* the ones it takes, space separated */
-} methods[] = {
+static const struct fuzz_method methods[] = {
     {"exec.start", m_exec_start,
      "argv env cwd user group tty rows cols stdin timeout_ms kill_on_disconnect attach "
      "buffer_bytes"},
@@ -118,65 +111,8 @@ int exec_attach(struct client *c, uint64_t id, uint64_t off_out, uint64_t off_er
 
 cJSON *exec_list_json(void) { return cJSON_CreateArray(); }
 
-/* ---- the checks ---- */
-
-/* The message's field: up to ':', '.' or '['. */
-static bool names_param(const char *msg, const char *list)
-{
-    size_t n = strcspn(msg, ":.[");
-    if (!msg[n])
-        return false;
-    for (const char *p = list; *p;) {
-        size_t l = strcspn(p, " ");
-        if (l == n && strncmp(p, msg, n) == 0)
-            return true;
-        p += l;
-        while (*p == ' ')
-            p++;
-    }
-    return false;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 1)
-        return 0;
-    size_t m = data[0] % (sizeof(methods) / sizeof(methods[0]));
-    char *text = fuzz_strndup(data + 1, size - 1);
-    /* rpc_parse refuses a line that is not UTF-8 before any handler. */
-    if (fuzz_utf8_ref(text, strlen(text)) >= 0) {
-        free(text);
-        return 0;
-    }
-    cJSON *params = cJSON_Parse(text);
-    free(text);
-    if (!params || !cJSON_IsObject(params)) {
-        cJSON_Delete(params);
-        return 0;
-    }
-    struct rpc_error err = {0};
-    cJSON *result = NULL;
-    int rc = methods[m].fn(NULL, params, &result, &err);
-    if (rc == 0) {
-        FUZZ_CHECK(result != NULL, "%s returned 0 without a result", methods[m].name);
-        char *out = cJSON_PrintUnformatted(result);
-        FUZZ_CHECK(out && fuzz_utf8_ref(out, strlen(out)) < 0, "%s: result not UTF-8",
-                   methods[m].name);
-        cJSON_free(out);
-        if (result != rpc_empty_result())
-            cJSON_Delete(result);
-    } else {
-        FUZZ_CHECK(result == NULL, "%s failed but left a result", methods[m].name);
-        FUZZ_CHECK(err.code != 0 && err.message[0], "%s failed without an error",
-                   methods[m].name);
-        FUZZ_CHECK(fuzz_utf8_ref(err.message, strlen(err.message)) < 0, "%s: message not UTF-8",
-                   methods[m].name);
-        if (err.code == RPC_INVALID_PARAMS)
-            FUZZ_CHECK(names_param(err.message, methods[m].params) ||
-                           strstr(err.message, ": unknown parameter"),
-                       "%s: \"%s\" names no parameter", methods[m].name, err.message);
-        cJSON_Delete(err.data);
-    }
-    cJSON_Delete(params);
-    return 0;
+    return fuzz_method_run(data, size, methods, sizeof(methods) / sizeof(methods[0]), ":.[",
+                           NULL);
 }

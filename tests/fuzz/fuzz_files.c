@@ -8,11 +8,8 @@
  * input: a file, a directory, a FIFO, a link inside and a link out.
  *
  * Checked beyond the sanitizers:
- *   - a handler returns 0 with a result, or -1 with an error code and a
- *     message (no silent failure);
- *   - a -32602 message starts with the name of a parameter the method
- *     takes, then ':' (every error names its field);
- *   - the result and the message print as valid UTF-8 JSON;
+ *   - what every method promises (fuzz_method.h), a parameter's name in
+ *     a message followed by ':';
  *   - nothing blocks (libFuzzer's -timeout): the FIFO is never opened. */
 #include "m_files.h"
 #include "m_files_int.h"
@@ -25,15 +22,11 @@
 
 #include <cJSON.h>
 
-#include "fuzz_common.h"
+#include "fuzz_method.h"
 
 static char root[] = "/tmp/hearth-fuzz-files-XXXXXX";
 
-static const struct {
-    const char *name;
-    method_fn fn;
-    const char *params; /* the ones it takes, space separated */
-} methods[] = {
+static const struct fuzz_method methods[] = {
     {"files.stat", files_stat_now, "path follow"},
     {"files.list", files_list_now, "path follow limit cursor"},
     {"files.read", files_read_now, "path follow offset length"},
@@ -102,63 +95,15 @@ static void confine(cJSON *params)
     }
 }
 
-static bool names_param(const char *msg, const char *list)
+/* The tree is rebuilt and the paths confined before every call. */
+static void prepare(cJSON *params)
 {
-    size_t n = strcspn(msg, ":");
-    if (!msg[n])
-        return false;
-    for (const char *p = list; *p;) {
-        size_t l = strcspn(p, " ");
-        if (l == n && strncmp(p, msg, n) == 0)
-            return true;
-        p += l;
-        while (*p == ' ')
-            p++;
-    }
-    return false;
+    make_tree();
+    confine(params);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 1)
-        return 0;
-    size_t m = data[0] % (sizeof(methods) / sizeof(methods[0]));
-    char *text = fuzz_strndup(data + 1, size - 1);
-    /* rpc_parse refuses a line that is not UTF-8 before any handler. */
-    if (fuzz_utf8_ref(text, strlen(text)) >= 0) {
-        free(text);
-        return 0;
-    }
-    cJSON *params = cJSON_Parse(text);
-    free(text);
-    if (!params || !cJSON_IsObject(params)) {
-        cJSON_Delete(params);
-        return 0;
-    }
-    make_tree();
-    confine(params);
-    struct rpc_error err = {0};
-    cJSON *result = NULL;
-    int rc = methods[m].fn(NULL, params, &result, &err);
-    if (rc == 0) {
-        FUZZ_CHECK(result != NULL, "%s returned 0 without a result", methods[m].name);
-        char *out = cJSON_PrintUnformatted(result);
-        FUZZ_CHECK(out && fuzz_utf8_ref(out, strlen(out)) < 0, "%s: result not UTF-8",
-                   methods[m].name);
-        cJSON_free(out);
-        cJSON_Delete(result);
-    } else {
-        FUZZ_CHECK(result == NULL, "%s failed but left a result", methods[m].name);
-        FUZZ_CHECK(err.code != 0 && err.message[0], "%s failed without an error",
-                   methods[m].name);
-        FUZZ_CHECK(fuzz_utf8_ref(err.message, strlen(err.message)) < 0, "%s: message not UTF-8",
-                   methods[m].name);
-        if (err.code == RPC_INVALID_PARAMS)
-            FUZZ_CHECK(names_param(err.message, methods[m].params) ||
-                           strstr(err.message, ": unknown parameter"),
-                       "%s: \"%s\" names no parameter", methods[m].name, err.message);
-        cJSON_Delete(err.data);
-    }
-    cJSON_Delete(params);
-    return 0;
+    return fuzz_method_run(data, size, methods, sizeof(methods) / sizeof(methods[0]), ":",
+                           prepare);
 }

@@ -124,7 +124,7 @@ for t in $TARGETS; do
     fi
 
     # shellcheck disable=SC2086
-    if stale "$bin" "$SRC/fuzz_$t.c" "$SRC/fuzz_common.h" "$SRC/run.sh" $srcs $extra \
+    if stale "$bin" "$SRC/fuzz_$t.c" "$SRC"/fuzz_*.h "$SRC/run.sh" $srcs $extra \
             init/*.h agent/*.h; then
         # shellcheck disable=SC2086
         if ! $CLANG $FLAGS -Wall -Wextra -Wno-unused-parameter \

@@ -5,8 +5,6 @@ import base64
 import hashlib
 import json
 import os
-import pty
-import select
 import signal
 import socket
 import subprocess
@@ -16,18 +14,13 @@ import time
 import pytest
 
 from conftest import HEARTHCTL, SLOW, VALGRIND, Client
+from ptyrun import PtyCommand
 
 RSS_BOUND_KIB = float("inf") if VALGRIND else 48 * 1024
 
 
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
-
-
-def err(c, method, params):
-    reply = c.call(method, params)
-    assert "error" in reply, reply
-    return reply["error"]
 
 
 def rss_kib(pid):
@@ -185,7 +178,7 @@ def test_stdin_echo_through_cat_and_close(c):
     pid = start(c, {"argv": ["cat"]})
     out, ex = collect(c, pid)
     assert out == {} and ex["exit_code"] == 0
-    assert err(c, "exec.input", {"id": pid, "data": b64(b"x")})["code"] == -32003
+    assert c.error("exec.input", {"id": pid, "data": b64(b"x")})["code"] == -32003
 
 
 def test_signals_reach_the_process(c):
@@ -197,9 +190,9 @@ def test_signals_reach_the_process(c):
     assert c.result("exec.signal", {"id": pid, "signal": 9}) == {}
     _, ex = collect(c, pid)
     assert ex["signal"] == 9
-    e = err(c, "exec.signal", {"id": pid, "signal": "SIGTERM"})
+    e = c.error("exec.signal", {"id": pid, "signal": "SIGTERM"})
     assert e["code"] == -32003 and "exited" in e["message"]
-    e = err(c, "exec.signal", {"id": pid, "signal": "SIGNOPE"})
+    e = c.error("exec.signal", {"id": pid, "signal": "SIGNOPE"})
     assert e["code"] == -32602 and e["message"].startswith("signal:")
     # Ctrl-C as a byte on a tty: the line discipline signals the program.
     pid = start(c, {"argv": ["sleep", "100"], "tty": True, "stdin": True})
@@ -226,7 +219,7 @@ def test_wait_is_deferred_until_the_exit_and_has_a_timeout(h, c):
     for x in ws:
         assert x.read_reply()["result"]["exit_code"] == 0
         x.close()
-    assert err(w, "exec.wait", {"id": 999999})["code"] == -32002
+    assert w.error("exec.wait", {"id": 999999})["code"] == -32002
     w.close()
 
 
@@ -235,7 +228,7 @@ def test_start_is_refused_while_frozen_and_output_waits_for_the_thaw(hearth):
     c = client(hearth)
     pid = start(c, {"argv": ["sh", "-c", "read x; echo got $x"], "stdin": True})
     assert c.result("sandbox.freeze", {"timeout_ms": 5000})["frozen"] is True
-    e = err(c, "exec.start", {"argv": ["true"]})
+    e = c.error("exec.start", {"argv": ["true"]})
     assert e["code"] == -32003 and "frozen" in e["message"]
     # Input is taken while frozen; the answer comes after the resume.
     assert c.result("exec.input", {"id": pid, "data": b64(b"x\n")}) == {}
@@ -308,7 +301,7 @@ def test_overflowed_buffer_reports_what_was_dropped(h, c):
     out, ex = collect(c, pid, {"stdout": len(expect) - 4096})
     assert out["stdout"] == expect[-4096:]
     assert ex["dropped"] == len(expect) - 4096
-    e = err(c, "exec.attach", {"id": pid, "offset": len(expect) + 1})
+    e = c.error("exec.attach", {"id": pid, "offset": len(expect) + 1})
     assert e["code"] == -32602 and e["message"].startswith("offset:")
 
 
@@ -391,7 +384,7 @@ def test_limits_are_refused_naming_the_field(hearth):
     hearth.start(hearth.config(exec={"max_processes": 2, "buffer_bytes": 65536}))
     c = client(hearth)
     ids = [start(c, {"argv": ["sleep", "30"], "attach": False}) for _ in range(2)]
-    e = err(c, "exec.start", {"argv": ["true"]})
+    e = c.error("exec.start", {"argv": ["true"]})
     assert e["code"] == -32001 and "exec.max_processes" in e["message"]
     lst = c.result("exec.list")
     assert lst["max_processes"] == 2 and lst["buffer_bytes"] == 65536
@@ -400,7 +393,7 @@ def test_limits_are_refused_naming_the_field(hearth):
         assert c.result("exec.wait", {"id": i})["signal"] == 9
     # Exited ones do not count.
     start(c, {"argv": ["true"]})
-    e = err(c, "exec.start", {"argv": ["true"], "buffer_bytes": 65537})
+    e = c.error("exec.start", {"argv": ["true"], "buffer_bytes": 65537})
     assert e["message"].startswith("buffer_bytes:") and "exec.buffer_bytes" in e["message"]
     cases = [
         ({"argv": ["x"] * 1025}, "argv:"),
@@ -411,7 +404,7 @@ def test_limits_are_refused_naming_the_field(hearth):
         ({"argv": ["true"], "user": "u" * 300}, "user:"),
     ]
     for params, field in cases:
-        e = err(c, "exec.start", params)
+        e = c.error("exec.start", params)
         assert e["code"] == -32602 and e["message"].startswith(field), (params.keys(), e)
     c.close()
 
@@ -440,20 +433,20 @@ def test_bad_params_get_errors_naming_the_field(c):
         ("exec.list", {"x": 1}, "x"),
     ]
     for method, params, field in cases:
-        e = err(c, method, params)
+        e = c.error(method, params)
         assert e["code"] == -32602 and field in e["message"], (method, params, e)
     pid = start(c, {"argv": ["cat"], "stdin": True})
-    e = err(c, "exec.input", {"id": pid, "data": "!!!"})
+    e = c.error("exec.input", {"id": pid, "data": "!!!"})
     assert e["code"] == -32602 and e["message"].startswith("data:")
-    e = err(c, "exec.resize", {"id": pid, "rows": 5, "cols": 5})
+    e = c.error("exec.resize", {"id": pid, "rows": 5, "cols": 5})
     assert e["code"] == -32003 and "tty" in e["message"]
     for m in ("exec.input", "exec.resize", "exec.signal", "exec.attach", "exec.wait"):
-        e = err(c, m, {"id": 424242, "data": "eA==", "rows": 1, "cols": 1, "signal": 1})
+        e = c.error(m, {"id": 424242, "data": "eA==", "rows": 1, "cols": 1, "signal": 1})
         assert e["code"] in (-32002, -32602), (m, e)
-    e = err(c, "exec.start", {"argv": ["/no/such/program"]})
+    e = c.error("exec.start", {"argv": ["/no/such/program"]})
     assert e["code"] == -32000 and e["message"] == \
         "argv[0]: /no/such/program: No such file or directory"
-    e = err(c, "exec.start", {"argv": ["true"], "cwd": "/no/such/dir"})
+    e = c.error("exec.start", {"argv": ["true"], "cwd": "/no/such/dir"})
     assert e["message"] == "cwd: /no/such/dir: No such file or directory"
     c.result("exec.input", {"id": pid, "close": True})
     collect(c, pid)
@@ -481,21 +474,6 @@ def test_attach_moves_the_stream_to_the_new_client(h, c):
     b.close()
 
 
-def _read_until(fd, needle, timeout):
-    data, deadline = b"", time.monotonic() + timeout * SLOW
-    while needle not in data and time.monotonic() < deadline:
-        r, _, _ = select.select([fd], [], [], 0.2)
-        if r:
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            data += chunk
-    return data
-
-
 def test_hearthctl_exec_pipes_and_exit_status(h):
     r = subprocess.run([HEARTHCTL, "-c", "unix:" + h.sock, "exec", "--", "sh", "-c",
                         "echo out; echo err >&2; exit 7"], capture_output=True, timeout=30)
@@ -513,56 +491,32 @@ def test_hearthctl_exec_pipes_and_exit_status(h):
 
 
 def test_hearthctl_exec_tty_through_a_pty(h):
-    import fcntl
-    import struct
-    import termios
-    pid, fd = pty.fork()
-    if pid == 0:
-        # The size is set before hearthctl runs: set from the parent, it
-        # could come after hearthctl has read it, and the SIGWINCH that
-        # reports it before the command has started.
-        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 90, 0, 0))
-        os.execv(HEARTHCTL, [HEARTHCTL, "-c", "unix:" + h.sock, "exec", "-i", "-t", "--",
-                             "sh", "-c", "tty; stty size; read x; echo got:$x; stty size; "
-                             "sleep 100"])
-    try:
-        first = _read_until(fd, b"\n", 10)
-        out = first + _read_until(fd, b"40 90", 10)
+    with PtyCommand([HEARTHCTL, "-c", "unix:" + h.sock, "exec", "-i", "-t", "--", "sh", "-c",
+                     "tty; stty size; read x; echo got:$x; stty size; sleep 100"],
+                    rows=40, cols=90) as p:
+        first = p.read_until(b"\n", 10 * SLOW)
+        out = first + p.read_until(b"40 90", 10 * SLOW)
         # hearthctl learns the size from its terminal
         assert b"/dev/pts/" in out, out
         assert b"40 90" in out, out
         # a resize of hearthctl's terminal reaches the command
-        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 70, 0, 0))
-        os.kill(pid, signal.SIGWINCH)
+        p.resize(30, 70)
+        os.kill(p.pid, signal.SIGWINCH)
         time.sleep(0.3)
-        os.write(fd, b"abc\r")
-        out = _read_until(fd, b"30 70", 10)
+        p.write(b"abc\r")
+        out = p.read_until(b"30 70", 10 * SLOW)
         assert b"got:abc" in out and b"30 70" in out, out
         # Ctrl-C is passed through as a byte: sleep gets SIGINT, not hearthctl
-        os.write(fd, b"\x03")
-        _, status = os.waitpid(pid, 0)
+        p.write(b"\x03")
+        status = p.wait()
         assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 128 + 2, status
-    finally:
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
-        os.close(fd)
 
 
 def test_hearthctl_resize_while_the_start_is_unanswered_is_sent_after_it(h):
     """A window change before exec.start is answered is not lost: the
     command gets it once it runs, before the input that follows."""
-    import fcntl
-    import struct
-    import termios
-    pid, fd = pty.fork()
-    if pid == 0:
-        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 90, 0, 0))
-        os.execv(HEARTHCTL, [HEARTHCTL, "-c", "unix:" + h.sock, "exec", "-i", "-t", "--",
-                             "sh", "-c", "read x; stty size; sleep 100"])
-    try:
+    with PtyCommand([HEARTHCTL, "-c", "unix:" + h.sock, "exec", "-i", "-t", "--", "sh", "-c",
+                     "read x; stty size; sleep 100"], rows=40, cols=90) as p:
         # Stopped, hearth cannot answer the start.
         h.signal(signal.SIGSTOP)
         try:
@@ -570,22 +524,15 @@ def test_hearthctl_resize_while_the_start_is_unanswered_is_sent_after_it(h):
             # terminal is raw; then the size changes (the kernel sends it
             # SIGWINCH).
             deadline = time.monotonic() + 10 * SLOW
-            while termios.tcgetattr(fd)[3] & termios.ICANON:
+            while not p.raw():
                 assert time.monotonic() < deadline, "hearthctl never set its terminal raw"
                 time.sleep(0.01)
-            fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 70, 0, 0))
+            p.resize(30, 70)
         finally:
             h.signal(signal.SIGCONT)
-        os.write(fd, b"go\r")
-        out = _read_until(fd, b"30 70", 10)
+        p.write(b"go\r")
+        out = p.read_until(b"30 70", 10 * SLOW)
         assert b"30 70" in out, out
-    finally:
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
-        os.close(fd)
 
 
 def test_an_open_session_keeps_the_sandbox_busy(c):

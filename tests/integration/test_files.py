@@ -19,12 +19,6 @@ def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def err(c, method, params):
-    reply = c.call(method, params)
-    assert "error" in reply, reply
-    return reply["error"]
-
-
 @pytest.fixture
 def h(hearth):
     hearth.start(hearth.config())
@@ -55,7 +49,7 @@ def test_stat_describes_each_type_without_opening_it(c, tmp_path):
     assert c.result("files.stat", {"path": str(tmp_path / "link"), "follow": True})["type"] == "file"
     assert c.result("files.stat", {"path": "/"})["type"] == "dir"
     assert c.result("files.stat", {"path": "/dev/null"})["type"] == "char"
-    e = err(c, "files.stat", {"path": str(tmp_path / "nope")})
+    e = c.error("files.stat", {"path": str(tmp_path / "nope")})
     assert e["code"] == -32002 and str(tmp_path / "nope") in e["message"]
 
 
@@ -71,7 +65,7 @@ def test_path_rules_name_the_parameter(c, tmp_path):
         ({"path": "/tmp", "bogus": 1}, "bogus: unknown parameter"),
     ]
     for params, msg in cases:
-        e = err(c, "files.stat", params)
+        e = c.error("files.stat", params)
         assert e["code"] == -32602 and msg in e["message"], (params, e)
     # A symbolic link in a parent is never followed, whatever the method.
     (tmp_path / "real").mkdir()
@@ -79,7 +73,7 @@ def test_path_rules_name_the_parameter(c, tmp_path):
     os.symlink(str(tmp_path / "real"), tmp_path / "alias")
     for m, p in [("files.stat", {}), ("files.read", {}), ("files.write", {"data": ""}),
                  ("files.remove", {}), ("files.mkdir", {})]:
-        e = err(c, m, {"path": str(tmp_path / "alias" / "f"), **p})
+        e = c.error(m, {"path": str(tmp_path / "alias" / "f"), **p})
         assert "symbolic link" in e["message"] and "alias" in e["message"], (m, e)
     assert (tmp_path / "real" / "f").read_bytes() == b"x"
     # With follow the read-only methods go through it.
@@ -107,11 +101,11 @@ def test_read_in_chunks_and_its_limits(c, tmp_path):
     assert base64.b64decode(r["data"]) == data[10:15] and not r["eof"]
     r = c.result("files.read", {"path": str(f), "offset": len(data) + 5})
     assert r["length"] == 0 and r["data"] == "" and r["eof"]
-    e = err(c, "files.read", {"path": str(f), "length": CHUNK + 1})
+    e = c.error("files.read", {"path": str(f), "length": CHUNK + 1})
     assert e["code"] == -32602 and "length: at most 262144" in e["message"]
-    e = err(c, "files.read", {"path": str(f), "offset": -1})
+    e = c.error("files.read", {"path": str(f), "offset": -1})
     assert e["code"] == -32602 and e["message"].startswith("offset:")
-    e = err(c, "files.read", {"path": str(tmp_path)})
+    e = c.error("files.read", {"path": str(tmp_path)})
     assert "a directory, not a regular file" in e["message"]
     # /proc reports a size of 0: only a short read ends it.
     r = c.result("files.read", {"path": "/proc/1/status", "length": 16})
@@ -128,17 +122,17 @@ def test_planted_fifo_symlink_and_device_never_block_or_leak(h, c, tmp_path):
     os.mknod(tmp_path / "null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
     start = time.monotonic()
     for m in ("files.read", "files.hash"):
-        e = err(c, m, {"path": str(tmp_path / "fifo")})
+        e = c.error(m, {"path": str(tmp_path / "fifo")})
         assert "a FIFO, not a regular file" in e["message"]
-        e = err(c, m, {"path": str(tmp_path / "link")})
+        e = c.error(m, {"path": str(tmp_path / "link")})
         assert "a symbolic link, not followed" in e["message"]
-        e = err(c, m, {"path": str(tmp_path / "null")})
+        e = c.error(m, {"path": str(tmp_path / "null")})
         assert "a device, not a regular file" in e["message"]
-    e = err(c, "files.read", {"path": str(tmp_path / "fifo"), "follow": True})
+    e = c.error("files.read", {"path": str(tmp_path / "fifo"), "follow": True})
     assert "a FIFO" in e["message"]
-    e = err(c, "files.write", {"path": str(tmp_path / "fifo"), "data": b64(b"x"), "append": True})
+    e = c.error("files.write", {"path": str(tmp_path / "fifo"), "data": b64(b"x"), "append": True})
     assert "a FIFO" in e["message"]
-    e = err(c, "files.write", {"path": str(tmp_path / "link"), "data": b64(b"x"), "append": True})
+    e = c.error("files.write", {"path": str(tmp_path / "link"), "data": b64(b"x"), "append": True})
     assert "symbolic link" in e["message"]
     assert secret.read_bytes() == b"root only"
     # A whole write replaces the link itself, never its target.
@@ -164,7 +158,7 @@ def test_hash_ranges(c, tmp_path):
     assert r["sha256"] == hashlib.sha256(data[5:1005]).hexdigest()
     r = c.result("files.hash", {"path": str(f), "offset": 3, "length": 0})
     assert r["sha256"] == hashlib.sha256(b"").hexdigest()
-    e = err(c, "files.hash", {"path": str(f), "length": (1 << 20) + 1})
+    e = c.error("files.hash", {"path": str(f), "length": (1 << 20) + 1})
     assert e["code"] == -32602 and "length: at most 1048576" in e["message"]
 
 
@@ -185,7 +179,7 @@ def test_write_whole_append_mode_owner_exclusive(c, tmp_path):
     r = c.result("files.write", {"path": str(f), "data": b64(b"++"), "append": True, "mode": 0o644})
     assert r["size"] == 6 and f.read_bytes() == b"two!++"
     assert stat.S_IMODE(f.stat().st_mode) == 0o644
-    e = err(c, "files.write", {"path": str(f), "data": b64(b"x"), "exclusive": True})
+    e = c.error("files.write", {"path": str(f), "data": b64(b"x"), "exclusive": True})
     assert "already exists" in e["message"] and f.read_bytes() == b"two!++"
     c.result("files.write", {"path": str(tmp_path / "new"), "data": b64(b"n"), "exclusive": True,
                              "append": True})
@@ -202,13 +196,13 @@ def test_write_whole_append_mode_owner_exclusive(c, tmp_path):
         ({"append": "yes"}, "append: expected true or false"),
     ]
     for p, msg in cases:
-        e = err(c, "files.write", {"path": str(tmp_path / "z"), **p})
+        e = c.error("files.write", {"path": str(tmp_path / "z"), **p})
         assert e["code"] == -32602 and msg in e["message"], (p, e)
-    e = err(c, "files.write", {"path": str(tmp_path), "data": ""})
+    e = c.error("files.write", {"path": str(tmp_path), "data": ""})
     assert "a directory" in e["message"]
-    e = err(c, "files.write", {"path": "/", "data": ""})
+    e = c.error("files.write", {"path": "/", "data": ""})
     assert e["message"] == "path: not allowed on /"
-    e = err(c, "files.write", {"path": str(tmp_path / "no" / "dir"), "data": ""})
+    e = c.error("files.write", {"path": str(tmp_path / "no" / "dir"), "data": ""})
     assert e["code"] == -32002 and "no/dir" in e["message"]
     assert not (tmp_path / "z").exists()
     assert not [n for n in os.listdir(tmp_path) if ".hearth-" in n]
@@ -246,34 +240,34 @@ def test_whole_write_is_atomic_for_a_reader(c, tmp_path):
 @pytest.mark.valgrind
 def test_rename_mkdir_remove(c, tmp_path):
     d = tmp_path / "a" / "b" / "c"
-    e = err(c, "files.mkdir", {"path": str(d)})
+    e = c.error("files.mkdir", {"path": str(d)})
     assert e["code"] == -32002
     r = c.result("files.mkdir", {"path": str(d), "parents": True, "mode": "0750", "uid": 77})
     assert r["created"] is True and d.is_dir()
     assert stat.S_IMODE(d.stat().st_mode) == 0o750 and d.stat().st_uid == 77
     assert c.result("files.mkdir", {"path": str(d), "parents": True})["created"] is False
-    e = err(c, "files.mkdir", {"path": str(d)})
+    e = c.error("files.mkdir", {"path": str(d)})
     assert "already exists" in e["message"]
     r = c.result("files.mkdir", {"path": str(tmp_path / "one"), "mode": 0o700})
     assert r["created"] is True and stat.S_IMODE((tmp_path / "one").stat().st_mode) == 0o700
     (tmp_path / "f").write_bytes(b"x")
-    e = err(c, "files.mkdir", {"path": str(tmp_path / "f")})
+    e = c.error("files.mkdir", {"path": str(tmp_path / "f")})
     assert "not a directory" in e["message"]
 
     src, dst = tmp_path / "src", tmp_path / "one" / "dst"
     src.write_bytes(b"payload")
     (tmp_path / "taken").write_bytes(b"keep")
-    e = err(c, "files.rename", {"from": str(src), "to": str(tmp_path / "taken"), "exclusive": True})
+    e = c.error("files.rename", {"from": str(src), "to": str(tmp_path / "taken"), "exclusive": True})
     assert "to: " in e["message"] and "already exists" in e["message"]
     assert c.result("files.rename", {"from": str(src), "to": str(dst)}) == \
         {"from": str(src), "to": str(dst)}
     assert dst.read_bytes() == b"payload" and not src.exists()
-    e = err(c, "files.rename", {"from": str(src), "to": str(dst)})
+    e = c.error("files.rename", {"from": str(src), "to": str(dst)})
     assert e["code"] == -32002 and e["message"].startswith("from: ")
-    e = err(c, "files.rename", {"from": str(dst)})
+    e = c.error("files.rename", {"from": str(dst)})
     assert e["message"] == "to: required (an absolute path)"
 
-    e = err(c, "files.remove", {"path": str(tmp_path / "a")})
+    e = c.error("files.remove", {"path": str(tmp_path / "a")})
     assert "recursive: true" in e["message"] and d.is_dir()
     r = c.result("files.remove", {"path": str(tmp_path / "f")})
     assert r == {"path": str(tmp_path / "f"), "removed": 1, "done": True}
@@ -281,9 +275,9 @@ def test_rename_mkdir_remove(c, tmp_path):
     r = c.result("files.remove", {"path": str(tmp_path / "a"), "recursive": True})
     assert r["done"] and r["removed"] == 4 and not (tmp_path / "a").exists()
     assert dst.read_bytes() == b"payload", "a link inside was followed"
-    e = err(c, "files.remove", {"path": "/"})
+    e = c.error("files.remove", {"path": "/"})
     assert e["message"] == "path: not allowed on /"
-    e = err(c, "files.remove", {"path": str(tmp_path / "gone")})
+    e = c.error("files.remove", {"path": str(tmp_path / "gone")})
     assert e["code"] == -32002
 
 
@@ -307,12 +301,12 @@ def test_recursive_remove_stops_at_a_mount_point(h, c, tmp_path):
     subprocess.run(["nsenter", "-t", str(pid), "-m", "mount", "-t", "tmpfs", "t", str(d / "mnt")],
                    check=True)
     subprocess.run(["nsenter", "-t", str(pid), "-m", "touch", str(d / "mnt" / "inside")], check=True)
-    e = err(c, "files.remove", {"path": str(d), "recursive": True})
+    e = c.error("files.remove", {"path": str(d), "recursive": True})
     assert "mount point" in e["message"]
     r = subprocess.run(["nsenter", "-t", str(pid), "-m", "ls", str(d / "mnt")],
                        capture_output=True, text=True, check=True)
     assert r.stdout.split() == ["inside"]
-    e = err(c, "files.remove", {"path": str(d / "mnt"), "recursive": True})
+    e = c.error("files.remove", {"path": str(d / "mnt"), "recursive": True})
     assert "a mount point (not removed)" in e["message"]
 
 
@@ -348,12 +342,12 @@ def test_list_pages_with_a_cursor(c, tmp_path):
                    ({"limit": 1001}, "limit: expected 1 to 1000"),
                    ({"cursor": "abc"}, "cursor: expected"),
                    ({"cursor": 5}, "cursor: expected a string")]:
-        e = err(c, "files.list", {"path": str(d), **p})
+        e = c.error("files.list", {"path": str(d), **p})
         assert e["code"] == -32602 and msg in e["message"], (p, e)
-    e = err(c, "files.list", {"path": str(d / "f0001")})
+    e = c.error("files.list", {"path": str(d / "f0001")})
     assert "not a directory" in e["message"]
     os.symlink(str(d), tmp_path / "dlink")
-    e = err(c, "files.list", {"path": str(tmp_path / "dlink")})
+    e = c.error("files.list", {"path": str(tmp_path / "dlink")})
     assert "symbolic link" in e["message"]
     assert len(c.result("files.list", {"path": str(tmp_path / "dlink"), "follow": True,
                                        "limit": 5})["entries"]) == 5

@@ -325,6 +325,20 @@ def test_hearthctl_init_freeze_resume(hearth):
     assert r.returncode != 0 and "bad time" in r.stderr
 
 
+def test_hearthctl_names_an_option_given_without_its_value():
+    # Refused before any connection: each option of init and resume says
+    # it lacks its value, whichever of the options it is.
+    for cmd, opt in [("init", "--env"), ("init", "--allow-out"), ("init", "--hostname"),
+                     ("init", "--time"), ("init", "--entropy-from"), ("init", "--network"),
+                     ("resume", "--time"), ("resume", "--entropy-from"), ("resume", "--network")]:
+        r = subprocess.run([HEARTHCTL, "--connect", "unix:/nonexistent", cmd, opt],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2 and f"{cmd}: {opt} needs a value" in r.stderr, (cmd, opt, r)
+    r = subprocess.run([HEARTHCTL, "--connect", "unix:/nonexistent", "resume", "--bogus"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "unexpected argument '--bogus'" in r.stderr, r
+
+
 def test_readiness_deadline_does_not_count_frozen_time(hearth, tmp_path):
     flag = tmp_path / "ready"
     hearth.start(hearth.config([svc("slow", "exec sleep 1000",

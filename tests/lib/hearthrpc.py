@@ -93,6 +93,12 @@ class RpcClient:
         assert "result" in reply, reply
         return reply["result"]
 
+    def error(self, method, params=None):
+        """The error a call must get (a result fails the test)."""
+        reply = self.call(method, params)
+        assert "error" in reply, reply
+        return reply["error"]
+
     def close(self):
         self.ls.close()
 

@@ -8,9 +8,11 @@
 
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/nf_tables.h>
+#include <linux/rtnetlink.h>
 
 #include "cidr.h"
 #include "netlink.h"
+#include "netroute.h"
 #include "nft.h"
 #include "unit.h"
 
@@ -73,6 +75,52 @@ TEST(netlink_nested_attributes)
         CHECK(in[1] && nl_attr_get_be32(in[1]) == 0x01020304);
     }
     CHECK_EQ_INT(((struct nlmsghdr *)b.data)->nlmsg_len, b.len);
+    nl_free(&b);
+}
+
+/* One link message as the kernel sends it, in a dump or a notification. */
+static void link_message(struct nlbuf *b, uint16_t type, const char *name)
+{
+    static const uint8_t mac[6] = {0x52, 0x54, 0, 0x12, 0x34, 0x56};
+    struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC, .ifi_type = 1 /* ARPHRD_ETHER */,
+                            .ifi_index = 3, .ifi_flags = 0x1 /* IFF_UP */};
+    nl_init(b, 1);
+    nl_msg_begin(b, type, 0);
+    nl_put(b, &ifi, sizeof(ifi));
+    if (name)
+        nl_attr_str(b, IFLA_IFNAME, name);
+    nl_attr_u32(b, IFLA_MTU, 1400);
+    nl_attr(b, IFLA_ADDRESS, mac, sizeof(mac));
+    nl_msg_end(b);
+}
+
+TEST(netroute_reads_link_messages_of_dumps_and_notifications)
+{
+    struct nlbuf b;
+    struct nr_link l;
+    link_message(&b, RTM_NEWLINK, "eth0");
+    CHECK(!b.failed);
+    CHECK(nr_link_read((const struct nlmsghdr *)b.data, &l));
+    CHECK_EQ_INT(l.index, 3);
+    CHECK_EQ_INT(l.type, 1);
+    CHECK_EQ_INT(l.flags, 1);
+    CHECK_EQ_INT(l.mtu, 1400);
+    CHECK(l.has_mac && l.mac[0] == 0x52 && l.mac[5] == 0x56);
+    CHECK_STR(l.name, "eth0");
+    nl_free(&b);
+
+    link_message(&b, RTM_DELLINK, NULL);
+    CHECK(nr_link_read((const struct nlmsghdr *)b.data, &l));
+    CHECK_STR(l.name, "");
+    nl_free(&b);
+
+    /* An address message is not a link, nor is a header cut short. */
+    link_message(&b, RTM_NEWADDR, "eth0");
+    CHECK(!nr_link_read((const struct nlmsghdr *)b.data, &l));
+    nl_free(&b);
+    link_message(&b, RTM_NEWLINK, "eth0");
+    ((struct nlmsghdr *)b.data)->nlmsg_len = sizeof(struct nlmsghdr) + 4;
+    CHECK(!nr_link_read((const struct nlmsghdr *)b.data, &l));
     nl_free(&b);
 }
 

@@ -3,17 +3,13 @@ control channel through a real pty, and a process's output kept across
 a host that goes away, sandbox.freeze, a QMP stop/cont and
 sandbox.resume."""
 import base64
-import fcntl
 import os
-import pty
-import select
 import signal
-import struct
 import subprocess
-import termios
 import time
 
 from conftest import HEARTHCTL, ROOT
+from ptyrun import PtyCommand
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROBE_SRC = os.path.join(HERE, "exec_probe.c")
@@ -32,50 +28,23 @@ def probe_files():
         return {PROBE_IN_IMAGE: (f.read(), 0o755)}
 
 
-def read_until(fd, needle, timeout):
-    data, deadline = b"", time.monotonic() + timeout
-    while needle not in data and time.monotonic() < deadline:
-        r, _, _ = select.select([fd], [], [], 0.2)
-        if r:
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            data += chunk
-    return data
-
-
 def test_hearthctl_exec_tty_over_virtio_serial(make_vm):
     vm = make_vm(files=probe_files()).start()
     vm.require("exec.start", "exec.resize")
     # One stream on the serial port: the test's connection steps aside.
     vm.disconnect()
-    pid, fd = pty.fork()
-    if pid == 0:
-        # Set before hearthctl runs, so it cannot read the size first.
-        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 90, 0, 0))
-        os.execv(HEARTHCTL, [HEARTHCTL, "--connect", f"unix:{vm.ctl_path}", "exec", "-it", "--",
-                             PROBE_IN_IMAGE, "tty", "5"])
-    try:
-        out = read_until(fd, b"40 90", 60)
+    with PtyCommand([HEARTHCTL, "--connect", f"unix:{vm.ctl_path}", "exec", "-it", "--",
+                     PROBE_IN_IMAGE, "tty", "5"], rows=40, cols=90) as p:
+        out = p.read_until(b"40 90", 60)
         assert b"/dev/pts/" in out and b"40 90" in out, out
-        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 70, 0, 0))
-        os.kill(pid, signal.SIGWINCH)
+        p.resize(30, 70)
+        os.kill(p.pid, signal.SIGWINCH)
         time.sleep(0.5)
-        os.write(fd, b"abc\r")
-        out = read_until(fd, b"30 70", 30)
+        p.write(b"abc\r")
+        out = p.read_until(b"30 70", 30)
         assert b"got:abc" in out and b"30 70" in out, out
-        _, status = os.waitpid(pid, 0)
+        status = p.wait()
         assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 5, status
-    finally:
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
-        os.close(fd)
     # The same without a tty: stdout and stderr apart, the status passed on.
     r = subprocess.run([HEARTHCTL, "--connect", f"unix:{vm.ctl_path}", "exec", "--",
                         PROBE_IN_IMAGE, "streams"], capture_output=True, timeout=60)
