@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -51,6 +52,13 @@ const char *const contain_masked[] = {
     "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/proc/interrupts",
     "/sys/firmware", "/sys/devices/virtual/powercap", NULL,
 };
+/* Which of them are directories on the kernels hearth knows (the mask
+ * still fits itself to what it finds). */
+static bool masked_dir(const char *path)
+{
+    return strcmp(path, "/proc/acpi") == 0 || strcmp(path, "/proc/scsi") == 0 ||
+           strncmp(path, "/sys/", 5) == 0;
+}
 
 /* Read-only in a service's namespace. All of /sys (sysfs files are
  * guarded by their mode only: /sys/power/state, module parameters, and
@@ -137,6 +145,10 @@ static bool root_is_shared(void)
     return shared;
 }
 
+/* Whether mounts hearth adds later reach the services' namespaces (and
+ * the template): -1 not known yet. */
+static int propagates = -1;
+
 void contain_host_setup(bool supervisor)
 {
     static bool done;
@@ -151,7 +163,8 @@ void contain_host_setup(bool supervisor)
         return;
     /* hearth owns this mount namespace (vm: the machine's; container:
      * the runtime made it for hearth): sharing it changes nothing outside. */
-    if (mount(NULL, "/", NULL, MS_REC | MS_SHARED, NULL) < 0)
+    propagates = mount(NULL, "/", NULL, MS_REC | MS_SHARED, NULL) == 0;
+    if (!propagates)
         log_warn("contain: unable to make hearth's mounts shared: %s; mounts hearth adds after "
                  "a service started will not reach that service's namespace", strerror(errno));
 }
@@ -216,7 +229,9 @@ void contain_host_report(bool supervisor)
     if (done)
         return;
     done = true;
-    if ((supervisor || getpid() != 1) && !root_is_shared())
+    if (supervisor || getpid() != 1)
+        propagates = root_is_shared();
+    if ((supervisor || getpid() != 1) && !propagates)
         log_warn("/ is not a shared mount here: mounts hearth adds after a service started "
                  "will not reach that service's namespace");
     /* The kernel checks migrations against the writer's cgroup namespace
@@ -262,6 +277,91 @@ void contain_readonly_dir(const char *path)
     snprintf(extra_ro, sizeof(extra_ro), "%s", path && strlen(path) < sizeof(extra_ro) ? path : "");
 }
 
+/* ---- the namespace template (the parent's side) ---- */
+
+/* What a plan's namespace depends on: its hidden and read-only paths, in
+ * order, each ended by a NUL, the two lists apart by an empty one. */
+static size_t plan_key(const struct contain_plan *p, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (int list = 0; list < 2; list++) {
+        size_t cnt = list ? p->n_ro : p->n_hide;
+        for (size_t i = 0; i < cnt; i++) {
+            const char *s = list ? p->ro[i] : p->hide[i];
+            size_t l = strlen(s) + 1;
+            if (n + l <= cap)
+                memcpy(out + n, s, l);
+            n += l;
+        }
+        if (n < cap)
+            out[n] = 0;
+        n++;
+    }
+    return n;
+}
+
+static bool plan_key_is(const struct contain_plan *p, const char *key, size_t len)
+{
+    char buf[2 * CONTAIN_MAX_EXTRA * CONTAIN_PATH_MAX + 2];
+    size_t n = plan_key(p, buf, sizeof(buf));
+    return key && n == len && n <= sizeof(buf) && memcmp(buf, key, n) == 0;
+}
+
+static struct {
+    int fd;        /* the template's mount namespace, -1 none */
+    char *key;     /* the plan_key it was built for */
+    size_t key_len;
+    int pending;   /* socket a building child sends its namespace on */
+    char *pending_key;
+    size_t pending_len;
+} tmpl = {-1, NULL, 0, -1, NULL, 0};
+
+bool contain_template_ready(void) { return tmpl.fd >= 0; }
+
+bool contain_snapshot_offer(struct contain_plan *p)
+{
+    char buf[2 * CONTAIN_MAX_EXTRA * CONTAIN_PATH_MAX + 2];
+    int sv[2];
+
+    if (!p->isolate || p->ns_fd >= 0 || tmpl.pending >= 0 || propagates == 0 ||
+        (p->caps & BIT(CAP_SYS_ADMIN)))
+        return false;
+    size_t n = plan_key(p, buf, sizeof(buf));
+    char *key = n <= sizeof(buf) ? malloc(n) : NULL;
+    if (!key)
+        return false;
+    if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) < 0) {
+        log_debug("contain: no namespace template this time: socketpair: %s", strerror(errno));
+        free(key);
+        return false;
+    }
+    memcpy(key, buf, n);
+    tmpl.pending = sv[0];
+    tmpl.pending_key = key;
+    tmpl.pending_len = n;
+    p->snap_fd = sv[1];
+    return true;
+}
+
+static void drop_pending(void)
+{
+    if (tmpl.pending >= 0)
+        close(tmpl.pending);
+    tmpl.pending = -1;
+    free(tmpl.pending_key);
+    tmpl.pending_key = NULL;
+}
+
+void contain_snapshot_forked(struct contain_plan *p, bool forked)
+{
+    if (p->snap_fd < 0)
+        return;
+    close(p->snap_fd);
+    p->snap_fd = -1;
+    if (!forked)
+        drop_pending();
+}
+
 int contain_prepare(const struct service_config *c, const struct config *cfg,
                     const char *config_path, bool root, const char *leaf,
                     struct contain_plan *p, char *err, size_t errlen)
@@ -270,6 +370,7 @@ int contain_prepare(const struct service_config *c, const struct config *cfg,
 
     contain_policy_of(c, &pol);
     memset(p, 0, sizeof(*p));
+    p->ns_fd = p->snap_fd = -1;
     p->caps = contain_caps(&pol, root);
     p->ambient = !root && p->caps;
     p->isolate = pol.isolation && can_isolate();
@@ -317,7 +418,52 @@ int contain_prepare(const struct service_config *c, const struct config *cfg,
     if (config_path && config_path[0] &&
         add_path(p->ro, &p->n_ro, config_path, strlen(config_path), err, errlen) < 0)
         return -1;
+    if (tmpl.fd >= 0 && plan_key_is(p, tmpl.key, tmpl.key_len))
+        p->ns_fd = tmpl.fd;
     return 0;
+}
+
+
+void contain_snapshot_take(void)
+{
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } u;
+    char c;
+    struct iovec iov = {&c, 1};
+    struct msghdr m;
+
+    if (tmpl.pending < 0)
+        return;
+    memset(&m, 0, sizeof(m));
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = u.buf;
+    m.msg_controllen = sizeof(u.buf);
+    ssize_t r = recvmsg(tmpl.pending, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    struct cmsghdr *cm = r == 1 ? CMSG_FIRSTHDR(&m) : NULL;
+    int fd = -1;
+    if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+        cm->cmsg_len == CMSG_LEN(sizeof(int)))
+        memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+    /* Kept only where hearth's later mounts reach it; otherwise a copy
+     * made later would miss what a fresh namespace would have. */
+    if (fd >= 0 && propagates != 1) {
+        close(fd);
+        fd = -1;
+    }
+    if (fd >= 0) {
+        if (tmpl.fd >= 0)
+            close(tmpl.fd);
+        free(tmpl.key);
+        tmpl.fd = fd;
+        tmpl.key = tmpl.pending_key;
+        tmpl.key_len = tmpl.pending_len;
+        tmpl.pending_key = NULL;
+        log_debug("contain: later starts copy a namespace template");
+    }
+    drop_pending();
 }
 
 /* ---- the child's side: plain syscalls only ---- */
@@ -380,10 +526,14 @@ static bool ro_each(const struct mountinfo_entry *e, void *ctx)
 static int make_readonly(const char *path, char *what, size_t len)
 {
     struct stat st;
-    if (stat(path, &st) < 0)
-        return errno == ENOENT ? 0 : fail(what, len, "inspect", path);
-    if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) < 0)
+    /* The bind first, as for the masks: a stat only explains a failure. */
+    if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) < 0) {
+        int e = errno;
+        if (stat(path, &st) < 0)
+            return errno == ENOENT ? 0 : fail(what, len, "inspect", path);
+        errno = e;
         return fail(what, len, "bind for read-only", path);
+    }
     struct hearth_mount_attr a = {.attr_set = HEARTH_MOUNT_ATTR_RDONLY};
     if (syscall(SYS_mount_setattr, AT_FDCWD, path, AT_RECURSIVE, &a, sizeof(a)) == 0)
         return 0;
@@ -399,20 +549,32 @@ static int make_readonly(const char *path, char *what, size_t len)
     return 0;
 }
 
-/* /dev/null over a file, an empty read-only tmpfs over a directory. */
-static int mask(const char *path, char *what, size_t len)
+static int mask_as(const char *path, bool dir)
+{
+    if (dir)
+        return mount("hearth-mask", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                     "size=4k,mode=0555");
+    return mount("/dev/null", path, NULL, MS_BIND, NULL);
+}
+
+/* /dev/null over a file, an empty read-only tmpfs over a directory. The
+ * mount is tried as the kind the path usually is; only when that fails
+ * does a stat say why (missing: nothing to mask) or what it is instead:
+ * each start of a contained service makes a dozen of these, and a stat
+ * of a /proc or /sys path before every one cost as much as the mounts. */
+static int mask(const char *path, bool dir, char *what, size_t len)
 {
     struct stat st;
+    if (mask_as(path, dir) == 0)
+        return 0;
+    int e = errno;
     if (stat(path, &st) < 0)
         return errno == ENOENT ? 0 : fail(what, len, "inspect", path);
-    if (S_ISDIR(st.st_mode)) {
-        if (mount("hearth-mask", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                  "size=4k,mode=0555") < 0)
-            return fail(what, len, "mask", path);
-    } else if (mount("/dev/null", path, NULL, MS_BIND, NULL) < 0) {
-        return fail(what, len, "mask", path);
-    }
-    return 0;
+    if (!S_ISDIR(st.st_mode) != !dir && mask_as(path, S_ISDIR(st.st_mode)) == 0)
+        return 0;
+    if (!S_ISDIR(st.st_mode) == !dir)
+        errno = e;
+    return fail(what, len, "mask", path);
 }
 
 /* The device nodes a service gets: what programs expect to find (ptmx is
@@ -450,61 +612,65 @@ static int bind_fd(int fd, const char *path, unsigned long flags)
     return mount(src, path, NULL, MS_BIND | flags, NULL);
 }
 
-/* One node of the service's /dev: made with mknod, or, where that is
- * refused (hearth in a user namespace, as in a rootless container), the
- * image's node bound onto an empty file. ptmx is then a link into pts:
- * the kernel finds the pts instance beside the ptmx that was opened, and
- * a bound node's "beside" is the image's /dev. */
-static int dev_node(size_t i, int orig, char *what, size_t len)
+/* One node of the service's /dev: made with mknod (the umask is 0 here,
+ * so it gets 0666 as it is), or, where that is refused (hearth in a user
+ * namespace, as in a rootless container), the image's node bound onto an
+ * empty file. ptmx is then a link into pts: the kernel finds the pts
+ * instance beside the ptmx that was opened, and a bound node's "beside"
+ * is the image's /dev. old is the image's /dev, under the new tmpfs. */
+static int dev_node(size_t i, int old, char *what, size_t len)
 {
     char path[64];
     snprintf(path, sizeof(path), "/dev/%s", dev_nodes[i].name);
-    if (mknod(path, S_IFCHR | 0666, makedev(dev_nodes[i].maj, dev_nodes[i].min)) == 0) {
-        if (chmod(path, 0666) < 0) /* the mode without the umask */
-            return fail(what, len, "create", path);
+    if (mknod(path, S_IFCHR | 0666, makedev(dev_nodes[i].maj, dev_nodes[i].min)) == 0)
         return 0;
-    }
     if (errno != EPERM)
         return fail(what, len, "create", path);
+    int orig = old < 0 ? -1 : openat(old, dev_nodes[i].name, O_PATH | O_CLOEXEC);
     /* Nodes cannot be made here (a user namespace) and the image has none
      * to bind: the service goes without that one. */
     if (orig < 0)
         return 0;
-    if (strcmp(dev_nodes[i].name, "ptmx") == 0)
-        return symlink("pts/ptmx", path) < 0 ? fail(what, len, "create", path) : 0;
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0)
-        return fail(what, len, "create", path);
-    close(fd);
-    return bind_fd(orig, path, 0) < 0 ? fail(what, len, "bind into the service's /dev", path) : 0;
+    int rc = 0;
+    if (strcmp(dev_nodes[i].name, "ptmx") == 0) {
+        rc = symlink("pts/ptmx", path) < 0 ? fail(what, len, "create", path) : 0;
+    } else {
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0)
+            rc = fail(what, len, "create", path);
+        else {
+            close(fd);
+            if (bind_fd(orig, path, 0) < 0)
+                rc = fail(what, len, "bind into the service's /dev", path);
+        }
+    }
+    int e = errno;
+    close(orig);
+    errno = e;
+    return rc;
 }
 
 /* A /dev of its own: a small tmpfs with the nodes above, the shared
  * directories bound in, then read-only. What it takes from the image's
- * /dev is opened first: the tmpfs hides the originals. */
+ * /dev is reached through one descriptor of it opened first (the tmpfs
+ * hides the path, not the directory the descriptor holds), and only
+ * what is used is opened: a start makes no more calls than it needs. */
 static int own_dev(char *what, size_t len)
 {
-    int nodes[N_DEV_NODES], shared[N_DEV_SHARED];
     char path[64];
-    struct stat st;
     int rc = -1;
 
-    if (stat("/dev", &st) < 0 || !S_ISDIR(st.st_mode))
+    int old = openat(AT_FDCWD, "/dev", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (old < 0)
         return 0; /* no /dev to replace */
-    for (size_t i = 0; i < N_DEV_NODES; i++) {
-        snprintf(path, sizeof(path), "/dev/%s", dev_nodes[i].name);
-        nodes[i] = open(path, O_PATH | O_CLOEXEC);
-    }
-    for (size_t i = 0; i < N_DEV_SHARED; i++) {
-        snprintf(path, sizeof(path), "/dev/%s", dev_shared[i]);
-        shared[i] = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    }
     if (mount("hearth-dev", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") < 0) {
         fail(what, len, "mount a tmpfs on", "/dev");
-        goto out;
+        close(old);
+        return -1;
     }
+    mode_t um = umask(0);
     for (size_t i = 0; i < N_DEV_NODES; i++)
-        if (dev_node(i, nodes[i], what, len) < 0)
+        if (dev_node(i, old, what, len) < 0)
             goto out;
     for (size_t i = 0; i < sizeof(dev_links) / sizeof(dev_links[0]); i++) {
         snprintf(path, sizeof(path), "/dev/%s", dev_links[i].name);
@@ -514,10 +680,15 @@ static int own_dev(char *what, size_t len)
         }
     }
     for (size_t i = 0; i < N_DEV_SHARED; i++) {
-        if (shared[i] < 0)
+        int fd = openat(old, dev_shared[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
             continue; /* not in the image's /dev */
         snprintf(path, sizeof(path), "/dev/%s", dev_shared[i]);
-        if (mkdir(path, 0755) < 0 || bind_fd(shared[i], path, MS_REC) < 0) {
+        int bad = mkdir(path, 0755) < 0 || bind_fd(fd, path, MS_REC) < 0;
+        int e = errno;
+        close(fd);
+        if (bad) {
+            errno = e;
             fail(what, len, "bind into the service's /dev", path);
             goto out;
         }
@@ -530,41 +701,89 @@ static int own_dev(char *what, size_t len)
     rc = 0;
 out:;
     int e = errno;
-    for (size_t i = 0; i < N_DEV_NODES; i++)
-        if (nodes[i] >= 0)
-            close(nodes[i]);
-    for (size_t i = 0; i < N_DEV_SHARED; i++)
-        if (shared[i] >= 0)
-            close(shared[i]);
+    umask(um);
+    close(old);
     errno = e;
     return rc;
+}
+
+/* Sends this process's mount namespace to the parent (the template). A
+ * failure only means the next start builds its own again. */
+static void send_ns(int sock)
+{
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } u;
+    char c = 0;
+    struct iovec iov = {&c, 1};
+    struct msghdr m;
+
+    int fd = openat(AT_FDCWD, "/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    memset(&m, 0, sizeof(m));
+    memset(&u, 0, sizeof(u));
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = u.buf;
+    m.msg_controllen = sizeof(u.buf);
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+    if (sendmsg(sock, &m, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+        /* the parent builds no template from this start */
+    }
+    close(fd);
+}
+
+/* The template's copy: entered, then unshared, so what this service does
+ * stays in a namespace of its own. 1: done; 0: the template could not be
+ * entered (the caller builds as usual, from hearth's namespace, which it
+ * is still in); -1: entered but not copied (it must not stay in it). */
+static int copy_template(int ns_fd, char *what, size_t len)
+{
+    if (setns(ns_fd, CLONE_NEWNS) < 0)
+        return 0;
+    if (unshare(CLONE_NEWNS) < 0)
+        return fail(what, len, "create", "a mount namespace");
+    return 1;
 }
 
 int contain_enter(const struct contain_plan *p, char *what, size_t len)
 {
     if (!p->isolate)
         return 0;
-    if (unshare(CLONE_NEWNS) < 0)
-        return fail(what, len, "create", "a mount namespace");
-    /* A slave of hearth's namespace: what hearth mounts later (host
-     * mounts from sandbox.init, remounts after a resume) comes in, and
-     * nothing done here goes back. */
-    if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
-        return fail(what, len, "make slave", "/");
-    if (own_dev(what, len) < 0)
+    int copied = p->ns_fd >= 0 ? copy_template(p->ns_fd, what, len) : 0;
+    if (copied < 0)
         return -1;
-    for (size_t i = 0; i < p->n_hide; i++)
-        if (mask(p->hide[i], what, len) < 0)
+    if (!copied) {
+        if (unshare(CLONE_NEWNS) < 0)
+            return fail(what, len, "create", "a mount namespace");
+        /* A slave of hearth's namespace: what hearth mounts later (host
+         * mounts from sandbox.init, remounts after a resume) comes in,
+         * and nothing done here goes back. */
+        if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+            return fail(what, len, "make slave", "/");
+        if (own_dev(what, len) < 0)
             return -1;
-    for (const char *const *m = contain_masked; *m; m++)
-        if (mask(*m, what, len) < 0)
-            return -1;
-    for (const char *const *r = contain_readonly; *r; r++)
-        if (make_readonly(*r, what, len) < 0)
-            return -1;
-    for (size_t i = 0; i < p->n_ro; i++)
-        if (make_readonly(p->ro[i], what, len) < 0)
-            return -1;
+        for (size_t i = 0; i < p->n_hide; i++)
+            if (mask(p->hide[i], true, what, len) < 0)
+                return -1;
+        for (const char *const *m = contain_masked; *m; m++)
+            if (mask(*m, masked_dir(*m), what, len) < 0)
+                return -1;
+        for (const char *const *r = contain_readonly; *r; r++)
+            if (make_readonly(*r, what, len) < 0)
+                return -1;
+        for (size_t i = 0; i < p->n_ro; i++)
+            if (make_readonly(p->ro[i], what, len) < 0)
+                return -1;
+        if (p->snap_fd >= 0)
+            send_ns(p->snap_fd);
+    }
     /* The child already lives in its leaf: the namespace is rooted
      * there, so it cannot move itself or anything else out of it. */
     if (p->cgroupns && unshare(CLONE_NEWCGROUP) < 0)
