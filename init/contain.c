@@ -448,7 +448,11 @@ void contain_snapshot_take(void)
         cm->cmsg_len == CMSG_LEN(sizeof(int)))
         memcpy(&fd, CMSG_DATA(cm), sizeof(int));
     /* Kept only where hearth's later mounts reach it; otherwise a copy
-     * made later would miss what a fresh namespace would have. */
+     * made later would miss what a fresh namespace would have. Where
+     * hearth did not make its mounts shared itself (supervisor mode), /
+     * says (read here, after the child's exec, not before a start). */
+    if (fd >= 0 && propagates < 0)
+        propagates = root_is_shared();
     if (fd >= 0 && propagates != 1) {
         close(fd);
         fd = -1;

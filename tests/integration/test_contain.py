@@ -361,3 +361,26 @@ def test_contained_inside_a_user_namespace(tmp_path):
     assert "null-ok" in lines and "pty-ok" in lines
     assert f"CapEff:\t{DEFAULT_CAPS:016x}" in lines and "Seccomp:\t2" in lines
     assert "0" in lines and "sysctl-refused" in lines, lines
+
+
+def test_exec_sessions_copy_the_namespace_template(hearth):
+    """exec.start contains its command as a service's: the first session
+    builds the namespace and hands it over, the next ones copy it; each
+    is a namespace of its own with the same mounts and /dev."""
+    from conftest import HEARTHCTL
+    hearth.start(hearth.config(services=[]))
+    script = ("readlink /proc/self/ns/mnt; echo --; awk '{print $5}' /proc/self/mountinfo | sort; "
+              "echo --; ls /dev")
+    views = []
+    for _ in range(3):
+        r = subprocess.run([HEARTHCTL, "-c", "unix:" + hearth.sock, "exec", "--", "sh", "-c",
+                            script], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        ns, mounts, dev = r.stdout.split("\n--\n")
+        views.append((ns.strip(), mounts.split(), dev.split()))
+    assert "contain: later starts copy a namespace template" in hearth.log_text()
+    assert views[1][1:] == views[0][1:] and views[2][1:] == views[0][1:]
+    assert hearth.sockdir in views[2][1] and "kmsg" not in views[2][2]
+    # Each session in its own namespace: the third runs while the
+    # template (the first's namespace) is still held by hearth.
+    assert views[2][0] != views[0][0]
