@@ -314,7 +314,35 @@ static struct {
     int pending;   /* socket a building child sends its namespace on */
     char *pending_key;
     size_t pending_len;
-} tmpl = {-1, NULL, 0, -1, NULL, 0};
+    /* The hidden directories as they were when it was built: one made
+     * again since (removed and created anew) is a different inode, which
+     * the template's mask does not cover any more. */
+    struct hidden { dev_t dev; ino_t ino; } hidden[CONTAIN_MAX_EXTRA],
+        pending_hidden[CONTAIN_MAX_EXTRA];
+} tmpl = {.fd = -1, .pending = -1};
+
+static void hides_now(const struct contain_plan *p, struct hidden *out)
+{
+    struct stat st;
+    for (size_t i = 0; i < CONTAIN_MAX_EXTRA; i++) {
+        out[i].dev = 0;
+        out[i].ino = 0;
+        if (i < p->n_hide && stat(p->hide[i], &st) == 0) {
+            out[i].dev = st.st_dev;
+            out[i].ino = st.st_ino;
+        }
+    }
+}
+
+static bool hides_same(const struct contain_plan *p, const struct hidden *was)
+{
+    struct hidden now[CONTAIN_MAX_EXTRA];
+    hides_now(p, now);
+    for (size_t i = 0; i < p->n_hide; i++)
+        if (!now[i].ino || now[i].dev != was[i].dev || now[i].ino != was[i].ino)
+            return false;
+    return true;
+}
 
 bool contain_template_ready(void) { return tmpl.fd >= 0; }
 
@@ -339,6 +367,7 @@ bool contain_snapshot_offer(struct contain_plan *p)
     tmpl.pending = sv[0];
     tmpl.pending_key = key;
     tmpl.pending_len = n;
+    hides_now(p, tmpl.pending_hidden);
     p->snap_fd = sv[1];
     return true;
 }
@@ -367,6 +396,7 @@ int contain_prepare(const struct service_config *c, const struct config *cfg,
                     struct contain_plan *p, char *err, size_t errlen)
 {
     struct contain_policy pol;
+    bool hide_dir[CONTAIN_MAX_EXTRA] = {false};
 
     contain_policy_of(c, &pol);
     memset(p, 0, sizeof(*p));
@@ -397,18 +427,7 @@ int contain_prepare(const struct service_config *c, const struct config *cfg,
         size_t len = dir ? (size_t)(slash - path) : strlen(path);
         if (add_path(p->hide, &p->n_hide, path, len, err, errlen) < 0)
             return -1;
-        /* A directory the listener has not made yet would be skipped as
-         * missing and could appear unhidden later: make it now, as the
-         * listener does (0755). */
-        if (dir) {
-            /* Without following a link: a service may write below /run. */
-            char why[128];
-            int dfd = safepath_mkdir_p(p->hide[p->n_hide - 1], 0755, 0, 0, why, sizeof(why));
-            if (dfd >= 0)
-                close(dfd);
-            else
-                log_debug("unable to create %s: %s", p->hide[p->n_hide - 1], why);
-        }
+        hide_dir[p->n_hide - 1] = dir;
     }
     if (add_path(p->ro, &p->n_ro, "/etc/hearth", strlen("/etc/hearth"), err, errlen) < 0)
         return -1;
@@ -418,8 +437,24 @@ int contain_prepare(const struct service_config *c, const struct config *cfg,
     if (config_path && config_path[0] &&
         add_path(p->ro, &p->n_ro, config_path, strlen(config_path), err, errlen) < 0)
         return -1;
-    if (tmpl.fd >= 0 && plan_key_is(p, tmpl.key, tmpl.key_len))
+    if (tmpl.fd >= 0 && plan_key_is(p, tmpl.key, tmpl.key_len) && hides_same(p, tmpl.hidden)) {
         p->ns_fd = tmpl.fd;
+        return 0;
+    }
+    /* A directory the listener has not made yet would be skipped as
+     * missing and could appear unhidden later: make it now, as the
+     * listener does (0755). The template masks them as they were. */
+    for (size_t i = 0; i < p->n_hide; i++) {
+        if (!hide_dir[i])
+            continue;
+        /* Without following a link: a service may write below /run. */
+        char why[128];
+        int dfd = safepath_mkdir_p(p->hide[i], 0755, 0, 0, why, sizeof(why));
+        if (dfd >= 0)
+            close(dfd);
+        else
+            log_debug("unable to create %s: %s", p->hide[i], why);
+    }
     return 0;
 }
 
@@ -464,6 +499,7 @@ void contain_snapshot_take(void)
         tmpl.fd = fd;
         tmpl.key = tmpl.pending_key;
         tmpl.key_len = tmpl.pending_len;
+        memcpy(tmpl.hidden, tmpl.pending_hidden, sizeof(tmpl.hidden));
         tmpl.pending_key = NULL;
         log_debug("contain: later starts copy a namespace template");
     }

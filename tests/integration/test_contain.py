@@ -384,3 +384,28 @@ def test_exec_sessions_copy_the_namespace_template(hearth):
     # Each session in its own namespace: the third runs while the
     # template (the first's namespace) is still held by hearth.
     assert views[2][0] != views[0][0]
+
+
+def test_a_control_directory_made_anew_is_hidden_again(hearth, tmp_path):
+    """The template masks each control socket's directory as it was. A
+    directory removed and made anew since is another one: the next start
+    builds its namespace again, and the new directory is hidden too."""
+    from conftest import HEARTHCTL
+    extra = tmp_path / "extra"
+    cfg = hearth.config(services=[])
+    cfg["control"]["listen"].append(f"unix:{extra}/ctl.sock")
+    hearth.start(cfg)
+
+    def ls_extra():
+        r = subprocess.run([HEARTHCTL, "-c", "unix:" + hearth.sock, "exec", "--", "sh", "-c",
+                            f"ls -A {extra}"], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.split()
+
+    assert ls_extra() == [] and ls_extra() == []  # built, then copied
+    assert "contain: later starts copy a namespace template" in hearth.log_text()
+    os.rename(extra, tmp_path / "extra.old")
+    extra.mkdir()
+    (extra / "visible").write_text("x")
+    assert ls_extra() == []
+    assert ls_extra() == []
