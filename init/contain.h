@@ -45,7 +45,7 @@ struct contain_plan {
     size_t n_hide;
     char ro[CONTAIN_MAX_EXTRA][CONTAIN_PATH_MAX];
     size_t n_ro;
-    /* The namespace template (see contain_snapshot_offer): a mount
+    /* The namespace template (nstemplate.h): a mount
      * namespace already set up as this plan asks, which the child copies
      * instead of building its own (-1: none fits), and the socket a child
      * that builds sends its namespace back on (-1: not asked to). */
@@ -91,26 +91,10 @@ int contain_prepare(const struct service_config *c, const struct config *cfg,
                     const char *config_path, bool root, const char *leaf,
                     struct contain_plan *p, char *err, size_t errlen);
 
-/* The namespace template. Every contained start builds the same mount
- * namespace (the /dev, the masks, the read-only binds: about half a
- * millisecond of mount calls); hearth keeps one built by a child and each
- * later start of a plan with the same hides and read-only paths copies it
- * (setns, then unshare: two calls). The template is only taken from a
- * child that cannot change its own mounts (no CAP_SYS_ADMIN), and only
- * kept where hearth's later mounts propagate into it as they do into a
- * running service's namespace (hearth's / is shared). Parent side:
- *  - contain_snapshot_offer before the fork: asks this start's child to
- *    send its namespace back once built (when none fits and none is
- *    pending); returns whether it asked;
- *  - contain_snapshot_forked after it (the parent's copy of the child's
- *    end closed; forked false drops the request);
- *  - contain_snapshot_take once that child has exec'd or ended: the
- *    namespace it sent, if any, becomes the template. */
-bool contain_snapshot_offer(struct contain_plan *p);
-void contain_snapshot_forked(struct contain_plan *p, bool forked);
-void contain_snapshot_take(void);
-/* Whether a start would copy the template now (for status and tests). */
-bool contain_template_ready(void);
+/* Whether mounts hearth adds later reach the services' namespaces:
+ * hearth made its mounts shared (vm and container modes), or / is
+ * shared (supervisor mode; read once, when first asked). */
+bool contain_mounts_propagate(void);
 
 /* In the child, before identity changes: the namespaces and the mounts.
  * Returns 0, or -1 with errno and what it was doing in what ("unable to
