@@ -20,6 +20,7 @@
 #include "activity.h"
 #include "config.h"
 #include "contain.h"
+#include "nstemplate.h"
 #include "control.h"
 #include "hearth.h"
 #include "launch.h"
@@ -341,6 +342,8 @@ static void proc_free(struct proc *p)
         ev_io_stop(H.loop, &p->report_io);
         close(p->report_fd);
     }
+    if (p->ns_offer)
+        nstemplate_take();
     ev_timer_stop(H.loop, &p->timeout);
     ev_timer_stop(H.loop, &p->grace);
     ev_timer_stop(H.loop, &p->expire);
@@ -480,6 +483,11 @@ static void report_cb(struct ev_loop *loop, ev_io *w, int revents)
     ev_io_stop(H.loop, &p->report_io);
     close(p->report_fd);
     p->report_fd = -1;
+    if (p->ns_offer) {
+        /* Its child sent its namespace before exec, if it built one. */
+        p->ns_offer = false;
+        nstemplate_take();
+    }
     uint64_t ticket = p->start_ticket;
     p->start_ticket = 0;
     if (n == (ssize_t)sizeof(rep)) {
@@ -678,9 +686,14 @@ int exec_start(struct client *c, const struct exec_request *r, struct rpc_error 
     /* In the table before the fork: a child that fails before its exec
      * still reaches p from a global (what memcheck asks of it). */
     table[slot] = p;
+    p->ns_offer = nstemplate_offer(&plan.contain);
     pid_t pid = cgroup_fork_into(p->leaf[0] ? p->leaf : NULL, &placed);
-    if (pid < 0)
+    if (pid != 0)
+        nstemplate_forked(&plan.contain, pid > 0);
+    if (pid < 0) {
+        p->ns_offer = false;
         goto syserr;
+    }
     if (pid == 0) {
         close(fds[REP_R]);
         exec_child_run(p, r, &plan, fds[REP_W], fds[IN_R], fds[OUT_W], fds[ERR_W], slave, placed);

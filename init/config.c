@@ -270,13 +270,18 @@ static char *read_config_file(const char *path, size_t *lenp, char *err, size_t 
     }
     /* Refuse early when the size is known; /proc-like files report 0 and
      * are bounded by the read loop instead. */
+    memset(&st, 0, sizeof(st));
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > CONFIG_MAX_BYTES) {
         close(fd);
         snprintf(err, errlen, "%s: larger than %d bytes", path, CONFIG_MAX_BYTES);
         errno = EFBIG;
         return NULL;
     }
-    buf = malloc(CONFIG_MAX_BYTES + 1);
+    /* Sized from fstat (plus one byte to see EOF, or a file grown since),
+     * growing as needed up to the limit: a 1 MiB buffer for every config
+     * costs an mmap and an munmap at each boot. */
+    size_t cap = S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size + 2 : 16384;
+    buf = malloc(cap);
     if (!buf) {
         close(fd);
         snprintf(err, errlen, "%s: %s", path, strerror(ENOMEM));
@@ -285,7 +290,20 @@ static char *read_config_file(const char *path, size_t *lenp, char *err, size_t 
     }
     /* One byte past the limit tells "exactly 1 MiB" from "more". */
     while (len <= CONFIG_MAX_BYTES) {
-        ssize_t n = read(fd, buf + len, CONFIG_MAX_BYTES + 1 - len);
+        if (len + 1 >= cap) {
+            size_t ncap = cap * 2 > CONFIG_MAX_BYTES + 2 ? CONFIG_MAX_BYTES + 2 : cap * 2;
+            char *nb = realloc(buf, ncap);
+            if (!nb) {
+                free(buf);
+                close(fd);
+                snprintf(err, errlen, "%s: %s", path, strerror(ENOMEM));
+                errno = ENOMEM;
+                return NULL;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        ssize_t n = read(fd, buf + len, cap - 1 - len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {

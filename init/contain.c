@@ -18,6 +18,7 @@
 
 #include "log.h"
 #include "mountinfo.h"
+#include "nstemplate.h"
 #include "safepath.h"
 
 #ifndef CLONE_NEWCGROUP
@@ -51,6 +52,13 @@ const char *const contain_masked[] = {
     "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/proc/interrupts",
     "/sys/firmware", "/sys/devices/virtual/powercap", NULL,
 };
+/* Which of them are directories on the kernels hearth knows (the mask
+ * still fits itself to what it finds). */
+static bool masked_dir(const char *path)
+{
+    return strcmp(path, "/proc/acpi") == 0 || strcmp(path, "/proc/scsi") == 0 ||
+           strncmp(path, "/sys/", 5) == 0;
+}
 
 /* Read-only in a service's namespace. All of /sys (sysfs files are
  * guarded by their mode only: /sys/power/state, module parameters, and
@@ -137,6 +145,19 @@ static bool root_is_shared(void)
     return shared;
 }
 
+/* Whether mounts hearth adds later reach the services' namespaces (and
+ * the template): -1 not known yet. */
+static int propagates = -1;
+
+bool contain_mounts_propagate(void)
+{
+    /* Where hearth did not make its mounts shared itself (supervisor
+     * mode), / says; read once, when first asked. */
+    if (propagates < 0)
+        propagates = root_is_shared();
+    return propagates == 1;
+}
+
 void contain_host_setup(bool supervisor)
 {
     static bool done;
@@ -151,7 +172,8 @@ void contain_host_setup(bool supervisor)
         return;
     /* hearth owns this mount namespace (vm: the machine's; container:
      * the runtime made it for hearth): sharing it changes nothing outside. */
-    if (mount(NULL, "/", NULL, MS_REC | MS_SHARED, NULL) < 0)
+    propagates = mount(NULL, "/", NULL, MS_REC | MS_SHARED, NULL) == 0;
+    if (!propagates)
         log_warn("contain: unable to make hearth's mounts shared: %s; mounts hearth adds after "
                  "a service started will not reach that service's namespace", strerror(errno));
 }
@@ -216,7 +238,9 @@ void contain_host_report(bool supervisor)
     if (done)
         return;
     done = true;
-    if ((supervisor || getpid() != 1) && !root_is_shared())
+    if (supervisor || getpid() != 1)
+        propagates = root_is_shared();
+    if ((supervisor || getpid() != 1) && !propagates)
         log_warn("/ is not a shared mount here: mounts hearth adds after a service started "
                  "will not reach that service's namespace");
     /* The kernel checks migrations against the writer's cgroup namespace
@@ -267,9 +291,11 @@ int contain_prepare(const struct service_config *c, const struct config *cfg,
                     struct contain_plan *p, char *err, size_t errlen)
 {
     struct contain_policy pol;
+    bool hide_dir[CONTAIN_MAX_EXTRA] = {false};
 
     contain_policy_of(c, &pol);
     memset(p, 0, sizeof(*p));
+    p->ns_fd = p->snap_fd = -1;
     p->caps = contain_caps(&pol, root);
     p->ambient = !root && p->caps;
     p->isolate = pol.isolation && can_isolate();
@@ -296,18 +322,7 @@ int contain_prepare(const struct service_config *c, const struct config *cfg,
         size_t len = dir ? (size_t)(slash - path) : strlen(path);
         if (add_path(p->hide, &p->n_hide, path, len, err, errlen) < 0)
             return -1;
-        /* A directory the listener has not made yet would be skipped as
-         * missing and could appear unhidden later: make it now, as the
-         * listener does (0755). */
-        if (dir) {
-            /* Without following a link: a service may write below /run. */
-            char why[128];
-            int dfd = safepath_mkdir_p(p->hide[p->n_hide - 1], 0755, 0, 0, why, sizeof(why));
-            if (dfd >= 0)
-                close(dfd);
-            else
-                log_debug("unable to create %s: %s", p->hide[p->n_hide - 1], why);
-        }
+        hide_dir[p->n_hide - 1] = dir;
     }
     if (add_path(p->ro, &p->n_ro, "/etc/hearth", strlen("/etc/hearth"), err, errlen) < 0)
         return -1;
@@ -317,6 +332,22 @@ int contain_prepare(const struct service_config *c, const struct config *cfg,
     if (config_path && config_path[0] &&
         add_path(p->ro, &p->n_ro, config_path, strlen(config_path), err, errlen) < 0)
         return -1;
+    if ((p->ns_fd = nstemplate_for(p)) >= 0)
+        return 0;
+    /* A directory the listener has not made yet would be skipped as
+     * missing and could appear unhidden later: make it now, as the
+     * listener does (0755). The template masks them as they were. */
+    for (size_t i = 0; i < p->n_hide; i++) {
+        if (!hide_dir[i])
+            continue;
+        /* Without following a link: a service may write below /run. */
+        char why[128];
+        int dfd = safepath_mkdir_p(p->hide[i], 0755, 0, 0, why, sizeof(why));
+        if (dfd >= 0)
+            close(dfd);
+        else
+            log_debug("unable to create %s: %s", p->hide[i], why);
+    }
     return 0;
 }
 
@@ -380,10 +411,14 @@ static bool ro_each(const struct mountinfo_entry *e, void *ctx)
 static int make_readonly(const char *path, char *what, size_t len)
 {
     struct stat st;
-    if (stat(path, &st) < 0)
-        return errno == ENOENT ? 0 : fail(what, len, "inspect", path);
-    if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) < 0)
+    /* The bind first, as for the masks: a stat only explains a failure. */
+    if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) < 0) {
+        int e = errno;
+        if (stat(path, &st) < 0)
+            return errno == ENOENT ? 0 : fail(what, len, "inspect", path);
+        errno = e;
         return fail(what, len, "bind for read-only", path);
+    }
     struct hearth_mount_attr a = {.attr_set = HEARTH_MOUNT_ATTR_RDONLY};
     if (syscall(SYS_mount_setattr, AT_FDCWD, path, AT_RECURSIVE, &a, sizeof(a)) == 0)
         return 0;
@@ -399,20 +434,32 @@ static int make_readonly(const char *path, char *what, size_t len)
     return 0;
 }
 
-/* /dev/null over a file, an empty read-only tmpfs over a directory. */
-static int mask(const char *path, char *what, size_t len)
+static int mask_as(const char *path, bool dir)
+{
+    if (dir)
+        return mount("hearth-mask", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                     "size=4k,mode=0555");
+    return mount("/dev/null", path, NULL, MS_BIND, NULL);
+}
+
+/* /dev/null over a file, an empty read-only tmpfs over a directory. The
+ * mount is tried as the kind the path usually is; only when that fails
+ * does a stat say why (missing: nothing to mask) or what it is instead:
+ * each start of a contained service makes a dozen of these, and a stat
+ * of a /proc or /sys path before every one cost as much as the mounts. */
+static int mask(const char *path, bool dir, char *what, size_t len)
 {
     struct stat st;
+    if (mask_as(path, dir) == 0)
+        return 0;
+    int e = errno;
     if (stat(path, &st) < 0)
         return errno == ENOENT ? 0 : fail(what, len, "inspect", path);
-    if (S_ISDIR(st.st_mode)) {
-        if (mount("hearth-mask", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                  "size=4k,mode=0555") < 0)
-            return fail(what, len, "mask", path);
-    } else if (mount("/dev/null", path, NULL, MS_BIND, NULL) < 0) {
-        return fail(what, len, "mask", path);
-    }
-    return 0;
+    if (!S_ISDIR(st.st_mode) != !dir && mask_as(path, S_ISDIR(st.st_mode)) == 0)
+        return 0;
+    if (!S_ISDIR(st.st_mode) == !dir)
+        errno = e;
+    return fail(what, len, "mask", path);
 }
 
 /* The device nodes a service gets: what programs expect to find (ptmx is
@@ -450,61 +497,65 @@ static int bind_fd(int fd, const char *path, unsigned long flags)
     return mount(src, path, NULL, MS_BIND | flags, NULL);
 }
 
-/* One node of the service's /dev: made with mknod, or, where that is
- * refused (hearth in a user namespace, as in a rootless container), the
- * image's node bound onto an empty file. ptmx is then a link into pts:
- * the kernel finds the pts instance beside the ptmx that was opened, and
- * a bound node's "beside" is the image's /dev. */
-static int dev_node(size_t i, int orig, char *what, size_t len)
+/* One node of the service's /dev: made with mknod (the umask is 0 here,
+ * so it gets 0666 as it is), or, where that is refused (hearth in a user
+ * namespace, as in a rootless container), the image's node bound onto an
+ * empty file. ptmx is then a link into pts: the kernel finds the pts
+ * instance beside the ptmx that was opened, and a bound node's "beside"
+ * is the image's /dev. old is the image's /dev, under the new tmpfs. */
+static int dev_node(size_t i, int old, char *what, size_t len)
 {
     char path[64];
     snprintf(path, sizeof(path), "/dev/%s", dev_nodes[i].name);
-    if (mknod(path, S_IFCHR | 0666, makedev(dev_nodes[i].maj, dev_nodes[i].min)) == 0) {
-        if (chmod(path, 0666) < 0) /* the mode without the umask */
-            return fail(what, len, "create", path);
+    if (mknod(path, S_IFCHR | 0666, makedev(dev_nodes[i].maj, dev_nodes[i].min)) == 0)
         return 0;
-    }
     if (errno != EPERM)
         return fail(what, len, "create", path);
+    int orig = old < 0 ? -1 : openat(old, dev_nodes[i].name, O_PATH | O_CLOEXEC);
     /* Nodes cannot be made here (a user namespace) and the image has none
      * to bind: the service goes without that one. */
     if (orig < 0)
         return 0;
-    if (strcmp(dev_nodes[i].name, "ptmx") == 0)
-        return symlink("pts/ptmx", path) < 0 ? fail(what, len, "create", path) : 0;
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0)
-        return fail(what, len, "create", path);
-    close(fd);
-    return bind_fd(orig, path, 0) < 0 ? fail(what, len, "bind into the service's /dev", path) : 0;
+    int rc = 0;
+    if (strcmp(dev_nodes[i].name, "ptmx") == 0) {
+        rc = symlink("pts/ptmx", path) < 0 ? fail(what, len, "create", path) : 0;
+    } else {
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0)
+            rc = fail(what, len, "create", path);
+        else {
+            close(fd);
+            if (bind_fd(orig, path, 0) < 0)
+                rc = fail(what, len, "bind into the service's /dev", path);
+        }
+    }
+    int e = errno;
+    close(orig);
+    errno = e;
+    return rc;
 }
 
 /* A /dev of its own: a small tmpfs with the nodes above, the shared
  * directories bound in, then read-only. What it takes from the image's
- * /dev is opened first: the tmpfs hides the originals. */
+ * /dev is reached through one descriptor of it opened first (the tmpfs
+ * hides the path, not the directory the descriptor holds), and only
+ * what is used is opened: a start makes no more calls than it needs. */
 static int own_dev(char *what, size_t len)
 {
-    int nodes[N_DEV_NODES], shared[N_DEV_SHARED];
     char path[64];
-    struct stat st;
     int rc = -1;
 
-    if (stat("/dev", &st) < 0 || !S_ISDIR(st.st_mode))
+    int old = openat(AT_FDCWD, "/dev", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (old < 0)
         return 0; /* no /dev to replace */
-    for (size_t i = 0; i < N_DEV_NODES; i++) {
-        snprintf(path, sizeof(path), "/dev/%s", dev_nodes[i].name);
-        nodes[i] = open(path, O_PATH | O_CLOEXEC);
-    }
-    for (size_t i = 0; i < N_DEV_SHARED; i++) {
-        snprintf(path, sizeof(path), "/dev/%s", dev_shared[i]);
-        shared[i] = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    }
     if (mount("hearth-dev", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") < 0) {
         fail(what, len, "mount a tmpfs on", "/dev");
-        goto out;
+        close(old);
+        return -1;
     }
+    mode_t um = umask(0);
     for (size_t i = 0; i < N_DEV_NODES; i++)
-        if (dev_node(i, nodes[i], what, len) < 0)
+        if (dev_node(i, old, what, len) < 0)
             goto out;
     for (size_t i = 0; i < sizeof(dev_links) / sizeof(dev_links[0]); i++) {
         snprintf(path, sizeof(path), "/dev/%s", dev_links[i].name);
@@ -514,10 +565,15 @@ static int own_dev(char *what, size_t len)
         }
     }
     for (size_t i = 0; i < N_DEV_SHARED; i++) {
-        if (shared[i] < 0)
+        int fd = openat(old, dev_shared[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
             continue; /* not in the image's /dev */
         snprintf(path, sizeof(path), "/dev/%s", dev_shared[i]);
-        if (mkdir(path, 0755) < 0 || bind_fd(shared[i], path, MS_REC) < 0) {
+        int bad = mkdir(path, 0755) < 0 || bind_fd(fd, path, MS_REC) < 0;
+        int e = errno;
+        close(fd);
+        if (bad) {
+            errno = e;
             fail(what, len, "bind into the service's /dev", path);
             goto out;
         }
@@ -530,12 +586,8 @@ static int own_dev(char *what, size_t len)
     rc = 0;
 out:;
     int e = errno;
-    for (size_t i = 0; i < N_DEV_NODES; i++)
-        if (nodes[i] >= 0)
-            close(nodes[i]);
-    for (size_t i = 0; i < N_DEV_SHARED; i++)
-        if (shared[i] >= 0)
-            close(shared[i]);
+    umask(um);
+    close(old);
     errno = e;
     return rc;
 }
@@ -544,27 +596,34 @@ int contain_enter(const struct contain_plan *p, char *what, size_t len)
 {
     if (!p->isolate)
         return 0;
-    if (unshare(CLONE_NEWNS) < 0)
-        return fail(what, len, "create", "a mount namespace");
-    /* A slave of hearth's namespace: what hearth mounts later (host
-     * mounts from sandbox.init, remounts after a resume) comes in, and
-     * nothing done here goes back. */
-    if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
-        return fail(what, len, "make slave", "/");
-    if (own_dev(what, len) < 0)
+    int copied = p->ns_fd >= 0 ? nstemplate_copy(p->ns_fd, what, len) : 0;
+    if (copied < 0)
         return -1;
-    for (size_t i = 0; i < p->n_hide; i++)
-        if (mask(p->hide[i], what, len) < 0)
+    if (!copied) {
+        if (unshare(CLONE_NEWNS) < 0)
+            return fail(what, len, "create", "a mount namespace");
+        /* A slave of hearth's namespace: what hearth mounts later (host
+         * mounts from sandbox.init, remounts after a resume) comes in,
+         * and nothing done here goes back. */
+        if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+            return fail(what, len, "make slave", "/");
+        if (own_dev(what, len) < 0)
             return -1;
-    for (const char *const *m = contain_masked; *m; m++)
-        if (mask(*m, what, len) < 0)
-            return -1;
-    for (const char *const *r = contain_readonly; *r; r++)
-        if (make_readonly(*r, what, len) < 0)
-            return -1;
-    for (size_t i = 0; i < p->n_ro; i++)
-        if (make_readonly(p->ro[i], what, len) < 0)
-            return -1;
+        for (size_t i = 0; i < p->n_hide; i++)
+            if (mask(p->hide[i], true, what, len) < 0)
+                return -1;
+        for (const char *const *m = contain_masked; *m; m++)
+            if (mask(*m, masked_dir(*m), what, len) < 0)
+                return -1;
+        for (const char *const *r = contain_readonly; *r; r++)
+            if (make_readonly(*r, what, len) < 0)
+                return -1;
+        for (size_t i = 0; i < p->n_ro; i++)
+            if (make_readonly(p->ro[i], what, len) < 0)
+                return -1;
+        if (p->snap_fd >= 0)
+            nstemplate_send(p->snap_fd);
+    }
     /* The child already lives in its leaf: the namespace is rooted
      * there, so it cannot move itself or anything else out of it. */
     if (p->cgroupns && unshare(CLONE_NEWCGROUP) < 0)

@@ -45,6 +45,12 @@ struct contain_plan {
     size_t n_hide;
     char ro[CONTAIN_MAX_EXTRA][CONTAIN_PATH_MAX];
     size_t n_ro;
+    /* The namespace template (nstemplate.h): a mount
+     * namespace already set up as this plan asks, which the child copies
+     * instead of building its own (-1: none fits), and the socket a child
+     * that builds sends its namespace back on (-1: not asked to). */
+    int ns_fd;
+    int snap_fd;
 };
 
 /* caps_keep, caps_drop, isolation and seccomp of a service, as typed when
@@ -84,6 +90,11 @@ void contain_readonly_dir(const char *path);
 int contain_prepare(const struct service_config *c, const struct config *cfg,
                     const char *config_path, bool root, const char *leaf,
                     struct contain_plan *p, char *err, size_t errlen);
+
+/* Whether mounts hearth adds later reach the services' namespaces:
+ * hearth made its mounts shared (vm and container modes), or / is
+ * shared (supervisor mode; read once, when first asked). */
+bool contain_mounts_propagate(void);
 
 /* In the child, before identity changes: the namespaces and the mounts.
  * Returns 0, or -1 with errno and what it was doing in what ("unable to

@@ -13,6 +13,7 @@
 
 #include "cgroup.h"
 #include "contain.h"
+#include "nstemplate.h"
 #include "hearth.h"
 #include "launch.h"
 #include "log.h"
@@ -53,6 +54,12 @@ void svc_exec_cb(struct ev_loop *loop, ev_io *w, int revents)
     if (n < 0 && errno == EAGAIN)
         return;
     svc_close_exec_pipe(s);
+    if (s->ns_offer) {
+        /* Whatever the outcome: a child that built its namespace sent it
+         * before exec (or before failing after that). */
+        s->ns_offer = false;
+        nstemplate_take();
+    }
     if (n == (ssize_t)sizeof(report)) {
         report.what[sizeof(report.what) - 1] = 0;
         if (report.stage == LAUNCH_STEP_SETUP)
@@ -248,8 +255,11 @@ int svc_spawn(struct service *s)
             po[i] = pe[i] = -1;
         }
     }
+    bool offered = nstemplate_offer(&plan.contain);
     bool placed;
     pid = cgroup_fork_into(leaf, &placed);
+    if (pid != 0)
+        nstemplate_forked(&plan.contain, pid > 0);
     if (pid < 0) {
         snprintf(s->error, sizeof(s->error), "unable to fork: %s", strerror(errno));
         close(p[0]);
@@ -285,6 +295,7 @@ int svc_spawn(struct service *s)
     s->has_exit = false;
     s->killed = false;
     s->exec_fd = p[0];
+    s->ns_offer = offered;
     ev_io_init(&s->exec_io, svc_exec_cb, p[0], EV_READ);
     s->exec_io.data = s;
     ev_io_start(H.loop, &s->exec_io);

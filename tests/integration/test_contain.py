@@ -224,6 +224,76 @@ def test_mounts_hearth_adds_later_reach_a_running_service(hearth, tmp_path):
     assert not (src / "w").exists()
 
 
+def _view(path):
+    """A service's view of its namespace, written by VIEW: its namespace
+    id, then its mount points and its /dev, one per line."""
+    ns, *rest = path.read_text().split("\n--\n")
+    return ns.strip(), rest[0].split(), rest[1].split()
+
+
+VIEW = ("{{ readlink /proc/self/ns/mnt; echo --; awk '{{print $5}}' /proc/self/mountinfo | sort; "
+        "echo --; ls /dev; }} > {out}.tmp && mv {out}.tmp {out}")
+
+
+def test_later_starts_copy_the_namespace_template(hearth, tmp_path):
+    """The first contained start builds its namespace and hands it to
+    hearth; starts after it copy that template instead of building one.
+    Each copy is a namespace of its own with the same mounts, masks and
+    /dev; a privileged service (one that keeps CAP_SYS_ADMIN and could
+    change its own mounts) is never made the template, so what it mounts
+    reaches no other service; and a mount hearth adds after the template
+    was taken is in the copies made after it."""
+    leak, added, src = tmp_path / "leak", tmp_path / "added", tmp_path / "src"
+    for d in (leak, added, src):
+        d.mkdir()
+    (src / "marker").write_text("x")
+    views = {n: tmp_path / f"{n}.view" for n in ("priv", "first", "second", "third")}
+    mounted = tmp_path / "mounted"
+    hold = "exec sleep 1000"
+    cfg = hearth.config(services=[
+        # First to start: it could be the template, and must not be.
+        # Ready once its mount is made: the starts after it come later.
+        {"name": "priv", "caps_keep": ["SYS_ADMIN"], "seccomp": "off",
+         "ready": {"file": str(mounted)},
+         "argv": ["sh", "-c", f"mount -t tmpfs leak {leak} && touch {mounted}; "
+                  + VIEW.format(out=views["priv"]) + f"; {hold}"]},
+        {"name": "first", "after": ["priv"],
+         "argv": ["sh", "-c", VIEW.format(out=views["first"]) + f"; {hold}"]},
+        {"name": "second", "after": ["first"],
+         "argv": ["sh", "-c", VIEW.format(out=views["second"]) + f"; {hold}"]},
+    ])
+    go = tmp_path / "go"
+    # Started again and again until the mount below is made: its start
+    # after that copies the template.
+    cfg["services"].append(
+        {"name": "third", "after": ["second"], "backoff": {"initial_ms": 20, "max_ms": 20},
+         "argv": ["sh", "-c", f"[ -e {go} ] || exit 1; cat {added}/marker > {views['third']}.m; "
+                  + VIEW.format(out=views["third"]) + f"; {hold}"]})
+    hearth.start(cfg)
+    for n in ("priv", "first", "second"):
+        hearth.wait_for(lambda: views[n].exists(), what=f"{n}'s view")
+    log = hearth.log_text()
+    assert "contain: later starts copy a namespace template" in log, log
+    priv, first, second = (_view(views[n]) for n in ("priv", "first", "second"))
+    # The privileged service's own mount stays its own.
+    assert str(leak) in priv[1]
+    assert str(leak) not in first[1] and str(leak) not in second[1]
+    # The copy has what a built namespace has, in a namespace of its own.
+    assert second[0] != first[0] and second[0] != priv[0] and first[0] != priv[0]
+    assert second[1] == first[1] and second[2] == first[2]
+    assert "null" in second[2] and "kmsg" not in second[2]
+    assert hearth.sockdir in second[1]  # the control socket's directory, masked
+    # A mount hearth adds now reaches starts made from the template.
+    r = _nsenter(hearth, "mount", "--bind", str(src), str(added), ns="-m")
+    assert r.returncode == 0, r.stderr
+    go.write_text("")
+    hearth.wait_for(lambda: views["third"].exists(), what="third's view")
+    third = _view(views["third"])
+    assert str(added) in third[1] and str(leak) not in third[1]
+    assert (tmp_path / "third.view.m").read_text() == "x"
+    assert third[0] not in (first[0], second[0], priv[0])
+
+
 def test_own_dev_serves_a_non_root_service(hearth):
     script = ("echo x > /dev/null && head -c 4 /dev/urandom | od -An -tx1 > /dev/null && "
               "/usr/bin/python3 -c 'import os; os.openpty()' && echo ok; "
@@ -291,3 +361,51 @@ def test_contained_inside_a_user_namespace(tmp_path):
     assert "null-ok" in lines and "pty-ok" in lines
     assert f"CapEff:\t{DEFAULT_CAPS:016x}" in lines and "Seccomp:\t2" in lines
     assert "0" in lines and "sysctl-refused" in lines, lines
+
+
+def test_exec_sessions_copy_the_namespace_template(hearth):
+    """exec.start contains its command as a service's: the first session
+    builds the namespace and hands it over, the next ones copy it; each
+    is a namespace of its own with the same mounts and /dev."""
+    from conftest import HEARTHCTL
+    hearth.start(hearth.config(services=[]))
+    script = ("readlink /proc/self/ns/mnt; echo --; awk '{print $5}' /proc/self/mountinfo | sort; "
+              "echo --; ls /dev")
+    views = []
+    for _ in range(3):
+        r = subprocess.run([HEARTHCTL, "-c", "unix:" + hearth.sock, "exec", "--", "sh", "-c",
+                            script], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        ns, mounts, dev = r.stdout.split("\n--\n")
+        views.append((ns.strip(), mounts.split(), dev.split()))
+    assert "contain: later starts copy a namespace template" in hearth.log_text()
+    assert views[1][1:] == views[0][1:] and views[2][1:] == views[0][1:]
+    assert hearth.sockdir in views[2][1] and "kmsg" not in views[2][2]
+    # Each session in its own namespace: the third runs while the
+    # template (the first's namespace) is still held by hearth.
+    assert views[2][0] != views[0][0]
+
+
+def test_a_control_directory_made_anew_is_hidden_again(hearth, tmp_path):
+    """The template masks each control socket's directory as it was. A
+    directory removed and made anew since is another one: the next start
+    builds its namespace again, and the new directory is hidden too."""
+    from conftest import HEARTHCTL
+    extra = tmp_path / "extra"
+    cfg = hearth.config(services=[])
+    cfg["control"]["listen"].append(f"unix:{extra}/ctl.sock")
+    hearth.start(cfg)
+
+    def ls_extra():
+        r = subprocess.run([HEARTHCTL, "-c", "unix:" + hearth.sock, "exec", "--", "sh", "-c",
+                            f"ls -A {extra}"], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.split()
+
+    assert ls_extra() == [] and ls_extra() == []  # built, then copied
+    assert "contain: later starts copy a namespace template" in hearth.log_text()
+    os.rename(extra, tmp_path / "extra.old")
+    extra.mkdir()
+    (extra / "visible").write_text("x")
+    assert ls_extra() == []
+    assert ls_extra() == []

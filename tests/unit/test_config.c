@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cJSON.h>
@@ -926,6 +927,58 @@ static char *write_temp(const char *content, size_t len)
     }
     close(fd);
     return path;
+}
+
+/* A config read from a pipe (no size known beforehand): the buffer grows
+ * as it reads, to the same limit as a file's. */
+static struct config *load_from_pipe(const char *doc, size_t len, char *err, size_t errlen)
+{
+    int p[2];
+    char path[64];
+    if (pipe(p) < 0)
+        return NULL;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        while (len) {
+            ssize_t w = write(p[1], doc, len);
+            if (w <= 0)
+                _exit(1);
+            doc += w;
+            len -= (size_t)w;
+        }
+        _exit(0);
+    }
+    close(p[1]);
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", p[0]);
+    struct config *cfg = config_load(path, err, errlen);
+    close(p[0]);
+    waitpid(pid, NULL, 0);
+    return cfg;
+}
+
+TEST(config_load_from_a_pipe_grows_to_the_limit)
+{
+    char err[CONFIG_ERR_MAX];
+    char *big = malloc(CONFIG_MAX_BYTES + 1);
+    memset(big, ' ', CONFIG_MAX_BYTES + 1);
+    big[0] = '{';
+    /* 40 KiB: more than the first buffer, read whole. */
+    big[40000] = '}';
+    struct config *cfg = load_from_pipe(big, 40001, err, sizeof(err));
+    CHECK(cfg != NULL);
+    config_free(cfg);
+    big[40000] = ' ';
+    big[CONFIG_MAX_BYTES - 1] = '}';
+    cfg = load_from_pipe(big, CONFIG_MAX_BYTES, err, sizeof(err));
+    CHECK(cfg != NULL);
+    config_free(cfg);
+    errno = 0;
+    cfg = load_from_pipe(big, CONFIG_MAX_BYTES + 1, err, sizeof(err));
+    CHECK(cfg == NULL);
+    CHECK_EQ_INT(errno, EFBIG);
+    CHECK_CONTAINS(err, ": larger than 1048576 bytes");
+    free(big);
 }
 
 TEST(config_load_files)

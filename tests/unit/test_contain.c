@@ -4,7 +4,9 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,6 +19,7 @@
 
 #include "config.h"
 #include "contain.h"
+#include "nstemplate.h"
 #include "seccomp.h"
 
 #define BIT(n) (UINT64_C(1) << (n))
@@ -345,5 +348,64 @@ TEST(contain_prepare_plan)
     CHECK(rmdir(sockdir) == 0);
     snprintf(sockdir, sizeof(sockdir), "%s/run", dir);
     rmdir(sockdir);
+    rmdir(dir);
+}
+
+/* The namespace template's bookkeeping, with this process standing in for
+ * the child: a plan whose child was asked sends its namespace, and the
+ * template then fits plans with the same hidden and read-only paths only,
+ * and not once a hidden directory was made anew. Whether it is kept at all
+ * follows whether mounts propagate here (/ shared or not). */
+TEST(nstemplate_fits_same_plans_only)
+{
+    char dir[] = "/tmp/hearth-nstmpl-XXXXXX", hidden[64], moved[64];
+    struct contain_plan p, q;
+
+    if (!mkdtemp(dir)) {
+        CHECK(!"mkdtemp");
+        return;
+    }
+    snprintf(hidden, sizeof(hidden), "%s/ctl", dir);
+    snprintf(moved, sizeof(moved), "%s/old", dir);
+    CHECK_EQ_INT(mkdir(hidden, 0755), 0);
+    memset(&p, 0, sizeof(p));
+    p.ns_fd = p.snap_fd = -1;
+    p.isolate = true;
+    p.n_hide = 1;
+    snprintf(p.hide[0], sizeof(p.hide[0]), "%s", hidden);
+    p.n_ro = 1;
+    snprintf(p.ro[0], sizeof(p.ro[0]), "/etc/hearth");
+    q = p;
+    CHECK_EQ_INT(nstemplate_for(&p), -1);
+    /* A plan that keeps CAP_SYS_ADMIN is never asked. */
+    q.caps = BIT(CAP_SYS_ADMIN);
+    CHECK(!nstemplate_offer(&q));
+    CHECK(nstemplate_offer(&p));
+    CHECK(p.snap_fd >= 0);
+    /* Only one request at a time. */
+    q.caps = 0;
+    CHECK(!nstemplate_offer(&q));
+    int child_end = dup(p.snap_fd);
+    nstemplate_forked(&p, true);
+    CHECK_EQ_INT(p.snap_fd, -1);
+    nstemplate_send(child_end);
+    close(child_end);
+    nstemplate_take();
+    int fd = nstemplate_for(&p);
+    if (contain_mounts_propagate()) {
+        CHECK(fd >= 0);
+        /* The same paths fit; another read-only path does not. */
+        CHECK_EQ_INT(nstemplate_for(&q), fd);
+        snprintf(q.ro[0], sizeof(q.ro[0]), "/etc/other");
+        CHECK_EQ_INT(nstemplate_for(&q), -1);
+        /* The hidden directory made anew is another one. */
+        CHECK_EQ_INT(rename(hidden, moved), 0);
+        CHECK_EQ_INT(mkdir(hidden, 0755), 0);
+        CHECK_EQ_INT(nstemplate_for(&p), -1);
+        rmdir(moved);
+    } else {
+        CHECK_EQ_INT(fd, -1);
+    }
+    rmdir(hidden);
     rmdir(dir);
 }
