@@ -387,7 +387,6 @@ static void finish_check(struct proc *p)
         if (p->out[i].open || (p->client && p->out[i].sent < p->out[i].end))
             return;
     p->finished = true;
-    sessions_changed();
     ev_timer_stop(H.loop, &p->grace);
     ev_timer_stop(H.loop, &p->timeout);
     if (p->in_fd >= 0) {
@@ -404,6 +403,8 @@ static void finish_check(struct proc *p)
     }
     send_exit(p);
     complete_waiters(p);
+    /* After the host has its answer: an activity sample may follow. */
+    sessions_changed();
     if (p->leaf[0])
         cgroup_service_remove(p->leaf);
     ev_timer_set(&p->expire, EXEC_KEEP_MS / 1000., 0.);

@@ -127,11 +127,14 @@ static void on_signal(struct ev_loop *loop, ev_io *w, int revents)
             log_error("unable to read signals: %s", strerror(errno));
         return;
     }
+    bool reaped = false;
     for (ssize_t i = 0; i < n / (ssize_t)sizeof(si[0]); i++) {
         int sig = (int)si[i].ssi_signo;
         switch (sig) {
         case SIGCHLD:
-            reaper_reap();
+            if (!reaped)
+                reaper_reap(); /* drains every exit so far: once a batch */
+            reaped = true;
             break;
         case SIGIO:
             control_serial_kick();
@@ -154,8 +157,10 @@ static void on_signal(struct ev_loop *loop, ev_io *w, int revents)
             break;
         }
     }
-    /* Signals coalesce: a SIGCHLD may stand for exits not yet seen. */
-    reaper_reap();
+    /* Signals coalesce: a SIGCHLD may stand for exits not yet seen, and
+     * one read after a batch without it costs a call on a rare signal. */
+    if (!reaped)
+        reaper_reap();
 }
 
 static int setup_signals(void)

@@ -54,20 +54,25 @@ struct iface {
     char error[200];
 };
 
+/* The counts and small fields apart from the arrays: an idle hearth with
+ * no network section writes the former at boot, and each would dirty a
+ * page of its own if it sat after an array of several kilobytes. */
 static struct {
-    struct iface ifs[MAX_IFACES];
     size_t n;
-    struct net_route_cfg routes[MAX_ROUTES];
     size_t n_routes, n_gw_routes;   /* the first n_gw_routes come from gateways */
-    struct net_neigh_cfg neighs[NETWORK_MAX_NEIGHS];
     size_t n_neighs;
-    char dns[MAX_DNS][64];
     size_t n_dns;
     char resolv[256];
     char resolv_error[200];
     ev_timer timer;             /* the next deadline, or the fallback poll */
     ev_io link_io;              /* RTMGRP_LINK: a link appeared or changed */
 } N;
+static struct {
+    struct iface ifs[MAX_IFACES];
+    struct net_route_cfg routes[MAX_ROUTES];
+    struct net_neigh_cfg neighs[NETWORK_MAX_NEIGHS];
+    char dns[MAX_DNS][64];
+} NA;
 /* Outside N: an initialised N would put all of it in the binary's data. */
 static int link_fd = -1;
 /* The kernel's view, read afresh by each pass (one dump of each kind). */
@@ -97,14 +102,14 @@ static void load(const struct network_cfg *net)
     if (net->n_ifs + net->n_dropped > MAX_IFACES)
         log_error("network: more than %d interfaces; the rest are ignored", MAX_IFACES);
     for (size_t i = 0; i < n_ifs && N.n < MAX_IFACES; i++) {
-        struct iface *f = &N.ifs[N.n++];
+        struct iface *f = &NA.ifs[N.n++];
         memset(f, 0, sizeof(*f));
         f->c = net->ifs[i];
         f->deadline = now + f->c.timeout_ms;
         f->state = IF_WAITING;
         f->mac_only = f->c.has_mac;
         if (f->c.has_gw) {
-            struct net_route_cfg *r = &N.routes[N.n_routes++];
+            struct net_route_cfg *r = &NA.routes[N.n_routes++];
             memset(r, 0, sizeof(*r));
             r->fam = f->c.gw_fam;
             r->has_via = true;
@@ -116,13 +121,13 @@ static void load(const struct network_cfg *net)
     }
     N.n_gw_routes = N.n_routes;
     for (size_t i = 0; i < net->n_routes && N.n_routes < MAX_ROUTES; i++)
-        N.routes[N.n_routes++] = net->routes[i];
+        NA.routes[N.n_routes++] = net->routes[i];
     for (size_t i = 0; i < net->n_neighs && N.n_neighs < NETWORK_MAX_NEIGHS; i++)
-        N.neighs[N.n_neighs++] = net->neighs[i];
+        NA.neighs[N.n_neighs++] = net->neighs[i];
     if (net->n_dns > MAX_DNS)
         log_error("network: more than %d name servers; the rest are ignored", MAX_DNS);
     for (size_t i = 0; i < net->n_dns && N.n_dns < MAX_DNS; i++)
-        snprintf(N.dns[N.n_dns++], sizeof(N.dns[0]), "%s", net->dns[i]);
+        snprintf(NA.dns[N.n_dns++], sizeof(NA.dns[0]), "%s", net->dns[i]);
 }
 
 static void route_form(const struct net_route_cfg *c, int oif, struct nr_route *r)
@@ -261,7 +266,7 @@ static enum sync_rc sync_iface(int fd, struct iface *f, struct pass *p)
         repaired(p, f, "address %s was missing; added", f->c.addr_s);
     }
     for (size_t i = 0; i < N.n_routes; i++) {
-        const struct net_route_cfg *c = &N.routes[i];
+        const struct net_route_cfg *c = &NA.routes[i];
         struct nr_route r;
         char text[140];
         if (strcmp(c->dev, f->c.name) != 0)
@@ -277,7 +282,7 @@ static enum sync_rc sync_iface(int fd, struct iface *f, struct pass *p)
         repaired(p, f, "route %s was missing; added", text);
     }
     for (size_t i = 0; i < N.n_neighs; i++) {
-        const struct net_neigh_cfg *c = &N.neighs[i];
+        const struct net_neigh_cfg *c = &NA.neighs[i];
         if (strcmp(c->dev, f->c.name) != 0 || nr_has_neigh(&snap, l->index, c->fam, c->ip, c->mac))
             continue;
         if (nr_neigh_set(fd, true, l->index, c->fam, c->ip, c->mac, why, sizeof(why)) < 0) {
@@ -334,11 +339,11 @@ static void settle(void)
     bool waiting = false, ok = true;
     int64_t first = INT64_MAX;
     for (size_t i = 0; i < N.n; i++) {
-        if (N.ifs[i].state == IF_WAITING) {
+        if (NA.ifs[i].state == IF_WAITING) {
             waiting = true;
-            if (N.ifs[i].deadline < first)
-                first = N.ifs[i].deadline;
-        } else if (N.ifs[i].state == IF_FAILED && N.ifs[i].c.required) {
+            if (NA.ifs[i].deadline < first)
+                first = NA.ifs[i].deadline;
+        } else if (NA.ifs[i].state == IF_FAILED && NA.ifs[i].c.required) {
             ok = false;
         }
     }
@@ -366,7 +371,7 @@ static void attempt_all(void)
     int64_t now = mono_ms();
     int fd = snapshot(why, sizeof(why));
     for (size_t i = 0; i < N.n; i++) {
-        struct iface *f = &N.ifs[i];
+        struct iface *f = &NA.ifs[i];
         if (f->state != IF_WAITING)
             continue;
         enum sync_rc rc = SYNC_FAILED;
@@ -456,7 +461,7 @@ static void link_watch_open(void)
  * without it. */
 static int write_resolv(void)
 {
-    if (resolvconf_write(N.resolv, N.dns, N.n_dns, N.resolv_error, sizeof(N.resolv_error)) < 0) {
+    if (resolvconf_write(N.resolv, NA.dns, N.n_dns, N.resolv_error, sizeof(N.resolv_error)) < 0) {
         log_error("network: %s", N.resolv_error);
         return -1;
     }
@@ -534,9 +539,9 @@ static bool new_has_neigh(const struct network_cfg *net, const struct net_neigh_
 static int old_index(const char *name)
 {
     for (size_t i = 0; i < N.n; i++)
-        if (strcmp(N.ifs[i].c.name, name) == 0 && N.ifs[i].ifindex &&
-            nr_link_by_index(&snap, N.ifs[i].ifindex))
-            return N.ifs[i].ifindex;
+        if (strcmp(NA.ifs[i].c.name, name) == 0 && NA.ifs[i].ifindex &&
+            nr_link_by_index(&snap, NA.ifs[i].ifindex))
+            return NA.ifs[i].ifindex;
     return 0;
 }
 
@@ -578,7 +583,7 @@ void network_replace(const struct network_cfg *net, cJSON *report)
          * the reverse order of setting it: an address taken away first
          * would take the routes through it along unreported. */
         for (size_t i = 0; i < N.n_neighs; i++) {
-            const struct net_neigh_cfg *c = &N.neighs[i];
+            const struct net_neigh_cfg *c = &NA.neighs[i];
             int idx = old_index(c->dev);
             if (!idx || new_has_neigh(net, c))
                 continue;
@@ -586,7 +591,7 @@ void network_replace(const struct network_cfg *net, cJSON *report)
             removed(arr, c->dev, "neighbour", c->ip_s, rc, why);
         }
         for (size_t i = 0; i < N.n_routes; i++) {
-            const struct net_route_cfg *c = &N.routes[i];
+            const struct net_route_cfg *c = &NA.routes[i];
             int idx = old_index(c->dev);
             if (!idx || new_has_route(net, c))
                 continue;
@@ -596,7 +601,7 @@ void network_replace(const struct network_cfg *net, cJSON *report)
             removed(arr, c->dev, "route", text, nr_route_set(fd, false, &r, why, sizeof(why)), why);
         }
         for (size_t i = 0; i < N.n; i++) {
-            const struct iface *f = &N.ifs[i];
+            const struct iface *f = &NA.ifs[i];
             int idx = old_index(f->c.name);
             if (!f->c.has_addr || !idx || new_has_addr(net, f, idx))
                 continue;
@@ -632,7 +637,7 @@ int network_verify(cJSON *report, char *detail, size_t dl)
     }
     int64_t now = mono_ms();
     for (size_t i = 0; i < N.n; i++) {
-        struct iface *f = &N.ifs[i];
+        struct iface *f = &NA.ifs[i];
         p.entry = cJSON_CreateObject();
         p.repairs = NULL;
         if (p.entry)
@@ -673,7 +678,7 @@ int network_verify(cJSON *report, char *detail, size_t dl)
         close(fd);
     if (N.n_dns) {
         const char *r = "ok";
-        if (!resolvconf_matches(N.resolv, N.dns, N.n_dns)) {
+        if (!resolvconf_matches(N.resolv, NA.dns, N.n_dns)) {
             r = write_resolv() == 0 ? "rewritten" : "failed";
             if (*r == 'f') {
                 failed++;
@@ -702,7 +707,7 @@ cJSON *network_json(void)
         return NULL;
     }
     for (size_t i = 0; i < N.n; i++) {
-        const struct iface *f = &N.ifs[i];
+        const struct iface *f = &NA.ifs[i];
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "name", f->c.name);
         if (f->c.has_mac) {
@@ -726,7 +731,7 @@ cJSON *network_json(void)
     if (N.n_routes > N.n_gw_routes) {
         cJSON *ra = cJSON_AddArrayToObject(o, "routes");
         for (size_t i = N.n_gw_routes; ra && i < N.n_routes; i++) {
-            const struct net_route_cfg *r = &N.routes[i];
+            const struct net_route_cfg *r = &NA.routes[i];
             cJSON *j = cJSON_CreateObject();
             cJSON_AddStringToObject(j, "to", r->to_s);
             if (r->has_via)
@@ -744,16 +749,16 @@ cJSON *network_json(void)
         for (size_t i = 0; na && i < N.n_neighs; i++) {
             char m[24];
             cJSON *j = cJSON_CreateObject();
-            mac_text(N.neighs[i].mac, m);
-            cJSON_AddStringToObject(j, "ip", N.neighs[i].ip_s);
+            mac_text(NA.neighs[i].mac, m);
+            cJSON_AddStringToObject(j, "ip", NA.neighs[i].ip_s);
             cJSON_AddStringToObject(j, "mac", m);
-            cJSON_AddStringToObject(j, "dev", N.neighs[i].dev);
+            cJSON_AddStringToObject(j, "dev", NA.neighs[i].dev);
             cJSON_AddItemToArray(na, j);
         }
     }
     cJSON *d = cJSON_AddArrayToObject(o, "dns");
     for (size_t i = 0; d && i < N.n_dns; i++)
-        cJSON_AddItemToArray(d, cJSON_CreateString(N.dns[i]));
+        cJSON_AddItemToArray(d, cJSON_CreateString(NA.dns[i]));
     cJSON_AddStringToObject(o, "resolv_conf", N.resolv);
     if (N.resolv_error[0])
         cJSON_AddStringToObject(o, "resolv_conf_error", N.resolv_error);
@@ -816,7 +821,7 @@ cJSON *network_check_json(void)
         cJSON_AddStringToObject(o, "error", why);
     size_t i = 0;
     cJSON_ArrayForEach(j, arr) {
-        const struct iface *f = &N.ifs[i++];
+        const struct iface *f = &NA.ifs[i++];
         /* As a resume's check finds it: by MAC, else by name. */
         const struct nr_link *l = fd >= 0 && f->c.has_mac ? nr_link_by_mac(&snap, f->c.mac) : NULL;
         if (!l && fd >= 0)

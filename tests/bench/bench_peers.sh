@@ -14,7 +14,7 @@ import os, shutil, statistics, subprocess, sys, tempfile, time
 B = sys.argv[1]
 sys.path.insert(0, os.path.join(os.environ["ROOT"], "tests", "bench"))
 from benchlib import (exec_latency, hearth_config, row, stamp_gaps, stop,  # noqa: E402
-                      wait_file, wait_stamps, which)
+                      wait_file, wait_path, wait_stamps, which)
 HEARTH = os.path.join(B, "hearth")
 STAMP = os.path.join(B, "bench", "stamp")
 tmp = tempfile.mkdtemp(prefix="hearth-bench-")
@@ -68,7 +68,7 @@ if qga:
     sd = os.path.join(tmp, "qga-state"); os.makedirs(sd, exist_ok=True)
     p = subprocess.Popen([qga, "-m", "unix-listen", "-p", os.path.join(tmp, "qga.sock"), "-t", sd],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_file(os.path.join(tmp, "qga.sock"))
+    wait_path(os.path.join(tmp, "qga.sock"))
     time.sleep(0.3)
     qr = rss_kib(p.pid) if p.poll() is None else "failed"
     stop(p)

@@ -6,7 +6,6 @@ import hashlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -326,7 +325,7 @@ def test_100_mib_round_trip_through_cat(h):
 
     t = threading.Thread(target=writer)
     t.start()
-    got, nbytes, off, replies = hashlib.sha256(), 0, 0, 0
+    got, off, replies = hashlib.sha256(), 0, 0
     while True:
         m = c.read_line()
         if "id" in m:
@@ -547,3 +546,19 @@ def test_an_open_session_keeps_the_sandbox_busy(c):
     act = c.result("status")["activity"]
     assert act["exec_sessions"] == 0, act
     assert not any(r["source"] == "exec" for r in act["reasons"]), act
+
+
+def test_the_exit_is_sent_before_the_sandbox_turns_idle(c):
+    # The last session's end makes the sandbox idle (an activity sample
+    # and an event); the host hears about the exit first.
+    c.result("events.subscribe", {})
+    pid = start(c, {"argv": ["true"]})
+    order = []
+    while "idle" not in order:
+        m = c.read_line()
+        p = m.get("params") or {}
+        if m.get("method") == "exec.exit" and p.get("id") == pid:
+            order.append("exit")
+        elif m.get("method") == "event" and p.get("type") == "activity" and not p.get("busy"):
+            order.append("idle")
+    assert order == ["exit", "idle"], order
