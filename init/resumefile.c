@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "hearth.h"
+#include "jsonout.h"
 #include "log.h"
 #include "safepath.h"
 
@@ -94,7 +95,7 @@ static cJSON *write_generation(const char *cause, bool stepped, int64_t paused_m
     cJSON_AddNumberToObject(f, "wall_ms", (double)now);
     cJSON_AddNumberToObject(f, "paused_ms", (double)paused_ms);
     cJSON_AddBoolToObject(f, "clock_stepped", stepped);
-    text = cJSON_PrintUnformatted(f);
+    text = jsonout_print(f);
     if (!text) {
         cJSON_Delete(f);
         return NULL;

@@ -22,6 +22,7 @@
 #include "events.h"
 #include "gates.h"
 #include "hearth.h"
+#include "jsonout.h"
 #include "log.h"
 #include "safepath.h"
 #include "launch.h"
@@ -228,7 +229,7 @@ static void walk_child(int wfd, void *arg)
             if (w.rc < 0 && w.c.errors == 0)
                 cJSON_AddStringToObject(o, "error", err);
             cJSON_AddNumberToObject(o, "pending", w.c.created + w.c.removed + w.c.cat_removed);
-            text = cJSON_PrintUnformatted(o);
+            text = jsonout_print(o);
         }
         if (text && strlen(text) < SKILLS_RESULT_MAX - 4096) {
             put(wfd, 'L', text, strlen(text));
