@@ -26,7 +26,10 @@ endif
 # Link-time optimisation: inlining and dead-code removal across files,
 # some 4 KiB of hearth. "auto" runs its link-time jobs in parallel (on
 # make's job server when there is one) instead of one after another.
-CFLAGS      ?= -Os -flto=auto -ffunction-sections -fdata-sections -fno-asynchronous-unwind-tables $(CFLAGS_LAYOUT)
+# -Oz (GCC 12) picks the shorter of two encodings where -Os picks the
+# faster, another 4 KiB; a ping's CPU time and SHA-256's throughput
+# measured the same under both.
+CFLAGS      ?= -Oz -flto=auto -ffunction-sections -fdata-sections -fno-asynchronous-unwind-tables $(CFLAGS_LAYOUT)
 # noseparate-code: no page-aligned padding between the read-only and code
 # segments, which a static binary of this size would spend ~8 KiB on.
 LDFLAGS_STATIC := -static -Wl,--gc-sections -Wl,-z,noseparate-code -s
