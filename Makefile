@@ -23,7 +23,13 @@ CFLAGS_COMMON := $(EV_DEFS) -std=gnu11 $(WARN) -D_GNU_SOURCE -DHEARTH_VERSION='"
 ifneq ($(findstring x86_64,$(shell $(MUSLCC) -dumpmachine 2>/dev/null)),)
 CFLAGS_LAYOUT := -mcmodel=medium -mlarge-data-threshold=2048
 endif
-CFLAGS      ?= -Os -ffunction-sections -fdata-sections -fno-asynchronous-unwind-tables $(CFLAGS_LAYOUT)
+# Link-time optimisation: inlining and dead-code removal across files,
+# some 4 KiB of hearth. "auto" runs its link-time jobs in parallel (on
+# make's job server when there is one) instead of one after another.
+# -Oz (GCC 12) picks the shorter of two encodings where -Os picks the
+# faster, another 4 KiB; a ping's CPU time and SHA-256's throughput
+# measured the same under both.
+CFLAGS      ?= -Oz -flto=auto -ffunction-sections -fdata-sections -fno-asynchronous-unwind-tables $(CFLAGS_LAYOUT)
 # noseparate-code: no page-aligned padding between the read-only and code
 # segments, which a static binary of this size would spend ~8 KiB on.
 LDFLAGS_STATIC := -static -Wl,--gc-sections -Wl,-z,noseparate-code -s
@@ -41,7 +47,7 @@ INIT_SRCS   := $(sort $(wildcard init/*.c))
 AGENT_SRCS  := $(sort $(wildcard agent/*.c))
 GUEST_SRCS  := $(INIT_SRCS) $(AGENT_SRCS)
 HOST_SRCS   := $(sort $(wildcard agent/hearthctl/*.c))
-SHARED_SRCS := agent/rpc.c init/bytebuf.c init/utf8.c init/sha256.c init/base64.c init/timebase.c
+SHARED_SRCS := agent/rpc.c init/jsonout.c init/bytebuf.c init/utf8.c init/sha256.c init/base64.c init/timebase.c
 CTL_SRCS    := $(HOST_SRCS) $(SHARED_SRCS)
 LIB_SRCS    := $(filter-out init/main.c,$(INIT_SRCS)) $(AGENT_SRCS)
 HDRS        := $(wildcard init/*.h agent/*.h)

@@ -18,6 +18,7 @@
 #include "activity.h"
 #include "events.h"
 #include "hearth.h"
+#include "jsonout.h"
 #include "log.h"
 #include "logring.h"
 #include "service.h"
@@ -558,7 +559,7 @@ static void log_sink(const char *service, size_t index, const struct logline *l)
             cJSON_AddStringToObject(msg, "jsonrpc", "2.0");
             cJSON_AddStringToObject(msg, "method", "log");
             cJSON_AddItemToObject(msg, "params", logline_json(l, service));
-            char *t = cJSON_PrintUnformatted(msg);
+            char *t = jsonout_print(msg);
             cJSON_Delete(msg);
             if (!t)
                 return;

@@ -23,6 +23,7 @@
 #include "nstemplate.h"
 #include "control.h"
 #include "hearth.h"
+#include "jsonout.h"
 #include "launch.h"
 #include "log.h"
 #include "reaper.h"
@@ -186,7 +187,7 @@ static void send_exit(struct proc *p)
     cJSON_AddNumberToObject(params, "dropped",
                             (double)(p->out[0].dropped + p->out[1].dropped));
     cJSON_AddItemToObject(msg, "params", params);
-    char *t = cJSON_PrintUnformatted(msg);
+    char *t = jsonout_print(msg);
     cJSON_Delete(msg);
     if (!t)
         return;

@@ -23,6 +23,7 @@
 #include "control.h"
 #include "fsclass.h"
 #include "hearth.h"
+#include "jsonout.h"
 #include "log.h"
 #include "params.h"
 #include "utf8.h"
@@ -81,7 +82,7 @@ static void child_run(int wfd, void *arg)
 
     int rc = j->route->now(NULL, j->params, &result, &err);
     if (rc == 0 && result) {
-        char *text = result == rpc_empty_result() ? NULL : cJSON_PrintUnformatted(result);
+        char *text = result == rpc_empty_result() ? NULL : jsonout_print(result);
         if (text || result == rpc_empty_result()) {
             put_all(wfd, "R", 1);
             put_all(wfd, text ? text : "{}", text ? strlen(text) : 2);

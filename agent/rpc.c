@@ -1,4 +1,5 @@
 #include "rpc.h"
+#include "jsonout.h"
 #include "utf8.h"
 
 #include <stdarg.h>
@@ -419,37 +420,19 @@ cJSON *rpc_empty_result(void)
     return &empty_result;
 }
 
-/* The id as JSON text into buf. An integer id, what nearly every client
- * sends, is printed here: cJSON prints every number with "%1.15g" and
- * reads it back with sscanf to check it, which was most of the user time
- * of a ping. Anything else (a string needs escaping) goes through cJSON;
- * *heap is then the text to free. */
-static const char *id_text(const cJSON *id, char *buf, size_t n, char **heap)
+/* The id as JSON text into buf (JSONOUT_NUM_MAX bytes). A number, what
+ * nearly every client sends, is written there; anything else (a string
+ * needs escaping) is printed whole, and *heap is then the text to free. */
+static const char *id_text(const cJSON *id, char *buf, char **heap)
 {
     *heap = NULL;
     if (!id || cJSON_IsNull(id))
         return "null";
     if (cJSON_IsNumber(id)) {
-        double d = id->valuedouble;
-        /* Comparisons instead of isfinite/trunc/fabs calls: a NaN or an
-         * infinity fails the range test, a fraction the round trip. */
-        long long v = d >= -9007199254740992.0 && d <= 9007199254740992.0 ? (long long)d : 0;
-        if ((double)v == d && n >= 24) {
-            /* Digits written backwards by hand: printf is a measurable
-             * part of a ping in musl. */
-            unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-            char *o = buf + n;
-            *--o = 0;
-            do {
-                *--o = (char)('0' + u % 10);
-                u /= 10;
-            } while (u);
-            if (v < 0)
-                *--o = '-';
-            return o;
-        }
+        jsonout_number(id->valuedouble, buf);
+        return buf;
     }
-    *heap = cJSON_PrintUnformatted(id);
+    *heap = jsonout_print(id);
     return *heap;
 }
 
@@ -499,11 +482,11 @@ static char *frame(const char *idt, const char *key, const char *bt, size_t lb, 
 static char *envelope(const cJSON *id, const char *key, cJSON *body, size_t *len, char *buf,
                       size_t cap)
 {
-    char idbuf[24], *idheap;
-    const char *idt = id_text(id, idbuf, sizeof(idbuf), &idheap);
+    char idbuf[JSONOUT_NUM_MAX], *idheap;
+    const char *idt = id_text(id, idbuf, &idheap);
     /* An empty object (ping's answer) needs no printer and no buffer. */
     bool empty = body && cJSON_IsObject(body) && !body->child;
-    char *btext = empty ? NULL : body ? cJSON_PrintUnformatted(body) : NULL;
+    char *btext = empty ? NULL : body ? jsonout_print(body) : NULL;
     const char *bt = empty ? "{}" : btext;
     if (body != &empty_result)
         cJSON_Delete(body);
@@ -515,8 +498,8 @@ static char *envelope(const cJSON *id, const char *key, cJSON *body, size_t *len
 
 char *rpc_format_result_text(const cJSON *id, const char *json, size_t jlen, size_t *len)
 {
-    char idbuf[24], *idheap;
-    const char *idt = id_text(id, idbuf, sizeof(idbuf), &idheap);
+    char idbuf[JSONOUT_NUM_MAX], *idheap;
+    const char *idt = id_text(id, idbuf, &idheap);
     char *line = idt ? frame(idt, "result", json, jlen, len, NULL, 0) : NULL;
     cJSON_free(idheap);
     return line;

@@ -125,6 +125,25 @@ static bool recent(int64_t t, int64_t now) { return t && now - t < A.idle_ms; }
 
 static bool lease_holds(const struct svc_act *s, int64_t now) { return s->lease.until_ms > now; }
 
+/* Bytes received plus bytes sent from one interface's counters in
+ * /proc/net/dev (the first and ninth), or 0 for a line cut short. */
+static uint64_t dev_bytes(const char *p)
+{
+    uint64_t rx = 0;
+    for (int i = 0; i < 9; i++) {
+        char *end;
+        unsigned long long v = strtoull(p, &end, 10);
+        if (end == p)
+            return 0;
+        p = end;
+        if (i == 0)
+            rx = v;
+        else if (i == 8)
+            return rx + v;
+    }
+    return 0;
+}
+
 /* Bytes received and sent on every interface but loopback, from
  * /proc/net/dev: services share hearth's network namespace, so this is
  * their traffic (an LLM's streamed answer comes in; a request goes out). */
@@ -143,10 +162,8 @@ static int net_total(uint64_t *out)
         char *name = line;
         while (*name == ' ')
             name++;
-        unsigned long long rx, tx;
-        if (!(colon - name == 2 && strncmp(name, "lo", 2) == 0) &&
-            sscanf(colon + 1, "%llu %*u %*u %*u %*u %*u %*u %*u %llu", &rx, &tx) == 2)
-            sum += rx + tx;
+        if (!(colon - name == 2 && strncmp(name, "lo", 2) == 0))
+            sum += dev_bytes(colon + 1);
         line = nl;
     }
     *out = sum;

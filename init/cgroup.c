@@ -86,7 +86,8 @@ static int own_cgroup(char *out, size_t outlen)
     char buf[4096];
     if (kfile_read("/proc/self/cgroup", buf, sizeof(buf)) < 0)
         return -1;
-    for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n")) {
+    char *save;
+    for (char *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
         if (strncmp(l, "0::", 3) == 0) {
             snprintf(out, outlen, "%s", l + 3);
             return 0;
@@ -219,7 +220,8 @@ int cgroup_kill(const char *leaf)
     snprintf(path, sizeof(path), "%s/cgroup.procs", leaf);
     if (kfile_read(path, buf, sizeof(buf)) < 0)
         return -1;
-    for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n")) {
+    char *save;
+    for (char *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
         pid_t p = (pid_t)atoi(l);
         if (p > 1)
             kill(p, SIGKILL);
@@ -491,7 +493,8 @@ int cgroup_services_frozen(void)
     snprintf(path, sizeof(path), "%s/cgroup.events", services_dir);
     if (kfile_read(path, buf, sizeof(buf)) < 0)
         return -1;
-    for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n"))
+    char *save;
+    for (char *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
         if (strncmp(l, "frozen ", 7) == 0)
             return l[7] == '1';
     errno = ENOENT; /* kernels before 5.2 have no freezer in cgroup2 */

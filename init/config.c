@@ -17,6 +17,7 @@
 
 #include "clock.h"
 #include "jsonget.h"
+#include "jsonout.h"
 #include "redact.h"
 #include "schema.h"
 #include "svc_config.h"
@@ -372,7 +373,7 @@ struct config *config_fallback(const char *path, bool *kept)
             if (v)
                 cJSON_AddItemToObject(part, keep[i], v);
         }
-        char *text = part && part->child ? cJSON_PrintUnformatted(part) : NULL;
+        char *text = part && part->child ? jsonout_print(part) : NULL;
         if (text) {
             cfg = config_parse(text, strlen(text), err, sizeof(err));
             *kept = cfg != NULL;

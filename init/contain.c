@@ -211,7 +211,8 @@ static bool cgroup2_nsdelegate(void)
         found = true;
         char *opts = strrchr(line, ' ');
         opts[strcspn(opts, "\n")] = 0;
-        for (char *o = strtok(opts + 1, ","); o; o = strtok(NULL, ","))
+        char *save;
+        for (char *o = strtok_r(opts + 1, ",", &save); o; o = strtok_r(NULL, ",", &save))
             ns = ns || strcmp(o, "nsdelegate") == 0;
     }
     fclose(f);

@@ -5,6 +5,7 @@
 
 #include <cJSON.h>
 
+#include "jsonout.h"
 #include "log.h"
 #include "redact.h"
 #include "timebase.h"
@@ -70,7 +71,7 @@ void events_emit(const char *type, cJSON *params)
     cJSON_AddStringToObject(msg, "jsonrpc", "2.0");
     cJSON_AddStringToObject(msg, "method", "event");
     cJSON_AddItemToObject(msg, "params", p);
-    text = cJSON_PrintUnformatted(msg);
+    text = jsonout_print(msg);
     cJSON_Delete(msg);
     if (!text) {
         log_error("events: unable to emit event %s: out of memory", type);

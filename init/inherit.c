@@ -1,5 +1,6 @@
 #include "inherit.h"
 
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -15,8 +16,12 @@ static void close_span(unsigned lo, unsigned hi)
 {
     if (lo > hi || syscall(SYS_close_range, lo, hi, 0) == 0)
         return;
-    long max = sysconf(_SC_OPEN_MAX);
-    unsigned top = max > 0 && max < 65536 ? (unsigned)max - 1 : 65535;
+    /* The soft descriptor limit, as sysconf(_SC_OPEN_MAX) would read it
+     * (sysconf is 1 KiB of tables in a static binary). */
+    struct rlimit rl;
+    unsigned top = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 0 && rl.rlim_cur < 65536
+                       ? (unsigned)rl.rlim_cur - 1
+                       : 65535;
     for (unsigned fd = lo; fd <= hi && fd <= top; fd++)
         close((int)fd);
 }

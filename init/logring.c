@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -172,14 +171,8 @@ const struct logline *logring_add(struct logring *r, enum log_stream s, const ch
     r->last_mono_ms = mono_ms();
     if (r->fd >= 0) {
         char stamp[48];
-        struct timespec ts;
-        struct tm tm;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        gmtime_r(&ts.tv_sec, &tm);
-        /* snprintf, not strftime: strftime drags the time-zone code into a
-         * static binary for a stamp that is always UTC. */
-        int n = snprintf(stamp, sizeof(stamp), "%04d-%02d-%02dT%02d:%02d:%02dZ ", tm.tm_year + 1900,
-                         tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+        int n = timebase_utc_text(wall_ms(), false, stamp, sizeof(stamp) - 1);
+        stamp[n++] = ' ';
         /* One write per line: the file is on local or shared disk and
          * the loop pays for each syscall. */
         struct iovec iov[3] = {{stamp, (size_t)n}, {(void *)text, len}, {"\n", 1}};

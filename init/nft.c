@@ -32,10 +32,34 @@ uint64_t nft_elem_digest(const uint8_t *p, size_t n, uint32_t flags)
     return h;
 }
 
-static size_t g_keylen;
-static int range_cmp(const void *a, const void *b)
+/* A heap sort of ranges by their first kl bytes of lo: in place, with no
+ * allocation, and n log n steps for any length (nothing bounds a list the
+ * host sends but the request's size). Not qsort: its comparator would
+ * need the key length in a global, and musl's qsort is 2 KiB of binary
+ * for this one call. */
+static void sift_down(struct range *r, size_t root, size_t n, size_t kl)
 {
-    return memcmp(((const struct range *)a)->lo, ((const struct range *)b)->lo, g_keylen);
+    for (size_t c; (c = 2 * root + 1) < n; root = c) {
+        if (c + 1 < n && memcmp(r[c + 1].lo, r[c].lo, kl) > 0)
+            c++;
+        if (memcmp(r[root].lo, r[c].lo, kl) >= 0)
+            return;
+        struct range t = r[root];
+        r[root] = r[c];
+        r[c] = t;
+    }
+}
+
+static void sort_ranges(struct range *r, size_t n, size_t kl)
+{
+    for (size_t i = n / 2; i-- > 0;)
+        sift_down(r, i, n, kl);
+    for (size_t end = n; end-- > 1;) {
+        struct range t = r[0];
+        r[0] = r[end];
+        r[end] = t;
+        sift_down(r, 0, end, kl);
+    }
 }
 
 /* x + 1 in place; returns false on wrap (x was all ones). */
@@ -64,8 +88,7 @@ static struct range *ranges_of(const struct cidr *c, size_t n, int family, size_
             r[m].hi[bit / 8] |= (uint8_t)(0x80 >> (bit % 8));
         m++;
     }
-    g_keylen = kl;
-    qsort(r, m, sizeof(*r), range_cmp);
+    sort_ranges(r, m, kl);
     size_t w = 0;
     for (size_t i = 0; i < m; i++) {
         if (w > 0) {

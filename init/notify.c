@@ -2,7 +2,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -255,9 +257,23 @@ pid_t notify_pid_session(pid_t pid)
     /* "pid (comm) state ppid pgrp session ...": comm may hold anything,
      * ')' included, so the fields start after the last ')'. */
     char *p = strrchr(buf, ')');
-    char state;
-    int ppid, pgrp, session;
-    if (!p || sscanf(p + 1, " %c %d %d %d", &state, &ppid, &pgrp, &session) != 4)
+    if (!p)
         return -1;
-    return session;
+    /* Then the state (one letter), ppid, pgrp and session. strtol, not
+     * sscanf: no other caller in hearth needs scanf's code. */
+    p++;
+    while (*p == ' ')
+        p++;
+    if (!*p)
+        return -1;
+    p++;
+    long v = -1;
+    for (int i = 0; i < 3; i++) {
+        char *end;
+        v = strtol(p, &end, 10);
+        if (end == p)
+            return -1;
+        p = end;
+    }
+    return v >= 0 && v <= INT_MAX ? (pid_t)v : -1;
 }

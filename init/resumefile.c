@@ -6,13 +6,13 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cJSON.h>
 
 #include "config.h"
 #include "hearth.h"
+#include "jsonout.h"
 #include "log.h"
 #include "safepath.h"
 
@@ -38,18 +38,6 @@ int64_t resumefile_paused_ms(bool was_frozen, int64_t frozen_wall_ms, int64_t wa
     int64_t p = was_frozen && frozen_wall_ms > 0 ? wall_now_ms - frozen_wall_ms
                                                   : offset_now_ms - ref_offset_ms;
     return p > 0 ? p : 0;
-}
-
-static void iso_time(int64_t ms, char *buf, size_t len)
-{
-    time_t s = (time_t)(ms / 1000);
-    struct tm tm;
-    if (!gmtime_r(&s, &tm)) {
-        snprintf(buf, len, "?");
-        return;
-    }
-    size_t n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf + n, len - n, ".%03dZ", (int)(ms % 1000));
 }
 
 /* Writes text as the file: a fresh temporary name in the directory, then
@@ -100,14 +88,14 @@ static cJSON *write_generation(const char *cause, bool stepped, int64_t paused_m
 
     if (!f)
         return NULL;
-    iso_time(now, tbuf, sizeof(tbuf));
+    timebase_utc_text(now, true, tbuf, sizeof(tbuf));
     cJSON_AddNumberToObject(f, "generation", (double)R.generation);
     cJSON_AddStringToObject(f, "cause", cause);
     cJSON_AddStringToObject(f, "time", tbuf);
     cJSON_AddNumberToObject(f, "wall_ms", (double)now);
     cJSON_AddNumberToObject(f, "paused_ms", (double)paused_ms);
     cJSON_AddBoolToObject(f, "clock_stepped", stepped);
-    text = cJSON_PrintUnformatted(f);
+    text = jsonout_print(f);
     if (!text) {
         cJSON_Delete(f);
         return NULL;

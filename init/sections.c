@@ -18,6 +18,7 @@
  * and extracted here, so loading does not call back into config.c. */
 #include "config.h"
 #include "jsonget.h"
+#include "jsonout.h"
 #include "netaddr.h"
 #include "schema.h"
 
@@ -336,7 +337,7 @@ int host_mounts_parse(const cJSON *v, struct host_mounts_cfg *out, char *err, si
     memset(out, 0, sizeof(*out));
     if (cJSON_IsArray(v)) {
         /* Validated in the platform's string form, like the config's. */
-        char *text = cJSON_PrintUnformatted(v);
+        char *text = jsonout_print(v);
         cJSON *str = text ? cJSON_CreateString(text) : NULL;
         int r = str ? schema_check_section("host_mounts", str, err, errlen) : -1;
         if (!str)

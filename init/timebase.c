@@ -1,5 +1,6 @@
 #include "timebase.h"
 
+#include <stdio.h>
 #include <time.h>
 
 int64_t mono_ns(void)
@@ -15,6 +16,28 @@ int64_t wall_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* By hand, not strftime: strftime brings musl's time-zone code (some
+ * 6 KiB of a static binary) for text that is always UTC. */
+int timebase_utc_text(int64_t ms, bool millis, char *buf, size_t len)
+{
+    /* Floor division, so a time before the epoch keeps 0-999 millis. */
+    int64_t frac = ms % 1000;
+    if (frac < 0)
+        frac += 1000;
+    time_t s = (time_t)((ms - frac) / 1000);
+    struct tm tm;
+    int n;
+    if (!gmtime_r(&s, &tm))
+        n = snprintf(buf, len, "?");
+    else if (millis)
+        n = snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)frac);
+    else
+        n = snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    return n;
 }
 
 double timebase_grid_delay(double now, int64_t period_ms)

@@ -5,6 +5,8 @@
 #ifndef HEARTH_TIMEBASE_H
 #define HEARTH_TIMEBASE_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Monotonic nanoseconds (CLOCK_MONOTONIC), and the same in coarser units. */
@@ -13,6 +15,12 @@ static inline int64_t mono_us(void) { return mono_ns() / 1000; }
 static inline int64_t mono_ms(void) { return mono_ns() / 1000000; }
 /* Wall-clock milliseconds since the epoch, for reporting only. */
 int64_t wall_ms(void);
+
+/* ms (wall-clock milliseconds since the epoch) as RFC 3339 UTC text into
+ * buf: "2026-12-04T22:11:45Z", or "2026-12-04T22:11:45.123Z" with millis.
+ * Returns the length written (snprintf's: at most len - 1 is stored), or
+ * writes "?" and returns 1 for a time gmtime cannot represent. */
+int timebase_utc_text(int64_t ms, bool millis, char *buf, size_t len);
 
 /* Seconds until the next multiple of period_ms that lies more than half a
  * period ahead, for background timers (health probes, the skills poll, the

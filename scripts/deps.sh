@@ -139,7 +139,9 @@ fetch_source() { # name version orig-tarball
 # are out because nothing here needs them and each costs binary size.
 LIBEV_DEFS=$(cat "$ROOT/scripts/libev-features")
 # How the libraries are compiled; part of the stamps, so a change rebuilds.
-DEP_CFLAGS="-Os -ffunction-sections -fdata-sections"
+# No unwind tables, as for hearth's own code: nothing unwinds through C
+# here, and the tables were 3 KiB of the static binary.
+DEP_CFLAGS="-Os -ffunction-sections -fdata-sections -fno-asynchronous-unwind-tables"
 LIBEV_RECIPE="$DEP_CFLAGS -fno-strict-aliasing $LIBEV_DEFS"
 CJSON_RECIPE="$DEP_CFLAGS"
 

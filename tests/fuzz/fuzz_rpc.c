@@ -28,13 +28,17 @@
  *     parsing replies strictly would require;
  *   - rpc_parse (with its fast path for plain envelopes) reads every line
  *     as rpc_parse_general (the tree) does: the same outcome, method, id
- *     and params, and the same error.
+ *     and params, and the same error;
+ *   - jsonout prints an accepted request's params as cJSON's own printer
+ *     does, byte for byte unless the tree holds an integer from 10^15 to
+ *     2^53 (plain digits in jsonout), and then as the same tree.
  * Each complete line is copied into a buffer of its exact length before
  * rpc_parse, so a read past the line's end is reported by ASan instead of
  * landing in the rest of the linebuf. Only the first 32 lines starting in
  * the first copy of the payload are parsed (the framing checks still see
  * every line): repeats would parse the same text again, and inputs with
  * hundreds of near-identical requests slowed the run tenfold. */
+#include "jsonout.h"
 #include "rpc.h"
 #include "utf8.h"
 
@@ -108,6 +112,36 @@ static void same_as_general(const char *copy, size_t len, int rc, const struct r
     rpc_request_free(&g);
 }
 
+/* Whether t holds a number jsonout writes in plain digits where cJSON
+ * may use an exponent. */
+static bool has_big_integer(const cJSON *t)
+{
+    for (; t; t = t->next) {
+        double d = t->valuedouble, a = d < 0 ? -d : d;
+        if (cJSON_IsNumber(t) && a >= 1e15 && a <= 9007199254740992.0 && d == (double)(long long)d)
+            return true;
+        if (has_big_integer(t->child))
+            return true;
+    }
+    return false;
+}
+
+static void same_print_as_cjson(const cJSON *t)
+{
+    char *mine = jsonout_print(t), *theirs = cJSON_PrintUnformatted(t);
+    FUZZ_CHECK(mine && theirs, "one printer failed: %s vs %s", mine ? mine : "(null)",
+               theirs ? theirs : "(null)");
+    if (!has_big_integer(t)) {
+        FUZZ_CHECK(strcmp(mine, theirs) == 0, "jsonout wrote %s, cJSON %s", mine, theirs);
+    } else {
+        cJSON *back = cJSON_Parse(mine);
+        FUZZ_CHECK(back && cJSON_Compare(back, t, true), "jsonout wrote %s for %s", mine, theirs);
+        cJSON_Delete(back);
+    }
+    cJSON_free(mine);
+    cJSON_free(theirs);
+}
+
 static void handle_line(const char *line, size_t len)
 {
     /* Exact-size copy: see the header comment. */
@@ -140,6 +174,8 @@ static void handle_line(const char *line, size_t len)
         FUZZ_CHECK(fuzz_utf8_ref(copy, len) < 0, "accepted a request that is not UTF-8");
         FUZZ_CHECK(!req.params || cJSON_IsObject(req.params) || cJSON_IsArray(req.params),
                    "params of type %d accepted", req.params->type);
+        if (req.params)
+            same_print_as_cjson(req.params);
         /* A handler answering with what it was given: the method name
          * and a copy of the params both go back out through the printer. */
         cJSON *result = cJSON_CreateObject();

@@ -1,6 +1,9 @@
 /* Captured output: bounds and the UTF-8 repair of log lines. */
 #include "unit.h"
 
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <cJSON.h>
 
 #include "logring.h"
@@ -35,4 +38,32 @@ TEST(logring_bounded_in_lines_and_bytes)
     CHECK_EQ_INT(cJSON_GetArraySize(tail), 3);
     cJSON_Delete(tail);
     logring_free(&r);
+}
+
+/* A line in the service's log file: a UTC stamp to the second, a space,
+ * the text, a newline. */
+TEST(logring_file_lines_carry_a_utc_stamp)
+{
+    char dir[] = "/tmp/hearth-logring-XXXXXX", path[64], text[128] = {0};
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof(path), "%s/svc.log", dir);
+    struct logring r;
+    logring_init(&r, 4, path, 0, 0, getuid(), getgid());
+    logring_open_file(&r);
+    logring_add(&r, STREAM_STDOUT, "hello", 5);
+    logring_free(&r);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    if (f) {
+        CHECK(fgets(text, sizeof(text), f) != NULL);
+        fclose(f);
+    }
+    /* 2026-12-05T00:11:45Z hello */
+    CHECK_EQ_INT(strlen(text), 27);
+    CHECK(text[4] == '-' && text[7] == '-' && text[10] == 'T' && text[13] == ':' && text[16] == ':');
+    CHECK_STR(text + 19, "Z hello\n");
+    for (int i = 0; i < 19; i++)
+        CHECK(i == 4 || i == 7 || i == 10 || i == 13 || i == 16 || (text[i] >= '0' && text[i] <= '9'));
+    unlink(path);
+    rmdir(dir);
 }

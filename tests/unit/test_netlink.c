@@ -254,6 +254,47 @@ TEST(nft_digest_depends_on_contents_not_order)
     CHECK(ea.digest[ALLOW4] != ec.digest[ALLOW4]);
 }
 
+/* A long list in shuffled order: sorted and merged into the same
+ * intervals as the two networks it covers. */
+TEST(nft_intervals_of_a_long_shuffled_list)
+{
+    enum { N = 1000 };
+    static struct cidr c[N];
+    char text[32];
+    size_t n = 0;
+    for (int i = 0; i < 256; i++) { /* 10.0.0.0/16 in /24s */
+        snprintf(text, sizeof(text), "10.0.%d.0/24", i);
+        CHECK_EQ_INT(cidr_parse(text, false, &c[n++], NULL, 0), 0);
+    }
+    while (n < N) { /* hosts inside 192.168.0.0/16, the /16 itself */
+        snprintf(text, sizeof(text), n == 500 ? "192.168.0.0/16" : "192.168.%zu.%zu", n % 256, n / 7);
+        CHECK_EQ_INT(cidr_parse(text, false, &c[n++], NULL, 0), 0);
+    }
+    uint32_t x = 12345;
+    for (size_t i = N - 1; i > 0; i--) {
+        x = x * 1103515245u + 12345u;
+        size_t j = (x >> 8) % (i + 1);
+        struct cidr t = c[i];
+        c[i] = c[j];
+        c[j] = t;
+    }
+    struct nft_expect e, want;
+    struct nlbuf b;
+    struct nft_policy p = {.allow = c, .n_allow = N, .allow_public = true};
+    nl_init(&b, 1);
+    CHECK_EQ_INT(nft_build(&p, &b, &e), 0);
+    nl_free(&b);
+    struct cidr two[2];
+    CHECK_EQ_INT(cidr_parse("192.168.0.0/16", false, &two[0], NULL, 0), 0);
+    CHECK_EQ_INT(cidr_parse("10.0.0.0/16", false, &two[1], NULL, 0), 0);
+    struct nft_policy q = {.allow = two, .n_allow = 2, .allow_public = true};
+    nl_init(&b, 1);
+    CHECK_EQ_INT(nft_build(&q, &b, &want), 0);
+    nl_free(&b);
+    CHECK_EQ_INT(e.n_elems[ALLOW4], 4); /* two intervals: start and end each */
+    CHECK(e.digest[ALLOW4] == want.digest[ALLOW4]);
+}
+
 /* The replace batch with the netdev layer: both tables in one
  * transaction, each recreated with the owner flag, and one egress-hook
  * chain per interface naming its device. */
