@@ -172,6 +172,7 @@ static void on_kick(struct ev_loop *loop, ev_io *w, int revents)
     if (j->rd < 0 || j->draining)
         return;
     j->draining = true;
+    log_debug("child %d filled its pipe; reading as it writes", (int)j->pid);
     ev_io_start(loop, &j->io);
     drain(j);
 }
