@@ -7,9 +7,10 @@
 # check of the stand-in agent's /health every 60 s, the skills overlay
 # polled every 60 s, the agent's output to a log file), beside a shell
 # loop making the same HTTP request on the same schedule. IDLE_SECONDS
-# (default 20; the Hermes row uses at least 120, so it sees two whole
-# periods) sets the window. BUILD may be relative: it is made absolute,
-# since the stand-in agent runs in a working directory of its own.
+# (default 20) sets the window; the Hermes rows use two whole periods at
+# least, hearth's opening after its first probe, so that each holds two
+# probes. BUILD may be relative: it is made absolute, since the stand-in
+# agent runs in a working directory of its own.
 set -eu
 B=$(cd "$BUILD" && pwd)
 mkdir -p "$B/bench"
@@ -55,7 +56,7 @@ def measure(argv, window=window, settle=1.0, up=None):
         # Start-up is not idle: with up, until it says the supervised
         # agent answers (checked from here, so the supervisor does not
         # wake for it), then settle more.
-        deadline = time.time() + 60
+        deadline = time.time() + 150
         while up and not up() and time.time() < deadline:
             time.sleep(0.1)
         time.sleep(settle)
@@ -175,11 +176,33 @@ def agent_up():
     except OSError:
         return False
 
-hwin = max(window, 120.0)
-# Up, then 2 s: past the readiness probe (every 0.2 s until it passes)
-# and the agent's start-up output.
+def first_check_done():
+    # hearth's first probe comes at the first grid point more than half a
+    # period after the agent is up; from then on every multiple of the
+    # period in the window is one, so a window of two periods holds two.
+    # Asked over the control socket: a wake-up, but before the window.
+    try:
+        with socket.socket(socket.AF_UNIX) as c:
+            c.settimeout(2)
+            c.connect(os.path.join(tmp, "ctl", "ctl2.sock"))
+            c.sendall(b'{"jsonrpc":"2.0","id":1,"method":"status"}\n')
+            buf = b""
+            while not buf.endswith(b"\n"):
+                d = c.recv(65536)
+                if not d:
+                    break
+                buf += d
+        svc = json.loads(buf)["result"]["services"][0]
+        return svc.get("health", {}).get("checks", 0) >= 1
+    except (OSError, ValueError, KeyError, IndexError):
+        return False
+
+hwin = max(window, 2 * interval / 1000.0)
+# After the first probe (and the poll on the same grid point), then 2 s:
+# start-up, the readiness probe (every 0.2 s until it passes) and the
+# agent's start-up output are over.
 hv = measure([os.path.join(B, "hearth"), "--mode", "supervisor", "-c", hermes_cfg,
-              "--log", "warn"], window=hwin, settle=2.0, up=agent_up)
+              "--log", "warn"], window=hwin, settle=2.0, up=first_check_done)
 # The peer: a shell loop making the same HTTP request on the same schedule
 # (bash's /dev/tcp, so the probe is the shell's own connect, write and
 # read, no child per probe beyond sleep), its agent started beside it.
