@@ -61,15 +61,8 @@ static bool hooked;
 
 static void put_all(int fd, const char *s, size_t n)
 {
-    while (n) {
-        ssize_t w = write(fd, s, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return;
-        s += w;
-        n -= (size_t)w;
-    }
+    if (childjob_write(fd, s, n) < 0)
+        _exit(1); /* the loop went away: nobody to tell */
 }
 
 /* The method's own code, then its answer down the pipe: "R" and the

@@ -367,10 +367,13 @@ static void sampler_rearm(void)
     int64_t end = A.on && A.busy ? busy_deadline(now) : 0;
     if (!end)
         return;
-    /* A millisecond past the deadline: a timer that fires a hair early
-     * (the loop's cached time) would otherwise find the spell not quite
-     * over and fire again. */
-    ev_timer_set(&A.sample, (double)(end - now + 1) / 1000.0, 0.);
+    /* On the sample grid, at its first point after the deadline: output
+     * that goes on for a few milliseconds after the timer was armed (it
+     * is armed once per spell, not per line) then still ends within the
+     * same wake-up instead of a second one, the point may be another
+     * timer's, and idle is decided between idle_ms and idle_ms +
+     * sample_ms, as when watched. */
+    ev_timer_set(&A.sample, hearth_grid_after((double)(end - now) / 1000.0, A.sample_ms), 0.);
     ev_timer_start(H.loop, &A.sample);
 }
 

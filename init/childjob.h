@@ -1,8 +1,16 @@
 /* childjob: file work that may take long (a walk of a tree the agent can
  * fill, a share that may hang) run in a forked child, so PID 1's loop
  * never waits on it. The child writes its result to a pipe; the loop
- * reads it without blocking as it arrives, bounded in bytes, and a
- * deadline kills the child. One job at a time per struct childjob. */
+ * reads it without blocking, bounded in bytes, and a deadline kills the
+ * child. One job at a time per struct childjob.
+ *
+ * A job costs the loop one wake-up, the child's exit: the pipe is not
+ * watched while its result fits in the pipe, and is read whole once the
+ * reaper has the child (by then everything it wrote is there). A result
+ * larger than the pipe holds would stall the child, so a child whose
+ * write would block asks for reading through an eventfd the loop watches
+ * (held open by the loop too, so the child's exit alone never wakes it),
+ * and from then on the loop reads as the result comes. */
 #ifndef HEARTH_CHILDJOB_H
 #define HEARTH_CHILDJOB_H
 
@@ -22,8 +30,9 @@ enum childjob_end {
 };
 
 struct childjob;
-/* Runs in the child: writes the result to wfd (blocking writes), returns;
- * the child then _exits. */
+/* Runs in the child: writes the result to wfd with childjob_write (wfd is
+ * non-blocking: a plain write() can fail with EAGAIN), returns; the child
+ * then _exits. */
 typedef void (*childjob_fn)(int wfd, void *arg);
 /* In the loop, once: data/len is what the child wrote (valid during the
  * call only). */
@@ -34,7 +43,10 @@ struct childjob {
     pid_t pid;    /* the running child, 0 when none */
     pid_t killed; /* a child killed at its deadline and not reaped yet */
     int rd;
-    ev_io io;
+    ev_io io;                /* the pipe, watched only once the child asked */
+    int kick;                /* eventfd: the child's request to read the pipe */
+    ev_io kick_io;
+    bool draining;           /* the child asked: the pipe is watched */
     ev_timer deadline;
     struct bytebuf out;      /* what the child wrote so far */
     size_t max;
@@ -51,5 +63,9 @@ struct childjob {
 int childjob_start(struct childjob *j, int64_t timeout_ms, size_t max, childjob_fn fn,
                    void *arg, childjob_done done, char *err, size_t errlen);
 bool childjob_running(const struct childjob *j);
+/* In the child only: writes all of buf to wfd. When the pipe is full it
+ * asks the loop to read (once) and waits for room. 0, or -1 with errno
+ * (the loop went away: EPIPE). */
+int childjob_write(int wfd, const void *buf, size_t len);
 
 #endif

@@ -53,5 +53,9 @@ static inline double hearth_grid_delay(int64_t period_ms)
 {
     return timebase_grid_delay(ev_now(H.loop), period_ms);
 }
+static inline double hearth_grid_after(double after_s, int64_t period_ms)
+{
+    return timebase_grid_after(ev_now(H.loop), after_s, period_ms);
+}
 
 #endif

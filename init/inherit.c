@@ -26,16 +26,28 @@ static void close_span(unsigned lo, unsigned hi)
         close((int)fd);
 }
 
+void inherit_close_all_but2(int keep1, int keep2)
+{
+    /* The descriptors kept, 3 up and sorted; 2 stands for "none". */
+    int k[3] = {keep1 < 3 ? 2 : keep1, keep2 < 3 ? 2 : keep2, log_fd() < 3 ? 2 : log_fd()};
+    for (int i = 0; i < 3; i++)
+        for (int m = i + 1; m < 3; m++)
+            if (k[m] < k[i]) {
+                int t = k[i];
+                k[i] = k[m];
+                k[m] = t;
+            }
+    unsigned lo = 3;
+    for (int i = 0; i < 3; i++) {
+        if (k[i] < (int)lo)
+            continue;
+        close_span(lo, (unsigned)k[i] - 1);
+        lo = (unsigned)k[i] + 1;
+    }
+    close_span(lo, ~0U);
+}
+
 void inherit_close_all_but(int keep)
 {
-    int a = keep < 3 ? 2 : keep, b = log_fd();
-    if (b < a) {
-        int t = a;
-        a = b;
-        b = t;
-    }
-    if (a >= 3)
-        close_span(3, (unsigned)a - 1);
-    close_span((unsigned)a + 1, (unsigned)b - 1);
-    close_span((unsigned)b + 1, ~0U);
+    inherit_close_all_but2(keep, -1);
 }

@@ -9,5 +9,7 @@
  * close from the host, holding the virtio-serial port (one opener at a
  * time) it would keep hearth from reopening it. */
 void inherit_close_all_but(int keep);
+/* The same with two kept descriptors (either may be -1). */
+void inherit_close_all_but2(int keep1, int keep2);
 
 #endif

@@ -9,6 +9,7 @@
 
 #include <cJSON.h>
 #include <ev.h>
+#include <linux/filter.h>
 #include <linux/netlink.h>
 
 #include "cgroup.h"
@@ -357,6 +358,24 @@ bool sandbox_uevent_is_vmgenid(const char *buf, size_t n)
     return false;
 }
 
+int sandbox_uevent_filter(int fd)
+{
+    /* A kernel uevent starts "ACTION@DEVPATH"; the kernel's VM-generation
+     * driver sends a change. Classic BPF loads are big-endian. */
+    static struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x6368616e /* "chan" */, 0, 5),
+        BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 4),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0x6765 /* "ge" */, 0, 3),
+        BPF_STMT(BPF_LD | BPF_B | BPF_ABS, 6),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, '@', 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, 0xffffffff),
+        BPF_STMT(BPF_RET | BPF_K, 0),
+    };
+    struct sock_fprog prog = {.len = sizeof(code) / sizeof(code[0]), .filter = code};
+    return setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog));
+}
+
 static void uevent_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
     char buf[8192];
@@ -443,6 +462,9 @@ void resume_detectors_start(void)
             close(uevent_fd);
         uevent_fd = -1;
     } else {
+        /* Unfiltered it still works, only with a wake-up per uevent. */
+        if (sandbox_uevent_filter(uevent_fd) < 0)
+            log_debug("uevent filter: %s", strerror(errno));
         ev_io_init(&uevent_io, uevent_cb, uevent_fd, EV_READ);
         ev_io_start(H.loop, &uevent_io);
     }

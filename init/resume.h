@@ -38,6 +38,11 @@ struct cJSON *sandbox_time_sync(const struct timespec *t);
 /* Whether a kobject uevent (n bytes) carries NEW_VMGEN_ID: the kernel's
  * VM-generation change after a snapshot restore (6.10 and later). */
 bool sandbox_uevent_is_vmgenid(const char *buf, size_t n);
+/* Attaches to a uevent socket the filter that lets only "change@"
+ * messages through (the VM-generation change is one): a device or mount
+ * added or removed elsewhere then does not wake hearth. 0, or -1 with
+ * errno. */
+int sandbox_uevent_filter(int fd);
 
 /* The periodic check's decision: the system clock lags the hardware
  * clock (of the given resolution) by more than the threshold. */

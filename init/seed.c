@@ -204,8 +204,7 @@ static void copy_child(int wfd, void *arg)
     char msg[513];
 
     msg[0] = (char)seed_one(a->target, a->from, a->unless, msg + 1, sizeof(msg) - 1);
-    ssize_t w = write(wfd, msg, 1 + strlen(msg + 1));
-    _exit(w > 0 ? 0 : 1);
+    _exit(childjob_write(wfd, msg, 1 + strlen(msg + 1)) == 0 ? 0 : 1);
 }
 
 /* Starts the copy of e in a child: 1 started, 0 when that is not

@@ -177,16 +177,9 @@ static void put(int fd, char type, const void *p, size_t n)
 
     hdr[0] = type;
     memcpy(hdr + 1, &len, 4);
-    for (int i = 0; i < 2; i++) {
-        for (size_t off = 0; off < lens[i];) {
-            ssize_t w = write(fd, parts[i] + off, lens[i] - off);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0)
-                _exit(1); /* the loop went away: nobody to tell */
-            off += (size_t)w;
-        }
-    }
+    for (int i = 0; i < 2; i++)
+        if (childjob_write(fd, parts[i], lens[i]) < 0)
+            _exit(1); /* the loop went away: nobody to tell */
 }
 
 /* The child: one walk, its result down wfd. */
@@ -731,8 +724,7 @@ static void fork_child(int wfd, void *arg)
 
     msg[1] = '\0';
     msg[0] = (char)(skills_fork_at(S.pub, S.priv, name, msg + 1, sizeof(msg) - 1) < 0);
-    ssize_t w = write(wfd, msg, 1 + strlen(msg + 1));
-    _exit(w > 0 ? 0 : 1);
+    _exit(childjob_write(wfd, msg, 1 + strlen(msg + 1)) == 0 ? 0 : 1);
 }
 
 int skills_fork(const char *name, skills_fork_done done, void *ctx, char *err, size_t errlen)

@@ -49,3 +49,13 @@ double timebase_grid_delay(double now, int64_t period_ms)
     double d = (double)next / 1000.0 - now;
     return d > 0. ? d : 0.;
 }
+
+double timebase_grid_after(double now, double after_s, int64_t period_ms)
+{
+    if (period_ms <= 0)
+        return after_s > 0. ? after_s : 0.;
+    int64_t at_ms = (int64_t)((now + after_s) * 1000.0) + 1;
+    int64_t next = (at_ms + period_ms - 1) / period_ms * period_ms;
+    double d = (double)next / 1000.0 - now;
+    return d > 0. ? d : 0.;
+}

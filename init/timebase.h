@@ -34,5 +34,11 @@ int timebase_utc_text(int64_t ms, bool millis, char *buf, size_t len);
  * one grid point come due in the same wake-up; a clock step only shifts
  * the grid until each timer is next armed. */
 double timebase_grid_delay(double now, int64_t period_ms);
+/* Seconds until the first multiple of period_ms strictly after now +
+ * after_s: a one-off deadline that may come late by up to a period, moved
+ * onto the same grid (so deadlines a few milliseconds apart become one
+ * wake-up, and it may fall on another timer's). after_s when period_ms is
+ * not positive. */
+double timebase_grid_after(double now, double after_s, int64_t period_ms);
 
 #endif

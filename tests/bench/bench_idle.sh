@@ -3,13 +3,16 @@
 # with one sleeping child and no traffic, beside tini, dumb-init and
 # qemu-ga (no child). hearth runs first with every timer off (no health
 # check, no skills poll): the design's "0 with polling off" row; then with
-# the Hermes config's timers (rootfs/hermes/hearth.json: a TCP health check
-# every 10 s on the stand-in agent, the skills overlay polled every 30 s,
-# the agent's output to a log file), beside a shell loop doing the same
-# probe on the same schedule. IDLE_SECONDS (default 20; the Hermes row
-# uses at least 60, so it sees whole poll periods) sets the window.
+# the Hermes config's timers (rootfs/hermes/hearth.json: an HTTP health
+# check of the stand-in agent's /health every 60 s, the skills overlay
+# polled every 60 s, the agent's output to a log file), beside a shell
+# loop making the same HTTP request on the same schedule. IDLE_SECONDS
+# (default 20) sets the window; the Hermes rows use two whole periods at
+# least, hearth's opening after its first probe, so that each holds two
+# probes. BUILD may be relative: it is made absolute, since the stand-in
+# agent runs in a working directory of its own.
 set -eu
-B="$BUILD"
+B=$(cd "$BUILD" && pwd)
 mkdir -p "$B/bench"
 musl-gcc -static -O2 -o "$B/bench/hermes" "$ROOT/rootfs/standin/hermes.c"
 exec /usr/bin/python3 - "$B" "${IDLE_SECONDS:-20}" <<'PY'
@@ -46,11 +49,17 @@ def stop(p):
         except subprocess.TimeoutExpired:
             pass
 
-def measure(argv, window=window, settle=1.0):
+def measure(argv, window=window, settle=1.0, up=None):
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        time.sleep(settle)  # start-up is not idle
+        # Start-up is not idle: with up, until it says the supervised
+        # agent answers (checked from here, so the supervisor does not
+        # wake for it), then settle more.
+        deadline = time.time() + 150
+        while up and not up() and time.time() < deadline:
+            time.sleep(0.1)
+        time.sleep(settle)
         a = vcs(p.pid)
         time.sleep(window)
         b = vcs(p.pid)
@@ -118,6 +127,9 @@ print(f"idle_wakeups_activity_subscribed\tidle wake-ups per minute, activity tra
 with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    api = s.getsockname()[1]
 home = os.path.join(tmp, "home")
 public = os.path.join(tmp, "public")
 for d in ("skills", "logs"):
@@ -128,40 +140,85 @@ for i in range(20):
 agent = os.path.join(B, "bench", "hermes")
 workspace = os.path.join(tmp, "workspace")
 os.makedirs(workspace, exist_ok=True)
+# The stand-in's API server answers GET /health, as the gateway's does
+# with API_SERVER_ENABLED (docs/hermes.md).
+agent_env = {"HERMES_HOME": home, "HERMES_PORT": str(port), "HERMES_BIND": "127.0.0.1",
+             "API_SERVER_ENABLED": "true", "API_SERVER_HOST": "127.0.0.1",
+             "API_SERVER_PORT": str(api)}
+# The shipped config's schedule (rootfs/hermes/hearth.json).
+with open(os.path.join(os.environ["ROOT"], "rootfs", "hermes", "hearth.json")) as f:
+    shipped = json.load(f)
+interval = shipped["services"][0]["health"]["interval_ms"]
+poll = shipped["skills"]["poll_ms"]
 hermes_cfg = os.path.join(tmp, "hermes.json")
 with open(hermes_cfg, "w") as f:
     # The socket in a directory of its own: a service's namespace hides it.
     os.makedirs(os.path.join(tmp, "ctl"), exist_ok=True)
     json.dump({"control": {"listen": ["unix:" + os.path.join(tmp, "ctl", "ctl2.sock")]},
                "skills": {"public": public, "private": os.path.join(home, "skills"),
-                          "ignore": ["._*", ".DS_Store", ".*"], "poll_ms": 30000},
+                          "ignore": ["._*", ".DS_Store", ".*"], "poll_ms": poll},
                "services": [{
                    "name": "hermes", "argv": [agent, "gateway", "run", "--external-supervisor"],
-                   "env": {"HERMES_HOME": home, "HERMES_PORT": str(port),
-                           "HERMES_BIND": "127.0.0.1"},
+                   "env": agent_env,
                    # Its workspace copy of the history lands here, not
                    # in whatever directory make bench was started from.
                    "cwd": workspace,
                    "after": ["skills"], "restart": "always",
-                   "ready": {"tcp": f"127.0.0.1:{port}", "timeout_ms": 60000},
-                   "health": {"tcp": f"127.0.0.1:{port}", "interval_ms": 10000, "failures": 3},
+                   "ready": {"http": f"127.0.0.1:{api}/health", "timeout_ms": 60000},
+                   "health": dict(shipped["services"][0]["health"],
+                                  http=f"127.0.0.1:{api}/health"),
                    "log": {"file": os.path.join(home, "logs", "hermes.out")}}]}, f)
-hwin = max(window, 60.0)
+def agent_up():
+    try:
+        with socket.create_connection(("127.0.0.1", api), timeout=1) as c:
+            c.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            return b" 200 " in c.recv(256)
+    except OSError:
+        return False
+
+def first_check_done():
+    # hearth's first probe comes at the first grid point more than half a
+    # period after the agent is up; from then on every multiple of the
+    # period in the window is one, so a window of two periods holds two.
+    # Asked over the control socket: a wake-up, but before the window.
+    try:
+        with socket.socket(socket.AF_UNIX) as c:
+            c.settimeout(2)
+            c.connect(os.path.join(tmp, "ctl", "ctl2.sock"))
+            c.sendall(b'{"jsonrpc":"2.0","id":1,"method":"status"}\n')
+            buf = b""
+            while not buf.endswith(b"\n"):
+                d = c.recv(65536)
+                if not d:
+                    break
+                buf += d
+        svc = json.loads(buf)["result"]["services"][0]
+        return svc.get("health", {}).get("checks", 0) >= 1
+    except (OSError, ValueError, KeyError, IndexError):
+        return False
+
+hwin = max(window, 2 * interval / 1000.0)
+# After the first probe (and the poll on the same grid point), then 2 s:
+# start-up, the readiness probe (every 0.2 s until it passes) and the
+# agent's start-up output are over.
 hv = measure([os.path.join(B, "hearth"), "--mode", "supervisor", "-c", hermes_cfg,
-              "--log", "warn"], window=hwin, settle=2.0)
-# The peer: a shell loop probing the same port on the same schedule (bash's
-# /dev/tcp, so the probe is the shell's own connect, no child per probe
-# beyond sleep), its agent started beside it.
-ag = subprocess.Popen([agent, "gateway", "run", "--external-supervisor"], env=dict(os.environ, HERMES_HOME=home, HERMES_PORT=str(port),
-                                        HERMES_BIND="127.0.0.1"),
+              "--log", "warn"], window=hwin, settle=2.0, up=first_check_done)
+# The peer: a shell loop making the same HTTP request on the same schedule
+# (bash's /dev/tcp, so the probe is the shell's own connect, write and
+# read, no child per probe beyond sleep), its agent started beside it.
+ag = subprocess.Popen([agent, "gateway", "run", "--external-supervisor"],
+                      env=dict(os.environ, **agent_env),
                       cwd=workspace, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 try:
-    loop = f"while sleep 10; do : < /dev/tcp/127.0.0.1/{port} || echo down; done"
-    pv = measure(["/bin/bash", "-c", loop], window=hwin, settle=2.0)
+    req = "GET /health HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nConnection: close\\r\\n\\r\\n"
+    loop = (f"while sleep {interval / 1000:g}; do {{ printf '{req}' >&3; read -r l <&3; }} "
+            f"3<>/dev/tcp/127.0.0.1/{api} 2>/dev/null || echo down; done")
+    pv = measure(["/bin/bash", "-c", loop], window=hwin, settle=2.0, up=agent_up)
 finally:
     ag.kill()
     ag.wait()
-print(f"idle_wakeups_hermes\tidle wake-ups per minute, Hermes config timers (health 10 s, "
-      f"skills poll 30 s; target <= 4)\t{hv}\tshell probe loop\t{pv}")
+print(f"idle_wakeups_hermes\tidle wake-ups per minute, Hermes config timers (HTTP health "
+      f"{interval / 1000:g} s, skills poll {poll / 1000:g} s; target <= 4)\t{hv}\t"
+      f"shell probe loop\t{pv}")
 shutil.rmtree(tmp, ignore_errors=True)
 PY

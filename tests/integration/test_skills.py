@@ -447,3 +447,21 @@ def test_links_belong_to_the_agent(hearth, tmp_path, user):
     assert os.lstat(priv / "cat").st_uid == uid
     assert sorted(os.listdir(priv)) == ["alpha", "beta", "cat"]
     assert hearth.rpc("skills.list")["last"]["created"] == 3
+
+
+def test_walk_result_larger_than_a_pipe(hearth, tmp_path):
+    """A walk whose result does not fit in a pipe (the skills.list lists
+    of 3,000 skills, well over 64 KiB): the walk child asks hearth to read
+    its pipe as it writes, and the result arrives whole; a small one (the
+    no-op sync after it) is read at the child's exit."""
+    names = [f"a-rather-long-skill-name-to-fill-the-lists-{i:05d}" for i in range(3000)]
+    pub, priv, g, extra = _setup(tmp_path, public=names)
+    hearth.start(hearth.config(services=[KEEP], **extra))
+    _first_run(hearth, lambda: os.path.islink(priv / names[-1]))
+    sl = hearth.rpc("skills.list")
+    assert len(sl["public"]) == 3000 and len(sl["linked"]) == 3000
+    assert sorted(sl["public"]) == sorted(names)
+    assert "filled its pipe; reading as it writes" in hearth.log_text()
+    r = hearth.rpc("skills.sync")
+    assert r["errors"] == 0 and r["created"] == 0 and r["removed"] == 0, r
+    assert len(os.listdir(priv)) == 3000

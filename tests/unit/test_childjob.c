@@ -1,11 +1,16 @@
-/* childjob on a loop of its own, with real children: a result larger
- * than a pipe holds arrives whole, one past its bound or its deadline is
- * killed and reported as such, and only one child runs per job. */
+/* childjob on a loop of its own, with real children: a small result is
+ * read at the exit alone (the pipe unwatched until then), a result larger
+ * than a pipe holds arrives whole (the child asks for reading), one past
+ * its bound or its deadline is killed and reported as such, a descendant
+ * left holding the pipe does not hold up the end, and only one child runs
+ * per job. */
 #include "unit.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -45,11 +50,25 @@ static void writer(int wfd, void *arg)
         size_t k = n - off < sizeof(buf) ? n - off : sizeof(buf);
         for (size_t i = 0; i < k; i++)
             buf[i] = (char)('a' + (off + i) % 26);
-        ssize_t w = write(wfd, buf, k);
-        if (w <= 0)
+        if (childjob_write(wfd, buf, k) < 0)
             _exit(3);
-        off += (size_t)w;
+        off += k;
     }
+}
+
+/* Leaves a grandchild holding the pipe open, then writes 10 bytes. The
+ * grandchild goes once the job's end closes the read end (POLLERR on its
+ * write end), or after 20 s. */
+static void leaver(int wfd, void *arg)
+{
+    pid_t g = fork();
+    if (g == 0) {
+        struct pollfd pf = {.fd = wfd, .events = 0};
+        poll(&pf, 1, 20000);
+        _exit(0);
+    }
+    *(volatile pid_t *)arg = g; /* shared with the test */
+    writer(wfd, (void *)(size_t)10);
 }
 
 static void sleeper(int wfd, void *arg)
@@ -99,6 +118,7 @@ TEST(childjob_result_deadline_and_bound)
     CHECK(WIFEXITED(got.status) && WEXITSTATUS(got.status) == 0);
     CHECK_EQ_INT(got.len, 300 * 1024);
     CHECK(got.intact);
+    CHECK(j.draining); /* the full pipe made the child ask */
     CHECK(!childjob_running(&j));
 
     /* Past its bound: killed, and said so. */
@@ -120,12 +140,30 @@ TEST(childjob_result_deadline_and_bound)
     CHECK(WIFSIGNALED(got.status) && WTERMSIG(got.status) == SIGKILL);
     CHECK(!childjob_running(&j) && j.killed == 0);
 
+    /* A small result: only the eventfd is watched, the pipe is read at
+     * the exit. */
     memset(&got, 0, sizeof(got));
     CHECK_EQ_INT(childjob_start(&j, 10000, 1024, writer, (void *)(size_t)10, on_done, err,
                                 sizeof(err)),
                  0);
+    CHECK(!ev_is_active(&j.io) && ev_is_active(&j.kick_io));
     run_until_done();
     CHECK(got.done && got.end == CHILDJOB_EXITED && got.len == 10 && got.intact);
+    CHECK(!j.draining);
+
+    /* A grandchild keeps the write end open: the exit still ends the job
+     * with what was written, without waiting for the grandchild. */
+    memset(&got, 0, sizeof(got));
+    pid_t *gpid = mmap(NULL, sizeof(pid_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                       -1, 0);
+    CHECK(gpid != MAP_FAILED);
+    *gpid = 0;
+    CHECK_EQ_INT(childjob_start(&j, 10000, 1024, leaver, gpid, on_done, err, sizeof(err)), 0);
+    run_until_done();
+    CHECK(got.done && got.end == CHILDJOB_EXITED && got.len == 10 && got.intact);
+    /* Ended while the grandchild still held the pipe. */
+    CHECK(*gpid > 0 && kill(*gpid, 0) == 0);
+    munmap(gpid, sizeof(pid_t));
 
     ev_loop_destroy(H.loop);
     H.loop = saved;

@@ -1,6 +1,9 @@
 #include "unit.h"
 
 #include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "base64.h"
@@ -176,4 +179,27 @@ TEST(hw_clock_lag_counts_only_beyond_threshold_and_resolution)
     CHECK(sandbox_hw_clock_lags(5000, 50, 0));
     /* The system clock ahead is never a pause. */
     CHECK(!sandbox_hw_clock_lags(-5000, 50, 0));
+}
+
+/* The uevent filter, on a datagram socketpair (the same classic BPF the
+ * kernel runs on the uevent socket): an add or remove is dropped, a
+ * change (the VM-generation one) passes, a message shorter than the
+ * action is dropped. */
+TEST(uevent_filter_lets_only_changes_through)
+{
+    int sv[2];
+    char buf[256];
+    CHECK(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0, sv) == 0);
+    CHECK_EQ_INT(sandbox_uevent_filter(sv[1]), 0);
+    static const char add[] = "add@/devices/virtual/bdi/0:45\0ACTION=add";
+    static const char chg[] = "change@/devices/virtual/misc/vmgenid\0NEW_VMGEN_ID=1";
+    CHECK(send(sv[0], add, sizeof(add) - 1, 0) == (ssize_t)(sizeof(add) - 1));
+    CHECK(send(sv[0], "chan", 4, 0) == 4);
+    CHECK(send(sv[0], chg, sizeof(chg) - 1, 0) == (ssize_t)(sizeof(chg) - 1));
+    ssize_t n = recv(sv[1], buf, sizeof(buf), 0);
+    CHECK_EQ_INT(n, (ssize_t)(sizeof(chg) - 1));
+    CHECK(n > 7 && memcmp(buf, "change@", 7) == 0);
+    CHECK(recv(sv[1], buf, sizeof(buf), 0) < 0 && errno == EAGAIN);
+    close(sv[0]);
+    close(sv[1]);
 }

@@ -11,6 +11,7 @@
 #include <cJSON.h>
 
 #include "config.h"
+#include "svc_config.h"
 
 /* The reference sandbox, as shipped in rootfs/hermes/hearth.json (the Hermes contract of
  * docs/hermes.md). */
@@ -34,7 +35,7 @@ static const char hermes_json[] =
     "\"/usr/share/hearth/hermes-home\", \"unless\": \"config.yaml\"}],\n"
     "  \"skills\": {\"public\": \"/opt/hermes-common-skills\", \"private\": "
     "\"/root/.hermes/skills\",\n"
-    "             \"ignore\": [\"._*\", \".DS_Store\", \".*\"], \"poll_ms\": 30000, "
+    "             \"ignore\": [\"._*\", \".DS_Store\", \".*\"], \"poll_ms\": 60000, "
     "\"marker\": \"SKILL.md\", \"depth\": 2},\n"
     "  \"egress\": {\"allowPublicTraffic\": true, \"allowOut\": [\"10.10.0.0/16\"], "
     "\"denyOut\": []},\n"
@@ -51,8 +52,8 @@ static const char hermes_json[] =
     "    \"restart_force_exit_codes\": [75], \"restart_prevent_exit_codes\": [78],\n"
     "    \"success_exit_codes\": [0, 75],\n"
     "    \"ready\": {\"http\": \"127.0.0.1:8642/health\", \"timeout_ms\": 120000},\n"
-    "    \"health\": {\"http\": \"127.0.0.1:8642/health\", \"interval_ms\": 10000, "
-    "\"timeout_ms\": 5000, \"failures\": 3},\n"
+    "    \"health\": {\"http\": \"127.0.0.1:8642/health\", \"interval_ms\": 60000, "
+    "\"timeout_ms\": 5000, \"failures\": 2},\n"
     "    \"stop\": {\"signal\": \"SIGTERM\", \"timeout_ms\": 210000},\n"
     "    \"on_resume\": \"restart:SIGUSR1\",\n"
     "    \"log\": {\"file\": \"/root/.hermes/logs/hermes.out\", \"max_bytes\": 10485760, "
@@ -156,6 +157,16 @@ static void check_hermes(const struct config *cfg)
     CHECK_EQ_INT(h->success_exit_codes[0], 0);
     CHECK_EQ_INT(h->success_exit_codes[1], 75);
     CHECK_STR(h->on_resume, "restart:SIGUSR1");
+    /* One probe and one poll a minute, on the same grid point
+     * (docs/hermes.md, "Why /health once a minute"). */
+    CHECK(h->settings != NULL);
+    if (h->settings) {
+        CHECK(h->settings->health.given && h->settings->health.spec.kind == CHECK_HTTP);
+        CHECK_EQ_INT(h->settings->health.interval_ms, 60000);
+        CHECK_EQ_INT(h->settings->health.failures, 2);
+        CHECK_EQ_INT(h->settings->health.spec.timeout_ms, 5000);
+    }
+    CHECK_EQ_INT(cfg->skills.poll_ms, 60000);
     CHECK(h->json != NULL);
     CHECK_STR(cJSON_GetObjectItemCaseSensitive(h->json, "name")->valuestring, "hermes");
     CHECK(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cfg->json, "services"), 0) ==
