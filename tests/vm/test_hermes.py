@@ -70,8 +70,9 @@ def test_hermes_contract(make_vm, hostdirs):
     assert h["restarts"] == 0, h
     assert vm.agent_state()["api_port"] == 8642
     assert vm.agent("connect 127.0.0.1 8642").startswith("ok "), "the API server listens"
+    # The shipped config probes once a minute (docs/hermes.md).
     health = vm.wait_for(lambda: (lambda hc: hc if hc["checks"] >= 1 else None)(
-        vm.service("hermes")["health"]), timeout=40, what="a health check")
+        vm.service("hermes")["health"]), timeout=100, what="a health check")
     assert health["failures"] == 0 and health["status"] == "healthy", health
 
     # The home was seeded around the operator's files; .env is the agent's.
