@@ -20,7 +20,6 @@
 #include "activity.h"
 #include "config.h"
 #include "contain.h"
-#include "nstemplate.h"
 #include "control.h"
 #include "hearth.h"
 #include "jsonout.h"
@@ -344,7 +343,7 @@ static void proc_free(struct proc *p)
         close(p->report_fd);
     }
     if (p->ns_offer)
-        nstemplate_take();
+        contain_snapshot_take();
     ev_timer_stop(H.loop, &p->timeout);
     ev_timer_stop(H.loop, &p->grace);
     ev_timer_stop(H.loop, &p->expire);
@@ -488,7 +487,7 @@ static void report_cb(struct ev_loop *loop, ev_io *w, int revents)
     if (p->ns_offer) {
         /* Its child sent its namespace before exec, if it built one. */
         p->ns_offer = false;
-        nstemplate_take();
+        contain_snapshot_take();
     }
     uint64_t ticket = p->start_ticket;
     p->start_ticket = 0;
@@ -688,10 +687,10 @@ int exec_start(struct client *c, const struct exec_request *r, struct rpc_error 
     /* In the table before the fork: a child that fails before its exec
      * still reaches p from a global (what memcheck asks of it). */
     table[slot] = p;
-    p->ns_offer = nstemplate_offer(&plan.contain);
+    p->ns_offer = contain_snapshot_offer(&plan.contain);
     pid_t pid = cgroup_fork_into(p->leaf[0] ? p->leaf : NULL, &placed);
     if (pid != 0)
-        nstemplate_forked(&plan.contain, pid > 0);
+        contain_snapshot_forked(&plan.contain, pid > 0);
     if (pid < 0) {
         p->ns_offer = false;
         goto syserr;

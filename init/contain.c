@@ -287,6 +287,69 @@ void contain_readonly_dir(const char *path)
     snprintf(extra_ro, sizeof(extra_ro), "%s", path && strlen(path) < sizeof(extra_ro) ? path : "");
 }
 
+/* ---- the namespace template (nstemplate.h) for a plan ---- */
+
+/* What a plan's namespace depends on: its hidden and read-only paths, in
+ * order, each ended by a NUL, the two lists apart by an empty one. */
+#define PLAN_KEY_MAX (2 * CONTAIN_MAX_EXTRA * CONTAIN_PATH_MAX + 2)
+_Static_assert(CONTAIN_MAX_EXTRA <= NSTEMPLATE_PATHS_MAX, "every hidden path is checked");
+
+static size_t plan_key(const struct contain_plan *p, char *out)
+{
+    size_t n = 0;
+    for (int list = 0; list < 2; list++) {
+        size_t cnt = list ? p->n_ro : p->n_hide;
+        for (size_t i = 0; i < cnt; i++) {
+            const char *s = list ? p->ro[i] : p->hide[i];
+            size_t l = strlen(s) + 1;
+            memcpy(out + n, s, l);
+            n += l;
+        }
+        out[n++] = 0;
+    }
+    return n;
+}
+
+static void hidden_paths(const struct contain_plan *p, const char **out)
+{
+    for (size_t i = 0; i < p->n_hide; i++)
+        out[i] = p->hide[i];
+}
+
+int contain_template_for(const struct contain_plan *p)
+{
+    char key[PLAN_KEY_MAX];
+    const char *paths[CONTAIN_MAX_EXTRA];
+    size_t n = plan_key(p, key);
+    hidden_paths(p, paths);
+    return nstemplate_for(key, n, paths, p->n_hide);
+}
+
+bool contain_snapshot_offer(struct contain_plan *p)
+{
+    char key[PLAN_KEY_MAX];
+    const char *paths[CONTAIN_MAX_EXTRA];
+
+    /* Not from a child that could change its own mounts afterwards. */
+    if (!p->isolate || p->ns_fd >= 0 || (p->caps & BIT(CAP_SYS_ADMIN)))
+        return false;
+    size_t n = plan_key(p, key);
+    hidden_paths(p, paths);
+    p->snap_fd = nstemplate_offer(key, n, paths, p->n_hide);
+    return p->snap_fd >= 0;
+}
+
+void contain_snapshot_forked(struct contain_plan *p, bool forked)
+{
+    nstemplate_forked(p->snap_fd, forked);
+    p->snap_fd = -1;
+}
+
+/* Kept only where hearth's later mounts reach it, as they reach a running
+ * service: otherwise a copy made later would miss what a fresh namespace
+ * would have. */
+void contain_snapshot_take(void) { nstemplate_take(contain_mounts_propagate); }
+
 int contain_prepare(const struct service_config *c, const struct config *cfg,
                     const char *config_path, bool root, const char *leaf,
                     struct contain_plan *p, char *err, size_t errlen)
@@ -333,7 +396,7 @@ int contain_prepare(const struct service_config *c, const struct config *cfg,
     if (config_path && config_path[0] &&
         add_path(p->ro, &p->n_ro, config_path, strlen(config_path), err, errlen) < 0)
         return -1;
-    if ((p->ns_fd = nstemplate_for(p)) >= 0)
+    if ((p->ns_fd = contain_template_for(p)) >= 0)
         return 0;
     /* A directory the listener has not made yet would be skipped as
      * missing and could appear unhidden later: make it now, as the
@@ -597,9 +660,9 @@ int contain_enter(const struct contain_plan *p, char *what, size_t len)
 {
     if (!p->isolate)
         return 0;
-    int copied = p->ns_fd >= 0 ? nstemplate_copy(p->ns_fd, what, len) : 0;
+    int copied = p->ns_fd >= 0 ? nstemplate_copy(p->ns_fd) : 0;
     if (copied < 0)
-        return -1;
+        return fail(what, len, "create", "a mount namespace");
     if (!copied) {
         if (unshare(CLONE_NEWNS) < 0)
             return fail(what, len, "create", "a mount namespace");

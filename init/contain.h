@@ -45,7 +45,7 @@ struct contain_plan {
     size_t n_hide;
     char ro[CONTAIN_MAX_EXTRA][CONTAIN_PATH_MAX];
     size_t n_ro;
-    /* The namespace template (nstemplate.h): a mount
+    /* The namespace template (see contain_snapshot_offer): a mount
      * namespace already set up as this plan asks, which the child copies
      * instead of building its own (-1: none fits), and the socket a child
      * that builds sends its namespace back on (-1: not asked to). */
@@ -95,6 +95,21 @@ int contain_prepare(const struct service_config *c, const struct config *cfg,
  * hearth made its mounts shared (vm and container modes), or / is
  * shared (supervisor mode; read once, when first asked). */
 bool contain_mounts_propagate(void);
+
+/* The namespace template (nstemplate.h) for contained starts: the first
+ * child whose plan keeps no CAP_SYS_ADMIN (so it cannot change its own
+ * mounts afterwards) sends its finished namespace back; later plans with
+ * the same hidden and read-only paths copy it, as long as the hidden
+ * directories are the ones it masks and hearth's later mounts propagate
+ * into it. contain_prepare sets p->ns_fd from contain_template_for.
+ *  - contain_snapshot_offer before the fork: asks this start's child
+ *    (p->snap_fd) when nothing fits; returns whether it asked;
+ *  - contain_snapshot_forked after it (forked false drops the request);
+ *  - contain_snapshot_take once that child has exec'd or ended. */
+int contain_template_for(const struct contain_plan *p);
+bool contain_snapshot_offer(struct contain_plan *p);
+void contain_snapshot_forked(struct contain_plan *p, bool forked);
+void contain_snapshot_take(void);
 
 /* In the child, before identity changes: the namespaces and the mounts.
  * Returns 0, or -1 with errno and what it was doing in what ("unable to

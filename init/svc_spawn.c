@@ -13,7 +13,6 @@
 
 #include "cgroup.h"
 #include "contain.h"
-#include "nstemplate.h"
 #include "hearth.h"
 #include "launch.h"
 #include "log.h"
@@ -58,7 +57,7 @@ void svc_exec_cb(struct ev_loop *loop, ev_io *w, int revents)
         /* Whatever the outcome: a child that built its namespace sent it
          * before exec (or before failing after that). */
         s->ns_offer = false;
-        nstemplate_take();
+        contain_snapshot_take();
     }
     if (n == (ssize_t)sizeof(report)) {
         report.what[sizeof(report.what) - 1] = 0;
@@ -255,11 +254,11 @@ int svc_spawn(struct service *s)
             po[i] = pe[i] = -1;
         }
     }
-    bool offered = nstemplate_offer(&plan.contain);
+    bool offered = contain_snapshot_offer(&plan.contain);
     bool placed;
     pid = cgroup_fork_into(leaf, &placed);
     if (pid != 0)
-        nstemplate_forked(&plan.contain, pid > 0);
+        contain_snapshot_forked(&plan.contain, pid > 0);
     if (pid < 0) {
         snprintf(s->error, sizeof(s->error), "unable to fork: %s", strerror(errno));
         close(p[0]);

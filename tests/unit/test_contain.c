@@ -376,32 +376,32 @@ TEST(nstemplate_fits_same_plans_only)
     p.n_ro = 1;
     snprintf(p.ro[0], sizeof(p.ro[0]), "/etc/hearth");
     q = p;
-    CHECK_EQ_INT(nstemplate_for(&p), -1);
+    CHECK_EQ_INT(contain_template_for(&p), -1);
     /* A plan that keeps CAP_SYS_ADMIN is never asked. */
     q.caps = BIT(CAP_SYS_ADMIN);
-    CHECK(!nstemplate_offer(&q));
-    CHECK(nstemplate_offer(&p));
+    CHECK(!contain_snapshot_offer(&q));
+    CHECK(contain_snapshot_offer(&p));
     CHECK(p.snap_fd >= 0);
     /* Only one request at a time. */
     q.caps = 0;
-    CHECK(!nstemplate_offer(&q));
+    CHECK(!contain_snapshot_offer(&q));
     int child_end = dup(p.snap_fd);
-    nstemplate_forked(&p, true);
+    contain_snapshot_forked(&p, true);
     CHECK_EQ_INT(p.snap_fd, -1);
     nstemplate_send(child_end);
     close(child_end);
-    nstemplate_take();
-    int fd = nstemplate_for(&p);
+    contain_snapshot_take();
+    int fd = contain_template_for(&p);
     if (contain_mounts_propagate()) {
         CHECK(fd >= 0);
         /* The same paths fit; another read-only path does not. */
-        CHECK_EQ_INT(nstemplate_for(&q), fd);
+        CHECK_EQ_INT(contain_template_for(&q), fd);
         snprintf(q.ro[0], sizeof(q.ro[0]), "/etc/other");
-        CHECK_EQ_INT(nstemplate_for(&q), -1);
+        CHECK_EQ_INT(contain_template_for(&q), -1);
         /* The hidden directory made anew is another one. */
         CHECK_EQ_INT(rename(hidden, moved), 0);
         CHECK_EQ_INT(mkdir(hidden, 0755), 0);
-        CHECK_EQ_INT(nstemplate_for(&p), -1);
+        CHECK_EQ_INT(contain_template_for(&p), -1);
         rmdir(moved);
     } else {
         CHECK_EQ_INT(fd, -1);
