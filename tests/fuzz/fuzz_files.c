@@ -52,10 +52,14 @@ static void wipe(void)
 
 static void make_tree(void)
 {
+    static bool made;
     char p[256];
-    if (root[sizeof(root) - 2] == 'X') {
+    /* Once: mkdtemp's name may itself end in an X, so the name cannot
+     * say whether it was made. */
+    if (!made) {
         if (!mkdtemp(root))
             abort();
+        made = true;
         atexit(wipe);
     }
     nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
