@@ -38,7 +38,9 @@ static void idents_now(const char *const *paths, size_t n, struct ident *out)
     for (size_t i = 0; i < NSTEMPLATE_PATHS_MAX; i++) {
         out[i].dev = 0;
         out[i].ino = 0;
-        if (i < n && stat(paths[i], &st) == 0) {
+        /* lstat: the entry itself; a link put in a directory's place is
+         * another inode, never followed from PID 1. */
+        if (i < n && lstat(paths[i], &st) == 0) {
             out[i].dev = st.st_dev;
             out[i].ino = st.st_ino;
         }
