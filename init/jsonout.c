@@ -71,11 +71,17 @@ static void put_string(struct out *o, const char *s)
     const unsigned char *p = (const unsigned char *)(s ? s : ""), *run = p;
     for (; *p; p++) {
         unsigned char c = *p;
-        if (c >= 32 && c != '"' && c != '\\')
+        /* U+0080..U+009F (C2 80..C2 9F) are the C1 controls: escaped, so
+         * that text a guest wrote cannot reach a terminal as CSI or OSC
+         * through a reader that prints the JSON as it is. */
+        bool c1 = c == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f;
+        if (c >= 32 && c != '"' && c != '\\' && !c1)
             continue;
         put(o, (const char *)run, (size_t)(p - run));
+        if (c1)
+            c = *++p;
         run = p + 1;
-        const char *k = memchr(shortc, c, sizeof(shortc) - 1);
+        const char *k = c1 ? NULL : memchr(shortc, c, sizeof(shortc) - 1);
         char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
         if (k)
             e[1] = letter[k - shortc];

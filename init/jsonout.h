@@ -2,9 +2,10 @@
  * event and state file of hearth is made of. It writes what
  * cJSON_PrintUnformatted writes, except that an integer up to 2^53 is
  * always plain digits (cJSON switches to an exponent for some from 10^15
- * up). Its own because cJSON's printer checks each number it prints by
- * reading it back with sscanf, which alone brings musl's whole scanf into
- * the static binary; here a number is read back with strtod, which the
+ * up) and U+0080..U+009F, the C1 controls, are written \u0080..\u009f
+ * (cJSON passes them through; see termsafe.h). Its own because cJSON's
+ * printer checks each number it prints by reading it back with sscanf,
+ * which alone brings musl's whole scanf into the static binary; here a number is read back with strtod, which the
  * parser needs anyway, and an integer, nearly every number hearth sends,
  * is not read back at all. Depends on nothing of hearth's; linked into
  * hearthctl too. */

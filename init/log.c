@@ -1,5 +1,6 @@
 #include "log.h"
 #include "redact.h"
+#include "termsafe.h"
 #include "timebase.h"
 
 #include <errno.h>
@@ -69,8 +70,8 @@ void log_vmsg(enum log_level lvl, const char *fmt, va_list ap)
     /* Formatted at twice the record's size: a secret cut by the limit
      * would not match, but one that begins within the record is whole
      * here, so it is redacted before the record is cut. */
-    char raw[LOG_LINE_MAX * 2], red[LOG_LINE_MAX];
-    const char *msg = raw;
+    char raw[LOG_LINE_MAX * 2], red[LOG_LINE_MAX], msg[LOG_LINE_MAX];
+    const char *text = raw;
     int n;
 
     if (lvl > g_level)
@@ -82,7 +83,10 @@ void log_vmsg(enum log_level lvl, const char *fmt, va_list ap)
             *p = ' ';
     /* No secret value reaches the console, kmsg or stderr. */
     if (redact_text(raw, strlen(raw), red, sizeof(red)) != (size_t)-1)
-        msg = red;
+        text = red;
+    /* Names, paths and messages in a record may be a guest's: no control
+     * (C0, C1) or broken UTF-8 reaches the console an operator watches. */
+    termsafe_copy(msg, sizeof(msg), text, strlen(text), TERMSAFE_TAB);
     if (g_sink == LOG_SINK_KMSG) {
         /* The kernel stamps kmsg records itself. */
         n = snprintf(line, sizeof(line), "<%d>hearth: %s\n", kmsg_prio[lvl], msg);

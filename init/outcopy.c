@@ -9,6 +9,7 @@
 
 #include "hearth.h"
 #include "log.h"
+#include "termsafe.h"
 
 /* -1: not decided yet; -2: off (not container mode, or unusable). */
 static int fds[2] = {-1, -1};
@@ -61,10 +62,11 @@ void outcopy_line(const char *service, enum log_stream st, const char *text, siz
     if (k < 0 || (size_t)k >= sizeof(buf) - n)
         return;
     n += (size_t)k;
-    if (len > sizeof(buf) - n - 1)
-        len = sizeof(buf) - n - 1;
-    memcpy(buf + n, text, len);
-    n += len;
+    /* The runtime's log is read on an operator's terminal (podman logs):
+     * the agent's output reaches it escaped, as hearthctl shows it. A
+     * line longer than the buffer once escaped is cut. */
+    size_t room = sizeof(buf) - n - 1, need = termsafe_copy(buf + n, room, text, len, TERMSAFE_TAB);
+    n += need < room ? need : strlen(buf + n);
     buf[n++] = '\n';
     /* One write per line: a pipe takes up to PIPE_BUF bytes whole, and a
      * short write of a longer line is as good as the runtime gets. */

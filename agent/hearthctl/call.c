@@ -275,7 +275,9 @@ int follow(struct ctl *t)
              * its output budget ran out): say so, do not end quietly. */
             const cJSON *p = cJSON_GetObjectItemCaseSensitive(msg, "params");
             const char *why = jstr(p, "message");
-            fprintf(stderr, "hearthctl: dropped by %s: %s\n", t->conn.spec, why ? why : "?");
+            fprintf(stderr, "hearthctl: dropped by %s: ", t->conn.spec);
+            put_safe(stderr, why ? why : "?");
+            fputc('\n', stderr);
             rc = EXIT_SERVER;
         }
         cJSON_Delete(msg);

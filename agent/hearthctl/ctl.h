@@ -3,7 +3,8 @@
  *
  *   conn.c      connect specs (unix, vsock, hybrid vsock), deadlines, line I/O
  *   call.c      one request and its reply; notifications kept and followed
- *   print.c     human output: tables, escaping of guest text, the printers
+ *   print.c     human output: tables, escaping of guest text (the one way
+ *               a reply's strings reach the terminal), the printers
  *   commands.c  the command table, argument builders, usage
  *   cp.c        cp: a file copied in or out over files.* calls
  *   exec.c      exec: a command run in the sandbox, its stdin, output,
@@ -173,7 +174,12 @@ void notes_free(struct ctl *t);
 
 /* ---- print.c ----------------------------------------------------------- */
 
-/* Guest-provided text goes to a host terminal: control bytes escaped. */
+/* Guest-provided text goes to a host terminal: every string from a reply
+ * printed in human form passes through one of these three, which escape
+ * C0 and C1 controls, DEL and broken UTF-8 (termsafe.h). put_text keeps
+ * what keep names (TERMSAFE_TAB for a log line's body); put_safe keeps
+ * nothing. */
+void put_text(FILE *f, const char *s, unsigned keep);
 void put_safe(FILE *f, const char *s);
 /* The same into a bounded buffer; truncated with "..." if needed. */
 void safe_copy(char *dst, size_t n, const char *s);

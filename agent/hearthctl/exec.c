@@ -316,8 +316,9 @@ static int handle_line(struct xconn *x, const char *line, size_t len, unsigned l
         if (cJSON_IsObject(error)) {
             const cJSON *msg = cJSON_GetObjectItemCaseSensitive(error, "message");
             restore_tty();
-            fprintf(stderr, "hearthctl exec: %s\n",
-                    cJSON_IsString(msg) ? msg->valuestring : "error");
+            fputs("hearthctl exec: ", stderr);
+            put_safe(stderr, cJSON_IsString(msg) ? msg->valuestring : "error");
+            fputc('\n', stderr);
             rc = EXIT_SERVER;
         } else if (cJSON_IsNumber(eid)) {
             *exec_id = eid->valuedouble;

@@ -263,10 +263,9 @@ static void on_line(struct fleet_target *t, char *line, size_t len,
             queue_calls(t, calls, n);
             return;
         }
-        for (char *p = line; *p; p++)
-            if ((unsigned char)*p < 0x20 || *p == 0x7f)
-                *p = '?';
-        fail(t, FLEET_CONNECT, "handshake refused: %.200s", line);
+        char said[201];
+        safe_copy(said, sizeof(said), line);
+        fail(t, FLEET_CONNECT, "handshake refused: %s", said);
         return;
     }
     if (len == 0)
@@ -624,7 +623,9 @@ int fleet_call_print(struct fleet *f, const char *method, const cJSON *params, i
                 } else {
                     fputs("hearthctl: ", stderr);
                     put_safe(stderr, t->spec);
-                    fprintf(stderr, ": %s\n", t->why);
+                    fputs(": ", stderr);
+                    put_safe(stderr, t->why);
+                    fputc('\n', stderr);
                 }
             }
         }
@@ -632,12 +633,7 @@ int fleet_call_print(struct fleet *f, const char *method, const cJSON *params, i
         rc = one > rc ? one : rc;
     }
     if (json) {
-        char *text = cJSON_Print(all);
-
-        if (!text)
-            die_oom();
-        puts(text);
-        cJSON_free(text);
+        print_json(all, true);
         cJSON_Delete(all);
     }
     return rc;

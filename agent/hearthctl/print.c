@@ -3,50 +3,45 @@
  * --json form is the reply as it is). */
 #include "ctl.h"
 #include "prom.h"
+#include "termsafe.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Guest-provided text goes to a host terminal: escape control bytes so a
- * service cannot move the cursor or retitle the window. UTF-8 passes. */
-void put_safe(FILE *f, const char *s)
+/* Every guest-provided string hearthctl prints in human form passes
+ * here, through termsafe's one escaper: no C0 or C1 control, DEL or
+ * broken UTF-8 reaches the operator's terminal (a compromised guest
+ * could otherwise retitle the window, move the cursor, rewrite what was
+ * printed before or answer back into the terminal's input). */
+void put_text(FILE *f, const char *s, unsigned keep)
 {
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if ((*p < 0x20 && *p != '\t') || *p == 0x7f)
-            fprintf(f, "\\x%02x", *p);
-        else
-            fputc(*p, f);
+    size_t len = strlen(s);
+
+    for (size_t i = 0; i < len;) {
+        char e[TERMSAFE_ESC_MAX];
+        size_t used, l = termsafe_step(s + i, len - i, keep, e, &used, NULL);
+
+        fwrite(e, 1, l, f);
+        i += used;
     }
 }
 
-/* Same escaping into a bounded buffer; truncates with "..." if needed. */
+void put_safe(FILE *f, const char *s)
+{
+    put_text(f, s, 0);
+}
+
+/* The same into a bounded buffer; a cut text ends in "...". */
 void safe_copy(char *dst, size_t n, const char *s)
 {
-    size_t o = 0;
+    size_t len = strlen(s);
 
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        char esc[5];
-        size_t l = 1;
-
-        if ((*p < 0x20 && *p != '\t') || *p == 0x7f)
-            l = (size_t)snprintf(esc, sizeof(esc), "\\x%02x", *p);
-        else
-            esc[0] = (char)*p;
-        if (o + l + 1 > n) {
-            if (n >= 4) {
-                o = o > n - 4 ? n - 4 : o;
-                memcpy(dst + o, "...", 3);
-                o += 3;
-            }
-            break;
-        }
-        memcpy(dst + o, esc, l);
-        o += l;
+    if (termsafe_copy(dst, n, s, len, 0) >= n && n >= 4) {
+        termsafe_copy(dst, n - 3, s, len, 0);
+        strcat(dst, "...");
     }
-    if (n > 0)
-        dst[o < n ? o : n - 1] = '\0';
 }
 
 const char *jstr(const cJSON *obj, const char *key)
@@ -112,15 +107,21 @@ int flush_stdout(void)
     return 0;
 }
 
+/* --json, and the replies without a printer of their own: JSON escapes
+ * everything but the C1 controls and broken UTF-8, which cJSON passes as
+ * they are; termsafe_json escapes those too, so the text is as safe to
+ * print as the human forms. */
 int print_json(const cJSON *j, bool pretty)
 {
     char *s = pretty ? cJSON_Print(j) : cJSON_PrintUnformatted(j);
+    char *safe = s ? termsafe_json(s) : NULL;
 
-    if (!s)
+    if (!safe)
         die_oom();
-    fputs(s, stdout);
+    fputs(safe, stdout);
     fputc('\n', stdout);
     cJSON_free(s);
+    free(safe);
     return 0;
 }
 
@@ -249,7 +250,7 @@ static void put_value(const cJSON *v)
         for (const unsigned char *p = (const unsigned char *)v->valuestring; *p; p++)
             if (*p <= ' ' || *p == '"' || *p == '=' || *p == '\\' || *p == 0x7f)
                 plain = false;
-        if (plain) {
+        if (plain && termsafe_clean(v->valuestring, strlen(v->valuestring), 0)) {
             fputs(v->valuestring, stdout);
             return;
         }
@@ -275,7 +276,8 @@ static void print_log_line(const cJSON *l)
     fputc(' ', stdout);
     put_safe(stdout, stream ? stream : "-");
     fputc(' ', stdout);
-    put_safe(stdout, text ? text : "");
+    /* The body keeps its tabs, as the service wrote them. */
+    put_text(stdout, text ? text : "", TERMSAFE_TAB);
     fputc('\n', stdout);
 }
 
@@ -640,7 +642,9 @@ static void p_counters(const cJSON *ctr, const char *head)
         const cJSON *by = cJSON_GetObjectItemCaseSensitive(it, "bytes");
         if (!cJSON_IsNumber(pk))
             continue;
-        printf("%-12.32s %12.0f %14.0f\n", it->string ? it->string : "?", pk->valuedouble,
+        char name[33];
+        safe_copy(name, sizeof(name), it->string ? it->string : "?");
+        printf("%-12s %12.0f %14.0f\n", name, pk->valuedouble,
                cJSON_IsNumber(by) ? by->valuedouble : 0);
     }
 }

@@ -6,19 +6,34 @@
 
 #include <cJSON.h>
 
+#include "termsafe.h"
+
 /* A label value or HELP text with the format's escapes. HELP escapes
- * backslash and newline only; label values also the double quote. */
+ * backslash and newline only; label values also the double quote. The
+ * format has no escape for other controls: what termsafe would escape
+ * (C0, C1, DEL, broken UTF-8, any of them a guest's) is written U+FFFD,
+ * so a scrape stays valid and a terminal showing it safe. */
 static void put_escaped(FILE *f, const char *s, bool quote)
 {
-    for (; *s; s++) {
-        if (*s == '\\')
+    size_t len = strlen(s);
+
+    for (size_t i = 0; i < len;) {
+        char e[TERMSAFE_ESC_MAX];
+        size_t used;
+        bool esc;
+        size_t l = termsafe_step(s + i, len - i, TERMSAFE_NL, e, &used, &esc);
+
+        if (s[i] == '\\')
             fputs("\\\\", f);
-        else if (*s == '\n')
+        else if (s[i] == '\n')
             fputs("\\n", f);
-        else if (*s == '"' && quote)
+        else if (s[i] == '"' && quote)
             fputs("\\\"", f);
+        else if (esc)
+            fputs("\xef\xbf\xbd", f);
         else
-            fputc(*s, f);
+            fwrite(e, 1, l, f);
+        i += used;
     }
 }
 

@@ -3,6 +3,7 @@
  * service memory, the fullest writable mount, egress bytes), redrawn in
  * place on a terminal or printed once. */
 #include "fleet.h"
+#include "utf8.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -48,15 +49,11 @@ struct opts {
     bool redraw; /* a terminal: each frame drawn over the last */
 };
 
-/* Guest text into a cell: printable ASCII only, so widths are bytes and a
+/* Guest text into a cell, escaped by the one escaper (safe_copy), so a
  * sandbox cannot move the cursor of the host's terminal. */
 static void cell_copy(char *dst, size_t n, const char *s)
 {
-    size_t o = 0;
-
-    for (; s && *s && o + 1 < n; s++)
-        dst[o++] = isprint((unsigned char)*s) ? *s : '?';
-    dst[o] = '\0';
+    safe_copy(dst, n, s ? s : "");
 }
 
 static const cJSON *item(const cJSON *o, const char *k)
@@ -296,8 +293,10 @@ static int term_size(int *cols, int *lines)
  * terminal so a shorter frame leaves nothing of the last one. */
 static void put_line(const struct opts *o, int cols, const char *s)
 {
+    /* The cut falls between characters: half a UTF-8 sequence left at
+     * the end could be read as a C1 control by the terminal. */
     if (o->redraw)
-        printf("%.*s\033[K\n", cols, s);
+        printf("%.*s\033[K\n", utf8_clip(s, (size_t)cols), s);
     else
         printf("%s\n", s);
 }
@@ -397,12 +396,7 @@ static int refresh(const struct opts *o, struct fleet *f, struct row *rows)
         rc = one > rc ? one : rc;
     }
     if (o->json) {
-        char *text = cJSON_PrintUnformatted(doc);
-
-        if (!text)
-            die_oom();
-        puts(text);
-        cJSON_free(text);
+        print_json(doc, false);
     } else {
         if (o->redraw)
             fputs("\033[H", stdout); /* home: the frame is drawn over the last */

@@ -31,7 +31,8 @@
  *     and params, and the same error;
  *   - jsonout prints an accepted request's params as cJSON's own printer
  *     does, byte for byte unless the tree holds an integer from 10^15 to
- *     2^53 (plain digits in jsonout), and then as the same tree.
+ *     2^53 (plain digits in jsonout) or a C1 control (escaped by jsonout,
+ *     never left raw), and then as the same tree.
  * Each complete line is copied into a buffer of its exact length before
  * rpc_parse, so a read past the line's end is reported by ASan instead of
  * landing in the rest of the linebuf. Only the first 32 lines starting in
@@ -126,12 +127,35 @@ static bool has_big_integer(const cJSON *t)
     return false;
 }
 
+/* Whether s holds a C1 control (U+0080..U+009F), which jsonout escapes
+ * and cJSON passes through. */
+static bool has_c1_text(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; p && *p; p++)
+        if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+            return true;
+    return false;
+}
+
+static bool has_c1(const cJSON *t)
+{
+    for (; t; t = t->next) {
+        if (has_c1_text(t->string) || (cJSON_IsString(t) && has_c1_text(t->valuestring)))
+            return true;
+        if (has_c1(t->child))
+            return true;
+    }
+    return false;
+}
+
 static void same_print_as_cjson(const cJSON *t)
 {
     char *mine = jsonout_print(t), *theirs = cJSON_PrintUnformatted(t);
     FUZZ_CHECK(mine && theirs, "one printer failed: %s vs %s", mine ? mine : "(null)",
                theirs ? theirs : "(null)");
-    if (!has_big_integer(t)) {
+    bool c1 = has_c1(t);
+    FUZZ_CHECK(!has_c1_text(mine), "jsonout left a C1 control raw: %s", mine);
+    if (!has_big_integer(t) && !c1) {
         FUZZ_CHECK(strcmp(mine, theirs) == 0, "jsonout wrote %s, cJSON %s", mine, theirs);
     } else {
         cJSON *back = cJSON_Parse(mine);

@@ -38,17 +38,17 @@ esac
 target_srcs() {
     case $1 in
         rpc)    echo "agent/rpc.c init/bytebuf.c init/utf8.c init/jsonout.c" ;;
-        config) echo "init/config.c init/schema.c init/schema_rules.c init/schema_tables.c init/names.c init/jsonget.c init/netaddr.c init/sections.c init/svc_config.c init/checkspec.c init/cidr.c init/http.c init/log.c init/redact.c init/timebase.c init/jsonout.c" ;;
+        config) echo "init/config.c init/schema.c init/schema_rules.c init/schema_tables.c init/names.c init/jsonget.c init/netaddr.c init/sections.c init/svc_config.c init/checkspec.c init/cidr.c init/http.c init/log.c init/termsafe.c init/utf8.c init/redact.c init/timebase.c init/jsonout.c" ;;
         cidr)   echo "init/cidr.c" ;;
         base64) echo "init/base64.c" ;;
         netlink) echo "init/netlink.c" ;;
         safepath) echo "init/safepath.c" ;;
-        listen) echo "init/config.c init/schema.c init/schema_rules.c init/schema_tables.c init/names.c init/jsonget.c init/netaddr.c init/sections.c init/svc_config.c init/checkspec.c init/cidr.c init/http.c init/log.c init/redact.c init/timebase.c init/jsonout.c" ;;
-        env)    echo "init/launch.c init/safepath.c init/contain.c init/nstemplate.c init/seccomp.c init/mountinfo.c init/config.c init/schema.c init/schema_rules.c init/schema_tables.c init/names.c init/jsonget.c init/netaddr.c init/sections.c init/svc_config.c init/checkspec.c init/cidr.c init/http.c init/log.c init/redact.c init/timebase.c init/jsonout.c" ;;
+        listen) echo "init/config.c init/schema.c init/schema_rules.c init/schema_tables.c init/names.c init/jsonget.c init/netaddr.c init/sections.c init/svc_config.c init/checkspec.c init/cidr.c init/http.c init/log.c init/termsafe.c init/utf8.c init/redact.c init/timebase.c init/jsonout.c" ;;
+        env)    echo "init/launch.c init/safepath.c init/contain.c init/nstemplate.c init/seccomp.c init/mountinfo.c init/config.c init/schema.c init/schema_rules.c init/schema_tables.c init/names.c init/jsonget.c init/netaddr.c init/sections.c init/svc_config.c init/checkspec.c init/cidr.c init/http.c init/log.c init/termsafe.c init/utf8.c init/redact.c init/timebase.c init/jsonout.c" ;;
         http)   echo "init/http.c" ;;
         notify) echo "init/notify.c init/kfile.c init/utf8.c init/timebase.c" ;;
         files)  echo "agent/m_files.c agent/m_files_write.c agent/params.c agent/rpc.c init/bytebuf.c init/jsonget.c init/safepath.c init/base64.c init/sha256.c init/utf8.c init/timebase.c init/jsonout.c" ;;
-        exec)   echo "agent/m_exec.c agent/params.c agent/rpc.c init/bytebuf.c init/base64.c init/utf8.c init/config.c init/schema.c init/schema_rules.c init/schema_tables.c init/names.c init/jsonget.c init/netaddr.c init/sections.c init/svc_config.c init/checkspec.c init/cidr.c init/http.c init/log.c init/redact.c init/timebase.c init/jsonout.c" ;;
+        exec)   echo "agent/m_exec.c agent/params.c agent/rpc.c init/bytebuf.c init/base64.c init/utf8.c init/config.c init/schema.c init/schema_rules.c init/schema_tables.c init/names.c init/jsonget.c init/netaddr.c init/sections.c init/svc_config.c init/checkspec.c init/cidr.c init/http.c init/log.c init/termsafe.c init/redact.c init/timebase.c init/jsonout.c" ;;
     esac
 }
 target_uses_cjson() { [ "$1" != cidr ] && [ "$1" != base64 ] && [ "$1" != netlink ] && [ "$1" != safepath ] && [ "$1" != http ] && [ "$1" != notify ]; }

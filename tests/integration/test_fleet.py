@@ -356,7 +356,7 @@ def test_refused_handshake_and_bad_reply(tmp_path):
         r, _ = run("--connect", f"hvsock:{p1}:7,unix:{p2}", "top", "--once")
         assert r.returncode == 2
         rows = table(r.stdout)
-        assert " ".join(rows[f"hvsock:{p1}:7"]) == "handshake refused: NO ?[2Jsuch port"
+        assert " ".join(rows[f"hvsock:{p1}:7"]) == "handshake refused: NO \\x1b[2Jsuch port"
         assert " ".join(rows[f"unix:{p2}"]) == "bad reply: not a JSON object"
     finally:
         a.close()

@@ -4,6 +4,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -165,5 +166,26 @@ TEST(jsonout_trees_as_cjson_writes_them)
     CHECK(same_as_cjson(t));
     bad->type = cJSON_NULL;
     CHECK(same_as_cjson(t));
+    cJSON_Delete(t);
+}
+
+/* U+0080..U+009F, the C1 controls, are escaped where cJSON passes them:
+ * a guest's CSI (U+009B) or OSC (U+009D) in any string reaches no
+ * terminal through hearth's replies, and parses back to the same text. */
+TEST(jsonout_escapes_c1_controls)
+{
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddStringToObject(t, "csi\xc2\x9b", "a\xc2\x9b" "31mred \xc2\x9d" "0;title\xc2\x9c z");
+    cJSON_AddStringToObject(t, "edges", "\xc2\x80\xc2\x9f\xc2\xa0\xc2\x7f\xc3\x9b");
+    char *text = jsonout_print(t);
+    CHECK_STR(text, "{\"csi\\u009b\":\"a\\u009b31mred \\u009d0;title\\u009c z\","
+                    "\"edges\":\"\\u0080\\u009f\xc2\xa0\xc2\x7f\xc3\x9b\"}");
+    /* No raw C1 left: no C2 followed by 80..9F. */
+    for (const unsigned char *p = (const unsigned char *)text; p && *p; p++)
+        CHECK(!(p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f));
+    cJSON *back = text ? cJSON_Parse(text) : NULL;
+    CHECK(back && cJSON_Compare(back, t, true));
+    cJSON_Delete(back);
+    cJSON_free(text);
     cJSON_Delete(t);
 }
