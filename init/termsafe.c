@@ -104,10 +104,10 @@ static size_t json_pass(const char *json, size_t len, char *out)
         if (n == 0) {
             memcpy(e, "\\ufffd", 6);
             i++;
-        } else if (n == 2 && p[0] == 0xc2 && p[1] <= 0x9f) {
+        } else if ((n == 2 && p[0] == 0xc2 && p[1] <= 0x9f) || (n == 1 && p[0] == 0x7f)) {
             memcpy(e, "\\u00", 4);
-            e[4] = hex[p[1] >> 4], e[5] = hex[p[1] & 15];
-            i += 2;
+            e[4] = hex[p[n - 1] >> 4], e[5] = hex[p[n - 1] & 15];
+            i += n;
         } else {
             w = (const char *)p, wl = n;
             i += n;

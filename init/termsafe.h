@@ -48,10 +48,10 @@ size_t termsafe_copy(char *dst, size_t n, const char *s, size_t len, unsigned ke
 /* Whether s[0..len) would pass termsafe_copy unchanged. */
 bool termsafe_clean(const char *s, size_t len, unsigned keep);
 
-/* JSON text from a printer that passes bytes >= 0x80 through as they are
- * (cJSON's), made safe for a terminal without changing what it parses to
- * where it was valid: U+0080..U+009F as \u0080..\u009f, each byte that
- * breaks UTF-8 as \ufffd. Outside strings JSON text is ASCII, so the pass
+/* JSON text from a printer that passes DEL and bytes >= 0x80 through as
+ * they are (cJSON's), made safe for a terminal without changing what it
+ * parses to where it was valid: DEL and U+0080..U+009F as \u007f and
+ * \u0080..\u009f, each byte that breaks UTF-8 as \ufffd. Outside strings JSON text is ASCII, so the pass
  * needs no parse. A malloc'd string, or NULL when out of memory. */
 char *termsafe_json(const char *json);
 
