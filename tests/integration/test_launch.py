@@ -281,3 +281,23 @@ def test_identity_is_fixed_at_boot(hearth, tmp_path):
     e = hearth.client().error("exec.start", {"argv": ["true"], "user": "intruder"})
     assert e["code"] == -32602
     assert e["message"] == "user: no user intruder in /etc/passwd (as read at boot)"
+
+
+def test_passwd_past_its_bound_is_refused_whole(hearth, tmp_path):
+    """An /etc/passwd past 1 MiB at boot: no name resolves from it (never a
+    cut table), the start fails naming the user and why; numbers still run."""
+    passwd, group = tmp_path / "passwd", tmp_path / "group"
+    passwd.write_text(IMAGE_PASSWD + "#" * (1 << 20) + "\n")
+    group.write_text(IMAGE_GROUP)
+    hearth.start(hearth.config(services=[
+        # The first service is the main one: it must outlive the test.
+        {"name": "numeric", "argv": ["sleep", "1000"], "user": "65534"},
+        {"name": "named", "argv": ["sleep", "1000"], "user": "nobody", "restart": "never"}]),
+        binds=[(passwd, "/etc/passwd"), (group, "/etc/group")])
+    s = hearth.wait_for(lambda: (lambda x: x if x["state"] == "failed" else None)(
+        hearth.service("named")), what="named failed")
+    assert s["error"] == ("user: no user nobody: /etc/passwd was refused at boot "
+                          "(larger than 1048576 bytes)"), s["error"]
+    assert "accounts: /etc/passwd refused: larger than 1048576 bytes" in hearth.log_text()
+    pid = _running_pid(hearth, "numeric")
+    assert _status_fields(pid)["Uid"].split() == ["65534"] * 4
