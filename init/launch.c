@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "accounts.h"
 #include "safepath.h"
 #include "seccomp.h"
 #include "svc_config.h"
@@ -257,107 +258,29 @@ static int read_small_file(int fd, char **out, size_t *len, size_t max)
     return 0;
 }
 
-/* ---- identity, without NSS: the image's own files ---- */
+/* ---- identity: the image's users and groups as they were at boot ---- */
 
-int launch_lookup_user(const char *passwd, const char *name, uid_t *uid, gid_t *gid, char *home,
-                       size_t homelen)
+/* The user's error: which name, and where it was looked for. */
+static void no_user(const char *user, char *err, size_t errlen)
 {
-    FILE *f = fopen(passwd, "re");
-    char line[1024];
-    char *endp;
-    unsigned long num = strtoul(name, &endp, 10);
-    bool numeric = *name && !*endp;
+    const struct accounts *a = accounts_snapshot();
 
-    if (f) {
-        while (fgets(line, sizeof(line), f)) {
-            char *fields[7] = {0};
-            char *s = line;
-            int k = 0;
-            line[strcspn(line, "\n")] = 0;
-            for (; k < 7 && s; k++)
-                fields[k] = strsep(&s, ":");
-            if (k < 6 || !fields[2] || !fields[3])
-                continue;
-            if ((numeric && strtoul(fields[2], NULL, 10) == num) ||
-                (!numeric && strcmp(fields[0], name) == 0)) {
-                *uid = (uid_t)strtoul(fields[2], NULL, 10);
-                *gid = (gid_t)strtoul(fields[3], NULL, 10);
-                snprintf(home, homelen, "%s", fields[5] ? fields[5] : "/");
-                fclose(f);
-                return 0;
-            }
-        }
-        fclose(f);
-    }
-    if (numeric) {
-        /* A uid with no passwd entry is still usable: group = uid. */
-        *uid = (uid_t)num;
-        *gid = (gid_t)num;
-        snprintf(home, homelen, "/");
-        return 0;
-    }
-    errno = ENOENT;
-    return -1;
+    if (a->pw_problem[0])
+        snprintf(err, errlen, "user: no user %s: %s was refused at boot (%s)", user,
+                 ACCOUNTS_PASSWD, a->pw_problem);
+    else
+        snprintf(err, errlen, "user: no user %s in %s (as read at boot)", user, ACCOUNTS_PASSWD);
 }
 
-int launch_lookup_group(const char *group, const char *name, gid_t *gid)
+static void no_group(const char *group, char *err, size_t errlen)
 {
-    FILE *f = fopen(group, "re");
-    char line[4096];
-    char *endp;
-    unsigned long num = strtoul(name, &endp, 10);
+    const struct accounts *a = accounts_snapshot();
 
-    if (*name && !*endp) {
-        *gid = (gid_t)num;
-        if (f)
-            fclose(f);
-        return 0;
-    }
-    if (!f) {
-        errno = ENOENT;
-        return -1;
-    }
-    while (fgets(line, sizeof(line), f)) {
-        char *s = line, *gname = strsep(&s, ":");
-        strsep(&s, ":");
-        char *gidf = strsep(&s, ":");
-        if (gname && gidf && strcmp(gname, name) == 0) {
-            *gid = (gid_t)strtoul(gidf, NULL, 10);
-            fclose(f);
-            return 0;
-        }
-    }
-    fclose(f);
-    errno = ENOENT;
-    return -1;
-}
-
-/* Supplementary groups: every group listing the user as a member. */
-static void member_groups(const char *user, gid_t primary, struct launch_plan *p)
-{
-    FILE *f = fopen("/etc/group", "re");
-    char line[4096];
-
-    p->groups[p->n_groups++] = primary;
-    if (!f)
-        return;
-    while (fgets(line, sizeof(line), f) && p->n_groups < LAUNCH_MAX_GROUPS) {
-        char *s = line;
-        line[strcspn(line, "\n")] = 0;
-        strsep(&s, ":");
-        strsep(&s, ":");
-        char *gidf = strsep(&s, ":");
-        if (!gidf || !s)
-            continue;
-        for (char *m = strsep(&s, ","); m; m = strsep(&s, ","))
-            if (strcmp(m, user) == 0) {
-                gid_t g = (gid_t)strtoul(gidf, NULL, 10);
-                if (g != primary)
-                    p->groups[p->n_groups++] = g;
-                break;
-            }
-    }
-    fclose(f);
+    if (a->gr_problem[0])
+        snprintf(err, errlen, "group: no group %s: %s was refused at boot (%s)", group,
+                 ACCOUNTS_GROUP, a->gr_problem);
+    else
+        snprintf(err, errlen, "group: no group %s in %s (as read at boot)", group, ACCOUNTS_GROUP);
 }
 
 /* ---- the plan ---- */
@@ -371,9 +294,9 @@ static bool env_identity(const struct service_config *c, uid_t *uid, gid_t *gid)
 
     *uid = getuid();
     *gid = getgid();
-    if (c->user && launch_lookup_user("/etc/passwd", c->user, uid, gid, home, sizeof(home)) < 0)
+    if (c->user && accounts_user(accounts_snapshot(), c->user, uid, gid, home, sizeof(home)) < 0)
         return false;
-    if (c->group && launch_lookup_group("/etc/group", c->group, gid) < 0)
+    if (c->group && accounts_group(accounts_snapshot(), c->group, gid) < 0)
         return false;
     /* Only root can take another identity; a hearth that is not root
      * reads with its own. */
@@ -433,13 +356,16 @@ int launch_prepare(const struct service_config *c, struct launch_plan *p, char *
         }
     }
     if (c->user) {
-        if (launch_lookup_user("/etc/passwd", c->user, &p->uid, &p->gid, home, sizeof(home)) < 0) {
-            snprintf(err, errlen, "user: no user %s in /etc/passwd", c->user);
+        if (accounts_user(accounts_snapshot(), c->user, &p->uid, &p->gid, home, sizeof(home)) < 0) {
+            no_user(c->user, err, errlen);
             launch_free(p);
             return -1;
         }
         p->set_ids = true;
-        member_groups(c->user, p->gid, p);
+        /* Supplementary groups: every group listing the user. */
+        p->groups[0] = p->gid;
+        p->n_groups = 1 + accounts_member_groups(accounts_snapshot(), c->user, p->gid,
+                                                 p->groups + 1, LAUNCH_MAX_GROUPS - 1);
         if (!env_has(p->env, p->n_env, "HOME") || (c->user && strcmp(c->user, "root") != 0)) {
             bool explicit_home = false;
             for (size_t i = 0; i < c->n_env; i++)
@@ -452,8 +378,8 @@ int launch_prepare(const struct service_config *c, struct launch_plan *p, char *
             goto oom;
     }
     if (c->group) {
-        if (launch_lookup_group("/etc/group", c->group, &p->gid) < 0) {
-            snprintf(err, errlen, "group: no group %s in /etc/group", c->group);
+        if (accounts_group(accounts_snapshot(), c->group, &p->gid) < 0) {
+            no_group(c->group, err, errlen);
             launch_free(p);
             return -1;
         }
@@ -589,11 +515,11 @@ void launch_owner(const struct service_config *c, uid_t *uid, gid_t *gid)
         return;
     /* A user that does not resolve fails the start later, with its own
      * error; meanwhile hearth keeps what it makes. */
-    if (c->user && launch_lookup_user("/etc/passwd", c->user, uid, gid, home, sizeof(home)) < 0) {
+    if (c->user && accounts_user(accounts_snapshot(), c->user, uid, gid, home, sizeof(home)) < 0) {
         *uid = 0;
         *gid = getegid();
         return;
     }
-    if (c->group && launch_lookup_group("/etc/group", c->group, gid) < 0)
+    if (c->group && accounts_group(accounts_snapshot(), c->group, gid) < 0)
         *gid = getegid();
 }

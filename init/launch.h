@@ -1,8 +1,8 @@
 /* launch: how a service process is set up between fork and exec. The
- * parent resolves everything that can fail or allocate (identity from the
- * image's /etc/passwd and /etc/group without NSS, env_files, limits,
- * capabilities) into a plan; the child only applies it with plain
- * syscalls. */
+ * parent resolves everything that can fail or allocate (identity from
+ * the snapshot of the image's /etc/passwd and /etc/group taken at boot,
+ * see accounts.h; env_files, limits, capabilities) into a plan; the
+ * child only applies it with plain syscalls. */
 #ifndef HEARTH_LAUNCH_H
 #define HEARTH_LAUNCH_H
 
@@ -82,11 +82,6 @@ void launch_reset_signals(void);
  * Exposed for unit tests. */
 int launch_parse_env(const char *text, size_t len, const char *fname, char ***env, size_t *n,
                      char *err, size_t errlen);
-/* Looks up a user / group by name or number in the given files. */
-int launch_lookup_user(const char *passwd, const char *name, uid_t *uid, gid_t *gid, char *home,
-                       size_t homelen);
-int launch_lookup_group(const char *group, const char *name, gid_t *gid);
-
 /* Who owns the files hearth makes for service c (its log files, the
  * private skills): its user and group when hearth is root and they
  * resolve, else hearth's own identity. */

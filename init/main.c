@@ -18,6 +18,7 @@
 #include <cJSON.h>
 #include <ev.h>
 
+#include "accounts.h"
 #include "cgroup.h"
 #include "cmdline.h"
 #include "config.h"
@@ -381,6 +382,10 @@ int main(int argc, char **argv)
     }
     if (!log_arg)
         log_set_level(H.cfg->log_level);
+    /* Who a named user is, fixed here, before any service runs: a root
+     * service that rewrites /etc/passwd later changes nothing that
+     * hearth starts (restarts, exec.start, the owners of log files). */
+    accounts_boot();
 
     H.loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOENV | EVFLAG_NOTIMERFD | EVFLAG_NOSIGMASK);
     if (!H.loop) {

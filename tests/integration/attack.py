@@ -109,6 +109,55 @@ R["sysrq"] = try_open_write("/proc/sysrq-trigger")
 R["sys_write"] = try_open_write("/sys/kernel/mm/transparent_hugepage/enabled")
 st = os.stat("/proc/kcore") if os.path.exists("/proc/kcore") else None
 R["kcore"] = "missing" if st is None else ("chr" if stat.S_ISCHR(st.st_mode) else "readable")
+# The OCI masked paths (contain_masked in init/contain.c; the test checks
+# the two lists agree): what each one is in this view.
+MASKED = ["/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
+          "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/proc/interrupts",
+          "/sys/firmware", "/sys/devices/virtual/powercap"]
+
+
+def mount_at(path):
+    """(fstype, read-only) of the mount whose mount point is path, or None."""
+    found = None
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            parts = line.split()
+            sep = parts.index("-")
+            point = parts[4].encode().decode("unicode_escape")
+            if point == path:  # the last one listed is the one on top
+                found = (parts[sep + 1], "ro" in parts[5].split(","))
+    return found
+
+
+def masked_view(path):
+    try:
+        st = os.lstat(path)
+    except OSError as e:
+        return name(e.errno)
+    if stat.S_ISDIR(st.st_mode):
+        fstype, ro = mount_at(path) or (None, False)
+        v = {"kind": "dir", "entries": sorted(os.listdir(path)), "fstype": fstype, "ro": ro}
+        # Creating a file there: a read-only tmpfs refuses with EROFS (the
+        # /proc directories refuse anyway, but their listing is not empty).
+        probe = os.path.join(path, ".hearth-probe")
+        try:
+            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            os.unlink(probe)
+            v["create"] = "ok"
+        except OSError as e:
+            v["create"] = name(e.errno)
+        return v
+    v = {"kind": "chr" if stat.S_ISCHR(st.st_mode) else "other",
+         "rdev": [os.major(st.st_rdev), os.minor(st.st_rdev)]}
+    try:
+        with open(path, "rb") as f:
+            v["read"] = len(f.read(65536))
+    except OSError as e:
+        v["read"] = name(e.errno)
+    return v
+
+
+R["masked"] = {p: masked_view(p) for p in MASKED}
 R["config_write"] = try_open_write(config)
 # Devices: the disk under /, the kernel log; and what a service needs.
 R["dev_entries"] = sorted(os.listdir("/dev"))

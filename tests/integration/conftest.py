@@ -83,14 +83,16 @@ class Hearth:
         return cfg
 
     def start(self, cfg, wait=True, args=(), netns=None, cgroup=False, log="debug",
-              cmdline=None):
+              cmdline=None, binds=()):
         """netns: run in that `ip netns` (made by the test) instead of a
         fresh, empty network namespace. cgroup: start hearth in a cgroup2
         directory of its own (self.cgroup), which a test may freeze or
         write to; hearth itself stays in the cgroup it starts in. log: the
         --log level (None: no --log, the config decides). cmdline: the
         text hearth finds in /proc/cmdline (bound over it in hearth's own
-        mount namespace)."""
+        mount namespace). binds: (source, target) pairs bound over the
+        targets in hearth's own mount namespace (a test's own
+        /etc/passwd), the host's files untouched."""
         path = self.dir / "hearth.json"
         path.write_text(json.dumps(cfg))
         if self.proc is not None:  # a second run in one test: judge the first
@@ -101,11 +103,16 @@ class Hearth:
         prefix = ["ip", "netns", "exec", netns] if netns else []
         net = [] if netns else ["--net"]
         inner = [*self.wrap(), HEARTH, "-c", str(path), *(["--log", log] if log else []), *args]
+        binds = [(str(a), str(b)) for a, b in binds]
         if cmdline is not None:
             cl = self.dir / "cmdline"
             cl.write_text(cmdline + "\n")
+            binds.append((str(cl), "/proc/cmdline"))
+        if binds:
             # sh execs hearth, which so stays pid 1 of the new namespace.
-            inner = ["sh", "-c", 'mount --bind "$0" /proc/cmdline && exec "$@"', str(cl), *inner]
+            script = ('while [ "$1" != -- ]; do mount --bind "$1" "$2" || exit 1; shift 2; done; '
+                      'shift; exec "$@"')
+            inner = ["sh", "-c", script, "sh", *[x for pair in binds for x in pair], "--", *inner]
         cmd = [*prefix, "unshare", "--pid", "--fork", "--mount", *net, "--uts", "--ipc",
                "--mount-proc", *inner]
         if cgroup:

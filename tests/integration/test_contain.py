@@ -5,6 +5,7 @@ Mounts hearth adds after a service started still reach it; a service
 that opts out (isolation off, a kept NET_ADMIN) is shown as privileged."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -70,6 +71,7 @@ def test_root_service_with_defaults_cannot_undo_hearth(hearth, tmp_path):
     assert r["sysrq"] == ("EROFS" if os.path.exists("/proc/sysrq-trigger") else "ENOENT")
     assert r["sys_write"] in ("EROFS", "ENOENT")
     assert r["kcore"] == ("chr" if os.path.exists("/proc/kcore") else "missing")
+    _assert_masked(r["masked"])
     assert r["config_write"] == "EROFS"
     # Devices: a /dev of its own, without the disks or the kernel log.
     assert r["dev_entries"] == ["fd", "full", "mqueue", "null", "ptmx", "pts", "random", "shm",
@@ -103,6 +105,35 @@ def test_root_service_with_defaults_cannot_undo_hearth(hearth, tmp_path):
     assert agent["privileged"] is False and "privileged_reasons" not in agent
     assert hearth.service("keep")["state"] == "running"
     assert hearth.rpc("status")["phase"] == "running"
+
+
+def _contain_masked():
+    """The masked paths as init/contain.c lists them."""
+    src = open(os.path.join(HERE, "..", "..", "init", "contain.c")).read()
+    body = re.search(r"contain_masked\[\] = \{(.*?)\};", src, re.S).group(1)
+    return re.findall(r'"([^"]+)"', body)
+
+
+def _assert_masked(seen):
+    """Each masked path that exists in hearth's own view (the same kernel's
+    /proc, the host's /sys) is, in the service's, an empty read-only tmpfs
+    (a directory) or /dev/null (a file); a path hearth lacks stays absent."""
+    masked = _contain_masked()
+    assert sorted(seen) == sorted(masked), "attack.py's MASKED differs from contain.c"
+    checked = 0
+    for path in masked:
+        if not os.path.exists(path):
+            assert seen[path] == "ENOENT", (path, seen[path])
+        elif os.path.isdir(path):
+            assert seen[path] == {"kind": "dir", "entries": [], "fstype": "tmpfs", "ro": True,
+                                  "create": "EROFS"}, (path, seen[path])
+            checked += 1
+        else:
+            assert seen[path] == {"kind": "chr", "rdev": [1, 3], "read": 0}, (path, seen[path])
+            checked += 1
+    # /proc/keys, /proc/interrupts, /proc/timer_list exist on every kernel
+    # these tests run on: the check can never pass by finding nothing.
+    assert checked >= 3, seen
 
 
 def _status_fields(h, name):

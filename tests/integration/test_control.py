@@ -2,8 +2,11 @@
 import json
 import threading
 import os
+import re
+import shutil
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
@@ -228,6 +231,70 @@ def test_peer_inside_a_service_cgroup_is_refused(hearth, tmp_path):
     assert "error" in reply and reply["error"]["message"] == "peer refused"
     assert "runs inside a service cgroup" in hearth.log_text()
     # The host side is still served.
+    assert hearth.rpc("ping") == {}
+
+
+CAP_DAC_OVERRIDE = 1
+# Outside every service and outside hearth's namespaces: a host process
+# that dropped root but kept CAP_DAC_OVERRIDE, so the socket's mode (0600,
+# root's) and its directory's (0700) do not stop it; only the peer check can.
+NON_ROOT_PEER = r"""
+import json, os, socket, sys
+st = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
+r = {"uid": os.getuid(), "euid": os.geteuid(), "cap_eff": int(st["CapEff"], 16)}
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1])
+    r["connect"] = "ok"
+except OSError as e:
+    r["connect"] = e.strerror
+if r["connect"] == "ok":
+    try:
+        s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
+    except OSError:
+        pass  # refused and closed before the request went: the answer is still there
+    data = b""
+    while not data.endswith(b"\n"):
+        d = s.recv(4096)
+        if not d:
+            break
+        data += d
+    r["reply"] = data.decode()
+print(json.dumps(r))
+"""
+
+
+def _as_uid_1000(caps, sock):
+    """NON_ROOT_PEER run as uid and gid 1000, with caps (setpriv syntax)
+    as its inheritable and ambient sets."""
+    if not shutil.which("setpriv"):
+        pytest.skip("setpriv (util-linux) is not installed")
+    cmd = ["setpriv", "--reuid", "1000", "--regid", "1000", "--clear-groups"]
+    if caps:
+        cmd += ["--inh-caps", caps, "--ambient-caps", caps]
+    out = subprocess.run([*cmd, sys.executable, "-c", NON_ROOT_PEER, sock], capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_non_root_peer_with_dac_override_is_refused(hearth):
+    hearth.start(hearth.config())
+    # Without the capability the file mode stops it first.
+    r = _as_uid_1000(None, hearth.sock)
+    assert r["uid"] == 1000 and r["cap_eff"] == 0 and r["connect"] == "Permission denied", r
+    # With it, it reaches hearth, which answers the refusal and closes.
+    r = _as_uid_1000("+dac_override", hearth.sock)
+    assert r["uid"] == 1000 and r["euid"] == 1000, r
+    assert r["cap_eff"] == 1 << CAP_DAC_OVERRIDE, r
+    assert r["connect"] == "ok", r
+    reply = json.loads(r["reply"])
+    assert reply["error"] == {"code": -32600, "message": "peer refused"}, reply
+    assert "result" not in reply
+    hearth.wait_for(lambda: re.search(r"refused control client on \S+ \(unix uid=1000 pid=0\): "
+                                      r"uid 1000 is not root", hearth.log_text()),
+                    what="the refusal in the log")
+    # Nothing was run for it; root is still served.
     assert hearth.rpc("ping") == {}
 
 

@@ -1,4 +1,5 @@
 """How service processes are set up: env_files, identity, limits, capabilities."""
+import base64
 import os
 import shutil
 import signal
@@ -217,3 +218,86 @@ def test_an_orderly_exit_removes_the_whole_cgroup_tree(hearth, tmp_path):
     hearth.proc.wait(timeout=30)
     assert not os.path.exists(tree), [d for d, _, _ in os.walk(tree)]
     assert "unable to remove" not in hearth.log_text()
+
+
+IMAGE_PASSWD = ("root:x:0:0:root:/root:/bin/sh\n"
+                "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
+IMAGE_GROUP = "root:x:0:\nnogroup:x:65534:\n"
+
+
+def test_identity_is_fixed_at_boot(hearth, tmp_path):
+    """A root service rewrites /etc/passwd (nobody -> uid 0) and kills the
+    nobody service: the restart, and exec.start as nobody, still run as
+    65534 without a capability. hearth's /etc/passwd and /etc/group are
+    the test's own files, bound over the image's in its namespace."""
+    passwd, group = tmp_path / "passwd", tmp_path / "group"
+    passwd.write_text(IMAGE_PASSWD)
+    group.write_text(IMAGE_GROUP)
+    go, done = tmp_path / "go", tmp_path / "done"
+    forged = "root:x:0:0:root:/root:/bin/sh\\nnobody:x:0:0:nobody:/root:/bin/sh\\n"
+    # Written in place (a rename over a bound file is refused), as the
+    # attacker's own view of /etc/passwd.
+    attack = (f'while [ ! -s {go} ]; do sleep 0.05; done; '
+              f'printf "{forged}" > /etc/passwd && printf "nogroup:x:0:\\n" > /etc/group && '
+              f'kill -KILL "$(cat {go})" && echo ok > {done}; exec sleep 1000')
+    hearth.start(hearth.config(services=[
+        {"name": "victim", "argv": ["sleep", "1000"], "user": "nobody", "group": "nogroup",
+         "restart": "always", "backoff": {"initial_ms": 50, "max_ms": 50}},
+        {"name": "evil", "argv": ["sh", "-c", attack]}]),
+        binds=[(passwd, "/etc/passwd"), (group, "/etc/group")])
+    first = hearth.wait_for(lambda: (lambda s: s["pid"] if s["state"] == "running" else None)(
+        hearth.service("victim")), what="victim running")
+    st = _status_fields(hearth.host_pid(first))
+    assert st["Uid"].split() == ["65534"] * 4 and st["Gid"].split() == ["65534"] * 4
+
+    go.write_text(str(first))
+    hearth.wait_for(lambda: done.exists(), what="the attack")
+    # The attack did land: hearth's own /etc/passwd now says uid 0.
+    assert "nobody:x:0:0" in passwd.read_text() and group.read_text() == "nogroup:x:0:\n"
+    again = hearth.wait_for(lambda: (lambda s: s["pid"] if s["state"] == "running"
+                                     and s["pid"] != first else None)(hearth.service("victim")),
+                            what="victim restarted")
+    assert hearth.service("victim")["restarts"] >= 1
+    st = _status_fields(hearth.host_pid(again))
+    assert st["Uid"].split() == ["65534"] * 4, st["Uid"]
+    assert st["Gid"].split() == ["65534"] * 4, st["Gid"]
+    assert int(st["CapEff"], 16) == 0 and int(st["CapPrm"], 16) == 0
+
+    # exec.start names the user and the group after the rewrite; its
+    # output arrives as notifications before the wait's reply.
+    c = hearth.client()
+    try:
+        r = c.result("exec.start", {"argv": ["sh", "-c", "id -u; id -g; grep ^CapEff /proc/self/status"],
+                                    "user": "nobody", "group": "nogroup"})
+        w = c.result("exec.wait", {"id": r["id"], "timeout_ms": 10000})
+        assert w["exited"] and w["exit_code"] == 0, w
+        text = b"".join(base64.b64decode(p["data"]) for p in c.events
+                        if p.get("id") == r["id"] and p.get("stream") == "stdout").decode()
+    finally:
+        c.close()
+    assert text.split() == ["65534", "65534", "CapEff:", "0000000000000000"], text
+    # A name the image did not have at boot is still unknown.
+    passwd.write_text(IMAGE_PASSWD + "intruder:x:0:0::/root:/bin/sh\n")
+    e = hearth.client().error("exec.start", {"argv": ["true"], "user": "intruder"})
+    assert e["code"] == -32602
+    assert e["message"] == "user: no user intruder in /etc/passwd (as read at boot)"
+
+
+def test_passwd_past_its_bound_is_refused_whole(hearth, tmp_path):
+    """An /etc/passwd past 1 MiB at boot: no name resolves from it (never a
+    cut table), the start fails naming the user and why; numbers still run."""
+    passwd, group = tmp_path / "passwd", tmp_path / "group"
+    passwd.write_text(IMAGE_PASSWD + "#" * (1 << 20) + "\n")
+    group.write_text(IMAGE_GROUP)
+    hearth.start(hearth.config(services=[
+        # The first service is the main one: it must outlive the test.
+        {"name": "numeric", "argv": ["sleep", "1000"], "user": "65534"},
+        {"name": "named", "argv": ["sleep", "1000"], "user": "nobody", "restart": "never"}]),
+        binds=[(passwd, "/etc/passwd"), (group, "/etc/group")])
+    s = hearth.wait_for(lambda: (lambda x: x if x["state"] == "failed" else None)(
+        hearth.service("named")), what="named failed")
+    assert s["error"] == ("user: no user nobody: /etc/passwd was refused at boot "
+                          "(larger than 1048576 bytes)"), s["error"]
+    assert "accounts: /etc/passwd refused: larger than 1048576 bytes" in hearth.log_text()
+    pid = _running_pid(hearth, "numeric")
+    assert _status_fields(pid)["Uid"].split() == ["65534"] * 4

@@ -1,4 +1,4 @@
-/* env_files parsing and identity lookup without NSS. */
+/* env_files parsing (identity lookup: test_accounts.c). */
 #include "unit.h"
 
 #include <stdio.h>
@@ -53,37 +53,6 @@ TEST(env_file_errors_name_file_and_line)
         CHECK_STR(err, bad[i].msg);
         free_env(env, n);
     }
-}
-
-TEST(user_and_group_lookup_from_files)
-{
-    char pw[] = "/tmp/hearth-unit-passwdXXXXXX", gr[] = "/tmp/hearth-unit-groupXXXXXX";
-    int fd = mkstemp(pw);
-    const char *p = "root:x:0:0:root:/root:/bin/sh\nagent:x:1000:1001:Agent:/home/agent:/bin/sh\nbroken line\n";
-    CHECK(write(fd, p, strlen(p)) == (ssize_t)strlen(p));
-    close(fd);
-    fd = mkstemp(gr);
-    const char *g = "root:x:0:\nagents:x:1001:agent\n";
-    CHECK(write(fd, g, strlen(g)) == (ssize_t)strlen(g));
-    close(fd);
-
-    uid_t uid;
-    gid_t gid;
-    char home[64];
-    CHECK_EQ_INT(launch_lookup_user(pw, "agent", &uid, &gid, home, sizeof(home)), 0);
-    CHECK_EQ_INT(uid, 1000);
-    CHECK_EQ_INT(gid, 1001);
-    CHECK_STR(home, "/home/agent");
-    CHECK_EQ_INT(launch_lookup_user(pw, "0", &uid, &gid, home, sizeof(home)), 0);
-    CHECK_STR(home, "/root");
-    CHECK_EQ_INT(launch_lookup_user(pw, "4242", &uid, &gid, home, sizeof(home)), 0);
-    CHECK_EQ_INT(uid, 4242);
-    CHECK_EQ_INT(launch_lookup_user(pw, "nobody-here", &uid, &gid, home, sizeof(home)), -1);
-    CHECK_EQ_INT(launch_lookup_group(gr, "agents", &gid), 0);
-    CHECK_EQ_INT(gid, 1001);
-    CHECK_EQ_INT(launch_lookup_group(gr, "missing", &gid), -1);
-    unlink(pw);
-    unlink(gr);
 }
 
 TEST(env_file_nul_byte_refused)

@@ -37,7 +37,9 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netpacket/packet.h>
+#include <linux/magic.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +47,8 @@
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/time.h>
@@ -331,6 +335,66 @@ static void try_mknod(const char *attack, unsigned maj, unsigned min)
         unlink(path);
 }
 
+/* The OCI masked paths (contain_masked in init/contain.c): each one as
+ * this view shows it. A directory: "dir:N:FSTYPE:RO:CREATE" (N entries
+ * besides . and .., FSTYPE "tmpfs" or "other", RO "ro" or "rw", CREATE
+ * the outcome of creating a file in it); a file: "chr:MAJ:MIN:BYTES" or
+ * "file:BYTES" (the bytes a read gives); absent: the errno name. */
+static const char *const masked[] = {
+    "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
+    "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/proc/interrupts",
+    "/sys/firmware", "/sys/devices/virtual/powercap", NULL,
+};
+
+static void masked_paths(void)
+{
+    char attack[96], result[96], probe[128];
+    struct stat st;
+
+    for (const char *const *m = masked; *m; m++) {
+        snprintf(attack, sizeof(attack), "masked:%s", *m);
+        if (lstat(*m, &st) < 0) {
+            report(attack, errname(errno));
+            continue;
+        }
+        if (S_ISDIR(st.st_mode)) {
+            struct statfs sf;
+            int n = 0;
+            DIR *d = opendir(*m);
+            for (struct dirent *e; d && (e = readdir(d));)
+                if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+                    n++;
+            if (d)
+                closedir(d);
+            bool tmpfs = statfs(*m, &sf) == 0 && sf.f_type == TMPFS_MAGIC;
+            bool ro = statfs(*m, &sf) == 0 && (sf.f_flags & ST_RDONLY);
+            snprintf(probe, sizeof(probe), "%s/.hearth-probe", *m);
+            int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+            const char *create = fd >= 0 ? "ok" : errname(errno);
+            if (fd >= 0) {
+                close(fd);
+                unlink(probe);
+            }
+            snprintf(result, sizeof(result), "dir:%d:%s:%s:%s", n, tmpfs ? "tmpfs" : "other",
+                     ro ? "ro" : "rw", create);
+        } else {
+            char buf[4096];
+            ssize_t got = -1;
+            int fd = open(*m, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+            if (fd >= 0) {
+                got = read(fd, buf, sizeof(buf));
+                close(fd);
+            }
+            if (S_ISCHR(st.st_mode))
+                snprintf(result, sizeof(result), "chr:%u:%u:%zd", major(st.st_rdev),
+                         minor(st.st_rdev), got);
+            else
+                snprintf(result, sizeof(result), "file:%zd", got);
+        }
+        report(attack, result);
+    }
+}
+
 static void contained(const char *sock)
 {
     char leaf[512], services[512], tree[512], path[600], buf[64];
@@ -370,6 +434,7 @@ static void contained(const char *sock)
     open_write("core_pattern", "/proc/sys/kernel/core_pattern");
     open_write("sysrq", "/proc/sysrq-trigger");
     open_write("sys_power_state", "/sys/power/state");
+    masked_paths();
 
     /* Mounts, namespaces, modules, keys. */
     outcome("mount_tmpfs", mount("none", "/tmp", "tmpfs", 0, NULL));
