@@ -50,6 +50,7 @@ def _in_service(h, name, path):
     return f"/proc/{pid}/root{path}"
 
 
+@pytest.mark.valgrind
 @pytest.mark.skipif(not CGROUP2, reason="needs cgroup2")
 def test_replaced_health_probe_runs_as_contained_as_its_service(hearth, tmp_path):
     d = tmp_path
