@@ -1,4 +1,6 @@
 #include "check.h"
+#include "cgroup.h"
+#include "contain.h"
 #include "http.h"
 #include "launch.h"
 
@@ -300,13 +302,27 @@ static int connect_start(struct check *c, const struct sockaddr *sa, socklen_t s
     return 0;
 }
 
+/* What a probe child that failed before exec writes to its pipe (one
+ * write below PIPE_BUF: whole or nothing). */
+struct probe_report {
+    int step; /* enum launch_step */
+    int err;
+    char what[120];
+};
+
 /* Between fork and exec: async-signal-safe calls only. hearth blocks its
  * signals for the signalfd and ignores SIGPIPE; neither must leak into the
- * probe. An exec failure is reported as errno through errfd. */
-static void __attribute__((noreturn)) exec_child(char *const *argv, int errfd)
+ * probe. The rest is the service's own last steps (launch_exec): its
+ * namespaces joined, its identity, capabilities, cwd, seccomp filter and
+ * environment. A failure is reported through errfd. */
+static void __attribute__((noreturn)) exec_child(const struct check_exec *how, char *const *argv,
+                                                 int errfd, bool placed)
 {
-    int e, nul;
+    struct probe_report rep;
+    int nul;
 
+    memset(&rep, 0, sizeof(rep));
+    rep.step = LAUNCH_STEP_SETUP;
     launch_reset_signals();
     setpgid(0, 0);
     /* With hearth's stdio closed the pipe may sit on 0..2, which the
@@ -317,6 +333,20 @@ static void __attribute__((noreturn)) exec_child(char *const *argv, int errfd)
             goto fail;
         errfd = moved;
     }
+    /* Born in the service's leaf by clone3; otherwise it moves there
+     * itself, from hearth's view of the tree (the service's has it
+     * read-only), and a probe that cannot does not run at all. */
+    if (how->leaf && how->leaf[0] && !placed) {
+        char path[CGROUP_PATH_MAX + 16];
+        snprintf(path, sizeof(path), "%s/cgroup.procs", how->leaf);
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || write(fd, "0", 1) != 1) {
+            snprintf(rep.what, sizeof(rep.what), "unable to join the service's cgroup");
+            rep.step = LAUNCH_STEP_CONTAIN;
+            goto fail;
+        }
+        close(fd);
+    }
     /* Not O_CLOEXEC: if it lands on 0..2 itself it must survive exec. */
     nul = open("/dev/null", O_RDWR | O_NOCTTY);
     if (nul < 0)
@@ -326,19 +356,48 @@ static void __attribute__((noreturn)) exec_child(char *const *argv, int errfd)
             goto fail;
     if (nul > 2)
         close(nul);
-    execvp(argv[0], argv);
+    launch_exec(how->plan, how->cwd, argv, &rep.step, rep.what, sizeof(rep.what));
 fail:
-    e = errno;
-    if (write(errfd, &e, sizeof(e)) < 0) {
+    rep.err = errno;
+    if (write(errfd, &rep, sizeof(rep)) < 0) {
         /* nothing more to do: the exit status says 127 */
     }
     _exit(127);
 }
 
+/* A child's report as the detail: which of the service's steps failed. */
+static void report_detail(struct check *c, const struct probe_report *rep)
+{
+    const char *e = strerror(rep->err);
+
+    switch (rep->step) {
+    case LAUNCH_STEP_CONTAIN:
+        snprintf(c->detail, sizeof(c->detail), "exec %s: containment: %.*s: %s", c->target,
+                 (int)sizeof(rep->what), rep->what, e);
+        break;
+    case LAUNCH_STEP_CWD:
+        snprintf(c->detail, sizeof(c->detail), "exec %s: unable to enter the service's cwd: %s",
+                 c->target, e);
+        break;
+    case LAUNCH_STEP_SECCOMP:
+        snprintf(c->detail, sizeof(c->detail), "exec %s: seccomp: unable to install the filter: %s",
+                 c->target, e);
+        break;
+    case LAUNCH_STEP_EXEC:
+        snprintf(c->detail, sizeof(c->detail), "exec %s: unable to run it: %s", c->target, e);
+        break;
+    default:
+        snprintf(c->detail, sizeof(c->detail),
+                 "exec %s: unable to take the service's identity, limits or capabilities: %s",
+                 c->target, e);
+        break;
+    }
+}
+
 static void exec_reaped(void *ctx, pid_t pid, int wstatus)
 {
     struct check *c = ctx;
-    int e;
+    struct probe_report rep;
 
     c->pid = 0;
     /* Whatever the probe left in its group (a backgrounded helper) goes
@@ -351,8 +410,8 @@ static void exec_reaped(void *ctx, pid_t pid, int wstatus)
         check_free(c);
         return;
     }
-    if (read(c->fd, &e, sizeof(e)) == (ssize_t)sizeof(e)) {
-        snprintf(c->detail, sizeof(c->detail), "exec %s: unable to run it: %s", c->target, strerror(e));
+    if (read(c->fd, &rep, sizeof(rep)) == (ssize_t)sizeof(rep)) {
+        report_detail(c, &rep);
         report(c, false);
     } else if (WIFEXITED(wstatus)) {
         snprintf(c->detail, sizeof(c->detail), "exec %s: exited with status %d", c->target,
@@ -369,31 +428,50 @@ static void exec_reaped(void *ctx, pid_t pid, int wstatus)
     }
 }
 
-static int probe_exec_start(struct check *c, char *const *argv, char *err, size_t errlen)
+static int probe_exec_start(struct check *c, char *const *argv, const struct check_exec *how,
+                            char *err, size_t errlen)
 {
     int p[2];
     pid_t pid;
+    bool placed;
+    char why[200];
 
     if (!argv || !argv[0] || !argv[0][0]) {
         snprintf(err, errlen, "exec probe without argv");
         return -1;
     }
+    /* hearth never runs a probe as itself. */
+    if (!how || !how->plan) {
+        snprintf(err, errlen, "exec probe without the service's plan to run it with");
+        return -1;
+    }
     snprintf(c->target, sizeof(c->target), "%s", argv[0]);
+    /* The service's main process is gone (or going): the probe fails
+     * with that, from the loop, rather than run anywhere else. */
+    if (contain_join_open(&how->plan->contain, how->pid, why, sizeof(why)) < 0) {
+        snprintf(c->detail, sizeof(c->detail), "exec %s: %s", c->target, why);
+        report_soon(c, false);
+        return 0;
+    }
     /* The read end is only read once the child has exited: non-blocking
      * just so a stray writer can never stall the loop. */
     if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0) {
         snprintf(err, errlen, "unable to create pipe for %s: %s", c->target, strerror(errno));
+        contain_join_close(&how->plan->contain);
         return -1;
     }
-    pid = fork();
+    pid = cgroup_fork_into(how->leaf, &placed);
+    if (pid == 0) {
+        close(p[0]);
+        exec_child(how, argv, p[1], placed);
+    }
+    contain_join_close(&how->plan->contain);
     if (pid < 0) {
         snprintf(err, errlen, "unable to fork %s: %s", c->target, strerror(errno));
         close(p[0]);
         close(p[1]);
         return -1;
     }
-    if (pid == 0)
-        exec_child(argv, p[1]);
     close(p[1]);
     c->fd = p[0];
     /* Also set from here so a kill of the group right after check_start
@@ -412,8 +490,9 @@ static int probe_exec_start(struct check *c, char *const *argv, char *err, size_
     return 0;
 }
 
-struct check *check_start(struct ev_loop *loop, const struct check_spec *spec, check_done_fn done,
-                          void *ctx, char *err, size_t errlen)
+struct check *check_start(struct ev_loop *loop, const struct check_spec *spec,
+                          const struct check_exec *how, check_done_fn done, void *ctx, char *err,
+                          size_t errlen)
 {
     struct sockaddr_storage ss;
     struct sockaddr_un su;
@@ -494,7 +573,7 @@ struct check *check_start(struct ev_loop *loop, const struct check_spec *spec, c
         r = 0;
         break;
     case CHECK_EXEC:
-        r = probe_exec_start(c, spec->argv, err, errlen);
+        r = probe_exec_start(c, spec->argv, how, err, errlen);
         break;
     default:
         snprintf(err, errlen, "unknown check kind %d", (int)spec->kind);

@@ -415,6 +415,75 @@ int contain_prepare(const struct service_config *c, const struct config *cfg,
     return 0;
 }
 
+/* ---- joining a running service's namespaces ---- */
+
+static const char *const join_names[] = {"mnt", "cgroup", "pid"};
+
+/* Whether fd is the namespace hearth itself is in: hearth never changes
+ * its own, so each is read once. */
+static bool is_own_ns(size_t i, int fd)
+{
+    static struct stat own[3];
+    static bool known[3];
+    struct stat st;
+
+    if (!known[i]) {
+        char path[32];
+        snprintf(path, sizeof(path), "/proc/self/ns/%s", join_names[i]);
+        if (stat(path, &own[i]) < 0)
+            return false; /* joined anyway: never less contained */
+        known[i] = true;
+    }
+    return fstat(fd, &st) == 0 && st.st_dev == own[i].st_dev && st.st_ino == own[i].st_ino;
+}
+
+void contain_join_close(struct contain_plan *p)
+{
+    int *fds[] = {&p->join_mnt, &p->join_cgroup, &p->join_pid};
+
+    for (size_t i = 0; i < 3; i++) {
+        if (p->join && *fds[i] >= 0)
+            close(*fds[i]);
+        *fds[i] = -1;
+    }
+    p->join = false;
+}
+
+int contain_join_open(struct contain_plan *p, pid_t pid, char *err, size_t errlen)
+{
+    int *fds[] = {&p->join_mnt, &p->join_cgroup, &p->join_pid};
+
+    p->join = true;
+    p->join_mnt = p->join_cgroup = p->join_pid = -1;
+    if (pid <= 0) {
+        snprintf(err, errlen, "the service has no main process to run it beside");
+        p->join = false;
+        errno = ESRCH;
+        return -1;
+    }
+    for (size_t i = 0; i < 3; i++) {
+        char path[48];
+        if (i == 1 && !cgroupns_supported())
+            continue;
+        snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)pid, join_names[i]);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            int e = errno;
+            contain_join_close(p);
+            /* A zombie has no namespaces left to open. */
+            snprintf(err, errlen, "unable to open %s (the service's main process%s): %s", path,
+                     e == ENOENT || e == ESRCH ? " is gone" : "", strerror(e));
+            errno = e;
+            return -1;
+        }
+        if (is_own_ns(i, fd))
+            close(fd);
+        else
+            *fds[i] = fd;
+    }
+    return 0;
+}
+
 /* ---- the child's side: plain syscalls only ---- */
 
 #ifndef SYS_mount_setattr
@@ -656,8 +725,25 @@ out:;
     return rc;
 }
 
+/* The running service's namespaces instead of new ones: its mounts (so
+ * the command sees what the service sees, and nothing of hearth's it
+ * does not), its cgroup namespace (its leaf as the root), its PID
+ * namespace (for the children only: launch_exec forks once more). */
+static int join_enter(const struct contain_plan *p, char *what, size_t len)
+{
+    if (p->join_mnt >= 0 && setns(p->join_mnt, CLONE_NEWNS) < 0)
+        return fail(what, len, "join", "the service's mount namespace");
+    if (p->join_cgroup >= 0 && setns(p->join_cgroup, CLONE_NEWCGROUP) < 0)
+        return fail(what, len, "join", "the service's cgroup namespace");
+    if (p->join_pid >= 0 && setns(p->join_pid, CLONE_NEWPID) < 0)
+        return fail(what, len, "join", "the service's PID namespace");
+    return 0;
+}
+
 int contain_enter(const struct contain_plan *p, char *what, size_t len)
 {
+    if (p->join)
+        return join_enter(p, what, len);
     if (!p->isolate)
         return 0;
     int copied = p->ns_fd >= 0 ? nstemplate_copy(p->ns_fd) : 0;

@@ -51,6 +51,12 @@ struct contain_plan {
      * that builds sends its namespace back on (-1: not asked to). */
     int ns_fd;
     int snap_fd;
+    /* A command run on a service's behalf (its exec probes) runs where
+     * the service runs: join set by contain_join_open, and the namespaces
+     * of the service's main process that are not hearth's own joined
+     * with setns instead of any made (-1: that one is hearth's). */
+    bool join;
+    int join_mnt, join_cgroup, join_pid;
 };
 
 /* caps_keep, caps_drop, isolation and seccomp of a service, as typed when
@@ -111,7 +117,19 @@ bool contain_snapshot_offer(struct contain_plan *p);
 void contain_snapshot_forked(struct contain_plan *p, bool forked);
 void contain_snapshot_take(void);
 
-/* In the child, before identity changes: the namespaces and the mounts.
+/* In the parent, before the fork of a command run on behalf of a
+ * service whose main process is pid (the plan is the service's own):
+ * opens the namespaces of pid that differ from hearth's (mount, cgroup,
+ * PID) for contain_enter to join. Returns 0, or -1 with a message (the
+ * process is gone: its namespaces cannot be opened), and then nothing
+ * is held. hearth is pid's parent and only reaper, so pid cannot name
+ * another process while hearth has not reaped it. */
+int contain_join_open(struct contain_plan *p, pid_t pid, char *err, size_t errlen);
+/* After the fork: closes what contain_join_open opened; join off. */
+void contain_join_close(struct contain_plan *p);
+
+/* In the child, before identity changes: the namespaces and the mounts
+ * (or, with join, the running service's namespaces joined).
  * Returns 0, or -1 with errno and what it was doing in what ("unable to
  * mask /proc/kcore"). */
 int contain_enter(const struct contain_plan *p, char *what, size_t len);

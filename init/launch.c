@@ -12,6 +12,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "accounts.h"
@@ -461,6 +462,30 @@ int launch_apply(const struct launch_plan *p)
     return 0;
 }
 
+/* setns into a PID namespace places only the children of who joined:
+ * one more fork, as late as can be (the process that stays outside is
+ * as contained as the one that goes in, and outside the service's view),
+ * and the one outside ends as the one inside did, so whoever waits for
+ * it (a probe's timeout and exit status) sees the command itself. A
+ * process group kill reaches both. Returns 0 in the child, -1 when the
+ * fork failed. */
+static int into_joined_pidns(void)
+{
+    int st;
+    pid_t k = fork();
+
+    if (k <= 0)
+        return k;
+    while (waitpid(k, &st, 0) < 0)
+        if (errno != EINTR)
+            _exit(127);
+    if (WIFSIGNALED(st)) {
+        kill(getpid(), WTERMSIG(st));
+        _exit(128 + WTERMSIG(st));
+    }
+    _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 127);
+}
+
 void launch_exec(const struct launch_plan *p, const char *cwd, char *const argv[], int *step,
                  char *what, size_t whatlen)
 {
@@ -480,6 +505,8 @@ void launch_exec(const struct launch_plan *p, const char *cwd, char *const argv[
     if (p->contain.seccomp && seccomp_install(&p->contain.prog) < 0)
         return;
     *step = LAUNCH_STEP_EXEC;
+    if (p->contain.join && p->contain.join_pid >= 0 && into_joined_pidns() < 0)
+        return;
     execvpe(argv[0], argv, p->env);
 }
 

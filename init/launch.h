@@ -68,7 +68,9 @@ enum launch_step {
 };
 
 /* In the child, its descriptors in place: the last steps to exec, in the
- * one order that works (shared by services and exec.start). Returns only
+ * one order that works (shared by services, exec.start and exec probes;
+ * a plan that joined a PID namespace forks once more before exec, and the
+ * process left outside waits and ends as the command did). Returns only
  * on failure, with errno set, the step in *step and, for
  * LAUNCH_STEP_CONTAIN, contain's message in what. */
 void launch_exec(const struct launch_plan *p, const char *cwd, char *const argv[], int *step,

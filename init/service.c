@@ -488,6 +488,7 @@ void services_free(void)
         svc_notify_close(s);
         svc_nsock_close(s);
         svc_output_free(s);
+        svc_probe_free(s);
     }
     nsvcs = 0;
     svc_cgroup_free();

@@ -123,6 +123,7 @@ struct service {
     ev_io exec_io;
     int exec_fd;            /* the exec-status pipe, -1 when closed */
     bool ns_offer;          /* its child was asked for the namespace template */
+    struct launch_plan *probe_plan; /* this run's plan, for its exec probes (svc_probe.c) */
     unsigned fails;          /* consecutive failures, for the backoff */
     int64_t started_ms;      /* when it last reached running */
     bool restart_pending;    /* services.restart: start again once stopped */
@@ -179,6 +180,8 @@ struct cJSON *svc_notify_json(const struct service *s, int64_t now);
 
 /* svc_probe.c */
 void svc_probe_init(struct service *s);
+void svc_probe_keep_plan(struct service *s, struct launch_plan *plan);
+void svc_probe_free(struct service *s);
 void svc_ready_cancel(struct service *s);
 void svc_ready_give_up(struct service *s, const char *detail);
 void svc_ready_arm_deadline(struct service *s);

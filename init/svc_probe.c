@@ -4,6 +4,7 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cJSON.h>
@@ -12,8 +13,71 @@
 #include "check.h"
 #include "events.h"
 #include "hearth.h"
+#include "launch.h"
 #include "log.h"
 #include "svc_config.h"
+
+/* ---- where exec probes run ---- */
+
+static bool has_exec_probe(const struct service *s)
+{
+    return (s->ready.on && !s->ready.notify_fd && !s->ready.notify &&
+            s->ready.spec.kind == CHECK_EXEC) ||
+           (s->health.on && !s->health.watchdog_ms && s->health.spec.kind == CHECK_EXEC);
+}
+
+void svc_probe_free(struct service *s)
+{
+    if (!s->probe_plan)
+        return;
+    launch_free(s->probe_plan);
+    free(s->probe_plan);
+    s->probe_plan = NULL;
+}
+
+/* An exec probe runs as the service's main process started: this run's
+ * plan (identity, capabilities, seccomp, no_new_privs, environment) is
+ * kept for it, without what belongs to the start alone: the namespace
+ * template, and the NOTIFY_SOCKET variables hearth set (a probe is not
+ * the service's voice). Takes plan's environment in either case. */
+void svc_probe_keep_plan(struct service *s, struct launch_plan *plan)
+{
+    static const char *const keys[] = {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"};
+
+    svc_probe_free(s);
+    if (!has_exec_probe(s)) {
+        launch_free(plan);
+        return;
+    }
+    s->probe_plan = malloc(sizeof(*s->probe_plan));
+    if (!s->probe_plan) {
+        log_warn("service %s: no memory to keep its plan: its exec probes cannot run",
+                 s->cfg->name);
+        launch_free(plan);
+        return;
+    }
+    *s->probe_plan = *plan;
+    s->probe_plan->contain.ns_fd = s->probe_plan->contain.snap_fd = -1;
+    s->probe_plan->contain.join = false;
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        bool own = false;
+        for (size_t j = 0; j < s->cfg->n_env && !own; j++)
+            own = strcmp(s->cfg->env[j].key, keys[i]) == 0;
+        /* Out of memory here leaves the variable: the sender check
+         * still refuses a probe's messages. */
+        if (!own && launch_env_set(s->probe_plan, keys[i], NULL) < 0)
+            log_warn("service %s: unable to drop %s from its probes' environment", s->cfg->name,
+                     keys[i]);
+    }
+}
+
+/* Any probe; an exec probe where and as what the service runs. */
+static struct check *probe_start(struct service *s, const struct check_spec *spec,
+                                 check_done_fn done, char *err, size_t errlen)
+{
+    struct check_exec how = {s->probe_plan, s->cfg->cwd, s->leaf.path, s->pid};
+    return check_start(H.loop, spec, &how, done, s, err, errlen);
+}
 
 void svc_ready_cancel(struct service *s)
 {
@@ -114,7 +178,7 @@ void svc_ready_attempt(struct service *s)
         return;
     }
     spec.timeout_ms = left < 1 ? 1 : left > cap ? cap : left;
-    s->ready.probe = check_start(H.loop, &spec, ready_done, s, err, sizeof(err));
+    s->ready.probe = probe_start(s, &spec, ready_done, err, sizeof(err));
     if (!s->ready.probe) {
         snprintf(s->error, sizeof(s->error), "readiness check: %s", err);
         log_warn("service %s: %s", s->cfg->name, s->error);
@@ -225,7 +289,7 @@ static void health_attempt(struct service *s)
     char err[160];
     struct check_spec spec = s->health.spec;
     spec.argv = spec.argv ? s->health.spec.argv_store : NULL;
-    s->health.probe = check_start(H.loop, &spec, health_done, s, err, sizeof(err));
+    s->health.probe = probe_start(s, &spec, health_done, err, sizeof(err));
     if (!s->health.probe) {
         /* hearth could not even run the probe (no fd, no fork): that says
          * nothing about the service, so it does not count as a failure. */

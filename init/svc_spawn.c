@@ -288,7 +288,7 @@ int svc_spawn(struct service *s)
         close(pe[1]);
     int rd[2] = {po[0], pe[0]};
     svc_output_attach(s, rd);
-    launch_free(&plan);
+    svc_probe_keep_plan(s, &plan);
     fcntl(p[0], F_SETFL, O_NONBLOCK);
     s->pid = pid;
     s->has_exit = false;

@@ -14,14 +14,17 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/mount.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <cJSON.h>
 #include <ev.h>
 
 #include "check.h"
+#include "launch.h"
 #include "reaper.h"
 #include "timebase.h"
 
@@ -74,9 +77,35 @@ static struct ev_loop *new_loop(void)
     return ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK);
 }
 
+extern char **environ;
+
+/* An exec probe runs as a service's plan says: here one that keeps no
+ * capability, with this process's environment, standing in for the
+ * service's main process itself (its namespaces are the test's own, so
+ * nothing is joined). */
+static struct launch_plan plain_plan;
+static struct check_exec plain_how;
+
+static struct check_exec *plain(void)
+{
+    memset(&plain_plan, 0, sizeof(plain_plan));
+    plain_plan.env = environ;
+    plain_how = (struct check_exec){.plan = &plain_plan, .pid = getpid()};
+    return &plain_how;
+}
+
+static int64_t probe_how(const struct check_spec *spec, const struct check_exec *how,
+                         struct result *r);
+
 /* One probe from start to done; checks done is called once and never from
  * inside check_start. Returns the elapsed milliseconds. */
 static int64_t probe(const struct check_spec *spec, struct result *r)
+{
+    return probe_how(spec, plain(), r);
+}
+
+static int64_t probe_how(const struct check_spec *spec, const struct check_exec *how,
+                         struct result *r)
 {
     char err[256] = "";
     int64_t ms;
@@ -86,7 +115,7 @@ static int64_t probe(const struct check_spec *spec, struct result *r)
     CHECK(r->loop != NULL);
     if (!r->loop)
         return -1;
-    struct check *c = check_start(r->loop, spec, on_done, r, err, sizeof(err));
+    struct check *c = check_start(r->loop, spec, how, on_done, r, err, sizeof(err));
     CHECK(c != NULL);
     if (!c) {
         fprintf(stderr, "  check_start: %s\n", err);
@@ -473,6 +502,181 @@ TEST(check_exec_stdio_null)
     CHECK(r.ok);
 }
 
+/* ---- exec: as and where the service runs ---- */
+
+TEST(check_exec_needs_the_services_plan)
+{
+    struct ev_loop *loop = new_loop();
+    struct result r = {.loop = loop};
+    char *argv[] = {"true", NULL};
+    struct check_spec s;
+    struct check_exec how = {0};
+    char err[256] = "";
+
+    /* Never as hearth itself: without a plan there is no probe. */
+    exec_spec(&s, argv, 1000);
+    CHECK(check_start(loop, &s, NULL, on_done, &r, err, sizeof(err)) == NULL);
+    CHECK_CONTAINS(err, "without the service's plan");
+    err[0] = 0;
+    CHECK(check_start(loop, &s, &how, on_done, &r, err, sizeof(err)) == NULL);
+    CHECK_CONTAINS(err, "without the service's plan");
+    run_for(loop, 30);
+    CHECK_EQ_INT(r.calls, 0);
+    ev_loop_destroy(loop);
+}
+
+TEST(check_exec_fails_when_the_main_process_is_gone)
+{
+    char mark[256];
+    char *argv[] = {"/bin/sh", "-c", mark, NULL};
+    struct check_spec s;
+    struct result r;
+    const char *dir = tmp();
+    struct check_exec *how = plain();
+
+    /* A child reaped at once: its pid names nothing (or not a service). */
+    pid_t gone = fork();
+    if (gone == 0)
+        _exit(0);
+    CHECK(gone > 0);
+    waitpid(gone, NULL, 0);
+    how->pid = gone;
+    snprintf(mark, sizeof(mark), ": > %s/ran", dir);
+    exec_spec(&s, argv, 2000);
+    probe_how(&s, how, &r);
+    CHECK(!r.ok);
+    CHECK_CONTAINS(r.detail, "exec /bin/sh: unable to open /proc/");
+    CHECK_CONTAINS(r.detail, "is gone");
+    /* Not run anywhere else instead. */
+    snprintf(mark, sizeof(mark), "%s/ran", dir);
+    CHECK(access(mark, F_OK) < 0);
+    how->pid = 0;
+    probe_how(&s, how, &r);
+    CHECK(!r.ok);
+    CHECK_CONTAINS(r.detail, "no main process");
+    rm_tmp();
+}
+
+TEST(check_exec_takes_the_plans_identity_and_environment)
+{
+    char *argv[] = {"/bin/sh", "-c",
+                    "test \"$(id -u):$(id -g)\" = 65534:65534 && test \"$PROBE_VAR\" = from-plan && "
+                    "grep -q '^NoNewPrivs:[[:space:]]*1$' /proc/self/status && "
+                    "grep -q '^CapEff:[[:space:]]*0*$' /proc/self/status && "
+                    "grep -q '^CapBnd:[[:space:]]*0*$' /proc/self/status && test \"$PWD\" = /tmp",
+                    NULL};
+    char *env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "PROBE_VAR=from-plan", NULL};
+    struct check_spec s;
+    struct result r;
+
+    if (geteuid() != 0) {
+        fprintf(stderr, "  (not root: identity not testable, skipped)\n");
+        return;
+    }
+    struct check_exec *how = plain();
+    plain_plan.env = env;
+    plain_plan.set_ids = true;
+    plain_plan.uid = plain_plan.gid = 65534;
+    plain_plan.groups[0] = 65534;
+    plain_plan.n_groups = 1;
+    plain_plan.no_new_privs = true;
+    how->cwd = "/tmp";
+    exec_spec(&s, argv, 5000);
+    probe_how(&s, how, &r);
+    CHECK(r.ok);
+    if (!r.ok)
+        fprintf(stderr, "  %s\n", r.detail);
+    /* A step of the service's that fails is named. */
+    how->cwd = "/nonexistent-cwd";
+    probe_how(&s, how, &r);
+    CHECK(!r.ok);
+    CHECK_CONTAINS(r.detail, "unable to enter the service's cwd");
+}
+
+/* A stand-in service: a process in a mount and PID namespace of its own
+ * (PID 1 there), with a file only its mount namespace shows. The probe
+ * finds that file and runs inside that PID namespace (two NSpid levels). */
+TEST(check_exec_joins_the_services_namespaces)
+{
+    char marker[128], script[512];
+    char *argv[] = {"/bin/sh", "-c", script, NULL};
+    struct check_spec s;
+    struct result r;
+    int ready[2];
+
+    if (geteuid() != 0) {
+        fprintf(stderr, "  (not root: namespaces not testable, skipped)\n");
+        return;
+    }
+    const char *dir = tmp();
+    CHECK(dir[0] && pipe(ready) == 0);
+    snprintf(marker, sizeof(marker), "%s/only-in-the-service", dir);
+    pid_t outer = fork();
+    if (outer == 0) {
+        /* The PID namespace takes in the next child, which is the service. */
+        if (unshare(CLONE_NEWNS | CLONE_NEWPID) < 0 ||
+            mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+            _exit(1);
+        pid_t svc = fork();
+        if (svc == 0) {
+            if (mount("probe-test", dir, "tmpfs", 0, "size=64k") < 0)
+                _exit(1);
+            int fd = open(marker, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+            if (fd < 0)
+                _exit(1);
+            close(fd);
+            if (write(ready[1], "x", 1) != 1)
+                _exit(1);
+            pause();
+            _exit(0);
+        }
+        if (svc < 0)
+            _exit(1);
+        waitpid(svc, NULL, 0);
+        _exit(0);
+    }
+    CHECK(outer > 0);
+    close(ready[1]);
+    char c;
+    CHECK(read(ready[0], &c, 1) == 1);
+    close(ready[0]);
+    /* The service's pid as this process sees it: the outer child's one child. */
+    char kids[64] = "", path[96];
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)outer, (int)outer);
+    FILE *f = fopen(path, "re");
+    if (f) {
+        if (!fgets(kids, sizeof(kids), f))
+            kids[0] = 0;
+        fclose(f);
+    }
+    pid_t svc = (pid_t)atoi(kids);
+    CHECK(svc > 0);
+    CHECK(access(marker, F_OK) < 0); /* not in this mount namespace */
+
+    struct check_exec *how = plain();
+    how->pid = svc;
+    snprintf(script, sizeof(script),
+             "test -e %s && set -- $(grep '^NSpid:' /proc/self/status) && test $# -eq 3", marker);
+    exec_spec(&s, argv, 5000);
+    probe_how(&s, how, &r);
+    CHECK(r.ok);
+    if (!r.ok)
+        fprintf(stderr, "  %s\n", r.detail);
+    /* The exit status comes through the extra fork. */
+    snprintf(script, sizeof(script), "test -e %s && exit 7", marker);
+    probe_how(&s, how, &r);
+    CHECK(!r.ok);
+    CHECK_CONTAINS(r.detail, "exited with status 7");
+    snprintf(script, sizeof(script), "kill -9 $$");
+    probe_how(&s, how, &r);
+    CHECK(!r.ok);
+    CHECK_CONTAINS(r.detail, "killed by signal 9");
+
+    kill(svc, SIGKILL);
+    waitpid(outer, NULL, 0);
+    rm_tmp();
+}
+
 /* ---- cancel ---- */
 
 TEST(check_cancel_no_callback)
@@ -491,17 +695,17 @@ TEST(check_cancel_no_callback)
 
     /* A connect that would hang. */
     tcp_spec(&s, "127.0.0.1", port, 100);
-    struct check *c1 = check_start(r.loop, &s, on_done, &r, err, sizeof(err));
+    struct check *c1 = check_start(r.loop, &s, NULL, on_done, &r, err, sizeof(err));
     CHECK(c1 != NULL);
     /* A file result that is already due. */
     struct check_spec f = {.kind = CHECK_FILE, .target = "/"};
-    struct check *c2 = check_start(r.loop, &f, on_done, &r, err, sizeof(err));
+    struct check *c2 = check_start(r.loop, &f, NULL, on_done, &r, err, sizeof(err));
     CHECK(c2 != NULL);
     /* A running process. */
     snprintf(script, sizeof(script), "echo $$ > %s/pid.tmp; mv %s/pid.tmp %s/pid; exec sleep 30",
              dir, dir, dir);
     exec_spec(&s, argv, 100);
-    struct check *c3 = check_start(r.loop, &s, on_done, &r, err, sizeof(err));
+    struct check *c3 = check_start(r.loop, &s, plain(), on_done, &r, err, sizeof(err));
     CHECK(c3 != NULL);
     char p[128];
     snprintf(p, sizeof(p), "%s/pid", dir);
@@ -532,7 +736,7 @@ static void retry_done(void *ctx, bool ok, const char *detail)
     char err[256];
 
     r->calls++;
-    if (++retries < 3 && check_start(r->loop, &retry_spec, retry_done, r, err, sizeof(err)))
+    if (++retries < 3 && check_start(r->loop, &retry_spec, NULL, retry_done, r, err, sizeof(err)))
         return;
     ev_break(r->loop, EVBREAK_ALL);
 }
@@ -545,7 +749,7 @@ TEST(check_restart_from_done)
     r.loop = new_loop();
     retry_spec = (struct check_spec){.kind = CHECK_FILE, .target = "/nonexistent"};
     retries = 0;
-    CHECK(check_start(r.loop, &retry_spec, retry_done, &r, err, sizeof(err)) != NULL);
+    CHECK(check_start(r.loop, &retry_spec, NULL, retry_done, &r, err, sizeof(err)) != NULL);
     run_for(r.loop, 2000);
     CHECK_EQ_INT(r.calls, 3);
     ev_loop_destroy(r.loop);
@@ -563,27 +767,27 @@ TEST(check_start_refuses_bad_specs)
 
     tcp_spec(&s, "db.internal", 80, 0);
     err[0] = 0;
-    CHECK(check_start(loop, &s, on_done, &r, err, sizeof(err)) == NULL);
+    CHECK(check_start(loop, &s, NULL, on_done, &r, err, sizeof(err)) == NULL);
     CHECK_CONTAINS(err, "not resolved");
     memset(&s, 0, sizeof(s));
     s.kind = CHECK_TCP;
     snprintf(s.target, sizeof(s.target), "127.0.0.1");
-    CHECK(check_start(loop, &s, on_done, &r, err, sizeof(err)) == NULL);
+    CHECK(check_start(loop, &s, NULL, on_done, &r, err, sizeof(err)) == NULL);
     CHECK_CONTAINS(err, "HOST:PORT");
     tcp_spec(&s, "127.0.0.1", 70000, 0);
-    CHECK(check_start(loop, &s, on_done, &r, err, sizeof(err)) == NULL);
+    CHECK(check_start(loop, &s, NULL, on_done, &r, err, sizeof(err)) == NULL);
     memset(&s, 0, sizeof(s));
     s.kind = CHECK_UNIX;
     memset(s.target, 'a', 200);
     s.target[0] = '/';
-    CHECK(check_start(loop, &s, on_done, &r, err, sizeof(err)) == NULL);
+    CHECK(check_start(loop, &s, NULL, on_done, &r, err, sizeof(err)) == NULL);
     CHECK_CONTAINS(err, "socket path");
     exec_spec(&s, noargv, 0);
-    CHECK(check_start(loop, &s, on_done, &r, err, sizeof(err)) == NULL);
+    CHECK(check_start(loop, &s, NULL, on_done, &r, err, sizeof(err)) == NULL);
     exec_spec(&s, NULL, 0);
-    CHECK(check_start(loop, &s, on_done, &r, err, sizeof(err)) == NULL);
+    CHECK(check_start(loop, &s, NULL, on_done, &r, err, sizeof(err)) == NULL);
     tcp_spec(&s, "127.0.0.1", 80, -1);
-    CHECK(check_start(loop, &s, on_done, &r, err, sizeof(err)) == NULL);
+    CHECK(check_start(loop, &s, NULL, on_done, &r, err, sizeof(err)) == NULL);
     run_for(loop, 30);
     CHECK_EQ_INT(r.calls, 0);
     ev_loop_destroy(loop);

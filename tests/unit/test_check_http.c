@@ -111,7 +111,7 @@ static void http_probe(int port, int64_t timeout_ms, struct outcome *o)
     snprintf(spec.target, sizeof(spec.target), "127.0.0.1:%d/health", port);
     spec.timeout_ms = timeout_ms;
     o->loop = ev_loop_new(EVFLAG_AUTO);
-    struct check *c = check_start(o->loop, &spec, done_cb, o, err, sizeof(err));
+    struct check *c = check_start(o->loop, &spec, NULL, done_cb, o, err, sizeof(err));
     CHECK(c != NULL);
     /* Never from inside check_start. */
     CHECK_EQ_INT(o->calls, 0);

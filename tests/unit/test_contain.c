@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sched.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <linux/audit.h>
@@ -349,6 +351,64 @@ TEST(contain_prepare_plan)
     snprintf(sockdir, sizeof(sockdir), "%s/run", dir);
     rmdir(sockdir);
     rmdir(dir);
+}
+
+/* Joining a running service's namespaces: only those that are not
+ * hearth's own are opened (this process's are, so none), and a process
+ * that is gone is an error that leaves nothing held. */
+TEST(contain_join_opens_only_foreign_namespaces)
+{
+    struct contain_plan p;
+    char err[256] = "";
+
+    memset(&p, 0, sizeof(p));
+    CHECK_EQ_INT(contain_join_open(&p, getpid(), err, sizeof(err)), 0);
+    CHECK(p.join);
+    CHECK_EQ_INT(p.join_mnt, -1);
+    CHECK_EQ_INT(p.join_cgroup, -1);
+    CHECK_EQ_INT(p.join_pid, -1);
+    contain_join_close(&p);
+    CHECK(!p.join);
+
+    pid_t gone = fork();
+    if (gone == 0)
+        _exit(0);
+    CHECK(gone > 0);
+    waitpid(gone, NULL, 0);
+    CHECK_EQ_INT(contain_join_open(&p, gone, err, sizeof(err)), -1);
+    CHECK(!p.join);
+    CHECK_CONTAINS(err, "the service's main process is gone");
+
+    /* A child in a mount namespace of its own: that one is opened. */
+    if (geteuid() != 0)
+        return;
+    int go[2];
+    CHECK(pipe(go) == 0);
+    pid_t own = fork();
+    if (own == 0) {
+        char c;
+        close(go[1]);
+        if (unshare(CLONE_NEWNS_) < 0)
+            _exit(1);
+        _exit(read(go[0], &c, 1) < 0);
+    }
+    close(go[0]);
+    CHECK(own > 0);
+    /* Until the child has unshared, its namespace is this one. */
+    for (int i = 0; i < 500; i++) {
+        char a[64] = "", b[64] = "", path[64];
+        snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)own);
+        if (readlink(path, a, sizeof(a) - 1) > 0 && readlink("/proc/self/ns/mnt", b, sizeof(b) - 1) > 0 &&
+            strcmp(a, b) != 0)
+            break;
+        usleep(10000);
+    }
+    CHECK_EQ_INT(contain_join_open(&p, own, err, sizeof(err)), 0);
+    CHECK(p.join && p.join_mnt >= 0 && p.join_pid == -1);
+    contain_join_close(&p);
+    CHECK(!p.join && p.join_mnt == -1);
+    close(go[1]);
+    waitpid(own, NULL, 0);
 }
 
 /* The namespace template's bookkeeping, with this process standing in for
