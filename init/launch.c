@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "pidreaper.h"
 #include "safepath.h"
 #include "seccomp.h"
 #include "svc_config.h"
@@ -394,6 +395,7 @@ int launch_prepare(const struct service_config *c, struct launch_plan *p, char *
     char home[256] = "";
 
     memset(p, 0, sizeof(*p));
+    p->reaper_fd = -1;
     p->no_new_privs = true;
     for (char **e = environ; e && *e; e++) {
         const char *eq = strchr(*e, '=');
@@ -535,17 +537,47 @@ int launch_apply(const struct launch_plan *p)
     return 0;
 }
 
-void launch_exec(const struct launch_plan *p, const char *cwd, char *const argv[], int *step,
-                 char *what, size_t whatlen)
+void launch_exec(const struct launch_plan *p, const char *cwd, char *const argv[], int report_fd,
+                 int *step, char *what, size_t whatlen)
 {
     /* Namespaces and masks first: they need the privileges the
      * capability and identity changes below take away. */
     *step = LAUNCH_STEP_CONTAIN;
     if (contain_enter(&p->contain, what, whatlen) < 0)
         return;
+    if (p->contain.pidns && contain_proc_for_pidns(&p->contain, what, whatlen) < 0)
+        return;
     *step = LAUNCH_STEP_SETUP;
     if (launch_apply(p) < 0)
         return;
+    if (p->contain.pidns) {
+        /* The reaper takes the same identity, capabilities and filter as
+         * the service: it is no more than the service. Filtered before
+         * the fork, so both carry it; a plain fork passes the filter. */
+        *step = LAUNCH_STEP_SECCOMP;
+        if (p->contain.seccomp && seccomp_install(&p->contain.prog) < 0)
+            return;
+        sigset_t all, none;
+        sigfillset(&all);
+        sigemptyset(&none);
+        /* Blocked before the fork: the main process's end cannot come
+         * before the reaper waits for it (see pidreaper.c). */
+        sigprocmask(SIG_SETMASK, &all, NULL);
+        *step = LAUNCH_STEP_SETUP;
+        pid_t main = fork();
+        if (main < 0)
+            return;
+        if (main > 0)
+            pidreaper_become(main, p->reaper_fd, report_fd);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        close(p->reaper_fd);
+        *step = LAUNCH_STEP_CWD;
+        if (chdir(cwd ? cwd : "/") < 0)
+            return;
+        *step = LAUNCH_STEP_EXEC;
+        execvpe(argv[0], argv, p->env);
+        return;
+    }
     *step = LAUNCH_STEP_CWD;
     if (chdir(cwd ? cwd : "/") < 0)
         return;
