@@ -417,13 +417,13 @@ static void contained(const char *sock)
     /* The process space: its own pid namespace shows its reaper and
      * itself; no other pid answers, not hearth's, not another service's. */
     char pids[64] = "";
-    DIR *d = opendir("/proc");
-    for (struct dirent *e; d && (e = readdir(d));)
+    DIR *pd = opendir("/proc");
+    for (struct dirent *e; pd && (e = readdir(pd));)
         if (e->d_name[0] >= '1' && e->d_name[0] <= '9' && strlen(pids) + 12 < sizeof(pids))
             snprintf(pids + strlen(pids), sizeof(pids) - strlen(pids), "%s%s",
                      pids[0] ? "," : "", e->d_name);
-    if (d)
-        closedir(d);
+    if (pd)
+        closedir(pd);
     report("proc_pids", pids);
     int first = 0;
     for (int p = 3; p < 65536 && !first; p++)
