@@ -12,6 +12,7 @@ import os
 import time
 
 import pytest
+from pidns import pids_in_ns_of
 
 PY = "/usr/bin/python3"
 # The first service is the main one: its end would end hearth.
@@ -178,3 +179,22 @@ def test_exec_sessions_report_their_main_process(hearth):
         sid = c.result("exec.start", {"argv": argv, "attach": False})["id"]
         w = c.result("exec.wait", {"id": sid, "timeout_ms": 10000})
         assert w == {"id": sid, "exited": True, **want}, w
+
+
+def test_a_services_orphans_are_its_reapers(hearth):
+    script = 'for i in 1 2 3 4 5 6 7 8; do (sleep 0.2 &) ; done; exec sleep 1000'
+    hearth.start(hearth.config(services=[{"name": "spawner", "argv": ["sh", "-c", script]}]))
+    reaper = hearth.host_pid(_running(hearth, "spawner")["pid"])
+
+    def settled():
+        procs = list(pids_in_ns_of(reaper))
+        states = []
+        for p in procs:
+            try:
+                states.append(open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0])
+            except OSError:
+                pass
+        # The reaper and sleep 1000, none left a zombie.
+        return len(procs) == 2 and "Z" not in states
+    hearth.wait_for(settled, what="the orphans reaped in the service's namespace")
+    assert hearth.rpc("status")["orphans_reaped"] == 0
