@@ -45,7 +45,7 @@ exec_child_run(const struct proc *p, const struct exec_request *r, const struct 
         if (dup2(nul, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
             goto fail;
     }
-    launch_exec(plan, r->cwd, r->argv, &rep.stage, rep.what, sizeof(rep.what));
+    launch_exec(plan, r->cwd, r->argv, errfd, &rep.stage, rep.what, sizeof(rep.what));
 fail:
     rep.err = errno;
     if (write(errfd, &rep, sizeof(rep)) < 0) {

@@ -25,6 +25,7 @@
 #include "jsonout.h"
 #include "launch.h"
 #include "log.h"
+#include "pidreaper.h"
 #include "reaper.h"
 #include "sandbox.h"
 #include "seccomp.h"
@@ -342,6 +343,8 @@ static void proc_free(struct proc *p)
         ev_io_stop(H.loop, &p->report_io);
         close(p->report_fd);
     }
+    if (p->reaper_fd >= 0)
+        close(p->reaper_fd);
     if (p->ns_offer)
         contain_snapshot_take();
     ev_timer_stop(H.loop, &p->timeout);
@@ -435,7 +438,10 @@ static void exited(void *ctx, pid_t pid, int wstatus)
 {
     struct proc *p = ctx;
     p->reaped = true;
-    p->wstatus = wstatus;
+    /* pid is the reaper of the session's pid namespace when it has one:
+     * its main process's end is what the session reports. */
+    p->wstatus = pidreaper_status(p->reaper_fd, wstatus);
+    p->reaper_fd = -1;
     p->exited_ms = mono_ms();
     /* Like a service's: nothing it started outlives it. */
     if (p->leaf[0] && !cgroup_is_empty(p->leaf))
@@ -630,7 +636,7 @@ int exec_start(struct client *c, const struct exec_request *r, struct rpc_error 
         return -1;
     }
     p->id = next_id;
-    p->master = p->in_fd = p->report_fd = -1;
+    p->master = p->in_fd = p->report_fd = p->reaper_fd = -1;
     p->out[0].fd = p->out[1].fd = -1;
     p->tty = r->tty;
     p->kill_on_disconnect = r->kill_on_disconnect;
@@ -683,16 +689,21 @@ int exec_start(struct client *c, const struct exec_request *r, struct rpc_error 
             pipe2(&fds[OUT_R], O_CLOEXEC) < 0 || pipe2(&fds[ERR_R], O_CLOEXEC) < 0)
             goto syserr;
     }
+    int pr[2] = {-1, -1};
+    if (plan.contain.pidns && pidreaper_pipe(pr) < 0)
+        goto syserr;
+    plan.reaper_fd = pr[1];
     bool placed = false;
     /* In the table before the fork: a child that fails before its exec
      * still reaches p from a global (what memcheck asks of it). */
     table[slot] = p;
     p->ns_offer = contain_snapshot_offer(&plan.contain);
-    pid_t pid = cgroup_fork_into(p->leaf[0] ? p->leaf : NULL, &placed);
+    pid_t pid = cgroup_fork_into(p->leaf[0] ? p->leaf : NULL, plan.contain.pidns, &placed);
     if (pid != 0)
         contain_snapshot_forked(&plan.contain, pid > 0);
     if (pid < 0) {
         p->ns_offer = false;
+        exec_close_fds(pr, 2);
         goto syserr;
     }
     if (pid == 0) {
@@ -704,6 +715,9 @@ int exec_start(struct client *c, const struct exec_request *r, struct rpc_error 
     if (slave >= 0)
         close(slave);
     close(fds[REP_W]);
+    if (pr[1] >= 0)
+        close(pr[1]);
+    p->reaper_fd = pr[0];
     close(fds[IN_R]);
     close(fds[OUT_W]);
     close(fds[ERR_W]);

@@ -53,6 +53,8 @@ struct proc {
     uint64_t in_ticket;
     struct stream out[2];
     int report_fd;        /* child's exec report; EOF means it ran */
+    int reaper_fd;        /* its pid namespace's reaper reports the main
+                           * process's end here (pidreaper.h), -1 */
     bool ns_offer;        /* its child was asked for the namespace template */
     ev_io report_io;
     uint64_t start_ticket;

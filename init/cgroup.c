@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -428,7 +429,7 @@ struct clone_args_v2 {
 
 static bool clone3_unusable; /* the kernel has no clone3 or no CLONE_INTO_CGROUP */
 
-pid_t cgroup_fork_into(const char *leaf, bool *placed)
+pid_t cgroup_fork_into(const char *leaf, bool newpid, bool *placed)
 {
     *placed = false;
     if (leaf && leaf[0] && !clone3_unusable) {
@@ -436,7 +437,7 @@ pid_t cgroup_fork_into(const char *leaf, bool *placed)
         if (dfd >= 0) {
             struct clone_args_v2 a;
             memset(&a, 0, sizeof(a));
-            a.flags = HEARTH_CLONE_INTO_CGROUP;
+            a.flags = HEARTH_CLONE_INTO_CGROUP | (newpid ? (uint64_t)CLONE_NEWPID : 0);
             a.exit_signal = SIGCHLD;
             a.cgroup = (uint64_t)dfd;
             /* No CLONE_VM and no stack: the child is a copy, as with fork;
@@ -465,6 +466,10 @@ pid_t cgroup_fork_into(const char *leaf, bool *placed)
             log_debug("unable to open %s: %s", leaf, strerror(errno));
         }
     }
+    /* clone without a stack is fork with flags; hearth has one thread,
+     * and the child only makes plain syscalls before it execs. */
+    if (newpid)
+        return (pid_t)syscall(SYS_clone, SIGCHLD | CLONE_NEWPID, 0, 0, 0, 0);
     return fork();
 }
 

@@ -356,7 +356,7 @@ static void __attribute__((noreturn)) exec_child(const struct check_exec *how, c
             goto fail;
     if (nul > 2)
         close(nul);
-    launch_exec(how->plan, how->cwd, argv, &rep.step, rep.what, sizeof(rep.what));
+    launch_exec(how->plan, how->cwd, argv, -1, &rep.step, rep.what, sizeof(rep.what));
 fail:
     rep.err = errno;
     if (write(errfd, &rep, sizeof(rep)) < 0) {
@@ -460,7 +460,7 @@ static int probe_exec_start(struct check *c, char *const *argv, const struct che
         contain_join_close(&how->plan->contain);
         return -1;
     }
-    pid = cgroup_fork_into(how->leaf, &placed);
+    pid = cgroup_fork_into(how->leaf, false, &placed);
     if (pid == 0) {
         close(p[0]);
         exec_child(how, argv, p[1], placed);

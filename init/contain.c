@@ -280,6 +280,17 @@ static bool can_isolate(void)
     return known;
 }
 
+static bool pidns_supported(void)
+{
+    static int known = -1;
+    if (known < 0) {
+        known = access("/proc/self/ns/pid_for_children", F_OK) == 0;
+        if (!known)
+            log_warn("this kernel has no pid namespaces: services share hearth's process space");
+    }
+    return known;
+}
+
 static char extra_ro[CONTAIN_PATH_MAX];
 
 void contain_readonly_dir(const char *path)
@@ -364,6 +375,7 @@ int contain_prepare(const struct service_config *c, const struct config *cfg,
     p->ambient = !root && p->caps;
     p->isolate = pol.isolation && can_isolate();
     p->cgroupns = pol.isolation && leaf && leaf[0] && cgroupns_supported();
+    p->pidns = p->isolate && pidns_supported();
     if (pol.seccomp && seccomp_available()) {
         if (seccomp_build(p->caps, &p->prog) < 0) {
             snprintf(err, errlen, "seccomp: unable to build the default filter: %s (set "
@@ -778,6 +790,32 @@ int contain_enter(const struct contain_plan *p, char *what, size_t len)
      * there, so it cannot move itself or anything else out of it. */
     if (p->cgroupns && unshare(CLONE_NEWCGROUP) < 0)
         return fail(what, len, "create", "a cgroup namespace");
+    return 0;
+}
+
+/* ---- a /proc for the service's own pid namespace ---- */
+
+static bool under_proc(const char *path) { return strncmp(path, "/proc/", 6) == 0; }
+
+int contain_proc_for_pidns(const struct contain_plan *p, char *what, size_t len)
+{
+    if (!p->isolate || !p->pidns)
+        return 0;
+    if (p->snap_fd >= 0 && unshare(CLONE_NEWNS) < 0)
+        return fail(what, len, "create", "a mount namespace");
+    /* The old /proc goes (with its masks); where it cannot (a mount
+     * locked by a user namespace) the new one covers it. */
+    if (umount2("/proc", MNT_DETACH) < 0 && errno != EINVAL && errno != EPERM)
+        return fail(what, len, "unmount", "/proc");
+    /* Mounted from inside the new pid namespace: it shows that one. */
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+        return fail(what, len, "mount a /proc of its own on", "/proc");
+    for (const char *const *m = contain_masked; *m; m++)
+        if (under_proc(*m) && mask(*m, masked_dir(*m), what, len) < 0)
+            return -1;
+    for (const char *const *r = contain_readonly; *r; r++)
+        if (under_proc(*r) && make_readonly(*r, what, len) < 0)
+            return -1;
     return 0;
 }
 

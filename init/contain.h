@@ -36,6 +36,9 @@ struct contain_plan {
     bool ambient;       /* raise them as ambient: the service is not root */
     bool isolate;       /* own mount namespace and masks */
     bool cgroupns;      /* own cgroup namespace at its leaf */
+    bool pidns;         /* own pid namespace (isolated services): the
+                         * caller forks with CLONE_NEWPID, launch.c
+                         * makes the child its reaper */
     bool seccomp;
     struct seccomp_prog prog;
     /* Directories hidden under an empty read-only tmpfs (the control
@@ -133,6 +136,13 @@ void contain_join_close(struct contain_plan *p);
  * Returns 0, or -1 with errno and what it was doing in what ("unable to
  * mask /proc/kcore"). */
 int contain_enter(const struct contain_plan *p, char *what, size_t len);
+/* In the child that is PID 1 of the service's own pid namespace, after
+ * contain_enter: a /proc of that namespace in place of the one the mount
+ * namespace came with (which shows hearth's), with the /proc entries of
+ * contain_masked and contain_readonly masked and read-only again over it.
+ * A child that sent its namespace as the template first takes a copy of
+ * its own, so the template keeps no one's /proc. */
+int contain_proc_for_pidns(const struct contain_plan *p, char *what, size_t len);
 /* In the child, as root: shrinks the bounding set to the kept
  * capabilities (before the uid changes) and asks the kernel to keep the
  * permitted set across setuid when they must become ambient. */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "accounts.h"
+#include "pidreaper.h"
 #include "safepath.h"
 #include "seccomp.h"
 #include "svc_config.h"
@@ -318,6 +319,7 @@ int launch_prepare(const struct service_config *c, struct launch_plan *p, char *
     char home[256] = "";
 
     memset(p, 0, sizeof(*p));
+    p->reaper_fd = -1;
     p->no_new_privs = true;
     for (char **e = environ; e && *e; e++) {
         const char *eq = strchr(*e, '=');
@@ -486,17 +488,51 @@ static int into_joined_pidns(void)
     _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 127);
 }
 
-void launch_exec(const struct launch_plan *p, const char *cwd, char *const argv[], int *step,
-                 char *what, size_t whatlen)
+void launch_exec(const struct launch_plan *p, const char *cwd, char *const argv[], int report_fd,
+                 int *step, char *what, size_t whatlen)
 {
     /* Namespaces and masks first: they need the privileges the
      * capability and identity changes below take away. */
     *step = LAUNCH_STEP_CONTAIN;
     if (contain_enter(&p->contain, what, whatlen) < 0)
         return;
+    /* A probe joins its service's namespaces (the service's reaper is
+     * PID 1 there already); everything else contained is born PID 1 of
+     * a namespace of its own and becomes its reaper. */
+    bool own_pidns = p->contain.pidns && !p->contain.join;
+    if (own_pidns && contain_proc_for_pidns(&p->contain, what, whatlen) < 0)
+        return;
     *step = LAUNCH_STEP_SETUP;
     if (launch_apply(p) < 0)
         return;
+    if (own_pidns) {
+        /* The reaper takes the same identity, capabilities and filter as
+         * the service: it is no more than the service. Filtered before
+         * the fork, so both carry it; a plain fork passes the filter. */
+        *step = LAUNCH_STEP_SECCOMP;
+        if (p->contain.seccomp && seccomp_install(&p->contain.prog) < 0)
+            return;
+        sigset_t all, none;
+        sigfillset(&all);
+        sigemptyset(&none);
+        /* Blocked before the fork: the main process's end cannot come
+         * before the reaper waits for it (see pidreaper.c). */
+        sigprocmask(SIG_SETMASK, &all, NULL);
+        *step = LAUNCH_STEP_SETUP;
+        pid_t main = fork();
+        if (main < 0)
+            return;
+        if (main > 0)
+            pidreaper_become(main, p->reaper_fd, report_fd);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        close(p->reaper_fd);
+        *step = LAUNCH_STEP_CWD;
+        if (chdir(cwd ? cwd : "/") < 0)
+            return;
+        *step = LAUNCH_STEP_EXEC;
+        execvpe(argv[0], argv, p->env);
+        return;
+    }
     *step = LAUNCH_STEP_CWD;
     if (chdir(cwd ? cwd : "/") < 0)
         return;

@@ -33,6 +33,10 @@ struct launch_plan {
     bool set_oom;
     int oom_score_adj;
     bool no_new_privs;
+    /* With contain.pidns: the write end of the pipe the reaper reports
+     * the main process's status on (pidreaper_pipe), -1 until the
+     * caller makes it. */
+    int reaper_fd;
     /* capabilities, namespaces, masks, seccomp: filled by
      * contain_prepare once the leaf is known */
     struct contain_plan contain;
@@ -72,9 +76,12 @@ enum launch_step {
  * a plan that joined a PID namespace forks once more before exec, and the
  * process left outside waits and ends as the command did). Returns only
  * on failure, with errno set, the step in *step and, for
- * LAUNCH_STEP_CONTAIN, contain's message in what. */
-void launch_exec(const struct launch_plan *p, const char *cwd, char *const argv[], int *step,
-                 char *what, size_t whatlen);
+ * LAUNCH_STEP_CONTAIN, contain's message in what. With contain.pidns the
+ * child is PID 1 of its own pid namespace: once contained it forks the
+ * main process, which goes on to exec, and becomes the reaper itself
+ * (pidreaper.h); report_fd is the exec-status pipe the reaper lets go of. */
+void launch_exec(const struct launch_plan *p, const char *cwd, char *const argv[], int report_fd,
+                 int *step, char *what, size_t whatlen);
 
 /* In a child before exec: every signal to its default disposition and
  * none blocked, including those the C library reserves for itself. */

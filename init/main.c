@@ -38,6 +38,7 @@
 #include "resumefile.h"
 #include "network.h"
 #include "peer.h"
+#include "pidreaper.h"
 #include "reaper.h"
 #include "seed.h"
 #include "sandbox.h"
@@ -276,6 +277,10 @@ int main(int argc, char **argv)
     char buf[256];
     int o;
 
+    /* The reaper of a service's pid namespace (pidreaper.h): hearth's
+     * binary again, in that role alone, before anything else runs. */
+    if (argc > 0 && strcmp(argv[0], PIDREAPER_ARGV0) == 0)
+        return pidreaper_main(argc, argv);
     /* Before the first cJSON object. */
     jsonalloc_install();
 
@@ -285,6 +290,7 @@ int main(int argc, char **argv)
      * root, and ptrace needs CAP_SYS_PTRACE, which services do not keep. */
     int dumpable_rc = prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     int dumpable_errno = errno;
+    pidreaper_init();
     /* The kernel hands init the words of its command line it did not
      * recognise; as PID 1, unknown arguments are ignored, not fatal. */
     opterr = getpid() != 1;

@@ -69,6 +69,10 @@ static const struct {
     {SYS_process_vm_readv, CAP_SYS_PTRACE},
     {SYS_process_vm_writev, CAP_SYS_PTRACE},
     {SYS_kcmp, CAP_SYS_PTRACE},
+    /* Another process's descriptors and memory advice: the same check as
+     * ptrace, refused outright unless the service may trace. */
+    {SYS_pidfd_getfd, CAP_SYS_PTRACE},
+    {SYS_process_madvise, CAP_SYS_PTRACE},
     {SYS_io_uring_setup, NEVER},
     {SYS_io_uring_enter, NEVER},
     {SYS_io_uring_register, NEVER},

@@ -448,6 +448,7 @@ int services_init(const struct config *cfg)
         s->cfg = &cfg->services[i];
         s->state = SVC_STOPPED;
         s->exec_fd = -1;
+        s->reaper_fd = -1;
         s->ready.notify_rd = -1;
         s->n.fd = -1;
         s->leaf.oom_wd = -1;

@@ -122,6 +122,8 @@ struct service {
     ev_timer timer;         /* backoff or stop timeout */
     ev_io exec_io;
     int exec_fd;            /* the exec-status pipe, -1 when closed */
+    int reaper_fd;          /* what its pid namespace's reaper reports the
+                             * main process's end on (pidreaper.h), -1 */
     bool ns_offer;          /* its child was asked for the namespace template */
     struct launch_plan *probe_plan; /* this run's plan, for its exec probes (svc_probe.c) */
     unsigned fails;          /* consecutive failures, for the backoff */

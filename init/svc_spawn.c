@@ -16,6 +16,7 @@
 #include "hearth.h"
 #include "launch.h"
 #include "log.h"
+#include "pidreaper.h"
 #include "reaper.h"
 #include "redact.h"
 
@@ -89,7 +90,10 @@ static void child_exited(void *ctx, pid_t pid, int wstatus)
     struct service *s = ctx;
     if (s->exec_fd >= 0)
         svc_exec_cb(H.loop, &s->exec_io, 0);
-    s->wstatus = wstatus;
+    /* pid is the reaper of the service's pid namespace when it has one:
+     * its main process's end is what counts (exit code or signal). */
+    s->wstatus = pidreaper_status(s->reaper_fd, wstatus);
+    s->reaper_fd = -1;
     s->has_exit = true;
     s->pid = 0;
     if (svc_activity.down)
@@ -174,7 +178,7 @@ static void __attribute__((noreturn)) child_exec(struct service *s, int errfd,
         if (notify_w == nfd ? fcntl(nfd, F_SETFD, 0) < 0 : dup2(notify_w, nfd) < 0)
             goto fail;
     }
-    launch_exec(plan, c->cwd, c->argv, &report.stage, report.what, sizeof(report.what));
+    launch_exec(plan, c->cwd, c->argv, errfd, &report.stage, report.what, sizeof(report.what));
 fail:
     report.err = errno;
     if (write(errfd, &report, sizeof(report)) < 0) {
@@ -254,13 +258,10 @@ int svc_spawn(struct service *s)
             po[i] = pe[i] = -1;
         }
     }
-    bool offered = contain_snapshot_offer(&plan.contain);
-    bool placed;
-    pid = cgroup_fork_into(leaf, &placed);
-    if (pid != 0)
-        contain_snapshot_forked(&plan.contain, pid > 0);
-    if (pid < 0) {
-        snprintf(s->error, sizeof(s->error), "unable to fork: %s", strerror(errno));
+    int pr[2] = {-1, -1};
+    if (plan.contain.pidns && pidreaper_pipe(pr) < 0) {
+        snprintf(s->error, sizeof(s->error), "unable to create the reaper's pipe: %s",
+                 strerror(errno));
         close(p[0]);
         close(p[1]);
         for (int i = 0; i < 2; i++) {
@@ -271,11 +272,35 @@ int svc_spawn(struct service *s)
         launch_free(&plan);
         return -1;
     }
+    plan.reaper_fd = pr[1];
+    bool offered = contain_snapshot_offer(&plan.contain);
+    bool placed;
+    pid = cgroup_fork_into(leaf, plan.contain.pidns, &placed);
+    if (pid != 0)
+        contain_snapshot_forked(&plan.contain, pid > 0);
+    if (pid < 0) {
+        snprintf(s->error, sizeof(s->error), "unable to fork: %s", strerror(errno));
+        close(p[0]);
+        close(p[1]);
+        for (int i = 0; i < 2; i++) {
+            if (po[i] >= 0) close(po[i]);
+            if (pe[i] >= 0) close(pe[i]);
+            if (pn[i] >= 0) close(pn[i]);
+            if (pr[i] >= 0) close(pr[i]);
+        }
+        launch_free(&plan);
+        return -1;
+    }
     if (pid == 0) {
         close(p[0]);
         child_exec(s, p[1], &plan, po[1], pe[1], pn[1], placed);
     }
     close(p[1]);
+    if (pr[1] >= 0)
+        close(pr[1]);
+    if (s->reaper_fd >= 0)
+        close(s->reaper_fd);
+    s->reaper_fd = pr[0];
     if (plan.contain.isolate)
         contain_host_report(H.mode == MODE_SUPERVISOR);
     if (pn[0] >= 0) {
@@ -302,7 +327,8 @@ int svc_spawn(struct service *s)
         /* Cannot happen with REAPER_MAX > services; still, never leak. */
         log_error("service %s: unable to watch pid %d", s->cfg->name, (int)pid);
     }
-    log_debug("service %s: spawned pid %d%s", s->cfg->name, (int)pid,
-              placed ? " into its cgroup (clone3)" : "");
+    log_debug("service %s: spawned pid %d%s%s", s->cfg->name, (int)pid,
+              placed ? " into its cgroup (clone3)" : "",
+              plan.contain.pidns ? ", the reaper of its own pid namespace" : "");
     return 0;
 }

@@ -211,6 +211,22 @@ class Hearth:
             raise AssertionError(f"no process {ns_pid} in hearth's namespace")
         return p
 
+    def main_pid(self, ns_pid):
+        """The test's view of a service's main process: hearth reports
+        the reaper of the service's own pid namespace, whose first child
+        (pid 2 there) is the program; a service without a namespace of
+        its own is its own main process."""
+        p = self.host_pid(ns_pid)
+        try:
+            if open(f"/proc/{p}/comm").read().strip() != "hearth-reaper":
+                return p
+            kids = open(f"/proc/{p}/task/{p}/children").read().split()
+        except OSError:
+            raise AssertionError(f"process {ns_pid} is gone")
+        if not kids:
+            raise AssertionError(f"the reaper {ns_pid} has no main process")
+        return int(kids[0])
+
     def signal(self, sig):
         os.kill(self.pid, sig)
 

@@ -71,8 +71,11 @@ def _zombies_under(pid):
 def test_orphans_are_reaped(hearth):
     # Each subshell starts a sleep and exits at once: the sleeps are
     # re-parented to PID 1 (hearth) and must be reaped when they end.
+    # In hearth's pid namespace (isolation off): a contained service's
+    # orphans go to its own reaper (test_pidns.py).
     script = 'for i in 1 2 3 4 5 6 7 8; do (sleep 0.2 &) ; done; exec sleep 1000'
-    hearth.start(hearth.config(services=[{"name": "spawner", "argv": ["sh", "-c", script]}]))
+    hearth.start(hearth.config(services=[{"name": "spawner", "argv": ["sh", "-c", script],
+                                          "isolation": False}]))
     hearth.wait_for(lambda: hearth.rpc("status")["orphans_reaped"] >= 8, what="8 orphans reaped")
     time.sleep(0.3)
     assert _zombies_under(hearth.pid) == []

@@ -439,9 +439,11 @@ def test_sigchld_storm_from_orphans(hearth):
     # service forking as fast as it can.
     storm = "i=0; while [ $i -lt 1000 ]; do (/bin/true &); i=$((i+1)); done; exec sleep 1000"
     forker = "while :; do /bin/true; done"
+    # In hearth's pid namespace (isolation off): a contained service's
+    # orphans go to its own reaper, never to hearth.
     hearth.start(hearth.config(services=[
-        {"name": "storm", "argv": ["sh", "-c", storm]},
-        {"name": "forker", "argv": ["sh", "-c", forker]},
+        {"name": "storm", "argv": ["sh", "-c", storm], "isolation": False},
+        {"name": "forker", "argv": ["sh", "-c", forker], "isolation": False},
     ]))
     pid = hearth.pid
     with RssWatch(pid) as w:

@@ -110,7 +110,10 @@ def test_peer_in_a_service_mount_namespace_is_refused_outside_its_cgroup(hearth,
 
 def test_kill_term_1_from_a_service_is_ignored_and_the_hosts_is_not(hearth, tmp_path):
     out = tmp_path / "sent"
-    svc = {"name": "agent", "restart": "never",
+    # A contained service's pid 1 is its own reaper (test_pidns.py): only
+    # one in hearth's pid namespace (isolation off) reaches hearth, and is
+    # what this layer is for.
+    svc = {"name": "agent", "restart": "never", "isolation": False,
            "argv": ["/bin/sh", "-c", f"kill -TERM 1; kill -INT 1; kill -PWR 1; echo $? > {out}; "
                     "exec sleep 1000"]}
     hearth.start(hearth.config(services=[svc]))

@@ -207,7 +207,7 @@ def test_ready_notify_fd_never_written(hearth):
     # The descriptor is really there in the child, and not close-on-exec.
     def fd7():
         try:
-            pid = hearth.host_pid(hearth.service("mute")["pid"])
+            pid = hearth.main_pid(hearth.service("mute")["pid"])
             link = os.readlink(f"/proc/{pid}/fd/7")
         except (OSError, AssertionError):
             return None  # between two runs

@@ -135,7 +135,8 @@ TEST(seccomp_every_number_and_the_path_to_allow)
         SYS_fsopen, SYS_fsconfig, SYS_fsmount, SYS_fspick, SYS_mount_setattr, SYS_setns,
         SYS_quotactl, SYS_lookup_dcookie, SYS_nfsservctl, SYS_uselib, SYS__sysctl,
         SYS_vhangup, SYS_syslog, SYS_ptrace, SYS_process_vm_readv, SYS_process_vm_writev,
-        SYS_kcmp, SYS_io_uring_setup, SYS_io_uring_enter, SYS_io_uring_register};
+        SYS_kcmp, SYS_pidfd_getfd, SYS_process_madvise, SYS_io_uring_setup, SYS_io_uring_enter,
+        SYS_io_uring_register};
     struct seccomp_prog p;
     unsigned longest = 0;
     CHECK_EQ_INT(seccomp_build(0, &p), 0);
@@ -170,6 +171,7 @@ TEST(seccomp_kept_capabilities_lift_their_calls)
     CHECK_EQ_INT(run(&p, SYS_unshare, x86, CLONE_NEWNS_), SECCOMP_RET_ALLOW);
     CHECK_EQ_INT(run(&p, SYS_clone, x86, CLONE_NEWUSER_), SECCOMP_RET_ALLOW);
     CHECK_EQ_INT(run(&p, SYS_ptrace, x86, 0), SECCOMP_RET_ALLOW);
+    CHECK_EQ_INT(run(&p, SYS_pidfd_getfd, x86, 0), SECCOMP_RET_ALLOW);
     CHECK_EQ_INT(run(&p, SYS_clock_settime, x86, 0), SECCOMP_RET_ALLOW);
     /* Not lifted by these: modules, kexec, keyrings. */
     CHECK_EQ_INT(run(&p, SYS_finit_module, x86, 0), RET_EPERM);
