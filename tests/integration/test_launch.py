@@ -236,29 +236,33 @@ def test_identity_is_fixed_at_boot(hearth, tmp_path):
     go, done = tmp_path / "go", tmp_path / "done"
     forged = "root:x:0:0:root:/root:/bin/sh\\nnobody:x:0:0:nobody:/root:/bin/sh\\n"
     # Written in place (a rename over a bound file is refused), as the
-    # attacker's own view of /etc/passwd.
+    # attacker's own view of /etc/passwd. The attacker may write the
+    # image here (read_only_root off: a privileged service), and cannot
+    # reach the victim (a process space of its own): the victim is
+    # killed from outside, as a crash or an OOM kill would end it.
     attack = (f'while [ ! -s {go} ]; do sleep 0.05; done; '
               f'printf "{forged}" > /etc/passwd && printf "nogroup:x:0:\\n" > /etc/group && '
-              f'kill -KILL "$(cat {go})" && echo ok > {done}; exec sleep 1000')
+              f'echo ok > {done}; exec sleep 1000')
     hearth.start(hearth.config(services=[
         {"name": "victim", "argv": ["sleep", "1000"], "user": "nobody", "group": "nogroup",
          "restart": "always", "backoff": {"initial_ms": 50, "max_ms": 50}},
-        {"name": "evil", "argv": ["sh", "-c", attack]}]),
+        {"name": "evil", "argv": ["sh", "-c", attack], "read_only_root": False}]),
         binds=[(passwd, "/etc/passwd"), (group, "/etc/group")])
     first = hearth.wait_for(lambda: (lambda s: s["pid"] if s["state"] == "running" else None)(
         hearth.service("victim")), what="victim running")
-    st = _status_fields(hearth.host_pid(first))
+    st = _status_fields(hearth.main_pid(first))
     assert st["Uid"].split() == ["65534"] * 4 and st["Gid"].split() == ["65534"] * 4
 
     go.write_text(str(first))
     hearth.wait_for(lambda: done.exists(), what="the attack")
+    os.kill(hearth.host_pid(first), signal.SIGKILL)
     # The attack did land: hearth's own /etc/passwd now says uid 0.
     assert "nobody:x:0:0" in passwd.read_text() and group.read_text() == "nogroup:x:0:\n"
     again = hearth.wait_for(lambda: (lambda s: s["pid"] if s["state"] == "running"
                                      and s["pid"] != first else None)(hearth.service("victim")),
                             what="victim restarted")
     assert hearth.service("victim")["restarts"] >= 1
-    st = _status_fields(hearth.host_pid(again))
+    st = _status_fields(hearth.main_pid(again))
     assert st["Uid"].split() == ["65534"] * 4, st["Uid"]
     assert st["Gid"].split() == ["65534"] * 4, st["Gid"]
     assert int(st["CapEff"], 16) == 0 and int(st["CapPrm"], 16) == 0
