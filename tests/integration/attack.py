@@ -110,6 +110,21 @@ R["sys_write"] = try_open_write("/sys/kernel/mm/transparent_hugepage/enabled")
 st = os.stat("/proc/kcore") if os.path.exists("/proc/kcore") else None
 R["kcore"] = "missing" if st is None else ("chr" if stat.S_ISCHR(st.st_mode) else "readable")
 R["config_write"] = try_open_write(config)
+try:
+    with open(config, "rb") as f:
+        R["config_read"] = len(f.read())
+except OSError as e:
+    R["config_read"] = name(e.errno)
+# The image: read-only, so nothing hearth or another service runs from it
+# can be replaced (the kernel's module helper, a probe's program).
+R["etc_write"] = try_open_write("/etc/passwd")
+try:
+    fd = os.open("/hearth-attack-probe", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o755)
+    os.close(fd)
+    os.unlink("/hearth-attack-probe")
+    R["root_create"] = "ok"
+except OSError as e:
+    R["root_create"] = name(e.errno)
 # Devices: the disk under /, the kernel log; and what a service needs.
 R["dev_entries"] = sorted(os.listdir("/dev"))
 dev = os.stat("/").st_dev
