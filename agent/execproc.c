@@ -673,6 +673,7 @@ int exec_start(struct client *c, const struct exec_request *r, struct rpc_error 
         rpc_error_set(err, RPC_ERR_FAILED, "%s", why);
         goto fail;
     }
+    contain_as_host_session(&plan.contain);
     if (plan.contain.isolate)
         contain_host_setup(H.mode == MODE_SUPERVISOR);
 

@@ -15,6 +15,7 @@
 #include "gates.h"
 #include "hearth.h"
 #include "kfile.h"
+#include "guestlimits.h"
 #include "log.h"
 #include "modules.h"
 #include "m_files.h"
@@ -116,6 +117,7 @@ static int m_status(struct client *c, cJSON *params, cJSON **result, struct rpc_
     cJSON_AddItemToObject(r, "modules", modules_json());
     cJSON_AddItemToObject(r, "phases", gates_json());
     cJSON_AddItemToObject(r, "mounts", mounts_status_json());
+    cJSON_AddItemToObject(r, "limits", guestlimits_status_json());
     cJSON_AddItemToObject(r, "services", services_to_json());
     sandbox_status_json(r);
     cJSON_AddItemToObject(r, "activity", activity_json());

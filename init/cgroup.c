@@ -475,6 +475,34 @@ pid_t cgroup_fork_into(const char *leaf, bool newpid, bool *placed)
 
 const char *cgroup_services_dir(void) { return base[0] ? services_dir : ""; }
 
+int cgroup_services_memory_max(int64_t bytes)
+{
+    char path[CGROUP_PATH_MAX + 32], v[32];
+    if (!base[0]) {
+        errno = ENOENT;
+        return -1;
+    }
+    snprintf(path, sizeof(path), "%s/memory.max", services_dir);
+    snprintf(v, sizeof(v), "%lld", (long long)bytes);
+#ifdef HEARTH_MUTANT_NO_LIMITS
+    return 0;
+#endif
+    return write_file(path, v);
+}
+
+int64_t cgroup_own_memory_max(void)
+{
+    char path[CGROUP_PATH_MAX + 32], buf[64];
+    const char *slash = strrchr(base, '/');
+    if (!base[0] || !slash)
+        return 0;
+    /* base is a child of the cgroup hearth was started in. */
+    snprintf(path, sizeof(path), "%.*s/memory.max", (int)(slash - base), base);
+    if (kfile_read(path, buf, sizeof(buf)) <= 0 || strncmp(buf, "max", 3) == 0)
+        return 0;
+    return strtoll(buf, NULL, 10);
+}
+
 int cgroup_services_freeze(bool on)
 {
     char path[CGROUP_PATH_MAX + 32];

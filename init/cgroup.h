@@ -85,6 +85,13 @@ int cgroup_services_freeze(bool on);
 int cgroup_services_frozen(void);
 /* <tree>/services, or "" without cgroups. */
 const char *cgroup_services_dir(void);
+/* memory.max of the services directory: every service and exec session
+ * together (-1 with errno; ENOENT without cgroups or the memory
+ * controller). */
+int cgroup_services_memory_max(int64_t bytes);
+/* memory.max of the cgroup hearth was started in (a container's limit);
+ * 0 when it has none ("max") or cannot be read. */
+int64_t cgroup_own_memory_max(void);
 
 /* Removes the tree (non-vm modes, on exit); leaves must be empty. */
 void cgroup_teardown(void);

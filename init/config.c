@@ -22,6 +22,8 @@
 #include "schema.h"
 #include "svc_config.h"
 
+_Static_assert(SVC_WRITABLE_MAX >= CONFIG_MAX_WRITABLE, "every writable path is kept");
+
 /* ------------------------------------------------------------------ */
 /* Extraction into struct config (the tree is known valid here). */
 
@@ -123,6 +125,8 @@ static void build_service(struct builder *b, struct service_config *s, cJSON *ob
     s->memory_max = jget_int_or(limits, "memory_max", 0);
     s->memory_high = jget_int_or(limits, "memory_high", 0);
     s->pids_max = jget_int_or(limits, "pids_max", 0);
+    s->tmp_bytes = jget_int_or(limits, "tmp_bytes", 0);
+    s->shm_bytes = jget_int_or(limits, "shm_bytes", 0);
     s->n_success = codes ? (size_t)cJSON_GetArraySize(codes) : 1;
     s->success_exit_codes = calloc(s->n_success ? s->n_success : 1, sizeof(int));
     if (!s->success_exit_codes) {
@@ -207,6 +211,11 @@ static struct config *build(cJSON *root, char *err, size_t errlen)
     exec_extract(jget(root, "exec"), &cfg->exec);
     files_extract(jget(root, "files"), &cfg->files);
     activity_extract(jget(root, "activity"), &cfg->activity);
+    const cJSON *lim = jget(root, "limits");
+    cfg->limits.memory_reserve = jget_int_or(lim, "memory_reserve", -1);
+    cfg->limits.pids_max = jget_int_or(lim, "pids_max", CONFIG_PIDS_MAX_DEFAULT);
+    cfg->limits.tmp_bytes = jget_int_or(lim, "tmp_bytes", -1);
+    cfg->limits.shm_bytes = jget_int_or(lim, "shm_bytes", -1);
     cfg->resume_file = dup_opt(&b, root, "resume_file");
     cJSON_ArrayForEach(svc, cJSON_GetObjectItemCaseSensitive(root, "services"))
         build_service(&b, &cfg->services[cfg->n_services++], svc);

@@ -27,6 +27,11 @@ struct cJSON;
 #define CONFIG_ERR_MAX SCHEMA_ERR_MAX
 #define CONFIG_MAX_SERVICES 64
 #define CONFIG_MAX_LISTEN 8
+/* A service's `writable` paths. */
+#define CONFIG_MAX_WRITABLE 16
+/* limits.pids_max when unset: a fork bomb ends at this many tasks in its
+ * service, far above what an agent and its tools run at once. */
+#define CONFIG_PIDS_MAX_DEFAULT 2048
 /* control.idle_evict_ms when unset: a client silent this long gives up its
  * slot when all are taken. */
 #define CONFIG_IDLE_EVICT_MS 30000
@@ -96,6 +101,9 @@ struct service_config {
     /* limits: written to the service's cgroup leaf before each start;
      * 0 = not set (the leaf's default, "max"). */
     int64_t memory_max, memory_high, pids_max;
+    /* limits.tmp_bytes, limits.shm_bytes: the sizes of its private /tmp
+     * and /dev/shm; 0 = the guest-wide default (config.limits). */
+    int64_t tmp_bytes, shm_bytes;
     struct cJSON *json;         /* this service's validated object */
     /* ready, health, log, launch and containment settings in typed form
      * (svc_config.h), built at load */
@@ -148,6 +156,11 @@ struct config {
     struct exec_cfg exec;
     struct files_cfg files;
     struct activity_cfg activity;
+    /* `limits`: -1 = unset (the default is worked out from the guest's
+     * memory when hearth starts, limits.h) */
+    struct {
+        int64_t memory_reserve, pids_max, tmp_bytes, shm_bytes;
+    } limits;
     char *resume_file;          /* NULL = not given ("" turns the file off) */
     struct service_config services[CONFIG_MAX_SERVICES];
     size_t n_services;

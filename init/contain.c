@@ -114,6 +114,9 @@ int contain_privileged(const struct contain_policy *pol, char *buf, size_t len)
         add_reason(buf, len, &n, "isolation off", "");
     if (!pol->seccomp)
         add_reason(buf, len, &n, "seccomp off", "");
+    /* Without isolation the root is hearth's own anyway. */
+    if (pol->isolation && !pol->ro_root)
+        add_reason(buf, len, &n, "read_only_root off", "");
     return n;
 }
 
@@ -292,6 +295,34 @@ static bool pidns_supported(void)
 }
 
 static char extra_ro[CONTAIN_PATH_MAX];
+static int64_t tmp_default, shm_default;
+
+void contain_set_tmpfs_defaults(int64_t tmp_bytes, int64_t shm_bytes)
+{
+    tmp_default = tmp_bytes;
+    shm_default = shm_bytes;
+}
+
+int contain_add_writable(struct contain_plan *p, const char *path, char *err, size_t errlen)
+{
+    size_t len = strlen(path);
+    for (size_t i = 0; i < p->n_rw; i++)
+        if (strcmp(p->rw[i], path) == 0)
+            return 0;
+    if (p->n_rw >= CONTAIN_MAX_RW || len >= CONTAIN_PATH_MAX) {
+        snprintf(err, errlen, "containment: too many or too long writable paths (%s)", path);
+        return -1;
+    }
+    memcpy(p->rw[p->n_rw++], path, len + 1);
+    return 0;
+}
+
+void contain_as_host_session(struct contain_plan *p)
+{
+    p->ro_root = false;
+    p->n_rw = 0;
+    p->tmp_bytes = p->shm_bytes = 0;
+}
 
 void contain_readonly_dir(const char *path)
 {
@@ -400,14 +431,29 @@ int contain_prepare(const struct service_config *c, const struct config *cfg,
             return -1;
         hide_dir[p->n_hide - 1] = dir;
     }
-    if (add_path(p->ro, &p->n_ro, "/etc/hearth", strlen("/etc/hearth"), err, errlen) < 0)
+    /* hearth's own files: its config holds every service's settings and
+     * secrets, so no service reads it, let alone another's. Hidden only
+     * where they exist: the template is kept for hidden paths that are
+     * still the inodes they were. */
+    struct stat st;
+    if (lstat("/etc/hearth", &st) == 0 &&
+        add_path(p->hide, &p->n_hide, "/etc/hearth", strlen("/etc/hearth"), err, errlen) < 0)
+        return -1;
+    if (config_path && config_path[0] && strncmp(config_path, "/etc/hearth/", 12) != 0 &&
+        lstat(config_path, &st) == 0 &&
+        add_path(p->hide, &p->n_hide, config_path, strlen(config_path), err, errlen) < 0)
         return -1;
     /* The resume news: services read it, none may forge it. */
     if (extra_ro[0] && add_path(p->ro, &p->n_ro, extra_ro, strlen(extra_ro), err, errlen) < 0)
         return -1;
-    if (config_path && config_path[0] &&
-        add_path(p->ro, &p->n_ro, config_path, strlen(config_path), err, errlen) < 0)
-        return -1;
+    /* The service's own space: not part of the template (each start
+     * gets its own tmpfs), so not part of its key either. */
+    p->ro_root = pol.ro_root;
+    for (size_t i = 0; p->ro_root && i < pol.n_writable; i++)
+        if (contain_add_writable(p, pol.writable[i], err, errlen) < 0)
+            return -1;
+    p->tmp_bytes = c->tmp_bytes ? c->tmp_bytes : tmp_default;
+    p->shm_bytes = c->shm_bytes ? c->shm_bytes : shm_default;
     if ((p->ns_fd = contain_template_for(p)) >= 0)
         return 0;
     /* A directory the listener has not made yet would be skipped as
@@ -752,6 +798,185 @@ static int join_enter(const struct contain_plan *p, char *what, size_t len)
     return 0;
 }
 
+#ifndef SYS_open_tree
+#define SYS_open_tree 428
+#endif
+#ifndef SYS_move_mount
+#define SYS_move_mount 429
+#endif
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1
+#endif
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
+#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
+#define MOVE_MOUNT_T_EMPTY_PATH 0x00000040
+#endif
+#ifndef STATX_ATTR_MOUNT_ROOT
+#define STATX_ATTR_MOUNT_ROOT 0x00002000
+#endif
+
+static int setattr_fd(int fd, const char *path, unsigned flags, uint64_t set, uint64_t clr)
+{
+    struct hearth_mount_attr a = {.attr_set = set, .attr_clr = clr};
+    return (int)syscall(SYS_mount_setattr, fd, path, flags, &a, sizeof(a));
+}
+
+#ifndef SYS_statx
+#define SYS_statx 332
+#endif
+
+/* The head of the kernel's struct statx (256 bytes in all): musl 1.2.3
+ * has no statx, and linux/stat.h clashes with its sys/stat.h. */
+struct hearth_statx {
+    uint32_t mask, blksize;
+    uint64_t attributes;
+    uint32_t nlink, uid, gid;
+    uint16_t mode, spare;
+    uint64_t ino, size, blocks, attributes_mask;
+    uint8_t rest[256 - 64];
+};
+
+/* Whether fd is the root of a mount (statx, 5.8+; an older kernel says
+ * no, and the path gets a writable copy of its own mounted over it). */
+static bool mount_root(int fd)
+{
+    struct hearth_statx sx;
+    return syscall(SYS_statx, fd, "", AT_EMPTY_PATH, 0, &sx) == 0 &&
+           (sx.attributes_mask & STATX_ATTR_MOUNT_ROOT) && (sx.attributes & STATX_ATTR_MOUNT_ROOT);
+}
+
+static bool below(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == 0);
+}
+
+/* A writable copy of the mount subtree at src (open_tree, then
+ * mount_setattr on its top: the copy is writable before anyone can see
+ * it; what is mounted below keeps its own flags). Returns its descriptor
+ * for move_mount, or -1. */
+static int writable_copy(int src, const char *path, char *what, size_t len)
+{
+    int tree = (int)syscall(SYS_open_tree, src, "",
+                            OPEN_TREE_CLONE | AT_EMPTY_PATH | AT_RECURSIVE | O_CLOEXEC);
+    if (tree < 0)
+        return fail(what, len, "copy the mount of", path);
+    if (setattr_fd(tree, "", AT_EMPTY_PATH, 0, HEARTH_MOUNT_ATTR_RDONLY) < 0) {
+        fail(what, len, "make writable", path);
+        int e = errno;
+        close(tree);
+        errno = e;
+        return -1;
+    }
+    return tree;
+}
+
+static int attach(int tree, int dst, const char *path, char *what, size_t len)
+{
+    if (syscall(SYS_move_mount, tree, "", dst, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+        return fail(what, len, "mount writable", path);
+    return 0;
+}
+
+static int private_tmpfs(const char *path, int64_t bytes, unsigned long flags, char *what,
+                         size_t len)
+{
+    char opts[64];
+    struct stat st;
+    if (bytes <= 0 || stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+        return 0; /* none asked for, or no such directory to cover */
+    snprintf(opts, sizeof(opts), "size=%lld,mode=1777", (long long)bytes);
+    if (mount("hearth-tmp", path, "tmpfs", MS_NOSUID | MS_NODEV | flags, opts) < 0)
+        return fail(what, len, "mount a private tmpfs on", path);
+    return 0;
+}
+
+/* The service's own space in its copy of the namespace: the root and
+ * every mount read-only (but /proc, whose sensitive parts are mounts of
+ * their own and stay as they are), a private /tmp and /dev/shm, and its
+ * writable paths. The agent's files then live only where the host said
+ * they may: nothing it writes outlives it in the image, nothing hearth
+ * or another service runs from the image can be replaced.
+ *
+ * A writable path that is a mount root (a home or workspace share) is
+ * made writable where it is, so what hearth mounts there later still
+ * propagates in. Any other gets a writable copy of its subtree mounted
+ * over itself; one below /tmp or /dev/shm is copied before the private
+ * tmpfs covers it (a copy taken after would hold that tmpfs too) and
+ * mounted at its place in the new tmpfs. */
+static int private_space(const struct contain_plan *p, char *what, size_t len)
+{
+    int fd[CONTAIN_MAX_RW], tree[CONTAIN_MAX_RW];
+    bool moved[CONTAIN_MAX_RW];
+    char why[128];
+    int rc = -1;
+    size_t n = 0;
+
+    /* Opened first, without following a link (a service may have
+     * swapped one in for a directory on the way). */
+    for (; n < p->n_rw; n++) {
+        tree[n] = -1;
+        moved[n] = (p->tmp_bytes > 0 && below(p->rw[n], "/tmp")) ||
+                   (p->shm_bytes > 0 && below(p->rw[n], "/dev/shm"));
+        fd[n] = safepath_open_abs(p->rw[n], O_RDONLY | O_DIRECTORY, 0, why, sizeof(why));
+        if (fd[n] < 0) {
+            snprintf(what, len, "unable to open writable %s: %s", p->rw[n], why);
+            goto out;
+        }
+    }
+    if (p->ro_root &&
+        setattr_fd(AT_FDCWD, "/", AT_RECURSIVE, HEARTH_MOUNT_ATTR_RDONLY, 0) < 0) {
+        fail(what, len, "make read-only", errno == ENOSYS ? "/ (needs Linux 5.12)" : "/");
+        goto out;
+    }
+    if (p->ro_root && setattr_fd(AT_FDCWD, "/proc", 0, 0, HEARTH_MOUNT_ATTR_RDONLY) < 0 &&
+        errno != ENOENT && errno != EINVAL) {
+        fail(what, len, "make writable", "/proc");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((moved[i] || !mount_root(fd[i])) &&
+            (tree[i] = writable_copy(fd[i], p->rw[i], what, len)) < 0)
+            goto out;
+    if (private_tmpfs("/tmp", p->tmp_bytes, 0, what, len) < 0 ||
+        private_tmpfs("/dev/shm", p->shm_bytes, MS_NOEXEC, what, len) < 0)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        if (tree[i] < 0) {
+            if (setattr_fd(fd[i], "", AT_EMPTY_PATH, 0, HEARTH_MOUNT_ATTR_RDONLY) < 0) {
+                fail(what, len, "make writable", p->rw[i]);
+                goto out;
+            }
+            continue;
+        }
+        /* Its place in the new tmpfs, made as root: the copy mounted
+         * there brings its own owner and mode. */
+        int dst = fd[i];
+        if (moved[i] && (dst = safepath_mkdir_p(p->rw[i], 0755, 0, 0, why, sizeof(why))) < 0) {
+            snprintf(what, len, "unable to create %s in the private tmpfs: %s", p->rw[i], why);
+            goto out;
+        }
+        int r = attach(tree[i], dst, p->rw[i], what, len);
+        if (dst != fd[i]) {
+            int e = errno;
+            close(dst);
+            errno = e;
+        }
+        if (r < 0)
+            goto out;
+    }
+    rc = 0;
+out:;
+    int e = errno;
+    for (size_t i = 0; i < n; i++) {
+        close(fd[i]);
+        if (tree[i] >= 0)
+            close(tree[i]);
+    }
+    errno = e;
+    return rc;
+}
+
 int contain_enter(const struct contain_plan *p, char *what, size_t len)
 {
     if (p->join)
@@ -783,9 +1008,16 @@ int contain_enter(const struct contain_plan *p, char *what, size_t len)
         for (size_t i = 0; i < p->n_ro; i++)
             if (make_readonly(p->ro[i], what, len) < 0)
                 return -1;
-        if (p->snap_fd >= 0)
+        /* The template stays as built: the service's own part goes into
+         * a copy of it, as in every later start. */
+        if (p->snap_fd >= 0) {
             nstemplate_send(p->snap_fd);
+            if (unshare(CLONE_NEWNS) < 0)
+                return fail(what, len, "create", "a mount namespace");
+        }
     }
+    if (private_space(p, what, len) < 0)
+        return -1;
     /* The child already lives in its leaf: the namespace is rooted
      * there, so it cannot move itself or anything else out of it. */
     if (p->cgroupns && unshare(CLONE_NEWCGROUP) < 0)
@@ -801,9 +1033,8 @@ int contain_proc_for_pidns(const struct contain_plan *p, char *what, size_t len)
 {
     if (!p->isolate || !p->pidns)
         return 0;
-    if (p->snap_fd >= 0 && unshare(CLONE_NEWNS) < 0)
-        return fail(what, len, "create", "a mount namespace");
-    /* The old /proc goes (with its masks); where it cannot (a mount
+    /* (The start that built the template moved on to a copy of it in
+     * contain_enter: the template keeps hearth's /proc.) The old /proc goes (with its masks); where it cannot (a mount
      * locked by a user namespace) the new one covers it. */
     if (umount2("/proc", MNT_DETACH) < 0 && errno != EINVAL && errno != EPERM)
         return fail(what, len, "unmount", "/proc");

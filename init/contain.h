@@ -30,6 +30,9 @@
 
 #define CONTAIN_PATH_MAX 256
 #define CONTAIN_MAX_EXTRA 12
+/* Writable paths in a read-only root: a service's `writable` and the
+ * writable mounts hearth made. */
+#define CONTAIN_MAX_RW 48
 
 struct contain_plan {
     uint64_t caps;      /* the capabilities the service keeps */
@@ -60,6 +63,15 @@ struct contain_plan {
      * with setns instead of any made (-1: that one is hearth's). */
     bool join;
     int join_mnt, join_cgroup, join_pid;
+    /* The service's own part, applied at every start after the template
+     * copy (contain_enter): with ro_root every mount of the namespace is
+     * read-only (the image's root first) but /proc and the paths in rw;
+     * a private tmpfs of tmp_bytes on /tmp and of shm_bytes on
+     * /dev/shm (0: the namespace's own). */
+    bool ro_root;
+    char rw[CONTAIN_MAX_RW][CONTAIN_PATH_MAX];
+    size_t n_rw;
+    int64_t tmp_bytes, shm_bytes;
 };
 
 /* caps_keep, caps_drop, isolation and seccomp of a service, as typed when
@@ -93,12 +105,28 @@ void contain_host_report(bool supervisor);
  * is ignored. */
 void contain_readonly_dir(const char *path);
 
+/* The sizes of a service's private /tmp and /dev/shm when its limits say
+ * nothing (limits.h works them out from the guest's memory). */
+void contain_set_tmpfs_defaults(int64_t tmp_bytes, int64_t shm_bytes);
+
 /* Builds the plan for a service running as root (root) or not, in leaf
- * (NULL or "" without cgroups); cfg's unix listeners are hidden from it
- * and config_path made read-only. Returns 0, or -1 with a message. */
+ * (NULL or "" without cgroups); cfg's unix listeners, /etc/hearth and
+ * config_path are hidden from it. With isolation it gets a read-only
+ * root (unless read_only_root is false) where its `writable` paths stay
+ * writable, and a private /tmp and /dev/shm. Returns 0, or -1 with a
+ * message. */
 int contain_prepare(const struct service_config *c, const struct config *cfg,
                     const char *config_path, bool root, const char *leaf,
                     struct contain_plan *p, char *err, size_t errlen);
+
+/* One more writable path for a plan with a read-only root (a writable
+ * mount hearth made). Returns 0, or -1 with a message when the plan is
+ * full or the path too long. */
+int contain_add_writable(struct contain_plan *p, const char *path, char *err, size_t errlen);
+/* A host's exec session: its root stays writable and /tmp and /dev/shm
+ * are the guest's, as for files.* (the host may write anywhere); the
+ * rest of the containment is a default service's. */
+void contain_as_host_session(struct contain_plan *p);
 
 /* Whether mounts hearth adds later reach the services' namespaces:
  * hearth made its mounts shared (vm and container modes), or / is

@@ -29,6 +29,7 @@
 #include "events.h"
 #include "hearth.h"
 #include "jsonalloc.h"
+#include "guestlimits.h"
 #include "log.h"
 #include "machine.h"
 #include "modules.h"
@@ -426,6 +427,7 @@ int main(int argc, char **argv)
             log_warn("modules: unable to load %d of %zu", mfail, H.cfg->n_modules);
     }
     cgroup_setup(H.mode == MODE_VM);
+    guestlimits_setup(H.cfg);
     shutdown_set_hooks(&(struct shutdown_hooks){
         .end_sessions = exec_kill_all, .flush = control_flush, .stop = control_stop});
     bool early = listeners_first(H.cfg);

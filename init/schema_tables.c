@@ -229,6 +229,18 @@ static const struct key k_limits[] = {
     KEY("memory_max", INT(1 << 20, JSON_INT53)),
     KEY("memory_high", INT(1 << 20, JSON_INT53)),
     KEY("pids_max", INT(1, 4194304)),
+    KEY("tmp_bytes", INT(1 << 20, JSON_INT53)),
+    KEY("shm_bytes", INT(1 << 20, JSON_INT53)),
+    {0}};
+
+/* The guest-wide limits: the memory every service together leaves to
+ * hearth and the kernel, and the defaults of each service's limits. 0
+ * turns the reserve or the default pids.max off. */
+static const struct key k_top_limits[] = {
+    KEY("memory_reserve", INT(0, JSON_INT53)),
+    KEY("pids_max", INT(0, 4194304)),
+    KEY("tmp_bytes", INT(1 << 20, JSON_INT53)),
+    KEY("shm_bytes", INT(1 << 20, JSON_INT53)),
     {0}};
 
 static const struct key k_service[] = {
@@ -260,6 +272,8 @@ static const struct key k_service[] = {
     KEY("no_new_privs", &s_bool),
     KEY("isolation", &s_bool),
     KEY("seccomp", ENUM(e_seccomp)),
+    KEY("read_only_root", &s_bool),
+    KEY("writable", ARRAY(&s_abspath, 0, CONFIG_MAX_WRITABLE, NULL)),
     KEY("log", OBJECT(k_service_log, NULL)),
     KEY("limits", OBJECT(k_limits, NULL)),
     KEY("activity", OBJECT(k_service_activity, NULL)),
@@ -277,6 +291,7 @@ static const struct key k_top[] = {
     KEY("exec", OBJECT(k_exec, NULL)),
     KEY("files", OBJECT(k_files, NULL)),
     KEY("activity", OBJECT(k_activity, NULL)),
+    KEY("limits", OBJECT(k_top_limits, NULL)),
     KEY("network", OBJECT(k_network, rule_network)),
     KEY("mounts", ARRAY(OBJECT(k_mount, rule_mount), 0, 0, NULL)),
     KEY("host_mounts", STRING(rule_host_mounts)),

@@ -94,6 +94,11 @@ static void contain_of(const cJSON *j, struct contain_policy *out)
     out->drop = caps_of(cJSON_GetObjectItemCaseSensitive(j, "caps_drop"));
     out->isolation = !cJSON_IsFalse(iso);
     out->seccomp = !(cJSON_IsString(sc) && strcmp(sc->valuestring, "off") == 0);
+    out->ro_root = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(j, "read_only_root"));
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(j, "writable");
+    for (const cJSON *v = w ? w->child : NULL; v; v = v->next)
+        if (cJSON_IsString(v) && out->n_writable < sizeof(out->writable) / sizeof(out->writable[0]))
+            out->writable[out->n_writable++] = v->valuestring;
 }
 
 static void fill(const cJSON *obj, struct svc_settings *st)

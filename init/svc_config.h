@@ -26,6 +26,8 @@ struct cJSON;
 #define SVC_HEALTH_INTERVAL_DEFAULT_MS 10000
 #define SVC_HEALTH_FAILURES_DEFAULT 3
 #define SVC_RLIMITS_MAX 16
+/* writable: as many as the schema allows (CONFIG_MAX_WRITABLE) */
+#define SVC_WRITABLE_MAX 16
 
 struct svc_log_settings {
     size_t ring_lines;
@@ -62,6 +64,11 @@ struct contain_policy {
     uint64_t drop;     /* caps_drop */
     bool isolation;    /* default true */
     bool seccomp;      /* "default" (true) or "off" */
+    bool ro_root;      /* read_only_root, default true */
+    /* writable: paths the service may write besides the writable mounts
+     * (they point into the config's JSON) */
+    const char *writable[SVC_WRITABLE_MAX];
+    size_t n_writable;
 };
 
 /* The capability set a root service keeps by default (named for

@@ -16,6 +16,7 @@
 #include "hearth.h"
 #include "launch.h"
 #include "log.h"
+#include "mounts.h"
 #include "pidreaper.h"
 #include "reaper.h"
 #include "redact.h"
@@ -133,6 +134,17 @@ static void register_file_values(const struct service_config *c, const struct la
 /* Runs in the child between fork and exec: only async-signal-safe calls
  * that cannot touch hearth's loop. Any failure is reported through the
  * pipe and ends the child with 127. */
+/* The writable mounts hearth made (mounts, host_mounts) stay writable in
+ * a service's read-only root. */
+static int writable_mounts(struct contain_plan *p, char *err, size_t errlen)
+{
+    struct mounts_entry m;
+    for (size_t i = 0; p->ro_root && mounts_entry(i, &m) == 0; i++)
+        if (m.mounted && !m.read_only && contain_add_writable(p, m.target, err, errlen) < 0)
+            return -1;
+    return 0;
+}
+
 static void __attribute__((noreturn)) child_exec(struct service *s, int errfd,
                                                  const struct launch_plan *plan, int outfd,
                                                  int errpipe, int notify_w, bool placed)
@@ -208,9 +220,17 @@ int svc_spawn(struct service *s)
         snprintf(s->error, sizeof(s->error), "limits: services have no cgroup here to apply them to");
         return -1;
     }
+    /* Every service has a pids.max (limits.pids_max, guest-wide); only
+     * one the service asks for itself fails its start when it cannot be
+     * applied. */
     if (limited && cgroup_set_limits(s->leaf.path, sc->memory_max, sc->memory_high, sc->pids_max,
                                      s->error, sizeof(s->error)) < 0)
         return -1;
+    if (!sc->pids_max && H.cfg->limits.pids_max && s->leaf.path[0]) {
+        char why[160];
+        if (cgroup_set_limits(s->leaf.path, 0, 0, H.cfg->limits.pids_max, why, sizeof(why)) < 0)
+            log_debug("service %s: the default %s", s->cfg->name, why);
+    }
     logring_open_file(&s->out.ring);
     if (pipe2(p, O_CLOEXEC) < 0) {
         snprintf(s->error, sizeof(s->error), "unable to create pipe: %s", strerror(errno));
@@ -229,7 +249,8 @@ int svc_spawn(struct service *s)
         return -1;
     }
     if (contain_prepare(s->cfg, H.cfg, H.config_path, launch_is_root(&plan), s->leaf.path,
-                        &plan.contain, s->error, sizeof(s->error)) < 0) {
+                        &plan.contain, s->error, sizeof(s->error)) < 0 ||
+        writable_mounts(&plan.contain, s->error, sizeof(s->error)) < 0) {
         close(p[0]);
         close(p[1]);
         launch_free(&plan);

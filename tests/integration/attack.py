@@ -159,6 +159,21 @@ def masked_view(path):
 
 R["masked"] = {p: masked_view(p) for p in MASKED}
 R["config_write"] = try_open_write(config)
+try:
+    with open(config, "rb") as f:
+        R["config_read"] = len(f.read())
+except OSError as e:
+    R["config_read"] = name(e.errno)
+# The image: read-only, so nothing hearth or another service runs from it
+# can be replaced (the kernel's module helper, a probe's program).
+R["etc_write"] = try_open_write("/etc/passwd")
+try:
+    fd = os.open("/hearth-attack-probe", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o755)
+    os.close(fd)
+    os.unlink("/hearth-attack-probe")
+    R["root_create"] = "ok"
+except OSError as e:
+    R["root_create"] = name(e.errno)
 # Devices: the disk under /, the kernel log; and what a service needs.
 R["dev_entries"] = sorted(os.listdir("/dev"))
 dev = os.stat("/").st_dev

@@ -94,6 +94,7 @@ class Hearth:
         targets in hearth's own mount namespace (a test's own
         /etc/passwd), the host's files untouched."""
         path = self.dir / "hearth.json"
+        self.give_test_dir(cfg)
         path.write_text(json.dumps(cfg))
         if self.proc is not None:  # a second run in one test: judge the first
             self.check_valgrind()
@@ -122,6 +123,17 @@ class Hearth:
         if wait:
             self.wait_ready()
         return self
+
+    def give_test_dir(self, cfg):
+        """A service's root is read-only and its /tmp its own. These tests
+        run on the host's root, with their scripts and what services
+        leave for them in directories below the host's /tmp: that /tmp is
+        the one place a service writes here, like a home share in a
+        sandbox. A test that says `writable` or `read_only_root` itself
+        (test_rootfs.py, the attack in test_contain.py) is left as it is."""
+        for svc in cfg.get("services") or []:
+            if isinstance(svc, dict) and "writable" not in svc and "read_only_root" not in svc:
+                svc["writable"] = ["/tmp"]
 
     def wrap(self):
         if not VALGRIND:

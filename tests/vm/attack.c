@@ -125,7 +125,8 @@ static void sleep_ms(long ms)
 
 static void wait_go(void)
 {
-    while (access(GO, F_OK) != 0)
+    const char *go = getenv("ATTACK_GO");
+    while (access(go ? go : GO, F_OK) != 0)
         sleep_ms(50);
 }
 
@@ -754,6 +755,71 @@ static void vsock_ping(unsigned cid, unsigned port)
     rest();
 }
 
+/* Writes 1 MiB blocks into dir/fill until the write fails; reports how
+ * many and why it stopped. The file is kept: its pages stay taken. */
+static void fill_dir(const char *dir, const char *attack)
+{
+    static char block[1 << 20];
+    char path[256], buf[64];
+    long n = 0;
+    int e = 0;
+
+    memset(block, 0x5a, sizeof(block));
+    snprintf(path, sizeof(path), "%s/fill", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        report(attack, errname(errno));
+        return;
+    }
+    for (;;) {
+        ssize_t w = write(fd, block, sizeof(block));
+        if (w < (ssize_t)sizeof(block)) {
+            e = w < 0 ? errno : ENOSPC;
+            break;
+        }
+        n++;
+    }
+    close(fd);
+    snprintf(buf, sizeof(buf), "%ld", n);
+    report(attack, errname(e));
+    snprintf(path, sizeof(path), "%s_mib", attack);
+    report(path, buf);
+}
+
+/* The guest-wide fill: the private /tmp and /dev/shm to the last byte
+ * they take, then anonymous memory until the services' cgroup stops it.
+ * Each tmpfs is capped and the services together leave a reserve, so the
+ * guest lives on and only this service is killed. */
+static void fill(void)
+{
+    char buf[64], leaf[512], parent[512];
+    struct statvfs sv;
+    if (find_leaf("/sys/fs/cgroup", 4, leaf, sizeof(leaf)) == 0) {
+        leaf_file(leaf, "pids.max", "pids_max");
+        dirname_of(leaf, parent, sizeof(parent));
+        leaf_file(parent, "memory.max", "services_memory_max");
+    }
+    if (statvfs("/tmp", &sv) == 0) {
+        snprintf(buf, sizeof(buf), "%llu", (unsigned long long)sv.f_blocks * sv.f_frsize);
+        report("tmp_size", buf);
+    }
+    fill_dir("/tmp", "tmp_fill");
+    fill_dir("/dev/shm", "shm_fill");
+    for (long i = 1;; i++) {
+        char *p = malloc(1 << 20);
+        if (!p) {
+            report("malloc", "failed");
+            break;
+        }
+        memset(p, 0x5a, 1 << 20);
+        if (i % 16 == 0) {
+            snprintf(buf, sizeof(buf), "%ld", i);
+            report("touched_mib", buf);
+        }
+    }
+    rest();
+}
+
 static void tick(void)
 {
     char buf[32];
@@ -768,7 +834,7 @@ int main(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: attack contained|privileged SOCK | forks | hog MIB | throttle MIB"
-                        " | vsock CID PORT | tick\n");
+                        " | vsock CID PORT | tick | fill\n");
         return 2;
     }
     if (!getenv("ATTACK_NOW"))
@@ -787,6 +853,8 @@ int main(int argc, char **argv)
         vsock_ping((unsigned)strtoul(argv[2], NULL, 10), (unsigned)strtoul(argv[3], NULL, 10));
     else if (strcmp(argv[1], "tick") == 0)
         tick();
+    else if (strcmp(argv[1], "fill") == 0)
+        fill();
     fprintf(stderr, "attack: unknown mode %s\n", argv[1]);
     return 2;
 }

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 
 import pytest
 
@@ -23,6 +24,8 @@ MUTANT = os.path.join(ROOT, "build", "hearth-mutant-nolimits")
 MIB = 1 << 20
 # No shares in these VMs: the attack modes start at once.
 NOW = {"ATTACK_NOW": "1"}
+# In hearth's /run, which services see read-only: the host makes it.
+FILL_GO = "/run/fill-go"
 LIMITS = {
     "log": {"level": "info"},
     "control": {"listen": ["serial:org.hearth.ctl", "vsock:1025"], "allowed_cids": [2]},
@@ -40,6 +43,10 @@ LIMITS = {
         # throttled, without a kill.
         {"name": "throttle", "argv": [ATTACK, "throttle", "18"], "env": NOW, "user": "root",
          "restart": "never", "limits": {"memory_high": 16 * MIB}},
+        # Fills its private /tmp and /dev/shm, then memory, once told to:
+        # every limit is hearth's default (test_a_fill_leaves_the_guest_alive).
+        {"name": "fill", "argv": [ATTACK, "fill"], "env": {"ATTACK_GO": FILL_GO},
+         "user": "root", "restart": "never"},
         # A guest-side vsock client: its CID is 1 (the loopback transport).
         {"name": "probe", "argv": [ATTACK, "vsock", "1", "1025"], "env": NOW, "user": "root",
          "restart": "never"},
@@ -120,6 +127,50 @@ def test_limits_hold_in_the_leaf(limits_vm):
     st = vm.result("status")
     assert st["pid"] == 1 and st["phase"] == "running"
     assert vm.service("throttle")["restarts"] == 0
+
+
+def test_a_fill_leaves_the_guest_alive(limits_vm):
+    """A root service with no limits of its own fills its /tmp, its
+    /dev/shm and then memory: each tmpfs stops at its default size, the
+    services' cgroup (the guest's memory less the reserve) stops the
+    rest with an OOM kill of the filler alone, and hearth answers
+    throughout. Without the reserve and the caps the same fill ended in
+    "Kernel panic - not syncing: System is deadlocked on memory"."""
+    vm = limits_vm
+    lim = vm.result("status")["limits"]
+    total = lim["memory_total"]
+    assert 0 < lim["memory_reserve"] <= 64 * MIB and lim["memory_reserve"] <= total // 4, lim
+    assert lim["services_memory_max"] == total - lim["memory_reserve"], lim
+    assert lim["tmp_bytes"] == lim["shm_bytes"] == total // 4 and lim["pids_max"] == 2048, lim
+    vm.result("files.write", {"path": FILL_GO, "data": ""})
+    worst, pings = 0.0, 0
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        t = time.monotonic()
+        assert vm.result("ping") is not None
+        worst = max(worst, time.monotonic() - t)
+        pings += 1
+        s = vm.service("fill")
+        if s["state"] != "running" and s["last_exit"]:
+            break
+        time.sleep(0.2)
+    r, s = attack_results(vm, "fill"), vm.service("fill")
+    page = 4096
+    cap = -(-(total // 4) // page) * page
+    assert r.get("tmp_size") == str(cap), r
+    # Each tmpfs took what its cap allows and said ENOSPC.
+    assert r.get("tmp_fill") == "ENOSPC" and r.get("shm_fill") == "ENOSPC", r
+    assert cap // MIB - 1 <= int(r["tmp_fill_mib"]) <= cap // MIB, r
+    assert cap // MIB - 1 <= int(r["shm_fill_mib"]) <= cap // MIB, r
+    # Then the services' memory.max: the filler alone is killed.
+    assert s["last_exit"] == {"signal": "SIGKILL"} and s.get("oom_kills", 0) >= 1, s
+    assert r["pids_max"] == "2048" and r["services_memory_max"] == str(lim["services_memory_max"]), r
+    # hearth answered every ping meanwhile (a liveness bound for a loaded
+    # TCG guest, not a speed figure), and nothing else changed.
+    assert pings > 3 and worst < 3.0, (pings, worst)
+    st = vm.result("status")
+    assert st["pid"] == 1 and st["phase"] == "running"
+    assert vm.service("throttle")["state"] == "running" and vm.service("throttle")["restarts"] == 0
 
 
 def test_vsock_peer_outside_allowed_cids_is_refused(limits_vm):
