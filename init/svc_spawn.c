@@ -226,9 +226,10 @@ int svc_spawn(struct service *s)
     if (limited && cgroup_set_limits(s->leaf.path, sc->memory_max, sc->memory_high, sc->pids_max,
                                      s->error, sizeof(s->error)) < 0)
         return -1;
-    if (!sc->pids_max && H.cfg->limits.pids_max && s->leaf.path[0]) {
+    int64_t pids_default = H.cfg ? H.cfg->limits.pids_max : 0;
+    if (!sc->pids_max && pids_default && s->leaf.path[0]) {
         char why[160];
-        if (cgroup_set_limits(s->leaf.path, 0, 0, H.cfg->limits.pids_max, why, sizeof(why)) < 0)
+        if (cgroup_set_limits(s->leaf.path, 0, 0, pids_default, why, sizeof(why)) < 0)
             log_debug("service %s: the default %s", s->cfg->name, why);
     }
     logring_open_file(&s->out.ring);
