@@ -308,6 +308,8 @@ static void __attribute__((noreturn)) exec_child(char *const *argv, int errfd)
     int e, nul;
 
     launch_reset_signals();
+    /* A probe is no part of PID 1: the OOM killer may pick it. */
+    launch_oom_default();
     setpgid(0, 0);
     /* With hearth's stdio closed the pipe may sit on 0..2, which the
      * dup2s below would overwrite. */

@@ -148,6 +148,7 @@ struct config {
     struct exec_cfg exec;
     struct files_cfg files;
     struct activity_cfg activity;
+    struct sysctl_cfg sysctl;   /* the operator's sysctls (harden.h applies them) */
     char *resume_file;          /* NULL = not given ("" turns the file off) */
     struct service_config services[CONFIG_MAX_SERVICES];
     size_t n_services;
