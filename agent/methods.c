@@ -17,6 +17,7 @@
 #include "kfile.h"
 #include "guestlimits.h"
 #include "log.h"
+#include "harden.h"
 #include "modules.h"
 #include "m_files.h"
 #include "m_exec.h"
@@ -115,6 +116,10 @@ static int m_status(struct client *c, cJSON *params, cJSON **result, struct rpc_
         cJSON_AddStringToObject(r, "config_error", H.config_error);
     cJSON_AddItemToObject(r, "control", control_listeners_json());
     cJSON_AddItemToObject(r, "modules", modules_json());
+    cJSON_AddItemToObject(r, "sysctl", harden_json());
+    char oom[16];
+    if (kfile_read("/proc/self/oom_score_adj", oom, sizeof(oom)) > 0)
+        cJSON_AddNumberToObject(r, "oom_score_adj", (double)strtol(oom, NULL, 10));
     cJSON_AddItemToObject(r, "phases", gates_json());
     cJSON_AddItemToObject(r, "mounts", mounts_status_json());
     cJSON_AddItemToObject(r, "limits", guestlimits_status_json());

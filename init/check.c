@@ -324,6 +324,8 @@ static void __attribute__((noreturn)) exec_child(const struct check_exec *how, c
     memset(&rep, 0, sizeof(rep));
     rep.step = LAUNCH_STEP_SETUP;
     launch_reset_signals();
+    /* A probe is no part of PID 1: the OOM killer may pick it. */
+    launch_oom_default();
     setpgid(0, 0);
     /* With hearth's stdio closed the pipe may sit on 0..2, which the
      * dup2s below would overwrite. */

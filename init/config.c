@@ -205,7 +205,8 @@ static struct config *build(cJSON *root, char *err, size_t errlen)
     network_extract(jget(root, "network"), &cfg->network);
     egress_extract(jget(root, "egress"), &cfg->egress);
     if (mounts_extract(root, &cfg->mounts) < 0 || seed_extract(jget(root, "seed"), &cfg->seed) < 0 ||
-        skills_extract(jget(root, "skills"), &cfg->skills) < 0)
+        skills_extract(jget(root, "skills"), &cfg->skills) < 0 ||
+        sysctl_extract(jget(root, "sysctl"), &cfg->sysctl) < 0)
         b.oom = true;
     metrics_extract(jget(root, "metrics"), &cfg->metrics);
     exec_extract(jget(root, "exec"), &cfg->exec);
@@ -428,6 +429,7 @@ void config_free(struct config *cfg)
     free(cfg->resume_file);
     free(cfg->hostname);
     free_list(cfg->modules, cfg->n_modules);
+    sysctl_cfg_free(&cfg->sysctl);
     cJSON_Delete(cfg->json);
     free(cfg);
 }

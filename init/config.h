@@ -161,6 +161,7 @@ struct config {
     struct {
         int64_t memory_reserve, pids_max, tmp_bytes, shm_bytes;
     } limits;
+    struct sysctl_cfg sysctl;   /* the operator's sysctls (harden.h applies them) */
     char *resume_file;          /* NULL = not given ("" turns the file off) */
     struct service_config services[CONFIG_MAX_SERVICES];
     size_t n_services;

@@ -426,21 +426,42 @@ void launch_free(struct launch_plan *p)
     p->n_env = 0;
 }
 
+/* Async-signal-safe: between fork and exec. */
+static int write_oom(int v)
+{
+    char buf[16];
+    int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int n = snprintf(buf, sizeof(buf), "%d", v);
+    ssize_t w = write(fd, buf, (size_t)n);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return w == n ? 0 : -1;
+}
+
+int launch_oom_default(void)
+{
+    /* EACCES: what was inherited is above 0 and may not be lowered
+     * without CAP_SYS_RESOURCE (a supervisor under a shell's value); the
+     * child keeps it, which is never hearth's protection. ENOENT: no
+     * /proc to write. */
+    if (write_oom(0) < 0 && errno != EACCES && errno != ENOENT)
+        return -1;
+    return 0;
+}
+
 int launch_apply(const struct launch_plan *p)
 {
     for (size_t i = 0; i < p->n_rlimits; i++)
         if (setrlimit(p->rlimits[i].resource, &p->rlimits[i].lim) < 0)
             return -1;
     if (p->set_oom) {
-        char buf[16];
-        int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            int n = snprintf(buf, sizeof(buf), "%d", p->oom_score_adj);
-            ssize_t w = write(fd, buf, (size_t)n);
-            close(fd);
-            if (w != n)
-                return -1;
-        }
+        if (write_oom(p->oom_score_adj) < 0 && errno != ENOENT)
+            return -1;
+    } else if (launch_oom_default() < 0) {
+        return -1;
     }
     if (p->set_umask)
         umask(p->umask);

@@ -60,6 +60,13 @@ bool launch_is_root(const struct launch_plan *p);
  * (always on when a seccomp filter follows). Returns 0 or -1 with errno
  * set (the caller reports it). */
 int launch_apply(const struct launch_plan *p);
+/* In a child without an oom_score_adj of its own: back to the kernel's
+ * default, 0. A child inherits its parent's value, and hearth keeps
+ * -1000 for itself; the write happens while the child still holds
+ * CAP_SYS_RESOURCE, which also raises the floor it inherited (the
+ * kernel's oom_score_adj_min) to 0, so a service without that capability
+ * cannot go back to -1000. 0, or -1 with errno. */
+int launch_oom_default(void);
 
 /* The steps of a child on its way to exec, as its report to the parent
  * names the one that failed (0 is none). */

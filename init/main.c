@@ -27,6 +27,7 @@
 #include "execproc.h"
 #include "egress.h"
 #include "events.h"
+#include "harden.h"
 #include "hearth.h"
 #include "jsonalloc.h"
 #include "guestlimits.h"
@@ -393,6 +394,11 @@ int main(int argc, char **argv)
      * service that rewrites /etc/passwd later changes nothing that
      * hearth starts (restarts, exec.start, the owners of log files). */
     accounts_boot();
+    /* Before any child: the OOM killer never picks PID 1, and the
+     * kernel's helpers run nothing a service could write (in vm mode
+     * hearth owns the kernel; elsewhere only the config's own keys). */
+    harden_oom_protect();
+    harden_apply(NULL, &H.cfg->sysctl, H.mode == MODE_VM);
 
     H.loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOENV | EVFLAG_NOTIMERFD | EVFLAG_NOSIGMASK);
     if (!H.loop) {

@@ -236,3 +236,42 @@ bool names_env_valid(const char *name, size_t len)
     }
     return true;
 }
+
+int names_sysctl_path(const char *root, const char *name, char *buf, size_t len)
+{
+    size_t n = strlen(name), rl = strlen(root);
+    bool start = true;
+
+    if (n == 0 || n > NAMES_SYSCTL_MAX) {
+        errno = EINVAL;
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char ch = name[i];
+        if (ch == '.') {
+            /* ".." and a leading or trailing dot are empty components. */
+            if (start || i + 1 == n) {
+                errno = EINVAL;
+                return -1;
+            }
+            start = true;
+            continue;
+        }
+        if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+              ch == '_' || ch == '-')) {
+            errno = EINVAL;
+            return -1;
+        }
+        start = false;
+    }
+    if (rl + 1 + n + 1 > len) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(buf, root, rl);
+    buf[rl] = '/';
+    for (size_t i = 0; i < n; i++)
+        buf[rl + 1 + i] = name[i] == '.' ? '/' : name[i];
+    buf[rl + 1 + n] = '\0';
+    return 0;
+}

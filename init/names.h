@@ -51,6 +51,14 @@ bool config_env_is_secret(const char *name);
  * letters, digits and '_', not starting with a digit, not empty. The one
  * rule for config `env` keys, `env_files` lines and sandbox.init's env. */
 bool names_env_valid(const char *name, size_t len);
+/* The longest sysctl name hearth takes ("kernel.yama.ptrace_scope"). */
+#define NAMES_SYSCTL_MAX 128
+/* Maps a sysctl name to its file: "kernel.yama.ptrace_scope" ->
+ * "<root>/kernel/yama/ptrace_scope". A name is components of letters,
+ * digits, '_' and '-' joined by single dots: no '/', no empty component,
+ * so no "..", and nothing outside root. 0, or -1 (a bad name, or a path
+ * longer than len; errno EINVAL or ENAMETOOLONG). */
+int names_sysctl_path(const char *root, const char *name, char *buf, size_t len);
 /* Lifecycle phases a service may be "after", NULL-terminated. */
 extern const char *const config_after_phases[];
 

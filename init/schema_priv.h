@@ -101,6 +101,8 @@ int rule_mount(const cJSON *v, struct vctx *c);
 int rule_mount_rule(const cJSON *v, struct vctx *c);
 int rule_metrics(const cJSON *v, struct vctx *c);
 int rule_resume_file(const cJSON *v, struct vctx *c);
+int rule_sysctl_name(const cJSON *item, struct vctx *c);
+int rule_sysctl_value(const cJSON *v, struct vctx *c);
 int rule_top(const cJSON *root, struct vctx *c);
 int rule_services(const cJSON *arr, struct vctx *c);
 /* host_mounts: a JSON array inside a string (schema_tables.c). */

@@ -357,6 +357,37 @@ int rule_rlimit_value(const cJSON *v, struct vctx *c)
     return vfail(c, "expected an integer >= 0 or \"unlimited\"");
 }
 
+/* A sysctl name maps to a file under /proc/sys (names_sysctl_path), so
+ * a name that could leave it ("..", "/") is refused here, at load. */
+int rule_sysctl_name(const cJSON *item, struct vctx *c)
+{
+    char q[NAMES_QUOTE_MAX], path[NAMES_SYSCTL_MAX + 16];
+
+    if (names_sysctl_path("", item->string, path, sizeof(path)) == 0)
+        return 0;
+    return vfail(c, "bad sysctl name %s (expected letters, digits, '_' and '-' in parts joined "
+                    "by single dots, at most %d characters)",
+                 names_quote(item->string, q, sizeof(q)), NAMES_SYSCTL_MAX);
+}
+
+/* A sysctl value is written as one line: a string (tabs allowed, as in
+ * "0\t0"), an integer, or null for "leave the kernel's value". */
+int rule_sysctl_value(const cJSON *v, struct vctx *c)
+{
+    int64_t n;
+
+    if (cJSON_IsNull(v) || jget_int(v, &n))
+        return 0;
+    if (!cJSON_IsString(v))
+        return vfail(c, "expected a string, an integer or null");
+    if (strlen(v->valuestring) > SYSCTL_VALUE_MAX)
+        return vfail(c, "longer than %d bytes", SYSCTL_VALUE_MAX);
+    for (const char *p = v->valuestring; *p; p++)
+        if ((unsigned char)*p < 0x20 && *p != '\t')
+            return vfail(c, "must not contain a newline or another control character");
+    return 0;
+}
+
 /* "host:port": an IPv4 address, [IPv6] or a host name, and port 1..65535. */
 int rule_hostport(const cJSON *v, struct vctx *c)
 {

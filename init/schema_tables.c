@@ -299,6 +299,8 @@ static const struct key k_top[] = {
     KEY("seed", ARRAY(OBJECT(k_seed, NULL), 0, 0, NULL)),
     KEY("skills", OBJECT(k_skills, NULL)),
     KEY("egress", OBJECT(k_egress, NULL)),
+    KEY("sysctl", SCHEMA(.kind = K_MAP, .max = SYSCTL_CFG_MAX, .elem = ANY(rule_sysctl_value),
+                         .key_check = rule_sysctl_name)),
     KEY("services", ARRAY(OBJECT(k_service, rule_exit_codes), 0, CONFIG_MAX_SERVICES, rule_services)),
     {0}};
 

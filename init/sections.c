@@ -522,3 +522,46 @@ void files_extract(const cJSON *f, struct files_cfg *out)
 {
     out->timeout_ms = jget_int_or(f, "timeout_ms", CONFIG_FILES_TIMEOUT_MS);
 }
+
+int sysctl_extract(const cJSON *map, struct sysctl_cfg *out)
+{
+    const cJSON *item;
+    int64_t n;
+
+    memset(out, 0, sizeof(*out));
+    size_t count = (size_t)cJSON_GetArraySize(map);
+    if (!count)
+        return 0;
+    out->v = calloc(count, sizeof(*out->v));
+    if (!out->v)
+        return -1;
+    cJSON_ArrayForEach(item, map) {
+        struct sysctl_entry *e = &out->v[out->n++];
+        char num[32];
+        e->name = strdup(item->string);
+        if (!e->name)
+            return -1;
+        if (cJSON_IsString(item)) {
+            e->value = strdup(item->valuestring);
+        } else if (jget_int(item, &n)) {
+            snprintf(num, sizeof(num), "%lld", (long long)n);
+            e->value = strdup(num);
+        } else {
+            continue; /* null: leave the kernel's value */
+        }
+        if (!e->value)
+            return -1;
+    }
+    return 0;
+}
+
+void sysctl_cfg_free(struct sysctl_cfg *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        free(s->v[i].name);
+        free(s->v[i].value);
+    }
+    free(s->v);
+    s->v = NULL;
+    s->n = 0;
+}

@@ -204,4 +204,23 @@ struct files_cfg {
 /* `files` from a checked config (NULL: absent), with the defaults. */
 void files_extract(const struct cJSON *f, struct files_cfg *out);
 
+/* `sysctl`: the operator's sysctls, each a name (validated: see
+ * names_sysctl_path) and the text to write, or NULL for "leave the
+ * kernel's value" (null in the config). */
+#define SYSCTL_CFG_MAX 64
+#define SYSCTL_VALUE_MAX 255
+struct sysctl_entry {
+    char *name, *value;
+};
+
+struct sysctl_cfg {
+    struct sysctl_entry *v;
+    size_t n;
+};
+
+/* `sysctl` from a checked config (NULL: absent); an integer becomes its
+ * decimal text. 0, or -1 out of memory. */
+int sysctl_extract(const struct cJSON *map, struct sysctl_cfg *out);
+void sysctl_cfg_free(struct sysctl_cfg *s);
+
 #endif

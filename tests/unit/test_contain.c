@@ -321,19 +321,35 @@ TEST(contain_prepare_plan)
     CHECK_STR(err, "");
     if (!c)
         return;
-    CHECK_EQ_INT(contain_prepare(&c->services[0], c, "/cfg/h.json", true, "/sys/fs/cgroup/x", &p,
+    /* hearth's config is hidden where it exists (a missing one would
+     * keep the template from ever matching). */
+    char cfgpath[300];
+    snprintf(cfgpath, sizeof(cfgpath), "%s/h.json", dir);
+    FILE *cf = fopen(cfgpath, "w");
+    if (cf)
+        fclose(cf);
+    contain_set_tmpfs_defaults(5 << 20, 6 << 20);
+    CHECK_EQ_INT(contain_prepare(&c->services[0], c, cfgpath, true, "/sys/fs/cgroup/x", &p,
                                  err, sizeof(err)),
                  0);
     CHECK_EQ_INT(p.caps, contain_default_caps);
     CHECK(!p.ambient);
     if (geteuid() == 0) {
+        size_t etc = stat("/etc/hearth", &st) == 0;
         CHECK(p.isolate);
-        CHECK_EQ_INT(p.n_hide, 2);
+        CHECK_EQ_INT(p.n_hide, 3 + etc);
         CHECK_STR(p.hide[0], sockdir);
         CHECK_STR(p.hide[1], "/top.sock");
-        CHECK_EQ_INT(p.n_ro, 2);
-        CHECK_STR(p.ro[0], "/etc/hearth");
-        CHECK_STR(p.ro[1], "/cfg/h.json");
+        if (etc)
+            CHECK_STR(p.hide[2], "/etc/hearth");
+        CHECK_STR(p.hide[2 + etc], cfgpath);
+        CHECK_EQ_INT(p.n_ro, 0);
+        /* Its own part: a read-only root, nothing writable but what it
+         * names, the default tmpfs sizes. */
+        CHECK(p.ro_root);
+        CHECK_EQ_INT(p.n_rw, 0);
+        CHECK_EQ_INT(p.tmp_bytes, 5 << 20);
+        CHECK_EQ_INT(p.shm_bytes, 6 << 20);
         /* A socket directory not made yet is made, so it can be hidden. */
         CHECK(stat(sockdir, &st) == 0 && S_ISDIR(st.st_mode));
     }
@@ -352,6 +368,7 @@ TEST(contain_prepare_plan)
     CHECK(rmdir(sockdir) == 0);
     snprintf(sockdir, sizeof(sockdir), "%s/run", dir);
     rmdir(sockdir);
+    unlink(cfgpath);
     rmdir(dir);
 }
 

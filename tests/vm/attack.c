@@ -20,6 +20,12 @@
  *                            ping, report the reply line
  *   attack tick              print a numbered line every 100 ms, forever
  *
+ * Run under the name "modprobe" (the kernel's module helper, planted by
+ * the contained mode), it writes /workspace/modprobe-ran (hearth's view
+ * of the share the test reads from the host) with its uid and
+ * capabilities, and a line to /dev/kmsg: the proof that request_module
+ * ran a program the service wrote.
+ *
  * With ATTACK_NOW set in the environment a mode starts at once instead of
  * waiting for /workspace/go (a VM without shares).
  *
@@ -45,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -81,6 +88,7 @@ static const char *errname(int e)
     case ENOBUFS: return "ENOBUFS";
     case ECONNREFUSED: return "ECONNREFUSED";
     case EOPNOTSUPP: return "EOPNOTSUPP";
+    case EAFNOSUPPORT: return "EAFNOSUPPORT";
     default: snprintf(buf, sizeof(buf), "errno %d", e); return buf;
     }
 }
@@ -394,6 +402,167 @@ static void masked_paths(void)
         }
         report(attack, result);
     }
+
+/* The value of a sysctl as the service reads it, trailing newline gone. */
+static void report_sysctl(const char *name)
+{
+    char path[160], buf[300], key[96];
+    snprintf(path, sizeof(path), "/proc/sys/%s", name);
+    for (char *p = path + 10; *p; p++)
+        if (*p == '.')
+            *p = '/';
+    snprintf(key, sizeof(key), "sysctl:%s", name);
+    if (read_text(path, buf, sizeof(buf)) < 0) {
+        report(key, errname(errno));
+        return;
+    }
+    buf[strcspn(buf, "\n")] = 0;
+    report(key, buf);
+}
+
+/* Copies this very program to path, executable: what the kernel would
+ * run as its module helper. */
+static int plant(const char *path)
+{
+    char buf[65536];
+    int in = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return -1;
+    unlink(path);
+    int out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+    if (out < 0) {
+        int e = errno;
+        close(in);
+        errno = e;
+        return -1;
+    }
+    ssize_t n;
+    int rc = 0;
+    while ((n = read(in, buf, sizeof(buf))) > 0)
+        if (write(out, buf, (size_t)n) != n) {
+            rc = -1;
+            break;
+        }
+    int e = errno;
+    close(in);
+    close(out);
+    errno = e;
+    return rc < 0 || n < 0 ? -1 : 0;
+}
+
+#define HELPER_MARK "/workspace/modprobe-ran"
+
+/* The kernel's helpers: request_module() runs kernel.modprobe as root in
+ * the first namespaces, and a crash runs a "|program" core_pattern. The
+ * program is planted where the kernel would look (/sbin/modprobe, the
+ * path kernel.modprobe names), then a socket of a family nothing
+ * registered makes the kernel ask for net-pf-5. */
+static void helpers(void)
+{
+    static const char *const knobs[] = {
+        "kernel.modprobe", "kernel.hotplug", "kernel.usermodehelper.bset",
+        "kernel.usermodehelper.inheritable", "kernel.core_pattern", "fs.suid_dumpable",
+        "kernel.yama.ptrace_scope", "kernel.kptr_restrict", "kernel.dmesg_restrict",
+        "kernel.unprivileged_bpf_disabled", "kernel.perf_event_paranoid",
+        "kernel.kexec_load_disabled", "fs.protected_symlinks", "fs.protected_regular", NULL};
+    char mp[300];
+
+    for (const char *const *k = knobs; *k; k++)
+        report_sysctl(*k);
+    /* /proc/sys is read-only: kernel.modprobe stays what hearth set. */
+    open_write("write_modprobe_sysctl", "/proc/sys/kernel/modprobe");
+    outcome("plant_sbin_modprobe", plant("/sbin/modprobe"));
+    /* A place the service can always write, though the kernel only runs
+     * what kernel.modprobe names. */
+    outcome("plant_tmp_modprobe", plant("/tmp/modprobe"));
+    if (read_text("/proc/sys/kernel/modprobe", mp, sizeof(mp)) >= 0) {
+        mp[strcspn(mp, "\n")] = 0;
+        if (mp[0] == '/' && strcmp(mp, "/sbin/modprobe") != 0)
+            outcome("plant_modprobe_path", plant(mp));
+        else
+            report("plant_modprobe_path", mp[0] ? "same" : "empty");
+    }
+    /* Its own place in the OOM killer's order: the kernel's default, not
+     * hearth's -1000, and no way back down to it. */
+    char oom[32];
+    if (read_text("/proc/self/oom_score_adj", oom, sizeof(oom)) >= 0) {
+        oom[strcspn(oom, "\n")] = 0;
+        report("oom_score_adj", oom);
+    }
+    int ofd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    int orc = ofd < 0 ? -1 : (int)write(ofd, "-1000", 5);
+    int oerr = errno;
+    if (ofd >= 0)
+        close(ofd);
+    errno = oerr;
+    outcome("oom_score_adj_lower", orc < 0 ? -1 : 0);
+
+    unlink(HELPER_MARK);
+    int fd = socket(5 /* AF_APPLETALK */, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0)
+        close(fd);
+    outcome("socket_appletalk", fd);
+    /* request_module waits for the helper; a moment more for the share. */
+    sleep_ms(500);
+    char mark[512];
+    report("modprobe_ran", read_text(HELPER_MARK, mark, sizeof(mark)) >= 0 ? mark : "no");
+
+    /* A crash with core dumps allowed: with a "|program" pattern the
+     * kernel would run it as root; a plain path writes at most a file. */
+    struct rlimit rl = {RLIM_INFINITY, RLIM_INFINITY};
+    if (setrlimit(RLIMIT_CORE, &rl) < 0) {
+        getrlimit(RLIMIT_CORE, &rl);
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_CORE, &rl);
+    }
+    pid_t p = fork();
+    if (p == 0) {
+        if (chdir("/tmp") < 0)
+            _exit(2);
+        signal(SIGSEGV, SIG_DFL);
+        raise(SIGSEGV);
+        _exit(3);
+    }
+    int st = 0;
+    if (p > 0 && waitpid(p, &st, 0) == p)
+        report("core_dumped", WIFSIGNALED(st) && WCOREDUMP(st) ? "yes" : "no");
+    else
+        report("core_dumped", errname(errno));
+    struct stat sb;
+    report("core_file", stat("/tmp/core", &sb) == 0 ? "yes" : "no");
+}
+
+/* Run by the kernel as its module helper (see helpers()). */
+static int as_modprobe(int argc, char **argv)
+{
+    char status[4096] = "", line[600];
+    const char *cap = "CapEff: ?";
+    if (read_text("/proc/self/status", status, sizeof(status)) >= 0) {
+        char *c = strstr(status, "CapEff:");
+        if (c) {
+            c[strcspn(c, "\n")] = 0;
+            cap = c;
+        }
+    }
+    snprintf(line, sizeof(line), "uid %d %s argv %s", (int)getuid(), cap,
+             argc > 3 ? argv[3] : "?");
+    int fd = open(HELPER_MARK, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        if (write(fd, line, strlen(line)) < 0) {
+            /* the kmsg line below still tells */
+        }
+        close(fd);
+    }
+    fd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        char k[700];
+        int n = snprintf(k, sizeof(k), "attack: module helper ran: %s\n", line);
+        if (write(fd, k, (size_t)n) < 0) {
+            /* nothing more to say */
+        }
+        close(fd);
+    }
+    return 0;
 }
 
 static void contained(const char *sock)
@@ -499,6 +668,9 @@ static void contained(const char *sock)
     report("kill_other_pid", buf);
     outcome("pidfd_getfd", (int)syscall(438, -1, 0, 0));
     outcome("process_madvise", (int)syscall(440, -1, 0, 0, 0, 0));
+    /* The kernel's helpers, as full root outside every namespace. */
+    helpers();
+
     /* Last: power the sandbox off. pid 1 here is its own reaper, which
      * takes the signal; hearth never sees it. */
     outcome("kill_pid1", kill(1, SIGTERM));
@@ -832,6 +1004,9 @@ static void tick(void)
 
 int main(int argc, char **argv)
 {
+    const char *base = strrchr(argv[0], '/');
+    if (strcmp(base ? base + 1 : argv[0], "modprobe") == 0)
+        return as_modprobe(argc, argv);
     if (argc < 2) {
         fprintf(stderr, "usage: attack contained|privileged SOCK | forks | hog MIB | throttle MIB"
                         " | vsock CID PORT | tick | fill\n");

@@ -12,7 +12,9 @@ takes hearth's picture, lets the attacks run, and waits for them to end.
   with nsdelegate, the peer check, the tables' owner and the netdev egress
   chain must still hold.
 
-The resource limits have a boot of their own: tests/vm/test_limits.py."""
+The resource limits have a boot of their own: tests/vm/test_limits.py.
+The kernel's helpers with the baseline loosened by the config (the check
+that the helper attack would succeed without it) have one too."""
 import json
 import os
 import re
@@ -22,7 +24,9 @@ import time
 
 import pytest
 
-from conftest import VM, attack_results as results
+from conftest import VM, attack_results as results, config_files
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 NAMES = ("attack", "attack-admin")
 
@@ -54,7 +58,7 @@ def hostile(image):
             vm.wait_for(lambda: results(vm, n).get("done") == "ok" or
                         vm.service(n)["state"] != "running", timeout=60, what=f"{n} done")
             assert results(vm, n).get("done") == "ok", (vm.service(n), results(vm, n))
-        yield {"vm": vm, "before": before, "after": picture(vm),
+        yield {"vm": vm, "before": before, "after": picture(vm), "dirs": dirs,
                "r": {n: results(vm, n) for n in NAMES}}
     finally:
         vm.kill()
@@ -179,3 +183,118 @@ def test_hearth_unchanged_after_the_attacks(hostile):
     vm.result("events.subscribe", {"since": 0})
     assert vm.result("ping") == {}
     assert [e for e in vm.ctl.events if e.get("type") == "signal.ignored"] == []
+
+
+
+# Written by hearth at boot in vm mode; each must read back so here.
+BASELINE = {
+    "kernel.modprobe": "", "kernel.usermodehelper.bset": "0 0",
+    "kernel.usermodehelper.inheritable": "0 0", "kernel.core_pattern": "/dev/null",
+    "fs.suid_dumpable": "0", "kernel.yama.ptrace_scope": "1", "kernel.kptr_restrict": "2",
+    "kernel.dmesg_restrict": "1", "kernel.unprivileged_bpf_disabled": "1",
+    "kernel.perf_event_paranoid": "3", "kernel.kexec_load_disabled": "1",
+    "vm.unprivileged_userfaultfd": "0", "fs.protected_symlinks": "1",
+    "fs.protected_hardlinks": "1", "fs.protected_fifos": "2", "fs.protected_regular": "2",
+}
+
+
+def test_kernel_helpers_run_nothing_the_service_wrote(hostile):
+    """The module helper: the service plants its program at
+    /sbin/modprobe (or cannot: a read-only root) and in its /tmp, then a
+    socket of an unregistered family makes the kernel call
+    request_module. With kernel.modprobe empty nothing runs: no marker on
+    the share, none in the service's view. A crash with core dumps allowed
+    writes nothing either (core_pattern /dev/null)."""
+    vm, r = hostile["vm"], hostile["r"]["attack"]
+    assert r["sysctl:kernel.modprobe"] == "", r
+    assert r["sysctl:kernel.usermodehelper.bset"] == "0\t0", r
+    assert r["sysctl:kernel.usermodehelper.inheritable"] == "0\t0", r
+    assert r["sysctl:kernel.core_pattern"] == "/dev/null", r
+    assert r["sysctl:fs.suid_dumpable"] == "0"
+    assert r["sysctl:kernel.kptr_restrict"] == "2" and r["sysctl:kernel.dmesg_restrict"] == "1"
+    assert r["sysctl:kernel.unprivileged_bpf_disabled"] == "1"
+    assert r["sysctl:kernel.yama.ptrace_scope"] == "1"
+    # /proc/sys stays read-only for the service: the value cannot be undone.
+    assert r["write_modprobe_sysctl"] == "EROFS", r
+    assert r["plant_sbin_modprobe"] in ("ok", "EROFS"), r
+    assert r["plant_tmp_modprobe"] == "ok" and r["plant_modprobe_path"] == "empty", r
+    assert r["socket_appletalk"] == "EAFNOSUPPORT", r
+    assert r["modprobe_ran"] == "no", r
+    assert not os.path.exists(os.path.join(hostile["dirs"]["workspace"], "modprobe-ran"))
+    assert "module helper ran" not in vm.console_text()
+    assert r["core_dumped"] == "no" and r["core_file"] == "no", r
+    # The service's place for the OOM killer is the kernel's default, and
+    # it cannot take hearth's -1000 for itself.
+    assert r["oom_score_adj"] == "0" and r["oom_score_adj_lower"] == "EACCES", r
+
+
+def test_status_shows_the_baseline_applied(hostile):
+    st = hostile["after"]["status"]
+    assert st["oom_score_adj"] == -1000, st
+    sc = st["sysctl"]
+    assert sc["baseline"] is True, sc
+    rows = {e["name"]: e for e in sc["entries"]}
+    for name, value in BASELINE.items():
+        e = rows[name]
+        assert (e["state"], e["value"], e["from"]) == ("applied", value, "baseline"), e
+    # Every row applied or absent from this kernel; none failed.
+    assert all(e["state"] in ("applied", "absent") for e in sc["entries"]), sc
+
+
+@pytest.fixture(scope="module")
+def loosened(image):
+    """The same attack with the baseline loosened by the config:
+    kernel.modprobe names a file on the workspace share (writable by the
+    service, visible to the kernel) and core_pattern is "core". The
+    helper runs; with the helpers' capability sets still cleared it runs
+    without a capability."""
+    root = tempfile.mkdtemp(prefix="hearth-vm-loose-")
+    dirs = {k: os.path.join(root, k) for k in ("state", "home", "workspace", "skills")}
+    for p in dirs.values():
+        os.makedirs(p)
+    with open(os.path.join(HERE, "hostile.json")) as f:
+        cfg = json.load(f)
+    cfg["services"] = [dict(s, after=["mounts", "egress"]) for s in cfg["services"]
+                       if s["name"] == "attack"]
+    cfg["sysctl"] = {"kernel.modprobe": "/workspace/modprobe", "kernel.core_pattern": "core"}
+    vm = VM(dirs["state"], ["--home", dirs["home"], "--workspace", dirs["workspace"],
+                            "--skills", dirs["skills"], "--config", "loose"],
+            files=config_files({"loose": cfg}))
+    try:
+        vm.start()
+        vm.wait_for(lambda: vm.service("attack")["state"] == "running", timeout=90,
+                    what="attack running")
+        with open(os.path.join(dirs["workspace"], "go"), "w"):
+            pass
+        vm.wait_for(lambda: results(vm, "attack").get("done") == "ok" or
+                    vm.service("attack")["state"] != "running", timeout=60, what="attack done")
+        yield {"vm": vm, "dirs": dirs, "r": results(vm, "attack"),
+               "status": vm.result("status")}
+    finally:
+        vm.kill()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_loosened_baseline_lets_the_helper_run(loosened):
+    """The check that the attack above is real: with kernel.modprobe set
+    back by the config, the same socket call runs the planted program as
+    uid 0 in hearth's namespaces (it writes to the share by hearth's
+    mount), and status flags the rows as loosened."""
+    r, st = loosened["r"], loosened["status"]["sysctl"]
+    assert r["done"] == "ok", r
+    assert r["sysctl:kernel.modprobe"] == "/workspace/modprobe"
+    assert r["plant_modprobe_path"] == "ok", r
+    mark = os.path.join(loosened["dirs"]["workspace"], "modprobe-ran")
+    assert os.path.exists(mark), r
+    with open(mark) as f:
+        text = f.read()
+    # Run as root, but without a capability: bset stayed cleared.
+    assert text.startswith("uid 0 CapEff:\t0000000000000000 argv net-pf-5"), text
+    assert r["modprobe_ran"] == text
+    # core_pattern "core": the crash left a core in its directory.
+    assert r["core_dumped"] == "yes" and r["core_file"] == "yes", r
+    rows = {e["name"]: e for e in st["entries"]}
+    for name in ("kernel.modprobe", "kernel.core_pattern"):
+        assert rows[name]["loosened"] is True and rows[name]["from"] == "config", rows[name]
+        assert rows[name]["state"] == "applied", rows[name]
+    assert rows["kernel.usermodehelper.bset"]["value"] == "0 0"
