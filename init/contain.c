@@ -449,7 +449,7 @@ int contain_prepare(const struct service_config *c, const struct config *cfg,
     /* The service's own space: not part of the template (each start
      * gets its own tmpfs), so not part of its key either. */
     p->ro_root = pol.ro_root;
-    for (size_t i = 0; p->ro_root && i < pol.n_writable; i++)
+    for (size_t i = 0; i < pol.n_writable; i++)
         if (contain_add_writable(p, pol.writable[i], err, errlen) < 0)
             return -1;
     p->tmp_bytes = c->tmp_bytes ? c->tmp_bytes : tmp_default;
@@ -918,6 +918,11 @@ static int private_space(const struct contain_plan *p, char *what, size_t len)
         tree[n] = -1;
         moved[n] = (p->tmp_bytes > 0 && below(p->rw[n], "/tmp")) ||
                    (p->shm_bytes > 0 && below(p->rw[n], "/dev/shm"));
+        /* A writable root needs nothing more where the path is. */
+        if (!p->ro_root && !moved[n]) {
+            fd[n] = -1;
+            continue;
+        }
         fd[n] = safepath_open_abs(p->rw[n], O_RDONLY | O_DIRECTORY, 0, why, sizeof(why));
         if (fd[n] < 0) {
             snprintf(what, len, "unable to open writable %s: %s", p->rw[n], why);
@@ -935,13 +940,15 @@ static int private_space(const struct contain_plan *p, char *what, size_t len)
         goto out;
     }
     for (size_t i = 0; i < n; i++)
-        if ((moved[i] || !mount_root(fd[i])) &&
+        if (fd[i] >= 0 && (moved[i] || !mount_root(fd[i])) &&
             (tree[i] = writable_copy(fd[i], p->rw[i], what, len)) < 0)
             goto out;
     if (private_tmpfs("/tmp", p->tmp_bytes, 0, what, len) < 0 ||
         private_tmpfs("/dev/shm", p->shm_bytes, MS_NOEXEC, what, len) < 0)
         goto out;
     for (size_t i = 0; i < n; i++) {
+        if (fd[i] < 0)
+            continue;
         if (tree[i] < 0) {
             if (setattr_fd(fd[i], "", AT_EMPTY_PATH, 0, HEARTH_MOUNT_ATTR_RDONLY) < 0) {
                 fail(what, len, "make writable", p->rw[i]);
@@ -969,7 +976,8 @@ static int private_space(const struct contain_plan *p, char *what, size_t len)
 out:;
     int e = errno;
     for (size_t i = 0; i < n; i++) {
-        close(fd[i]);
+        if (fd[i] >= 0)
+            close(fd[i]);
         if (tree[i] >= 0)
             close(tree[i]);
     }

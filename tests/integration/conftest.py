@@ -129,10 +129,10 @@ class Hearth:
         run on the host's root, with their scripts and what services
         leave for them in directories below the host's /tmp: that /tmp is
         the one place a service writes here, like a home share in a
-        sandbox. A test that says `writable` or `read_only_root` itself
-        (test_rootfs.py, the attack in test_contain.py) is left as it is."""
+        sandbox. A test that says `writable` itself (test_rootfs.py, the
+        attack in test_contain.py) is left as it is."""
         for svc in cfg.get("services") or []:
-            if isinstance(svc, dict) and "writable" not in svc and "read_only_root" not in svc:
+            if isinstance(svc, dict) and "writable" not in svc:
                 svc["writable"] = ["/tmp"]
 
     def wrap(self):
