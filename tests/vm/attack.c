@@ -89,6 +89,8 @@ static const char *errname(int e)
     case ECONNREFUSED: return "ECONNREFUSED";
     case EOPNOTSUPP: return "EOPNOTSUPP";
     case EAFNOSUPPORT: return "EAFNOSUPPORT";
+    case ENOSPC: return "ENOSPC";
+    case ENOMEM: return "ENOMEM";
     default: snprintf(buf, sizeof(buf), "errno %d", e); return buf;
     }
 }

@@ -136,8 +136,11 @@ def test_privileged_service_still_cannot_leave_its_cgroup(hostile):
     vm, r = hostile["vm"], hostile["r"]["attack-admin"]
     s = vm.service("attack-admin")
     assert s["privileged"] is True
+    # Its root writable too: with the whole tree read-only the cgroup
+    # files would stop the move before the kernel's cgroup check (it
+    # could remount them, keeping SYS_ADMIN; this takes that step away).
     assert s["privileged_reasons"] == ["keeps CAP_NET_ADMIN", "keeps CAP_NET_RAW",
-                                       "keeps CAP_SYS_ADMIN"], s
+                                       "keeps CAP_SYS_ADMIN", "read_only_root off"], s
     assert r["leaf"] == s["cgroup"] == "/sys/fs/cgroup/hearth/services/attack-admin", r
     assert r["umount_sys"] == "ok"
     assert r["open_hearth_procs"] == "ok" and r["cgroup_move_hearth"] == "ENOENT", r
