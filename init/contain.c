@@ -454,6 +454,13 @@ int contain_prepare(const struct service_config *c, const struct config *cfg,
             return -1;
     p->tmp_bytes = c->tmp_bytes ? c->tmp_bytes : tmp_default;
     p->shm_bytes = c->shm_bytes ? c->shm_bytes : shm_default;
+    /* `writable` naming /tmp or /dev/shm itself asks for the guest's. */
+    for (size_t i = 0; i < p->n_rw; i++) {
+        if (strcmp(p->rw[i], "/tmp") == 0)
+            p->tmp_bytes = 0;
+        if (strcmp(p->rw[i], "/dev/shm") == 0)
+            p->shm_bytes = 0;
+    }
     if ((p->ns_fd = contain_template_for(p)) >= 0)
         return 0;
     /* A directory the listener has not made yet would be skipped as
@@ -587,10 +594,16 @@ static unsigned long flags_of(const char *target)
 static bool ro_each(const struct mountinfo_entry *e, void *ctx)
 {
     struct ro_walk *w = ctx;
-    if (strncmp(e->target, w->path, w->len) != 0 || (e->target[w->len] && e->target[w->len] != '/'))
+    /* "/" holds every mount. */
+    if (w->len > 1 && (strncmp(e->target, w->path, w->len) != 0 ||
+                       (e->target[w->len] && e->target[w->len] != '/')))
         return true;
     if (mount(NULL, e->target, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | flags_of(e->target),
               NULL) < 0) {
+        /* Gone meanwhile, or a path that names no mount of its own any
+         * more (a mask or another mount over it). */
+        if (errno == ENOENT || errno == EINVAL)
+            return true;
         w->err = errno;
         return false;
     }
@@ -904,6 +917,92 @@ static int private_tmpfs(const char *path, int64_t bytes, unsigned long flags, c
  * over itself; one below /tmp or /dev/shm is copied before the private
  * tmpfs covers it (a copy taken after would hold that tmpfs too) and
  * mounted at its place in the new tmpfs. */
+/* Whether the new mount API is there (open_tree and move_mount, 5.2;
+ * mount_setattr, 5.12). Without it (an older kernel, or valgrind, which
+ * does not know these calls) the same is done with bind mounts and
+ * remounts: the same result, made visible a step at a time. */
+static bool new_mount_api(void)
+{
+    return setattr_fd(-1, "", AT_EMPTY_PATH, 0, 0) < 0 && errno != ENOSYS;
+}
+
+/* Remounts the mount an fd names (the root of a mount, opened by path),
+ * read-only or not, keeping its other flags. */
+static int remount_fd(int fd, bool rdonly)
+{
+    char path[32];
+    struct statvfs sv;
+    unsigned long f = MS_REMOUNT | MS_BIND | (rdonly ? MS_RDONLY : 0);
+    if (fstatvfs(fd, &sv) == 0) {
+        if (sv.f_flag & ST_NOSUID) f |= MS_NOSUID;
+        if (sv.f_flag & ST_NODEV) f |= MS_NODEV;
+        if (sv.f_flag & ST_NOEXEC) f |= MS_NOEXEC;
+    }
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    return mount(NULL, path, NULL, f, NULL);
+}
+
+/* The old API's writable place: src's subtree bound onto dst (itself, or
+ * its place in the private tmpfs), then the new mount, found by path
+ * without following a link, remounted writable. */
+static int legacy_writable(int src, int dst, const char *path, char *what, size_t len)
+{
+    char from[32], to[32], why[128];
+    if (src == dst && mount_root(src))
+        return remount_fd(src, false) < 0 ? fail(what, len, "make writable", path) : 0;
+    snprintf(from, sizeof(from), "/proc/self/fd/%d", src);
+    snprintf(to, sizeof(to), "/proc/self/fd/%d", dst);
+    if (mount(from, to, NULL, MS_BIND | MS_REC, NULL) < 0)
+        return fail(what, len, "mount writable", path);
+    int top = safepath_open_abs(path, O_RDONLY | O_DIRECTORY, 0, why, sizeof(why));
+    if (top < 0) {
+        snprintf(what, len, "unable to open writable %s: %s", path, why);
+        return -1;
+    }
+    int rc = remount_fd(top, false) < 0 ? fail(what, len, "make writable", path) : 0;
+    int e = errno;
+    close(top);
+    errno = e;
+    return rc;
+}
+
+static int ro_everything(bool api, char *what, size_t len)
+{
+    if (api) {
+        if (setattr_fd(AT_FDCWD, "/", AT_RECURSIVE, HEARTH_MOUNT_ATTR_RDONLY, 0) < 0)
+            return fail(what, len, "make read-only", "/");
+        if (setattr_fd(AT_FDCWD, "/proc", 0, 0, HEARTH_MOUNT_ATTR_RDONLY) < 0 &&
+            errno != ENOENT && errno != EINVAL)
+            return fail(what, len, "make writable", "/proc");
+        return 0;
+    }
+    struct ro_walk w = {"/", 1, 0};
+    if (mountinfo_each(ro_each, &w) < 0)
+        return fail(what, len, "list the mounts under", "/");
+    if (w.err) {
+        errno = w.err;
+        return fail(what, len, "make read-only", "/");
+    }
+    if (mount(NULL, "/proc", NULL, MS_REMOUNT | MS_BIND | flags_of("/proc"), NULL) < 0 &&
+        errno != ENOENT && errno != EINVAL)
+        return fail(what, len, "make writable", "/proc");
+    return 0;
+}
+
+/* The service's own space in its copy of the namespace: the root and
+ * every mount read-only (but /proc, whose sensitive parts are mounts of
+ * their own and stay as they are), a private /tmp and /dev/shm, and its
+ * writable paths. The agent's files then live only where the host said
+ * they may: nothing it writes outlives it in the image, nothing hearth
+ * or another service runs from the image can be replaced.
+ *
+ * A writable path that is a mount root (a home or workspace share) is
+ * made writable where it is, so what hearth mounts there later still
+ * propagates in. Any other gets a writable copy of its subtree mounted
+ * over itself; one below /tmp or /dev/shm is copied before the private
+ * tmpfs covers it (with the new API: a copy taken after would hold that
+ * tmpfs too; the old one binds from below it, which takes only what is
+ * below the path) and mounted at its place in the new tmpfs. */
 static int private_space(const struct contain_plan *p, char *what, size_t len)
 {
     int fd[CONTAIN_MAX_RW], tree[CONTAIN_MAX_RW];
@@ -911,6 +1010,7 @@ static int private_space(const struct contain_plan *p, char *what, size_t len)
     char why[128];
     int rc = -1;
     size_t n = 0;
+    bool api = (p->ro_root || p->n_rw) && new_mount_api();
 
     /* Opened first, without following a link (a service may have
      * swapped one in for a directory on the way). */
@@ -929,17 +1029,9 @@ static int private_space(const struct contain_plan *p, char *what, size_t len)
             goto out;
         }
     }
-    if (p->ro_root &&
-        setattr_fd(AT_FDCWD, "/", AT_RECURSIVE, HEARTH_MOUNT_ATTR_RDONLY, 0) < 0) {
-        fail(what, len, "make read-only", errno == ENOSYS ? "/ (needs Linux 5.12)" : "/");
+    if (p->ro_root && ro_everything(api, what, len) < 0)
         goto out;
-    }
-    if (p->ro_root && setattr_fd(AT_FDCWD, "/proc", 0, 0, HEARTH_MOUNT_ATTR_RDONLY) < 0 &&
-        errno != ENOENT && errno != EINVAL) {
-        fail(what, len, "make writable", "/proc");
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; api && i < n; i++)
         if (fd[i] >= 0 && (moved[i] || !mount_root(fd[i])) &&
             (tree[i] = writable_copy(fd[i], p->rw[i], what, len)) < 0)
             goto out;
@@ -949,7 +1041,7 @@ static int private_space(const struct contain_plan *p, char *what, size_t len)
     for (size_t i = 0; i < n; i++) {
         if (fd[i] < 0)
             continue;
-        if (tree[i] < 0) {
+        if (api && tree[i] < 0) {
             if (setattr_fd(fd[i], "", AT_EMPTY_PATH, 0, HEARTH_MOUNT_ATTR_RDONLY) < 0) {
                 fail(what, len, "make writable", p->rw[i]);
                 goto out;
@@ -963,7 +1055,8 @@ static int private_space(const struct contain_plan *p, char *what, size_t len)
             snprintf(what, len, "unable to create %s in the private tmpfs: %s", p->rw[i], why);
             goto out;
         }
-        int r = attach(tree[i], dst, p->rw[i], what, len);
+        int r = api ? attach(tree[i], dst, p->rw[i], what, len)
+                    : legacy_writable(fd[i], dst, p->rw[i], what, len);
         if (dst != fd[i]) {
             int e = errno;
             close(dst);
