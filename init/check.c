@@ -302,6 +302,10 @@ static int connect_start(struct check *c, const struct sockaddr *sa, socklen_t s
     return 0;
 }
 
+/* In a probe's child: the check it runs for (see check_exec). */
+/* volatile: written and never read, it would be optimised away. */
+static struct check *volatile probe_of_child;
+
 /* What a probe child that failed before exec writes to its pipe (one
  * write below PIPE_BUF: whole or nothing). */
 struct probe_report {
@@ -464,6 +468,10 @@ static int probe_exec_start(struct check *c, char *const *argv, const struct che
     }
     pid = cgroup_fork_into(how->leaf, false, &placed);
     if (pid == 0) {
+        /* The probe's own copy of its check, held until it exits: where
+         * it joined a pid namespace it waits for the command and exits
+         * without an exec, and a memory checker then judges its heap. */
+        probe_of_child = c;
         close(p[0]);
         exec_child(how, argv, p[1], placed);
     }
