@@ -1007,53 +1007,74 @@ static int private_space(const struct contain_plan *p, char *what, size_t len)
 {
     int fd[CONTAIN_MAX_RW], tree[CONTAIN_MAX_RW];
     bool moved[CONTAIN_MAX_RW];
+    size_t order[CONTAIN_MAX_RW];
     char why[128];
     int rc = -1;
-    size_t n = 0;
-    bool api = (p->ro_root || p->n_rw) && new_mount_api();
+    size_t n = p->n_rw;
+    bool api = (p->ro_root || n) && new_mount_api();
 
-    /* Opened first, without following a link (a service may have
-     * swapped one in for a directory on the way). */
-    for (; n < p->n_rw; n++) {
-        tree[n] = -1;
-        moved[n] = (p->tmp_bytes > 0 && below(p->rw[n], "/tmp")) ||
-                   (p->shm_bytes > 0 && below(p->rw[n], "/dev/shm"));
-        /* A writable root needs nothing more where the path is. */
-        if (!p->ro_root && !moved[n]) {
-            fd[n] = -1;
+    /* Shallow paths first: a writable copy of a directory carries the
+     * mounts below it as they are, so what lies below is made writable
+     * after, in the copy. */
+    for (size_t i = 0; i < n; i++) {
+        fd[i] = tree[i] = -1;
+        moved[i] = (p->tmp_bytes > 0 && below(p->rw[i], "/tmp")) ||
+                   (p->shm_bytes > 0 && below(p->rw[i], "/dev/shm"));
+        size_t j = i;
+        for (; j > 0 && strlen(p->rw[order[j - 1]]) > strlen(p->rw[i]); j--)
+            order[j] = order[j - 1];
+        order[j] = i;
+    }
+    /* Those the private tmpfs will cover are opened now, without
+     * following a link (a service may have swapped one in on the way). */
+    for (size_t i = 0; i < n; i++) {
+        if (!moved[i])
             continue;
-        }
-        fd[n] = safepath_open_abs(p->rw[n], O_RDONLY | O_DIRECTORY, 0, why, sizeof(why));
-        if (fd[n] < 0) {
-            snprintf(what, len, "unable to open writable %s: %s", p->rw[n], why);
+        fd[i] = safepath_open_abs(p->rw[i], O_RDONLY | O_DIRECTORY, 0, why, sizeof(why));
+        if (fd[i] < 0) {
+            snprintf(what, len, "unable to open writable %s: %s", p->rw[i], why);
             goto out;
         }
     }
     if (p->ro_root && ro_everything(api, what, len) < 0)
         goto out;
+    /* With the new API, their copies too: one taken once the tmpfs is
+     * there would hold it. */
     for (size_t i = 0; api && i < n; i++)
-        if (fd[i] >= 0 && (moved[i] || !mount_root(fd[i])) &&
-            (tree[i] = writable_copy(fd[i], p->rw[i], what, len)) < 0)
+        if (moved[i] && (tree[i] = writable_copy(fd[i], p->rw[i], what, len)) < 0)
             goto out;
     if (private_tmpfs("/tmp", p->tmp_bytes, 0, what, len) < 0 ||
         private_tmpfs("/dev/shm", p->shm_bytes, MS_NOEXEC, what, len) < 0)
         goto out;
-    for (size_t i = 0; i < n; i++) {
-        if (fd[i] < 0)
-            continue;
-        if (api && tree[i] < 0) {
-            if (setattr_fd(fd[i], "", AT_EMPTY_PATH, 0, HEARTH_MOUNT_ATTR_RDONLY) < 0) {
-                fail(what, len, "make writable", p->rw[i]);
+    for (size_t k = 0; k < n; k++) {
+        size_t i = order[k];
+        int dst;
+        if (moved[i]) {
+            /* Its place in the new tmpfs, made as root: the copy mounted
+             * there brings its own owner and mode. */
+            if ((dst = safepath_mkdir_p(p->rw[i], 0755, 0, 0, why, sizeof(why))) < 0) {
+                snprintf(what, len, "unable to create %s in the private tmpfs: %s", p->rw[i], why);
                 goto out;
             }
-            continue;
-        }
-        /* Its place in the new tmpfs, made as root: the copy mounted
-         * there brings its own owner and mode. */
-        int dst = fd[i];
-        if (moved[i] && (dst = safepath_mkdir_p(p->rw[i], 0755, 0, 0, why, sizeof(why))) < 0) {
-            snprintf(what, len, "unable to create %s in the private tmpfs: %s", p->rw[i], why);
-            goto out;
+        } else {
+            /* A writable root needs nothing more where the path is. */
+            if (!p->ro_root)
+                continue;
+            fd[i] = safepath_open_abs(p->rw[i], O_RDONLY | O_DIRECTORY, 0, why, sizeof(why));
+            if (fd[i] < 0) {
+                snprintf(what, len, "unable to open writable %s: %s", p->rw[i], why);
+                goto out;
+            }
+            dst = fd[i];
+            if (api && mount_root(fd[i])) {
+                if (setattr_fd(fd[i], "", AT_EMPTY_PATH, 0, HEARTH_MOUNT_ATTR_RDONLY) < 0) {
+                    fail(what, len, "make writable", p->rw[i]);
+                    goto out;
+                }
+                continue;
+            }
+            if (api && (tree[i] = writable_copy(fd[i], p->rw[i], what, len)) < 0)
+                goto out;
         }
         int r = api ? attach(tree[i], dst, p->rw[i], what, len)
                     : legacy_writable(fd[i], dst, p->rw[i], what, len);

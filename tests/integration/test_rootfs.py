@@ -79,7 +79,10 @@ def test_read_only_root_private_tmp_and_writable_paths(hearth, tmp_path, outside
         os.path.join(outside, "other")
     for d in (mnt, own, other):
         os.mkdir(d)
-    tries = {"mount_create": mnt + "/f", "own_create": own + "/f", "other_create": other + "/f"}
+    nested = os.path.join(own, "m")  # a writable mount inside a's writable directory
+    os.mkdir(nested)
+    tries = {"mount_create": mnt + "/f", "own_create": own + "/f", "other_create": other + "/f",
+             "nested_create": nested + "/f"}
     svc = lambda name, extra: {  # noqa: E731
         "name": name, "restart": "never", "after": ["mounts"],
         "argv": [PY, str(script), str(tmp_path / f"{name}.json"), name, json.dumps(tries),
@@ -89,13 +92,16 @@ def test_read_only_root_private_tmp_and_writable_paths(hearth, tmp_path, outside
     # a may write its own directory (and the test's); b only the test's.
     a["writable"], b["writable"] = [str(tmp_path), own], [str(tmp_path)]
     hearth.start(hearth.config(
-        mounts=[{"source": "tmpfs", "target": mnt, "type": "tmpfs"}], services=[a, b]))
+        mounts=[{"source": "tmpfs", "target": mnt, "type": "tmpfs"},
+                {"source": "tmpfs", "target": nested, "type": "tmpfs"}], services=[a, b]))
     ra, rb = _report(hearth, tmp_path / "a.json"), _report(hearth, tmp_path / "b.json")
     lim = hearth.rpc("status")["limits"]
     for r, name in ((ra, "a"), (rb, "b")):
         # The image is read-only; the mount hearth made writable is.
         assert r["usr_create"] == "EROFS" and r["etc_write"] == "EROFS", r
-        assert r["mount_create"] == "ok", r
+        # Also the one inside a's writable copy of its directory: made
+        # writable after that copy, in it.
+        assert r["mount_create"] == "ok" and r["nested_create"] == "ok", r
         # Its own /tmp and /dev/shm: what the other wrote is not there.
         assert r["tmp_create"] == "ok" and r["shm_create"] == "ok", r
         assert "mine" in r["shm_list"] and len(r["shm_list"]) == 1, r
@@ -116,6 +122,8 @@ def test_read_only_root_private_tmp_and_writable_paths(hearth, tmp_path, outside
     assert not os.path.exists("/usr/hearth-rootfs-probe")
     assert not os.path.exists("/etc/hearth-rootfs-probe")
     assert os.listdir(other) == [] and os.path.exists(own + "/f")
+    # (nested is a tmpfs in hearth's namespace: the file is there, not here.)
+    assert not os.path.exists(nested + "/f")
     # Nor the host's /tmp: "mine" was written in each service's own.
     assert not os.path.exists("/tmp/mine")
     for svc_name in ("a", "b"):
