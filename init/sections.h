@@ -107,6 +107,7 @@ int network_parse(const struct cJSON *net, struct network_cfg *out, char *err, s
 /* One `mounts` entry, parsed (NULL strings: not given). */
 struct mount_cfg {
     char *source, *target, *type, *options;
+    char *owner;                /* "USER" or "USER:GROUP" (NULL: left as it is) */
     bool read_only, required;
     int64_t timeout_ms;
 };
@@ -141,9 +142,10 @@ void host_mounts_free(struct host_mounts_cfg *h);
 int mounts_extract(const struct cJSON *root, struct mounts_cfg *out);
 void mounts_cfg_free(struct mounts_cfg *m);
 
-/* One `seed` entry (unless NULL when not given). */
+/* One `seed` entry (unless, user and group NULL when not given). */
 struct seed_entry {
     char *target, *from, *unless;
+    char *user, *group;         /* who owns what the seeding makes */
 };
 
 struct seed_cfg {
