@@ -402,6 +402,7 @@ static void masked_paths(void)
         }
         report(attack, result);
     }
+}
 
 /* The value of a sysctl as the service reads it, trailing newline gone. */
 static void report_sysctl(const char *name)
