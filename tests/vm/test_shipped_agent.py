@@ -61,7 +61,7 @@ def test_the_shipped_agent_as_attacker(make_vm, hostdirs):
 
     # Who it is: the image's hermes, no capability left, the seccomp filter.
     assert r["ids"] == f"{HERMES_UID}:{HERMES_UID}:{HERMES_UID}:{HERMES_UID}", r
-    assert r["CapEff"] == r["CapPrm"] == r["CapAmb"] == "0000000000000000", r
+    assert r["CapEff"] == r["CapPrm"] == r["CapAmb"] == r["CapBnd"] == "0000000000000000", r
     assert r["NoNewPrivs"] == "1" and r["Seccomp"] == "2", r
     assert r["setuid_root"] == "EPERM", r
     # The image is read-only to it, its own program too.
