@@ -57,6 +57,7 @@ static struct {
     ev_timer retry;
     void (*done_fn)(void);
     char rule_mode[16], rule_tag[256], rule_root[512];
+    char rule_owner[160];
 } M;
 
 /* ------------------------------------------------------------------ */
@@ -699,7 +700,10 @@ static void add_host(const struct host_mounts_cfg *hm)
             log_error("host_mounts entry %s: unable to add it: no source under the rule", mp ? mp : "?");
             continue;
         }
-        add_mount(src, mp, subpath ? "bind" : "virtiofs", NULL, NULL, hm->v[i].read_only, true,
+        /* The rule's owner for each writable share; the shared tag's
+         * mount itself stays hearth's. */
+        const char *owner = !hm->v[i].read_only && M.rule_owner[0] ? M.rule_owner : NULL;
+        add_mount(src, mp, subpath ? "bind" : "virtiofs", NULL, owner, hm->v[i].read_only, true,
                   CONFIG_MOUNT_TIMEOUT_MS, FROM_HOST);
     }
 }
@@ -715,6 +719,7 @@ void mounts_start(const struct config *cfg, void (*done)(void))
     snprintf(M.rule_mode, sizeof(M.rule_mode), "%s",
              mc->rule_mode[0] ? mc->rule_mode : CONFIG_MOUNT_RULE_MODE);
     snprintf(M.rule_tag, sizeof(M.rule_tag), "%s", mc->rule_tag);
+    snprintf(M.rule_owner, sizeof(M.rule_owner), "%s", mc->rule_owner);
     snprintf(M.rule_root, sizeof(M.rule_root), "%s",
              mc->rule_root[0] ? mc->rule_root : CONFIG_MOUNT_HOST_ROOT);
     for (size_t i = 0; i < mc->n; i++) {

@@ -160,6 +160,7 @@ static const struct key k_mount_rule[] = {
     KEY("mode", ENUM(e_mount_rule)),
     KEY("tag", &s_nonempty),
     KEY("host_root", STRING(rule_clean_path)),
+    KEY("owner", STRING(rule_owner)),
     {0}};
 
 static const struct key k_seed[] = {

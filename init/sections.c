@@ -379,6 +379,7 @@ int mounts_extract(const cJSON *root, struct mounts_cfg *out)
     snprintf(out->rule_mode, sizeof(out->rule_mode), "%s",
              jget_str_or(rule, "mode", CONFIG_MOUNT_RULE_MODE));
     snprintf(out->rule_tag, sizeof(out->rule_tag), "%s", jget_str_or(rule, "tag", ""));
+    snprintf(out->rule_owner, sizeof(out->rule_owner), "%s", jget_str_or(rule, "owner", ""));
     snprintf(out->rule_root, sizeof(out->rule_root), "%s",
              jget_str_or(rule, "host_root", CONFIG_MOUNT_HOST_ROOT));
     size_t n = list ? (size_t)cJSON_GetArraySize(list) : 0;

@@ -128,6 +128,7 @@ struct mounts_cfg {
     struct mount_cfg *v;
     size_t n;
     char rule_mode[16], rule_tag[256], rule_root[512];
+    char rule_owner[160];       /* host_mounts_rule.owner, "" when not given */
     struct host_mounts_cfg host;
 };
 

@@ -189,6 +189,21 @@ def test_host_mounts_mapped_by_rule(hearth, tmp_path):
     assert hearth.rpc("status")["phases"]["mounts"] is False
 
 
+def test_host_mounts_rule_owner_goes_to_the_writable_shares(hearth, tmp_path):
+    """host_mounts_rule.owner: each writable entry of host_mounts gets it
+    (given to its root as mounts[].owner is, once mounted); read-only
+    entries and subpath mode's shared tag do not."""
+    hm = ('[{"hostPath":"/data/shared/homes/h1","mountPath":"%s"},'
+          '{"hostPath":"/data/shared/skills","mountPath":"%s","readOnly":true}]'
+          % (tmp_path / "g" / "home", tmp_path / "g" / "skills"))
+    hearth.start(hearth.config(host_mounts=hm, host_mounts_rule={
+        "mode": "subpath", "tag": "shared", "host_root": "/data/shared", "owner": "hermes"}))
+    ms = hearth.rpc("mounts.list")["mounts"]
+    assert [(m["target"], m.get("owner")) for m in ms] == [
+        ("/run/hearth/shares/shared", None), (str(tmp_path / "g" / "home"), "hermes"),
+        (str(tmp_path / "g" / "skills"), None)], ms
+
+
 def test_host_mounts_subpath_rule(hearth, tmp_path):
     hm = '[{"hostPath":"/data/shared/homes/h1","mountPath":"%s"}]' % (tmp_path / "g" / "home")
     hearth.start(hearth.config(host_mounts=hm, host_mounts_rule={
@@ -340,6 +355,7 @@ def test_bad_owner_is_refused_with_its_path(tmp_path):
          "mounts[0].owner"),
         ({"mounts": [{"source": "/a", "target": "/b", "type": "bind", "owner": "a",
                       "read_only": True}]}, "mounts[0].owner"),
+        ({"host_mounts_rule": {"owner": "a,b"}}, "host_mounts_rule.owner"),
         ({"seed": [{"target": "/h", "from": "/t", "user": "x/y"}]}, "seed[0].user"),
         ({"seed": [{"target": "/h", "from": "/t", "group": ""}]}, "seed[0].group"),
     ]

@@ -33,6 +33,7 @@ static const char hermes_json[] =
     "    {\"source\": \"hermes-skills\", \"target\": \"/opt/hermes-common-skills\", "
     "\"type\": \"virtiofs\", \"read_only\": true}\n"
     "  ],\n"
+    "  \"host_mounts_rule\": {\"owner\": \"hermes\"},\n"
     "  \"seed\": [{\"target\": \"/root/.hermes\", \"from\": "
     "\"/usr/share/hearth/hermes-home\", \"unless\": \"config.yaml\",\n"
     "            \"user\": \"hermes\"}],\n"
@@ -189,6 +190,7 @@ static void check_hermes(const struct config *cfg)
         CHECK_STR(cfg->mounts.v[1].owner, "hermes");
         CHECK(cfg->mounts.v[2].owner == NULL);
     }
+    CHECK_STR(cfg->mounts.rule_owner, "hermes");
     CHECK_EQ_INT(cfg->seed.n, 1);
     if (cfg->seed.n == 1) {
         CHECK_STR(cfg->seed.v[0].user, "hermes");
