@@ -324,6 +324,45 @@ int accounts_user(const struct accounts *a, const char *name, uid_t *uid, gid_t 
     return -1;
 }
 
+int accounts_user_group(const struct accounts *a, const char *user, const char *group, uid_t *uid,
+                        gid_t *gid, char *why, size_t whylen)
+{
+    char home[8];
+    uid_t u = *uid;
+    gid_t g = *gid;
+
+    if (user && accounts_user(a, user, &u, &g, home, sizeof(home)) < 0) {
+        snprintf(why, whylen, "no user \"%s\" in the image's %s (read at boot)", user,
+                 ACCOUNTS_PASSWD);
+        return -1;
+    }
+    if (group && accounts_group(a, group, &g) < 0) {
+        snprintf(why, whylen, "no group \"%s\" in the image's %s (read at boot)", group,
+                 ACCOUNTS_GROUP);
+        return -1;
+    }
+    *uid = u;
+    *gid = g;
+    return 0;
+}
+
+int accounts_owner(const struct accounts *a, const char *spec, uid_t *uid, gid_t *gid, char *why,
+                   size_t whylen)
+{
+    char user[128];
+    const char *colon = strchr(spec, ':');
+    size_t n = colon ? (size_t)(colon - spec) : strlen(spec);
+
+    if (n == 0 || n >= sizeof(user) || (colon && !colon[1])) {
+        snprintf(why, whylen, "\"%s\" is not USER or USER:GROUP", spec);
+        errno = EINVAL;
+        return -1;
+    }
+    memcpy(user, spec, n);
+    user[n] = '\0';
+    return accounts_user_group(a, user, colon ? colon + 1 : NULL, uid, gid, why, whylen);
+}
+
 int accounts_group(const struct accounts *a, const char *name, gid_t *gid)
 {
     uint32_t num;

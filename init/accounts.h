@@ -73,6 +73,15 @@ int accounts_user(const struct accounts *a, const char *name, uid_t *uid, gid_t 
                   size_t homelen);
 /* A group by name or number (a number needs no entry). */
 int accounts_group(const struct accounts *a, const char *name, gid_t *gid);
+/* An owner given as "USER" (the user's primary group) or "USER:GROUP"
+ * (mounts[].owner), and a user and/or group given apart (seed[].user,
+ * .group; either may be NULL: the missing part is *uid or *gid as the
+ * caller set it, but a user alone brings its primary group). Returns 0,
+ * or -1 with errno ENOENT and why ("no user \"x\" in /etc/passwd"). */
+int accounts_owner(const struct accounts *a, const char *spec, uid_t *uid, gid_t *gid, char *why,
+                   size_t whylen);
+int accounts_user_group(const struct accounts *a, const char *user, const char *group, uid_t *uid,
+                        gid_t *gid, char *why, size_t whylen);
 /* The groups that list user as a member, other than primary, in file
  * order, at most max of them. Returns how many were written. */
 size_t accounts_member_groups(const struct accounts *a, const char *user, gid_t primary,

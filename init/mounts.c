@@ -17,6 +17,7 @@
 #include <cJSON.h>
 #include <ev.h>
 
+#include "accounts.h"
 #include "config.h"
 #include "events.h"
 #include "gates.h"
@@ -37,6 +38,7 @@ struct mnt {
     char target[512];
     char type[32];
     char options[512];
+    char owner[160];       /* "USER[:GROUP]" given to the mount's root, or "" */
     bool ro, required;
     enum mfrom from;
     int64_t timeout_ms;
@@ -55,6 +57,7 @@ static struct {
     ev_timer retry;
     void (*done_fn)(void);
     char rule_mode[16], rule_tag[256], rule_root[512];
+    char rule_owner[160];
 } M;
 
 /* ------------------------------------------------------------------ */
@@ -445,12 +448,69 @@ failed_or_retry:
     return A_DONE;
 }
 
+/* The owner of a mounted share's root: a fresh share belongs to whoever
+ * made it on the host (root, mostly), and an agent that is not root
+ * could not write its own home. Resolved through the boot snapshot of
+ * the image's accounts, set on the root opened without following a link,
+ * only when it differs, and read back: a 9p server that drops ownership
+ * changes (security_model=none, unprivileged) must not pass for done. */
+static int apply_owner(struct mnt *m)
+{
+    uid_t uid = geteuid();
+    gid_t gid = getegid();
+    char why[160];
+    struct stat st;
+
+    if (!m->owner[0])
+        return 0;
+    if (accounts_owner(accounts_snapshot(), m->owner, &uid, &gid, why, sizeof(why)) < 0) {
+        snprintf(m->error, sizeof(m->error), "owner %s: %s", m->owner, why);
+        return -1;
+    }
+    int fd = safepath_open_abs(m->target, O_RDONLY | O_DIRECTORY, 0, why, sizeof(why));
+    if (fd < 0 && (errno == ENOTDIR || errno == SAFEPATH_EWRONGTYPE)) /* a bind of one file */
+        fd = safepath_open_abs(m->target, O_RDONLY, 0, why, sizeof(why));
+    if (fd < 0) {
+        snprintf(m->error, sizeof(m->error), "owner %s: unable to open %s: %s", m->owner, m->target,
+                 why);
+        return -1;
+    }
+    int rc = -1;
+    if (fstat(fd, &st) < 0) {
+        set_error(m, "owner: unable to stat %s: %s", m->target, errno);
+    } else if (st.st_uid == uid && st.st_gid == gid) {
+        rc = 0;
+    } else if (fchown(fd, uid, gid) < 0) {
+        snprintf(m->error, sizeof(m->error), "owner %s: unable to give %s to %u:%u: %s", m->owner,
+                 m->target, (unsigned)uid, (unsigned)gid, strerror(errno));
+    } else if (fstat(fd, &st) < 0 || st.st_uid != uid || st.st_gid != gid) {
+        snprintf(m->error, sizeof(m->error),
+                 "owner %s: %s still belongs to %u:%u after the change to %u:%u (the share "
+                 "does not keep owners)", m->owner, m->target, (unsigned)st.st_uid,
+                 (unsigned)st.st_gid, (unsigned)uid, (unsigned)gid);
+    } else {
+        log_info("mount %s: its root given to %s (%u:%u)", m->target, m->owner, (unsigned)uid,
+                 (unsigned)gid);
+        rc = 0;
+    }
+    close(fd);
+    return rc;
+}
+
 static enum attempt attempt(struct mnt *m)
 {
     int tfd = -1;
     enum attempt r = attempt_fd(m, &tfd);
     if (tfd >= 0)
         close(tfd);
+    if (r == A_DONE && m->state == M_MOUNTED && apply_owner(m) < 0) {
+        /* A home the agent cannot write is no home: failed, and what this
+         * pass mounted is taken away again. */
+        log_error("mount %s: %s", m->target, m->error);
+        if (!m->already)
+            umount2(m->target, MNT_DETACH);
+        m->state = M_FAILED;
+    }
     return r;
 }
 
@@ -476,6 +536,8 @@ static cJSON *mount_json(const struct mnt *m)
     if (m->options[0])
         cJSON_AddStringToObject(o, "options", m->options);
     cJSON_AddBoolToObject(o, "read_only", m->ro);
+    if (m->owner[0])
+        cJSON_AddStringToObject(o, "owner", m->owner);
     cJSON_AddBoolToObject(o, "required", m->required);
     cJSON_AddStringToObject(o, "state", state_names[m->state]);
     if (m->error[0] && m->state != M_MOUNTED)
@@ -589,8 +651,8 @@ static void restart_pass(void)
 }
 
 static void add_mount(const char *source, const char *target, const char *type,
-                      const char *options, bool ro, bool required, int64_t timeout_ms,
-                      enum mfrom from)
+                      const char *options, const char *owner, bool ro, bool required,
+                      int64_t timeout_ms, enum mfrom from)
 {
     if (M.n >= MOUNTS_MAX) {
         log_error("mount %s: unable to add it: more than %d mounts", target, MOUNTS_MAX);
@@ -612,6 +674,7 @@ static void add_mount(const char *source, const char *target, const char *type,
     snprintf(m->target, sizeof(m->target), "%s", target);
     snprintf(m->type, sizeof(m->type), "%s", type ? type : "virtiofs");
     snprintf(m->options, sizeof(m->options), "%s", options ? options : "");
+    snprintf(m->owner, sizeof(m->owner), "%s", owner ? owner : "");
     m->ro = ro;
     m->required = required;
     m->timeout_ms = timeout_ms;
@@ -627,7 +690,7 @@ static void add_host(const struct host_mounts_cfg *hm)
     if (subpath && hm->n > 0) {
         char share[512];
         snprintf(share, sizeof(share), "%s/%s", MOUNTS_SHARE_DIR, M.rule_tag);
-        add_mount(M.rule_tag, share, "virtiofs", NULL, false, true, CONFIG_MOUNT_TIMEOUT_MS,
+        add_mount(M.rule_tag, share, "virtiofs", NULL, NULL, false, true, CONFIG_MOUNT_TIMEOUT_MS,
                   FROM_SHARE);
     }
     for (size_t i = 0; i < hm->n; i++) {
@@ -637,7 +700,10 @@ static void add_host(const struct host_mounts_cfg *hm)
             log_error("host_mounts entry %s: unable to add it: no source under the rule", mp ? mp : "?");
             continue;
         }
-        add_mount(src, mp, subpath ? "bind" : "virtiofs", NULL, hm->v[i].read_only, true,
+        /* The rule's owner for each writable share; the shared tag's
+         * mount itself stays hearth's. */
+        const char *owner = !hm->v[i].read_only && M.rule_owner[0] ? M.rule_owner : NULL;
+        add_mount(src, mp, subpath ? "bind" : "virtiofs", NULL, owner, hm->v[i].read_only, true,
                   CONFIG_MOUNT_TIMEOUT_MS, FROM_HOST);
     }
 }
@@ -653,11 +719,12 @@ void mounts_start(const struct config *cfg, void (*done)(void))
     snprintf(M.rule_mode, sizeof(M.rule_mode), "%s",
              mc->rule_mode[0] ? mc->rule_mode : CONFIG_MOUNT_RULE_MODE);
     snprintf(M.rule_tag, sizeof(M.rule_tag), "%s", mc->rule_tag);
+    snprintf(M.rule_owner, sizeof(M.rule_owner), "%s", mc->rule_owner);
     snprintf(M.rule_root, sizeof(M.rule_root), "%s",
              mc->rule_root[0] ? mc->rule_root : CONFIG_MOUNT_HOST_ROOT);
     for (size_t i = 0; i < mc->n; i++) {
         const struct mount_cfg *e = &mc->v[i];
-        add_mount(e->source, e->target, e->type, e->options, e->read_only, e->required,
+        add_mount(e->source, e->target, e->type, e->options, e->owner, e->read_only, e->required,
                   e->timeout_ms, FROM_CONFIG);
     }
     add_host(&mc->host);

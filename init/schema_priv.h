@@ -70,6 +70,8 @@ extern const struct schema schema_top;
 /* Value checks (schema_rules.c). */
 int rule_abspath(const cJSON *v, struct vctx *c);
 int rule_filename(const cJSON *v, struct vctx *c);
+int rule_account(const cJSON *v, struct vctx *c);
+int rule_owner(const cJSON *v, struct vctx *c);
 int rule_clean_path(const cJSON *v, struct vctx *c);
 int rule_hostname(const cJSON *v, struct vctx *c);
 int rule_listen(const cJSON *v, struct vctx *c);

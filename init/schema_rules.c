@@ -39,6 +39,47 @@ int rule_filename(const cJSON *v, struct vctx *c)
     return 0;
 }
 
+/* A user or group as /etc/passwd and /etc/group name one (or a number):
+ * a name that could never be in those files (':', '/', ',', blanks,
+ * control characters) or is longer than any of them is a mistake. The
+ * name is resolved later, through the boot snapshot (accounts.h). */
+#define ACCOUNT_NAME_MAX 64
+static bool account_name_ok(const char *s, size_t n)
+{
+    if (n == 0 || n > ACCOUNT_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch <= ' ' || ch == 0x7f || ch == ':' || ch == '/' || ch == ',')
+            return false;
+    }
+    return true;
+}
+
+int rule_account(const cJSON *v, struct vctx *c)
+{
+    char q[NAMES_QUOTE_MAX];
+    const char *s = v->valuestring;
+
+    if (!account_name_ok(s, strlen(s)))
+        return vfail(c, "expected a user or group name (at most %d characters, no ':', '/', ',' "
+                     "or blanks), got %s", ACCOUNT_NAME_MAX, names_quote(s, q, sizeof(q)));
+    return 0;
+}
+
+/* "USER" or "USER:GROUP". */
+int rule_owner(const cJSON *v, struct vctx *c)
+{
+    char q[NAMES_QUOTE_MAX];
+    const char *s = v->valuestring, *colon = strchr(s, ':');
+    size_t un = colon ? (size_t)(colon - s) : strlen(s);
+
+    if (!account_name_ok(s, un) || (colon && !account_name_ok(colon + 1, strlen(colon + 1))))
+        return vfail(c, "expected \"USER\" or \"USER:GROUP\" (names or numbers, no '/', ',' "
+                     "or blanks), got %s", names_quote(s, q, sizeof(q)));
+    return 0;
+}
+
 /* An absolute path without "." or ".." components or doubled slashes:
  * host-supplied paths are mapped onto guest paths (host_mounts subpath
  * mode), so they must not be able to climb out of where they point. */
@@ -560,6 +601,13 @@ int rule_mount(const cJSON *v, struct vctx *c)
     if (!jget(v, "source") && !(type && strcmp(type->valuestring, "tmpfs") == 0)) {
         vpath_key(c, "source");
         return vfail(c, "missing required key (only tmpfs mounts may omit it)");
+    }
+    /* The owner is set on the mount's root after mounting: a read-only
+     * mount refuses it. */
+    const cJSON *ro = jget(v, "read_only");
+    if (jget(v, "owner") && cJSON_IsTrue(ro)) {
+        vpath_key(c, "owner");
+        return vfail(c, "a read-only mount cannot be given an owner");
     }
     return 0;
 }

@@ -144,6 +144,7 @@ static const struct key k_mount[] = {
     KEY("options", &s_str),
     KEY("required", &s_bool),
     KEY("timeout_ms", &s_ms),
+    KEY("owner", STRING(rule_owner)),
     {0}};
 
 /* The platform's own shape, inside the host_mounts string. */
@@ -159,12 +160,15 @@ static const struct key k_mount_rule[] = {
     KEY("mode", ENUM(e_mount_rule)),
     KEY("tag", &s_nonempty),
     KEY("host_root", STRING(rule_clean_path)),
+    KEY("owner", STRING(rule_owner)),
     {0}};
 
 static const struct key k_seed[] = {
     REQUIRED("target", &s_abspath),
     REQUIRED("from", &s_abspath),
     KEY("unless", &s_nonempty),
+    KEY("user", STRING(rule_account)),
+    KEY("group", STRING(rule_account)),
     {0}};
 
 static const struct key k_skills[] = {

@@ -363,6 +363,7 @@ void mounts_cfg_free(struct mounts_cfg *m)
         free(m->v[i].target);
         free(m->v[i].type);
         free(m->v[i].options);
+        free(m->v[i].owner);
     }
     free(m->v);
     host_mounts_free(&m->host);
@@ -378,6 +379,7 @@ int mounts_extract(const cJSON *root, struct mounts_cfg *out)
     snprintf(out->rule_mode, sizeof(out->rule_mode), "%s",
              jget_str_or(rule, "mode", CONFIG_MOUNT_RULE_MODE));
     snprintf(out->rule_tag, sizeof(out->rule_tag), "%s", jget_str_or(rule, "tag", ""));
+    snprintf(out->rule_owner, sizeof(out->rule_owner), "%s", jget_str_or(rule, "owner", ""));
     snprintf(out->rule_root, sizeof(out->rule_root), "%s",
              jget_str_or(rule, "host_root", CONFIG_MOUNT_HOST_ROOT));
     size_t n = list ? (size_t)cJSON_GetArraySize(list) : 0;
@@ -392,6 +394,7 @@ int mounts_extract(const cJSON *root, struct mounts_cfg *out)
         m->target = dup_member(e, "target", &oom);
         m->type = dup_member(e, "type", &oom);
         m->options = dup_member(e, "options", &oom);
+        m->owner = dup_member(e, "owner", &oom);
         m->read_only = jget_bool_or(e, "read_only", false);
         m->required = jget_bool_or(e, "required", true);
         m->timeout_ms = jget_int_or(e, "timeout_ms", CONFIG_MOUNT_TIMEOUT_MS);
@@ -411,6 +414,8 @@ void seed_cfg_free(struct seed_cfg *s)
         free(s->v[i].target);
         free(s->v[i].from);
         free(s->v[i].unless);
+        free(s->v[i].user);
+        free(s->v[i].group);
     }
     free(s->v);
     memset(s, 0, sizeof(*s));
@@ -433,6 +438,8 @@ int seed_extract(const cJSON *list, struct seed_cfg *out)
         s->target = dup_member(e, "target", &oom);
         s->from = dup_member(e, "from", &oom);
         s->unless = dup_member(e, "unless", &oom);
+        s->user = dup_member(e, "user", &oom);
+        s->group = dup_member(e, "group", &oom);
     }
     if (oom) {
         seed_cfg_free(out);

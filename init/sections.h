@@ -107,6 +107,7 @@ int network_parse(const struct cJSON *net, struct network_cfg *out, char *err, s
 /* One `mounts` entry, parsed (NULL strings: not given). */
 struct mount_cfg {
     char *source, *target, *type, *options;
+    char *owner;                /* "USER" or "USER:GROUP" (NULL: left as it is) */
     bool read_only, required;
     int64_t timeout_ms;
 };
@@ -127,6 +128,7 @@ struct mounts_cfg {
     struct mount_cfg *v;
     size_t n;
     char rule_mode[16], rule_tag[256], rule_root[512];
+    char rule_owner[160];       /* host_mounts_rule.owner, "" when not given */
     struct host_mounts_cfg host;
 };
 
@@ -141,9 +143,10 @@ void host_mounts_free(struct host_mounts_cfg *h);
 int mounts_extract(const struct cJSON *root, struct mounts_cfg *out);
 void mounts_cfg_free(struct mounts_cfg *m);
 
-/* One `seed` entry (unless NULL when not given). */
+/* One `seed` entry (unless, user and group NULL when not given). */
 struct seed_entry {
     char *target, *from, *unless;
+    char *user, *group;         /* who owns what the seeding makes */
 };
 
 struct seed_cfg {

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include <cJSON.h>
 #include <ev.h>
 
+#include "accounts.h"
 #include "childjob.h"
 #include "config.h"
 #include "events.h"
@@ -53,8 +55,36 @@ static int fsync_dir(int fd)
     return fsync(fd) < 0 && errno != EINVAL ? -1 : 0;
 }
 
+/* The seed's target, open: made without following a link, missing
+ * parents as hearth's, the target itself (when made here) as own's. */
+static int open_target(const char *target, const struct tree_owner *own, char *why, size_t whylen)
+{
+    if (!own)
+        return safepath_mkdir_p(target, 0755, geteuid(), getegid(), why, whylen);
+    char parent[PATH_MAX];
+    const char *slash = strrchr(target, '/');
+    if (!slash || !slash[1] || (size_t)(slash - target) >= sizeof(parent))
+        return safepath_mkdir_p(target, 0755, own->uid, own->gid, why, whylen);
+    memcpy(parent, target, (size_t)(slash - target));
+    parent[slash - target] = '\0';
+    int pfd = safepath_mkdir_p(parent[0] ? parent : "/", 0755, geteuid(), getegid(), why, whylen);
+    if (pfd < 0)
+        return -1;
+    int fd = safepath_mkdir(pfd, slash + 1, 0755, own->uid, own->gid, NULL, why, whylen);
+    int e = errno;
+    close(pfd);
+    errno = e;
+    return fd;
+}
+
 enum seed_result seed_one(const char *target, const char *from, const char *unless, char *err,
                           size_t errlen)
+{
+    return seed_one_as(target, from, unless, NULL, err, errlen);
+}
+
+enum seed_result seed_one_as(const char *target, const char *from, const char *unless,
+                             const struct tree_owner *own, char *err, size_t errlen)
 {
     struct stat s;
     struct tree_stats st;
@@ -71,7 +101,7 @@ enum seed_result seed_one(const char *target, const char *from, const char *unle
     /* The target is the agent's home: no link on its path is followed,
      * and every file below is opened beneath this one fd. */
     char why[128];
-    int fd = safepath_mkdir_p(target, 0755, geteuid(), getegid(), why, sizeof(why));
+    int fd = open_target(target, own, why, sizeof(why));
     if (fd < 0) {
         snprintf(err, errlen, "unable to open %s: %s", target, why);
         return SEED_FAILED;
@@ -103,7 +133,7 @@ enum seed_result seed_one(const char *target, const char *from, const char *unle
         close(fd);
         return SEED_FAILED;
     }
-    int rc = tree_copy_fd(sd, fd, target, unless ? last : NULL, NULL, &st, err, errlen);
+    int rc = tree_copy_fd(sd, fd, target, unless ? last : NULL, own, &st, err, errlen);
     close(sd);
     if (rc < 0) {
         close(fd);
@@ -195,6 +225,7 @@ static void copy_done(struct childjob *j, enum childjob_end end, int status, con
 
 struct copy_args {
     const char *target, *from, *unless;
+    const struct tree_owner *own;
 };
 
 /* In the child: the copy, then its result down the job's pipe. */
@@ -203,7 +234,7 @@ static void copy_child(int wfd, void *arg)
     const struct copy_args *a = arg;
     char msg[513];
 
-    msg[0] = (char)seed_one(a->target, a->from, a->unless, msg + 1, sizeof(msg) - 1);
+    msg[0] = (char)seed_one_as(a->target, a->from, a->unless, a->own, msg + 1, sizeof(msg) - 1);
     _exit(childjob_write(wfd, msg, 1 + strlen(msg + 1)) == 0 ? 0 : 1);
 }
 
@@ -211,9 +242,10 @@ static void copy_child(int wfd, void *arg)
  * possible (no loop yet, or fork failed) and it runs here instead, -1
  * (err) when the last copy killed at its deadline is still stuck in the
  * kernel: a copy here would stall hearth on the same share. */
-static int spawn(const struct seed_entry *e, char *err, size_t errlen)
+static int spawn(const struct seed_entry *e, const struct tree_owner *own, char *err,
+                 size_t errlen)
 {
-    struct copy_args a = {e->target, e->from, e->unless};
+    struct copy_args a = {e->target, e->from, e->unless, own};
     char why[256];
 
     if (!H.loop)
@@ -253,18 +285,27 @@ static void step(void)
         const struct seed_entry *e = &Q.cfg->seed.v[Q.cur];
         const char *target = e->target, *from = e->from, *unless = e->unless;
         const char *failed_mount = Q.skip ? Q.skip(target) : NULL;
+        struct tree_owner own = {geteuid(), getegid()};
+        char why[160];
         int started;
 
         Q.t0 = mono_ms();
         if (failed_mount) {
             snprintf(err, sizeof(err), "mount %s failed", failed_mount);
             record(e, SEED_SKIPPED, err);
-        } else if ((started = spawn(e, err, sizeof(err))) > 0) {
+        } else if ((e->user || e->group) &&
+                   accounts_user_group(accounts_snapshot(), e->user, e->group, &own.uid, &own.gid,
+                                       why, sizeof(why)) < 0) {
+            /* Copies the agent could not change are worse than none. */
+            snprintf(err, sizeof(err), "unable to seed as its owner: %s", why);
+            record(e, SEED_FAILED, err);
+        } else if ((started = spawn(e, e->user || e->group ? &own : NULL, err, sizeof(err))) > 0) {
             return; /* copy_done goes on */
         } else if (started < 0) {
             record(e, SEED_FAILED, err);
         } else {
-            enum seed_result r = seed_one(target, from, unless, err, sizeof(err));
+            enum seed_result r = seed_one_as(target, from, unless, e->user || e->group ? &own : NULL,
+                                             err, sizeof(err));
             record(e, r, err);
         }
         Q.cur++;

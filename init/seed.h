@@ -24,6 +24,13 @@ enum seed_result { SEED_DONE, SEED_ALREADY, SEED_SKIPPED, SEED_FAILED };
  * SEED_FAILED. */
 enum seed_result seed_one(const char *target, const char *from, const char *unless, char *err,
                           size_t errlen);
+/* The same, what it makes owned by own (seed[].user, .group): the target
+ * directory when it has to be made (its missing parents stay hearth's)
+ * and every copy. NULL: the target is hearth's, the copies keep the
+ * template's owners. */
+struct tree_owner;
+enum seed_result seed_one_as(const char *target, const char *from, const char *unless,
+                             const struct tree_owner *own, char *err, size_t errlen);
 
 /* Runs every seed entry of the config in order, each copy in a child
  * process so the loop never waits for a large template (without a loop,

@@ -64,7 +64,28 @@ install -m 0755 "$bb" bin/busybox
 for a in $(bin/busybox --list); do
     [ -e "bin/$a" ] || [ -e "usr/bin/$a" ] || ln -s busybox "bin/$a"
 done
+# No hearth mounts in a container: the home and the workspace are the
+# image's own directories, the agent's (the services list them in
+# writable). As root they are chowned; a rootless umoci records owners
+# from the user.rootlesscontainers xattr (a protobuf: 1: uid, 2: gid).
 mkdir -p root/.hermes
+if [ "$(id -u)" = 0 ]; then
+    chown "$HERMES_UID:$HERMES_UID" root/.hermes workspace
+else
+    /usr/bin/python3 -c '
+import os, sys
+def varint(n):
+    out = b""
+    while True:
+        b, n = n & 0x7f, n >> 7
+        out += bytes([b | (0x80 if n else 0)])
+        if not n:
+            return out
+uid = int(sys.argv[1])
+v = b"\x08" + varint(uid) + b"\x10" + varint(uid)
+for p in sys.argv[2:]:
+    os.setxattr(p, "user.rootlesscontainers", v)' "$HERMES_UID" root/.hermes workspace
+fi
 
 # umoci builds the layout: an empty image, its bundle, the tree copied in,
 # one layer repacked, then the configuration. As non-root the bundle is

@@ -4,8 +4,13 @@
 #
 #   stage_hermes CONFIG   /sbin/hearth, the stand-in agent as hermes and
 #                         hermes-web-ui, CONFIG as /etc/hearth/hearth.json,
-#                         passwd and group, the home template and the
+#                         passwd and group (root, hermes, nobody), /root
+#                         mode 0711, the home template and the
 #                         sample public skills in /usr/share/hearth
+
+# The agent's uid and gid (fixed: a home on a host share keeps its
+# numeric owner across image rebuilds).
+HERMES_UID=10000
 
 # The stand-in agent, static like hearth.
 build_standin() {
@@ -24,8 +29,14 @@ stage_hermes() {
     # One program, two names: it is hermes-web-ui when called so.
     ln -sf hermes usr/bin/hermes-web-ui
     install -m 0644 "$1" etc/hearth/hearth.json
-    printf 'root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n' > etc/passwd
-    printf 'root:x:0:\nnogroup:x:65534:\n' > etc/group
+    # The agent's own user and group (docs/image.md): Hermes runs as
+    # hermes, uid and gid HERMES_UID, its home the path the platform mounts.
+    printf 'root:x:0:0:root:/root:/sbin/nologin\nhermes:x:%s:%s:Hermes Agent:/root/.hermes:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n' \
+        "$HERMES_UID" "$HERMES_UID" > etc/passwd
+    printf 'root:x:0:\nhermes:x:%s:\nnogroup:x:65534:\n' "$HERMES_UID" > etc/group
+    # /root/.hermes stays where the platform mounts the home: hermes may
+    # pass through /root but not list it.
+    chmod 0711 root
     : > etc/resolv.conf
 
     # The home template: the files in rootfs/hermes/home and the layout

@@ -8,6 +8,11 @@
  *       supervisor markers Hermes itself honours), exit 78: the real
  *       gateway would start, and then answer an in-chat /restart by
  *       spawning a detached replacement outside the supervisor;
+ *     - refuses to run as root unless HERMES_ALLOW_ROOT_GATEWAY is set
+ *       (exit 1), as the real gateway does;
+ *     - outside a container (no /.dockerenv, /run/.containerenv or
+ *       $container) sets $HERMES_HOME to mode 0700 at every start,
+ *       HERMES_HOME_MODE (octal) overriding the mode;
  *     - loads $HERMES_HOME/.env itself, its values overriding the process
  *       environment (hermes_cli/env_loader.py loads it with override=True);
  *       a malformed line is skipped with a warning, never fatal;
@@ -30,7 +35,7 @@
  * standing in for a chat platform and for inspection, and SIGHUP re-reading
  * the skills (the real gateway has no SIGHUP handler):
  *   health                 ok
- *   state                  {"pid":..,"skills":[..],"api_port":..,..}
+ *   state                  {"pid":..,"uid":..,"gid":..,"skills":[..],"api_port":..,..}
  *   note TEXT              appends TEXT to both history files; ok
  *   env NAME               the variable's value, or "-"
  *   chat /restart          the in-chat restart; "ok restarting"
@@ -230,6 +235,36 @@ static void load_dotenv(void)
     free(text);
     printf("hermes: %u variables from %s\n", loaded, path);
     fflush(stdout);
+}
+
+/* ---- who and where ---------------------------------------------------- */
+
+static int in_container(void)
+{
+    const char *c = getenv("container");
+    return (c && *c) || access("/.dockerenv", F_OK) == 0 ||
+           access("/run/.containerenv", F_OK) == 0;
+}
+
+/* Hermes keeps its home private: 0700 (or HERMES_HOME_MODE) at every
+ * start, except in a container, where the image decides. */
+static void home_mode(void)
+{
+    const char *m = getenv("HERMES_HOME_MODE");
+    mode_t mode = 0700;
+    if (m && *m) {
+        char *end;
+        long v = strtol(m, &end, 8);
+        if (*end || v < 0 || v > 07777) {
+            fprintf(stderr, "hermes: HERMES_HOME_MODE \"%s\" is not an octal mode; using 0700\n", m);
+        } else {
+            mode = (mode_t)v;
+        }
+    }
+    if (in_container())
+        return;
+    if (chmod(home, mode) < 0)
+        fprintf(stderr, "hermes: unable to set the mode of %s: %s\n", home, strerror(errno));
 }
 
 /* ---- $HERMES_HOME/config.yaml ---------------------------------------- */
@@ -561,10 +596,11 @@ static void do_state(int fd)
 
     clock_gettime(CLOCK_REALTIME, &now);
     n = (size_t)snprintf(out, sizeof(out),
-                         "{\"pid\":%d,\"home\":\"%s\",\"started\":%lld,\"now\":%lld.%03ld,"
-                         "\"mono_ms\":%lld,\"hups\":%u,\"notes\":%u,\"api_port\":%d,"
+                         "{\"pid\":%d,\"uid\":%d,\"gid\":%d,\"home\":\"%s\",\"started\":%lld,"
+                         "\"now\":%lld.%03ld,\"mono_ms\":%lld,\"hups\":%u,\"notes\":%u,\"api_port\":%d,"
                          "\"draining\":%s,\"turns\":%u,\"skills\":[",
-                         (int)getpid(), home, (long long)started.tv_sec, (long long)now.tv_sec,
+                         (int)getpid(), (int)getuid(), (int)getgid(), home,
+                         (long long)started.tv_sec, (long long)now.tv_sec,
                          now.tv_nsec / 1000000, mono_ms(), hups, notes, api_port,
                          draining ? "true" : "false", turns_in_flight());
     for (size_t i = 0; i < nskills && n < sizeof(out) - 200; i++)
@@ -865,6 +901,12 @@ int main(int argc, char **argv)
         home = "/root/.hermes";
     clock_gettime(CLOCK_REALTIME, &started);
     load_dotenv();
+    if (geteuid() == 0 && !truthy(getenv("HERMES_ALLOW_ROOT_GATEWAY"))) {
+        fprintf(stderr, "hermes: refusing to run the gateway as root; run it as an unprivileged "
+                        "user, or set HERMES_ALLOW_ROOT_GATEWAY=1\n");
+        return 1;
+    }
+    home_mode();
 
     /* gateway/restart.py is_gateway_supervisor_process(): the flag sets
      * HERMES_GATEWAY_EXTERNAL_SUPERVISOR; systemd's INVOCATION_ID and the

@@ -353,12 +353,23 @@ def test_check_config_names_privileged_services(tmp_path):
     assert r.stdout.splitlines() == [
         f"{cfg}: ok (2 services)",
         f"{cfg}: services[1] (web) is privileged: keeps CAP_NET_ADMIN, isolation off"]
-    # The shipped configs have none.
+    # The shipped configs have none, and none of their services is root:
+    # each runs as the image's hermes user, which owns its shares.
     root = os.path.dirname(os.path.dirname(HERE))
-    for f in ("rootfs/hermes/hearth.json", "rootfs/qemu/hearth.json", "rootfs/qemu/disk.json"):
+    for f in ("rootfs/hermes/hearth.json", "rootfs/qemu/hearth.json", "rootfs/qemu/disk.json",
+              "rootfs/oci/hearth.json"):
         r = subprocess.run([HEARTH, "--check-config", os.path.join(root, f)], capture_output=True,
                            text=True)
         assert r.returncode == 0 and "privileged" not in r.stdout, (f, r.stdout, r.stderr)
+        with open(os.path.join(root, f)) as fh:
+            shipped = json.load(fh)
+        for svc in shipped["services"]:
+            assert svc.get("user") == "hermes" and "group" not in svc, (f, svc["name"])
+            assert "HERMES_ALLOW_ROOT_GATEWAY" not in svc.get("env", {}), (f, svc["name"])
+        for m in shipped.get("mounts", []):
+            if m["target"] in ("/root/.hermes", "/workspace"):
+                assert m.get("owner") == "hermes", (f, m)
+        assert all(s.get("user") == "hermes" for s in shipped.get("seed", [])), f
 
 
 def test_contained_inside_a_user_namespace(tmp_path):

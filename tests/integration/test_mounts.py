@@ -189,6 +189,21 @@ def test_host_mounts_mapped_by_rule(hearth, tmp_path):
     assert hearth.rpc("status")["phases"]["mounts"] is False
 
 
+def test_host_mounts_rule_owner_goes_to_the_writable_shares(hearth, tmp_path):
+    """host_mounts_rule.owner: each writable entry of host_mounts gets it
+    (given to its root as mounts[].owner is, once mounted); read-only
+    entries and subpath mode's shared tag do not."""
+    hm = ('[{"hostPath":"/data/shared/homes/h1","mountPath":"%s"},'
+          '{"hostPath":"/data/shared/skills","mountPath":"%s","readOnly":true}]'
+          % (tmp_path / "g" / "home", tmp_path / "g" / "skills"))
+    hearth.start(hearth.config(host_mounts=hm, host_mounts_rule={
+        "mode": "subpath", "tag": "shared", "host_root": "/data/shared", "owner": "hermes"}))
+    ms = hearth.rpc("mounts.list")["mounts"]
+    assert [(m["target"], m.get("owner")) for m in ms] == [
+        ("/run/hearth/shares/shared", None), (str(tmp_path / "g" / "home"), "hermes"),
+        (str(tmp_path / "g" / "skills"), None)], ms
+
+
 def test_host_mounts_subpath_rule(hearth, tmp_path):
     hm = '[{"hostPath":"/data/shared/homes/h1","mountPath":"%s"}]' % (tmp_path / "g" / "home")
     hearth.start(hearth.config(host_mounts=hm, host_mounts_rule={
@@ -271,3 +286,81 @@ def test_log_file_on_a_mount_is_opened_after_it(hearth, tmp_path):
     # A restart opens it again and appends.
     hearth.rpc("services.restart", {"name": "agent"})
     hearth.wait_for(lambda: log.read_text().count("first line") == 2, what="second start logged")
+
+
+# The image's accounts as hearth reads them at boot (bound over its own
+# /etc/passwd and /etc/group): the agent's user, its group and another.
+OWNER_PASSWD = ("root:x:0:0:root:/root:/bin/sh\n"
+                "agent:x:10000:10001:agent:/home/agent:/bin/sh\n")
+OWNER_GROUP = "root:x:0:\nagent:x:10001:\nstaff:x:10002:\n"
+
+
+def _accounts(tmp_path):
+    passwd, group = tmp_path / "passwd", tmp_path / "group"
+    passwd.write_text(OWNER_PASSWD)
+    group.write_text(OWNER_GROUP)
+    return [(passwd, "/etc/passwd"), (group, "/etc/group")]
+
+
+def test_mount_owner_is_given_to_the_agent(hearth, tmp_path):
+    """mounts[].owner: the root of each share belongs to the named user
+    (and its group, or the one named) once mounted; what is below is left
+    alone; a name the image's accounts do not know fails the mount."""
+    hosts = {k: tmp_path / f"host-{k}" for k in ("user", "group", "num", "ghost", "same")}
+    for d in hosts.values():
+        d.mkdir()
+    (hosts["user"] / "inside").mkdir()
+    os.chown(hosts["same"], 10000, 10001)
+    g = tmp_path / "guest"
+    owners = {"user": "agent", "group": "agent:staff", "num": "10005:10006", "ghost": "ghost",
+              "same": "agent"}
+    mounts = [{"source": str(hosts[k]), "target": str(g / k), "type": "bind", "owner": owners[k],
+               "required": k != "ghost"} for k in owners]
+    hearth.start(hearth.config(mounts=mounts, services=[KEEP]), binds=_accounts(tmp_path))
+    hearth.wait_for(lambda: hearth.rpc("status")["phases"]["mounts"], what="mounts phase")
+
+    def owner(p):
+        st = os.lstat(p)
+        return (st.st_uid, st.st_gid)
+
+    assert owner(hosts["user"]) == (10000, 10001)
+    assert owner(hosts["group"]) == (10000, 10002)
+    assert owner(hosts["num"]) == (10005, 10006)
+    assert owner(hosts["same"]) == (10000, 10001)
+    assert owner(hosts["user"] / "inside") == (0, 0), "only the share's root is given"
+    assert owner(hosts["ghost"]) == (0, 0)
+    for k in ("user", "group", "num", "same"):
+        m = _mount(hearth, str(g / k))
+        assert (m["state"], m["owner"]) == ("mounted", owners[k]), m
+    ghost = _mount(hearth, str(g / "ghost"))
+    assert ghost["state"] == "failed" and ghost["owner"] == "ghost", ghost
+    assert 'owner ghost: no user "ghost" in the image\'s /etc/passwd' in ghost["error"], ghost
+    # The failed share was taken away again: nothing is mounted there.
+    assert all(not l.split()[4] == str(g / "ghost")
+               for l in open(f"/proc/{hearth.pid}/mountinfo").read().splitlines())
+    log = hearth.log_text()
+    assert f"mount {g / 'user'}: its root given to agent (10000:10001)" in log
+    assert f"mount {g / 'same'}: its root given" not in log, "unchanged when it already matches"
+
+
+def test_bad_owner_is_refused_with_its_path(tmp_path):
+    from conftest import HEARTH
+    import json
+    cases = [
+        ({"mounts": [{"source": "/a", "target": "/b", "type": "bind", "owner": "a b"}]},
+         "mounts[0].owner"),
+        ({"mounts": [{"source": "/a", "target": "/b", "type": "bind", "owner": "a:"}]},
+         "mounts[0].owner"),
+        ({"mounts": [{"source": "/a", "target": "/b", "type": "bind", "owner": "a:b:c"}]},
+         "mounts[0].owner"),
+        ({"mounts": [{"source": "/a", "target": "/b", "type": "bind", "owner": "a",
+                      "read_only": True}]}, "mounts[0].owner"),
+        ({"host_mounts_rule": {"owner": "a,b"}}, "host_mounts_rule.owner"),
+        ({"seed": [{"target": "/h", "from": "/t", "user": "x/y"}]}, "seed[0].user"),
+        ({"seed": [{"target": "/h", "from": "/t", "group": ""}]}, "seed[0].group"),
+    ]
+    for cfg, path in cases:
+        p = tmp_path / "c.json"
+        p.write_text(json.dumps(cfg))
+        r = subprocess.run([HEARTH, "--check-config", str(p)], capture_output=True, text=True)
+        assert r.returncode != 0 and path in r.stderr, (cfg, r.stdout, r.stderr)

@@ -116,3 +116,37 @@ def test_late_home_is_seeded_before_its_service_starts(hearth, tmp_path):
     assert _seed_result(hearth)["result"] == "seeded"
     assert hearth.service("agent")["last_exit"] == {"code": 0}
     assert len(os.listdir(home / "many")) == 300
+
+
+def test_seed_user_and_group_own_what_seeding_makes(hearth, tmp_path):
+    """seed[].user and .group: the target seeding makes and every copy
+    belong to the agent (hearth's view of the accounts is the test's
+    own /etc/passwd and /etc/group); an unknown user seeds nothing."""
+    from test_mounts import _accounts
+    _template(tmp_path)
+    home = tmp_path / "host-home"
+    home.mkdir()
+    g = tmp_path / "guest" / "home"
+    cfg = hearth.config(
+        mounts=[{"source": str(home), "target": str(g), "type": "bind"}],
+        seed=[{"target": str(g / "agent"), "from": str(tmp_path / "tmpl"), "unless": "config.yaml",
+               "user": "agent", "group": "staff"},
+              {"target": str(g / "ghost"), "from": str(tmp_path / "tmpl"), "user": "ghost"}],
+        services=[KEEP])
+    hearth.start(cfg, binds=_accounts(tmp_path))
+    reports = hearth.wait_for(lambda: (lambda s: s if len(s) == 2 else None)(
+        hearth.rpc("mounts.list")["seed"]), what="seed report")
+    assert reports[0]["result"] == "seeded", reports
+    assert reports[1]["result"] == "failed", reports
+    assert 'no user "ghost" in the image\'s /etc/passwd' in reports[1]["error"], reports
+    assert not (home / "ghost").exists()
+    seen = []
+    for d, dirs, files in os.walk(home / "agent"):
+        for p in [d] + [os.path.join(d, x) for x in dirs + files]:
+            st = os.lstat(p)
+            assert (st.st_uid, st.st_gid) == (10000, 10002), p
+            seen.append(os.path.relpath(p, home / "agent"))
+    assert {".", "config.yaml", ".env", "memories/MEMORY.md", "current", "skills"} <= set(seen)
+    # The mount's root, which seeding did not make, stays as it was.
+    assert (os.stat(home).st_uid, os.stat(home).st_gid) == (0, 0)
+    assert stat.S_IMODE(os.stat(home / "agent" / ".env").st_mode) == 0o600

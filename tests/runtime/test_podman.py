@@ -34,6 +34,16 @@ def test_hermes_config_runs_and_applies_egress_with_net_admin(run):
     assert c.service("hermes")["state"] == "running"
     # The home was seeded from the image's template.
     assert c.exec("cat", "/root/.hermes/config.yaml").stdout.strip()
+    # The agent is the image's hermes (uid 10000): its processes, the
+    # image's home and workspace (chowned by build-oci.sh), what seeding
+    # copied (seed[].user); /root lets it through but not list.
+    for name in ("hermes", "web-ui"):
+        pid = c.service(name)["pid"]
+        assert c.exec("stat", "-c", "%u:%g", f"/proc/{pid}").stdout.split() == ["10000:10000"], name
+    owners = c.exec("stat", "-c", "%u:%g", "/root/.hermes", "/workspace",
+                    "/root/.hermes/config.yaml", "/root/.hermes/logs/hermes.out").stdout.split()
+    assert owners == ["10000:10000"] * 4, owners
+    assert c.exec("stat", "-c", "%a:%u", "/root").stdout.strip() == "711:0"
     eg = c.ctl("egress")
     assert eg["applied"] is True, eg
     assert eg["layers"]["inet"] is True

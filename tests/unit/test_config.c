@@ -26,13 +26,17 @@ static const char hermes_json[] =
     "  \"network\": {\"interfaces\": [{\"name\": \"eth0\", \"address\": \"169.254.68.6/30\",\n"
     "               \"gateway\": \"169.254.68.5\", \"mtu\": 1500}], \"dns\": [\"119.29.29.29\"]},\n"
     "  \"mounts\": [\n"
-    "    {\"source\": \"hermes-home\",   \"target\": \"/root/.hermes\", \"type\": \"virtiofs\"},\n"
-    "    {\"source\": \"hermes-ws\",     \"target\": \"/workspace\",    \"type\": \"virtiofs\"},\n"
+    "    {\"source\": \"hermes-home\",   \"target\": \"/root/.hermes\", \"type\": \"virtiofs\", "
+    "\"owner\": \"hermes\"},\n"
+    "    {\"source\": \"hermes-ws\",     \"target\": \"/workspace\",    \"type\": \"virtiofs\", "
+    "\"owner\": \"hermes\"},\n"
     "    {\"source\": \"hermes-skills\", \"target\": \"/opt/hermes-common-skills\", "
     "\"type\": \"virtiofs\", \"read_only\": true}\n"
     "  ],\n"
+    "  \"host_mounts_rule\": {\"owner\": \"hermes\"},\n"
     "  \"seed\": [{\"target\": \"/root/.hermes\", \"from\": "
-    "\"/usr/share/hearth/hermes-home\", \"unless\": \"config.yaml\"}],\n"
+    "\"/usr/share/hearth/hermes-home\", \"unless\": \"config.yaml\",\n"
+    "            \"user\": \"hermes\"}],\n"
     "  \"skills\": {\"public\": \"/opt/hermes-common-skills\", \"private\": "
     "\"/root/.hermes/skills\",\n"
     "             \"ignore\": [\"._*\", \".DS_Store\", \".*\"], \"poll_ms\": 60000, "
@@ -42,10 +46,9 @@ static const char hermes_json[] =
     "  \"services\": [{\n"
     "    \"name\": \"hermes\", \"argv\": [\"hermes\", \"gateway\", \"run\", "
     "\"--external-supervisor\"],\n"
-    "    \"env\": {\"HERMES_HOME\": \"/root/.hermes\", \"HERMES_ALLOW_ROOT_GATEWAY\": \"1\",\n"
-    "            \"API_SERVER_ENABLED\": \"true\", \"API_SERVER_HOST\": \"127.0.0.1\", "
-    "\"API_SERVER_PORT\": \"8642\"},\n"
-    "    \"cwd\": \"/workspace\", \"user\": \"root\", \"after\": [\"mounts\", \"skills\", "
+    "    \"env\": {\"HERMES_HOME\": \"/root/.hermes\", \"API_SERVER_ENABLED\": \"true\",\n"
+    "            \"API_SERVER_HOST\": \"127.0.0.1\", \"API_SERVER_PORT\": \"8642\"},\n"
+    "    \"cwd\": \"/workspace\", \"user\": \"hermes\", \"after\": [\"mounts\", \"skills\", "
     "\"egress\"],\n"
     "    \"restart\": \"always\", \"backoff\": {\"initial_ms\": 500, \"max_ms\": 30000, "
     "\"reset_after_ms\": 60000},\n"
@@ -61,7 +64,7 @@ static const char hermes_json[] =
     "  }, {\n"
     "    \"name\": \"web-ui\", \"argv\": [\"hermes-web-ui\", \"9000\"], \"after\": [\"hermes\"],\n"
     "    \"env\": {\"HOME\": \"/root/.hermes/home\", \"HERMES_HOME\": \"/root/.hermes\"},\n"
-    "    \"user\": \"root\",\n"
+    "    \"user\": \"hermes\",\n"
     "    \"restart\": \"always\", \"ready\": {\"tcp\": \"127.0.0.1:9000\", \"timeout_ms\": "
     "60000},\n"
     "    \"log\": {\"file\": \"/root/.hermes/logs/web-ui.out\", \"max_bytes\": 1048576, "
@@ -125,19 +128,17 @@ static void check_hermes(const struct config *cfg)
     CHECK_STR(h->argv[2], "run");
     CHECK_STR(h->argv[3], "--external-supervisor");
     CHECK(h->argv[4] == NULL);
-    CHECK_EQ_INT(h->n_env, 5);
+    CHECK_EQ_INT(h->n_env, 4);
     CHECK_STR(h->env[0].key, "HERMES_HOME");
     CHECK_STR(h->env[0].value, "/root/.hermes");
-    CHECK_STR(h->env[1].key, "HERMES_ALLOW_ROOT_GATEWAY");
-    CHECK_STR(h->env[1].value, "1");
-    CHECK_STR(h->env[2].key, "API_SERVER_ENABLED");
-    CHECK_STR(h->env[2].value, "true");
-    CHECK_STR(h->env[4].key, "API_SERVER_PORT");
-    CHECK_STR(h->env[4].value, "8642");
+    CHECK_STR(h->env[1].key, "API_SERVER_ENABLED");
+    CHECK_STR(h->env[1].value, "true");
+    CHECK_STR(h->env[3].key, "API_SERVER_PORT");
+    CHECK_STR(h->env[3].value, "8642");
     /* Hermes reads its .env itself. */
     CHECK_EQ_INT(h->n_env_files, 0);
     CHECK_STR(h->cwd, "/workspace");
-    CHECK_STR(h->user, "root");
+    CHECK_STR(h->user, "hermes");
     CHECK(h->group == NULL);
     CHECK_EQ_INT(h->n_after, 3);
     CHECK_STR(h->after[0], "mounts");
@@ -181,6 +182,20 @@ static void check_hermes(const struct config *cfg)
     CHECK_EQ_INT(w->n_env, 2);
     CHECK_STR(w->env[0].key, "HOME");
     CHECK_STR(w->env[0].value, "/root/.hermes/home");
+    CHECK_STR(w->user, "hermes");
+    /* The agent's shares and seeded home are its own. */
+    CHECK_EQ_INT(cfg->mounts.n, 3);
+    if (cfg->mounts.n == 3) {
+        CHECK_STR(cfg->mounts.v[0].owner, "hermes");
+        CHECK_STR(cfg->mounts.v[1].owner, "hermes");
+        CHECK(cfg->mounts.v[2].owner == NULL);
+    }
+    CHECK_STR(cfg->mounts.rule_owner, "hermes");
+    CHECK_EQ_INT(cfg->seed.n, 1);
+    if (cfg->seed.n == 1) {
+        CHECK_STR(cfg->seed.v[0].user, "hermes");
+        CHECK(cfg->seed.v[0].group == NULL);
+    }
     CHECK(w->cwd == NULL);
     CHECK_EQ_INT(w->stop_signal, SIGTERM);
     CHECK_EQ_INT(w->stop_timeout_ms, 10000);

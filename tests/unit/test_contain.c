@@ -280,7 +280,7 @@ TEST(contain_config_keys_checked)
 TEST(contain_shipped_configs_are_contained)
 {
     static const char *const files[] = {"rootfs/hermes/hearth.json", "rootfs/qemu/hearth.json",
-                                        "rootfs/qemu/disk.json"};
+                                        "rootfs/qemu/disk.json", "rootfs/oci/hearth.json"};
     for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
         char err[CONFIG_ERR_MAX] = "", why[256];
         struct config *c = config_load(files[f], err, sizeof(err));
@@ -291,6 +291,13 @@ TEST(contain_shipped_configs_are_contained)
             CHECK(!pol.keep_given && pol.isolation && pol.seccomp);
             CHECK_EQ_INT(contain_privileged(&pol, why, sizeof(why)), 0);
             CHECK(!cJSON_GetObjectItemCaseSensitive(c->services[i].json, "caps_drop"));
+            /* No shipped service runs as root (docs/security.md: the
+             * shipped agent is not root). */
+            const char *user = c->services[i].user;
+            CHECK(user && strcmp(user, "hermes") == 0);
+            CHECK(!c->services[i].group);
+            const cJSON *env = cJSON_GetObjectItemCaseSensitive(c->services[i].json, "env");
+            CHECK(!cJSON_GetObjectItemCaseSensitive(env, "HERMES_ALLOW_ROOT_GATEWAY"));
         }
         config_free(c);
     }

@@ -20,6 +20,15 @@
  *                            ping, report the reply line
  *   attack tick              print a numbered line every 100 ms, forever
  *
+ * Run under the name "hermes" (put at /usr/bin/hermes over the stand-in
+ * agent) with the shipped argv, "gateway run ...", it is the shipped
+ * Hermes service turned hostile (tests/vm/test_shipped_agent.py): it
+ * answers the readiness and health probes on 127.0.0.1:8642 and :9119 as
+ * the gateway would, waits for /workspace/go, reports who it is (uid,
+ * gid, CapEff, CapPrm, NoNewPrivs, Seccomp) and what it can reach (the
+ * image's /sbin and /etc, hearth's config, /root, its home, other pids,
+ * the control channel, its /tmp), then goes on answering the probes.
+ *
  * Run under the name "modprobe" (the kernel's module helper, planted by
  * the contained mode), it writes /workspace/modprobe-ran (hearth's view
  * of the share the test reads from the host) with its uid and
@@ -43,6 +52,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netpacket/packet.h>
+#include <poll.h>
 #include <linux/magic.h>
 #include <sched.h>
 #include <stdbool.h>
@@ -680,6 +690,204 @@ static void contained(const char *sock)
     rest();
 }
 
+/* ---- the shipped agent turned hostile ------------------------------- */
+
+static int listen_tcp(int port)
+{
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), one = 1;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (s < 0)
+        return -1;
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(s, 8) < 0) {
+        close(s);
+        return -1;
+    }
+    return s;
+}
+
+/* Answers every connection on the listeners with a 200 (the gateway's
+ * /health), for up to ms (forever when ms < 0), or until GO appears
+ * when go is set. */
+static void serve(const int *lfd, int n, long ms, int go)
+{
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        if (go && access(GO, F_OK) == 0)
+            return;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long spent = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+        if (ms >= 0 && spent >= ms)
+            return;
+        struct pollfd pf[2];
+        for (int i = 0; i < n; i++)
+            pf[i] = (struct pollfd){.fd = lfd[i], .events = POLLIN};
+        if (poll(pf, (nfds_t)n, 100) <= 0)
+            continue;
+        for (int i = 0; i < n; i++) {
+            if (!(pf[i].revents & POLLIN))
+                continue;
+            int c = accept4(lfd[i], NULL, NULL, SOCK_CLOEXEC);
+            if (c < 0)
+                continue;
+            char buf[1024];
+            struct pollfd cp = {.fd = c, .events = POLLIN};
+            if (poll(&cp, 1, 200) > 0 && read(c, buf, sizeof(buf)) < 0)
+                buf[0] = 0;
+            static const char ok[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                     "Content-Length: 16\r\nConnection: close\r\n\r\n"
+                                     "{\"status\":\"ok\"}";
+            if (write(c, ok, sizeof(ok) - 1) < 0)
+                buf[0] = 0;
+            close(c);
+        }
+    }
+}
+
+/* A line of /proc/self/status ("CapEff:\t0000000000000000" -> the value). */
+static void status_field(const char *attack, const char *field)
+{
+    char buf[4096], value[64] = "missing";
+    if (read_text("/proc/self/status", buf, sizeof(buf)) > 0) {
+        size_t n = strlen(field);
+        for (char *save = NULL, *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+            if (strncmp(l, field, n) == 0 && l[n] == ':') {
+                const char *v = l + n + 1;
+                while (*v == ' ' || *v == '\t')
+                    v++;
+                snprintf(value, sizeof(value), "%s", v);
+            }
+    }
+    report(attack, value);
+}
+
+/* Creates path; what lands in the image is taken away again, what lands
+ * on its own shares (keep) stays for the test to find. */
+static void create_file(const char *attack, const char *path, bool keep)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd >= 0) {
+        close(fd);
+        if (!keep)
+            unlink(path);
+    }
+    outcome(attack, fd);
+}
+
+static void open_create(const char *attack, const char *path)
+{
+    create_file(attack, path, false);
+}
+
+/* The names in a directory, comma-separated ("empty" for none); only the
+ * numeric ones with pids_only (/proc). */
+static void list_dir_of(const char *attack, const char *path, bool pids_only)
+{
+    char out[512] = "";
+    DIR *d = opendir(path);
+    if (!d) {
+        outcome(attack, -1);
+        return;
+    }
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+            (!pids_only || (e->d_name[0] >= '1' && e->d_name[0] <= '9')) &&
+            strlen(out) + strlen(e->d_name) + 2 < sizeof(out))
+            snprintf(out + strlen(out), sizeof(out) - strlen(out), "%s%s", out[0] ? "," : "",
+                     e->d_name);
+    closedir(d);
+    report(attack, out[0] ? out : "empty");
+}
+
+static void list_dir(const char *attack, const char *path)
+{
+    list_dir_of(attack, path, false);
+}
+
+static void shipped_agent(void)
+{
+    int lfd[2], n = 0;
+    char buf[256], port[64], devno[32], path[128];
+
+    for (int i = 0, ports[] = {8642, 9119}; i < 2; i++)
+        if ((lfd[n] = listen_tcp(ports[i])) >= 0)
+            n++;
+    serve(lfd, n, -1, 1);
+
+    /* Who it is. */
+    snprintf(buf, sizeof(buf), "%u:%u:%u:%u", (unsigned)getuid(), (unsigned)geteuid(),
+             (unsigned)getgid(), (unsigned)getegid());
+    report("ids", buf);
+    for (const char *const *f = (const char *const[]){"CapEff", "CapPrm", "CapBnd", "CapAmb",
+                                                      "NoNewPrivs", "Seccomp", NULL}; *f; f++)
+        status_field(*f, *f);
+    outcome("setuid_root", setuid(0));
+
+    /* The image: root's files refused by their mode, and below that every
+     * mount of it read-only, so nothing can be added either. */
+    struct statvfs sv;
+    for (const char *const *d = (const char *const[]){"/", "/sbin", "/etc", "/usr/bin", NULL}; *d;
+         d++) {
+        snprintf(path, sizeof(path), "mount_ro:%s", *d);
+        report(path, statvfs(*d, &sv) < 0 ? errname(errno) : sv.f_flag & ST_RDONLY ? "ro" : "rw");
+    }
+    open_write("write_sbin_hearth", "/sbin/hearth");
+    open_create("create_sbin", "/sbin/planted");
+    open_create("create_etc", "/etc/planted");
+    open_write("write_passwd", "/etc/passwd");
+    open_write("write_hermes_binary", "/usr/bin/hermes");
+    /* hearth's config: hidden. */
+    int fd = open("/etc/hearth/hearth.json", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0)
+        close(fd);
+    outcome("read_config", fd);
+    list_dir("list_etc_hearth", "/etc/hearth");
+    /* /root: passed through to the home, never listed; the home is its own. */
+    list_dir("list_root", "/root");
+    open_create("create_root", "/root/planted");
+    create_file("create_home", "/root/.hermes/hostile-agent-was-here", true);
+    create_file("create_workspace", "/workspace/hostile-agent-was-here", true);
+
+    /* Other processes. */
+    list_dir_of("proc_pids", "/proc", true);
+    int first = 0;
+    for (int p = 2; p < 65536 && !first; p++)
+        if (p != getpid() && (kill(p, 0) == 0 || errno != ESRCH))
+            first = p;
+    snprintf(buf, sizeof(buf), "%d", first);
+    report("kill_other_pid", buf);
+    outcome("ptrace_pid1", (int)syscall(SYS_ptrace, PTRACE_ATTACH_REQ, 1, 0, 0));
+
+    /* The control channel: the unix socket (where a config has one) and
+     * the virtio-serial port the host talks on. */
+    outcome("control_socket", connect_unix("/run/hearth/control.sock"));
+    if (find_port(port, sizeof(port), devno, sizeof(devno)) == 0) {
+        snprintf(path, sizeof(path), "/dev/%s", port);
+        fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+        if (fd >= 0)
+            close(fd);
+        outcome("open_vport", fd);
+    } else {
+        report("open_vport", "no port found");
+    }
+
+    /* Its /tmp: a tmpfs of its own, empty when it starts, writable; the
+     * file left there is looked for in hearth's /tmp by the test. */
+    struct statfs sf;
+    list_dir("tmp_entries", "/tmp");
+    report("tmp_fs", statfs("/tmp", &sf) == 0 && sf.f_type == TMPFS_MAGIC ? "tmpfs" : "other");
+    fd = open("/tmp/hostile-agent-was-here", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0)
+        close(fd);
+    outcome("create_tmp", fd);
+
+    report("done", "ok");
+    serve(lfd, n, -1, 0);
+    _exit(0);
+}
+
 /* A UDP datagram to dst as a raw Ethernet frame on eth0: it never meets
  * the inet output hook, only the netdev egress chain. */
 static void raw_udp(const char *attack, const char *dst)
@@ -1010,6 +1218,9 @@ int main(int argc, char **argv)
     const char *base = strrchr(argv[0], '/');
     if (strcmp(base ? base + 1 : argv[0], "modprobe") == 0)
         return as_modprobe(argc, argv);
+    if (strcmp(base ? base + 1 : argv[0], "hermes") == 0 && argc >= 3 &&
+        strcmp(argv[1], "gateway") == 0 && strcmp(argv[2], "run") == 0)
+        shipped_agent();
     if (argc < 2) {
         fprintf(stderr, "usage: attack contained|privileged SOCK | forks | hog MIB | throttle MIB"
                         " | vsock CID PORT | tick | fill\n");

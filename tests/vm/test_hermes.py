@@ -4,9 +4,17 @@ sections made QEMU's by hermes_config.py), the stand-in agent in Hermes's
 place. Two boots: the first runs every check that needs a live sandbox,
 the second is the rebuild on the same home."""
 import os
+import stat
 import time
 
 import hermes_config
+
+HERMES_UID = 10000
+
+
+def owner(path):
+    st = os.lstat(path)
+    return (st.st_uid, st.st_gid)
 
 def read(path):
     with open(path) as f:
@@ -56,7 +64,8 @@ def test_hermes_contract(make_vm, hostdirs):
     write(os.path.join(skills, "devops", "monitor", "SKILL.md"), "public monitor\n")
     write(os.path.join(home, "skills", "devops", "runbook", "SKILL.md"), "private runbook\n")
     # The operator's .env, read by the agent and not by hearth: a line
-    # hearth's env_files would refuse, and a value the config also sets.
+    # hearth's env_files would refuse, and the root switch, which changes
+    # nothing: the agent is not root.
     write(os.path.join(home, ".env"), "# operator secrets\nHERMES_STANDIN_MARK=from-dotenv\n"
           "HERMES_ALLOW_ROOT_GATEWAY=yes\nthis line is not an assignment\n")
 
@@ -79,7 +88,17 @@ def test_hermes_contract(make_vm, hostdirs):
     assert "provider: custom" in read(os.path.join(home, "config.yaml"))
     good_config = read(os.path.join(home, "config.yaml"))
     assert vm.agent("env HERMES_STANDIN_MARK") == "from-dotenv"
-    assert vm.agent("env HERMES_ALLOW_ROOT_GATEWAY") == "yes", "Hermes loads .env over its environment"
+    assert vm.agent("env HERMES_ALLOW_ROOT_GATEWAY") == "yes", "Hermes loads .env itself"
+    # The agent is the image's hermes (uid 10000), owner of its home and
+    # workspace (mounts[].owner), of what seeding copied (seed[].user) and
+    # of its log files; Hermes keeps its home 0700 outside a container.
+    st = vm.agent_state()
+    assert (st["uid"], st["gid"]) == (HERMES_UID, HERMES_UID), st
+    for p in (home, hostdirs["workspace"], os.path.join(home, "config.yaml"),
+              os.path.join(home, "sessions"), os.path.join(home, "logs", "hermes.out"),
+              os.path.join(hostdirs["workspace"], "history.log")):
+        assert owner(p) == (HERMES_UID, HERMES_UID), p
+    assert stat.S_IMODE(os.stat(home).st_mode) == 0o700
     assert vm.agent("env API_SERVER_PORT") == "8642"
 
     # Skills through categories: the private category keeps its own skill
@@ -90,6 +109,10 @@ def test_hermes_contract(make_vm, hostdirs):
     assert not os.path.islink(os.path.join(home, "skills", "devops"))
     assert os.readlink(os.path.join(home, "skills", "devops", "deploy")) == \
         "/opt/hermes-common-skills/devops/deploy"
+    # hearth's links in the private skills belong to the agent (the first
+    # service after "skills"), so it can replace them with skills of its own.
+    assert owner(os.path.join(home, "skills", "devops", "deploy")) == (HERMES_UID, HERMES_UID)
+    assert owner(os.path.join(home, "skills", "flat-skill")) == (HERMES_UID, HERMES_UID)
 
     # hermes-web-ui in the foreground, its state on the persistent home.
     vm.wait_for(lambda: vm.service("web-ui")["state"] == "running", timeout=60, what="web-ui")

@@ -271,6 +271,9 @@ def test_oom_in_the_agent_cgroup(make_vm):
     vm.wait_agent()
     s = vm.wait_for(lambda: (lambda x: x if x["state"] == "running" else None)(vm.service("hermes")),
                     what="hermes running again")
+    # A new process (hearth's pid for it: inside its own pid namespace the
+    # agent is always pid 2).
+    assert s["pid"] != svc["pid"] and before["pid"] == 2
     assert s["oom_kills"] >= 1 and s["restarts"] >= 1
     # A new run (hearth's view of it); the agent itself sees pid 2 both
     # times, under its reaper in a process space of its own.
