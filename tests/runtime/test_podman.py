@@ -85,9 +85,12 @@ def test_service_output_reaches_podman_logs(run):
 
 
 def test_orphans_are_reaped(run):
-    # Each subshell exits at once, leaving its sleep to PID 1.
+    # Each subshell exits at once, leaving its sleep to PID 1: hearth,
+    # for a service in hearth's own pid namespace (a contained one's
+    # orphans are its reaper's, tests/integration/test_pidns.py).
     c = run({"control": CONTROL, "services": [
-        {"name": "spawner", "argv": ["sh", "-c", "(sleep 0.3 &); (sleep 0.3 &); (sleep 0.3 &); exec sleep 1000"]}]})
+        {"name": "spawner", "isolation": False,
+         "argv": ["sh", "-c", "(sleep 0.3 &); (sleep 0.3 &); (sleep 0.3 &); exec sleep 1000"]}]})
     wait_until(lambda: c.ctl("status")["orphans_reaped"] >= 3, 15, "three orphans reaped")
     ps = c.exec("ps", "-o", "pid,stat,args").stdout
     assert not [l for l in ps.splitlines()[1:] if l.split()[1].startswith("Z")], ps
