@@ -14,7 +14,8 @@
 # alternate the commands so that load from other jobs falls on all of them
 # alike; medians. Run as root so the namespaces are made. A second row
 # takes hearth's own start-up out: the gap between two execs of a service
-# that exits at once and is restarted without delay.
+# that exits at once and is restarted without delay, with hearth's / shared
+# (as in the VM: later starts copy the namespace template) and without.
 set -eu
 B="$BUILD"
 mkdir -p "$B/bench"
@@ -85,17 +86,22 @@ def alternate(cmds):
 seq = [0]
 
 
-def restart_gap(extra, n=200):
+def restart_gap(extra, n=200, shared=True):
     """One hearth, a service that exits at once and is restarted without
     delay: the gap between two execs is hearth's exit -> start -> exec path,
-    with none of hearth's own start-up in it."""
+    with none of hearth's own start-up in it. shared: hearth runs in a
+    mount namespace of its own whose / is shared, as in the VM, where
+    hearth makes it so: only then does it keep the namespace template
+    (contain_mounts_propagate), so later starts copy it. On a host whose /
+    is private (shared False) every contained start builds its namespace."""
     seq[0] += 1
     f = os.path.join(tmp, f"r{seq[0]}")
     cfg = hearth_config(tmp, [{"name": "main", "argv": ["sleep", "1000"], "main": True},
                               dict({"name": "crash", "argv": [STAMP, f, "1"],
                                     "backoff": {"initial_ms": 0, "max_ms": 0}}, **extra)],
                         f"r{seq[0]}.json")
-    p = subprocess.Popen([HEARTH, "--mode", "supervisor", "--log", "warn", "-c", cfg],
+    wrap = ["unshare", "--mount", "--propagation", "shared", "--"] if shared else []
+    p = subprocess.Popen(wrap + [HEARTH, "--mode", "supervisor", "--log", "warn", "-c", cfg],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_stamps(f, n, 30)
     stop(p)
@@ -135,5 +141,9 @@ else:
                         ("isolation+seccomp off", {"isolation": False, "seccomp": "off"})]:
         row("restart_exec_contained", "exit -> restarted child exec, contained (ms, median)", on,
             name, restart_gap(extra))
+    row("restart_exec_contained_no_template",
+        "exit -> restarted child exec, contained, / not shared: no template (ms, median)",
+        restart_gap({}, shared=False), "isolation off", restart_gap({"isolation": False},
+                                                                   shared=False))
 shutil.rmtree(tmp, ignore_errors=True)
 PY

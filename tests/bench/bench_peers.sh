@@ -49,13 +49,17 @@ def status_kib(pid, field):
                 return int(l.split()[1])
 
 
-def pss_kib(pid):
-    # Pss shares each page among the processes mapping it: a static
-    # binary's text in two processes counts half in each.
+def rollup_kib(pid):
+    """Pss (each page shared among the processes mapping it: a static
+    binary's text in two processes counts half in each) and the private
+    pages (what the process alone holds), from smaps_rollup."""
+    got = {}
     with open(f"/proc/{pid}/smaps_rollup") as f:
         for l in f:
-            if l.startswith("Pss:"):
-                return int(l.split()[1])
+            k, _, v = l.partition(":")
+            if k in ("Pss", "Private_Clean", "Private_Dirty"):
+                got[k] = int(v.split()[0])
+    return got["Pss"], got["Private_Clean"] + got["Private_Dirty"]
 
 
 def children(pid):
@@ -77,7 +81,7 @@ def comm(pid):
 def idle_rss(cmd, marker, inner=None):
     """The supervisor's VmRSS while its child is idle; with inner(pid), also
     what inner finds below it (a reaper: its pid), as (rss, inner's pid's
-    VmRSS, its Pss) read at the same moment."""
+    VmRSS, its Pss, its private KiB) read at the same moment."""
     if os.path.exists(marker):
         os.unlink(marker)
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -86,7 +90,7 @@ def idle_rss(cmd, marker, inner=None):
     r = rss_kib(p.pid) if ok and p.poll() is None else "failed"
     if inner:
         q = inner(p.pid) if r != "failed" else None
-        r = (r, status_kib(q, "VmRSS"), pss_kib(q)) if q else (r, "failed", "failed")
+        r = (r, status_kib(q, "VmRSS"), *rollup_kib(q)) if q else (r,) + ("failed",) * 3
     stop(p)
     return r
 
@@ -103,7 +107,7 @@ def bwrap_init(pid):
 
 
 m = os.path.join(tmp, "m")
-hr, reaper_rss, reaper_pss = idle_rss(
+hr, reaper_rss, reaper_pss, reaper_priv = idle_rss(
     [HEARTH, "--mode", "supervisor", "-c",
      hearth_cfg([{"name": "idle", "argv": [STAMP, m, "0", "stay"]}]), "--log", "warn"], m,
     hearth_reaper)
@@ -140,13 +144,15 @@ row("rss_reaper_vs_qemu_ga", "RSS idle agent, the service's reaper counted (KiB;
 # job: reap the namespace, hand on signals), the same child below it.
 bw = which("bwrap")
 if bw:
-    _, bw_rss, bw_pss = idle_rss([bw, "--unshare-pid", "--ro-bind", "/", "/", "--proc", "/proc",
+    _, bw_rss, bw_pss, bw_priv = idle_rss([bw, "--unshare-pid", "--ro-bind", "/", "/", "--proc", "/proc",
                                   "--dev", "/dev", "--bind", tmp, tmp, STAMP, m, "0", "stay"], m,
                                  bwrap_init)
 else:
-    bw_rss = bw_pss = "failed: not installed"
+    bw_rss = bw_pss = bw_priv = "failed: not installed"
 row("reaper_pss_kib", "a service's reaper, Pss (KiB; bwrap: its pid 1 in the namespace)",
     reaper_pss, "bwrap", bw_pss)
+row("reaper_private_kib", "a service's reaper, private pages (KiB; bwrap: its pid 1 in the "
+    "namespace)", reaper_priv, "bwrap", bw_priv)
 row("reaper_rss_kib", "a service's reaper, VmRSS (KiB; bwrap: its pid 1 in the namespace)",
     reaper_rss, "bwrap", bw_rss)
 
