@@ -33,7 +33,7 @@ podman runc umoci busybox-static"
 IMAGE_PKGS="kmod cpio e2fsprogs qemu-system-x86"
 # make oci: umoci writes the image; busybox-static is the image's shell.
 OCI_PKGS="umoci busybox-static"
-BENCH_PKGS="qemu-guest-agent tini dumb-init s6 nftables python3-pytest iproute2 util-linux procps \
+BENCH_PKGS="qemu-guest-agent tini dumb-init s6 nftables bubblewrap python3-pytest iproute2 util-linux procps \
 kmod cpio e2fsprogs qemu-system-x86"
 
 want_build=1

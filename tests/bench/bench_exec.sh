@@ -3,9 +3,14 @@
 # hearth's exec.start (its reply, then the exec.exit notification) beside
 # qemu-ga's guest-exec + guest-exec-status polled until "exited", both
 # driven by the same Python client over a unix socket, one command at a
-# time. hearth runs /bin/true contained as a service would be (its own
-# cgroup leaf, mount namespace and /dev, capabilities, seccomp), qemu-ga
-# as a plain child. Median of 200 runs after 20 warm-up runs.
+# time. hearth runs /bin/true contained as a host session is (its own
+# cgroup leaf, a copy of the mount namespace template, a pid namespace of
+# its own with the reaper exec'd as its PID 1 and a fresh /proc,
+# capabilities, seccomp; a host session keeps the guest's writable root
+# and /tmp), qemu-ga as a plain child. exec.start has no switch to turn
+# containment off (agent/execproc.c gives every session the default
+# policy), so there is no uncontained hearth row: the peer is qemu-ga.
+# Median of 200 runs after 20 warm-up runs.
 set -eu
 B="$BUILD"
 tmp=$(mktemp -d /tmp/hearth-bench.XXXXXX)

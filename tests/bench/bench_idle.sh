@@ -163,6 +163,10 @@ with open(hermes_cfg, "w") as f:
                    # Its workspace copy of the history lands here, not
                    # in whatever directory make bench was started from.
                    "cwd": workspace,
+                   # Its home and workspace: a contained service's root
+                   # is read-only and its /dev/shm, where tmp is, a
+                   # private tmpfs; writable shows the host's directory.
+                   "writable": [tmp],
                    "after": ["skills"], "restart": "always",
                    "ready": {"http": f"127.0.0.1:{api}/health", "timeout_ms": 60000},
                    "health": dict(shipped["services"][0]["health"],

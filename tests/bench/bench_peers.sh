@@ -42,27 +42,90 @@ for peer in ["tini", "dumb-init", "s6-svscan", "qemu-ga"]:
         stripped_kib(p) if p else "failed: not installed")
 
 # ---- RSS while supervising one idle child ----
-def idle_rss(cmd, marker):
+def status_kib(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        for l in f:
+            if l.startswith(field + ":"):
+                return int(l.split()[1])
+
+
+def rollup_kib(pid):
+    """Pss (each page shared among the processes mapping it: a static
+    binary's text in two processes counts half in each) and the private
+    pages (what the process alone holds), from smaps_rollup."""
+    got = {}
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for l in f:
+            k, _, v = l.partition(":")
+            if k in ("Pss", "Private_Clean", "Private_Dirty"):
+                got[k] = int(v.split()[0])
+    return got["Pss"], got["Private_Clean"] + got["Private_Dirty"]
+
+
+def children(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(c) for c in f.read().split()]
+    except OSError:
+        return []
+
+
+def comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def idle_rss(cmd, marker, inner=None):
+    """The supervisor's VmRSS while its child is idle; with inner(pid), also
+    what inner finds below it (a reaper: its pid), as (rss, inner's pid's
+    VmRSS, its Pss, its private KiB) read at the same moment."""
     if os.path.exists(marker):
         os.unlink(marker)
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ok = wait_file(marker)
     time.sleep(0.2)
     r = rss_kib(p.pid) if ok and p.poll() is None else "failed"
+    if inner:
+        q = inner(p.pid) if r != "failed" else None
+        r = (r, status_kib(q, "VmRSS"), *rollup_kib(q)) if q else (r,) + ("failed",) * 3
     stop(p)
     return r
 
+
+def hearth_reaper(pid):
+    """The service's reaper: hearth's child named hearth-reaper."""
+    return next((c for c in children(pid) if comm(c) == "hearth-reaper"), None)
+
+
+def bwrap_init(pid):
+    """bwrap's pid 1 of the namespace it made: the child of the bwrap
+    started, itself a bwrap."""
+    return next((c for c in children(pid) if comm(c) == "bwrap"), None)
+
+
 m = os.path.join(tmp, "m")
-hr = idle_rss([HEARTH, "--mode", "supervisor", "-c",
-               hearth_cfg([{"name": "idle", "argv": [STAMP, m, "0", "stay"]}]), "--log", "warn"], m)
+hr, reaper_rss, reaper_pss, reaper_priv = idle_rss(
+    [HEARTH, "--mode", "supervisor", "-c",
+     hearth_cfg([{"name": "idle", "argv": [STAMP, m, "0", "stay"]}]), "--log", "warn"], m,
+    hearth_reaper)
+# hearth and the service's reaper: the reaper is what containment adds to
+# a service's idle memory; its Pss, as the binary's pages are hearth's.
+hr_all = hr + reaper_pss if isinstance(reaper_pss, int) and isinstance(hr, int) else "failed"
 peers = {
     "tini": lambda t: [t, "-s", "--", STAMP, m, "0", "stay"],
     "dumb-init": lambda t: [t, STAMP, m, "0", "stay"],
 }
 for name, mk in peers.items():
     t = which(name)
+    pv = idle_rss(mk(t), m) if t else "failed: not installed"
     row(f"rss_one_child_vs_{name.replace('-', '_')}", "RSS supervising one idle child (KiB)", hr, name,
-        idle_rss(mk(t), m) if t else "failed: not installed")
+        pv)
+    row(f"rss_one_child_reaper_vs_{name.replace('-', '_')}",
+        "RSS supervising one idle contained child, its reaper counted (KiB; hearth VmRSS + "
+        "the reaper's Pss)", hr_all, name, pv)
 qga = which("qemu-ga")
 if qga:
     sd = os.path.join(tmp, "qga-state"); os.makedirs(sd, exist_ok=True)
@@ -75,6 +138,23 @@ if qga:
 else:
     qr = "failed: not installed"
 row("rss_vs_qemu_ga", "RSS idle agent (KiB; qemu-ga has no child)", hr, "qemu-ga", qr)
+row("rss_reaper_vs_qemu_ga", "RSS idle agent, the service's reaper counted (KiB; qemu-ga has no "
+    "child)", hr_all, "qemu-ga", qr)
+# One reaper beside bwrap's own pid 1 in a pid namespace it made (the same
+# job: reap the namespace, hand on signals), the same child below it.
+bw = which("bwrap")
+if bw:
+    _, bw_rss, bw_pss, bw_priv = idle_rss([bw, "--unshare-pid", "--ro-bind", "/", "/", "--proc", "/proc",
+                                  "--dev", "/dev", "--bind", tmp, tmp, STAMP, m, "0", "stay"], m,
+                                 bwrap_init)
+else:
+    bw_rss = bw_pss = bw_priv = "failed: not installed"
+row("reaper_pss_kib", "a service's reaper, Pss (KiB; bwrap: its pid 1 in the namespace)",
+    reaper_pss, "bwrap", bw_pss)
+row("reaper_private_kib", "a service's reaper, private pages (KiB; bwrap: its pid 1 in the "
+    "namespace)", reaper_priv, "bwrap", bw_priv)
+row("reaper_rss_kib", "a service's reaper, VmRSS (KiB; bwrap: its pid 1 in the namespace)",
+    reaper_rss, "bwrap", bw_rss)
 
 # ---- start -> child exec ----
 hl = exec_latency(tmp, lambda f: [HEARTH, "--mode", "supervisor", "--log", "warn", "-c",

@@ -13,11 +13,15 @@ import os, sys, tempfile, time, shutil
 root = sys.argv[1]
 sys.path.insert(0, os.path.join(root, "tests", "vm"))
 import conftest
+# An image of its own: the VM tests' (conftest.IMAGE) carries their extra
+# files and is rebuilt by their fixture when older than its inputs, which
+# one built here without them would not be.
+conftest.IMAGE = os.path.join(root, "build", "image", "bench")
 initrd = os.path.join(conftest.IMAGE, "initramfs.cpio.gz")
 if not os.path.exists(initrd) or os.path.getmtime(initrd) < os.path.getmtime(conftest.HEARTH):
     import subprocess
-    subprocess.run([os.path.join(root, "rootfs", "build-image.sh"), "--no-ext4"], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run([os.path.join(root, "rootfs", "build-image.sh"), "--no-ext4", "--out",
+                    conftest.IMAGE], check=True, stdout=subprocess.DEVNULL)
 d = tempfile.mkdtemp(prefix="hearth-bvm-")
 for k in ("home", "workspace", "skills"):
     os.makedirs(os.path.join(d, k))

@@ -107,9 +107,13 @@ def start_qga(tmp, procs):
 def hearth_config(tmp, services, name):
     """A supervisor config of services, written to tmp/name; its path. The
     control socket sits in tmp/ctl, a directory of its own: a contained
-    service's namespace hides that directory."""
+    service's namespace hides that directory. Each service may write tmp
+    (its `writable`): a contained service's root is read-only and its /tmp
+    a private tmpfs, where the stamps it writes would never reach the
+    bench (a service with isolation off ignores the key)."""
     os.makedirs(os.path.join(tmp, "ctl"), exist_ok=True)
     path = os.path.join(tmp, name)
+    services = [dict({"writable": [tmp]}, **s) for s in services]
     with open(path, "w") as f:
         json.dump({"control": {"listen": ["unix:" + os.path.join(tmp, "ctl", "ctl.sock")]},
                    "services": services}, f)
@@ -123,13 +127,21 @@ def exec_latency(tmp, cmd_for, runs=40):
     """start -> child exec: cmd_for(f) is a command (built before the clock
     starts) whose child is the stamp helper writing CLOCK_MONOTONIC at its
     exec to f. The median in ms of runs starts, as text, or "failed"."""
+    lat = exec_latencies(tmp, cmd_for, runs)
+    return f"{statistics.median(lat):.2f}" if lat else "failed"
+
+
+def exec_latencies(tmp, cmd_for, runs, pass_fds=()):
+    """exec_latency's runs, each start's latency in ms (a start whose stamp
+    never came is left out); pass_fds are kept open in the command."""
     lat = []
     for _ in range(runs):
         _stamps[0] += 1
         f = os.path.join(tmp, f"x{_stamps[0]}")
         cmd = cmd_for(f)
         t0 = time.monotonic_ns()
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             pass_fds=pass_fds)
         if not wait_file(f):
             stop(p)
             continue
@@ -138,7 +150,7 @@ def exec_latency(tmp, cmd_for, runs=40):
         if p.poll() is None:
             p.wait(5)
         stop(p)
-    return f"{statistics.median(lat):.2f}" if lat else "failed"
+    return lat
 
 
 def wait_stamps(path, n, timeout, step=0.01):
