@@ -119,7 +119,11 @@ class Hearth:
         if cgroup:
             self.cgroup = make_test_cgroup()
             cmd = ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', self.cgroup, *cmd]
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        vg = getattr(self, "vg_log", None) if VALGRIND else None
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
+                                     pass_fds=(vg.fileno(),) if vg else ())
+        if vg:
+            vg.close()  # hearth holds it
         if wait:
             self.wait_ready()
         return self
@@ -141,9 +145,14 @@ class Hearth:
         # Without -q the summary is written even when clean: the proof
         # check_valgrind looks for.
         opts = [o for o in WRAP if o not in ("-q", "--quiet")]
-        # %p: forked children that do not exec (probes, syncs) are checked
-        # too and write their own file; pids are those of hearth's namespace.
-        return [*opts, f"--log-file={self.vg_dir()}/vg.%p.log",
+        # One log for hearth and every child it forks that does not exec
+        # (probes, syncs, a service's steps before its exec), appended to
+        # through one inherited descriptor: a file per pid (%p) does not
+        # work once children live in pid namespaces of their own (each
+        # is pid 1 or 2 there and would truncate hearth's file, or could
+        # not create its own once it is not root).
+        self.vg_log = open(self.vg_dir() / "vg.log", "ab")
+        return [*opts, f"--log-fd={self.vg_log.fileno()}",
                 f"--error-exitcode={VG_ERROR_EXIT}",
                 "--suppressions=" + os.path.join(ROOT, "tests", "valgrind.supp")]
 
@@ -167,15 +176,17 @@ class Hearth:
             self.vg_problems.append(f"run {self.runs}: hearth still running; no valgrind verdict")
         elif rc == VG_ERROR_EXIT:
             self.vg_problems.append(f"run {self.runs}: valgrind exit status {rc} (errors)")
-        # Forked children that never exec (health probes, syncs) have
-        # their own files; any error in any of them counts.
-        for f in sorted(where.glob("vg.*.log")):
-            text = f.read_text(errors="replace")
-            if VG_ERROR_RE.search(text) or re.search(r"ERROR SUMMARY: [1-9]", text):
-                self.vg_problems.append(f"{f}:\n{text}")
-        main = where / "vg.1.log"
-        if not main.exists() or "ERROR SUMMARY: 0 errors" not in main.read_text(errors="replace"):
-            self.vg_problems.append(f"run {self.runs}: no clean ERROR SUMMARY in {main} "
+        # Forked children that never exec (health probes, syncs) write
+        # to the same log; any error in any of them counts.
+        log = where / "vg.log"
+        text = log.read_text(errors="replace") if log.exists() else ""
+        if VG_ERROR_RE.search(text) or re.search(r"ERROR SUMMARY: [1-9]", text):
+            self.vg_problems.append(f"{log}:\n{text}")
+        # hearth outlives every child it forks (it stops them before it
+        # exits): the last summary is its own.
+        summaries = re.findall(r"ERROR SUMMARY: \d+ errors", text)
+        if not summaries or summaries[-1] != "ERROR SUMMARY: 0 errors":
+            self.vg_problems.append(f"run {self.runs}: no clean ERROR SUMMARY in {log} "
                                     f"(status {rc}): valgrind did not see hearth exit")
 
     def wait_ready(self, timeout=10.0):
