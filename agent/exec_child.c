@@ -18,7 +18,7 @@ exec_child_run(const struct proc *p, const struct exec_request *r, const struct 
     struct child_report rep;
 
     memset(&rep, 0, sizeof(rep));
-    launch_reset_signals();
+    launch_reset_signals(plan);
     setsid();
     if (p->leaf[0] && !placed) {
         char path[CGROUP_PATH_MAX + 16];

@@ -327,7 +327,7 @@ static void __attribute__((noreturn)) exec_child(const struct check_exec *how, c
 
     memset(&rep, 0, sizeof(rep));
     rep.step = LAUNCH_STEP_SETUP;
-    launch_reset_signals();
+    launch_reset_signals(how->plan);
     /* A probe is no part of PID 1: the OOM killer may pick it. */
     launch_oom_default();
     setpgid(0, 0);

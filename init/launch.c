@@ -533,18 +533,36 @@ void launch_exec(const struct launch_plan *p, const char *cwd, char *const argv[
         *step = LAUNCH_STEP_SECCOMP;
         if (p->contain.seccomp && seccomp_install(&p->contain.prog) < 0)
             return;
-        sigset_t all, none;
+        sigset_t all, none, early;
         sigfillset(&all);
         sigemptyset(&none);
-        /* Blocked before the fork: the main process's end cannot come
-         * before the reaper waits for it (see pidreaper.c). */
+        /* Blocked before the fork (and since the child began, see
+         * launch_reset_signals): the main process's end cannot come
+         * before the reaper waits for it (see pidreaper.c), and what
+         * was sent to the service while it set up is still here. */
         sigprocmask(SIG_SETMASK, &all, NULL);
+        sigemptyset(&early);
+        sigpending(&early);
         *step = LAUNCH_STEP_SETUP;
         pid_t main = fork();
         if (main < 0)
             return;
-        if (main > 0)
+        if (main > 0) {
+            /* Sent before the program existed: the kernel gave it to
+             * this process alone (a signal to the group after the fork
+             * reaches the program by itself). Handed on once each. */
+            struct timespec zero = {0, 0};
+            for (int sig = 1; sig < 65; sig++) {
+                sigset_t one;
+                if (sig == SIGCHLD || !sigismember(&early, sig))
+                    continue;
+                sigemptyset(&one);
+                sigaddset(&one, sig);
+                if (sigtimedwait(&one, NULL, &zero) == sig)
+                    kill(main, sig);
+            }
             pidreaper_become(main, p->reaper_fd, report_fd);
+        }
         sigprocmask(SIG_SETMASK, &none, NULL);
         close(p->reaper_fd);
         *step = LAUNCH_STEP_CWD;
@@ -577,15 +595,15 @@ struct kernel_sigaction {
     unsigned long mask;
 };
 
-void launch_reset_signals(void)
+void launch_reset_signals(const struct launch_plan *p)
 {
     struct kernel_sigaction dfl = {SIG_DFL, 0, NULL, 0};
-    unsigned long empty = 0;
+    unsigned long mask = p && p->contain.pidns && !p->contain.join ? ~0UL : 0;
 
     for (int sig = 1; sig <= 64; sig++)
         if (sig != SIGKILL && sig != SIGSTOP)
             syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof(unsigned long));
-    syscall(SYS_rt_sigprocmask, SIG_SETMASK, &empty, NULL, sizeof(unsigned long));
+    syscall(SYS_rt_sigprocmask, SIG_SETMASK, &mask, NULL, sizeof(unsigned long));
 }
 
 void launch_owner(const struct service_config *c, uid_t *uid, gid_t *gid)

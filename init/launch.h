@@ -91,8 +91,13 @@ void launch_exec(const struct launch_plan *p, const char *cwd, char *const argv[
                  int *step, char *what, size_t whatlen);
 
 /* In a child before exec: every signal to its default disposition and
- * none blocked, including those the C library reserves for itself. */
-void launch_reset_signals(void);
+ * none blocked, including those the C library reserves for itself. A
+ * child that will be PID 1 of a pid namespace of its own (plan->contain
+ * .pidns, not joined) keeps every signal blocked instead: the kernel drops
+ * a signal such an init neither blocks nor handles, so a stop sent while
+ * it sets up would be lost; blocked, it waits for the reaper, which hands
+ * it on (launch_exec unblocks the program's). */
+void launch_reset_signals(const struct launch_plan *p);
 
 /* Parses one env file's text into KEY=VALUE strings appended to *env.
  * Exposed for unit tests. */

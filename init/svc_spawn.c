@@ -152,7 +152,7 @@ static void __attribute__((noreturn)) child_exec(struct service *s, int errfd,
     const struct service_config *c = s->cfg;
     struct child_report report;
 
-    launch_reset_signals();
+    launch_reset_signals(plan);
     setsid();
     /* Born in its leaf by clone3; otherwise it moves itself there. */
     if (s->leaf.path[0] && !placed) {
