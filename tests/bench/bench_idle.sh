@@ -142,9 +142,12 @@ workspace = os.path.join(tmp, "workspace")
 os.makedirs(workspace, exist_ok=True)
 # The stand-in's API server answers GET /health, as the gateway's does
 # with API_SERVER_ENABLED (docs/hermes.md).
+# It runs as root here (the bench machine has no hermes user to give it,
+# and its home is a root-owned scratch directory): the stand-in, like the
+# real gateway, refuses that unless told.
 agent_env = {"HERMES_HOME": home, "HERMES_PORT": str(port), "HERMES_BIND": "127.0.0.1",
              "API_SERVER_ENABLED": "true", "API_SERVER_HOST": "127.0.0.1",
-             "API_SERVER_PORT": str(api)}
+             "API_SERVER_PORT": str(api), "HERMES_ALLOW_ROOT_GATEWAY": "1"}
 # The shipped config's schedule (rootfs/hermes/hearth.json).
 with open(os.path.join(os.environ["ROOT"], "rootfs", "hermes", "hearth.json")) as f:
     shipped = json.load(f)
