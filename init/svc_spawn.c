@@ -134,6 +134,15 @@ static void register_file_values(const struct service_config *c, const struct la
 /* Runs in the child between fork and exec: only async-signal-safe calls
  * that cannot touch hearth's loop. Any failure is reported through the
  * pipe and ends the child with 127. */
+/* Both ends of each pipe that was made (-1: not made), on a failed start. */
+static void close_pipes(int *const pipes[], size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        for (int end = 0; end < 2; end++)
+            if (pipes[i][end] >= 0)
+                close(pipes[i][end]);
+}
+
 /* The writable mounts hearth made (mounts, host_mounts) stay writable in
  * a service's read-only root. */
 static int writable_mounts(struct contain_plan *p, char *err, size_t errlen)
@@ -284,13 +293,7 @@ int svc_spawn(struct service *s)
     if (plan.contain.pidns && pidreaper_pipe(pr) < 0) {
         snprintf(s->error, sizeof(s->error), "unable to create the reaper's pipe: %s",
                  strerror(errno));
-        close(p[0]);
-        close(p[1]);
-        for (int i = 0; i < 2; i++) {
-            if (po[i] >= 0) close(po[i]);
-            if (pe[i] >= 0) close(pe[i]);
-            if (pn[i] >= 0) close(pn[i]);
-        }
+        close_pipes((int *[]){p, po, pe, pn}, 4);
         launch_free(&plan);
         return -1;
     }
@@ -302,14 +305,7 @@ int svc_spawn(struct service *s)
         contain_snapshot_forked(&plan.contain, pid > 0);
     if (pid < 0) {
         snprintf(s->error, sizeof(s->error), "unable to fork: %s", strerror(errno));
-        close(p[0]);
-        close(p[1]);
-        for (int i = 0; i < 2; i++) {
-            if (po[i] >= 0) close(po[i]);
-            if (pe[i] >= 0) close(pe[i]);
-            if (pn[i] >= 0) close(pn[i]);
-            if (pr[i] >= 0) close(pr[i]);
-        }
+        close_pipes((int *[]){p, po, pe, pn, pr}, 5);
         launch_free(&plan);
         return -1;
     }
