@@ -1,5 +1,6 @@
 /* The child's side of an exec.start, and the descriptors it gets. */
 #include "execproc_priv.h"
+#include "lifeline.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +18,9 @@ exec_child_run(const struct proc *p, const struct exec_request *r, const struct 
 {
     struct child_report rep;
 
+    /* First: a session outlives no hearth (lifeline.h); asked again
+     * after its identity changes. */
+    lifeline_hold();
     memset(&rep, 0, sizeof(rep));
     launch_reset_signals(plan);
     setsid();

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 
+#include "lifeline.h"
 #include "log.h"
 #include "reaper.h"
 
@@ -325,6 +326,7 @@ static void __attribute__((noreturn)) exec_child(const struct check_exec *how, c
     struct probe_report rep;
     int nul;
 
+    lifeline_hold(); /* first: a probe outlives no hearth */
     memset(&rep, 0, sizeof(rep));
     rep.step = LAUNCH_STEP_SETUP;
     launch_reset_signals(how->plan);

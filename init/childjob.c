@@ -13,6 +13,7 @@
 
 #include "hearth.h"
 #include "inherit.h"
+#include "lifeline.h"
 #include "log.h"
 #include "reaper.h"
 
@@ -263,6 +264,7 @@ int childjob_start(struct childjob *j, int64_t timeout_ms, size_t max, childjob_
         /* The child: non-blocking writes through childjob_write (which
          * asks the loop to read when the pipe is full), then out without
          * running the parent's exit handlers. */
+        lifeline_hold(); /* no root job outlives hearth */
         close(p[0]);
         inherit_close_all_but2(p[1], kick);
         child_kick = kick;

@@ -151,6 +151,8 @@ static bool root_is_shared(void)
 /* Whether mounts hearth adds later reach the services' namespaces (and
  * the template): -1 not known yet. */
 static int propagates = -1;
+/* Whether contain_host_setup found the mount namespace hearth's own. */
+static bool owned;
 
 bool contain_mounts_propagate(void)
 {
@@ -161,6 +163,24 @@ bool contain_mounts_propagate(void)
     return propagates == 1;
 }
 
+/* Whether hearth's mount namespace is its own: as PID 1 it is (the
+ * machine's, or the one the runtime made for the container). Beside
+ * another init (a container's entrypoint in a shared pid namespace) it
+ * is when it is not that init's: the runtime gave the container one of
+ * its own. When the other init's cannot be read (no CAP_SYS_PTRACE), a
+ * process told it is a container's believes it. */
+static bool owns_mount_ns(void)
+{
+    struct stat self, init;
+    if (getpid() == 1)
+        return true;
+    if (stat("/proc/self/ns/mnt", &self) < 0)
+        return false;
+    if (stat("/proc/1/ns/mnt", &init) < 0)
+        return errno == EACCES || errno == EPERM;
+    return self.st_ino != init.st_ino || self.st_dev != init.st_dev;
+}
+
 void contain_host_setup(bool supervisor)
 {
     static bool done;
@@ -168,11 +188,12 @@ void contain_host_setup(bool supervisor)
     if (done)
         return;
     done = true;
-    /* vm and container modes are PID 1 of their namespaces; a process
-     * that is not (a forced --mode, the unit tests) shares someone
-     * else's mount namespace and must leave it alone. */
-    if (supervisor || getpid() != 1)
+    /* In supervisor mode, or in a mount namespace another init uses too
+     * (a forced --mode, the unit tests), the namespace is someone else's
+     * and is left alone. */
+    if (supervisor || !owns_mount_ns())
         return;
+    owned = true;
     /* hearth owns this mount namespace (vm: the machine's; container:
      * the runtime made it for hearth): sharing it changes nothing outside. */
     propagates = mount(NULL, "/", NULL, MS_REC | MS_SHARED, NULL) == 0;
@@ -242,9 +263,9 @@ void contain_host_report(bool supervisor)
     if (done)
         return;
     done = true;
-    if (supervisor || getpid() != 1)
+    if (!owned)
         propagates = root_is_shared();
-    if ((supervisor || getpid() != 1) && !propagates)
+    if (!owned && !propagates)
         log_warn("/ is not a shared mount here: mounts hearth adds after a service started "
                  "will not reach that service's namespace");
     /* The kernel checks migrations against the writer's cgroup namespace

@@ -17,6 +17,7 @@
 #include "events.h"
 #include "hearth.h"
 #include "inherit.h"
+#include "lifeline.h"
 #include "log.h"
 #include "mounts.h"
 #include "reaper.h"
@@ -377,6 +378,7 @@ int diskuse_probe(diskuse_done_fn fn, void *ctx)
         what = "fork the probe";
         pid = fork();
         if (pid == 0) {
+            lifeline_hold();
             close(p[0]);
             child_run(p[1]);
         }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "accounts.h"
+#include "lifeline.h"
 #include "pidreaper.h"
 #include "safepath.h"
 #include "seccomp.h"
@@ -482,6 +483,9 @@ int launch_apply(const struct launch_plan *p)
      * not regain what it lost through a setuid or file-capability exec. */
     if ((p->no_new_privs || p->contain.seccomp) && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         return -1;
+    /* Again: the id change cleared the death signal asked for at the
+     * fork (lifeline.h). */
+    lifeline_hold();
     return 0;
 }
 

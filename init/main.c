@@ -31,6 +31,7 @@
 #include "hearth.h"
 #include "jsonalloc.h"
 #include "guestlimits.h"
+#include "lifeline.h"
 #include "log.h"
 #include "machine.h"
 #include "modules.h"
@@ -74,13 +75,19 @@ static int parse_mode(const char *s, enum hearth_mode *m)
 
 /* PID 1 with no /proc yet is the first process of a kernel; PID 1 with a
  * /proc is a container's init (runtimes mount it), unless the kernel
- * command line says hearth.mode=vm. Anything else supervises. */
+ * command line says hearth.mode=vm. Not PID 1 but with a parent out of
+ * sight (a parent pid of 0: the parent is in an outer pid namespace) is
+ * a container's entrypoint that joined a pid namespace another init owns
+ * (podman's --pid container:X); a shell or a service manager is always
+ * in sight of what it starts. Anything else supervises. An entrypoint
+ * whose parent is that other init (pid 1 in sight) cannot be told from a
+ * process a host's init started: the image says --mode container. */
 static enum hearth_mode detect_mode(void)
 {
     char v[32];
 
     if (getpid() != 1)
-        return MODE_SUPERVISOR;
+        return getppid() == 0 ? MODE_CONTAINER : MODE_SUPERVISOR;
     if (access("/proc/self/stat", F_OK) < 0)
         return MODE_VM;
     if (getenv("container"))
@@ -378,8 +385,15 @@ int main(int argc, char **argv)
     }
     if (dumpable_rc < 0)
         log_warn("unable to mark hearth non-dumpable: %s", strerror(dumpable_errno));
-    if (H.mode == MODE_SUPERVISOR && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+    /* Not PID 1 (supervisor mode, or a container's entrypoint beside
+     * another init): what a service leaves behind is still hearth's to
+     * reap, and hearth's pidfd is ready before the first fork so that
+     * every child can die with it (lifeline.h). */
+    if (getpid() != 1 && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
         log_warn("unable to become a subreaper: %s", strerror(errno));
+    if (lifeline_init() < 0 && getpid() != 1)
+        log_warn("unable to open a pidfd of hearth: %s; a service that starts as hearth is "
+                 "killed may outlive it", strerror(errno));
 
     H.cfg = load_config(config_path ? config_path : CONFIG_DEFAULT_PATH, config_path != NULL);
     if (!H.cfg) {

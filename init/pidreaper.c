@@ -11,6 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lifeline.h"
+
 #ifndef SYS_close_range
 #define SYS_close_range 436
 #endif
@@ -109,8 +111,8 @@ static void __attribute__((noreturn)) run(pid_t main, int status_fd)
 
 void pidreaper_become(pid_t main, int status_fd, int report_fd)
 {
-    char mainbuf[16], fdbuf[16];
-    char *argv[] = {PIDREAPER_ARGV0, mainbuf, fdbuf, NULL};
+    char mainbuf[16], fdbuf[16], lifebuf[16];
+    char *argv[] = {PIDREAPER_ARGV0, mainbuf, fdbuf, lifebuf, NULL};
     char *envp[] = {NULL};
 
     close(report_fd);
@@ -129,7 +131,14 @@ void pidreaper_become(pid_t main, int status_fd, int report_fd)
             fcntl(fd, F_SETFD, FD_CLOEXEC);
     snprintf(mainbuf, sizeof(mainbuf), "%d", (int)main);
     snprintf(fdbuf, sizeof(fdbuf), "%d", status_fd);
-    /* The status descriptor crosses the exec; nothing else does. */
+    /* The exec may clear the death signal lifeline_hold asked for (a
+     * root reaper's permitted set can grow back): hearth's pidfd crosses
+     * it so that the reaper asks again and checks (lifeline.h). */
+    int life = lifeline_fd();
+    if (life >= 0 && fcntl(life, F_SETFD, 0) < 0)
+        life = -1;
+    snprintf(lifebuf, sizeof(lifebuf), "%d", life);
+    /* The status descriptor and that pidfd cross the exec; nothing else does. */
     if (exe_fd >= 0 && fcntl(status_fd, F_SETFD, 0) == 0)
         syscall(SYS_execveat, exe_fd, "", argv, envp, AT_EMPTY_PATH);
     /* Without the exec (no descriptor, refused) the same loop runs here,
@@ -139,7 +148,7 @@ void pidreaper_become(pid_t main, int status_fd, int report_fd)
 
 int pidreaper_main(int argc, char **argv)
 {
-    if (argc != 3 || getpid() != 1)
+    if (argc != 4 || getpid() != 1)
         return 2;
     char *end;
     long main = strtol(argv[1], &end, 10), fd;
@@ -148,6 +157,11 @@ int pidreaper_main(int argc, char **argv)
     fd = strtol(argv[2], &end, 10);
     if (*end || fd < 0)
         return 2;
+    long life = strtol(argv[3], &end, 10);
+    if (*end || life < -1)
+        return 2;
+    /* First: hearth may be gone already, or go now. */
+    lifeline_hold_fd((int)life);
     fcntl((int)fd, F_SETFD, FD_CLOEXEC);
     run((pid_t)main, (int)fd);
 }

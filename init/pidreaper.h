@@ -41,7 +41,8 @@ int pidreaper_status(int fd, int reaper_status);
 void pidreaper_become(pid_t main, int status_fd, int report_fd) __attribute__((noreturn));
 
 /* The reaper role, from main() when argv[0] is PIDREAPER_ARGV0:
- * argv[1] the main process's pid, argv[2] the status descriptor. */
+ * argv[1] the main process's pid, argv[2] the status descriptor,
+ * argv[3] hearth's pidfd (-1: none), for lifeline_hold_fd. */
 int pidreaper_main(int argc, char **argv);
 
 #endif

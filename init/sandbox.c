@@ -19,6 +19,7 @@
 #include "hearth.h"
 #include "launch.h"
 #include "inherit.h"
+#include "lifeline.h"
 #include "log.h"
 #include "machine.h"
 #include "mounts.h"
@@ -523,6 +524,7 @@ int sandbox_freeze(int64_t timeout_ms, sandbox_freeze_done done, void *ctx, char
         return 0;
     }
     if (pid == 0) {
+        lifeline_hold();
         inherit_close_all_but(-1);
         _exit(mounts_sync() < 0 ? 1 : 0);
     }

@@ -15,6 +15,7 @@
 #include "contain.h"
 #include "hearth.h"
 #include "launch.h"
+#include "lifeline.h"
 #include "log.h"
 #include "mounts.h"
 #include "pidreaper.h"
@@ -161,6 +162,9 @@ static void __attribute__((noreturn)) child_exec(struct service *s, int errfd,
     const struct service_config *c = s->cfg;
     struct child_report report;
 
+    /* First: a service outlives no hearth (lifeline.h); asked again
+     * after its identity changes (launch_apply). */
+    lifeline_hold();
     launch_reset_signals(plan);
     setsid();
     /* Born in its leaf by clone3; otherwise it moves itself there. */
