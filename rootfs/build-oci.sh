@@ -101,7 +101,7 @@ umoci unpack $rootless --image "$layout:$ref" "$bundle" >/dev/null
 cp -a "$stage/." "$bundle/rootfs/"
 umoci repack --image "$layout:$ref" --history.created_by "rootfs/build-oci.sh" "$bundle"
 umoci config --image "$layout:$ref" --no-history \
-    --config.entrypoint /sbin/hearth \
+    --config.entrypoint /sbin/hearth --config.entrypoint=--mode --config.entrypoint container \
     --config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     --config.workingdir / \
     --config.stopsignal SIGTERM \

@@ -18,7 +18,9 @@ CONTROL = {"listen": ["unix:/run/hearth/control.sock"]}
 
 def test_image_loads_with_entrypoint_and_labels(image):
     cfg = json.loads(podman("image", "inspect", image, "--format", "{{json .Config}}").stdout)
-    assert cfg["Entrypoint"] == ["/sbin/hearth"]
+    # Forced: beside another init (a shared pid namespace) hearth is
+    # not PID 1 and its parent may be that init, in sight.
+    assert cfg["Entrypoint"] == ["/sbin/hearth", "--mode", "container"]
     labels = cfg["Labels"]
     assert labels["org.opencontainers.image.version"] == VERSION
     assert labels["org.opencontainers.image.title"] == "hearth-hermes"
@@ -262,3 +264,70 @@ def test_hearthctl_hybrid_vsock_reaches_the_container(run, tmp_path):
         assert "closed during handshake" in r.stderr and "1026" in r.stderr
     finally:
         vmm.close()
+
+
+def test_cube_shape_hearth_beside_the_platforms_init(image, tmp_path):
+    """CubeSandbox's shape: the platform's own init is PID 1 of a pid and
+    network namespace (here a container whose PID 1 is a shell that only
+    sleeps and reaps); hearth's container joins both (--pid container:X
+    --network container:X, the host's cgroup namespace) with a mount
+    namespace of its own. hearth is not PID 1; the default (root,
+    contained) agent service cannot see or kill it; a kill -9 of hearth
+    from the platform's container leaves none of its processes running
+    in the shared namespace. CAP_SYS_ADMIN as for every container here.
+    Under podman the runtime's cleanup of a dead container's cgroup ends
+    them too, so this shows the shape works; that they die with hearth by
+    themselves is tests/integration/test_entrypoint.py's (it fails with
+    the death signal taken out, this one does not)."""
+    mark = str(random.randrange(10**8, 10**9))
+    plat, hearth = "hearth-plat-" + mark, "hearth-cube-" + mark
+    limits = ["--ulimit", "nofile=20000:20000", "--ulimit", "nproc=4096:4096"]
+    cfg = tmp_path / "cube.json"
+    script = ('while [ ! -s /workspace/hp ]; do sleep 0.05; done; hp=$(cat /workspace/hp); '
+              '{ [ -e /proc/$hp ] && echo seen=yes || echo seen=no; '
+              'kill -9 $hp 2>&1; echo "kill=$?"; } > /workspace/report.tmp; '
+              'mv /workspace/report.tmp /workspace/report; '
+              f'sleep 86401.{mark} & exec sleep 86400.{mark}')
+    cfg.write_text(json.dumps({"control": CONTROL, "services": [
+        {"name": "agent", "argv": ["sh", "-c", script], "writable": ["/workspace"]}]}))
+    try:
+        podman("run", "-d", "--name", plat, "--network", "none", *limits, "--entrypoint", "sh",
+               image, "-c", "i=0; while [ $i -lt 40 ]; do sleep 0 & i=$((i+1)); done; wait; "
+                            "while :; do sleep 1; done")
+        podman("run", "-d", "--name", hearth, "--pid", f"container:{plat}",
+               "--network", f"container:{plat}", "--cgroupns", "host", *limits,
+               "--cap-add", "SYS_ADMIN", "-v", f"{cfg}:/etc/hearth/hearth.json:ro", image)
+
+        def ctl(*args):
+            return json.loads(podman("exec", hearth, "hearthctl", "--json", *args).stdout)
+
+        st = wait_until(lambda: (lambda s: s if s["services"][0]["state"] == "running" else None)(
+            ctl("status")), 30, "the agent running")
+        assert st["mode"] == "container" and st["pid"] > 40, st
+        podman("exec", hearth, "sh", "-c", f"echo {st['pid']} > /workspace/hp")
+        wait_until(lambda: podman("exec", hearth, "test", "-s", "/workspace/report",
+                                  check=False).returncode == 0, 15, "the agent's report")
+        report = podman("exec", hearth, "cat", "/workspace/report").stdout
+        assert "seen=no" in report and "No such process" in report and "kill=1" in report, report
+        podman("exec", "-d", hearth, "hearthctl", "exec", "--", "sleep", f"86402.{mark}")
+
+        def running():
+            ps = podman("exec", plat, "ps", "-o", "pid,stat,args").stdout.splitlines()[1:]
+            # The session's client (hearthctl, podman exec's) is not hearth's.
+            return [l for l in ps if l.split()[2:3] == ["sleep"] and mark in l
+                    and not l.split()[1].startswith("Z")]
+
+        # The platform sees them all in its namespace: service, child, session.
+        live = wait_until(lambda: (lambda r: r if len(r) == 3 else None)(running()), 15,
+                          "three processes of hearth's in the platform's ps: " +
+                          podman("exec", plat, "ps", "-o", "pid,stat,args").stdout)
+        assert podman("exec", plat, "cat", f"/proc/{st['pid']}/comm").stdout.strip() == "hearth"
+        podman("exec", plat, "kill", "-9", str(st["pid"]))
+        deadline = time.monotonic() + 5
+        while running() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert running() == [], f"still running after hearth was killed (of {live})"
+        assert podman("inspect", plat, "--format", "{{.State.Running}}").stdout.strip() == "true"
+    finally:
+        podman("rm", "-f", "-t", "0", hearth, check=False)
+        podman("rm", "-f", "-t", "0", plat, check=False)
