@@ -107,7 +107,7 @@ static int lports_fill(const cJSON *arr, struct egress_policy *p, char *err, siz
     return 0;
 }
 
-static cJSON *lports_json(const struct egress_policy *p)
+cJSON *egress_lports_json(const struct egress_policy *p)
 {
     cJSON *a = cJSON_CreateArray();
     for (size_t i = 0; a && i < p->n_lports; i++) {
@@ -118,15 +118,10 @@ static cJSON *lports_json(const struct egress_policy *p)
     return a;
 }
 
-cJSON *egress_lports_json(const struct egress_policy *p)
+/* The policy as stored and reported: every field of the platform's
+ * present (deny_local_ports is reported on its own, egress_lports_json). */
+static cJSON *normalised(const cJSON *policy, bool allow_public)
 {
-    return lports_json(p);
-}
-
-/* The policy as stored and reported: every field present. */
-static cJSON *normalised(const cJSON *policy, const struct egress_policy *p)
-{
-    bool allow_public = p->allow_public;
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
@@ -140,12 +135,6 @@ static cJSON *normalised(const cJSON *policy, const struct egress_policy *p)
             cJSON_Delete(o);
             return NULL;
         }
-    }
-    cJSON *lp = lports_json(p);
-    if (!lp || !cJSON_AddItemToObject(o, "deny_local_ports", lp)) {
-        cJSON_Delete(lp);
-        cJSON_Delete(o);
-        return NULL;
     }
     return o;
 }
@@ -167,7 +156,7 @@ static int egress_fill(const cJSON *policy, struct egress_policy *p, char *err, 
     for (size_t i = 0; i < nd; i++)
         if (cidr_parse(default_deny[i], false, &p->deny[p->n_deny], NULL, 0) == 0)
             p->n_deny++;
-    p->stated = normalised(policy, p);
+    p->stated = normalised(policy, p->allow_public);
     if (!p->stated) {
         snprintf(err, errlen, "out of memory");
         goto fail;

@@ -29,7 +29,7 @@ struct egress_policy {
     bool allow_public;          /* allowPublicTraffic, default true */
     struct cidr *allow, *deny;
     size_t n_allow, n_deny;
-    struct cJSON *stated;       /* {allowPublicTraffic, allowOut, denyOut, deny_local_ports} */
+    struct cJSON *stated;       /* {allowPublicTraffic, allowOut, denyOut} */
     char error[256];            /* a given policy that could not be parsed: why */
 };
 
