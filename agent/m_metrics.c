@@ -121,11 +121,13 @@ static cJSON *egress_counters_json(void)
         cJSON_Delete(e);
         return o;
     }
-    cJSON_AddBoolToObject(o, "applied", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "applied")));
-    cJSON *c = cJSON_DetachItemFromObjectCaseSensitive(e, "counters");
+    bool applied = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "applied"));
+    cJSON_AddBoolToObject(o, "applied", applied);
+    /* While a policy is applied: the local ports alone have no place here. */
+    cJSON *c = applied ? cJSON_DetachItemFromObjectCaseSensitive(e, "counters") : NULL;
     if (c)
         cJSON_AddItemToObject(o, "counters", c);
-    cJSON *ce = cJSON_DetachItemFromObjectCaseSensitive(e, "counters_error");
+    cJSON *ce = applied ? cJSON_DetachItemFromObjectCaseSensitive(e, "counters_error") : NULL;
     if (ce)
         cJSON_AddItemToObject(o, "counters_error", ce);
     cJSON_Delete(e);

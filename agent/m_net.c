@@ -15,10 +15,12 @@ int m_egress_get(struct client *c, cJSON *params, cJSON **result, struct rpc_err
 }
 
 /* params is the policy itself, replacing the old one whole: absent
- * fields take their defaults (public on, empty lists). */
+ * fields take their defaults (public on, empty lists, the default local
+ * ports). */
 int m_egress_set(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
-    static const char *const known[] = {"allowPublicTraffic", "allowOut", "denyOut", NULL};
+    static const char *const known[] = {"allowPublicTraffic", "allowOut", "denyOut",
+                                        "deny_local_ports", NULL};
     char why[256];
     cJSON *empty = NULL;
 

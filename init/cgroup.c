@@ -24,6 +24,9 @@
 static char base[CGROUP_PATH_MAX];
 static char services_dir[CGROUP_PATH_MAX];
 static char mount_point[CGROUP_PATH_MAX];
+/* The services directory's depth below the root of hearth's cgroup
+ * namespace (the root is level 0). */
+static uint32_t services_level;
 
 bool cgroup_available(void) { return base[0] != 0; }
 
@@ -130,6 +133,7 @@ int cgroup_setup(bool vm_mode)
     }
     if (vm_mode) {
         snprintf(base, sizeof(base), "%s/hearth", mount_point);
+        services_level = 2;
         /* A child sees only what its parent's subtree_control enables,
          * and a fresh root enables nothing. The root is exempt from the
          * no-internal-processes rule, so this works with hearth in it. */
@@ -146,6 +150,10 @@ int cgroup_setup(bool vm_mode)
             r = (uint32_t)getpid() ^ (uint32_t)time(NULL);
         snprintf(base, sizeof(base), "%s%s/hearth.%08x", mount_point,
                  strcmp(own, "/") == 0 ? "" : own, r);
+        services_level = 2;
+        for (const char *p = own; *p; p++)
+            if (*p == '/' && p[1] && p[1] != '/')
+                services_level++;
     }
     if (mkdir(base, 0755) < 0 && errno != EEXIST) {
         log_warn("cgroup: unable to create cgroup %s: %s", base, strerror(errno));
@@ -166,6 +174,12 @@ int cgroup_setup(bool vm_mode)
         return -1;
     }
     enable_controllers(services_dir);
+    /* The exec sessions' directory exists from the start, so its id is
+     * known before the first session (see cgroup_services_match). */
+    char exec_dir[CGROUP_PATH_MAX + 8];
+    snprintf(exec_dir, sizeof(exec_dir), "%s/@exec", services_dir);
+    if (mkdir(exec_dir, 0755) < 0 && errno != EEXIST)
+        log_warn("cgroup: unable to create cgroup %s: %s", exec_dir, strerror(errno));
     log_debug("cgroup tree at %s", base);
     return 0;
 }
@@ -474,6 +488,22 @@ pid_t cgroup_fork_into(const char *leaf, bool newpid, bool *placed)
 }
 
 const char *cgroup_services_dir(void) { return base[0] ? services_dir : ""; }
+
+int cgroup_services_match(uint64_t *svc_id, uint32_t *level, uint64_t *exec_id)
+{
+    struct stat st;
+    char exec_dir[CGROUP_PATH_MAX + 8];
+    if (!base[0] || stat(services_dir, &st) < 0) {
+        errno = base[0] ? errno : ENOENT;
+        return -1;
+    }
+    /* A cgroup2 directory's inode number is the kernel's cgroup id. */
+    *svc_id = (uint64_t)st.st_ino;
+    *level = services_level;
+    snprintf(exec_dir, sizeof(exec_dir), "%s/@exec", services_dir);
+    *exec_id = stat(exec_dir, &st) == 0 ? (uint64_t)st.st_ino : 0;
+    return 0;
+}
 
 int cgroup_services_memory_max(int64_t bytes)
 {

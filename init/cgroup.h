@@ -85,6 +85,11 @@ int cgroup_services_freeze(bool on);
 int cgroup_services_frozen(void);
 /* <tree>/services, or "" without cgroups. */
 const char *cgroup_services_dir(void);
+/* The services cgroup as nf_tables' `socket cgroupv2` match sees it: its
+ * id, its level below the root of hearth's cgroup namespace, and the id of
+ * the exec sessions' directory "@exec" below it (0 when there is none).
+ * -1 without cgroups. */
+int cgroup_services_match(uint64_t *svc_id, uint32_t *level, uint64_t *exec_id);
 /* memory.max of the services directory: every service and exec session
  * together (-1 with errno; ENOENT without cgroups or the memory
  * controller). */

@@ -16,6 +16,7 @@
 #include <cJSON.h>
 #include <ev.h>
 
+#include "cgroup.h"
 #include "cidr.h"
 #include "config.h"
 #include "events.h"
@@ -48,6 +49,8 @@ static struct {
     char netdev_error[200];     /* why the netdev layer is not in force */
     size_t n_uncovered;         /* Ethernet interfaces past NFT_MAX_IFACES */
     bool netdev_refused;        /* the last apply went without it: the kernel said no */
+    bool lp_cgroup;             /* the local ports match the services cgroup alone */
+    char lp_note[160];          /* why the local ports are not enforced at all */
     ev_io nft_io, link_io;
 } E;
 /* Outside E: an initialised E would put all of it in the binary's data.
@@ -55,6 +58,20 @@ static struct {
 static int nft_watch = -1, link_watch = -1;
 
 static int reapply(const char *why);
+
+/* Whether p leaves anything to enforce: an outbound policy, or (with or
+ * without one) local ports closed to services. */
+static bool enforcing(const struct egress_policy *p)
+{
+    return p->present || p->n_lports > 0;
+}
+
+/* The phase is the outbound policy's: local ports alone never hold it. */
+static void gate_close(void)
+{
+    if (E.pol.present)
+        gate_set("egress", false);
+}
 static void watch_start(void);
 
 struct link_list {
@@ -158,14 +175,28 @@ static int apply_parsed(const struct egress_policy *p, char *err, size_t errlen)
     struct nft_policy np = {.always = E.always, .n_always = E.n_always,
                             .allow = p->allow, .n_allow = p->n_allow,
                             .deny = p->deny, .n_deny = p->n_deny,
-                            .allow_public = p->allow_public, .owner = true};
+                            .allow_public = p->allow_public, .owner = true,
+                            .outbound = p->present,
+                            .lports = p->lports, .n_lports = p->n_lports};
+    if (!p->present) {
+        np.always = NULL;
+        np.n_always = 0;
+        np.allow_public = true;
+    }
+    /* Without the services cgroup every socket is matched (fail closed). */
+    np.cgroup = cgroup_services_match(&np.svc_cgid, &np.svc_level, &np.exec_cgid) == 0;
+    if (np.n_lports && !np.cgroup)
+        log_warn("egress: no services cgroup: the local ports are closed to every process");
     /* What describes the ruleset in force changes only if this applies. */
     char old_error[sizeof(E.netdev_error)];
     size_t old_uncovered = E.n_uncovered;
     bool old_refused = E.netdev_refused;
     memcpy(old_error, E.netdev_error, sizeof(old_error));
     E.netdev_error[0] = 0;
-    if (list_links(&links, why, sizeof(why)) < 0) {
+    if (!p->present) {
+        /* Local ports only: nothing leaves through a netdev chain. */
+        links.n = links.extra = 0;
+    } else if (list_links(&links, why, sizeof(why)) < 0) {
         snprintf(E.netdev_error, sizeof(E.netdev_error), "unable to list interfaces: %s", why);
         links.n = links.extra = 0;
     } else if (links.n == 0) {
@@ -206,6 +237,7 @@ static int apply_parsed(const struct egress_policy *p, char *err, size_t errlen)
     E.exp = exp;
     E.genid = g;
     E.verified_ms = mono_ms();
+    E.lp_cgroup = np.cgroup;
     return 0;
 }
 
@@ -214,7 +246,8 @@ static void emit(void)
     cJSON *ev = cJSON_CreateObject();
     if (!ev)
         return;
-    cJSON_AddBoolToObject(ev, "applied", E.applied);
+    cJSON_AddBoolToObject(ev, "applied", E.applied && E.pol.present);
+    cJSON_AddBoolToObject(ev, "local_ports", E.applied && E.exp.n_local > 0);
     if (E.error[0])
         cJSON_AddStringToObject(ev, "error", E.error);
     events_emit("egress", ev);
@@ -242,9 +275,12 @@ int egress_apply(const struct egress_policy *p, char *err, size_t errlen)
     E.applied = true;
     watch_start();
     E.error[0] = 0;
-    log_info("egress policy applied");
+    E.lp_note[0] = 0;
+    log_info(E.pol.present ? "egress policy applied" : "egress: local ports closed to services");
     gate_set("egress", true);
-    emit();
+    /* Local ports closed at boot change nothing the host was told. */
+    if (E.pol.present)
+        emit();
     return 0;
 }
 
@@ -308,8 +344,25 @@ void egress_boot(const struct config *cfg)
 
     const struct egress_policy *pol = &cfg->egress;
     if (!pol->present) {
-        /* Nothing to enforce: the phase is open. */
+        /* No outbound policy: the phase is open. The local ports are
+         * closed all the same, where hearth can. */
         gate_set("egress", true);
+        if (pol->n_lports == 0)
+            return;
+        if (lacks_net_admin()) {
+            snprintf(E.lp_note, sizeof(E.lp_note), "not enforced: hearth lacks CAP_NET_ADMIN");
+            log_info("egress: local ports %s", E.lp_note);
+            return;
+        }
+        char err[256];
+        watch_start();
+        if (egress_apply(pol, err, sizeof(err)) < 0) {
+            if (egress_policy_copy(&E.pol, pol) < 0)
+                log_warn("egress: unable to keep the local ports for a retry: out of memory");
+            snprintf(E.error, sizeof(E.error), "%s", err);
+            log_error("egress: local ports not closed to services: %s", err);
+            emit();
+        }
         return;
     }
     watch_start();
@@ -333,7 +386,7 @@ void egress_boot(const struct config *cfg)
 int egress_recheck(char *err, size_t errlen)
 {
     char why[256];
-    if (!E.pol.present)
+    if (!enforcing(&E.pol))
         return 0;
     if (E.applied) {
         uint32_t g = 0;
@@ -351,7 +404,7 @@ int egress_recheck(char *err, size_t errlen)
     if (rc < 0) {
         E.applied = false;
         snprintf(E.error, sizeof(E.error), "%s", err);
-        gate_set("egress", false);
+        gate_close();
         emit();
         return -1;
     }
@@ -518,7 +571,7 @@ cJSON *egress_json(void)
     if (!o)
         return NULL;
     cJSON_AddBoolToObject(o, "configured", E.pol.present);
-    cJSON_AddBoolToObject(o, "applied", E.applied);
+    cJSON_AddBoolToObject(o, "applied", E.applied && E.pol.present);
     if (E.pol.stated)
         cJSON_AddItemToObject(o, "policy", cJSON_Duplicate(E.pol.stated, 1));
     if (E.error[0])
@@ -544,11 +597,27 @@ cJSON *egress_json(void)
         cJSON_AddBoolToObject(layers, "owner", E.applied && E.exp.owner);
         cJSON_AddBoolToObject(layers, "watch", nft_watch >= 0);
     }
+    cJSON *lp = cJSON_AddObjectToObject(o, "local_ports");
+    if (lp) {
+        /* What is closed, or would be: the config's list until a policy
+         * with its own is applied. */
+        const struct egress_policy *src = enforcing(&E.pol) ? &E.pol
+                                          : H.cfg ? &H.cfg->egress : &E.pol;
+        cJSON *deny = egress_lports_json(src);
+        if (deny)
+            cJSON_AddItemToObject(lp, "deny", deny);
+        cJSON_AddBoolToObject(lp, "applied", E.applied && E.exp.n_local > 0);
+        cJSON_AddBoolToObject(lp, "services_only", E.applied && E.exp.n_local > 0 && E.lp_cgroup);
+        if (E.lp_note[0])
+            cJSON_AddStringToObject(lp, "error", E.lp_note);
+        else if (!E.applied && E.error[0] && src->n_lports)
+            cJSON_AddStringToObject(lp, "error", E.error);
+    }
     if (E.verified_ms)
         cJSON_AddNumberToObject(o, "verified_ms_ago", (double)(mono_ms() - E.verified_ms));
     if (E.applied) {
         char why[256];
-        cJSON *c = nft_counters_json(E.exp.netdev, why, sizeof(why));
+        cJSON *c = nft_counters_json(&E.exp, why, sizeof(why));
         if (c)
             cJSON_AddItemToObject(o, "counters", c);
         else

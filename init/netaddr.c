@@ -1,9 +1,11 @@
 /* netaddr: IP, MAC and HOST:PORT text (see netaddr.h). */
 #include "netaddr.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include "names.h"
@@ -60,4 +62,42 @@ int netaddr_split_hostport(const char *s, char *host, size_t hl, uint16_t *port)
     host[n] = '\0';
     *port = (uint16_t)p;
     return 0;
+}
+
+bool netaddr_parse_port_range(const char *s, struct port_range *out)
+{
+    char num[16];
+    uint64_t lo, hi;
+    uint8_t proto;
+
+    if (strncmp(s, "tcp:", 4) == 0)
+        proto = IPPROTO_TCP;
+    else if (strncmp(s, "udp:", 4) == 0)
+        proto = IPPROTO_UDP;
+    else
+        return false;
+    s += 4;
+    const char *dash = strchr(s, '-');
+    size_t n = dash ? (size_t)(dash - s) : strlen(s);
+    if (n == 0 || n >= sizeof(num))
+        return false;
+    memcpy(num, s, n);
+    num[n] = 0;
+    if (!names_parse_udec(num, 65535, &lo) || lo == 0)
+        return false;
+    hi = lo;
+    if (dash && (!names_parse_udec(dash + 1, 65535, &hi) || hi < lo))
+        return false;
+    if (out)
+        *out = (struct port_range){proto, (uint16_t)lo, (uint16_t)hi};
+    return true;
+}
+
+void netaddr_format_port_range(const struct port_range *r, char *out, size_t outlen)
+{
+    const char *p = r->proto == IPPROTO_UDP ? "udp" : "tcp";
+    if (r->lo == r->hi)
+        snprintf(out, outlen, "%s:%u", p, r->lo);
+    else
+        snprintf(out, outlen, "%s:%u-%u", p, r->lo, r->hi);
 }

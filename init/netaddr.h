@@ -19,4 +19,15 @@ bool netaddr_parse_mac(const char *s, uint8_t *mac);
  * missing or bad; -2 when the host is empty or longer than hl - 1. */
 int netaddr_split_hostport(const char *s, char *host, size_t hl, uint16_t *port);
 
+/* A protocol and an inclusive range of ports: "tcp:PORT", "udp:PORT",
+ * "tcp:LOW-HIGH" (1..65535, LOW <= HIGH, strict decimal). */
+struct port_range {
+    uint8_t proto;              /* IPPROTO_TCP or IPPROTO_UDP */
+    uint16_t lo, hi;
+};
+#define PORT_RANGE_TEXT_MAX 16  /* "tcp:65535-65535" and its NUL */
+bool netaddr_parse_port_range(const char *s, struct port_range *out);
+/* The canonical text: "tcp:49983", "udp:1000-2000". */
+void netaddr_format_port_range(const struct port_range *r, char *out, size_t outlen);
+
 #endif

@@ -5,11 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
+#include <linux/rtnetlink.h>
 
 /* Elements per NEWSETELEM message: keeps each nest far below 64 KiB. */
 #define ELEMS_PER_MSG 1024
@@ -351,6 +353,32 @@ static void e_ndp(struct nlbuf *b)
     e_cmp(b, NFT_CMP_LTE, &hi, 1);
 }
 
+/* The socket's cgroup at level (its ancestor there, or itself) is, or is
+ * not, the cgroup id. A packet without a full socket does not match. */
+static void e_cgroup_is(struct nlbuf *b, uint32_t level, uint64_t id, uint32_t op)
+{
+    size_t d, e = expr_begin(b, "socket", &d);
+    nl_attr_be32(b, NFTA_SOCKET_KEY, NFT_SOCKET_CGROUPV2);
+    nl_attr_be32(b, NFTA_SOCKET_DREG, NFT_REG_1);
+    nl_attr_be32(b, NFTA_SOCKET_LEVEL, level);
+    expr_end(b, e, d);
+    e_cmp(b, op, &id, sizeof(id));   /* the kernel's u64, host order */
+}
+
+/* The destination is not an address of this machine: `fib daddr type
+ * != local`. Covers 127.0.0.0/8 and ::1 as well as every address of the
+ * namespace's interfaces, whatever they are now. */
+static void e_daddr_not_local(struct nlbuf *b)
+{
+    uint32_t local = RTN_LOCAL;
+    size_t d, e = expr_begin(b, "fib", &d);
+    nl_attr_be32(b, NFTA_FIB_DREG, NFT_REG_1);
+    nl_attr_be32(b, NFTA_FIB_RESULT, NFT_FIB_RESULT_ADDRTYPE);
+    nl_attr_be32(b, NFTA_FIB_FLAGS, NFTA_FIB_F_DADDR);
+    expr_end(b, e, d);
+    e_cmp(b, NFT_CMP_NEQ, &local, sizeof(local));
+}
+
 static void put_userdata_name(struct nlbuf *b, const char *name)
 {
     /* nftnl's comment TLV (type 0), so `nft list` shows the name too. */
@@ -362,7 +390,7 @@ static void put_userdata_name(struct nlbuf *b, const char *name)
     nl_attr(b, NFTA_RULE_USERDATA, ud, 2 + len);
 }
 
-enum rule_kind { R_LOOPBACK, R_ESTABLISHED, R_NDP, R_SET_ACCEPT, R_SET_REJECT_TCP, R_SET_REJECT,
+enum rule_kind { R_LOCAL_JUMP, R_LOOPBACK, R_ESTABLISHED, R_NDP, R_SET_ACCEPT, R_SET_REJECT_TCP, R_SET_REJECT,
                  R_PUBLIC_ACCEPT, R_PUBLIC_REJECT_TCP, R_PUBLIC_REJECT };
 
 struct rule {
@@ -371,10 +399,16 @@ struct rule {
     const char *name;
 };
 
-/* The rules in order; returns how many. */
-static size_t rule_list(bool allow_public, struct rule out[16])
+/* The rules in order; returns how many. The local ports come first:
+ * before "loopback", which accepts everything to lo. */
+static size_t rule_list(const struct nft_expect *exp, struct rule out[NFT_MAX_RULES])
 {
     size_t n = 0;
+    bool allow_public = exp->allow_public;
+    if (exp->n_local)
+        out[n++] = (struct rule){R_LOCAL_JUMP, -1, "local-ports"};
+    if (!exp->outbound)
+        return n;
     out[n++] = (struct rule){R_LOOPBACK, -1, "loopback"};
     out[n++] = (struct rule){R_ESTABLISHED, -1, "established"};
     out[n++] = (struct rule){R_NDP, -1, "ndp"};
@@ -395,13 +429,24 @@ static size_t rule_list(bool allow_public, struct rule out[16])
     return n;
 }
 
-static void build_rule(struct nlbuf *b, const struct rule *r)
+static void build_rule(struct nlbuf *b, const struct rule *r, const struct nft_policy *p)
 {
     begin(b, NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND);
     nl_attr_str(b, NFTA_RULE_TABLE, NFT_TABLE);
     nl_attr_str(b, NFTA_RULE_CHAIN, NFT_CHAIN);
     size_t list = nl_nest_begin(b, NFTA_RULE_EXPRESSIONS);
     switch (r->kind) {
+    case R_LOCAL_JUMP:
+        /* Without the services cgroup every socket is matched: failing
+         * closed costs exec sessions the listed ports, nothing more. */
+        if (p->cgroup)
+            e_cgroup_is(b, p->svc_level, p->svc_cgid, NFT_CMP_EQ);
+        e_counter(b);
+        e_verdict(b, NFT_JUMP, NFT_LOCAL_CHAIN);
+        nl_nest_end(b, list);
+        put_userdata_name(b, r->name);
+        nl_msg_end(b);
+        return;
     case R_LOOPBACK: {
         char lo[16] = "lo";
         e_meta(b, NFT_META_OIFNAME);
@@ -570,6 +615,91 @@ static void build_nd_base(struct nlbuf *b, const char *ifname)
     nl_msg_end(b);
 }
 
+/* ---- the local ports chain ---- */
+
+static void local_rule_begin(struct nlbuf *b, size_t *list)
+{
+    begin(b, NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND);
+    nl_attr_str(b, NFTA_RULE_TABLE, NFT_TABLE);
+    nl_attr_str(b, NFTA_RULE_CHAIN, NFT_LOCAL_CHAIN);
+    *list = nl_nest_begin(b, NFTA_RULE_EXPRESSIONS);
+}
+
+static void local_rule_end(struct nlbuf *b, size_t list, const char *name)
+{
+    nl_nest_end(b, list);
+    put_userdata_name(b, name);
+    nl_msg_end(b);
+}
+
+/* The chain's rule names into exp, in the order build_local writes them. */
+static void local_names(const struct nft_policy *p, struct nft_expect *exp)
+{
+    size_t n = 0;
+    exp->n_local = 0;
+    if (p->n_lports == 0)
+        return;
+    if (p->cgroup && p->exec_cgid)
+        snprintf(exp->local[n++], NFT_RULE_NAME_MAX, "exec");
+    snprintf(exp->local[n++], NFT_RULE_NAME_MAX, "not-local");
+    for (size_t i = 0; i < p->n_lports && i < NFT_MAX_LPORTS; i++)
+        netaddr_format_port_range(&p->lports[i], exp->local[n++], NFT_RULE_NAME_MAX);
+    exp->n_local = n;
+}
+
+/* A regular chain the output chain jumps to for the services' sockets:
+ * exec sessions (the host's hands) and traffic that leaves the machine
+ * return at once; a listed port on the machine itself is rejected. */
+static void build_local(struct nlbuf *b, const struct nft_policy *p)
+{
+    size_t list;
+    begin(b, NFT_MSG_NEWCHAIN, NLM_F_CREATE);
+    nl_attr_str(b, NFTA_CHAIN_TABLE, NFT_TABLE);
+    nl_attr_str(b, NFTA_CHAIN_NAME, NFT_LOCAL_CHAIN);
+    nl_msg_end(b);
+
+    if (p->cgroup && p->exec_cgid) {
+        local_rule_begin(b, &list);
+        e_cgroup_is(b, p->svc_level + 1, p->exec_cgid, NFT_CMP_EQ);
+        e_counter(b);
+        e_verdict(b, NFT_RETURN, NULL);
+        local_rule_end(b, list, "exec");
+    }
+    local_rule_begin(b, &list);
+    e_daddr_not_local(b);
+    e_counter(b);
+    e_verdict(b, NFT_RETURN, NULL);
+    local_rule_end(b, list, "not-local");
+
+    for (size_t i = 0; i < p->n_lports && i < NFT_MAX_LPORTS; i++) {
+        const struct port_range *r = &p->lports[i];
+        char name[NFT_RULE_NAME_MAX];
+        uint8_t proto = r->proto;
+        uint8_t lo[2] = {(uint8_t)(r->lo >> 8), (uint8_t)r->lo};
+        uint8_t hi[2] = {(uint8_t)(r->hi >> 8), (uint8_t)r->hi};
+        local_rule_begin(b, &list);
+        e_meta(b, NFT_META_L4PROTO);
+        e_cmp(b, NFT_CMP_EQ, &proto, 1);
+        /* The destination port: bytes 2-3 of both headers, big-endian,
+         * so cmp's byte order is the numbers' order. */
+        e_payload(b, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2);
+        if (r->lo == r->hi) {
+            e_cmp(b, NFT_CMP_EQ, lo, 2);
+        } else {
+            e_cmp(b, NFT_CMP_GTE, lo, 2);
+            e_cmp(b, NFT_CMP_LTE, hi, 2);
+        }
+        e_counter(b);
+        size_t d, e = expr_begin(b, "reject", &d);
+        bool tcp = proto == IPPROTO_TCP;
+        nl_attr_be32(b, NFTA_REJECT_TYPE, tcp ? NFT_REJECT_TCP_RST : NFT_REJECT_ICMPX_UNREACH);
+        nl_attr_u8(b, NFTA_REJECT_ICMP_CODE, tcp ? 0 : NFT_REJECT_ICMPX_PORT_UNREACH);
+        expr_end(b, e, d);
+        netaddr_format_port_range(r, name, sizeof(name));
+        local_rule_end(b, list, name);
+    }
+}
+
 /* Create-if-missing (no flags: an existing table keeps its own), delete,
  * create: replaces whatever is there (or nothing) inside the one
  * transaction, as `nft -f` does. The new table is owned by the socket
@@ -607,6 +737,8 @@ int nft_build(const struct nft_policy *p, struct nlbuf *b, struct nft_expect *ex
     exp->allow_public = p->allow_public;
     exp->owner = p->owner;
     exp->netdev = p->netdev;
+    exp->outbound = p->outbound;
+    local_names(p, exp);
     for (int i = 0; i < N_SETS; i++) {
         sr.r[i] = ranges_of(src[i / 2], cnt[i / 2], i % 2 == 0 ? AF_INET : AF_INET6, &sr.n[i]);
         if (!sr.r[i]) {
@@ -632,11 +764,14 @@ int nft_build(const struct nft_policy *p, struct nlbuf *b, struct nft_expect *ex
 
     for (int i = 0; i < N_SETS; i++)
         build_set(b, i, &sr, exp);
+    /* Before the rule that jumps to it. */
+    if (exp->n_local)
+        build_local(b, p);
 
-    struct rule rules[16];
-    size_t nr = rule_list(p->allow_public, rules);
+    struct rule rules[NFT_MAX_RULES];
+    size_t nr = rule_list(exp, rules);
     for (size_t i = 0; i < nr; i++)
-        build_rule(b, &rules[i]);
+        build_rule(b, &rules[i], p);
 
     if (p->netdev) {
         /* The same policy below the IP stack, in the same transaction. */
@@ -664,17 +799,17 @@ int nft_build(const struct nft_policy *p, struct nlbuf *b, struct nft_expect *ex
     return b->failed ? -1 : 0;
 }
 
-size_t nft_rule_names(bool netdev, bool allow_public, const char *out[16])
+size_t nft_rule_names(bool netdev, const struct nft_expect *exp, const char *out[NFT_MAX_RULES])
 {
     size_t n;
     if (netdev) {
         struct nd_rule r[16];
-        n = nd_rule_list(allow_public, r);
+        n = nd_rule_list(exp->allow_public, r);
         for (size_t i = 0; i < n; i++)
             out[i] = r[i].name;
     } else {
-        struct rule r[16];
-        n = rule_list(allow_public, r);
+        struct rule r[NFT_MAX_RULES];
+        n = rule_list(exp, r);
         for (size_t i = 0; i < n; i++)
             out[i] = r[i].name;
     }

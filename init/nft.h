@@ -14,7 +14,15 @@
  * transaction, through one netlink socket kept open for hearth's life;
  * with owner set they are owned by it (NFT_TABLE_F_OWNER, 5.12+): no
  * other process can change or delete them, and they go when hearth does.
- * Every rule counts; its nftnl-style comment names it for the counters. */
+ * Every rule counts; its nftnl-style comment names it for the counters.
+ *
+ * Local ports: the output chain's first rule sends what a socket of the
+ * services cgroup sends (`socket cgroupv2`) to chain "localports": exec
+ * sessions (the "@exec" directory below it) return; so does anything not
+ * addressed to the machine itself (`fib daddr type local`: 127.0.0.0/8,
+ * ::1 and every address of the namespace's interfaces); the listed ports
+ * are rejected (tcp reset, icmpx port-unreachable). Without an outbound
+ * policy the output chain holds that one rule alone. */
 #ifndef HEARTH_NFT_H
 #define HEARTH_NFT_H
 
@@ -23,6 +31,7 @@
 #include <stdint.h>
 
 #include "cidr.h"
+#include "netaddr.h"
 #include "netlink.h"
 
 #define NFT_TABLE "hearth"
@@ -30,6 +39,9 @@
 #define NFT_ND_CHAIN "allowlist"
 #define NFT_MAX_IFACES 16
 #define NFT_IFNAMSIZ 16
+#define NFT_LOCAL_CHAIN "localports"
+#define NFT_MAX_LPORTS 16
+#define NFT_RULE_NAME_MAX 32
 
 struct cJSON;
 
@@ -41,6 +53,13 @@ struct nft_policy {
     bool netdev;                                /* build the netdev table */
     const char (*ifaces)[NFT_IFNAMSIZ];         /* its egress chains */
     size_t n_ifaces;
+    bool outbound;                              /* the rules above; else only local ports */
+    /* The local ports services may not reach (none: no chain). */
+    const struct port_range *lports;
+    size_t n_lports;
+    bool cgroup;                                /* match the services cgroup (else every socket) */
+    uint64_t svc_cgid, exec_cgid;               /* exec_cgid 0: no exec directory */
+    uint32_t svc_level;
 };
 
 /* What the verifier expects to find: per set, the element count and an
@@ -52,6 +71,10 @@ struct nft_expect {
     bool owner, netdev;
     char ifaces[NFT_MAX_IFACES][NFT_IFNAMSIZ];
     size_t n_ifaces;
+    bool outbound;
+    /* The localports chain's rule names, in order (none: no chain). */
+    char local[NFT_MAX_LPORTS + 2][NFT_RULE_NAME_MAX];
+    size_t n_local;
 };
 
 /* Builds the whole replace transaction (batch begin, table create,
@@ -73,8 +96,9 @@ int nft_verify(const struct nft_expect *exp, char *err, size_t errlen);
  * the owner socket, like every read here. */
 int nft_genid(uint32_t *out, char *err, size_t errlen);
 
-/* {"rule-name": {"packets": N, "bytes": N}, ..., "netdev": {...}} (the
- * netdev policy chain's when netdev), or NULL with err. */
-struct cJSON *nft_counters_json(bool netdev, char *err, size_t errlen);
+/* {"rule-name": {"packets": N, "bytes": N}, ..., "netdev": {...},
+ * "localports": {...}} (the netdev policy chain's when exp->netdev, the
+ * localports chain's when it has one), or NULL with err. */
+struct cJSON *nft_counters_json(const struct nft_expect *exp, char *err, size_t errlen);
 
 #endif

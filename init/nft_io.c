@@ -61,7 +61,7 @@ int nft_apply(const struct nft_policy *p, struct nft_expect *exp, char *err, siz
 /* ---- read back ---- */
 
 struct readback {
-    char names[16][32];
+    char names[NFT_MAX_RULES][NFT_RULE_NAME_MAX];
     size_t n_rules;
     bool overflow;
     uint32_t n_elems;
@@ -82,7 +82,7 @@ static int rule_cb(const struct nlmsghdr *h, void *arg)
                                                                    : nl_attr_len(tb[NFTA_RULE_USERDATA]) - 2;
         snprintf(name, sizeof(name), "%.*s", (int)strnlen((const char *)u + 2, l), u + 2);
     }
-    if (rb->n_rules < 16)
+    if (rb->n_rules < NFT_MAX_RULES)
         snprintf(rb->names[rb->n_rules], sizeof(rb->names[0]), "%s", name);
     else
         rb->overflow = true;
@@ -212,17 +212,23 @@ static int verify_sets(int fd, uint8_t family, const struct nft_expect *exp, cha
 
 int nft_verify(const struct nft_expect *exp, char *err, size_t errlen)
 {
-    const char *names[16];
-    size_t nr = nft_rule_names(false, exp->allow_public, names);
+    const char *names[NFT_MAX_RULES];
+    size_t nr = nft_rule_names(false, exp, names);
     int fd = sock(err, errlen);
     if (fd < 0)
         return -1;
     int v = verify_chain(fd, NFPROTO_INET_, NFT_CHAIN, names, nr, err, errlen);
     if (v == 0)
         v = verify_sets(fd, NFPROTO_INET_, exp, err, errlen);
+    if (v == 0 && exp->n_local) {
+        const char *local[NFT_MAX_LPORTS + 2];
+        for (size_t i = 0; i < exp->n_local; i++)
+            local[i] = exp->local[i];
+        v = verify_chain(fd, NFPROTO_INET_, NFT_LOCAL_CHAIN, local, exp->n_local, err, errlen);
+    }
     if (v != 0 || !exp->netdev)
         return v;
-    nr = nft_rule_names(true, exp->allow_public, names);
+    nr = nft_rule_names(true, exp, names);
     v = verify_chain(fd, NFPROTO_NETDEV_, NFT_ND_CHAIN, names, nr, err, errlen);
     if (v == 0)
         v = verify_sets(fd, NFPROTO_NETDEV_, exp, err, errlen);
@@ -261,7 +267,19 @@ int nft_genid(uint32_t *out, char *err, size_t errlen)
     return rc < 0 ? -1 : 0;
 }
 
-cJSON *nft_counters_json(bool netdev, char *err, size_t errlen)
+/* One more chain's counters, under key, when it can be read. */
+static void add_chain_counters(int fd, cJSON *to, uint8_t family, const char *chain,
+                               const char *key, char *err, size_t errlen)
+{
+    struct readback rb = {0};
+    rb.counters = cJSON_CreateObject();
+    if (rb.counters && dump_rules(fd, family, chain, &rb, err, errlen) == 0)
+        cJSON_AddItemToObject(to, key, rb.counters);
+    else
+        cJSON_Delete(rb.counters);
+}
+
+cJSON *nft_counters_json(const struct nft_expect *exp, char *err, size_t errlen)
 {
     struct readback rb = {0};
     rb.counters = cJSON_CreateObject();
@@ -279,14 +297,11 @@ cJSON *nft_counters_json(bool netdev, char *err, size_t errlen)
         cJSON_Delete(rb.counters);
         return NULL;
     }
-    if (netdev) {
-        /* The frames the egress chains counted, under "netdev". */
-        struct readback nd = {0};
-        nd.counters = cJSON_CreateObject();
-        if (nd.counters && dump_rules(fd, NFPROTO_NETDEV_, NFT_ND_CHAIN, &nd, err, errlen) == 0)
-            cJSON_AddItemToObject(rb.counters, "netdev", nd.counters);
-        else
-            cJSON_Delete(nd.counters);
-    }
+    /* The frames the egress chains counted, under "netdev". */
+    if (exp->netdev)
+        add_chain_counters(fd, rb.counters, NFPROTO_NETDEV_, NFT_ND_CHAIN, "netdev", err, errlen);
+    if (exp->n_local)
+        add_chain_counters(fd, rb.counters, NFPROTO_INET_, NFT_LOCAL_CHAIN, NFT_LOCAL_CHAIN, err,
+                           errlen);
     return rb.counters;
 }

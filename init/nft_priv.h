@@ -19,9 +19,13 @@ extern const char *const nft_set_names[N_SETS];
  * and whether it ends an interval. */
 uint64_t nft_elem_digest(const uint8_t *p, size_t n, uint32_t flags);
 
+/* The most rules a chain of hearth's has (and the read-back keeps). */
+#define NFT_MAX_RULES 24
+
+struct nft_expect;
 /* The rule names of the inet output chain, or of the netdev policy
- * chain, in order (at most 16); returns how many. */
-size_t nft_rule_names(bool netdev, bool allow_public, const char *out[16]);
+ * chain, in order; returns how many. */
+size_t nft_rule_names(bool netdev, const struct nft_expect *exp, const char *out[NFT_MAX_RULES]);
 
 /* "egress-<ifname>": an interface's netdev base chain. */
 void nft_nd_chain_name(const char *ifname, char *out, size_t outlen);

@@ -81,6 +81,7 @@ int rule_mac(const cJSON *v, struct vctx *c);
 int rule_ifaddr(const cJSON *v, struct vctx *c);
 int rule_ip(const cJSON *v, struct vctx *c);
 int rule_cidr_net(const cJSON *v, struct vctx *c);
+int rule_local_port(const cJSON *v, struct vctx *c);
 int rule_route_to(const cJSON *v, struct vctx *c);
 int rule_network(const cJSON *v, struct vctx *c);
 int rule_fstype(const cJSON *v, struct vctx *c);

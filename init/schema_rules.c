@@ -215,6 +215,16 @@ int rule_cidr_net(const cJSON *v, struct vctx *c)
     return vfail(c, "bad CIDR %s: %s", names_quote(v->valuestring, q, sizeof(q)), reason);
 }
 
+/* An egress.deny_local_ports entry. */
+int rule_local_port(const cJSON *v, struct vctx *c)
+{
+    char q[NAMES_QUOTE_MAX];
+    if (netaddr_parse_port_range(v->valuestring, NULL))
+        return 0;
+    return vfail(c, "bad local port %s (expected tcp:PORT, udp:PORT, tcp:LOW-HIGH or udp:LOW-HIGH, "
+                 "ports 1-65535)", names_quote(v->valuestring, q, sizeof(q)));
+}
+
 /* A route's destination: a network (host bits refused, as in a policy)
  * or "default". */
 int rule_route_to(const cJSON *v, struct vctx *c)

@@ -185,6 +185,7 @@ static const struct key k_egress[] = {
     KEY("allowPublicTraffic", &s_bool),
     KEY("allowOut", &s_cidr_list),
     KEY("denyOut", &s_cidr_list),
+    KEY("deny_local_ports", ARRAY(STRING(rule_local_port), 0, EGRESS_MAX_LOCAL_PORTS, NULL)),
     {0}};
 
 static const struct key k_backoff[] = {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include <sys/socket.h>
+#include <netinet/in.h>
 
 #include <cJSON.h>
 
@@ -74,7 +75,51 @@ static int parse_list(const cJSON *arr, const char *key, struct cidr **out, size
     return 0;
 }
 
-/* The policy as stored and reported: every field present. */
+/* What services may not reach on the machine's own addresses when the
+ * config says nothing: the platform's envd, which runs commands as root
+ * for anyone who connects and has no access token. */
+static const struct port_range default_lports[] = {{IPPROTO_TCP, 49983, 49983}};
+
+static void lports_default(struct egress_policy *p)
+{
+    p->n_lports = sizeof(default_lports) / sizeof(default_lports[0]);
+    memcpy(p->lports, default_lports, sizeof(default_lports));
+}
+
+/* deny_local_ports, which the schema has checked; absent: the default. */
+static int lports_fill(const cJSON *arr, struct egress_policy *p, char *err, size_t errlen)
+{
+    const cJSON *it;
+    if (!arr) {
+        lports_default(p);
+        return 0;
+    }
+    p->n_lports = 0;
+    cJSON_ArrayForEach(it, arr) {
+        /* Already schema-checked: this only fails on an internal mismatch. */
+        if (p->n_lports >= EGRESS_MAX_LOCAL_PORTS || !cJSON_IsString(it) ||
+            !netaddr_parse_port_range(it->valuestring, &p->lports[p->n_lports])) {
+            snprintf(err, errlen, "egress.deny_local_ports[%zu]: bad entry", p->n_lports);
+            return -1;
+        }
+        p->n_lports++;
+    }
+    return 0;
+}
+
+cJSON *egress_lports_json(const struct egress_policy *p)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && i < p->n_lports; i++) {
+        char t[PORT_RANGE_TEXT_MAX];
+        netaddr_format_port_range(&p->lports[i], t, sizeof(t));
+        cJSON_AddItemToArray(a, cJSON_CreateString(t));
+    }
+    return a;
+}
+
+/* The policy as stored and reported: every field of the platform's
+ * present (deny_local_ports is reported on its own, egress_lports_json). */
 static cJSON *normalised(const cJSON *policy, bool allow_public)
 {
     cJSON *o = cJSON_CreateObject();
@@ -105,7 +150,8 @@ static int egress_fill(const cJSON *policy, struct egress_policy *p, char *err, 
     if (parse_list(jget(policy, "allowOut"), "allowOut", &p->allow, &p->n_allow, 0, err,
                    errlen) < 0 ||
         parse_list(jget(policy, "denyOut"), "denyOut", &p->deny, &p->n_deny, nd, err,
-                   errlen) < 0)
+                   errlen) < 0 ||
+        lports_fill(jget(policy, "deny_local_ports"), p, err, errlen) < 0)
         goto fail;
     for (size_t i = 0; i < nd; i++)
         if (cidr_parse(default_deny[i], false, &p->deny[p->n_deny], NULL, 0) == 0)
@@ -138,10 +184,14 @@ void egress_extract(const cJSON *policy, struct egress_policy *out)
     char err[sizeof(out->error)];
 
     memset(out, 0, sizeof(*out));
-    if (!policy)
+    if (!policy) {
+        /* No policy, but the local ports are closed all the same. */
+        lports_default(out);
         return;
+    }
     if (egress_fill(policy, out, err, sizeof(err)) < 0) {
         out->present = true;
+        lports_default(out);
         snprintf(out->error, sizeof(out->error), "%s", err);
     }
 }
@@ -162,6 +212,8 @@ int egress_policy_copy(struct egress_policy *dst, const struct egress_policy *sr
     memcpy(dst->deny, src->deny, src->n_deny * sizeof(*dst->deny));
     dst->n_allow = src->n_allow;
     dst->n_deny = src->n_deny;
+    memcpy(dst->lports, src->lports, sizeof(dst->lports));
+    dst->n_lports = src->n_lports;
     return 0;
 }
 

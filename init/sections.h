@@ -10,14 +10,22 @@
 #include <stdint.h>
 
 #include "cidr.h"
+#include "netaddr.h"
 
 struct cJSON;
 
 /* An egress policy, parsed once: the lists as CIDRs (denyOut with the
  * always-denied ranges after the stated ones), and the policy as stated
  * with every field present, for reports. */
+/* egress.deny_local_ports: at most this many entries. */
+#define EGRESS_MAX_LOCAL_PORTS 16
+
 struct egress_policy {
     bool present;               /* a policy was given */
+    /* Local ports services may not reach (deny_local_ports, or its
+     * default when the key or the whole section is absent). */
+    struct port_range lports[EGRESS_MAX_LOCAL_PORTS];
+    size_t n_lports;
     bool allow_public;          /* allowPublicTraffic, default true */
     struct cidr *allow, *deny;
     size_t n_allow, n_deny;
@@ -33,6 +41,9 @@ int egress_parse(const struct cJSON *policy, struct egress_policy *out, char *er
  * absent); a policy past the bounds keeps its reason in out->error. */
 void egress_extract(const struct cJSON *policy, struct egress_policy *out);
 void egress_policy_free(struct egress_policy *p);
+/* deny_local_ports in its canonical text, as a JSON array (NULL when out
+ * of memory). */
+struct cJSON *egress_lports_json(const struct egress_policy *p);
 /* A deep copy (0), or -1 when out of memory (dst is then empty). */
 int egress_policy_copy(struct egress_policy *dst, const struct egress_policy *src);
 
