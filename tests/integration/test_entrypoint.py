@@ -25,8 +25,9 @@ from conftest import HEARTH, SLOW, Client, _need_root
 
 # The platform's init: pids 2..41 used and reaped, then a loop that reaps
 # whatever is handed to it (orphans of a killed hearth land here).
+# READY is written once the pids are used, so hearth never starts before.
 PLATFORM_INIT = ('i=0; while [ $i -lt 40 ]; do sleep 0 & i=$((i+1)); done; wait; '
-                 'while :; do sleep 1; done')
+                 ': > "$READY"; while :; do sleep 1; done')
 
 
 def _children(pid):
@@ -83,11 +84,14 @@ class Beside:
         self.sockdir = tempfile.mkdtemp(prefix="hearth-")
         self.sock = os.path.join(self.sockdir, "control.sock")
         self.log_path = tmp_path / "hearth.log"
+        ready = tmp_path / "platform.ready"
         self.platform = subprocess.Popen(
             ["unshare", "--pid", "--fork", "--mount", "--net", "--uts", "--ipc", "--mount-proc",
-             "sh", "-c", PLATFORM_INIT], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             "sh", "-c", PLATFORM_INIT], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env={**os.environ, "READY": str(ready)})
         self.init = _wait(lambda: (_children(self.platform.pid) or [None])[0], 5,
                           "the platform's init")
+        _wait(ready.exists, 20, "the platform's init to use its first pids")
         self.hearth = None
 
     def start(self, cfg):
