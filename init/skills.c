@@ -49,6 +49,7 @@ static struct {
     struct skills_counts last;
     int64_t last_wall_ms, last_us;
     char error[512];
+    uint32_t names_digest; /* the shadows and clashes last logged */
 } S = {.ino_fd = -1, .ino_wd = -1};
 
 bool skills_enabled(void)
@@ -59,10 +60,27 @@ bool skills_enabled(void)
 static void watch_public(dev_t dev, ino_t ino);
 
 /* The outcome of one reconcile (run here or in the child): the last
- * run, the log, the skills.sync event, the phase. */
+ * run, the log, the skills.sync event, the phase. report: the skills not
+ * linked because of their names, one a line (NULL: the run has no
+ * result; what was last logged stands). */
 static void record_run(const char *trigger, int rc, const char *err,
-                       const struct skills_counts *c, int64_t us, dev_t dev, ino_t ino)
+                       const struct skills_counts *c, int64_t us, dev_t dev, ino_t ino,
+                       const char *report)
 {
+    /* Shadows and clashes are logged when they change, not at every
+     * poll that finds them still there. */
+    bool names_changed = report && c->names_digest != S.names_digest;
+    if (names_changed) {
+        if (!report[0])
+            log_info("skills (%s): no skill is shadowed or clashes by name any more", trigger);
+        for (const char *l = report; *l;) {
+            const char *nl = strchr(l, '\n');
+            int n = nl ? (int)(nl - l) : (int)strlen(l);
+            log_info("skills (%s): %.*s", trigger, n, l);
+            l += n + (nl != NULL);
+        }
+        S.names_digest = c->names_digest;
+    }
     S.last = *c;
     S.last_us = us;
     S.last_wall_ms = wall_ms();
@@ -72,10 +90,10 @@ static void record_run(const char *trigger, int rc, const char *err,
     if (rc < 0)
         log_warn("skills (%s): %s", trigger, err);
     if (S.last.created || S.last.removed || S.last.cat_created || S.last.cat_converted ||
-        S.last.cat_removed || rc < 0) {
-        log_info("skills (%s): %u linked, %u new, %u removed, %u shadowed in %lld us", trigger,
-                 S.last.linked + S.last.created, S.last.created, S.last.removed, S.last.shadowed,
-                 (long long)S.last_us);
+        S.last.cat_removed || rc < 0 || names_changed) {
+        log_info("skills (%s): %u linked, %u new, %u removed, %u shadowed, %u clashes in %lld us",
+                 trigger, S.last.linked + S.last.created, S.last.created, S.last.removed,
+                 S.last.shadowed, S.last.clashes, (long long)S.last_us);
         /* The event's own time_ms is the run's: not repeated. */
         cJSON *ev = skills_last_json();
         cJSON_DeleteItemFromObjectCaseSensitive(ev, "time_ms");
@@ -126,7 +144,8 @@ static int sync_allowed(char *err, size_t errlen)
  *
  * The child hands back, over its pipe, records of one type byte and a
  * u32 length: 'R' the counts (struct wire_result), 'E' the reconcile's
- * error, 'K' the links cache it left (skills_cache_encode), 'L' the lists
+ * error, 'N' the skills not linked because of their names (log lines),
+ * 'K' the links cache it left (skills_cache_encode), 'L' the lists
  * as JSON (dry runs), 'X' why a dry run has no lists, and 'Z' last, so a
  * child killed midway is never read as a whole result. The cache is the
  * one state kept between runs: the child works on its copy and sends it
@@ -200,6 +219,8 @@ static void walk_child(int wfd, void *arg)
         l.shadowed = cJSON_AddArrayToObject(o, "shadowed");
         l.ignored = cJSON_AddArrayToObject(o, "ignored");
         l.categories = cJSON_AddArrayToObject(o, "categories");
+        l.clashes = cJSON_AddArrayToObject(o, "clashes");
+        l.other = cJSON_AddArrayToObject(o, "other");
     }
     unsigned runs0 = S.cache ? S.cache->runs : 0;
     int64_t t0 = mono_us();
@@ -217,6 +238,7 @@ static void walk_child(int wfd, void *arg)
     put(wfd, 'R', &w, sizeof(w));
     if (err[0])
         put(wfd, 'E', err, strlen(err));
+    put(wfd, 'N', skills_last_report, strlen(skills_last_report));
     if (cbuf)
         put(wfd, 'K', cbuf, clen);
     if (dry) {
@@ -248,8 +270,8 @@ static void walk_child(int wfd, void *arg)
 struct walk_result {
     bool whole;
     struct wire_result w;
-    const char *e, *k, *l, *x;
-    size_t elen, klen, llen, xlen;
+    const char *e, *k, *l, *x, *n;
+    size_t elen, klen, llen, xlen, nlen;
 };
 
 static bool parse_result(const char *b, size_t len, struct walk_result *r)
@@ -279,6 +301,7 @@ static bool parse_result(const char *b, size_t len, struct walk_result *r)
         case 'K': r->k = p, r->klen = n; break;
         case 'L': r->l = p, r->llen = n; break;
         case 'X': r->x = p, r->xlen = n; break;
+        case 'N': r->n = p, r->nlen = n; break;
         case 'Z': r->whole = have_r && off == len; return r->whole;
         default: return false;
         }
@@ -309,7 +332,7 @@ static void sync_finish(const char *fail, const struct walk_result *r)
 
     if (fail) {
         struct skills_counts none = {0};
-        record_run(Q.trigger, -1, fail, &none, mono_us() - Q.t0, 0, 0);
+        record_run(Q.trigger, -1, fail, &none, mono_us() - Q.t0, 0, 0, NULL);
         answer_sync(Q.cur, Q.ncur, -1, fail);
         return;
     }
@@ -319,7 +342,11 @@ static void sync_finish(const char *fail, const struct walk_result *r)
         skills_cache_reset(S.cache);
     else if (r->w.cache == 2)
         skills_cache_reset(S.cache);
-    record_run(Q.trigger, r->w.rc, err, &r->w.c, r->w.us, (dev_t)r->w.dev, (ino_t)r->w.ino);
+    char report[sizeof(skills_last_report)];
+    snprintf(report, sizeof(report), "%.*s",
+             (int)(r->nlen < sizeof(report) ? r->nlen : sizeof(report) - 1), r->n ? r->n : "");
+    record_run(Q.trigger, r->w.rc, err, &r->w.c, r->w.us, (dev_t)r->w.dev, (ino_t)r->w.ino,
+               report);
     answer_sync(Q.cur, Q.ncur, r->w.rc, err);
 }
 
@@ -344,8 +371,9 @@ static void list_finish(const char *fail, const struct walk_result *r)
     }
     cJSON_AddStringToObject(o, "public_dir", S.pub);
     cJSON_AddStringToObject(o, "private_dir", S.priv);
-    static const char *const order[] = {"public", "private", "linked", "shadowed", "ignored",
-                                        "categories", "error", "pending", NULL};
+    static const char *const order[] = {"public", "private", "linked", "shadowed", "clashes",
+                                        "other", "ignored", "categories", "error", "pending",
+                                        NULL};
     for (const char *const *k = order; *k; k++) {
         cJSON *it = cJSON_DetachItemFromObjectCaseSensitive(lists, *k);
         if (it)
@@ -473,7 +501,8 @@ int skills_sync(const char *trigger, char *err, size_t errlen)
         int rc = skills_reconcile(S.pub, S.priv, (const char *const *)S.ignore, false, &c, NULL,
                                   S.cache, err, errlen);
         bool ok = stat(S.pub, &st) == 0;
-        record_run(trigger, rc, err, &c, mono_us() - t0, ok ? st.st_dev : 0, ok ? st.st_ino : 0);
+        record_run(trigger, rc, err, &c, mono_us() - t0, ok ? st.st_dev : 0, ok ? st.st_ino : 0,
+                   skills_last_report);
         return rc;
     }
     Q.sync_pending = true;
@@ -768,6 +797,7 @@ static void add_counts(cJSON *o, const struct skills_counts *c)
     cJSON_AddNumberToObject(o, "created", c->created);
     cJSON_AddNumberToObject(o, "removed", c->removed);
     cJSON_AddNumberToObject(o, "shadowed", c->shadowed);
+    cJSON_AddNumberToObject(o, "clashes", c->clashes);
     cJSON_AddNumberToObject(o, "ignored", c->ignored);
     cJSON_AddNumberToObject(o, "errors", c->errors);
     cJSON_AddNumberToObject(o, "categories", c->categories);

@@ -60,13 +60,18 @@ struct skills_counts {
     unsigned cat_created;   /* category directories made by this run */
     unsigned cat_converted; /* whole-category links turned into directories */
     unsigned cat_removed;   /* empty category directories of hearth's removed */
+    unsigned clashes;       /* public skills not linked: an earlier public one has the name */
+    uint32_t names_digest;  /* of which skills are shadowed by name or clash (0: none) */
 };
 
-/* Named lists for skills.list (each a cJSON array of paths below the
- * skill directories: "skill" or "category/skill"); categories holds
- * objects {name, private}. NULL members are not filled. */
+/* Named lists for skills.list, each a cJSON array; paths are below the
+ * skill directories ("skill" or "category/skill"). public_, private_ and
+ * linked hold skills as {path, name}; shadowed {path, name, by[,
+ * category]}; clashes {path, name, by}; other and ignored paths (public
+ * entries that are not skills, ignored names); categories {name,
+ * private}. NULL members are not filled. */
 struct skills_lists {
-    struct cJSON *public_, *private_, *linked, *shadowed, *ignored, *categories;
+    struct cJSON *public_, *private_, *linked, *shadowed, *ignored, *categories, *clashes, *other;
 };
 
 /* The layout: marker is the file that makes a directory a skill, depth

@@ -83,4 +83,63 @@ extern struct tree_owner skills_owner;
 extern bool skills_owner_set;
 void skills_owner_default(void);
 
+/* Names hearth keeps for itself or leaves to Hermes (.hub,
+ * .bundled_manifest): never linked, merged or removed. */
+bool skills_reserved_name(const char *n);
+
+/* ------------------------------------------------------------------ */
+/* The names skills go by (skills_names.c): both trees' skills with their
+ * names, and each public skill's verdict, learnt before a reconcile
+ * links anything. */
+
+/* How much of a marker file is read for its front matter. */
+#define SKILLS_FRONT_MAX 4096
+/* Lines of one run's report of shadows and clashes that are logged. */
+#define SKILLS_REPORT_LINES 16
+
+enum skill_verdict {
+    SKILL_LINK,     /* linked (or left to the path rules) */
+    SKILL_SHADOWED, /* a name of it is one of the agent's own skills' */
+    SKILL_CLASH,    /* a name of it is an earlier public skill's */
+};
+
+struct skill_info {
+    char *path;      /* below the skill directory: "skill", "category/skill" */
+    char *name;      /* the front matter's name, else the directory's */
+    const char *dir; /* the directory's name (the end of path) */
+    enum skill_verdict verdict;
+    const char *by; /* the path that wins: a private one, or a public one */
+};
+
+/* An index by string over a skills array (index+1, 0 = empty). */
+struct nindex {
+    uint32_t *slot;
+    const char **key;
+    size_t mask;
+};
+
+struct skills_names {
+    struct skill_info *priv, *pub; /* each sorted by path */
+    size_t npriv, npub, cappriv, cappub;
+    struct nindex bypath; /* public path -> pub */
+    uint32_t digest;      /* of the shadows and clashes, 0 when none */
+};
+
+/* Walks private (vfd; -1: none) and public (pfd) for their skills and
+ * judges each public one. -1 when out of memory or past
+ * SKILLS_MAX_TOTAL entries (n is then empty). */
+int skills_names_scan(struct skills_names *n, int pfd, int vfd, const char *const *ignore);
+/* The public skill at path, or NULL (not a skill). */
+const struct skill_info *skills_names_find(const struct skills_names *n, const char *path);
+void skills_names_free(struct skills_names *n);
+/* {path, name} */
+cJSON *skills_names_item(const char *path, const char *name);
+/* The shadows and clashes as log lines (at most SKILLS_REPORT_LINES). */
+void skills_names_report(const struct skills_names *n, char *out, size_t outlen);
+/* The name: of YAML front matter in buf[0..len). */
+bool skills_front_name(const char *buf, size_t len, char *out, size_t outlen);
+/* What the last skills_reconcile in this process judged, as
+ * skills_names_report has it (for a walk child to send the loop). */
+extern char skills_last_report[2048];
+
 #endif

@@ -25,6 +25,7 @@
  * skills_init); hearth itself until then. */
 struct tree_owner skills_owner;
 bool skills_owner_set;
+char skills_last_report[2048];
 
 void skills_owner_default(void)
 {
@@ -59,7 +60,50 @@ struct run {
     char *err;
     size_t errlen;
     bool chown; /* what it makes goes to another owner than hearth's */
+    struct skills_names names; /* the names both trees' skills go by */
 };
+
+/* {path, name} onto arr (NULL: not listed). */
+static void item_add(cJSON *arr, const char *path, const char *name)
+{
+    cJSON *o;
+    if (arr && (o = skills_names_item(path, name)))
+        cJSON_AddItemToArray(arr, o);
+}
+
+/* Public path is not linked: by (a private path) stands at its place, or
+ * for a whole category (category) at the category's. */
+static void shadow_add(struct run *r, const char *path, const char *by, bool category)
+{
+    const struct skill_info *si = category ? NULL : skills_names_find(&r->names, path);
+    const char *name = si ? si->name : strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    cJSON *o;
+
+    if (!r->lists->shadowed || !(o = skills_names_item(path, name)))
+        return;
+    cJSON_AddStringToObject(o, "by", by);
+    if (category)
+        cJSON_AddBoolToObject(o, "category", true);
+    cJSON_AddItemToArray(r->lists->shadowed, o);
+}
+
+/* A public skill not linked because of its name: shadowed by the
+ * agent's own skill of that name, or a clash with the public one linked. */
+static void verdict_add(struct run *r, const struct skill_info *si)
+{
+    cJSON *o;
+
+    if (si->verdict == SKILL_SHADOWED) {
+        r->c->shadowed++;
+        shadow_add(r, si->path, si->by, false);
+        return;
+    }
+    r->c->clashes++;
+    if (r->lists->clashes && (o = skills_names_item(si->path, si->name))) {
+        cJSON_AddStringToObject(o, "by", si->by);
+        cJSON_AddItemToArray(r->lists->clashes, o);
+    }
+}
 
 /* rel/name, or name at the top ("" rel). */
 static void join(char *out, size_t n, const char *rel, const char *name)
@@ -129,7 +173,7 @@ static void next_add(struct run *r, const char *key, struct ent *v)
 
 /* Names hearth keeps for itself or leaves to Hermes: never linked, never
  * merged, never removed. */
-static bool reserved_name(const char *n)
+bool skills_reserved_name(const char *n)
 {
     return strcmp(n, SKILLS_TMP_LINK) == 0 || strcmp(n, SKILLS_TMP_FORK) == 0 ||
            strcmp(n, SKILLS_TMP_CATEGORY) == 0 || strcmp(n, SKILLS_CATEGORY_MARK) == 0 ||
@@ -255,7 +299,7 @@ static void merge_category(struct run *r, int pfd, int vfd, struct listing *vl, 
         if (cvfd < 0 && (errno == ELOOP || errno == ENOTDIR || errno == ENOENT)) {
             /* Replaced by the agent since the listing: its entry wins. */
             r->c->shadowed++;
-            skills_list_add(r->lists->shadowed, path);
+            shadow_add(r, path, path, true);
         } else if (cvfd < 0) {
             run_error(r, "open category", path);
         } else {
@@ -271,7 +315,7 @@ static void merge_category(struct run *r, int pfd, int vfd, struct listing *vl, 
     if (v && !v->ours && !(lt && strcmp(lt, target) == 0)) {
         /* A file, or a link of the agent's (never followed): it wins. */
         r->c->shadowed++;
-        skills_list_add(r->lists->shadowed, path);
+        shadow_add(r, path, path, true);
         cat_add(r, path, "shadowed");
         close(cpfd);
         return;
@@ -302,7 +346,7 @@ static void merge_category(struct run *r, int pfd, int vfd, struct listing *vl, 
             } else {
                 /* The agent made it meanwhile: its own, merged next run. */
                 r->c->shadowed++;
-                skills_list_add(r->lists->shadowed, path);
+                shadow_add(r, path, path, true);
             }
             close(cpfd);
             return;
@@ -327,7 +371,7 @@ static void merge_category(struct run *r, int pfd, int vfd, struct listing *vl, 
             if (tree_rename_exchange(vfd, SKILLS_TMP_CATEGORY, p->name) < 0)
                 run_error(r, "restore", path);
             r->c->shadowed++;
-            skills_list_add(r->lists->shadowed, path);
+            shadow_add(r, path, path, true);
         } else {
             r->c->cat_converted++;
             cat_add(r, path, "hearth");
@@ -353,8 +397,7 @@ static void merge_category(struct run *r, int pfd, int vfd, struct listing *vl, 
  * hearth made it, its links are judged against an empty public, and it
  * goes once nothing else is in it. An agent's directory is never
  * entered. */
-static void retire_category(struct run *r, int vfd, struct ent *v, const char *rel, int level,
-                            bool listed)
+static void retire_category(struct run *r, int vfd, struct ent *v, const char *rel, int level)
 {
     char path[4096], why[128];
     size_t left = 0;
@@ -365,25 +408,15 @@ static void retire_category(struct run *r, int vfd, struct ent *v, const char *r
      * links hearth made while public had it: those are judged like any
      * link of ours. Its skills and the directory itself are never
      * touched, and a skill directory is never entered. */
-    if (!ours && (level >= skills_layout_depth || v->name[0] == '.' || has_marker(vfd, v->name))) {
-        if (!listed)
-            skills_list_add(r->lists->private_, path);
+    if (!ours && (level >= skills_layout_depth || v->name[0] == '.' || has_marker(vfd, v->name)))
         return;
-    }
     int cvfd = safepath_open(vfd, v->name, O_DIRECTORY, 0, why, sizeof(why));
     if (cvfd < 0) {
         run_error(r, "open category", path);
         return;
     }
     descend(r, -1, cvfd, path, level, &left);
-    if (!ours) {
-        skills_list_add(r->lists->private_, path);
-        close(cvfd);
-        return;
-    }
-    if (left > 0 || r->dry) {
-        if (left > 0)
-            skills_list_add(r->lists->private_, path);
+    if (!ours || left > 0 || r->dry) {
         close(cvfd);
         return;
     }
@@ -395,8 +428,6 @@ static void retire_category(struct run *r, int vfd, struct ent *v, const char *r
     } else if (unlinkat(vfd, v->name, AT_REMOVEDIR) < 0) {
         if (errno != ENOTEMPTY && errno != EEXIST)
             run_error(r, "remove category", path);
-        else
-            skills_list_add(r->lists->private_, path);
     } else {
         r->c->cat_removed++;
     }
@@ -468,7 +499,7 @@ static int reconcile_level(struct run *r, int pfd, int vfd, const char *rel, int
         struct ent *p = &pl.v[i];
         join(path, sizeof(path), rel, p->name);
         /* Our temporary names and Hermes's own files are never skills. */
-        p->ignored = skills_is_ignored(p->name, r->ignore) || reserved_name(p->name);
+        p->ignored = skills_is_ignored(p->name, r->ignore) || skills_reserved_name(p->name);
         if (p->ignored) {
             c->ignored++;
             skills_list_add(lists->ignored, path);
@@ -493,18 +524,41 @@ static int reconcile_level(struct run *r, int pfd, int vfd, const char *rel, int
             continue;
         }
         c->public_n++;
-        skills_list_add(lists->public_, path);
+        /* A skill (a directory with the marker) is listed as one; any
+         * other public entry (a category's DESCRIPTION.md) is linked the
+         * same way and listed apart. */
+        const struct skill_info *si = skills_names_find(&r->names, path);
+        if (si)
+            item_add(lists->public_, path, si->name);
+        else
+            skills_list_add(lists->other, path);
+        bool beaten = si && si->verdict != SKILL_LINK;
         struct ent *v = skills_listing_find(&vl, p->name);
         if (v) {
             const char *lt = v->kind == ENT_LINK ? link_target(vfd, v, r->cache, path) : NULL;
-            if (v->ours || (lt && strcmp(lt, target) == 0)) {
+            if ((v->ours || (lt && strcmp(lt, target) == 0)) && beaten) {
+                /* A link of ours to a skill that has since lost by name:
+                 * it goes, so the name resolves to the one that wins. */
+                c->removed++;
+                v->gone = true;
+                if (!r->dry && unlinkat(vfd, p->name, 0) < 0 && errno != ENOENT) {
+                    c->removed--;
+                    run_error(r, "remove the link of a shadowed skill", path);
+                    continue;
+                }
+                verdict_add(r, si);
+            } else if (v->ours || (lt && strcmp(lt, target) == 0)) {
                 c->linked++;
-                skills_list_add(lists->linked, path);
+                item_add(si ? lists->linked : NULL, path, si ? si->name : p->name);
             } else {
                 /* Anything else of that name is the agent's: it wins. */
                 c->shadowed++;
-                skills_list_add(lists->shadowed, path);
+                shadow_add(r, path, path, false);
             }
+            continue;
+        }
+        if (beaten) {
+            verdict_add(r, si);
             continue;
         }
         c->created++;
@@ -517,12 +571,12 @@ static int reconcile_level(struct run *r, int pfd, int vfd, const char *rel, int
          * the rename the other way takes. */
         if (!r->chown) {
             if (symlinkat(target, vfd, p->name) == 0) {
-                skills_list_add(lists->linked, path);
+                item_add(si ? lists->linked : NULL, path, si ? si->name : p->name);
             } else {
                 c->created--;
                 if (errno == EEXIST) {
                     c->shadowed++;
-                    skills_list_add(lists->shadowed, path);
+                    shadow_add(r, path, path, false);
                 } else {
                     run_error(r, "link", path);
                 }
@@ -553,14 +607,14 @@ made:
             /* Appeared since the listing: the agent's, so it wins. */
             if (e == EEXIST) {
                 c->shadowed++;
-                skills_list_add(lists->shadowed, path);
+                shadow_add(r, path, path, false);
             } else {
                 run_error(r, "rename a link into", path);
             }
             continue;
         }
         /* Not cached yet: the next run reads it once, then vouches. */
-        skills_list_add(lists->linked, path);
+        item_add(si ? lists->linked : NULL, path, si ? si->name : p->name);
     }
 
     /* Links into public whose target has gone, or whose name is now
@@ -568,7 +622,7 @@ made:
      * directories hearth made for categories public no longer has. */
     for (size_t i = 0; i < vl.n; i++) {
         struct ent *v = &vl.v[i];
-        if (v->gone || reserved_name(v->name))
+        if (v->gone || skills_reserved_name(v->name))
             continue;
         join(path, sizeof(path), rel, v->name);
         if (v->kind == ENT_DIR) {
@@ -578,7 +632,7 @@ made:
                 continue; /* a merged category */
             }
             struct stat s;
-            retire_category(r, vfd, v, rel, level, false);
+            retire_category(r, vfd, v, rel, level);
             if (r->dry || fstatat(vfd, v->name, &s, AT_SYMLINK_NOFOLLOW) == 0)
                 (*left)++;
             continue;
@@ -593,7 +647,6 @@ made:
             sub = v->name;
         } else {
             if (!lt || strncmp(lt, prefix, tlen) != 0) {
-                skills_list_add(lists->private_, path);
                 (*left)++;
                 continue;
             }
@@ -608,8 +661,7 @@ made:
         }
         if (!stale) {
             if (strcmp(sub, v->name) != 0) {
-                skills_list_add(lists->private_, path); /* a link of the agent's own */
-                (*left)++;
+                (*left)++; /* a link of the agent's own */
             } else {
                 next_add(r, path, v);
             }
@@ -683,9 +735,20 @@ int skills_reconcile(const char *pub, const char *priv, const char *const *ignor
     /* An unreadable top level is a run that changed nothing: an error
      * even when no entry was counted. */
     skills_dents_buf = malloc(GETDENTS_BUF); /* NULL: each read allocates its own */
+    /* Names first: whether a public skill may be linked depends on every
+     * skill of both trees, wherever it sits. Without them (out of memory,
+     * too many entries) the run goes on by path alone and says so. */
+    if (skills_names_scan(&r.names, pfd, vfd, ignore) < 0 && c->errors++ == 0)
+        snprintf(err, errlen, "unable to learn the skills' names: out of memory or more than %d "
+                 "entries", SKILLS_MAX_TOTAL);
     int lrc = reconcile_level(&r, pfd, vfd, "", 1, &left);
     free(skills_dents_buf);
     skills_dents_buf = NULL;
+    c->names_digest = r.names.digest;
+    skills_names_report(&r.names, skills_last_report, sizeof(skills_last_report));
+    for (size_t i = 0; r.lists->private_ && i < r.names.npriv; i++)
+        item_add(r.lists->private_, r.names.priv[i].path, r.names.priv[i].name);
+    skills_names_free(&r.names);
     if (cache && !dry) {
         cache->runs++;
         skills_listing_free(&cache->links);
@@ -715,7 +778,7 @@ bool skills_valid_name(const char *n)
         return false;
     memcpy(buf, n, strlen(n) + 1);
     for (char *save = NULL, *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
-        if (strlen(c) >= 256 || !strcmp(c, ".") || !strcmp(c, "..") || reserved_name(c))
+        if (strlen(c) >= 256 || !strcmp(c, ".") || !strcmp(c, "..") || skills_reserved_name(c))
             return false;
         parts++;
     }

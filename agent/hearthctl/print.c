@@ -470,7 +470,11 @@ static void print_names(const char *label, const cJSON *arr)
 
     printf("%-9s %d", label, count);
     cJSON_ArrayForEach(n, arr) {
-        if (!cJSON_IsString(n))
+        /* A path, or a skill {path, name[, by]}: its path, the name
+         * when it is not the directory's, and what wins over it. */
+        const char *path = cJSON_IsString(n) ? n->valuestring : jstr(n, "path");
+        const char *name = jstr(n, "name"), *by = jstr(n, "by");
+        if (!path)
             continue;
         /* A few names tell the story; --json has them all. */
         if (shown++ == 8) {
@@ -478,7 +482,17 @@ static void print_names(const char *label, const cJSON *arr)
             break;
         }
         fputs(shown == 1 ? ": " : " ", stdout);
-        put_safe(stdout, n->valuestring);
+        put_safe(stdout, path);
+        const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+        if (name && strcmp(name, base) != 0) {
+            fputs(" (", stdout);
+            put_safe(stdout, name);
+            fputc(')', stdout);
+        }
+        if (by) {
+            fputs(" <- ", stdout);
+            put_safe(stdout, by);
+        }
     }
     fputc('\n', stdout);
 }
@@ -494,8 +508,8 @@ static void print_sync(const cJSON *last)
     } else {
         fputs("last sync: ", stdout);
         put_safe(stdout, trig ? trig : "?");
-        static const char *const keys[] = {"linked", "created", "removed", "shadowed", "ignored",
-                                           "errors"};
+        static const char *const keys[] = {"linked", "created", "removed", "shadowed",
+                                           "clashes", "ignored", "errors"};
         for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
             if (jnum(last, keys[i], &v) && v >= 0 && v < 1e10)
                 printf(", %s %lld", keys[i], (long long)v);
@@ -522,6 +536,8 @@ int p_skills(struct ctl *t, const cJSON *res)
     print_names("public", cJSON_GetObjectItemCaseSensitive(res, "public"));
     print_names("linked", cJSON_GetObjectItemCaseSensitive(res, "linked"));
     print_names("shadowed", cJSON_GetObjectItemCaseSensitive(res, "shadowed"));
+    if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(res, "clashes")) > 0)
+        print_names("clashes", cJSON_GetObjectItemCaseSensitive(res, "clashes"));
     print_names("private", cJSON_GetObjectItemCaseSensitive(res, "private"));
     print_names("ignored", cJSON_GetObjectItemCaseSensitive(res, "ignored"));
     print_sync(cJSON_GetObjectItemCaseSensitive(res, "last"));

@@ -50,6 +50,10 @@ def _first_run(h, linked):
     h.wait_for(lambda: linked() and h.rpc("status")["phases"]["skills"], what="first overlay")
 
 
+def _paths(items):
+    return sorted(e["path"] for e in items)
+
+
 def _ctl(h, *args):
     return subprocess.run([HEARTHCTL, "--connect", "unix:" + h.sock, *args],
                           capture_output=True, text=True, timeout=10)
@@ -75,10 +79,15 @@ def test_overlay_rules(hearth, tmp_path):
     # Nothing was written to the public share.
     assert sorted(os.listdir(pub)) == [".DS_Store", "._alpha", "alpha", "beta", "gamma"]
     sl = hearth.rpc("skills.list")
-    assert sorted(sl["public"]) == ["alpha", "beta", "gamma"]
-    assert sl["linked"] == ["alpha"]
-    assert sorted(sl["shadowed"]) == ["beta", "gamma"]
-    assert sorted(sl["private"]) == ["beta", "gamma", "own"]
+    assert _paths(sl["public"]) == ["alpha", "beta", "gamma"]
+    assert sl["linked"] == [{"path": "alpha", "name": "alpha"}]
+    # beta loses to the agent's skill, gamma to a file standing at its path.
+    assert sorted(sl["shadowed"], key=lambda e: e["path"]) == [
+        {"path": "beta", "name": "beta", "by": "beta"},
+        {"path": "gamma", "name": "gamma", "by": "gamma"}]
+    # Only the agent's skills: not its file, not its empty directory.
+    assert sl["private"] == [{"path": "beta", "name": "beta"}]
+    assert sl["clashes"] == [] and sl["other"] == []
     assert sorted(sl["ignored"]) == [".DS_Store", "._alpha"]
     assert sl["last"]["trigger"] == "boot" and sl["last"]["created"] == 1
     assert hearth.rpc("status")["phases"]["skills"] is True
@@ -155,7 +164,8 @@ def test_fork_gives_a_private_copy(hearth, tmp_path):
     assert (priv / "alpha" / "SKILL.md").read_text() == "# alpha (public)\n"
     assert not os.path.lexists(priv / ".hearth-fork.tmp")
     sl = hearth.rpc("skills.list")
-    assert "alpha" in sl["shadowed"] and "alpha" not in sl["linked"]
+    assert {"path": "alpha", "name": "alpha", "by": "alpha"} in sl["shadowed"]
+    assert "alpha" not in _paths(sl["linked"])
     # The private copy survives later reconciles, and cannot be forked again.
     hearth.rpc("skills.sync")
     assert (priv / "alpha").is_dir() and not os.path.islink(priv / "alpha")
@@ -268,16 +278,25 @@ def test_categories_merged_skill_by_skill(hearth, tmp_path):
     assert os.listdir(priv / ".hub") == ["lock.json"]
     assert os.listdir(priv / "mine") == ["tool"]
     sl = hearth.rpc("skills.list")
-    assert sorted(sl["public"]) == ["alpha", "data/query", "devops/DESCRIPTION.md",
-                                   "devops/backup", "devops/deploy"]
-    assert sl["shadowed"] == ["devops/backup"]
-    assert sorted(sl["linked"]) == ["alpha", "data/query", "devops/DESCRIPTION.md",
-                                   "devops/deploy"]
+    # Skills only: the category's DESCRIPTION.md is linked but listed
+    # apart, and no category is listed as a skill.
+    assert _paths(sl["public"]) == ["alpha", "data/query", "devops/backup", "devops/deploy"]
+    assert sl["other"] == ["devops/DESCRIPTION.md"]
+    assert os.readlink(priv / "devops" / "DESCRIPTION.md") == str(
+        g / "skills" / "devops" / "DESCRIPTION.md")
+    assert sl["shadowed"] == [{"path": "devops/backup", "name": "backup", "by": "devops/backup"}]
+    assert _paths(sl["linked"]) == ["alpha", "data/query", "devops/deploy"]
     assert sorted(sl["ignored"]) == [".DS_Store", "._alpha", ".bundled_manifest", ".hub"]
     cats = {c["name"]: c["private"] for c in sl["categories"]}
     assert cats == {"devops": "own", "data": "hearth"}
     assert sl["marker"] == "SKILL.md" and sl["depth"] == 2 and sl["pending"] == 0
-    assert "mine" in sl["private"] and "devops/backup" in sl["private"]
+    assert sorted(sl["private"], key=lambda e: e["path"]) == [
+                             {"path": "devops/backup", "name": "backup"},
+                             {"path": "mine/tool", "name": "tool"}]
+    for lst in ("public", "private", "linked", "shadowed"):
+        paths = [e["path"] for e in sl[lst]]
+        assert not [p for p in paths if p.endswith(".md") or p in ("devops", "data", "mine")], \
+            (lst, paths)
     r = hearth.rpc("skills.sync")
     assert r["created"] == 0 and r["removed"] == 0 and r["categories"] == 2
     # A public skill gone: its link goes. A public category gone: hearth's
@@ -303,7 +322,8 @@ def test_fork_a_category_skill(hearth, tmp_path):
     assert out.returncode == 0, out.stderr
     assert (priv / "devops" / "deploy").is_dir() and not os.path.islink(priv / "devops" / "deploy")
     assert (priv / "devops" / "deploy" / "SKILL.md").read_text() == "# devops/deploy (public)\n"
-    assert "devops/deploy" in hearth.rpc("skills.list")["shadowed"]
+    assert {"path": "devops/deploy", "name": "deploy", "by": "devops/deploy"} in \
+        hearth.rpc("skills.list")["shadowed"]
     e = hearth.client().call("skills.fork", {"name": "devops/../../etc"})["error"]
     assert e["code"] == -32602
 
@@ -343,7 +363,7 @@ def test_planted_category_link_is_never_followed(hearth, tmp_path):
     assert os.listdir(outside) == []
     assert os.readlink(priv / "devops") == str(outside)
     sl = hearth.rpc("skills.list")
-    assert "devops" in sl["shadowed"]
+    assert {"path": "devops", "name": "devops", "by": "devops", "category": True} in sl["shadowed"]
     assert {"name": "devops", "private": "shadowed"} in sl["categories"]
 
 
@@ -368,18 +388,21 @@ def test_interrupted_category_run_is_completed(hearth, tmp_path):
 def test_agent_creating_skills_during_reconcile(hearth, tmp_path):
     """The agent writes skills into merged categories while hearth
     reconciles them over and over: none of its skills is lost or replaced,
-    every public skill without a private twin ends up linked."""
+    every public skill without a private twin ends up linked. Every skill
+    has a name of its own (c-k): names shared across categories would
+    clash."""
     pub, priv, g, extra = _setup(tmp_path, public=())
     for c in range(20):
         for k in range(25):
-            (pub / f"cat{c}" / f"s{k}").mkdir(parents=True)
-            (pub / f"cat{c}" / f"s{k}" / "SKILL.md").write_text("x\n")
+            (pub / f"cat{c}" / f"s{c}-{k}").mkdir(parents=True)
+            (pub / f"cat{c}" / f"s{c}-{k}" / "SKILL.md").write_text("x\n")
     # The agent races hearth: its skills land in every category, some with
     # public names, made as hearth reconciles.
     script = (f"cd {g}/home/skills; while [ ! -d cat19 ]; do sleep 0.01; done; "
               "for c in $(seq 0 19); do for k in 3 7 30 31; do "
-              "mkdir -p cat$c/s$k.tmp && echo mine > cat$c/s$k.tmp/SKILL.md && "
-              "mv -T cat$c/s$k.tmp cat$c/s$k 2>/dev/null || rm -rf cat$c/s$k.tmp; done; done; "
+              "mkdir -p cat$c/s$c-$k.tmp && echo mine > cat$c/s$c-$k.tmp/SKILL.md && "
+              "mv -T cat$c/s$c-$k.tmp cat$c/s$c-$k 2>/dev/null || rm -rf cat$c/s$c-$k.tmp; "
+              "done; done; "
               "echo done")
     hearth.start(hearth.config(services=[
         KEEP, {"name": "agent", "after": ["skills"], "restart": "never",
@@ -394,14 +417,14 @@ def test_agent_creating_skills_during_reconcile(hearth, tmp_path):
         d = priv / f"cat{c}"
         assert d.is_dir() and not d.is_symlink()
         for k in (30, 31):  # private-only: the agent's, intact
-            assert (d / f"s{k}" / "SKILL.md").read_text() == "mine\n"
+            assert (d / f"s{c}-{k}" / "SKILL.md").read_text() == "mine\n"
         for k in range(25):
-            e = d / f"s{k}"
+            e = d / f"s{c}-{k}"
             if k in (3, 7) and not e.is_symlink():
                 # The agent's won the race for the name: intact, its own.
                 assert (e / "SKILL.md").read_text() == "mine\n"
             else:
-                assert os.readlink(e) == str(g / "skills" / f"cat{c}" / f"s{k}")
+                assert os.readlink(e) == str(g / "skills" / f"cat{c}" / f"s{c}-{k}")
         assert not os.path.lexists(d / ".hearth-link.tmp")
 
 
@@ -460,8 +483,141 @@ def test_walk_result_larger_than_a_pipe(hearth, tmp_path):
     _first_run(hearth, lambda: os.path.islink(priv / names[-1]))
     sl = hearth.rpc("skills.list")
     assert len(sl["public"]) == 3000 and len(sl["linked"]) == 3000
-    assert sorted(sl["public"]) == sorted(names)
+    assert _paths(sl["public"]) == sorted(names)
     assert "filled its pipe; reading as it writes" in hearth.log_text()
     r = hearth.rpc("skills.sync")
     assert r["errors"] == 0 and r["created"] == 0 and r["removed"] == 0, r
     assert len(os.listdir(priv)) == 3000
+
+
+# ---------------------------------------------------------------------------
+# Names: Hermes finds a skill by its name, wherever it sits.
+
+def _skill(root, rel, name=None, body=""):
+    (root / rel).mkdir(parents=True, exist_ok=True)
+    front = f"---\nname: {name}\ndescription: d\n---\n" if name else ""
+    (root / rel / "SKILL.md").write_text(front + f"# {rel}\n" + body)
+
+
+def _names_setup(tmp_path):
+    pub, priv, g, extra = _setup(tmp_path, public=())
+    _skill(pub, "research/lab-notebook", "lab-notebook")
+    _skill(pub, "research/arxiv", "arxiv")
+    return pub, priv, g, extra
+
+
+def test_private_skill_shadows_a_public_one_of_its_name_elsewhere(hearth, tmp_path):
+    pub, priv, g, extra = _names_setup(tmp_path)
+    _skill(priv, "software-development/lab-notebook", "lab-notebook")
+    hearth.start(hearth.config(services=[KEEP], **extra))
+    _first_run(hearth, lambda: os.path.islink(priv / "research" / "arxiv"))
+    assert not os.path.lexists(priv / "research" / "lab-notebook")
+    sl = hearth.rpc("skills.list")
+    assert sl["shadowed"] == [{"path": "research/lab-notebook", "name": "lab-notebook",
+                               "by": "software-development/lab-notebook"}]
+    assert sl["private"] == [{"path": "software-development/lab-notebook",
+                              "name": "lab-notebook"}]
+    assert sl["linked"] == [{"path": "research/arxiv", "name": "arxiv"}]
+    assert sl["last"]["shadowed"] == 1 and sl["last"]["clashes"] == 0
+    # Logged once, when it appeared; not again at every run that finds it.
+    for _ in range(3):
+        r = hearth.rpc("skills.sync")
+        assert r["shadowed"] == 1 and r["created"] == 0 and r["errors"] == 0
+    line = "research/lab-notebook (name lab-notebook) not linked: the agent's own skill " \
+           "of that name is software-development/lab-notebook"
+    assert hearth.log_text().count(line) == 1
+    # The agent's skill goes: the public one is linked, and that is logged.
+    import shutil
+    shutil.rmtree(priv / "software-development")
+    r = hearth.rpc("skills.sync")
+    assert r["shadowed"] == 0 and r["created"] == 1
+    assert os.readlink(priv / "research" / "lab-notebook") == \
+        str(g / "skills" / "research" / "lab-notebook")
+    assert "no skill is shadowed or clashes by name any more" in hearth.log_text()
+
+
+def test_link_made_earlier_goes_when_the_agent_makes_a_skill_of_its_name(hearth, tmp_path):
+    """The agent's skill of a name, made after hearth linked a public one
+    of that name elsewhere (the private dir my-notes, named lab-notebook
+    in its front matter): the link goes, the sync event says so."""
+    pub, priv, g, extra = _names_setup(tmp_path)
+    hearth.start(hearth.config(services=[KEEP], **extra))
+    _first_run(hearth, lambda: os.path.islink(priv / "research" / "lab-notebook"))
+    sub = hearth.client()
+    sub.result("events.subscribe", {"since": 0})
+    _skill(priv, "my-notes", "lab-notebook")
+    r = hearth.rpc("skills.sync")
+    assert r["removed"] == 1 and r["shadowed"] == 1, r
+    assert not os.path.lexists(priv / "research" / "lab-notebook")
+    assert os.readlink(priv / "research" / "arxiv") == str(g / "skills" / "research" / "arxiv")
+    while True:
+        ev = sub.read_line()["params"]
+        if ev["type"] == "skills.sync" and ev["removed"] == 1:
+            break
+    sub.close()
+    assert ev["shadowed"] == 1 and ev["clashes"] == 0
+    sl = hearth.rpc("skills.list")
+    assert sl["shadowed"] == [{"path": "research/lab-notebook", "name": "lab-notebook",
+                               "by": "my-notes"}]
+    assert sl["private"] == [{"path": "my-notes", "name": "lab-notebook"}]
+    assert sl["pending"] == 0
+    out = _ctl(hearth, "skills")
+    assert out.returncode == 0, out.stderr
+    assert "shadowed  1: research/lab-notebook <- my-notes" in out.stdout
+    assert "private   1: my-notes (lab-notebook)" in out.stdout
+
+
+def test_public_skills_of_one_name_clash_and_the_first_by_path_is_linked(hearth, tmp_path):
+    pub, priv, g, extra = _names_setup(tmp_path)
+    _skill(pub, "tools/lab-notebook", "lab-notebook")
+    _skill(pub, "zoo/notebook-2", "arxiv")  # the front matter's name clashes
+    hearth.start(hearth.config(services=[KEEP], **extra))
+    _first_run(hearth, lambda: os.path.islink(priv / "research" / "lab-notebook"))
+    assert not os.path.lexists(priv / "tools" / "lab-notebook")
+    assert not os.path.lexists(priv / "zoo" / "notebook-2")
+    r = hearth.rpc("skills.sync")
+    assert r["clashes"] == 2 and r["shadowed"] == 0 and r["errors"] == 0
+    sl = hearth.rpc("skills.list")
+    assert sorted(sl["clashes"], key=lambda e: e["path"]) == [
+        {"path": "tools/lab-notebook", "name": "lab-notebook", "by": "research/lab-notebook"},
+        {"path": "zoo/notebook-2", "name": "arxiv", "by": "research/arxiv"}]
+    assert _paths(sl["linked"]) == ["research/arxiv", "research/lab-notebook"]
+    assert "tools/lab-notebook (name lab-notebook) not linked: the public skill of that " \
+           "name linked is research/lab-notebook" in hearth.log_text()
+    out = _ctl(hearth, "skills", "sync")
+    assert out.returncode == 0 and ", clashes 2," in out.stdout
+
+
+def test_hostile_markers_are_never_followed_or_waited_on(hearth, tmp_path):
+    """The agent's tree may hold a FIFO named SKILL.md (opening it for
+    reading would wait for a writer), a SKILL.md that is a link to a file
+    naming a public skill, and one far larger than any front matter: the
+    walk neither hangs, nor follows the link, nor reads past its bound.
+    Each is a skill by its directory's name."""
+    pub, priv, g, extra = _names_setup(tmp_path)
+    _skill(pub, "research/paper-digest", "paper-digest")
+    (priv / "fifo-skill").mkdir()
+    os.mkfifo(priv / "fifo-skill" / "SKILL.md")
+    (priv / "linked-skill").mkdir()
+    decoy = tmp_path / "host-home" / "decoy.md"
+    decoy.write_text("---\nname: lab-notebook\n---\n")
+    os.symlink(decoy, priv / "linked-skill" / "SKILL.md")
+    # The name lies past the bound on what is read: none is learnt.
+    (priv / "huge").mkdir()
+    (priv / "huge" / "SKILL.md").write_text("---\ndescription: " + "x" * (8 << 20) +
+                                           "\nname: paper-digest\n---\n")
+    # A link the agent made to a directory of its own is never entered.
+    _skill(tmp_path / "host-home", "elsewhere/arxiv", "arxiv")
+    os.symlink(tmp_path / "host-home" / "elsewhere" / "arxiv", priv / "my-arxiv")
+    hearth.start(hearth.config(services=[KEEP], **extra))
+    _first_run(hearth, lambda: os.path.islink(priv / "research" / "paper-digest"))
+    r = hearth.rpc("skills.sync")
+    assert r["errors"] == 0 and r["shadowed"] == 0 and r["duration_us"] < 10_000_000, r
+    for n in ("lab-notebook", "arxiv", "paper-digest"):
+        assert os.readlink(priv / "research" / n) == str(g / "skills" / "research" / n)
+    sl = hearth.rpc("skills.list")
+    assert sorted(sl["private"], key=lambda e: e["path"]) == [
+                             {"path": "fifo-skill", "name": "fifo-skill"},
+                             {"path": "huge", "name": "huge"},
+                             {"path": "linked-skill", "name": "linked-skill"}]
+    assert sl["shadowed"] == [] and sl["clashes"] == []

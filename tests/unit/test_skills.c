@@ -14,6 +14,7 @@
 #include <cJSON.h>
 
 #include "skills.h"
+#include "skills_priv.h"
 
 struct trees {
     char root[64], pub[128], priv[128];
@@ -25,6 +26,8 @@ static void mk(const char *dir, const char *name)
     snprintf(p, sizeof(p), "%s/%s", dir, name);
     CHECK(mkdir(p, 0755) == 0);
 }
+
+static void skill(const char *dir, const char *rel);
 
 static void touch(const char *dir, const char *name, const char *text)
 {
@@ -237,12 +240,12 @@ TEST(skills_dry_run_lists_without_changing)
     char err[512];
 
     setup(&t);
-    mk(t.pub, "alpha");
-    mk(t.pub, "beta");
+    skill(t.pub, "alpha");
+    skill(t.pub, "beta");
     mk(t.pub, "._x");
     CHECK(mkdir(t.priv, 0755) == 0);
-    mk(t.priv, "beta");
-    mk(t.priv, "own");
+    skill(t.priv, "beta");
+    mk(t.priv, "own"); /* not a skill: no marker */
     l.public_ = cJSON_CreateArray();
     l.private_ = cJSON_CreateArray();
     l.linked = cJSON_CreateArray();
@@ -253,9 +256,11 @@ TEST(skills_dry_run_lists_without_changing)
     CHECK(!exists(&t, "alpha"));
     CHECK_EQ_INT(cJSON_GetArraySize(l.public_), 2);
     CHECK_EQ_INT(cJSON_GetArraySize(l.shadowed), 1);
-    CHECK_STR(cJSON_GetArrayItem(l.shadowed, 0)->valuestring, "beta");
+    CHECK_STR(cJSON_GetObjectItem(cJSON_GetArrayItem(l.shadowed, 0), "path")->valuestring, "beta");
+    CHECK_STR(cJSON_GetObjectItem(cJSON_GetArrayItem(l.shadowed, 0), "by")->valuestring, "beta");
     CHECK_EQ_INT(cJSON_GetArraySize(l.ignored), 1);
-    CHECK_EQ_INT(cJSON_GetArraySize(l.private_), 2);
+    CHECK_EQ_INT(cJSON_GetArraySize(l.private_), 1);
+    CHECK_STR(cJSON_GetObjectItem(cJSON_GetArrayItem(l.private_, 0), "name")->valuestring, "beta");
     CHECK_EQ_INT(cJSON_GetArraySize(l.linked), 0);
     cJSON_Delete(l.public_);
     cJSON_Delete(l.private_);
@@ -674,7 +679,8 @@ TEST(skills_list_reports_categories_and_shadows)
     l.categories = cJSON_CreateArray();
     CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, true, &c, &l, NULL, err, sizeof(err)), 0);
     CHECK_EQ_INT(cJSON_GetArraySize(l.public_), 3);
-    CHECK_STR(cJSON_GetArrayItem(l.shadowed, 0)->valuestring, "devops/backup");
+    CHECK_STR(cJSON_GetObjectItem(cJSON_GetArrayItem(l.shadowed, 0), "path")->valuestring,
+              "devops/backup");
     CHECK_EQ_INT(cJSON_GetArraySize(l.linked), 2);
     CHECK_EQ_INT(cJSON_GetArraySize(l.categories), 2);
     for (int i = 0; i < 2; i++) {
@@ -817,5 +823,101 @@ TEST(skills_cache_survives_its_bytes_and_refuses_broken_ones)
     free(b2);
     skills_cache_free(k);
     skills_cache_free(k2);
+    teardown(&t);
+}
+
+/* ------------------------------------------------------------------ */
+/* Names: a public skill loses to the agent's own skill of its name,
+ * wherever that one sits, and of two public skills of one name the
+ * first by path is linked. */
+
+static void front(const char *dir, const char *rel, const char *name)
+{
+    char p[512];
+    skill(dir, rel);
+    snprintf(p, sizeof(p), "%s/%s", dir, rel);
+    char text[300];
+    snprintf(text, sizeof(text), "---\nname: %s\ndescription: x\n---\n# body\n", name);
+    touch(p, "SKILL.md", text);
+}
+
+TEST(skills_front_matter_name)
+{
+    char n[256];
+    const char *ok = "---\ndescription: a: b\nname:  \"lab-notebook\"  \n---\nname: no\n";
+    CHECK(skills_front_name(ok, strlen(ok), n, sizeof(n)));
+    CHECK_STR(n, "lab-notebook");
+    const char *plain = "---\r\nname: notes # a comment\r\n---\r\n";
+    CHECK(skills_front_name(plain, strlen(plain), n, sizeof(n)));
+    CHECK_STR(n, "notes");
+    const char *none[] = {"# no front matter\nname: x\n", "---\ndescription: d\n---\nname: x\n",
+                          "---\nname: a/b\n---\n", "---\nname: ..\n---\n", "---\nname:\n---\n",
+                          "---\nname: cut", "---\n  name: indented\n---\n"};
+    for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++)
+        CHECK(!skills_front_name(none[i], strlen(none[i]), n, sizeof(n)));
+}
+
+TEST(skills_names_shadow_and_clash)
+{
+    struct trees t;
+    struct skills_counts c;
+    struct skills_lists l = {0};
+    char err[512], p[512];
+
+    setup(&t);
+    skills_layout(SKILLS_MARKER, 2);
+    skill(t.pub, "research/lab-notebook");
+    skill(t.pub, "tools/journal");
+    skill(t.pub, "arxiv");
+    skill(t.pub, "zoo/arxiv");       /* a clash with the flat arxiv */
+    front(t.pub, "zoo/paper", "journal-x");
+    skill(t.pub, "zz/journal-x");    /* a clash by front-matter name */
+    CHECK(mkdir(t.priv, 0755) == 0);
+    skill(t.priv, "software-development/lab-notebook");
+    skill(t.priv, "my-notes");
+    front(t.priv, "my-notes", "journal");
+    /* A link hearth made earlier for a skill that now loses: removed. */
+    snprintf(p, sizeof(p), "%s/tools", t.priv);
+    CHECK(mkdir(p, 0755) == 0);
+    snprintf(p, sizeof(p), "%s/tools/journal", t.pub);
+    char lp[512];
+    snprintf(lp, sizeof(lp), "%s/tools/journal", t.priv);
+    CHECK(symlink(p, lp) == 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.shadowed, 2);
+    CHECK_EQ_INT(c.clashes, 2);
+    CHECK_EQ_INT(c.removed, 1);
+    CHECK(c.names_digest != 0);
+    CHECK(!exists(&t, "research/lab-notebook"));
+    CHECK(!exists(&t, "tools/journal"));
+    CHECK(exists(&t, "arxiv") && !exists(&t, "zoo/arxiv"));
+    CHECK(exists(&t, "zoo/paper") && !exists(&t, "zz/journal-x"));
+    CHECK_CONTAINS(skills_last_report, "research/lab-notebook (name lab-notebook) not linked");
+    l.shadowed = cJSON_CreateArray();
+    l.clashes = cJSON_CreateArray();
+    l.private_ = cJSON_CreateArray();
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, true, &c, &l, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.removed + c.created, 0);
+    cJSON *o = cJSON_GetArrayItem(l.shadowed, 0);
+    CHECK_STR(cJSON_GetObjectItem(o, "path")->valuestring, "research/lab-notebook");
+    CHECK_STR(cJSON_GetObjectItem(o, "by")->valuestring, "software-development/lab-notebook");
+    o = cJSON_GetArrayItem(l.shadowed, 1);
+    CHECK_STR(cJSON_GetObjectItem(o, "by")->valuestring, "my-notes");
+    o = cJSON_GetArrayItem(l.clashes, 0);
+    CHECK_STR(cJSON_GetObjectItem(o, "path")->valuestring, "zoo/arxiv");
+    CHECK_STR(cJSON_GetObjectItem(o, "by")->valuestring, "arxiv");
+    o = cJSON_GetArrayItem(l.clashes, 1);
+    CHECK_STR(cJSON_GetObjectItem(o, "path")->valuestring, "zz/journal-x");
+    CHECK_STR(cJSON_GetObjectItem(o, "by")->valuestring, "zoo/paper");
+    CHECK_EQ_INT(cJSON_GetArraySize(l.private_), 2);
+    cJSON_Delete(l.shadowed);
+    cJSON_Delete(l.clashes);
+    cJSON_Delete(l.private_);
+    /* The private skill gone: the public one is linked again. */
+    snprintf(p, sizeof(p), "rm -rf '%s/software-development'", t.priv);
+    CHECK(system(p) == 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK(exists(&t, "research/lab-notebook"));
+    CHECK_EQ_INT(c.shadowed, 1);
     teardown(&t);
 }

@@ -1,0 +1,384 @@
+/* skills_names: the names skills are known by. Hermes resolves a skill by
+ * its name, wherever it sits in the tree, not by its path: a private
+ * software-development/lab-notebook loses to a public
+ * research/lab-notebook linked beside it when that path sorts first. So
+ * before a reconcile links anything, both trees are walked for their
+ * skills (a directory holding the marker, within the layout's depth) and
+ * each skill's names are learnt: its directory name, and the `name:` of
+ * its marker's YAML front matter where there is one. A public skill that
+ * shares a name with one of the agent's own skills is shadowed (never
+ * linked); of two public skills sharing a name, the first by path is
+ * linked and the other is a clash.
+ *
+ * The private tree is the agent's: directories are opened beneath their
+ * parent's fd without following a link, only a regular marker file is
+ * read (checked before the open, and again on the fd by safepath), never
+ * blocking, and at most SKILLS_FRONT_MAX bytes of it. hearth's own links
+ * are never entered, so only the agent's skills name private ones. */
+#include "skills_priv.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "safepath.h"
+
+/* The name index: open addressing over the skills arrays, keyed by a
+ * string the skill owns (its path, or one of its names). */
+static int nindex_init(struct nindex *x, size_t n)
+{
+    size_t size = 16;
+    while (size < n * 2)
+        size <<= 1;
+    x->slot = calloc(size, sizeof(*x->slot));
+    x->key = calloc(size, sizeof(*x->key));
+    x->mask = size - 1;
+    return x->slot && x->key ? 0 : -1;
+}
+
+static void nindex_free(struct nindex *x)
+{
+    free(x->slot);
+    free(x->key);
+    memset(x, 0, sizeof(*x));
+}
+
+/* The value for key, or 0. */
+static uint32_t nindex_get(const struct nindex *x, const char *key)
+{
+    if (!x->slot || !key)
+        return 0;
+    for (size_t h = skills_hash(key) & x->mask; x->slot[h]; h = (h + 1) & x->mask)
+        if (strcmp(x->key[h], key) == 0)
+            return x->slot[h];
+    return 0;
+}
+
+/* Adds key -> v unless key is there (the first holder keeps it). */
+static void nindex_put(struct nindex *x, const char *key, uint32_t v)
+{
+    size_t h = skills_hash(key) & x->mask;
+    for (; x->slot[h]; h = (h + 1) & x->mask)
+        if (strcmp(x->key[h], key) == 0)
+            return;
+    x->slot[h] = v;
+    x->key[h] = key;
+}
+
+/* The `name:` of YAML front matter in buf (a `---` line first, up to the
+ * next `---` or `...` line), copied into out; false when there is none or
+ * it is not a usable name (empty, a '/', a control byte, too long). Only
+ * a plain `name: value` at the start of a line counts; quotes around the
+ * value are dropped, and a ` #` comment after an unquoted one. */
+bool skills_front_name(const char *buf, size_t len, char *out, size_t outlen)
+{
+    const char *p = buf, *end = buf + len;
+    bool first = true;
+
+    if (len >= 3 && (unsigned char)p[0] == 0xef && (unsigned char)p[1] == 0xbb &&
+        (unsigned char)p[2] == 0xbf)
+        p += 3; /* a UTF-8 byte order mark */
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl)
+            return false; /* a line cut by the bound, or no closing line */
+        const char *le = nl;
+        while (le > p && (le[-1] == '\r' || le[-1] == ' ' || le[-1] == '\t'))
+            le--;
+        size_t ll = (size_t)(le - p);
+        bool fence = ll == 3 && memcmp(p, "---", 3) == 0;
+        if (first) {
+            if (!fence)
+                return false;
+            first = false;
+        } else if (fence || (ll == 3 && memcmp(p, "...", 3) == 0)) {
+            return false;
+        } else if (ll > 5 && memcmp(p, "name:", 5) == 0) {
+            const char *v = p + 5, *ve = le;
+            while (v < ve && (*v == ' ' || *v == '\t'))
+                v++;
+            if (v < ve && (*v == '"' || *v == '\'')) {
+                const char *q = memchr(v + 1, *v, (size_t)(ve - v - 1));
+                if (!q)
+                    return false;
+                v++;
+                ve = q;
+            } else {
+                for (const char *c = v; c < ve; c++)
+                    if (*c == '#' && c > v && (c[-1] == ' ' || c[-1] == '\t')) {
+                        ve = c;
+                        break;
+                    }
+                while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
+                    ve--;
+            }
+            size_t n = (size_t)(ve - v);
+            if (n == 0 || n >= outlen || n >= 256)
+                return false;
+            for (size_t i = 0; i < n; i++)
+                if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f || v[i] == '/')
+                    return false;
+            if ((n == 1 && v[0] == '.') || (n == 2 && v[0] == '.' && v[1] == '.'))
+                return false;
+            memcpy(out, v, n);
+            out[n] = '\0';
+            return true;
+        }
+        p = nl + 1;
+    }
+    return false;
+}
+
+/* Whether the marker of directory cfd is there, and its front-matter
+ * name into fm ("" when none or unreadable). Only a regular file is
+ * opened: a FIFO, device or link of that name still makes a skill (as it
+ * does for the reconcile, which only looks for the name) but is never
+ * opened, read or followed. */
+static bool read_marker(int cfd, char *fm, size_t fmlen)
+{
+    char buf[SKILLS_FRONT_MAX], why[64];
+    struct stat s;
+
+    fm[0] = '\0';
+    if (fstatat(cfd, skills_layout_marker, &s, AT_SYMLINK_NOFOLLOW) < 0)
+        return errno != ENOENT && errno != ENOTDIR;
+    if (!S_ISREG(s.st_mode))
+        return true;
+    int fd = safepath_open(cfd, skills_layout_marker, O_RDONLY, 0, why, sizeof(why));
+    if (fd < 0)
+        return true;
+    size_t got = 0;
+    while (got < sizeof(buf)) {
+        ssize_t n = read(fd, buf + got, sizeof(buf) - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    skills_front_name(buf, got, fm, fmlen);
+    return true;
+}
+
+struct scan {
+    struct skills_names *n;
+    const char *const *ignore;
+    bool priv;
+    size_t total;
+};
+
+static int add_skill(struct scan *s, const char *path, const char *dir, const char *fm)
+{
+    struct skills_names *n = s->n;
+    struct skill_info **v = s->priv ? &n->priv : &n->pub;
+    size_t *cnt = s->priv ? &n->npriv : &n->npub, *cap = s->priv ? &n->cappriv : &n->cappub;
+
+    if (*cnt == *cap) {
+        size_t nc = *cap ? *cap * 2 : 64;
+        struct skill_info *nv = realloc(*v, nc * sizeof(*nv));
+        if (!nv)
+            return -1;
+        *v = nv;
+        *cap = nc;
+    }
+    struct skill_info *e = &(*v)[*cnt];
+    memset(e, 0, sizeof(*e));
+    e->path = strdup(path);
+    e->name = strdup(fm[0] ? fm : dir);
+    e->dir = e->path ? strrchr(e->path, '/') : NULL;
+    e->dir = e->dir ? e->dir + 1 : e->path;
+    if (!e->path || !e->name) {
+        free(e->path);
+        free(e->name);
+        return -1;
+    }
+    (*cnt)++;
+    return 0;
+}
+
+/* One directory level of a tree: its skills, and its categories entered
+ * (a directory without the marker above the last level, not a dot-name,
+ * as the reconcile has it). dfd is borrowed. -1 only for out of memory
+ * or the entry bound; a directory that cannot be read is skipped (the
+ * reconcile reports it). */
+static int scan_level(struct scan *s, int dfd, const char *rel, int level)
+{
+    struct listing l = {0};
+    char path[4096], lerr[256], fm[256];
+    int rc = 0;
+
+    /* A description of its own (not a dup): the reconcile reads the same
+     * directories after this, from their start. */
+    int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0 || skills_listing_read(&l, fd, rel, lerr, sizeof(lerr)) < 0)
+        return 0;
+    s->total += l.n;
+    if (s->total > SKILLS_MAX_TOTAL) {
+        skills_listing_free(&l);
+        return -1;
+    }
+    for (size_t i = 0; i < l.n && rc == 0; i++) {
+        const struct ent *e = &l.v[i];
+        /* Only real directories: a link (hearth's, or one of the agent's
+         * pointing anywhere) is never entered or read. */
+        if (e->kind != ENT_DIR || skills_reserved_name(e->name) ||
+            (!s->priv && skills_is_ignored(e->name, s->ignore)))
+            continue;
+        size_t a = strlen(rel), b = strlen(e->name);
+        if (a + b + 2 > sizeof(path))
+            continue;
+        memcpy(path, rel, a);
+        if (a)
+            path[a++] = '/';
+        memcpy(path + a, e->name, b + 1);
+        int cfd = openat(dfd, e->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (cfd < 0)
+            continue;
+        if (read_marker(cfd, fm, sizeof(fm)))
+            rc = add_skill(s, path, e->name, fm);
+        else if (level < skills_layout_depth && e->name[0] != '.')
+            rc = scan_level(s, cfd, path, level + 1);
+        close(cfd);
+    }
+    skills_listing_free(&l);
+    return rc;
+}
+
+static int by_path(const void *a, const void *b)
+{
+    return strcmp(((const struct skill_info *)a)->path, ((const struct skill_info *)b)->path);
+}
+
+/* The verdict's digest: what changes when a shadow or clash comes or
+ * goes (0 when there is none). */
+static void digest(struct skills_names *n)
+{
+    uint32_t h = 0;
+    for (size_t i = 0; i < n->npub; i++) {
+        const struct skill_info *e = &n->pub[i];
+        if (e->verdict == SKILL_LINK)
+            continue;
+        h = (h ^ skills_hash(e->path)) * 16777619u;
+        h = (h ^ skills_hash(e->by)) * 16777619u;
+        h = (h ^ (uint32_t)e->verdict) * 16777619u;
+        h |= h == 0; /* any verdict at all is not "none" */
+    }
+    n->digest = h;
+}
+
+int skills_names_scan(struct skills_names *n, int pfd, int vfd, const char *const *ignore)
+{
+    struct scan s = {.n = n, .ignore = ignore};
+    struct nindex own = {0}, taken = {0};
+    int rc = -1;
+
+    memset(n, 0, sizeof(*n));
+    s.priv = true;
+    if (vfd >= 0 && scan_level(&s, vfd, "", 1) < 0)
+        goto out;
+    s.priv = false;
+    if (scan_level(&s, pfd, "", 1) < 0)
+        goto out;
+    /* Path order, as Hermes meets them: the first of two public skills of
+     * one name is the one linked. */
+    if (n->npriv)
+        qsort(n->priv, n->npriv, sizeof(*n->priv), by_path);
+    if (n->npub)
+        qsort(n->pub, n->npub, sizeof(*n->pub), by_path);
+    if (nindex_init(&own, 2 * n->npriv) < 0 || nindex_init(&taken, 2 * n->npub) < 0 ||
+        nindex_init(&n->bypath, n->npub) < 0)
+        goto out;
+    for (size_t i = 0; i < n->npriv; i++) {
+        nindex_put(&own, n->priv[i].dir, (uint32_t)i + 1);
+        nindex_put(&own, n->priv[i].name, (uint32_t)i + 1);
+    }
+    for (size_t i = 0; i < n->npub; i++) {
+        struct skill_info *e = &n->pub[i];
+        uint32_t w = nindex_get(&own, e->dir);
+        if (!w)
+            w = nindex_get(&own, e->name);
+        if (w) {
+            e->verdict = SKILL_SHADOWED;
+            e->by = n->priv[w - 1].path;
+        } else if ((w = nindex_get(&taken, e->dir)) || (w = nindex_get(&taken, e->name))) {
+            e->verdict = SKILL_CLASH;
+            e->by = n->pub[w - 1].path;
+        } else {
+            nindex_put(&taken, e->dir, (uint32_t)i + 1);
+            nindex_put(&taken, e->name, (uint32_t)i + 1);
+        }
+        nindex_put(&n->bypath, e->path, (uint32_t)i + 1);
+    }
+    digest(n);
+    rc = 0;
+out:
+    nindex_free(&own);
+    nindex_free(&taken);
+    if (rc < 0)
+        skills_names_free(n);
+    return rc;
+}
+
+const struct skill_info *skills_names_find(const struct skills_names *n, const char *path)
+{
+    uint32_t i = nindex_get(&n->bypath, path);
+    return i ? &n->pub[i - 1] : NULL;
+}
+
+void skills_names_free(struct skills_names *n)
+{
+    for (size_t i = 0; i < n->npriv; i++) {
+        free(n->priv[i].path);
+        free(n->priv[i].name);
+    }
+    for (size_t i = 0; i < n->npub; i++) {
+        free(n->pub[i].path);
+        free(n->pub[i].name);
+    }
+    free(n->priv);
+    free(n->pub);
+    nindex_free(&n->bypath);
+    memset(n, 0, sizeof(*n));
+}
+
+/* One skill as an operator reads it: {path, name}. */
+cJSON *skills_names_item(const char *path, const char *name)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (o) {
+        cJSON_AddStringToObject(o, "path", path);
+        cJSON_AddStringToObject(o, "name", name);
+    }
+    return o;
+}
+
+void skills_names_report(const struct skills_names *n, char *out, size_t outlen)
+{
+    size_t off = 0, shown = 0, more = 0;
+
+    out[0] = '\0';
+    for (size_t i = 0; i < n->npub; i++) {
+        const struct skill_info *e = &n->pub[i];
+        if (e->verdict == SKILL_LINK)
+            continue;
+        char line[1024];
+        int k = snprintf(line, sizeof(line), "%s (name %s) not linked: %s %s\n", e->path, e->name,
+                         e->verdict == SKILL_SHADOWED ? "the agent's own skill of that name is"
+                                                      : "the public skill of that name linked is",
+                         e->by);
+        if (k < 0 || shown >= SKILLS_REPORT_LINES || off + (size_t)k + 64 >= outlen) {
+            more++;
+            continue;
+        }
+        memcpy(out + off, line, (size_t)k + 1);
+        off += (size_t)k;
+        shown++;
+    }
+    if (more)
+        snprintf(out + off, outlen - off, "and %zu more (skills.list has them all)\n", more);
+}
