@@ -133,6 +133,7 @@ typedef enum svc_state (*action_fn)(struct service *s);
 
 static enum svc_state a_spawn(struct service *s)
 {
+    s->ready.probe_error = false;
     if (svc_spawn(s) < 0) {
         log_error("service %s: %s", s->cfg->name, s->error);
         return SVC_FAILED;
@@ -251,7 +252,8 @@ static void exit_text(const struct service *s, char *buf, size_t n)
 static void unready_reason(struct service *s)
 {
     char how[64], line[160];
-    if (s->error[0])
+    /* hearth failing to run a probe says nothing of why the program ended. */
+    if (s->error[0] && !s->ready.probe_error)
         return;
     exit_text(s, how, sizeof(how));
     size_t n = svc_output_last_line(s, line, sizeof(line));

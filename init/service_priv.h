@@ -70,6 +70,7 @@ struct svc_ready {
     int64_t deadline;
     char why[192];            /* the last whole attempt's failure */
     bool cut;                 /* the attempt in flight was shortened by the deadline */
+    bool probe_error;         /* error says only that a probe could not be started */
     unsigned attempts;        /* ready.attempts; 0 = no limit */
     unsigned failed_starts;   /* consecutive starts that never became ready */
     struct check *probe;

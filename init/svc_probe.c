@@ -88,6 +88,7 @@ void svc_ready_cancel(struct service *s)
 
 void svc_ready_give_up(struct service *s, const char *detail)
 {
+    s->ready.probe_error = false;
     if (s->ready.extended)
         snprintf(s->error, sizeof(s->error),
                  "not ready after %lld ms (deadline extended by EXTEND_TIMEOUT_USEC): %s",
@@ -191,6 +192,7 @@ void svc_ready_attempt(struct service *s)
     s->ready.probe = probe_start(s, &spec, ready_done, err, sizeof(err));
     if (!s->ready.probe) {
         snprintf(s->error, sizeof(s->error), "readiness check: %s", err);
+        s->ready.probe_error = true;
         log_warn("service %s: %s", s->cfg->name, s->error);
         ev_timer_set(&s->ready.timer, 1.0, 0.);
         ev_timer_start(H.loop, &s->ready.timer);
