@@ -296,9 +296,9 @@ static enum svc_state exit_policy(struct service *s, bool ok, int code, bool unr
         char last[sizeof(s->error)];
         snprintf(last, sizeof(last), "%s", s->error);
         snprintf(s->error, sizeof(s->error),
-                 "gave up after %u starts in a row that never became ready (ready.attempts); "
+                 "gave up after %u start%s in a row that never became ready (ready.attempts); "
                  "the last: %s",
-                 s->ready.failed_starts, last);
+                 s->ready.failed_starts, s->ready.failed_starts == 1 ? "" : "s", last);
         return SVC_FAILED;
     }
     if (config_code_in(s->cfg->force_exit, code)) {

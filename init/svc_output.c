@@ -177,11 +177,12 @@ void svc_output_attach(struct service *s, const int rd[2])
     }
 }
 
-/* text[0..len) without leading and trailing blanks, redacted (a partial
- * line has not been yet), escaped for a terminal (an error is printed by
- * hearthctl and logged) into out; 0 when it is blank. */
 static bool blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
 
+/* text[0..len) without leading and trailing blanks, redacted (an
+ * unfinished line is not yet), escaped for a terminal (an error is
+ * printed by hearthctl and logged) into out, "..." ending it when it was
+ * cut; returns its length, 0 when the line is blank. */
 static size_t line_for_error(const char *text, size_t len, char *out, size_t n)
 {
     static char red[LOGRING_LINE_MAX * 2];
@@ -198,13 +199,11 @@ static size_t line_for_error(const char *text, size_t len, char *out, size_t n)
         text = red;
         len = rlen;
     }
-    size_t need = termsafe_copy(out, n, text, len, 0);
-    if (need >= n && n > 4) {
-        /* Cut: say so. termsafe_copy cuts between characters, so the
-         * marker may sit on an escape's place but never inside one. */
-        size_t at = strlen(out);
-        at = at > n - 4 ? n - 4 : at;
-        memcpy(out + at, "...", 4);
+    /* Cut again three bytes shorter (termsafe_copy cuts between
+     * characters and escapes, never inside one) to make room for "...". */
+    if (termsafe_copy(out, n, text, len, 0) >= n && n > 4) {
+        termsafe_copy(out, n - 3, text, len, 0);
+        strcat(out, "...");
     }
     return strlen(out);
 }

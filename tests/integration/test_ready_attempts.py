@@ -125,3 +125,21 @@ def test_a_ready_start_resets_the_count(hearth, tmp_path):
     # and two again from 1 after it.
     assert counts == [1, 2, None, 1, 2], seen
     assert not [e for e in seen if e["state"] == "failed"]
+
+
+def test_a_long_last_line_is_cut_and_a_secret_in_it_redacted(hearth, tmp_path):
+    # A line from the service is bounded in the error (and says it was
+    # cut), and goes through the same redaction as its output.
+    long_line = "x" * 500
+    hearth.start(hearth.config(services=[KEEP, {
+        "name": "long", "argv": ["sh", "-c", f"echo {long_line}; exit 3"],
+        "ready": {"tcp": "127.0.0.1:1", "attempts": 1}}, {
+        "name": "leak", "argv": ["sh", "-c", "echo fetch https://bob:hunter2@example.com/x >&2; exit 4"],
+        "ready": {"tcp": "127.0.0.1:1", "attempts": 1}}]))
+    s = _in_state(hearth, "long", "failed")
+    assert s["error"] == ("gave up after 1 start in a row that never became ready "
+                          "(ready.attempts); the last: exited with code 3 before ready: "
+                          + "x" * 156 + "..."), s
+    s = _in_state(hearth, "leak", "failed")
+    assert s["error"].startswith("gave up after 1 start in a row") and "code 4 before ready: fetch" \
+        in s["error"] and "hunter2" not in s["error"], s
