@@ -19,7 +19,10 @@ const char *logring_stream_name(enum log_stream s) { return s == STREAM_STDERR ?
 
 /* The log's directory, opened fresh each time without following a link
  * anywhere on the configured path: the agent may have swapped it for a
- * link since the last open. */
+ * link since the last open. Levels that are missing (a fresh home has no
+ * logs directory yet) are made, 0750 and the service's own as the file
+ * is; one that is a link, a FIFO or a file is an error, never followed
+ * and never waited on (safepath). */
 static int dir_open(struct logring *r)
 {
     char dir[4200], why[128];
@@ -28,6 +31,8 @@ static int dir_open(struct logring *r)
 
     snprintf(dir, sizeof(dir), "%.*s", (int)(n ? n : 1), n ? r->file : "/");
     int fd = safepath_open_abs(dir, O_DIRECTORY, 0, why, sizeof(why));
+    if (fd < 0 && errno == ENOENT)
+        fd = safepath_mkdir_p(dir, 0750, r->uid, r->gid, why, sizeof(why));
     if (fd < 0)
         log_warn("logring: unable to open log file %s: %s: %s", r->file, dir, why);
     return fd;
@@ -241,6 +246,13 @@ cJSON *logline_json(const struct logline *l, const char *service)
     cJSON_AddStringToObject(o, "line", safe);
     free(safe);
     return o;
+}
+
+const struct logline *logring_back(const struct logring *r, size_t k)
+{
+    if (!r->cap || k >= r->count)
+        return NULL;
+    return &r->lines[(r->head + r->cap - 1 - k) % r->cap];
 }
 
 cJSON *logring_tail_json(const struct logring *r, size_t n)

@@ -48,6 +48,9 @@ void logring_free(struct logring *r);
 void logring_open_file(struct logring *r);
 /* Adds one line (without newline); returns the stored entry. */
 const struct logline *logring_add(struct logring *r, enum log_stream s, const char *text, size_t len);
+/* The k-th line back from the newest (0 = the newest), or NULL when the
+ * ring holds fewer. */
+const struct logline *logring_back(const struct logring *r, size_t k);
 /* The last n lines as a JSON array, oldest first. */
 struct cJSON *logring_tail_json(const struct logring *r, size_t n);
 struct cJSON *logline_json(const struct logline *l, const char *service);

@@ -203,6 +203,7 @@ static const struct key k_ready[] = {
     KEY("notify", &s_bool),
     KEY("exec", &s_argv),
     KEY("timeout_ms", &s_ms),
+    KEY("attempts", INT(0, JSON_INT53)),
     {0}};
 
 static const struct key k_health[] = {

@@ -90,8 +90,13 @@ static void set_state(struct service *s, enum svc_state to)
         cJSON_AddStringToObject(p, "from", state_names[from]);
         cJSON_AddNumberToObject(p, "pid", s->pid);
         cJSON_AddNumberToObject(p, "restarts", s->restarts);
-        if (to == SVC_BACKOFF || to == SVC_FAILED || to == SVC_EXITED || to == SVC_STOPPED)
+        /* Every end of a run: from stopping (a graceful restart goes on
+         * to starting) as well as into a resting state. */
+        if (to == SVC_BACKOFF || to == SVC_FAILED || to == SVC_EXITED || to == SVC_STOPPED ||
+            from == SVC_STOPPING)
             cJSON_AddItemToObject(p, "last_exit", exit_json(s));
+        if (s->ready.failed_starts && (to == SVC_BACKOFF || to == SVC_FAILED))
+            cJSON_AddNumberToObject(p, "failed_starts", s->ready.failed_starts);
         if (s->error[0])
             cJSON_AddStringToObject(p, "error", s->error);
         if (s->cause)
@@ -128,6 +133,7 @@ typedef enum svc_state (*action_fn)(struct service *s);
 
 static enum svc_state a_spawn(struct service *s)
 {
+    s->ready.probe_error = false;
     if (svc_spawn(s) < 0) {
         log_error("service %s: %s", s->cfg->name, s->error);
         return SVC_FAILED;
@@ -169,6 +175,7 @@ static enum svc_state a_ready(struct service *s)
 {
     svc_ready_cancel(s);
     s->error[0] = 0;
+    s->ready.failed_starts = 0;
     s->started_ms = mono_ms();
     return SVC_RUNNING;
 }
@@ -227,34 +234,71 @@ static int64_t backoff_delay(struct service *s)
 
 static enum svc_state a_spawn(struct service *s);
 
+/* "exited with code N", "killed by SIGSEGV": the end of the last run. */
+static void exit_text(const struct service *s, char *buf, size_t n)
+{
+    buf[0] = 0;
+    if (WIFEXITED(s->wstatus))
+        snprintf(buf, n, "exited with code %d", WEXITSTATUS(s->wstatus));
+    else if (WIFSIGNALED(s->wstatus))
+        snprintf(buf, n, "killed by %s%s", config_signal_name(WTERMSIG(s->wstatus)) ?: "signal",
+                 WTERMSIG(s->wstatus) == SIGKILL && s->leaf.oom_this_run ? " (out of memory)" : "");
+}
+
+/* A start that ended before it was ready: its reason is the error that
+ * is already there (the readiness deadline, a failed exec), else how it
+ * ended and the last line it wrote, which is usually why (a usage
+ * message, a refused flag). */
+static void unready_reason(struct service *s)
+{
+    char how[64], line[160];
+    /* hearth failing to run a probe says nothing of why the program ended. */
+    if (s->error[0] && !s->ready.probe_error)
+        return;
+    exit_text(s, how, sizeof(how));
+    size_t n = svc_output_last_line(s, line, sizeof(line));
+    snprintf(s->error, sizeof(s->error), "%s before ready%s%s", how, n ? ": " : "", n ? line : "");
+}
+
 /* What follows the end of the main process: ok forced false when it was
  * stopped for failing its health check, whatever it exited with. code is
  * the exit code of an exit the service chose (-1 otherwise): only those
- * are judged by restart_force_exit_codes and restart_prevent_exit_codes. */
-static enum svc_state exit_policy(struct service *s, bool ok, int code)
+ * are judged by restart_force_exit_codes and restart_prevent_exit_codes.
+ * unready: the run never became ready (counted against ready.attempts). */
+static enum svc_state exit_policy(struct service *s, bool ok, int code, bool unready)
 {
     svc_ready_cancel(s);
     svc_notify_close(s);
     /* The exit may be seen before the inotify news of why. */
     svc_oom_check(s);
     svc_sweep(s);
-    if (s->error[0] == 0 && !ok) {
-        if (WIFEXITED(s->wstatus))
-            snprintf(s->error, sizeof(s->error), "exited with code %d", WEXITSTATUS(s->wstatus));
-        else if (WIFSIGNALED(s->wstatus))
-            snprintf(s->error, sizeof(s->error), "killed by %s%s",
-                     config_signal_name(WTERMSIG(s->wstatus)) ?: "signal",
-                     WTERMSIG(s->wstatus) == SIGKILL && s->leaf.oom_this_run ? " (out of memory)" : "");
-    }
+    if (unready)
+        unready_reason(s);
+    else if (s->error[0] == 0 && !ok)
+        exit_text(s, s->error, sizeof(s->error));
     if (s->restart_pending) {
         s->restart_pending = false;
         return a_spawn(s);
     }
+    if (unready)
+        s->ready.failed_starts++;
     if (config_code_in(s->cfg->prevent_exit, code)) {
         /* systemd's RestartPreventExitStatus: the service said a restart
          * cannot help (Hermes: 78, a configuration error). */
         snprintf(s->error, sizeof(s->error),
                  "exited with code %d, listed in restart_prevent_exit_codes: not restarted", code);
+        return SVC_FAILED;
+    }
+    if (unready && s->ready.attempts && s->ready.failed_starts >= s->ready.attempts) {
+        /* A service that never becomes ready would otherwise be started
+         * for ever, each time for up to ready.timeout_ms: failed says
+         * it, with the last start's reason, whatever restart says. */
+        char last[sizeof(s->error)];
+        snprintf(last, sizeof(last), "%s", s->error);
+        snprintf(s->error, sizeof(s->error),
+                 "gave up after %u start%s in a row that never became ready (ready.attempts); "
+                 "the last: %s",
+                 s->ready.failed_starts, s->ready.failed_starts == 1 ? "" : "s", last);
         return SVC_FAILED;
     }
     if (config_code_in(s->cfg->force_exit, code)) {
@@ -284,7 +328,11 @@ static enum svc_state exit_policy(struct service *s, bool ok, int code)
 
 static enum svc_state a_exited(struct service *s)
 {
-    return exit_policy(s, exit_is_success(s), WIFEXITED(s->wstatus) ? WEXITSTATUS(s->wstatus) : -1);
+    /* Still starting with a readiness check: it never became ready (or
+     * its exec failed). Without one, exec alone makes it running. */
+    bool unready = s->state == SVC_STARTING && s->ready.on;
+    return exit_policy(s, exit_is_success(s), WIFEXITED(s->wstatus) ? WEXITSTATUS(s->wstatus) : -1,
+                       unready);
 }
 
 static enum svc_state a_stopped(struct service *s)
@@ -293,7 +341,7 @@ static enum svc_state a_stopped(struct service *s)
     if (s->unhealthy_stop) {
         /* Stopped for its health: restart (or not) as its policy says. */
         s->unhealthy_stop = false;
-        return exit_policy(s, false, -1);
+        return exit_policy(s, false, -1, false);
     }
     svc_notify_close(s);
     svc_sweep(s);
@@ -596,6 +644,8 @@ cJSON *services_to_json(void)
         cJSON_AddItemToObject(o, "last_exit", exit_json(s));
         if (s->error[0])
             cJSON_AddStringToObject(o, "error", s->error);
+        if (s->ready.failed_starts)
+            cJSON_AddNumberToObject(o, "failed_starts", s->ready.failed_starts);
         if (s->state == SVC_WAITING && unmet_dep(s))
             cJSON_AddStringToObject(o, "waiting_for", unmet_dep(s));
         if (s->state == SVC_BACKOFF) {
@@ -675,6 +725,8 @@ const char *service_cgroup_at(size_t idx, const char **name, uint64_t *cpu_usec_
 int service_start(int idx, char *err, size_t errlen)
 {
     struct service *s = &svcs[idx];
+    /* Asked for by the host: ready.attempts counts from here. */
+    s->ready.failed_starts = 0;
     if (s->state == SVC_STOPPING) {
         s->restart_pending = true;
         return 0;
@@ -714,6 +766,7 @@ int service_restart(int idx, char *err, size_t errlen)
 int service_restart_signal(int idx, int sig, char *err, size_t errlen)
 {
     struct service *s = &svcs[idx];
+    s->ready.failed_starts = 0;
     if (s->state == SVC_RUNNING || s->state == SVC_STARTING) {
         s->restart_pending = true;
         s->restart_signal = sig;

@@ -69,6 +69,10 @@ struct svc_ready {
     int64_t timeout_ms;       /* overall; 0 = no limit */
     int64_t deadline;
     char why[192];            /* the last whole attempt's failure */
+    bool cut;                 /* the attempt in flight was shortened by the deadline */
+    bool probe_error;         /* error says only that a probe could not be started */
+    unsigned attempts;        /* ready.attempts; 0 = no limit */
+    unsigned failed_starts;   /* consecutive starts that never became ready */
     struct check *probe;
     ev_timer timer;           /* next attempt; with notify_fd, the deadline */
     int notify_fd;            /* ready.notify_fd in the child; 0 = not used */
@@ -116,7 +120,7 @@ struct service {
     int wstatus;            /* last exit, valid when has_exit */
     bool has_exit;
     bool killed;            /* stop escalated to SIGKILL */
-    char error[256];        /* last spawn error */
+    char error[384];        /* why it is down or not ready */
     char privileged[256];   /* why its settings let it undo hearth's setup; "" = contained */
     int64_t since_ms;
     ev_timer timer;         /* backoff or stop timeout */
@@ -125,6 +129,7 @@ struct service {
     int reaper_fd;          /* what its pid namespace's reaper reports the
                              * main process's end on (pidreaper.h), -1 */
     bool ns_offer;          /* its child was asked for the namespace template */
+    uint64_t out_mark;      /* out.ring.total when this run began */
     struct launch_plan *probe_plan; /* this run's plan, for its exec probes (svc_probe.c) */
     unsigned fails;          /* consecutive failures, for the backoff */
     int64_t started_ms;      /* when it last reached running */
@@ -162,6 +167,7 @@ void svc_output_init(struct service *s);
 void svc_output_attach(struct service *s, const int rd[2]);
 void svc_outpipe_close(struct outpipe *o);
 void svc_output_free(struct service *s);
+size_t svc_output_last_line(struct service *s, char *out, size_t n);
 
 /* svc_cgroup.c */
 void svc_leaf_kill(struct service *s);

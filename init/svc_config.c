@@ -42,6 +42,13 @@ static void check_of(const cJSON *obj, struct svc_check_settings *c)
         snprintf(c->error, sizeof(c->error), "not understood");
     c->interval_ms = c->spec.interval_ms ? c->spec.interval_ms : SVC_HEALTH_INTERVAL_DEFAULT_MS;
     c->failures = c->spec.failures ? (unsigned)c->spec.failures : SVC_HEALTH_FAILURES_DEFAULT;
+    /* Only ready has it (the schema refuses it in health): a value above
+     * what a counter holds is as good as unlimited. */
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(obj, "attempts");
+    if (!cJSON_IsNumber(a))
+        c->attempts = SVC_READY_ATTEMPTS_DEFAULT;
+    else
+        c->attempts = a->valuedouble >= 4294967295.0 ? 0 : (unsigned)a->valuedouble;
 }
 
 static void launch_of(const cJSON *j, struct svc_launch_settings *l)

@@ -25,6 +25,10 @@ struct cJSON;
 /* health.interval_ms, health.failures */
 #define SVC_HEALTH_INTERVAL_DEFAULT_MS 10000
 #define SVC_HEALTH_FAILURES_DEFAULT 3
+/* ready.attempts: consecutive starts that never become ready before the
+ * service is failed (systemd's StartLimitBurst is 5 as well); 0 = no
+ * limit, and no limit without a ready section. */
+#define SVC_READY_ATTEMPTS_DEFAULT 5
 #define SVC_RLIMITS_MAX 16
 /* writable: as many as the schema allows (CONFIG_MAX_WRITABLE) */
 #define SVC_WRITABLE_MAX 16
@@ -45,6 +49,7 @@ struct svc_check_settings {
     struct check_spec spec;
     int64_t interval_ms;      /* health: with its default */
     unsigned failures;        /* health: with its default */
+    unsigned attempts;        /* ready: with its default; 0 = unlimited */
 };
 
 struct svc_launch_settings {

@@ -16,6 +16,7 @@
 #include "outcopy.h"
 #include "redact.h"
 #include "svc_config.h"
+#include "termsafe.h"
 
 static void (*log_sink)(const char *service, size_t index, const struct logline *l);
 static bool (*log_full)(size_t index);
@@ -174,6 +175,73 @@ void svc_output_attach(struct service *s, const int rd[2])
         o->io.data = o;
         ev_io_start(H.loop, &o->io);
     }
+}
+
+static bool blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
+
+/* text[0..len) without leading and trailing blanks, redacted (an
+ * unfinished line is not yet), escaped for a terminal (an error is
+ * printed by hearthctl and logged) into out, "..." ending it when it was
+ * cut; returns its length, 0 when the line is blank. */
+static size_t line_for_error(const char *text, size_t len, char *out, size_t n)
+{
+    static char red[LOGRING_LINE_MAX * 2];
+    while (len && blank(*text)) {
+        text++;
+        len--;
+    }
+    while (len && blank(text[len - 1]))
+        len--;
+    if (!len)
+        return 0;
+    size_t rlen = redact_text(text, len, red, sizeof(red));
+    if (rlen != (size_t)-1) {
+        text = red;
+        len = rlen;
+    }
+    /* Cut again three bytes shorter (termsafe_copy cuts between
+     * characters and escapes, never inside one) to make room for "...". */
+    if (termsafe_copy(out, n, text, len, 0) >= n && n > 4) {
+        termsafe_copy(out, n - 3, text, len, 0);
+        strcat(out, "...");
+    }
+    return strlen(out);
+}
+
+/* The last non-blank line the service wrote in this run (since out_mark):
+ * what is waiting in its pipes is read first (bounded; a paused pipe stays
+ * unread), and an unfinished line counts, as a program's last words often
+ * lack the newline. Redacted and escaped into out (n bytes); returns its
+ * length, 0 when there is none. */
+size_t svc_output_last_line(struct service *s, char *out, size_t n)
+{
+    char buf[4096];
+    if (!n)
+        return 0;
+    out[0] = 0;
+    for (int k = 0; k < 2; k++) {
+        struct outpipe *o = &s->out.pipe[k];
+        for (int i = 0; o->fd >= 0 && !o->paused && i < 16; i++) {
+            ssize_t r = read(o->fd, buf, sizeof(buf));
+            if (r <= 0)
+                break;
+            outpipe_feed(o, buf, (size_t)r);
+        }
+    }
+    for (int k = STREAM_STDERR; k >= STREAM_STDOUT; k--) {
+        const struct outpipe *o = &s->out.pipe[k];
+        if (o->plen && line_for_error(o->part, o->plen, out, n))
+            return strlen(out);
+    }
+    uint64_t fresh = s->out.ring.total - s->out_mark;
+    for (size_t k = 0; k < fresh; k++) {
+        const struct logline *l = logring_back(&s->out.ring, k);
+        if (!l)
+            break;
+        if (l->text && line_for_error(l->text, l->len, out, n))
+            return strlen(out);
+    }
+    return 0;
 }
 
 void svc_output_free(struct service *s)

@@ -88,6 +88,7 @@ void svc_ready_cancel(struct service *s)
 
 void svc_ready_give_up(struct service *s, const char *detail)
 {
+    s->ready.probe_error = false;
     if (s->ready.extended)
         snprintf(s->error, sizeof(s->error),
                  "not ready after %lld ms (deadline extended by EXTEND_TIMEOUT_USEC): %s",
@@ -117,7 +118,16 @@ static void ready_done(void *ctx, bool ok, const char *detail)
     if (services_suspended())
         return;
     if (s->ready.timeout_ms && mono_ms() >= s->ready.deadline) {
-        svc_ready_give_up(s, detail);
+        /* An attempt the deadline shortened mostly says it ran out of
+         * time ("timed out after 37 ms"): the last whole attempt's answer
+         * says more. */
+        if (s->ready.cut && s->ready.why[0]) {
+            char why[sizeof(s->ready.why) + 40];
+            snprintf(why, sizeof(why), "%s (last whole attempt)", s->ready.why);
+            svc_ready_give_up(s, why);
+        } else {
+            svc_ready_give_up(s, detail);
+        }
         return;
     }
     snprintf(s->ready.why, sizeof(s->ready.why), "%s", detail);
@@ -178,9 +188,11 @@ void svc_ready_attempt(struct service *s)
         return;
     }
     spec.timeout_ms = left < 1 ? 1 : left > cap ? cap : left;
+    s->ready.cut = spec.timeout_ms < cap;
     s->ready.probe = probe_start(s, &spec, ready_done, err, sizeof(err));
     if (!s->ready.probe) {
         snprintf(s->error, sizeof(s->error), "readiness check: %s", err);
+        s->ready.probe_error = true;
         log_warn("service %s: %s", s->cfg->name, s->error);
         ev_timer_set(&s->ready.timer, 1.0, 0.);
         ev_timer_start(H.loop, &s->ready.timer);
@@ -344,6 +356,7 @@ void svc_probe_init(struct service *s)
         s->ready.spec.argv = r->spec.argv ? s->ready.spec.argv_store : NULL;
         s->ready.on = true;
         s->ready.timeout_ms = r->spec.timeout_ms;
+        s->ready.attempts = r->attempts;
         if (r->listens) {
             s->ready.notify_fd = r->spec.notify_fd;
             s->ready.notify = r->spec.notify;

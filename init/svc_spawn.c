@@ -335,10 +335,12 @@ int svc_spawn(struct service *s)
         close(pe[1]);
     int rd[2] = {po[0], pe[0]};
     svc_output_attach(s, rd);
+    s->out_mark = s->out.ring.total;
     svc_probe_keep_plan(s, &plan);
     fcntl(p[0], F_SETFL, O_NONBLOCK);
     s->pid = pid;
-    s->has_exit = false;
+    /* has_exit stays: last_exit is the last run's end until this one
+     * ends (after a graceful restart too, which is no backoff). */
     s->killed = false;
     s->exec_fd = p[0];
     s->ns_offer = offered;

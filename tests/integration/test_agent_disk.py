@@ -136,6 +136,45 @@ def test_log_rotation_with_directories_in_the_way(hearth, open_dir, user):
     assert f"unable to rotate {f}" in hearth.log_text()
 
 
+@pytest.mark.parametrize("user", USERS)
+def test_log_file_in_missing_directories(hearth, open_dir, tmp_path, user):
+    """A fresh home has no logs directory: hearth makes the missing levels,
+    0750 and the service's own, and writes the log there. A FIFO or a file
+    where a directory belongs, or a link the agent planted on the way, is
+    reported and never followed or waited on."""
+    home = os.path.join(open_dir, "home")
+    f = os.path.join(home, ".hermes", "logs", "hermes.out")
+    os.mkfifo(os.path.join(open_dir, "fifo"))
+    open(os.path.join(open_dir, "plain"), "w").close()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    os.symlink(elsewhere, os.path.join(open_dir, "link"))
+    blocked = {n: os.path.join(open_dir, n, "logs", "x.out") for n in ("fifo", "plain", "link")}
+    talk = ["sh", "-c", "echo agent-text; exec sleep 1000"]
+    hearth.start(hearth.config(services=[KEEP, {
+        "name": "agent", "argv": talk, "user": user, "log": {"file": f}}] + [
+        {"name": n, "argv": talk, "log": {"file": p}} for n, p in blocked.items()]))
+    hearth.wait_for(lambda: os.path.exists(f) and "agent-text" in open(f).read(),
+                    what="the log written")
+    want = 65534 if user == "nobody" else 0
+    for d in (home, os.path.dirname(os.path.dirname(f)), os.path.dirname(f)):
+        st = os.lstat(d)
+        assert stat.S_ISDIR(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o750, d
+        assert (st.st_uid, st.st_gid) == (want, want), d
+    assert os.stat(f).st_uid == want
+    hearth.wait_for(lambda: all(hearth.service(n)["output_lines"] >= 1 for n in blocked),
+                    what="output")
+    ping_fast(hearth)
+    text = hearth.log_text()
+    why = {n: [l for l in text.splitlines() if f"unable to open log file {p}: " in l]
+           for n, p in blocked.items()}
+    assert all(why.values()), why
+    assert why["fifo"][0].endswith("Not a directory") and why["plain"][0].endswith("Not a directory")
+    assert "a symbolic link" in why["link"][0], why
+    assert list(elsewhere.iterdir()) == []
+    assert stat.S_ISFIFO(os.lstat(os.path.join(open_dir, "fifo")).st_mode)
+
+
 def test_log_file_fifo_and_link_to_root_file(hearth, open_dir, tmp_path):
     secret = secret_file(tmp_path)
     logs = os.path.join(open_dir, "logs")

@@ -32,7 +32,7 @@ def test_force_exit_code_restarts_without_backoff_growth(hearth, tmp_path, resta
     t = _stamps(runs)
     gaps = [b - a for a, b in zip(t, t[1:])][:5]
     assert all(0.15 <= g < 1.6 for g in gaps), gaps
-    # Looked at between two runs: while one runs, last_exit is null.
+    # Looked at between two runs (during one, last_exit is the one before).
     s = hearth.wait_for(lambda: (lambda x: x if x["state"] == "backoff" else None)(
         hearth.service("asks")), what="backoff between two runs")
     assert s["restarts"] >= 5
@@ -120,14 +120,20 @@ def test_graceful_restart_by_signal(hearth, tmp_path):
     hearth.wait_for(lambda: len(pids.read_text().split()) == 2, what="second start")
     # Not counted as a failure: no backoff, no restart counted.
     assert second["restarts"] == first["restarts"]
-    states = []
+    # Its exit is recorded all the same: the drain's 75, in status while
+    # the next run goes on and in the event of the step to starting.
+    assert first["last_exit"] is None and second["last_exit"] == {"code": 75}, second
+    states, again = [], None
     deadline = time.monotonic() + 5
     while ("stopping", "starting") not in states and time.monotonic() < deadline:
         m = c.read_line()
         if m.get("method") == "event" and m["params"]["type"] == "service.state":
             states.append((m["params"]["from"], m["params"]["state"]))
+            if states[-1] == ("stopping", "starting"):
+                again = m["params"]
     assert ("running", "stopping") in states and ("stopping", "starting") in states
     assert ("stopping", "backoff") not in states
+    assert again["last_exit"] == {"code": 75}, again
     c.close()
     assert "graceful restart: SIGUSR1" in hearth.log_text()
 

@@ -162,6 +162,7 @@ def test_readiness_gates_running_and_dependants(hearth, tmp_path):
 
 def test_never_ready_is_killed_and_retried(hearth, tmp_path):
     hearth.start(hearth.config(services=[
+        {"name": "keep", "argv": ["sleep", "1000"], "main": True},
         {"name": "stuck", "argv": ["sleep", "1000"],
          "ready": {"file": str(tmp_path / "never"), "timeout_ms": 400},
          "backoff": {"initial_ms": 100}}]))
@@ -169,6 +170,12 @@ def test_never_ready_is_killed_and_retried(hearth, tmp_path):
                         what="restart after readiness timeout")
     assert "not ready after 400 ms" in s["error"]
     assert s["last_exit"] == {"signal": "SIGKILL"}
+    # Retried, but not for ever: ready.attempts is 5 by default.
+    s = hearth.wait_for(lambda: (lambda x: x if x["state"] == "failed" else None)(
+        hearth.service("stuck")), timeout=20.0, what="failed after five starts")
+    assert s["failed_starts"] == 5 and s["restarts"] == 4, s
+    assert s["error"].startswith("gave up after 5 starts in a row that never became ready "
+                                 "(ready.attempts); the last: not ready after 400 ms: "), s
 
 
 @pytest.mark.valgrind
@@ -199,7 +206,10 @@ def test_ready_notify_fd(hearth, tmp_path):
 
 def test_ready_notify_fd_never_written(hearth):
     hearth.start(hearth.config(services=[
-        {"name": "mute", "argv": ["sleep", "1000"], "ready": {"notify_fd": 7, "timeout_ms": 400},
+        # Restarted for as long as the test looks (ready.attempts 5 would
+        # end it after about three seconds).
+        {"name": "mute", "argv": ["sleep", "1000"],
+         "ready": {"notify_fd": 7, "timeout_ms": 400, "attempts": 0},
          "backoff": {"initial_ms": 100}}]))
     s = hearth.wait_for(lambda: (lambda x: x if x["restarts"] >= 1 else None)(hearth.service("mute")),
                         what="restart after notify timeout")

@@ -2,6 +2,7 @@
  * where it says nothing. */
 #include "unit.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 
@@ -106,4 +107,41 @@ TEST(svc_settings_defaults_without_a_config)
     CHECK_EQ_INT(launch_prepare(&sc, &plan, err, sizeof(err)), 0);
     CHECK(plan.no_new_privs && !plan.set_umask && plan.n_rlimits == 0);
     launch_free(&plan);
+}
+
+/* ready.attempts: 5 with a ready section that does not say, what it says
+ * otherwise (0 = no limit), and no limit without a ready section; refused
+ * below 0 and in health. */
+TEST(svc_settings_ready_attempts)
+{
+    static const struct { const char *svc; unsigned want; } cases[] = {
+        {"\"ready\":{\"tcp\":\"127.0.0.1:1\"}", 5},
+        {"\"ready\":{\"tcp\":\"127.0.0.1:1\",\"attempts\":0}", 0},
+        {"\"ready\":{\"notify\":true,\"attempts\":2}", 2},
+        {"\"ready\":{\"http\":\"127.0.0.1:1/h\",\"attempts\":9007199254740991}", 0},
+        {"\"restart\":\"always\"", 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char json[256];
+        snprintf(json, sizeof(json), "{\"services\":[{\"name\":\"a\",\"argv\":[\"/bin/a\"],%s}]}",
+                 cases[i].svc);
+        struct config *c = parse(json);
+        CHECK(c && c->services[0].settings);
+        if (c && c->services[0].settings)
+            CHECK_EQ_INT(c->services[0].settings->ready.attempts, cases[i].want);
+        config_free(c);
+    }
+    static const char *const bad[] = {
+        "{\"services\":[{\"name\":\"a\",\"argv\":[\"/bin/a\"],"
+        "\"ready\":{\"tcp\":\"127.0.0.1:1\",\"attempts\":-1}}]}",
+        "{\"services\":[{\"name\":\"a\",\"argv\":[\"/bin/a\"],"
+        "\"health\":{\"tcp\":\"127.0.0.1:1\",\"attempts\":2}}]}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char err[CONFIG_ERR_MAX] = "";
+        struct config *c = config_parse(bad[i], strlen(bad[i]), err, sizeof(err));
+        CHECK(c == NULL);
+        CHECK(strstr(err, "attempts") != NULL);
+        config_free(c);
+    }
 }
