@@ -31,6 +31,7 @@
 #include "redact.h"
 #include "sandbox.h"
 #include "service.h"
+#include "skills.h"
 #include "shutdown.h"
 
 #define PROTOCOL_VERSION 1
@@ -122,6 +123,10 @@ static int m_status(struct client *c, cJSON *params, cJSON **result, struct rpc_
         cJSON_AddNumberToObject(r, "oom_score_adj", (double)strtol(oom, NULL, 10));
     cJSON_AddItemToObject(r, "phases", gates_json());
     cJSON_AddItemToObject(r, "mounts", mounts_status_json());
+    /* The overlay's last run, so a failed one (an unreadable share, a
+     * config.yaml hearth cannot edit) shows without a skills.list. */
+    if (skills_enabled())
+        cJSON_AddItemToObject(r, "skills", skills_last_json());
     cJSON_AddItemToObject(r, "limits", guestlimits_status_json());
     cJSON_AddItemToObject(r, "services", services_to_json());
     sandbox_status_json(r);

@@ -103,6 +103,7 @@ int rule_exit_codes(const cJSON *svc, struct vctx *c);
 int rule_mount(const cJSON *v, struct vctx *c);
 int rule_mount_rule(const cJSON *v, struct vctx *c);
 int rule_metrics(const cJSON *v, struct vctx *c);
+int rule_skills(const cJSON *v, struct vctx *c);
 int rule_resume_file(const cJSON *v, struct vctx *c);
 int rule_sysctl_name(const cJSON *item, struct vctx *c);
 int rule_sysctl_value(const cJSON *v, struct vctx *c);

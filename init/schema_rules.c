@@ -664,6 +664,19 @@ int rule_metrics(const cJSON *v, struct vctx *c)
     return 0;
 }
 
+/* skills: mode "external_dirs" edits Hermes's config.yaml, so it needs
+ * the file's path. */
+int rule_skills(const cJSON *v, struct vctx *c)
+{
+    const cJSON *mode = jget(v, "mode");
+
+    if (mode && strcmp(mode->valuestring, "external_dirs") == 0 && !jget(v, "config_yaml")) {
+        vpath_key(c, "config_yaml");
+        return vfail(c, "required when mode is \"external_dirs\" (Hermes's config.yaml)");
+    }
+    return 0;
+}
+
 /* resume_file: "" turns it off; otherwise a clean absolute path that
  * does not lie in a control socket's directory, which services see as an
  * empty directory (contain.c), so they could never read it there. */

@@ -19,6 +19,7 @@ static const char *const e_on_timeout[] = {"start", "fail", NULL};
 static const char *const e_restart[] = {"always", "on-failure", "never", NULL};
 static const char *const e_seccomp[] = {"default", "off", NULL};
 static const char *const e_mount_rule[] = {"tag-per-share", "subpath", NULL};
+static const char *const e_skills_mode[] = {"links", "external_dirs", NULL};
 
 /* Shorthands so each table row reads as "key: type". Designated
  * initializers keep -Wextra quiet about the unset fields; variadic because
@@ -179,6 +180,8 @@ static const struct key k_skills[] = {
     KEY("marker", STRING(rule_filename)),
     KEY("depth", INT(1, 8)),
     KEY("timeout_ms", INT(100, 3600000)),
+    KEY("mode", ENUM(e_skills_mode)),
+    KEY("config_yaml", &s_abspath),
     {0}};
 
 static const struct key k_egress[] = {
@@ -303,7 +306,7 @@ static const struct key k_top[] = {
     KEY("host_mounts", STRING(rule_host_mounts)),
     KEY("host_mounts_rule", OBJECT(k_mount_rule, rule_mount_rule)),
     KEY("seed", ARRAY(OBJECT(k_seed, NULL), 0, 0, NULL)),
-    KEY("skills", OBJECT(k_skills, NULL)),
+    KEY("skills", OBJECT(k_skills, rule_skills)),
     KEY("egress", OBJECT(k_egress, NULL)),
     KEY("sysctl", SCHEMA(.kind = K_MAP, .max = SYSCTL_CFG_MAX, .elem = ANY(rule_sysctl_value),
                          .key_check = rule_sysctl_name)),

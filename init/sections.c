@@ -510,6 +510,7 @@ void skills_cfg_free(struct skills_cfg *s)
         free(*p);
     free(s->ignore);
     free(s->marker);
+    free(s->config_yaml);
     memset(s, 0, sizeof(*s));
 }
 
@@ -533,6 +534,9 @@ int skills_extract(const cJSON *sk, struct skills_cfg *out)
     out->depth = (int)jget_int_or(sk, "depth", CONFIG_SKILLS_DEPTH);
     out->poll_ms = jget_int_or(sk, "poll_ms", 0);
     out->timeout_ms = jget_int_or(sk, "timeout_ms", CONFIG_SKILLS_WALK_TIMEOUT_MS);
+    out->external_dirs = strcmp(jget_str_or(sk, "mode", "links"), "external_dirs") == 0;
+    if (out->external_dirs)
+        out->config_yaml = dup_member(sk, "config_yaml", &oom);
     if (oom) {
         skills_cfg_free(out);
         return -1;

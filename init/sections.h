@@ -176,6 +176,8 @@ struct skills_cfg {
     char *marker;
     int depth;
     int64_t poll_ms, timeout_ms;
+    bool external_dirs; /* mode "external_dirs": no links, Hermes's config lists public */
+    char *config_yaml;  /* that mode's config.yaml; NULL otherwise */
 };
 
 /* `skills` from a checked config (NULL: absent), with the defaults of

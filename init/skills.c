@@ -25,6 +25,7 @@
 #include "jsonout.h"
 #include "log.h"
 #include "safepath.h"
+#include "skillsyaml.h"
 #include "launch.h"
 #include "tree.h"
 
@@ -35,6 +36,11 @@ static struct {
     bool enabled, started, reached;
     char *pub, *priv;
     char **ignore; /* NULL-terminated */
+    /* skills.mode "external_dirs": no links (those of an earlier run are
+     * removed), Hermes's config.yaml (yaml) lists public instead. */
+    bool ext;
+    char *yaml;
+    int ystate; /* the last run's skillsyaml state */
     int64_t poll_ms, timeout_ms;
     ev_timer poll, debounce;
     ev_io ino;
@@ -89,8 +95,12 @@ static void record_run(const char *trigger, int rc, const char *err,
     snprintf(S.error, sizeof(S.error), "%s", rc < 0 ? err : "");
     if (rc < 0)
         log_warn("skills (%s): %s", trigger, err);
+    bool ychanged = S.ext && (S.ystate == SKILLSYAML_ADDED || S.ystate == SKILLSYAML_CREATED);
+    if (ychanged)
+        log_info("skills (%s): %s %s in %s's skills.external_dirs", trigger,
+                 S.ystate == SKILLSYAML_CREATED ? "created with" : "added", S.pub, S.yaml);
     if (S.last.created || S.last.removed || S.last.cat_created || S.last.cat_converted ||
-        S.last.cat_removed || rc < 0 || names_changed) {
+        S.last.cat_removed || rc < 0 || names_changed || ychanged) {
         log_info("skills (%s): %u linked, %u new, %u removed, %u shadowed, %u clashes in %lld us",
                  trigger, S.last.linked + S.last.created, S.last.created, S.last.removed,
                  S.last.shadowed, S.last.clashes, (long long)S.last_us);
@@ -201,6 +211,43 @@ static void put(int fd, char type, const void *p, size_t n)
             _exit(1); /* the loop went away: nobody to tell */
 }
 
+/* One run of the configured mode, in whatever process calls it. In
+ * external_dirs mode the reconcile runs with every public name ignored,
+ * which lays nothing and removes the links an earlier run laid (the
+ * reconcile's own rule for a name that became ignored); then Hermes's
+ * config.yaml gets its entry. A YAML hearth cannot edit is an entry
+ * error: reported, and the phase is still reached, as the agent's own
+ * file should not hold every service back. *ystate: the YAML's state
+ * (SKILLSYAML_ERROR when not that mode). */
+static int run_once(bool dry, struct skills_counts *c, struct skills_lists *l, char *err,
+                    size_t errlen, int *ystate)
+{
+    static const char *const all[] = {"*", NULL};
+
+    *ystate = SKILLSYAML_ERROR;
+    if (!S.ext)
+        return skills_reconcile(S.pub, S.priv, (const char *const *)S.ignore, dry, c, l,
+                                S.cache, err, errlen);
+    int rc = skills_reconcile(S.pub, S.priv, all, dry, c, l, S.cache, err, errlen);
+    /* Every public entry counted as ignored is public here. */
+    c->public_n = c->ignored;
+    c->ignored = 0;
+    char yerr[512];
+    skills_owner_default();
+    *ystate = skillsyaml_ensure(S.yaml, S.pub, skills_owner.uid, skills_owner.gid, dry, yerr,
+                                sizeof(yerr));
+    if (*ystate == SKILLSYAML_ERROR) {
+        size_t n = strlen(err);
+        snprintf(err + n, errlen - n, "%s%s", n ? "; " : "", yerr);
+        /* An entry error, unless the walk already failed whole (public
+         * unreadable: that one keeps the phase unreached). */
+        if (rc == 0 || c->errors)
+            c->errors++;
+        rc = -1;
+    }
+    return rc;
+}
+
 /* The child: one walk, its result down wfd. */
 static void walk_child(int wfd, void *arg)
 {
@@ -224,8 +271,8 @@ static void walk_child(int wfd, void *arg)
     }
     unsigned runs0 = S.cache ? S.cache->runs : 0;
     int64_t t0 = mono_us();
-    w.rc = skills_reconcile(S.pub, S.priv, (const char *const *)S.ignore, dry, &w.c,
-                            dry ? &l : NULL, S.cache, err, sizeof(err));
+    int32_t ystate;
+    w.rc = run_once(dry, &w.c, dry ? &l : NULL, err, sizeof(err), &ystate);
     w.us = mono_us() - t0;
     if (stat(S.pub, &st) == 0) {
         w.dev = (uint64_t)st.st_dev;
@@ -241,12 +288,30 @@ static void walk_child(int wfd, void *arg)
     put(wfd, 'N', skills_last_report, strlen(skills_last_report));
     if (cbuf)
         put(wfd, 'K', cbuf, clen);
+    if (S.ext)
+        put(wfd, 'Y', &ystate, sizeof(ystate));
     if (dry) {
         char *text = NULL;
         if (o) {
             if (w.rc < 0 && w.c.errors == 0)
                 cJSON_AddStringToObject(o, "error", err);
             cJSON_AddNumberToObject(o, "pending", w.c.created + w.c.removed + w.c.cat_removed);
+            if (S.ext) {
+                /* Nothing is linked: what the reconcile called ignored
+                 * is public, and Hermes reads it through the YAML. */
+                cJSON_DeleteItemFromObjectCaseSensitive(o, "public");
+                cJSON *pubs = cJSON_DetachItemFromObjectCaseSensitive(o, "ignored");
+                if (pubs)
+                    cJSON_AddItemToObject(o, "public", pubs);
+                cJSON_AddArrayToObject(o, "ignored");
+                cJSON *y = cJSON_AddObjectToObject(o, "external_dirs");
+                if (y) {
+                    cJSON_AddStringToObject(y, "file", S.yaml);
+                    cJSON_AddStringToObject(y, "state", skillsyaml_state_name(ystate));
+                    if (ystate == SKILLSYAML_ERROR && err[0])
+                        cJSON_AddStringToObject(y, "error", err);
+                }
+            }
             text = jsonout_print(o);
         }
         if (text && strlen(text) < SKILLS_RESULT_MAX - 4096) {
@@ -272,6 +337,8 @@ struct walk_result {
     struct wire_result w;
     const char *e, *k, *l, *x, *n;
     size_t elen, klen, llen, xlen, nlen;
+    int32_t ystate;
+    bool have_y;
 };
 
 static bool parse_result(const char *b, size_t len, struct walk_result *r)
@@ -302,6 +369,12 @@ static bool parse_result(const char *b, size_t len, struct walk_result *r)
         case 'L': r->l = p, r->llen = n; break;
         case 'X': r->x = p, r->xlen = n; break;
         case 'N': r->n = p, r->nlen = n; break;
+        case 'Y':
+            if (n != sizeof(r->ystate))
+                return false;
+            memcpy(&r->ystate, p, n);
+            r->have_y = true;
+            break;
         case 'Z': r->whole = have_r && off == len; return r->whole;
         default: return false;
         }
@@ -330,6 +403,7 @@ static void sync_finish(const char *fail, const struct walk_result *r)
 {
     char err[512];
 
+    S.ystate = SKILLSYAML_ERROR;
     if (fail) {
         struct skills_counts none = {0};
         record_run(Q.trigger, -1, fail, &none, mono_us() - Q.t0, 0, 0, NULL);
@@ -345,6 +419,8 @@ static void sync_finish(const char *fail, const struct walk_result *r)
     char report[sizeof(skills_last_report)];
     snprintf(report, sizeof(report), "%.*s",
              (int)(r->nlen < sizeof(report) ? r->nlen : sizeof(report) - 1), r->n ? r->n : "");
+    if (r->have_y)
+        S.ystate = r->ystate;
     record_run(Q.trigger, r->w.rc, err, &r->w.c, r->w.us, (dev_t)r->w.dev, (ino_t)r->w.ino,
                report);
     answer_sync(Q.cur, Q.ncur, r->w.rc, err);
@@ -369,11 +445,12 @@ static void list_finish(const char *fail, const struct walk_result *r)
         answer(Q.cur, Q.ncur, -1, fail, NULL);
         return;
     }
+    cJSON_AddStringToObject(o, "mode", S.ext ? "external_dirs" : "links");
     cJSON_AddStringToObject(o, "public_dir", S.pub);
     cJSON_AddStringToObject(o, "private_dir", S.priv);
     static const char *const order[] = {"public", "private", "linked", "shadowed", "clashes",
                                         "other", "ignored", "categories", "error", "pending",
-                                        NULL};
+                                        "external_dirs", NULL};
     for (const char *const *k = order; *k; k++) {
         cJSON *it = cJSON_DetachItemFromObjectCaseSensitive(lists, *k);
         if (it)
@@ -498,8 +575,9 @@ int skills_sync(const char *trigger, char *err, size_t errlen)
         if (!S.cache)
             S.cache = skills_cache_new();
         int64_t t0 = mono_us();
-        int rc = skills_reconcile(S.pub, S.priv, (const char *const *)S.ignore, false, &c, NULL,
-                                  S.cache, err, errlen);
+        int ys;
+        int rc = run_once(false, &c, NULL, err, errlen, &ys);
+        S.ystate = ys;
         bool ok = stat(S.pub, &st) == 0;
         record_run(trigger, rc, err, &c, mono_us() - t0, ok ? st.st_dev : 0, ok ? st.st_ino : 0,
                    skills_last_report);
@@ -613,10 +691,11 @@ static void free_config(void)
 {
     free(S.pub);
     free(S.priv);
+    free(S.yaml);
     for (char **p = S.ignore; p && *p; p++)
         free(*p);
     free(S.ignore);
-    S.pub = S.priv = NULL;
+    S.pub = S.priv = S.yaml = NULL;
     S.ignore = NULL;
 }
 
@@ -634,10 +713,13 @@ void skills_init(const struct config *cfg)
     }
     S.pub = strdup(sk->pub);
     S.priv = strdup(sk->priv);
+    S.ext = sk->external_dirs && sk->config_yaml;
+    S.yaml = S.ext ? strdup(sk->config_yaml) : NULL;
+    S.ystate = SKILLSYAML_ERROR;
     for (char **p = sk->ignore; p && *p; p++)
         n++;
     S.ignore = calloc(n + 1, sizeof(char *));
-    if (!S.pub || !S.priv || !S.ignore) {
+    if (!S.pub || !S.priv || !S.ignore || (S.ext && !S.yaml)) {
         log_error("skills: unable to set up the overlay: out of memory; overlay off");
         free_config();
         S.enabled = false;
@@ -764,6 +846,11 @@ int skills_fork(const char *name, skills_fork_done done, void *ctx, char *err, s
         snprintf(err, errlen, "the skills overlay is not configured (skills.public, skills.private)");
         return -1;
     }
+    if (S.ext) {
+        snprintf(err, errlen, "skills.fork copies a linked skill: skills.mode is \"external_dirs\", "
+                              "which lays no links (the agent copies a public skill itself)");
+        return -1;
+    }
     if (!skills_valid_name(name)) {
         snprintf(err, errlen, "name: expected a skill name or category/skill");
         return -1;
@@ -812,6 +899,12 @@ cJSON *skills_last_json(void)
     if (!o)
         return NULL;
     cJSON_AddNumberToObject(o, "runs", (double)S.runs);
+    if (S.ext) {
+        cJSON_AddStringToObject(o, "mode", "external_dirs");
+        cJSON_AddStringToObject(o, "config_yaml", S.yaml);
+        if (S.runs)
+            cJSON_AddStringToObject(o, "external_dirs", skillsyaml_state_name(S.ystate));
+    }
     if (S.runs) {
         cJSON_AddStringToObject(o, "trigger", S.trigger);
         add_counts(o, &S.last);

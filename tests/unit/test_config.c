@@ -484,6 +484,14 @@ TEST(config_accepts_valid_variants)
     EXPECT_ERR("{\"skills\":{\"marker\":\"..\"}}", "skills.marker: expected a file name (no '/'), got \"..\"");
     EXPECT_ERR("{\"skills\":{\"depth\":0}}", "skills.depth: must be between 1 and 8");
     EXPECT_ERR("{\"skills\":{\"depth\":9}}", "skills.depth: must be between 1 and 8");
+    EXPECT_OK("{\"skills\":{\"mode\":\"links\"}}");
+    EXPECT_OK("{\"skills\":{\"mode\":\"external_dirs\",\"config_yaml\":\"/root/.hermes/config.yaml\"}}");
+    EXPECT_ERR("{\"skills\":{\"mode\":\"external_dirs\"}}",
+               "skills.config_yaml: required when mode is \"external_dirs\" (Hermes's config.yaml)");
+    EXPECT_ERR("{\"skills\":{\"mode\":\"yaml\"}}",
+               "skills.mode: expected one of links, external_dirs");
+    EXPECT_ERR("{\"skills\":{\"mode\":\"external_dirs\",\"config_yaml\":\"config.yaml\"}}",
+               "skills.config_yaml: expected an absolute path, got \"config.yaml\"");
     /* A chain of dependencies is fine; only cycles are not. */
     EXPECT_OK("{\"services\":[{\"name\":\"a\",\"argv\":[\"a\"],\"after\":[\"b\",\"init\"]},"
               "{\"name\":\"b\",\"argv\":[\"b\"],\"after\":[\"c\"]},"

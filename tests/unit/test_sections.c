@@ -137,6 +137,7 @@ TEST(sections_typed_at_load)
     CHECK(c->skills.ignore[1] == NULL);
     CHECK_STR(c->skills.marker, CONFIG_SKILLS_MARKER);
     CHECK_EQ_INT(c->skills.timeout_ms, CONFIG_SKILLS_WALK_TIMEOUT_MS);
+    CHECK(!c->skills.external_dirs && c->skills.config_yaml == NULL); /* mode "links" */
     CHECK_EQ_INT(c->metrics.disk_low_percent, 80);
     CHECK_EQ_INT(c->metrics.disk_ok_percent, 80 - CONFIG_DISK_OK_GAP);
     CHECK(c->resume_file == NULL);
