@@ -102,17 +102,36 @@ void rpc_error_set(struct rpc_error *err, int code, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Offset of a \u0000 escape in a JSON text, or -1. cJSON decodes into C
- * strings, so everything after a NUL would silently vanish ("ping\u0000x"
- * would be taken as "ping"): such requests are refused instead. */
-static long nul_escape_at(const char *s, size_t len)
+static bool is_hex(char c)
 {
-    for (size_t i = 0; i + 6 <= len; i++) {
-        if (s[i] != '\\')
-            continue;
-        if (s[i + 1] == 'u' && s[i + 2] == '0' && s[i + 3] == '0' && s[i + 4] == '0' &&
-            s[i + 5] == '0')
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* Offset of a NUL in a JSON text, raw or escaped, or -1; *what names it.
+ * cJSON decodes into C strings, so everything after a NUL would silently
+ * vanish ("ping\u0000x" would be taken as "ping"): such requests are
+ * refused instead. A \u not followed by four hex digits counts too:
+ * cJSON reads it as \u0000 rather than refusing it. */
+static long nul_at(const char *s, size_t len, const char **what)
+{
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '\0') {
+            *what = "a NUL byte";
             return (long)i;
+        }
+        if (s[i] != '\\' || i + 1 >= len)
+            continue;
+        if (s[i + 1] == 'u') {
+            if (i + 6 > len || !is_hex(s[i + 2]) || !is_hex(s[i + 3]) || !is_hex(s[i + 4]) ||
+                !is_hex(s[i + 5])) {
+                *what = "a \\u escape without four hex digits";
+                return (long)i;
+            }
+            if (memcmp(s + i + 2, "0000", 4) == 0) {
+                *what = "\\u0000";
+                return (long)i;
+            }
+        }
         i++; /* skip the escaped character, so "\\\\u0000" is not one */
     }
     return -1;
@@ -343,9 +362,10 @@ int rpc_parse_general(const char *line, size_t len, struct rpc_request *req, str
         rpc_error_set(err, RPC_PARSE_ERROR, "invalid UTF-8 at byte %ld", bad);
         return -1;
     }
-    bad = nul_escape_at(line, len);
+    const char *what = NULL;
+    bad = nul_at(line, len, &what);
     if (bad >= 0) {
-        rpc_error_set(err, RPC_PARSE_ERROR, "\\u0000 is not accepted (byte %ld)", bad);
+        rpc_error_set(err, RPC_PARSE_ERROR, "%s is not accepted (byte %ld)", what, bad);
         return -1;
     }
     req->root = cJSON_ParseWithLengthOpts(line, len, &end, 0);

@@ -537,7 +537,7 @@ void launch_exec(const struct launch_plan *p, const char *cwd, char *const argv[
         *step = LAUNCH_STEP_SECCOMP;
         if (p->contain.seccomp && seccomp_install(&p->contain.prog) < 0)
             return;
-        sigset_t all, none, early;
+        sigset_t all, none;
         sigfillset(&all);
         sigemptyset(&none);
         /* Blocked before the fork (and since the child began, see
@@ -545,28 +545,49 @@ void launch_exec(const struct launch_plan *p, const char *cwd, char *const argv[
          * before the reaper waits for it (see pidreaper.c), and what
          * was sent to the service while it set up is still here. */
         sigprocmask(SIG_SETMASK, &all, NULL);
-        sigemptyset(&early);
-        sigpending(&early);
+        /* The program waits on this pipe, all blocked, until the reaper
+         * has handed on what it holds: see below. */
+        int go[2];
+        if (pipe2(go, O_CLOEXEC) < 0)
+            return;
         *step = LAUNCH_STEP_SETUP;
         pid_t main = fork();
         if (main < 0)
             return;
         if (main > 0) {
-            /* Sent before the program existed: the kernel gave it to
-             * this process alone (a signal to the group after the fork
-             * reaches the program by itself). Handed on once each. */
+            /* A signal the reaper holds now came either before the fork,
+             * to it alone (a stop sent while the service set up), or
+             * after it, to the group, so the program has it too. Nothing
+             * tells which, so each is handed on: the program blocks
+             * everything until the pipe closes, and a signal sent to it
+             * while one of its kind is pending is merged into that one, so
+             * it sees each once (a real-time signal would be queued twice;
+             * hearth sends none). Read before the fork instead, a stop
+             * sent between that read and the fork went to the reaper
+             * alone, which leaves group signals to the kernel: it was
+             * lost, and the stop ended in SIGKILL. */
             struct timespec zero = {0, 0};
+            sigset_t held;
+            sigemptyset(&held);
+            sigpending(&held);
             for (int sig = 1; sig < 65; sig++) {
                 sigset_t one;
-                if (sig == SIGCHLD || !sigismember(&early, sig))
+                if (sig == SIGCHLD || !sigismember(&held, sig))
                     continue;
                 sigemptyset(&one);
                 sigaddset(&one, sig);
                 if (sigtimedwait(&one, NULL, &zero) == sig)
                     kill(main, sig);
             }
+            close(go[0]);
+            close(go[1]); /* the program's read ends */
             pidreaper_become(main, p->reaper_fd, report_fd);
         }
+        close(go[1]);
+        char byte;
+        while (read(go[0], &byte, 1) < 0 && errno == EINTR)
+            ;
+        close(go[0]);
         sigprocmask(SIG_SETMASK, &none, NULL);
         close(p->reaper_fd);
         *step = LAUNCH_STEP_CWD;

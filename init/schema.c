@@ -8,6 +8,7 @@
  * its JSON path. */
 #include "schema_priv.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -237,7 +238,8 @@ static void syntax_error(const char *text, size_t off, const char *what, char *o
 }
 
 /* cJSON accepts raw control characters inside strings and turns \u0000
- * into an early end of string; both would let a value differ from what
+ * (and a \u without four hex digits, which it reads as \u0000) into an
+ * early end of string; both would let a value differ from what
  * the operator sees, so they are refused. The text already parsed, so a
  * small scanner suffices. Returns the offending offset or -1. */
 static long bad_string_byte(const char *text, size_t len, const char **what)
@@ -258,6 +260,13 @@ static long bad_string_byte(const char *text, size_t len, const char **what)
         } else if (ch == '\\' && i + 1 < len) {
             if (text[i + 1] == 'u' && i + 5 < len && memcmp(text + i + 2, "0000", 4) == 0) {
                 *what = "\\u0000 in string";
+                return (long)i;
+            }
+            if (text[i + 1] == 'u' && (i + 5 >= len || !isxdigit((unsigned char)text[i + 2]) ||
+                                       !isxdigit((unsigned char)text[i + 3]) ||
+                                       !isxdigit((unsigned char)text[i + 4]) ||
+                                       !isxdigit((unsigned char)text[i + 5]))) {
+                *what = "\\u without four hex digits in string";
                 return (long)i;
             }
             i++;

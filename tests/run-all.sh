@@ -39,11 +39,14 @@ for layer in integration vm valgrind runtime; do
     add "$(tail -n 1 "$out/$layer.summary")"
 done
 
-# A short libFuzzer run of every target (skipped where clang's fuzzer
-# runtime is missing); make fuzz runs them longer.
+# Every target replays its checked-in corpus and past crash inputs, then
+# explores for a short time with a printed seed (FUZZ_SEED=N repeats it);
+# skipped where clang's fuzzer runtime is missing. make fuzz runs longer.
+# The whole summary is shown: a failure's indented lines carry the input's
+# path, its base64 and the command that replays it.
 echo "== fuzz (${FUZZ_SECONDS:=10} s per target)"
 FUZZ_SECONDS=$FUZZ_SECONDS tests/fuzz/run.sh > "$out/fuzz.summary" 2>&1
-grep '^fuzz' "$out/fuzz.summary"
+grep -E '^fuzz|^    ' "$out/fuzz.summary"
 fl=$(grep '^fuzz: ' "$out/fuzz.summary" | tail -n 1)
 case "$fl" in
     *passed*) add "$fl" ;;

@@ -32,7 +32,8 @@
  *   - jsonout prints an accepted request's params as cJSON's own printer
  *     does, byte for byte unless the tree holds an integer from 10^15 to
  *     2^53 (plain digits in jsonout) or a C1 control (escaped by jsonout,
- *     never left raw), and then as the same tree.
+ *     never left raw), and then as the same tree (compared member by
+ *     member in order: duplicate keys are kept).
  * Each complete line is copied into a buffer of its exact length before
  * rpc_parse, so a read past the line's end is reported by ASan instead of
  * landing in the rest of the linebuf. Only the first 32 lines starting in
@@ -44,6 +45,7 @@
 #include "utf8.h"
 
 #include <cJSON.h>
+#include <math.h>
 
 #include "fuzz_common.h"
 
@@ -148,6 +150,29 @@ static bool has_c1(const cJSON *t)
     return false;
 }
 
+/* Whether a and b are the same tree: the same members in the same order,
+ * with the same names, types and values (a number to the bit, so -0 is
+ * not 0). Not cJSON_Compare: it finds each member of an object by name,
+ * so for an object with a duplicate key ({"z":"a","z":-0}, which
+ * cJSON_Parse keeps both of) it compares the second "z" with the first
+ * and calls even a tree unequal to itself. */
+static bool same_tree(const cJSON *a, const cJSON *b)
+{
+    for (; a && b; a = a->next, b = b->next) {
+        if ((a->type & 0xff) != (b->type & 0xff) || !a->string != !b->string ||
+            (a->string && strcmp(a->string, b->string) != 0))
+            return false;
+        if (cJSON_IsNumber(a) && (a->valuedouble != b->valuedouble ||
+                                  signbit(a->valuedouble) != signbit(b->valuedouble)))
+            return false;
+        if (cJSON_IsString(a) && strcmp(a->valuestring, b->valuestring) != 0)
+            return false;
+        if (!same_tree(a->child, b->child))
+            return false;
+    }
+    return !a && !b;
+}
+
 static void same_print_as_cjson(const cJSON *t)
 {
     char *mine = jsonout_print(t), *theirs = cJSON_PrintUnformatted(t);
@@ -159,7 +184,10 @@ static void same_print_as_cjson(const cJSON *t)
         FUZZ_CHECK(strcmp(mine, theirs) == 0, "jsonout wrote %s, cJSON %s", mine, theirs);
     } else {
         cJSON *back = cJSON_Parse(mine);
-        FUZZ_CHECK(back && cJSON_Compare(back, t, true), "jsonout wrote %s for %s", mine, theirs);
+        /* The item itself, not its siblings: params is the first child. */
+        FUZZ_CHECK(back && (back->type & 0xff) == (t->type & 0xff) &&
+                       same_tree(back->child, t->child),
+                   "jsonout wrote %s for %s", mine, theirs);
         cJSON_Delete(back);
     }
     cJSON_free(mine);

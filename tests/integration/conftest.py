@@ -8,7 +8,10 @@ Environment:
                under valgrind each run gets its own log files and the
                fixture fails the test when valgrind reports an error
   HEARTH_SLOW  factor for startup and wait timeouts (default 1, or 8
-               with HEARTH_WRAP)"""
+               with HEARTH_WRAP)
+  HEARTH_TEST_TIMEOUT  seconds a test's setup, body or teardown may take
+               before it fails by name (default 300, or 900 with
+               HEARTH_WRAP; tests/lib/deadline.py)"""
 import json
 import os
 import re
@@ -24,6 +27,7 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from deadline import register as register_deadline  # noqa: E402
 import hearthrpc  # noqa: E402  (tests/lib, shared with tests/vm)
 import pidns  # noqa: E402
 
@@ -46,6 +50,9 @@ HEARTHCTL = os.path.join(ROOT, "build", "hearthctl")
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "valgrind: fast smoke test, also run with hearth under valgrind (make valgrind)")
+    # Per test phase (tests/lib/deadline.py); the slowest take ~10 s, under
+    # valgrind too.
+    register_deadline(config, 900 if WRAP else 300)
 
 
 def _need_root():

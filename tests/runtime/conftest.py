@@ -10,10 +10,14 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from deadline import register as register_deadline  # noqa: E402  (tests/lib)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 WORK = os.path.join(ROOT, "build", "runtime")
@@ -28,6 +32,14 @@ PODMAN = ["podman", "--root", os.path.join(STORE, "root"),
           "--runtime", "runc",          # crun refuses hybrid cgroup hosts
           "--cgroup-manager", "cgroupfs",
           "--events-backend", "file"]
+
+
+def pytest_configure(config):
+    # Per test phase (tests/lib/deadline.py; HEARTH_TEST_TIMEOUT overrides):
+    # the first test's setup builds and loads the image.
+    register_deadline(config, 900)
+
+
 # podman's default rlimits exceed what these hosts allow.
 BASE = ["--network", "none", "--ulimit", "nofile=20000:20000",
         "--ulimit", "nproc=4096:4096", "--cap-add", "SYS_ADMIN"]

@@ -901,6 +901,13 @@ TEST(config_error_syntax)
     EXPECT_ERR("", "syntax error at byte 0 (line 1, column 1): empty document");
     EXPECT_ERR("{\"hostname\":\"a\\u0000b\"}",
                "syntax error at byte 14 (line 1, column 15): \\u0000 in string");
+    /* cJSON reads these as \u0000. */
+    EXPECT_ERR("{\"hostname\":\"a\\u00zzb\"}",
+               "syntax error at byte 14 (line 1, column 15): \\u without four hex digits in "
+               "string");
+    EXPECT_ERR("{\"hostname\":\"a\\u0Xyzb\"}",
+               "syntax error at byte 14 (line 1, column 15): \\u without four hex digits in "
+               "string");
     EXPECT_ERR("{\"hostname\":\"a\tb\"}",
                "syntax error at byte 14 (line 1, column 15): control character in string");
 

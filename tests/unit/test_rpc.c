@@ -298,6 +298,40 @@ TEST(rpc_nul_escapes_refused)
     rpc_request_free(&req);
 }
 
+/* cJSON reads a \u without four hex digits as \u0000 and a raw NUL as the
+ * end of the string: "a\u00zz-rest" would be taken as "a". Both refused. */
+TEST(rpc_truncating_escapes_refused)
+{
+    static const struct {
+        const char *line;
+        size_t len;
+        const char *why;
+    } bad[] = {
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\\u00zz-rest\"}", 0, "hex digits"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\\u0X\"}", 0, "hex digits"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":{\"k\":\"\\u00\xc9\x98\"}}", 0,
+         "hex digits"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\\u", 0, "hex digits"},
+        {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\0rest\"}", 42, "NUL byte"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct rpc_request req;
+        struct rpc_error err = {0};
+        size_t len = bad[i].len ? bad[i].len : strlen(bad[i].line);
+        CHECK_EQ_INT(rpc_parse(bad[i].line, len, &req, &err), -1);
+        CHECK_EQ_INT(err.code, RPC_PARSE_ERROR);
+        CHECK_CONTAINS(err.message, bad[i].why);
+        rpc_request_free(&req);
+    }
+    /* Upper- and lower-case hex digits are both escapes. */
+    struct rpc_request req;
+    struct rpc_error err = {0};
+    const char *ok = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\\u00E9\\u00e9\"}";
+    CHECK_EQ_INT(rpc_parse(ok, strlen(ok), &req, &err), 0);
+    CHECK_STR(req.method, "\xc3\xa9\xc3\xa9");
+    rpc_request_free(&req);
+}
+
 /* The echo a handler returning its params would send: equal texts mean
  * the two parsers read the same id and params. */
 static char *echo_reply(const struct rpc_request *req)

@@ -1,6 +1,7 @@
 /* A minimal unit-test harness: TEST(name) registers a test through a
  * constructor; CHECK* record failures without aborting the test. The
- * runner (tests/unit/main.c) prints "N passed, N failed". */
+ * runner (tests/unit/main.c) prints "N passed, N failed" and fails a test
+ * that runs over UNIT_TIMEOUT seconds (120) by name. */
 #ifndef HEARTH_UNIT_H
 #define HEARTH_UNIT_H
 

@@ -17,6 +17,7 @@ import pytest
 import hermes_config
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from deadline import register as register_deadline  # noqa: E402
 from hearthrpc import LineSocket, RpcClient  # noqa: E402  (tests/lib, shared with tests/integration)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -36,6 +37,12 @@ MODULES = os.path.join(HERE, "modules.json")
 HEARTH = os.path.join(ROOT, "build", "hearth")
 HEARTHCTL = os.path.join(ROOT, "build", "hearthctl")
 BOOT_TIMEOUT = float(os.environ.get("HEARTH_VM_BOOT_TIMEOUT", "90"))
+
+
+def pytest_configure(config):
+    # Per test phase (tests/lib/deadline.py; HEARTH_TEST_TIMEOUT overrides):
+    # the slowest test, several boots under TCG, takes about a minute.
+    register_deadline(config, 900)
 
 
 def free_port():
