@@ -156,13 +156,22 @@ static bool has_c1(const cJSON *t)
  * so for an object with a duplicate key ({"z":"a","z":-0}, which
  * cJSON_Parse keeps both of) it compares the second "z" with the first
  * and calls even a tree unequal to itself. */
+/* Both printers write a number that is not finite (1e2300 parses as
+ * infinity) as null, as JSON has no other spelling for it. */
+static int kind(const cJSON *x)
+{
+    if (cJSON_IsNumber(x) && !isfinite(x->valuedouble))
+        return cJSON_NULL;
+    return x->type & 0xff;
+}
+
 static bool same_tree(const cJSON *a, const cJSON *b)
 {
     for (; a && b; a = a->next, b = b->next) {
-        if ((a->type & 0xff) != (b->type & 0xff) || !a->string != !b->string ||
+        if (kind(a) != kind(b) || !a->string != !b->string ||
             (a->string && strcmp(a->string, b->string) != 0))
             return false;
-        if (cJSON_IsNumber(a) && (a->valuedouble != b->valuedouble ||
+        if (kind(a) == cJSON_Number && (a->valuedouble != b->valuedouble ||
                                   signbit(a->valuedouble) != signbit(b->valuedouble)))
             return false;
         if (cJSON_IsString(a) && strcmp(a->valuestring, b->valuestring) != 0)
