@@ -527,6 +527,9 @@ void launch_exec(const struct launch_plan *p, const char *cwd, char *const argv[
     bool own_pidns = p->contain.pidns && !p->contain.join;
     if (own_pidns && contain_proc_for_pidns(&p->contain, what, whatlen) < 0)
         return;
+    *step = LAUNCH_STEP_AS_ROOT;
+    if (p->as_root && p->as_root(p, p->as_root_ctx, what, whatlen) < 0)
+        return;
     *step = LAUNCH_STEP_SETUP;
     if (launch_apply(p) < 0)
         return;

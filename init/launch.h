@@ -37,6 +37,13 @@ struct launch_plan {
      * the main process's status on (pidreaper_pipe), -1 until the
      * caller makes it. */
     int reaper_fd;
+    /* Runs in the child once contained (its own view of the files) and
+     * before limits, identity and capabilities change: what the caller
+     * does there with root's rights, such as a service's secrets. 0, or
+     * -1 with a message in what. NULL: nothing. Set only on the child's
+     * own copy of a plan, so a copy kept for probes never runs it. */
+    int (*as_root)(const struct launch_plan *p, void *ctx, char *what, size_t whatlen);
+    void *as_root_ctx;
     /* capabilities, namespaces, masks, seccomp: filled by
      * contain_prepare once the leaf is known */
     struct contain_plan contain;
@@ -76,6 +83,7 @@ enum launch_step {
     LAUNCH_STEP_CWD,
     LAUNCH_STEP_SECCOMP,
     LAUNCH_STEP_EXEC,
+    LAUNCH_STEP_AS_ROOT,    /* the plan's as_root hook; what says why */
 };
 
 /* In the child, its descriptors in place: the last steps to exec, in the
@@ -83,7 +91,7 @@ enum launch_step {
  * a plan that joined a PID namespace forks once more before exec, and the
  * process left outside waits and ends as the command did). Returns only
  * on failure, with errno set, the step in *step and, for
- * LAUNCH_STEP_CONTAIN, contain's message in what. With contain.pidns the
+ * LAUNCH_STEP_CONTAIN and LAUNCH_STEP_AS_ROOT, the message in what. With contain.pidns the
  * child is PID 1 of its own pid namespace: once contained it forks the
  * main process, which goes on to exec, and becomes the reaper itself
  * (pidreaper.h); report_fd is the exec-status pipe the reaper lets go of. */

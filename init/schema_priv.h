@@ -88,6 +88,8 @@ int rule_fstype(const cJSON *v, struct vctx *c);
 int rule_service_name(const cJSON *v, struct vctx *c);
 int rule_argv(const cJSON *v, struct vctx *c);
 int rule_env_key(const cJSON *item, struct vctx *c);
+int rule_env_name(const cJSON *v, struct vctx *c);
+int rule_secret_file(const cJSON *v, struct vctx *c);
 int rule_umask(const cJSON *v, struct vctx *c);
 int rule_rlimit_key(const cJSON *item, struct vctx *c);
 int rule_rlimit_value(const cJSON *v, struct vctx *c);

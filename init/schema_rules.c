@@ -366,6 +366,33 @@ int rule_env_key(const cJSON *item, struct vctx *c)
     return 0;
 }
 
+/* secrets[].env: the variable's name as a value. */
+int rule_env_name(const cJSON *v, struct vctx *c)
+{
+    char q[NAMES_QUOTE_MAX];
+
+    if (!names_env_valid(v->valuestring, strlen(v->valuestring)))
+        return vfail(c, "bad environment variable name %s", names_quote(v->valuestring, q, sizeof(q)));
+    return 0;
+}
+
+/* secrets[].file: a clean absolute path naming a file (not "/", no
+ * trailing slash), short enough to be opened. */
+int rule_secret_file(const cJSON *v, struct vctx *c)
+{
+    const char *s = v->valuestring;
+    size_t n = strlen(s);
+    char q[NAMES_QUOTE_MAX];
+
+    if (rule_clean_path(v, c) < 0)
+        return -1;
+    if (n < 2 || s[n - 1] == '/')
+        return vfail(c, "expected the path of a file, got %s", names_quote(s, q, sizeof(q)));
+    if (n >= 1024)
+        return vfail(c, "path is too long (%zu bytes, at most 1023)", n);
+    return 0;
+}
+
 /* umask: an octal string ("022") or the integer value (18). */
 int rule_umask(const cJSON *v, struct vctx *c)
 {

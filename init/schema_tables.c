@@ -10,6 +10,7 @@
 #include <cJSON.h>
 
 #include "config.h"
+#include "svc_config.h"
 
 /* The schema tables (DESIGN section 5). Leaves first, then the objects
  * that use them. */
@@ -252,12 +253,20 @@ static const struct key k_top_limits[] = {
     KEY("shm_bytes", INT(1 << 20, JSON_INT53)),
     {0}};
 
+/* A per-sandbox secret made at a service's start (svc_config.h). */
+static const struct key k_secret[] = {
+    REQUIRED("env", STRING(rule_env_name)),
+    REQUIRED("file", STRING(rule_secret_file)),
+    KEY("chars", INT(SVC_SECRET_CHARS_MIN, SVC_SECRET_CHARS_MAX)),
+    {0}};
+
 static const struct key k_service[] = {
     REQUIRED("name", STRING(rule_service_name)),
     REQUIRED("argv", &s_argv),
     KEY("env", SCHEMA(.kind = K_MAP, .max = CONFIG_MAX_ENV_VARS, .elem = &s_str,
                       .key_check = rule_env_key)),
     KEY("env_files", &s_abspath_array),
+    KEY("secrets", ARRAY(OBJECT(k_secret, NULL), 0, SVC_SECRETS_MAX, NULL)),
     KEY("cwd", &s_abspath),
     KEY("user", &s_nonempty),
     KEY("group", &s_nonempty),

@@ -646,6 +646,20 @@ cJSON *services_to_json(void)
             cJSON_AddStringToObject(o, "error", s->error);
         if (s->ready.failed_starts)
             cJSON_AddNumberToObject(o, "failed_starts", s->ready.failed_starts);
+        const struct svc_settings *st = s->cfg->settings;
+        if (st && st->n_secrets) {
+            /* What this start did about each secret; never the value. */
+            cJSON *arr2 = cJSON_AddArrayToObject(o, "secrets");
+            for (size_t k = 0; arr2 && k < st->n_secrets; k++) {
+                cJSON *x = cJSON_CreateObject();
+                if (!x)
+                    break;
+                cJSON_AddStringToObject(x, "env", st->secrets[k].env);
+                cJSON_AddStringToObject(x, "file", st->secrets[k].file);
+                cJSON_AddStringToObject(x, "state", svc_secret_state_name(s->secret_state[k]));
+                cJSON_AddItemToArray(arr2, x);
+            }
+        }
         if (s->state == SVC_WAITING && unmet_dep(s))
             cJSON_AddStringToObject(o, "waiting_for", unmet_dep(s));
         if (s->state == SVC_BACKOFF) {

@@ -18,6 +18,7 @@
 #include "logring.h"
 #include "notify.h"
 #include "service.h"
+#include "svc_config.h"
 
 struct cJSON;
 struct launch_plan;
@@ -121,6 +122,9 @@ struct service {
     bool has_exit;
     bool killed;            /* stop escalated to SIGKILL */
     char error[384];        /* why it is down or not ready */
+    /* Per secrets[] entry, this start's outcome (svc_spawn.c): one of
+     * the SVC_SECRET_* letters; 0 before the first start. */
+    char secret_state[SVC_SECRETS_MAX];
     char privileged[256];   /* why its settings let it undo hearth's setup; "" = contained */
     int64_t since_ms;
     ev_timer timer;         /* backoff or stop timeout */
@@ -158,6 +162,13 @@ void svc_timer_start(struct service *s, int64_t ms);
 void svc_signal_group(struct service *s, int sig);
 
 /* svc_spawn.c */
+/* secret_state letters: decided at the start, then reported by the child. */
+#define SVC_SECRET_PENDING 'w'   /* the child has not said yet */
+#define SVC_SECRET_FROM_ENV 'e'  /* the environment has it: nothing done */
+#define SVC_SECRET_PRESENT 'p'   /* the file has it: nothing done */
+#define SVC_SECRET_GENERATED 'g' /* made and added to the file */
+#define SVC_SECRET_FAILED 'f'    /* the start failed on it (error says why) */
+const char *svc_secret_state_name(char state);
 int svc_spawn(struct service *s);
 void svc_exec_cb(struct ev_loop *loop, ev_io *w, int revents);
 void svc_close_exec_pipe(struct service *s);

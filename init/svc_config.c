@@ -108,6 +108,21 @@ static void contain_of(const cJSON *j, struct contain_policy *out)
             out->writable[out->n_writable++] = v->valuestring;
 }
 
+static void secrets_of(const cJSON *arr, struct svc_settings *st)
+{
+    for (const cJSON *e = arr ? arr->child : NULL; e && st->n_secrets < SVC_SECRETS_MAX; e = e->next) {
+        const cJSON *env = cJSON_GetObjectItemCaseSensitive(e, "env");
+        const cJSON *file = cJSON_GetObjectItemCaseSensitive(e, "file");
+        const cJSON *chars = cJSON_GetObjectItemCaseSensitive(e, "chars");
+        if (!cJSON_IsString(env) || !cJSON_IsString(file))
+            continue;
+        struct svc_secret *x = &st->secrets[st->n_secrets++];
+        x->env = env->valuestring;
+        x->file = file->valuestring;
+        x->chars = cJSON_IsNumber(chars) ? (unsigned)chars->valuedouble : SVC_SECRET_CHARS_DEFAULT;
+    }
+}
+
 static void fill(const cJSON *obj, struct svc_settings *st)
 {
     log_of(cJSON_GetObjectItemCaseSensitive(obj, "log"), &st->log);
@@ -115,6 +130,7 @@ static void fill(const cJSON *obj, struct svc_settings *st)
     check_of(cJSON_GetObjectItemCaseSensitive(obj, "health"), &st->health);
     launch_of(obj, &st->launch);
     contain_of(obj, &st->contain);
+    secrets_of(cJSON_GetObjectItemCaseSensitive(obj, "secrets"), st);
     st->activity_lease = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(obj, "activity"), "lease"));
 }

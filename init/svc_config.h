@@ -33,6 +33,22 @@ struct cJSON;
 /* writable: as many as the schema allows (CONFIG_MAX_WRITABLE) */
 #define SVC_WRITABLE_MAX 16
 
+/* secrets: per service, at most this many; a key of chars characters
+ * (default 48, 32 to 256) from a 64-letter alphabet, 6 bits each. */
+#define SVC_SECRETS_MAX 8
+#define SVC_SECRET_CHARS_MIN 32
+#define SVC_SECRET_CHARS_MAX 256
+#define SVC_SECRET_CHARS_DEFAULT 48
+
+/* One secrets[] entry: the variable env, kept as a NAME=value line in
+ * file, made at a start when neither the environment nor the file has it
+ * (svc_spawn.c, secretfile.h). The strings point into the config's JSON. */
+struct svc_secret {
+    const char *env;
+    const char *file;
+    unsigned chars;
+};
+
 struct svc_log_settings {
     size_t ring_lines;
     const char *file;         /* NULL = no file; points into the config's JSON */
@@ -86,6 +102,8 @@ struct svc_settings {
     struct svc_launch_settings launch;
     struct contain_policy contain;
     bool activity_lease;      /* activity.lease: may declare itself busy */
+    struct svc_secret secrets[SVC_SECRETS_MAX];
+    size_t n_secrets;
 };
 
 /* Extracts the settings from a validated service object (the strings stay

@@ -7,6 +7,8 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/fsuid.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <ev.h>
@@ -21,6 +23,8 @@
 #include "pidreaper.h"
 #include "reaper.h"
 #include "redact.h"
+#include "secretfile.h"
+#include "svc_config.h"
 
 extern char **environ;
 
@@ -29,8 +33,12 @@ extern char **environ;
 struct child_report {
     int stage;      /* enum launch_step: what the child was doing */
     int err;
-    char what[200]; /* LAUNCH_STEP_CONTAIN: "unable to mask /proc/kcore" */
+    char what[240]; /* LAUNCH_STEP_CONTAIN: "unable to mask /proc/kcore" */
 };
+
+/* A report that is not a failure, sent before one or before exec: the
+ * outcome of each secrets[] entry (what[i], SVC_SECRET_* letters). */
+#define REPORT_SECRETS 100
 
 void svc_close_exec_pipe(struct service *s)
 {
@@ -49,12 +57,19 @@ void svc_exec_cb(struct ev_loop *loop, ev_io *w, int revents)
     struct child_report report;
     ssize_t n;
 
-    memset(&report, 0, sizeof(report));
-    do
-        n = read(s->exec_fd, &report, sizeof(report));
-    while (n < 0 && errno == EINTR);
-    if (n < 0 && errno == EAGAIN)
-        return;
+    for (;;) {
+        memset(&report, 0, sizeof(report));
+        do
+            n = read(s->exec_fd, &report, sizeof(report));
+        while (n < 0 && errno == EINTR);
+        if (n < 0 && errno == EAGAIN)
+            return;
+        if (n != (ssize_t)sizeof(report) || report.stage != REPORT_SECRETS)
+            break;
+        for (size_t i = 0; i < SVC_SECRETS_MAX; i++)
+            if (report.what[i])
+                s->secret_state[i] = report.what[i];
+    }
     svc_close_exec_pipe(s);
     if (s->ns_offer) {
         /* Whatever the outcome: a child that built its namespace sent it
@@ -70,6 +85,8 @@ void svc_exec_cb(struct ev_loop *loop, ev_io *w, int revents)
         else if (report.stage == LAUNCH_STEP_CONTAIN)
             snprintf(s->error, sizeof(s->error), "containment: %s: %s", report.what,
                      strerror(report.err));
+        else if (report.stage == LAUNCH_STEP_AS_ROOT)
+            snprintf(s->error, sizeof(s->error), "%s", report.what);
         else if (report.stage == LAUNCH_STEP_SECCOMP)
             snprintf(s->error, sizeof(s->error), "seccomp: unable to install the filter: %s",
                      strerror(report.err));
@@ -155,8 +172,100 @@ static int writable_mounts(struct contain_plan *p, char *err, size_t errlen)
     return 0;
 }
 
+const char *svc_secret_state_name(char state)
+{
+    switch (state) {
+    case SVC_SECRET_FROM_ENV: return "from_env";
+    case SVC_SECRET_PRESENT: return "present";
+    case SVC_SECRET_GENERATED: return "generated";
+    case SVC_SECRET_FAILED: return "failed";
+    case SVC_SECRET_PENDING: return "pending";
+    default: return "not_started";
+    }
+}
+
+/* Before the fork: an entry whose variable the service's final
+ * environment (hearth's own, env, sandbox.init's, env_files) already has
+ * with a value needs nothing; the others are the child's to look at. */
+static void secrets_plan(struct service *s, const struct launch_plan *plan)
+{
+    const struct svc_settings *st = s->cfg->settings;
+    memset(s->secret_state, 0, sizeof(s->secret_state));
+    for (size_t i = 0; st && i < st->n_secrets; i++) {
+        size_t kl = strlen(st->secrets[i].env);
+        s->secret_state[i] = SVC_SECRET_PENDING;
+        for (size_t j = 0; j < plan->n_env; j++)
+            if (strncmp(plan->env[j], st->secrets[i].env, kl) == 0 && plan->env[j][kl] == '=' &&
+                plan->env[j][kl + 1])
+                s->secret_state[i] = SVC_SECRET_FROM_ENV;
+    }
+}
+
+struct secrets_ctx {
+    const struct service *s;
+    int report_fd;
+};
+
+/* The plan's as_root hook in a service's start child, contained and not
+ * yet the service's user: each pending secret is looked for in its file
+ * and made when missing (secretfile.h), with the service's filesystem
+ * identity and groups, so hearth writes nothing there that the service
+ * could not write itself; the file ends up owned by the service. Here
+ * rather than in hearth's loop: the file is on a share that may block.
+ * The outcome goes to the parent as a REPORT_SECRETS record first. */
+static int secrets_in_child(const struct launch_plan *p, void *ctx, char *what, size_t whatlen)
+{
+    const struct secrets_ctx *x = ctx;
+    const struct svc_settings *st = x->s->cfg->settings;
+    struct child_report info;
+    uid_t uid = p->set_ids ? p->uid : geteuid();
+    gid_t gid = p->set_ids ? p->gid : getegid();
+    bool as_service = geteuid() == 0 && (uid != 0 || gid != 0);
+    int rc = 0, e = 0;
+
+    memset(&info, 0, sizeof(info));
+    info.stage = REPORT_SECRETS;
+    if (as_service) {
+        if (syscall(SYS_setgroups, p->n_groups, p->groups) < 0) {
+            e = errno;
+            snprintf(what, whatlen, "services[%zu].secrets: unable to take the service's groups: %s",
+                     (size_t)(x->s - svcs), strerror(e));
+            errno = e;
+            return -1;
+        }
+        setfsgid(gid);
+        setfsuid(uid);
+    }
+    for (size_t i = 0; st && i < st->n_secrets; i++) {
+        const struct svc_secret *sec = &st->secrets[i];
+        char why[160];
+        info.what[i] = x->s->secret_state[i];
+        if (x->s->secret_state[i] != SVC_SECRET_PENDING)
+            continue;
+        int r = secretfile_ensure(sec->file, sec->env, sec->chars, uid, gid, why, sizeof(why));
+        if (r < 0) {
+            e = errno;
+            info.what[i] = SVC_SECRET_FAILED;
+            snprintf(what, whatlen, "services[%zu].secrets[%zu] %s: %s", (size_t)(x->s - svcs), i,
+                     sec->file, why);
+            rc = -1;
+            break;
+        }
+        info.what[i] = r == SECRETFILE_GENERATED ? SVC_SECRET_GENERATED : SVC_SECRET_PRESENT;
+    }
+    if (as_service) {
+        setfsuid(0);
+        setfsgid(0);
+    }
+    if (write(x->report_fd, &info, sizeof(info)) < 0) {
+        /* the parent then shows the entries as pending */
+    }
+    errno = e;
+    return rc;
+}
+
 static void __attribute__((noreturn)) child_exec(struct service *s, int errfd,
-                                                 const struct launch_plan *plan, int outfd,
+                                                 struct launch_plan *plan, int outfd,
                                                  int errpipe, int notify_w, bool placed)
 {
     const struct service_config *c = s->cfg;
@@ -202,6 +311,13 @@ static void __attribute__((noreturn)) child_exec(struct service *s, int errfd,
         }
         if (notify_w == nfd ? fcntl(nfd, F_SETFD, 0) < 0 : dup2(notify_w, nfd) < 0)
             goto fail;
+    }
+    /* Set in the child's memory only: the parent's plan (kept for
+     * probes) never carries the secrets hook. */
+    struct secrets_ctx sctx = {s, errfd};
+    if (c->settings && c->settings->n_secrets) {
+        plan->as_root = secrets_in_child;
+        plan->as_root_ctx = &sctx;
     }
     launch_exec(plan, c->cwd, c->argv, errfd, &report.stage, report.what, sizeof(report.what));
 fail:
@@ -256,6 +372,7 @@ int svc_spawn(struct service *s)
         return -1;
     }
     register_file_values(s->cfg, &plan);
+    secrets_plan(s, &plan);
     if (svc_notify_env(s, &plan) < 0) {
         close(p[0]);
         close(p[1]);

@@ -19,7 +19,9 @@
  *     - checks $HERMES_HOME/config.yaml and exits 78 (EX_CONFIG) when it
  *       cannot be used;
  *     - serves GET /health and /v1/health on API_SERVER_HOST:API_SERVER_PORT
- *       (127.0.0.1:8642) only when API_SERVER_ENABLED is true;
+ *       (127.0.0.1:8642) only when API_SERVER_ENABLED is true and, as the
+ *       gateway does since v0.16, API_SERVER_KEY is set (else the API
+ *       server is not started, with a warning);
  *     - SIGUSR1 or an in-chat /restart: no new turns, the turns in flight
  *       drain (bounded by agent.restart_drain_timeout, default 180 s), then
  *       exit 75 (EX_TEMPFAIL) for the supervisor to start it again;
@@ -962,7 +964,10 @@ int main(int argc, char **argv)
         return 2;
     }
     int afd = -1;
-    if (truthy(getenv("API_SERVER_ENABLED"))) {
+    const char *key = getenv("API_SERVER_KEY");
+    if (truthy(getenv("API_SERVER_ENABLED")) && !(key && *key))
+        fprintf(stderr, "hermes: [API Server] API_SERVER_KEY is not set: not started\n");
+    else if (truthy(getenv("API_SERVER_ENABLED"))) {
         const char *ap = getenv("API_SERVER_PORT"), *ah = getenv("API_SERVER_HOST");
         api_port = ap && *ap ? atoi(ap) : 8642;
         afd = listen_on(ah && *ah ? ah : "127.0.0.1", api_port);

@@ -163,6 +163,9 @@ with open(hermes_cfg, "w") as f:
                "services": [{
                    "name": "hermes", "argv": [agent, "gateway", "run", "--external-supervisor"],
                    "env": agent_env,
+                   # As the shipped config: the API server (and /health)
+                   # needs a key, made in the home's .env.
+                   "secrets": [{"env": "API_SERVER_KEY", "file": os.path.join(home, ".env")}],
                    # Its workspace copy of the history lands here, not
                    # in whatever directory make bench was started from.
                    "cwd": workspace,

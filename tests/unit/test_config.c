@@ -48,6 +48,7 @@ static const char hermes_json[] =
     "\"--external-supervisor\"],\n"
     "    \"env\": {\"HERMES_HOME\": \"/root/.hermes\", \"API_SERVER_ENABLED\": \"true\",\n"
     "            \"API_SERVER_HOST\": \"127.0.0.1\", \"API_SERVER_PORT\": \"8642\"},\n"
+    "    \"secrets\": [{\"env\": \"API_SERVER_KEY\", \"file\": \"/root/.hermes/.env\"}],\n"
     "    \"cwd\": \"/workspace\", \"user\": \"hermes\", \"after\": [\"mounts\", \"skills\", "
     "\"egress\"],\n"
     "    \"restart\": \"always\", \"backoff\": {\"initial_ms\": 500, \"max_ms\": 30000, "
@@ -166,6 +167,12 @@ static void check_hermes(const struct config *cfg)
         CHECK_EQ_INT(h->settings->health.interval_ms, 60000);
         CHECK_EQ_INT(h->settings->health.failures, 2);
         CHECK_EQ_INT(h->settings->health.spec.timeout_ms, 5000);
+        /* The gateway's API server (and /health) needs a key: each
+         * sandbox makes its own in the home's .env. */
+        CHECK_EQ_INT(h->settings->n_secrets, 1);
+        CHECK_STR(h->settings->secrets[0].env, "API_SERVER_KEY");
+        CHECK_STR(h->settings->secrets[0].file, "/root/.hermes/.env");
+        CHECK_EQ_INT(h->settings->secrets[0].chars, 48);
     }
     CHECK_EQ_INT(cfg->skills.poll_ms, 60000);
     CHECK(h->json != NULL);
@@ -689,6 +696,23 @@ TEST(config_error_services)
                "services[0].env: bad environment variable name \"A=B\"");
     EXPECT_ERR(SVC(",\"env_files\":[\"relative/.env\"]"),
                "services[0].env_files[0]: expected an absolute path, got \"relative/.env\"");
+    EXPECT_ERR(SVC(",\"secrets\":[{\"env\":\"1KEY\",\"file\":\"/h/.env\"}]"),
+               "services[0].secrets[0].env: bad environment variable name \"1KEY\"");
+    EXPECT_ERR(SVC(",\"secrets\":[{\"env\":\"KEY\",\"file\":\"h/.env\"}]"),
+               "services[0].secrets[0].file: expected an absolute path, got \"h/.env\"");
+    EXPECT_ERR(SVC(",\"secrets\":[{\"env\":\"KEY\",\"file\":\"/h/../.env\"}]"),
+               "services[0].secrets[0].file: path \"/h/../.env\" must not contain '.', '..' or "
+               "'//' components");
+    EXPECT_ERR(SVC(",\"secrets\":[{\"env\":\"KEY\",\"file\":\"/h/\"}]"),
+               "services[0].secrets[0].file: expected the path of a file, got \"/h/\"");
+    EXPECT_ERR(SVC(",\"secrets\":[{\"env\":\"KEY\",\"file\":\"/h/.env\",\"chars\":16}]"),
+               "services[0].secrets[0].chars: must be between 32 and 256");
+    EXPECT_ERR(SVC(",\"secrets\":[{\"file\":\"/h/.env\"}]"),
+               "services[0].secrets[0].env: missing required key");
+    EXPECT_ERR(SVC(",\"secrets\":[{\"env\":\"KEY\",\"file\":\"/h/.env\",\"mode\":1}]"),
+               "services[0].secrets[0].mode: unknown key");
+    EXPECT_OK(SVC(",\"secrets\":[{\"env\":\"KEY\",\"file\":\"/h/.env\",\"chars\":256},"
+                  "{\"env\":\"OTHER\",\"file\":\"/h/.env\"}]"));
     EXPECT_ERR(SVC(",\"umask\":\"089\""),
                "services[0].umask: expected an octal string such as \"022\" or an integer 0..511");
     EXPECT_ERR(SVC(",\"umask\":512"),

@@ -4,6 +4,7 @@ sections made QEMU's by hermes_config.py), the stand-in agent in Hermes's
 place. Two boots: the first runs every check that needs a live sandbox,
 the second is the rebuild on the same home."""
 import os
+import re
 import stat
 import time
 
@@ -89,6 +90,18 @@ def test_hermes_contract(make_vm, hostdirs):
     good_config = read(os.path.join(home, "config.yaml"))
     assert vm.agent("env HERMES_STANDIN_MARK") == "from-dotenv"
     assert vm.agent("env HERMES_ALLOW_ROOT_GATEWAY") == "yes", "Hermes loads .env itself"
+    # The API server (hence /health) runs only with a key: hearth made one
+    # for this sandbox, after the operator's lines, owned by hermes, 0600.
+    assert vm.service("hermes")["secrets"] == [
+        {"env": "API_SERVER_KEY", "file": "/root/.hermes/.env", "state": "generated"}]
+    dotenv = read(os.path.join(home, ".env"))
+    m = re.fullmatch(r"# operator secrets\nHERMES_STANDIN_MARK=from-dotenv\n"
+                     r"HERMES_ALLOW_ROOT_GATEWAY=yes\nthis line is not an assignment\n"
+                     r"API_SERVER_KEY=([A-Za-z0-9_-]{48})\n", dotenv)
+    assert m, dotenv
+    assert vm.agent("env API_SERVER_KEY") == m.group(1)
+    assert owner(os.path.join(home, ".env")) == (HERMES_UID, HERMES_UID)
+    assert stat.S_IMODE(os.stat(os.path.join(home, ".env")).st_mode) == 0o600
     # The agent is the image's hermes (uid 10000), owner of its home and
     # workspace (mounts[].owner), of what seeding copied (seed[].user) and
     # of its log files; Hermes keeps its home 0700 outside a container.
@@ -178,7 +191,9 @@ def test_hermes_contract(make_vm, hostdirs):
     vm2.wait_for(lambda: hermes_running(vm2), timeout=120, what="hermes ready after the rebuild")
     assert read(os.path.join(home, "config.yaml")) == good_config
     assert read(os.path.join(home, "SOUL.md")).endswith("edited by the user\n")
-    assert "HERMES_STANDIN_MARK=from-dotenv" in read(os.path.join(home, ".env"))
+    # The key made at the first boot is kept, byte for byte.
+    assert read(os.path.join(home, ".env")) == dotenv
+    assert vm2.service("hermes")["secrets"][0]["state"] == "present"
     assert len(lines_with(history, "start")) == starts_before + 1
     assert {"flat-skill", "devops/deploy", "devops/runbook"} <= set(vm2.wait_agent()["skills"])
     vm2.wait_for(lambda: vm2.service("web-ui")["state"] == "running", timeout=60, what="web-ui")
