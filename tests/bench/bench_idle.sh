@@ -147,7 +147,8 @@ os.makedirs(workspace, exist_ok=True)
 # real gateway, refuses that unless told.
 agent_env = {"HERMES_HOME": home, "HERMES_PORT": str(port), "HERMES_BIND": "127.0.0.1",
              "API_SERVER_ENABLED": "true", "API_SERVER_HOST": "127.0.0.1",
-             "API_SERVER_PORT": str(api), "HERMES_ALLOW_ROOT_GATEWAY": "1"}
+             "API_SERVER_PORT": str(api), "HERMES_ALLOW_ROOT_GATEWAY": "1",
+             "API_SERVER_KEY": "bench-0123456789abcdef", "TIRITH_ENABLED": "false"}
 # The shipped config's schedule (rootfs/hermes/hearth.json).
 with open(os.path.join(os.environ["ROOT"], "rootfs", "hermes", "hearth.json")) as f:
     shipped = json.load(f)

@@ -65,9 +65,11 @@ def test_hermes_contract(make_vm, hostdirs):
     write(os.path.join(home, "skills", "devops", "runbook", "SKILL.md"), "private runbook\n")
     # The operator's .env, read by the agent and not by hearth: a line
     # hearth's env_files would refuse, and the root switch, which changes
-    # nothing: the agent is not root.
+    # nothing: the agent is not root. API_SERVER_KEY is the operator's too:
+    # without one Hermes starts no API server, and /health never answers.
     write(os.path.join(home, ".env"), "# operator secrets\nHERMES_STANDIN_MARK=from-dotenv\n"
-          "HERMES_ALLOW_ROOT_GATEWAY=yes\nthis line is not an assignment\n")
+          "HERMES_ALLOW_ROOT_GATEWAY=yes\nthis line is not an assignment\n"
+          "API_SERVER_KEY=vmtest-0123456789abcdef\n")
 
     vm = make_vm(extra=["--config", "hermes"]).start()
     assert vm.result("config.get")["services"][0]["argv"][-1] == "--external-supervisor"
@@ -100,6 +102,14 @@ def test_hermes_contract(make_vm, hostdirs):
         assert owner(p) == (HERMES_UID, HERMES_UID), p
     assert stat.S_IMODE(os.stat(home).st_mode) == 0o700
     assert vm.agent("env API_SERVER_PORT") == "8642"
+    # What Hermes leaves in its home at start: its bundled skills with their
+    # manifest, its pid and lock, and (offline, tirith on) the failed
+    # tirith download's marker.
+    assert st["version"] == "0.21.3" and st["supervised"] is True, st
+    assert "gateway-status:" in read(os.path.join(home, "skills", ".bundled_manifest"))
+    assert os.path.isfile(os.path.join(home, "skills", "hermes", "gateway-status", "SKILL.md"))
+    assert '"pid": %d' % st["pid"] in read(os.path.join(home, "gateway.pid"))
+    assert os.path.isfile(os.path.join(home, ".tirith-install-failed"))
 
     # Skills through categories: the private category keeps its own skill
     # and gets the public ones beside it.
