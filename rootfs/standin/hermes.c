@@ -3,30 +3,16 @@
  * It follows the process contract docs/hermes.md describes, point by
  * point, so the VM tests exercise that contract:
  *
- *   hermes gateway run --external-supervisor
- *     - refuses to start without --external-supervisor (or one of the
- *       supervisor markers Hermes itself honours), exit 78: the real
- *       gateway would start, and then answer an in-chat /restart by
- *       spawning a detached replacement outside the supervisor;
- *     - refuses to run as root unless HERMES_ALLOW_ROOT_GATEWAY is set
- *       (exit 1), as the real gateway does;
- *     - outside a container (no /.dockerenv, /run/.containerenv or
- *       $container) sets $HERMES_HOME to mode 0700 at every start,
- *       HERMES_HOME_MODE (octal) overriding the mode;
- *     - loads $HERMES_HOME/.env itself, its values overriding the process
- *       environment (hermes_cli/env_loader.py loads it with override=True);
- *       a malformed line is skipped with a warning, never fatal;
- *     - checks $HERMES_HOME/config.yaml and exits 78 (EX_CONFIG) when it
- *       cannot be used;
- *     - serves GET /health and /v1/health on API_SERVER_HOST:API_SERVER_PORT
- *       (127.0.0.1:8642) only when API_SERVER_ENABLED is true;
- *     - SIGUSR1 or an in-chat /restart: no new turns, the turns in flight
- *       drain (bounded by agent.restart_drain_timeout, default 180 s), then
- *       exit 75 (EX_TEMPFAIL) for the supervisor to start it again;
- *     - SIGTERM/SIGINT: exit 1 after writing "stop";
- *     - lists its skills as Hermes does: skills/<skill>/SKILL.md and
- *       skills/<category>/<skill>/SKILL.md, links followed, dot-entries
- *       (.hub, .bundled_manifest) skipped.
+ *   hermes gateway run [FLAGS]
+ *     the release picked by HERMES_STANDIN_VERSION (or the kernel command
+ *     line's hermes_standin.version=; default 0.21.3): its flags (an
+ *     unknown one is argparse's exit 2), its supervisor markers (without
+ *     one an in-chat /restart leaves a detached replacement and exits 0),
+ *     the API server only with a usable API_SERVER_KEY, bundled skills and
+ *     their manifest, the offline tirith marker, gateway.pid/gateway.lock,
+ *     .clean_shutdown, the watchdog notify, and the exit codes measured on
+ *     0.18.2 (SIGTERM 1, SIGINT 0, SIGUSR1 75, fatal config 78).
+ *     docs/hermes.md ("The stand-in") lists each point and its source.
  *
  *   hermes-web-ui PORT
  *     the foreground form only; state (server.log) in $HOME/.hermes-web-ui.
@@ -35,7 +21,9 @@
  * standing in for a chat platform and for inspection, and SIGHUP re-reading
  * the skills (the real gateway has no SIGHUP handler):
  *   health                 ok
- *   state                  {"pid":..,"uid":..,"gid":..,"skills":[..],"api_port":..,..}
+ *   state                  {"pid":..,"uid":..,"gid":..,"skills":[..],"api_port":..,
+ *                          "version":..,"supervised":..,"api":..}
+ *   skills                 {"name":..,"path":..,"source":..} a line per skill, then "end"
  *   note TEXT              appends TEXT to both history files; ok
  *   env NAME               the variable's value, or "-"
  *   chat /restart          the in-chat restart; "ok restarting"
