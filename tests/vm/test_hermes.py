@@ -63,6 +63,12 @@ def test_hermes_contract(make_vm, hostdirs):
     write(os.path.join(skills, "devops", "deploy", "SKILL.md"), "public deploy\n")
     write(os.path.join(skills, "devops", "monitor", "SKILL.md"), "public monitor\n")
     write(os.path.join(home, "skills", "devops", "runbook", "SKILL.md"), "private runbook\n")
+    # Made here as root, the home's skills are the agent's, as an operator
+    # chowns a home made by hand (docs/hermes.md): Hermes writes its bundled
+    # skills into skills/ at every start.
+    for d, _, files in os.walk(os.path.join(home, "skills")):
+        for p in [d] + [os.path.join(d, f) for f in files]:
+            os.chown(p, HERMES_UID, HERMES_UID)
     # The operator's .env, read by the agent and not by hearth: a line
     # hearth's env_files would refuse, and the root switch, which changes
     # nothing: the agent is not root. API_SERVER_KEY is the operator's too:
