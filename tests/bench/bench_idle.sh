@@ -147,7 +147,9 @@ os.makedirs(workspace, exist_ok=True)
 # real gateway, refuses that unless told.
 agent_env = {"HERMES_HOME": home, "HERMES_PORT": str(port), "HERMES_BIND": "127.0.0.1",
              "API_SERVER_ENABLED": "true", "API_SERVER_HOST": "127.0.0.1",
-             "API_SERVER_PORT": str(api), "HERMES_ALLOW_ROOT_GATEWAY": "1"}
+             "API_SERVER_PORT": str(api), "HERMES_ALLOW_ROOT_GATEWAY": "1",
+             "API_SERVER_KEY": "bench-0123456789abcdef", "TIRITH_ENABLED": "false",
+             "HERMES_GATEWAY_EXTERNAL_SUPERVISOR": "1", "INVOCATION_ID": "hearth"}
 # The shipped config's schedule (rootfs/hermes/hearth.json).
 with open(os.path.join(os.environ["ROOT"], "rootfs", "hermes", "hearth.json")) as f:
     shipped = json.load(f)
@@ -161,7 +163,7 @@ with open(hermes_cfg, "w") as f:
                "skills": {"public": public, "private": os.path.join(home, "skills"),
                           "ignore": ["._*", ".DS_Store", ".*"], "poll_ms": poll},
                "services": [{
-                   "name": "hermes", "argv": [agent, "gateway", "run", "--external-supervisor"],
+                   "name": "hermes", "argv": [agent, "gateway", "run"],
                    "env": agent_env,
                    # As the shipped config: the API server (and /health)
                    # needs a key, made in the home's .env.
@@ -216,7 +218,7 @@ hv = measure([os.path.join(B, "hearth"), "--mode", "supervisor", "-c", hermes_cf
 # The peer: a shell loop making the same HTTP request on the same schedule
 # (bash's /dev/tcp, so the probe is the shell's own connect, write and
 # read, no child per probe beyond sleep), its agent started beside it.
-ag = subprocess.Popen([agent, "gateway", "run", "--external-supervisor"],
+ag = subprocess.Popen([agent, "gateway", "run"],
                       env=dict(os.environ, **agent_env),
                       cwd=workspace, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 try:

@@ -21,7 +21,8 @@ static const char hermes_json[] =
     "  \"log\": {\"level\": \"info\"},\n"
     "  \"control\": {\"listen\": [\"vsock:1025\", \"unix:/run/hearth/control.sock\"], "
     "\"allowed_cids\": [2]},\n"
-    "  \"modules\": [\"virtio_net\", \"virtiofs\", \"nf_tables\"],\n"
+    "  \"modules\": [\"virtio_net\", \"virtiofs\", \"nf_tables\", \"nft_socket\", "
+    "\"nft_fib_inet\"],\n"
     "  \"wait_for_init\": {\"enabled\": false, \"timeout_ms\": 0},\n"
     "  \"network\": {\"interfaces\": [{\"name\": \"eth0\", \"address\": \"169.254.68.6/30\",\n"
     "               \"gateway\": \"169.254.68.5\", \"mtu\": 1500}], \"dns\": [\"119.29.29.29\"]},\n"
@@ -44,10 +45,11 @@ static const char hermes_json[] =
     "  \"egress\": {\"allowPublicTraffic\": true, \"allowOut\": [\"10.10.0.0/16\"], "
     "\"denyOut\": []},\n"
     "  \"services\": [{\n"
-    "    \"name\": \"hermes\", \"argv\": [\"hermes\", \"gateway\", \"run\", "
-    "\"--external-supervisor\"],\n"
+    "    \"name\": \"hermes\", \"argv\": [\"hermes\", \"gateway\", \"run\"],\n"
     "    \"env\": {\"HERMES_HOME\": \"/root/.hermes\", \"API_SERVER_ENABLED\": \"true\",\n"
-    "            \"API_SERVER_HOST\": \"127.0.0.1\", \"API_SERVER_PORT\": \"8642\"},\n"
+    "            \"API_SERVER_HOST\": \"127.0.0.1\", \"API_SERVER_PORT\": \"8642\",\n"
+    "            \"HERMES_GATEWAY_EXTERNAL_SUPERVISOR\": \"1\", \"INVOCATION_ID\": \"hearth\",\n"
+    "            \"TIRITH_ENABLED\": \"false\"},\n"
     "    \"secrets\": [{\"env\": \"API_SERVER_KEY\", \"file\": \"/root/.hermes/.env\"}],\n"
     "    \"cwd\": \"/workspace\", \"user\": \"hermes\", \"after\": [\"mounts\", \"skills\", "
     "\"egress\"],\n"
@@ -58,7 +60,7 @@ static const char hermes_json[] =
     "    \"ready\": {\"http\": \"127.0.0.1:8642/health\", \"timeout_ms\": 120000},\n"
     "    \"health\": {\"http\": \"127.0.0.1:8642/health\", \"interval_ms\": 60000, "
     "\"timeout_ms\": 5000, \"failures\": 2},\n"
-    "    \"stop\": {\"signal\": \"SIGTERM\", \"timeout_ms\": 210000},\n"
+    "    \"stop\": {\"signal\": \"SIGTERM\", \"timeout_ms\": 250000},\n"
     "    \"on_resume\": \"restart:SIGUSR1\",\n"
     "    \"log\": {\"file\": \"/root/.hermes/logs/hermes.out\", \"max_bytes\": 10485760, "
     "\"keep\": 3}\n"
@@ -114,22 +116,31 @@ static void check_hermes(const struct config *cfg)
     CHECK_STR(cfg->listen[1].path, "/run/hearth/control.sock");
     CHECK_EQ_INT(cfg->n_allowed_cids, 1);
     CHECK_EQ_INT(cfg->allowed_cids[0], 2);
-    CHECK_EQ_INT(cfg->n_modules, 3);
+    CHECK_EQ_INT(cfg->n_modules, 5);
     CHECK_STR(cfg->modules[0], "virtio_net");
     CHECK_STR(cfg->modules[2], "nf_tables");
-    CHECK(cfg->modules[3] == NULL);
+    /* egress.deny_local_ports: socket cgroupv2 and fib daddr local. */
+    CHECK_STR(cfg->modules[3], "nft_socket");
+    CHECK_STR(cfg->modules[4], "nft_fib_inet");
+    CHECK(cfg->modules[5] == NULL);
     CHECK(!cfg->wait_for_init);
     CHECK_EQ_INT(cfg->wait_for_init_timeout_ms, 0);
     CHECK_EQ_INT(cfg->n_services, 2);
 
     h = &cfg->services[0];
     CHECK_STR(h->name, "hermes");
-    CHECK_EQ_INT(h->argc, 4);
+    /* No flag: 0.18.2 knows none that says "supervised" and exits 2 on
+     * 0.19's; the environment says it to every release. */
+    CHECK_EQ_INT(h->argc, 3);
     CHECK_STR(h->argv[0], "hermes");
     CHECK_STR(h->argv[2], "run");
-    CHECK_STR(h->argv[3], "--external-supervisor");
-    CHECK(h->argv[4] == NULL);
-    CHECK_EQ_INT(h->n_env, 4);
+    CHECK(h->argv[3] == NULL);
+    CHECK_EQ_INT(h->n_env, 7);
+    CHECK_STR(h->env[4].key, "HERMES_GATEWAY_EXTERNAL_SUPERVISOR");
+    CHECK_STR(h->env[4].value, "1");
+    CHECK_STR(h->env[5].key, "INVOCATION_ID");
+    CHECK_STR(h->env[6].key, "TIRITH_ENABLED");
+    CHECK_STR(h->env[6].value, "false");
     CHECK_STR(h->env[0].key, "HERMES_HOME");
     CHECK_STR(h->env[0].value, "/root/.hermes");
     CHECK_STR(h->env[1].key, "API_SERVER_ENABLED");
@@ -154,7 +165,7 @@ static void check_hermes(const struct config *cfg)
     CHECK(config_code_in(h->prevent_exit, 78));
     CHECK(!config_code_in(h->prevent_exit, 75));
     CHECK_EQ_INT(h->stop_signal, SIGTERM);
-    CHECK_EQ_INT(h->stop_timeout_ms, 210000);
+    CHECK_EQ_INT(h->stop_timeout_ms, 250000);
     CHECK_EQ_INT(h->n_success, 2);
     CHECK_EQ_INT(h->success_exit_codes[0], 0);
     CHECK_EQ_INT(h->success_exit_codes[1], 75);

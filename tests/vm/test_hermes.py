@@ -64,6 +64,12 @@ def test_hermes_contract(make_vm, hostdirs):
     write(os.path.join(skills, "devops", "deploy", "SKILL.md"), "public deploy\n")
     write(os.path.join(skills, "devops", "monitor", "SKILL.md"), "public monitor\n")
     write(os.path.join(home, "skills", "devops", "runbook", "SKILL.md"), "private runbook\n")
+    # Made here as root, the home's skills are the agent's, as an operator
+    # chowns a home made by hand (docs/hermes.md): Hermes writes its bundled
+    # skills into skills/ at every start.
+    for d, _, files in os.walk(os.path.join(home, "skills")):
+        for p in [d] + [os.path.join(d, f) for f in files]:
+            os.chown(p, HERMES_UID, HERMES_UID)
     # The operator's .env, read by the agent and not by hearth: a line
     # hearth's env_files would refuse, and the root switch, which changes
     # nothing: the agent is not root.
@@ -71,7 +77,7 @@ def test_hermes_contract(make_vm, hostdirs):
           "HERMES_ALLOW_ROOT_GATEWAY=yes\nthis line is not an assignment\n")
 
     vm = make_vm(extra=["--config", "hermes"]).start()
-    assert vm.result("config.get")["services"][0]["argv"][-1] == "--external-supervisor"
+    assert vm.result("config.get")["services"][0]["argv"] == ["hermes", "gateway", "run"]
     sub = vm.result("events.subscribe", {"since": 0})
     assert sub["subscribed"]
 
@@ -113,6 +119,14 @@ def test_hermes_contract(make_vm, hostdirs):
         assert owner(p) == (HERMES_UID, HERMES_UID), p
     assert stat.S_IMODE(os.stat(home).st_mode) == 0o700
     assert vm.agent("env API_SERVER_PORT") == "8642"
+    # What Hermes leaves in its home at start: its bundled skills with their
+    # manifest, its pid and lock; no failed tirith download's marker
+    # (TIRITH_ENABLED=false).
+    assert st["version"] == "0.21.3" and st["supervised"] is True, st
+    assert "gateway-status:" in read(os.path.join(home, "skills", ".bundled_manifest"))
+    assert os.path.isfile(os.path.join(home, "skills", "hermes", "gateway-status", "SKILL.md"))
+    assert '"pid": %d' % st["pid"] in read(os.path.join(home, "gateway.pid"))
+    assert not os.path.exists(os.path.join(home, ".tirith-install-failed"))
 
     # Skills through categories: the private category keeps its own skill
     # and gets the public ones beside it.
