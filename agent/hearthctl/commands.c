@@ -668,6 +668,63 @@ const struct cmd *find_cmd(int argc, char **argv, int *words)
     return best;
 }
 
+/* Help text columns: synopsis at 2, description at 33, nothing past 79. */
+#define HELP_SYN_COL 2
+#define HELP_DESC_COL 33
+#define HELP_WIDTH 79
+
+/* Prints words (space-separated) from column col, wrapping at HELP_WIDTH
+ * to lines that start at indent; a word longer than a line goes whole.
+ * Returns the column after the last word. */
+static size_t wrap_words(FILE *f, const char *s, size_t col, size_t indent)
+{
+    bool first = true;
+
+    while (*s) {
+        while (*s == ' ')
+            s++;
+        size_t n = strcspn(s, " ");
+
+        if (!n)
+            break;
+        if (!first && col + 1 + n > HELP_WIDTH) {
+            fprintf(f, "\n%*s", (int)indent, "");
+            col = indent;
+        } else if (!first) {
+            fputc(' ', f);
+            col++;
+        }
+        fwrite(s, 1, n, f);
+        col += n;
+        s += n;
+        first = false;
+    }
+    return col;
+}
+
+/* One command: its whole synopsis (continued lines indented under its
+ * arguments), then its description at HELP_DESC_COL on the same line when
+ * the synopsis leaves room, else on the next. */
+static void usage_entry(FILE *f, const struct cmd *c)
+{
+    size_t name_len = strlen(c->name);
+    size_t col;
+
+    fprintf(f, "%*s%s", HELP_SYN_COL, "", c->name);
+    col = HELP_SYN_COL + name_len;
+    if (c->args[0]) {
+        fputc(' ', f);
+        col = wrap_words(f, c->args, col + 1, HELP_SYN_COL + name_len + 1);
+    }
+    if (col + 1 <= HELP_DESC_COL) {
+        fprintf(f, "%*s", (int)(HELP_DESC_COL - col), "");
+    } else {
+        fprintf(f, "\n%*s", HELP_DESC_COL, "");
+    }
+    wrap_words(f, c->help, HELP_DESC_COL, HELP_DESC_COL);
+    fputc('\n', f);
+}
+
 void usage(FILE *f)
 {
     fputs("usage: hearthctl [--connect SPEC] [--json] [--timeout MS] COMMAND [ARGS]\n"
@@ -675,7 +732,8 @@ void usage(FILE *f)
           "\n"
           "options:\n"
           "  -c, --connect SPEC  unix:PATH, vsock:CID:PORT or hvsock:UDS:PORT\n"
-          "                      (default $HEARTH_CONNECT, else " PROTO_DEFAULT_CONNECT ");\n"
+          "                      (default $HEARTH_CONNECT, else\n"
+          "                      " PROTO_DEFAULT_CONNECT ");\n"
           "                      repeat it, or give a comma list or a unix:GLOB, for\n"
           "                      several sandboxes at once\n"
           "  -j, --json          print the raw result as JSON\n"
@@ -687,13 +745,9 @@ void usage(FILE *f)
           "commands:\n",
           f);
     for (size_t i = 0; i < NCMDS; i++) {
-        char syn[64];
-
         if (cmds[i].hidden)
             continue;
-        snprintf(syn, sizeof(syn), "%s%s%s", cmds[i].name, cmds[i].args[0] ? " " : "",
-                 cmds[i].args);
-        fprintf(f, "  %-30s %s\n", syn, cmds[i].help);
+        usage_entry(f, &cmds[i]);
     }
     fputs("\nexit status: 0 ok, 1 the server returned an error, 2 usage, connection,\n"
           "timeout or protocol error.\n",
