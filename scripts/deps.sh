@@ -34,6 +34,7 @@ IMAGE_PKGS="kmod cpio e2fsprogs qemu-system-x86"
 # make oci: umoci writes the image; busybox-static is the image's shell.
 OCI_PKGS="umoci busybox-static"
 BENCH_PKGS="qemu-guest-agent tini dumb-init s6 nftables bubblewrap python3-pytest iproute2 util-linux procps \
+podman runc umoci busybox-static \
 kmod cpio e2fsprogs qemu-system-x86"
 
 want_build=1
