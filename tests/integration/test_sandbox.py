@@ -148,8 +148,8 @@ def test_freeze_and_resume_run_on_resume_of_each_kind(hearth, tmp_path):
     r = hearth.rpc("sandbox.resume", {})
     assert r["cause"] == "host" and r["state"] == "running"
     steps = {s["name"]: s for s in r["steps"]}
-    assert list(steps) == ["time", "entropy", "mounts", "network", "egress", "skills", "thaw",
-                           "on_resume", "health"]
+    assert list(steps) == ["time", "entropy", "identity", "mounts", "network", "egress", "skills",
+                           "thaw", "on_resume", "health"]
     assert steps["thaw"]["result"] == "ok"
     assert steps["on_resume"]["services"] == {"restarter": "restart", "signalled": "SIGUSR1"}
     # No mounts, interfaces, policy or skills configured: those checks
