@@ -319,8 +319,11 @@ def test_hearthctl_init_freeze_resume(hearth):
     assert "thaw" in r.stdout and "sandbox running" in r.stdout
     assert "entropy    ok" in r.stdout
     assert cgroup_events(hearth, "gated")["frozen"] == "0"
+    assert "identity   ok" in r.stdout and "CRNG reseeded" in r.stdout
     out = ctl(hearth, "status").stdout
     assert "sandbox running" in out and "last resume: host" in out
+    ident = hearth.rpc("status")["identity"]
+    assert f"generation 1, instance {ident['instance_id']}" in out, out
     r = ctl(hearth, "resume", "--time", "yesterday", check=False)
     assert r.returncode != 0 and "bad time" in r.stderr
 
