@@ -91,17 +91,15 @@ static enum step_result step_entropy(struct resume_ctx *rc, char *d, size_t dl)
  * host's bytes are in the pool first. */
 static enum step_result step_identity(struct resume_ctx *rc, char *d, size_t dl)
 {
+    static const char *const shown[] = {"instance_id", "generation", "crng"};
     int r = identity_refresh(rc->cause, d, dl);
     cJSON *id = identity_json();
-    if (id) {
-        cJSON_AddItemToObject(rc->row, "instance_id",
-                              cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(id, "instance_id"), 1));
-        cJSON_AddItemToObject(rc->row, "generation",
-                              cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(id, "generation"), 1));
-        cJSON_AddItemToObject(rc->row, "crng",
-                              cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(id, "crng"), 1));
-        cJSON_Delete(id);
+    for (size_t i = 0; id && i < sizeof(shown) / sizeof(shown[0]); i++) {
+        cJSON *v = cJSON_DetachItemFromObjectCaseSensitive(id, shown[i]);
+        if (v)
+            cJSON_AddItemToObject(rc->row, shown[i], v);
     }
+    cJSON_Delete(id);
     return r < 0 ? STEP_FAILED : STEP_OK;
 }
 
@@ -378,7 +376,8 @@ bool sandbox_clock_step_is_resume(int64_t ref_offset_ns, int64_t offset_ns, int6
 {
     int64_t d = offset_ns - ref_offset_ns;
     *step_ms = d / 1000000;
-    if (threshold_ms <= 0)
+    /* A threshold past what nanoseconds hold is never reached. */
+    if (threshold_ms <= 0 || threshold_ms > INT64_MAX / 1000000)
         return false;
     /* Either way: a restore steps forward, a snapshot's clock may also
      * be ahead of the host that restores it. */
