@@ -202,6 +202,7 @@ static struct config *build(cJSON *root, char *err, size_t errlen)
     cfg->clock_set = cJSON_IsBool(set) ? cJSON_IsTrue(set) : -1;
     cfg->clock_step_threshold_ms = jget_int_or(clk, "step_threshold_ms", CLOCK_DEFAULT_THRESHOLD_MS);
     cfg->clock_check_ms = jget_int_or(clk, "check_ms", CONFIG_CLOCK_CHECK_MS);
+    cfg->clock_detect_step_ms = jget_int_or(clk, "detect_step_ms", CONFIG_CLOCK_DETECT_STEP_MS);
     network_extract(jget(root, "network"), &cfg->network);
     egress_extract(jget(root, "egress"), &cfg->egress);
     if (mounts_extract(root, &cfg->mounts) < 0 || seed_extract(jget(root, "seed"), &cfg->seed) < 0 ||

@@ -62,6 +62,9 @@ struct cJSON;
 /* clock.check_ms when unset (clock.step_threshold_ms's default is
  * clock.h's CLOCK_DEFAULT_THRESHOLD_MS). */
 #define CONFIG_CLOCK_CHECK_MS 30000
+/* clock.detect_step_ms when unset: a leap second (exactly 1 s) is not
+ * more than it. */
+#define CONFIG_CLOCK_DETECT_STEP_MS 1000
 
 enum restart_policy { RESTART_ALWAYS, RESTART_ON_FAILURE, RESTART_NEVER };
 
@@ -146,7 +149,7 @@ struct config {
     int64_t wait_for_init_timeout_ms;
     bool wait_for_init_fail;    /* wait_for_init.on_timeout is "fail" */
     int clock_set;              /* clock.set: 1, 0, or -1 when unset (then: vm mode only) */
-    int64_t clock_step_threshold_ms, clock_check_ms;
+    int64_t clock_step_threshold_ms, clock_check_ms, clock_detect_step_ms;
     struct network_cfg network;
     struct egress_policy egress;
     struct mounts_cfg mounts;

@@ -29,6 +29,7 @@
 #include "events.h"
 #include "harden.h"
 #include "hearth.h"
+#include "identity.h"
 #include "jsonalloc.h"
 #include "guestlimits.h"
 #include "lifeline.h"
@@ -446,6 +447,11 @@ int main(int argc, char **argv)
         if (mfail)
             log_warn("modules: unable to load %d of %zu", mfail, H.cfg->n_modules);
     }
+    /* The instance id and the seed of the restart jitter, before any
+     * client can ask for them or service be started (a resume draws them
+     * again). In vm mode after the modules: a driver's probe feeds the
+     * kernel's generator. */
+    identity_boot();
     cgroup_setup(H.mode == MODE_VM);
     guestlimits_setup(H.cfg);
     shutdown_set_hooks(&(struct shutdown_hooks){

@@ -18,6 +18,7 @@
 #include "entropy.h"
 #include "events.h"
 #include "hearth.h"
+#include "identity.h"
 #include "log.h"
 #include "mounts.h"
 #include "network.h"
@@ -28,6 +29,7 @@
 
 static cJSON *last_resume;
 static int64_t last_resume_mono_ms = -1;
+static bool resume_running; /* the steps are running: a detection joins them */
 
 /* ---- resume ---- */
 
@@ -64,6 +66,7 @@ static enum step_result step_time(struct resume_ctx *rc, char *d, size_t dl)
         return STEP_SKIPPED;
     }
     clock_sync(&target, sandbox_clock_allowed(), threshold, &cr);
+    resume_clock_reference();
     rc->stepped = cr.action == CLOCK_STEPPED;
     cJSON_AddStringToObject(rc->row, "source", src);
     cJSON_AddItemToObject(rc->row, "clock", clock_result_json(&cr));
@@ -81,6 +84,23 @@ static enum step_result step_entropy(struct resume_ctx *rc, char *d, size_t dl)
         return STEP_FAILED;
     snprintf(d, dl, "%zu bytes, CRNG reseeded", rc->req->entropy_len);
     return STEP_OK;
+}
+
+/* Whatever was drawn at random before a snapshot is shared by every
+ * sandbox restored from it: drawn again, after the entropy step so the
+ * host's bytes are in the pool first. */
+static enum step_result step_identity(struct resume_ctx *rc, char *d, size_t dl)
+{
+    static const char *const shown[] = {"instance_id", "generation", "crng"};
+    int r = identity_refresh(rc->cause, d, dl);
+    cJSON *id = identity_json();
+    for (size_t i = 0; id && i < sizeof(shown) / sizeof(shown[0]); i++) {
+        cJSON *v = cJSON_DetachItemFromObjectCaseSensitive(id, shown[i]);
+        if (v)
+            cJSON_AddItemToObject(rc->row, shown[i], v);
+    }
+    cJSON_Delete(id);
+    return r < 0 ? STEP_FAILED : STEP_OK;
 }
 
 static enum step_result run_hook(int (*fn)(char *, size_t), char *d, size_t dl)
@@ -195,12 +215,11 @@ struct resume_step {
  * with the right time), checks and repairs while services are still
  * frozen, then thaw and each service's own on_resume. */
 static const struct resume_step resume_steps[] = {
-    {"time", step_time},     {"entropy", step_entropy}, {"mounts", step_mounts},
-    {"network", step_network}, {"egress", step_egress}, {"skills", step_skills},
-    {"thaw", step_thaw},     {"on_resume", step_on_resume}, {"health", step_health},
+    {"time", step_time},       {"entropy", step_entropy}, {"identity", step_identity},
+    {"mounts", step_mounts},   {"network", step_network}, {"egress", step_egress},
+    {"skills", step_skills},   {"thaw", step_thaw},       {"on_resume", step_on_resume},
+    {"health", step_health},
 };
-
-static int64_t self_step_pending; /* mono ms of our own clock step, for the timerfd */
 
 struct cJSON *sandbox_resume(const struct sandbox_resume_req *req, const char *cause, char *err,
                              size_t errlen)
@@ -223,7 +242,7 @@ struct cJSON *sandbox_resume(const struct sandbox_resume_req *req, const char *c
     }
     if (!rc.was_frozen)
         sandbox_set_state(SANDBOX_RESUMING);
-    self_step_pending = mono_ms();
+    resume_running = true;
     int failed = 0;
     for (size_t i = 0; i < sizeof(resume_steps) / sizeof(resume_steps[0]); i++) {
         int64_t ts = mono_ns();
@@ -247,6 +266,7 @@ struct cJSON *sandbox_resume(const struct sandbox_resume_req *req, const char *c
             log_warn("resume: unable to complete step %s: %s", resume_steps[i].name, detail);
         }
     }
+    resume_running = false;
     if (sandbox_state() == SANDBOX_RESUMING)
         sandbox_set_state(SANDBOX_RUNNING);
     double total = sandbox_ms_since(t0);
@@ -258,8 +278,8 @@ struct cJSON *sandbox_resume(const struct sandbox_resume_req *req, const char *c
     cJSON_AddItemToObject(r, "steps", steps);
     /* The news for the services: a clock step detected from outside is
      * a stepped clock too. */
-    cJSON *news = resumefile_write(cause, rc.stepped || strcmp(cause, "clock_step") == 0,
-                                   rc.was_frozen);
+    cJSON *news = resumefile_write(identity_generation(), cause,
+                                   rc.stepped || strcmp(cause, "clock_step") == 0, rc.was_frozen);
     if (news)
         cJSON_AddItemToObject(r, "resume_file", news);
     if (sandbox_state() != SANDBOX_FROZEN)
@@ -278,8 +298,8 @@ struct cJSON *sandbox_resume(const struct sandbox_resume_req *req, const char *c
 cJSON *sandbox_time_sync(const struct timespec *t)
 {
     struct clock_result cr;
-    self_step_pending = mono_ms();
     clock_sync(t, sandbox_clock_allowed(), sandbox_clock_threshold_ms(), &cr);
+    resume_clock_reference();
     /* A step here is a correction, not a pause the next resume reports. */
     resumefile_reference();
     cJSON *r = clock_result_json(&cr);
@@ -296,22 +316,73 @@ static int clock_fd = -1, uevent_fd = -1;
 static ev_io clock_io, uevent_io;
 static ev_timer hw_timer;
 
-/* Detectors can fire together for one restore (a vmgenid uevent, then the
- * clock comparison): within a second of the last resume they only log.
- * Returns whether the resume steps ran. */
-static bool detected(const char *cause)
+bool resume_detected(const char *cause)
 {
-    if (last_resume_mono_ms >= 0 && mono_ms() - last_resume_mono_ms < 1000) {
-        log_debug("resume detector %s: just resumed, nothing to do", cause);
+    /* Detectors can fire together for one restore (a vmgenid uevent, then
+     * the platform putting the clock right): while the steps run, and
+     * within RESUME_COALESCE_MS of their end, a detection joins that
+     * resume. The window is counted on the monotonic clock, which stands
+     * still while the VM does: it is time the sandbox ran. */
+    if (resume_running ||
+        (last_resume_mono_ms >= 0 && mono_ms() - last_resume_mono_ms < RESUME_COALESCE_MS)) {
+        log_info("resume detected (%s): joins the resume just run", cause);
+        return false;
+    }
+    /* On the way down there is nothing to resume into. */
+    if (H.phase >= PHASE_STOPPING) {
+        log_info("resume detected (%s) while stopping: not run", cause);
         return false;
     }
     log_info("resume detected (%s)", cause);
     char err[128];
     cJSON *r = sandbox_resume(NULL, cause, err, sizeof(err));
-    if (!r)
+    if (!r) {
         log_warn("resume: unable to run (%s): %s", cause, err);
+        return false;
+    }
     cJSON_Delete(r);
     return true;
+}
+
+/* ---- the clock-step watcher ----
+ * A restore leaves the wall clock where the snapshot had it until someone
+ * (the platform's agent, hearth, an NTP client) steps it; the boot clock
+ * has no such step. So the wall clock's offset from the boot clock moves
+ * by the step, and by nothing else: slewing moves both clocks alike, and
+ * a suspend adds the slept time to both. A CLOCK_REALTIME timerfd with
+ * TFD_TIMER_CANCEL_ON_SET is woken by every step (and nothing else: it
+ * costs nothing while idle); the offset then says how large it was. */
+
+static int64_t clock_ref_ns; /* realtime - boottime at the last look */
+
+static int wall_boot_offset_ns(int64_t *out)
+{
+    struct timespec real, boot;
+    if (clock_gettime(CLOCK_REALTIME, &real) < 0 || clock_gettime(CLOCK_BOOTTIME, &boot) < 0)
+        return -1;
+    *out = clock_diff_ns(&real, &boot);
+    return 0;
+}
+
+void resume_clock_reference(void)
+{
+    int64_t off;
+    if (wall_boot_offset_ns(&off) == 0)
+        clock_ref_ns = off;
+}
+
+bool sandbox_clock_step_is_resume(int64_t ref_offset_ns, int64_t offset_ns, int64_t threshold_ms,
+                                  int64_t *step_ms)
+{
+    int64_t d = offset_ns - ref_offset_ns;
+    *step_ms = d / 1000000;
+    /* A threshold past what nanoseconds hold is never reached. */
+    if (threshold_ms <= 0 || threshold_ms > INT64_MAX / 1000000)
+        return false;
+    /* Either way: a restore steps forward, a snapshot's clock may also
+     * be ahead of the host that restores it. */
+    int64_t mag = d < 0 ? -d : d;
+    return mag > threshold_ms * 1000000;
 }
 
 static int arm_clock_fd(void)
@@ -335,14 +406,20 @@ static void clock_cb(struct ev_loop *loop, ev_io *w, int revents)
         clock_fd = -1;
         return;
     }
-    if (!stepped)
+    int64_t off, step_ms;
+    if (!stepped || wall_boot_offset_ns(&off) < 0)
         return;
-    /* Our own step (resume, time.sync) also cancels the timer. */
-    if (self_step_pending && mono_ms() - self_step_pending < 1000) {
-        self_step_pending = 0;
+    /* hearth's own steps (resume, time.sync, sandbox.init) moved the
+     * reference along with the clock: they come out as no step here. */
+    bool resume = sandbox_clock_step_is_resume(clock_ref_ns, off,
+                                               sandbox_clock_detect_step_ms(), &step_ms);
+    clock_ref_ns = off;
+    if (!resume) {
+        log_debug("wall clock stepped by %lld ms: within clock.detect_step_ms", (long long)step_ms);
         return;
     }
-    detected("clock_step");
+    log_info("wall clock stepped by %lld ms from outside", (long long)step_ms);
+    resume_detected("clock_step");
 }
 
 bool sandbox_uevent_is_vmgenid(const char *buf, size_t n)
@@ -394,7 +471,7 @@ static void uevent_cb(struct ev_loop *loop, ev_io *w, int revents)
         if (fl < sizeof(from) || from.nl_pid != 0)
             continue;
         if (sandbox_uevent_is_vmgenid(buf, (size_t)n))
-            detected("vmgenid");
+            resume_detected("vmgenid");
     }
 }
 
@@ -421,11 +498,11 @@ static void hw_cb(struct ev_loop *loop, ev_timer *w, int revents)
     if (hw_lag_ms(&lag, &res, &src) < 0)
         return;
     if (sandbox_hw_clock_lags(lag - hw_baseline_ms, sandbox_clock_threshold_ms(), res)) {
-        /* A lag seen within a second of a resume is not taken as the new
-         * baseline: the monotonic clock that second is counted on stops
+        /* A lag seen within RESUME_COALESCE_MS of a resume is not taken as
+         * the new baseline: the monotonic clock that window is counted on stops
          * while the VM does, so the host's pause right after its own
          * sandbox.resume lands here, and must be found by the next check. */
-        if (!detected(strcmp(src, "ptp0") == 0 ? "ptp_clock" : "rtc"))
+        if (!resume_detected(strcmp(src, "ptp0") == 0 ? "ptp_clock" : "rtc"))
             return;
         if (hw_lag_ms(&lag, &res, &src) == 0)
             hw_baseline_ms = lag > 0 ? lag : 0;
@@ -439,9 +516,12 @@ bool sandbox_hw_clock_lags(int64_t lag_ms, int64_t threshold_ms, int64_t resolut
 
 void resume_detectors_start(void)
 {
-    /* The clock-step watcher only where hearth owns the clock: in a
-     * container a step is the host's NTP, not a resume. */
-    if (sandbox_clock_allowed()) {
+    /* The clock-step watcher in every mode: in a container beside a
+     * platform's agent (CubeSandbox) a restore is told by nothing else.
+     * Where the clock is the host's (plain podman), the host's own NTP
+     * step beyond the threshold counts too; on_resume runs, no harm. */
+    resume_clock_reference();
+    if (sandbox_clock_detect_step_ms() > 0) {
         clock_fd = timerfd_create(CLOCK_REALTIME, TFD_NONBLOCK | TFD_CLOEXEC);
         if (clock_fd < 0 || arm_clock_fd() < 0) {
             log_warn("resume: unable to watch for clock steps: %s", strerror(errno));

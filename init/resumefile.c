@@ -20,7 +20,6 @@
 
 static struct {
     char path[256], dir[256], leaf[256];
-    uint64_t generation;
     int64_t ref_offset_ms;  /* wall - mono at the last reference */
     int64_t frozen_wall_ms; /* 0 = not frozen */
 } R;
@@ -80,7 +79,8 @@ out:
     return rc;
 }
 
-static cJSON *write_generation(const char *cause, bool stepped, int64_t paused_ms)
+static cJSON *write_generation(uint64_t generation, const char *cause, bool stepped,
+                               int64_t paused_ms)
 {
     char tbuf[40], why[256], *text;
     int64_t now = wall_ms();
@@ -89,7 +89,7 @@ static cJSON *write_generation(const char *cause, bool stepped, int64_t paused_m
     if (!f)
         return NULL;
     timebase_utc_text(now, true, tbuf, sizeof(tbuf));
-    cJSON_AddNumberToObject(f, "generation", (double)R.generation);
+    cJSON_AddNumberToObject(f, "generation", (double)generation);
     cJSON_AddStringToObject(f, "cause", cause);
     cJSON_AddStringToObject(f, "time", tbuf);
     cJSON_AddNumberToObject(f, "wall_ms", (double)now);
@@ -137,18 +137,18 @@ void resumefile_setup(const struct config *cfg)
     snprintf(R.path, sizeof(R.path), "%s", p);
     snprintf(R.dir, sizeof(R.dir), "%.*s", (int)(slash - p), p);
     snprintf(R.leaf, sizeof(R.leaf), "%s", slash + 1);
-    cJSON_Delete(write_generation("boot", false, 0));
+    cJSON_Delete(write_generation(0, "boot", false, 0));
 }
 
-cJSON *resumefile_write(const char *cause, bool clock_stepped, bool was_frozen)
+cJSON *resumefile_write(uint64_t generation, const char *cause, bool clock_stepped,
+                        bool was_frozen)
 {
     if (!R.path[0])
         return NULL;
     int64_t now = wall_ms(), offset = now - mono_ms();
     int64_t paused = resumefile_paused_ms(was_frozen, R.frozen_wall_ms, now, R.ref_offset_ms,
                                           offset);
-    R.generation++;
-    cJSON *r = write_generation(cause, clock_stepped, paused);
+    cJSON *r = write_generation(generation, cause, clock_stepped, paused);
     resumefile_reference();
     return r;
 }

@@ -4,7 +4,8 @@
  * clock was stepped, replaced as a whole (temporary name + rename in its
  * directory, by directory fd) after every resume, so an agent can watch
  * the directory with inotify and rebuild its long-lived connections
- * without being restarted. Generation 0 is written at boot.
+ * without being restarted. Generation 0 is written at boot; the count is
+ * the sandbox's identity's (identity.h), kept whether or not the file is.
  *
  * The directory is made root-owned 0755; main.c hands it to
  * contain_readonly_dir, so it is read-only in every isolated service's
@@ -34,10 +35,11 @@ void resumefile_reference(void);
 /* The services were frozen now (sandbox.freeze). */
 void resumefile_frozen(bool on);
 
-/* After a resume: bumps the generation and replaces the file. Returns a
- * report {generation, paused_ms, clock_stepped, path} or {..., error}
+/* After a resume: replaces the file with the resume's generation. Returns
+ * a report {generation, paused_ms, clock_stepped, path} or {..., error}
  * (NULL when off or out of memory). */
-struct cJSON *resumefile_write(const char *cause, bool clock_stepped, bool was_frozen);
+struct cJSON *resumefile_write(uint64_t generation, const char *cause, bool clock_stepped,
+                               bool was_frozen);
 
 /* The pause estimate (exposed for unit tests): wall time since the freeze
  * when the services were frozen, else the growth of the wall-minus-

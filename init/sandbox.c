@@ -17,6 +17,7 @@
 #include "entropy.h"
 #include "events.h"
 #include "hearth.h"
+#include "identity.h"
 #include "launch.h"
 #include "inherit.h"
 #include "lifeline.h"
@@ -53,10 +54,12 @@ void sandbox_set_state(enum sandbox_state s)
 static bool clock_allowed;
 static int64_t clock_threshold_ms = CLOCK_DEFAULT_THRESHOLD_MS;
 static int64_t clock_check_ms = CONFIG_CLOCK_CHECK_MS;
+static int64_t clock_detect_step_ms = CONFIG_CLOCK_DETECT_STEP_MS;
 
 bool sandbox_clock_allowed(void) { return clock_allowed; }
 int64_t sandbox_clock_threshold_ms(void) { return clock_threshold_ms; }
 int64_t sandbox_clock_check_ms(void) { return clock_check_ms; }
+int64_t sandbox_clock_detect_step_ms(void) { return clock_detect_step_ms; }
 
 static int64_t last_freeze_ms = -1;
 
@@ -293,6 +296,8 @@ int sandbox_init(const struct sandbox_init_req *r, cJSON *report, int *code, cha
     if (r->has_time) {
         struct clock_result cr;
         clock_sync(&r->time, clock_allowed, clock_threshold_ms, &cr);
+        /* hearth's own step is no restore. */
+        resume_clock_reference();
         cJSON_AddItemToObject(report, "time", clock_result_json(&cr));
     }
     if (r->entropy) {
@@ -563,6 +568,7 @@ void sandbox_setup(const struct config *cfg)
     clock_allowed = cfg->clock_set >= 0 ? cfg->clock_set == 1 : H.mode == MODE_VM;
     clock_threshold_ms = cfg->clock_step_threshold_ms;
     clock_check_ms = cfg->clock_check_ms;
+    clock_detect_step_ms = cfg->clock_detect_step_ms;
     on_timeout_fail = cfg->wait_for_init_fail;
     init_waiting = cfg->wait_for_init;
     gate_set("init", !init_waiting);
@@ -600,6 +606,7 @@ void sandbox_status_json(cJSON *status)
         if (c) {
             cJSON_AddBoolToObject(c, "set", clock_allowed);
             cJSON_AddNumberToObject(c, "step_threshold_ms", (double)clock_threshold_ms);
+            cJSON_AddNumberToObject(c, "detect_step_ms", (double)clock_detect_step_ms);
         }
         cJSON_AddItemToObject(s, "detectors", resume_detectors_json());
         if (last_freeze_ms >= 0)
@@ -607,4 +614,5 @@ void sandbox_status_json(cJSON *status)
     }
     cJSON_AddBoolToObject(status, "frozen", state == SANDBOX_FROZEN);
     cJSON_AddItemToObject(status, "last_resume", resume_last_json());
+    cJSON_AddItemToObject(status, "identity", identity_json());
 }

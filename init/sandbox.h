@@ -70,7 +70,7 @@ int sandbox_freeze(int64_t timeout_ms, sandbox_freeze_done done, void *ctx, char
  * their stop signal. */
 void sandbox_thaw_for_shutdown(void);
 
-/* status fields: "sandbox" object, "frozen", "last_resume". */
+/* status fields: "sandbox" object, "frozen", "last_resume", "identity". */
 void sandbox_status_json(struct cJSON *status);
 
 /* The clock settings in force (for tests of the decision). */

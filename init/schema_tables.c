@@ -70,6 +70,7 @@ static const struct key k_clock[] = {
     KEY("set", &s_bool),
     KEY("step_threshold_ms", &s_ms),
     KEY("check_ms", &s_ms),
+    KEY("detect_step_ms", &s_ms),
     {0}};
 
 static const struct key k_metrics[] = {

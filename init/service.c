@@ -486,7 +486,6 @@ static void compute_order(void)
 
 int services_init(const struct config *cfg)
 {
-    srandom((unsigned)(mono_ms() ^ (getpid() << 16)));
     gates_on_change(gate_changed);
     nsvcs = cfg->n_services;
     main_index = nsvcs ? 0 : -1;

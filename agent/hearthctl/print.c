@@ -351,6 +351,14 @@ int p_status(struct ctl *t, const cJSON *res)
         put_safe(stdout, cause);
         printf(", %.3f ms%s", lr_ms, cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(lr, "ok"))
                                          ? ", a step failed" : "");
+        /* The identity that resume drew: what tells this copy apart. */
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(res, "identity");
+        const char *iid = jstr(id, "instance_id");
+        double gen;
+        if (iid && jnum(id, "generation", &gen) && gen >= 0 && gen < 1e15) {
+            printf(", generation %lld, instance ", (long long)gen);
+            put_safe(stdout, iid);
+        }
     }
     fputs("\n", stdout);
     /* A required mount that failed holds services back: say so up front. */

@@ -148,8 +148,8 @@ def test_freeze_and_resume_run_on_resume_of_each_kind(hearth, tmp_path):
     r = hearth.rpc("sandbox.resume", {})
     assert r["cause"] == "host" and r["state"] == "running"
     steps = {s["name"]: s for s in r["steps"]}
-    assert list(steps) == ["time", "entropy", "mounts", "network", "egress", "skills", "thaw",
-                           "on_resume", "health"]
+    assert list(steps) == ["time", "entropy", "identity", "mounts", "network", "egress", "skills",
+                           "thaw", "on_resume", "health"]
     assert steps["thaw"]["result"] == "ok"
     assert steps["on_resume"]["services"] == {"restarter": "restart", "signalled": "SIGUSR1"}
     # No mounts, interfaces, policy or skills configured: those checks
@@ -319,8 +319,11 @@ def test_hearthctl_init_freeze_resume(hearth):
     assert "thaw" in r.stdout and "sandbox running" in r.stdout
     assert "entropy    ok" in r.stdout
     assert cgroup_events(hearth, "gated")["frozen"] == "0"
+    assert "identity   ok" in r.stdout and "CRNG reseeded" in r.stdout
     out = ctl(hearth, "status").stdout
     assert "sandbox running" in out and "last resume: host" in out
+    ident = hearth.rpc("status")["identity"]
+    assert f"generation 1, instance {ident['instance_id']}" in out, out
     r = ctl(hearth, "resume", "--time", "yesterday", check=False)
     assert r.returncode != 0 and "bad time" in r.stderr
 

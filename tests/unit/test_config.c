@@ -297,6 +297,7 @@ TEST(config_defaults)
     CHECK_EQ_INT(cfg->allowed_cids[0], 2);
     CHECK_EQ_INT(cfg->n_modules, 0);
     CHECK(!cfg->wait_for_init);
+    CHECK_EQ_INT(cfg->clock_detect_step_ms, CONFIG_CLOCK_DETECT_STEP_MS);
     CHECK_EQ_INT(cfg->n_services, 0);
     CHECK_EQ_INT(cfg->files.timeout_ms, 5000);
     CHECK(cJSON_IsObject(cfg->json));
@@ -492,6 +493,7 @@ TEST(config_accepts_valid_variants)
     EXPECT_OK("{\"host_mounts\":\"\"}");
     EXPECT_OK("{\"host_mounts\":\"[]\",\"host_mounts_rule\":{\"mode\":\"tag-per-share\"}}");
     EXPECT_OK("{\"clock\":{\"set\":true,\"step_threshold_ms\":50}}");
+    EXPECT_OK("{\"clock\":{\"detect_step_ms\":0}}");
     EXPECT_OK("{\"egress\":{\"allowPublicTraffic\":false,\"allowOut\":[\"192.168.1.7\","
               "\"fd00::/8\",\"0.0.0.0/0\"],\"denyOut\":[\"203.0.113.0/24\"]}}");
     EXPECT_OK("{\"seed\":[{\"target\":\"/root/.hermes\",\"from\":\"/usr/share/x\"}]}");
@@ -560,6 +562,8 @@ TEST(config_error_integers)
     EXPECT_ERR(SVC(",\"ready\":{\"tcp\":\"127.0.0.1:1\",\"timeout_ms\":-5}"),
                "services[0].ready.timeout_ms: must be >= 0");
     EXPECT_ERR("{\"clock\":{\"step_threshold_ms\":-50}}", "clock.step_threshold_ms: must be >= 0");
+    EXPECT_ERR("{\"clock\":{\"detect_step_ms\":-1}}", "clock.detect_step_ms: must be >= 0");
+    EXPECT_ERR("{\"clock\":{\"detect_step_ms\":\"1s\"}}", "clock.detect_step_ms: expected integer");
     EXPECT_ERR(SVC(",\"stop\":{\"timeout_ms\":1e300}"),
                "services[0].stop.timeout_ms: integer out of range");
     EXPECT_ERR(SVC(",\"limits\":{\"memory_max\":65536}"),

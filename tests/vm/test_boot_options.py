@@ -165,7 +165,8 @@ def test_restore_with_a_vm_generation_id(cover, tmp_path):
     """QEMU gives the guest a VM generation ID (run-vm --vmgenid) and a new
     one on restore. The uevent listener is up, but this image's 6.1
     kernel's vmgenid driver only reseeds the RNG and sends no uevent (later
-    kernels send NEW_VMGEN_ID): the restore is found by the clock check."""
+    kernels send NEW_VMGEN_ID): the restore is found by the clock check,
+    and the identity the snapshot held is drawn again."""
     vm = cover["vm"]
     with open(os.path.join(ROOT, "build", "kernel", "package")) as f:
         kernel = f.read().strip()
@@ -174,6 +175,7 @@ def test_restore_with_a_vm_generation_id(cover, tmp_path):
     assert "vmgenid" in vm.result("status")["sandbox"]["detectors"]
     gen0 = vm.qmp.cmd("query-vm-generation-id")["guid"]
     before = last_resume(vm)
+    id0 = vm.result("status")["identity"]
     snap = str(tmp_path / "snap")
     vm.disconnect()
     vm.qmp.cmd("stop")
@@ -191,6 +193,11 @@ def test_restore_with_a_vm_generation_id(cover, tmp_path):
     lr = vm2.wait_for(lambda: (lambda x: x if x and x != before else None)(last_resume(vm2)),
                       timeout=30, what="restore noticed")
     assert lr["cause"] == "rtc", lr
+    # What the snapshot held is drawn again: a copy restored from it is
+    # told apart by its instance id, one generation on.
+    id1 = vm2.result("status")["identity"]
+    assert id1["instance_id"] != id0["instance_id"], (id0, id1)
+    assert id1["generation"] == id0["generation"] + 1 and id1["cause"] == "rtc", (id0, id1)
     # The restored guest runs on: the same services, the ticker ticking.
     n = ticks(vm2)
     vm2.wait_for(lambda: ticks(vm2) > n, what="ticker ticking after the restore")
