@@ -895,7 +895,7 @@ static void conn_advance(struct conn *c)
     }
     /* Read while a head or a body is wanted, and in a stream (to see the
      * client go); never buffer past a head and a read. */
-    bool want = c->state != C_CLOSING && c->state != C_WORK &&
+    bool want = c->state != C_CLOSING && c->state != C_WORK && !c->half_closed &&
                 bytebuf_pending(&c->in) < (size_t)RC.max_header_bytes + READ_CHUNK;
     set_reading(c, want);
 }
@@ -917,6 +917,13 @@ static void read_cb(struct ev_loop *loop, ev_io *w, int revents)
     ssize_t n = read(c->fd, bytebuf_tail(&c->in), READ_CHUNK);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
         return;
+    if (n == 0 && c->state == C_STREAM) {
+        /* A client that only shut its sending side still reads the
+         * stream; one that is gone fails the next write. */
+        c->half_closed = true;
+        set_reading(c, false);
+        return;
+    }
     if (n <= 0) {
         conn_close(c);
         return;
