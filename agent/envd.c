@@ -239,7 +239,17 @@ static void __attribute__((noreturn)) child(int *theirs)
     int nul = open("/dev/null", O_RDWR);
     if (nul >= 0)
         dup2(nul, 0);
-    syscall(SYS_close_range, ENVD_LINK_FD0 + ENVD_LINKS, ~0U, 0);
+    /* hearth's binary, for the exec, just after the links (close-on-exec):
+     * opened for reading here, while still root, because an O_PATH
+     * descriptor (pidreaper's) is refused to the unprivileged exec. */
+    int exe = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    if (exe < 0)
+        exe = pidreaper_exe_fd();
+    int exe_at = ENVD_LINK_FD0 + ENVD_LINKS;
+    if (exe >= 0 && (exe = fcntl(exe, F_DUPFD, 64)) >= 0 &&
+        (exe = dup3(exe, exe_at, O_CLOEXEC)) < 0)
+        exe = -1;
+    syscall(SYS_close_range, exe_at + 1, ~0U, 0);
     if (geteuid() == 0) {
         if (setgroups(0, NULL) < 0 || setresgid(ENVD_GID, ENVD_GID, ENVD_GID) < 0 ||
             setresuid(ENVD_UID, ENVD_UID, ENVD_UID) < 0)
@@ -250,9 +260,12 @@ static void __attribute__((noreturn)) child(int *theirs)
     lifeline_hold();
     char *argv[] = {(char *)ENVD_ARGV0, NULL};
     char *envp[] = {NULL};
-    int exe = pidreaper_exe_fd();
     if (exe >= 0)
         syscall(SYS_execveat, exe, "", argv, envp, AT_EMPTY_PATH);
+    /* Without the exec the role runs in this copy of hearth, which holds
+     * nothing the role could not read anyway (it is no longer root). */
+    dprintf(2, "hearth-envd: unable to exec hearth's binary (%s); running in the forked copy\n",
+            exe < 0 ? "no descriptor" : strerror(errno));
     _exit(envd_role_main(1, argv));
 }
 

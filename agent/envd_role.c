@@ -299,7 +299,7 @@ size_t conn_out_pending(const struct conn *c) { return bytebuf_pending(&c->out);
 
 static void set_reading(struct conn *c, bool on)
 {
-    if (c->dead || on == c->reading)
+    if (c->dead || c->lingering || on == c->reading)
         return;
     c->reading = on;
     if (on)
@@ -624,9 +624,18 @@ static void conn_flush(struct conn *c)
     }
     if (c->out.cap > 256 * 1024)
         bytebuf_release(&c->out);
-    if (c->state == C_CLOSING) {
+    if (c->state == C_CLOSING && !c->lingering) {
+        /* A lingering close: the answer is out, the request's unread
+         * body is read and thrown away for a moment, so the client gets
+         * the answer rather than a reset from a close with data unread. */
         shutdown(c->fd, SHUT_WR);
-        conn_close(c);
+        c->lingering = true;
+        c->reading = false;
+        ev_io_start(role_loop, &c->rio);
+        c->reading = true;
+        ev_timer_stop(role_loop, &c->idle);
+        ev_timer_set(&c->idle, 2., 0.);
+        ev_timer_start(role_loop, &c->idle);
     }
 }
 
@@ -913,6 +922,13 @@ static void read_cb(struct ev_loop *loop, ev_io *w, int revents)
             conn_close(c);
             return;
         }
+    }
+    if (c->lingering) {
+        char sink[READ_CHUNK];
+        ssize_t k = read(c->fd, sink, sizeof(sink));
+        if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR))
+            conn_close(c);
+        return;
     }
     ssize_t n = read(c->fd, bytebuf_tail(&c->in), READ_CHUNK);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))

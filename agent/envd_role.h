@@ -65,7 +65,7 @@ struct conn {
     ev_timer idle;
     ev_timer keepalive;
     enum conn_state state;
-    bool reading, writing, dead, half_closed;
+    bool reading, writing, dead, half_closed, lingering;
     struct bytebuf in, out;
     struct http_req req;
     char path[HTTP_MAX_TARGET];  /* the target's path, percent-decoded */

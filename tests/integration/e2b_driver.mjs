@@ -51,7 +51,7 @@ const scenarios = {
     out.exit = await caught(() => sbx.commands.run('echo partial; exit 3'))
     out.env = (await sbx.commands.run('echo "$GREETING"', { envs: { GREETING: 'hi there' } })).stdout
     out.cwd = (await sbx.commands.run('pwd', { cwd: '/tmp' })).stdout
-    out.user = (await sbx.commands.run('id -un', { user: 'nobody' })).stdout
+    out.user = (await sbx.commands.run('id -un', { user: 'nobody', cwd: '/' })).stdout
     out.id = (await sbx.commands.run('id -u')).stdout
     const t0 = Date.now()
     out.timeout = await caught(() => sbx.commands.run('sleep 30', { timeoutMs: 1000 }))
@@ -144,6 +144,7 @@ const scenarios = {
   async token() {
     out.run = await caught(() => sbx.commands.run('echo ok'))
     out.read = await caught(() => sbx.files.write('/tmp/t', 'x'))
+    out.get = await caught(() => sbx.files.read('/tmp/t'))
   },
 }
 

@@ -25,8 +25,8 @@ def envd_cfg(**extra):
     return cfg
 
 
-def start(hearth, **envd):
-    h = hearth.start(hearth.config(envd=envd_cfg(**envd)))
+def start(hearth, binds=(), **envd):
+    h = hearth.start(hearth.config(envd=envd_cfg(**envd)), binds=binds)
     subprocess.run(["nsenter", "-t", str(h.pid), "-n", "ip", "link", "set", "lo", "up"], check=True)
     h.wait_for(lambda: h.rpc("status").get("envd", {}).get("state") == "running",
                what="the envd role process")
@@ -152,17 +152,25 @@ def test_envd_files(hearth):
 
 def test_envd_cube_user_alias(hearth, tmp_path):
     """As the SDK talks to CubeSandbox (envd 0.2.0): every call names the
-    user "user", which envd.users maps to an account of the image."""
-    h = start(hearth, users={"user": "nobody"}, user="root")
-    home = None
-    with open("/etc/passwd") as f:
-        for line in f:
-            parts = line.rstrip("\n").split(":")
-            if parts[0] == "nobody":
-                home = parts[5]
+    user "user", which envd.users maps to an account of the image (here
+    one a test passwd adds, with its home in the test's directory)."""
+    import pathlib
+    import shutil
+    import tempfile
+    home = pathlib.Path(tempfile.mkdtemp(prefix="envd-home-"))  # reachable by uid 4242
+    request_cleanup = shutil.rmtree
+    os.chown(home, 4242, 4242)
+    passwd = tmp_path / "passwd"
+    passwd.write_text(open("/etc/passwd").read() + f"agent:x:4242:4242::{home}:/bin/sh\n")
+    h = start(hearth, binds=[(passwd, "/etc/passwd")], users={"user": "agent"}, user="root")
     out = drive(h, "cube", version="0.2.0")
-    assert out["whoami"] == "nobody\n"
-    assert out["write"]["path"] == os.path.join(home, "cube.txt") if home != "/" else "/cube.txt"
+    assert out["whoami"] == "agent\n"
+    assert out["write"] == {"name": "cube.txt", "type": "file", "path": f"{home}/cube.txt"}
+    assert out["read"] == "in the home"
+    assert out["info"] == "agent"
+    st = os.stat(home / "cube.txt")
+    assert (st.st_uid, st.st_gid) == (4242, 4242)
+    request_cleanup(home)
 
 
 def test_envd_access_token(hearth):
@@ -171,7 +179,7 @@ def test_envd_access_token(hearth):
     assert raw(h, b"GET /health HTTP/1.1\r\nConnection: close\r\n\r\n").startswith(b"HTTP/1.1 204")
     out = drive(h, "token")
     assert out["run"]["error"] == "AuthenticationError"
-    assert out["read"]["error"] == "AuthenticationError"
+    assert out["read"]["error"] == "AuthenticationError", out
     out = drive(h, "token", version="99.99.99", token="s3cret-token-1")
     assert out["run"]["value"]["stdout"] == "ok\n"
     # The host sets another in sandbox.init; the old one stops working.
