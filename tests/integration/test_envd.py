@@ -222,6 +222,45 @@ def test_envd_bounds_and_raw_routes(hearth):
     assert b'"end":{"exited":true,"status":"exit status 0"}' in r
 
 
+def test_envd_cwd_and_stream_and_connection_limits(hearth):
+    """envd.cwd is where a command that names no directory runs;
+    envd.max_streams and envd.max_connections bound what a client holds."""
+    h = start(hearth, cwd="/tmp", max_streams=1, max_connections=2)
+    out = drive(h, "token")
+    assert out["run"]["value"]["stdout"] == "ok\n"
+    msg = json.dumps({"process": {"cmd": "/bin/pwd"}}).encode()
+    env = bytes([0]) + len(msg).to_bytes(4, "big") + msg
+    start_req = (b"POST /process.Process/Start HTTP/1.1\r\nContent-Type: application/connect+json\r\n"
+                 b"Content-Length: " + str(len(env)).encode() + b"\r\nConnection: close\r\n\r\n" + env)
+    assert base64.b64encode(b"/tmp\n") in raw(h, start_req)
+    # One stream open (a process that waits): a second one is refused.
+    sleep = json.dumps({"process": {"cmd": "/bin/sleep", "args": ["5"]}}).encode()
+    senv = bytes([0]) + len(sleep).to_bytes(4, "big") + sleep
+    sleep_req = (b"POST /process.Process/Start HTTP/1.1\r\nContent-Type: application/connect+json\r\n"
+                 b"Content-Length: " + str(len(senv)).encode() + b"\r\n\r\n" + senv)
+    code = ("import socket,sys,time\n"
+            "first,second=sys.stdin.buffer.read().split(b'@@')\n"
+            f"a=socket.create_connection(('127.0.0.1',{PORT}),timeout=10)\n"
+            "a.sendall(first)\n"
+            "a.recv(100)\n"
+            f"b=socket.create_connection(('127.0.0.1',{PORT}),timeout=10)\n"
+            "b.sendall(second)\n"
+            "out=b''\n"
+            "while True:\n"
+            "    x=b.recv(65536)\n"
+            "    if not x: break\n"
+            "    out+=x\n"
+            f"c=socket.create_connection(('127.0.0.1',{PORT}),timeout=10)\n"
+            f"d=socket.create_connection(('127.0.0.1',{PORT}),timeout=10)\n"
+            "third=d.recv(200)\n"
+            "sys.stdout.buffer.write(out+b'@@'+third)\n")
+    r = in_netns(h, ["python3", "-c", code], input=sleep_req + b"@@" + start_req, timeout=30)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    second, third = r.stdout.split(b"@@")
+    assert b"resource_exhausted" in second and b"envd.max_streams" in second, second
+    assert third.startswith(b"HTTP/1.1 503"), third
+
+
 def test_envd_role_process_is_unprivileged_and_restarted(hearth):
     h = start(hearth)
     st = h.rpc("status")["envd"]
