@@ -282,7 +282,7 @@ void client_drop(struct client *c, const char *why)
             if (!control_stopping)
                 listener_retry(c->l, SERIAL_RETRY_MAX_MS);
         }
-    } else {
+    } else if (!c->internal) {
         control_nclients--;
     }
     if (stream_closed_hook)
@@ -434,6 +434,45 @@ static void read_cb(struct ev_loop *loop, ev_io *w, int revents)
     dispatch_lines(c);
 }
 
+struct client *control_attach(int fd, const char *peer, const char *const *methods)
+{
+    size_t used = 0;
+    for (size_t i = 0; i < CONTROL_SLOTS; i++)
+        used += control_clients[i] && control_clients[i]->internal;
+    if (used >= CONTROL_MAX_INTERNAL)
+        return NULL;
+    struct client *c = client_new(fd, NULL, peer);
+    if (!c)
+        return NULL;
+    c->internal = true;
+    c->allowed = methods;
+    bool placed = false;
+    for (size_t i = 0; i < CONTROL_SLOTS; i++)
+        placed |= control_clients[i] == c;
+    if (!placed) {
+        c->keep_fd = true; /* the caller still owns fd on failure */
+        client_drop(c, NULL);
+        return NULL;
+    }
+    return c;
+}
+
+bool control_may_call(const struct client *c, const char *method)
+{
+    if (!c || !c->allowed)
+        return true;
+    for (const char *const *m = c->allowed; *m; m++)
+        if (strcmp(*m, method) == 0)
+            return true;
+    return false;
+}
+
+void control_detach(struct client *c)
+{
+    if (c && !client_dead(c))
+        client_drop(c, NULL);
+}
+
 struct client *client_new(int fd, struct listener *l, const char *peer)
 {
     struct client *c = calloc(1, sizeof(*c));
@@ -473,7 +512,8 @@ bool clients_evict_idle(void)
         return false;
     for (size_t i = 0; i < CONTROL_SLOTS; i++) {
         struct client *c = control_clients[i];
-        if (!c || client_dead(c) || client_closing(c) || (c->l && c->l->serial == c))
+        if (!c || client_dead(c) || client_closing(c) || (c->l && c->l->serial == c) ||
+            c->internal)
             continue;
         if (c->subscribed || c->subscribe_pending || c->follow || c->deferred ||
             out_pending(c) > 0)

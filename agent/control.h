@@ -12,6 +12,8 @@
 #include "config.h"
 
 #define CONTROL_MAX_CLIENTS 128
+/* Links to hearth's own role processes (control_attach) at once. */
+#define CONTROL_MAX_INTERNAL 8
 #define CLIENT_OUT_SOFT (256 * 1024)     /* stop reading requests above this */
 #define CLIENT_OUT_MAX (8 * 1024 * 1024) /* drop the client above this */
 #define CLIENT_STALL_MS 10000            /* drop a client that reads nothing this long */
@@ -84,6 +86,21 @@ int control_room(struct client *c);
  * closed: c is going away; it must not be used after the call. */
 void control_set_stream_hooks(void (*room)(struct client *c), void (*closed)(struct client *c));
 /* ---- end of the stream API ---- */
+
+/* ---- links of hearth's own ---- */
+/* A client on a descriptor hearth made itself: one end of a socket pair
+ * whose other end a role process of hearth's holds (the envd endpoint,
+ * agent/envd.c). It is not one of the host's CONTROL_MAX_CLIENTS, is
+ * never evicted as idle, and may call only the methods listed in
+ * methods (NULL-terminated, kept by the caller; any other is answered
+ * -32601 as unknown). NULL when out of memory or every slot is taken. */
+struct client *control_attach(int fd, const char *peer, const char *const *methods);
+/* Whether c may call method (false only for a link's unlisted ones). */
+bool control_may_call(const struct client *c, const char *method);
+/* Ends c now: its descriptor is closed, its sessions end as for any
+ * client that goes. */
+void control_detach(struct client *c);
+/* ---- end of the links ---- */
 
 /* Describes the client's transport and peer for logs ("unix uid=0 pid=12"). */
 const char *control_client_peer(const struct client *c);

@@ -26,7 +26,9 @@
 #define RETRY_MIN_MS 200
 #define SERIAL_RETRY_MAX_MS 2000
 /* Socket clients plus the one stream of each serial listener. */
-#define CONTROL_SLOTS (CONTROL_MAX_CLIENTS + CONFIG_MAX_LISTEN)
+/* Socket clients, the one stream of each serial listener, and the links
+ * of hearth's own role processes (control_attach). */
+#define CONTROL_SLOTS (CONTROL_MAX_CLIENTS + CONFIG_MAX_LISTEN + CONTROL_MAX_INTERNAL)
 
 struct listener {
     struct listen_spec spec;
@@ -75,6 +77,8 @@ struct client {
     int64_t last_ms;          /* monotonic ms of its connect or last bytes */
     uint64_t unread_since;    /* out_tick when its oldest unwritten output was queued */
     bool want_room;           /* a stream owner waits for room (control_room) */
+    bool internal;            /* a link of hearth's own (control_attach) */
+    const char *const *allowed; /* the only methods it may call; NULL: all */
 };
 
 static inline bool client_dead(const struct client *c) { return c->state == CLIENT_DEAD; }

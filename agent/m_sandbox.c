@@ -10,6 +10,7 @@
 #include "control.h"
 #include "base64.h"
 #include "entropy.h"
+#include "envd.h"
 #include "params.h"
 #include "sandbox.h"
 #include "schema.h"
@@ -90,10 +91,53 @@ static int parse_time_entropy(cJSON *params, bool *has_time, struct timespec *ts
     return parse_entropy(params, "entropy", ent, ent_len, &present, err);
 }
 
+/* sandbox.init's "envd": {"access_token": "..."} ("" clears it), only
+ * where the config turned the endpoint on. */
+static int parse_envd(cJSON *params, const char **token, struct rpc_error *err)
+{
+    static const char *const known[] = {"access_token", NULL};
+    cJSON *o = NULL;
+    bool present = false;
+    if (param_object(params, "envd", &o, &present, err) < 0)
+        return -1;
+    if (!o)
+        return 0;
+    if (!envd_enabled()) {
+        rpc_error_set(err, RPC_INVALID_PARAMS, "envd: the endpoint is off (no envd section in the config)");
+        return -1;
+    }
+    cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "access_token");
+    for (cJSON *k = o->child; k; k = k->next) {
+        bool ok = false;
+        for (const char *const *n = known; *n; n++)
+            ok |= strcmp(*n, k->string) == 0;
+        if (!ok) {
+            rpc_error_set(err, RPC_INVALID_PARAMS, "envd.%.64s: unknown parameter", k->string);
+            return -1;
+        }
+    }
+    if (!cJSON_IsString(t)) {
+        rpc_error_set(err, RPC_INVALID_PARAMS, "envd.access_token: expected a string");
+        return -1;
+    }
+    size_t n = strlen(t->valuestring);
+    bool ok = n < ENVD_TOKEN_MAX;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = (unsigned char)t->valuestring[i] > 0x20 && (unsigned char)t->valuestring[i] < 0x7f;
+    if (!ok) {
+        rpc_error_set(err, RPC_INVALID_PARAMS,
+                      "envd.access_token: expected at most %d printable ASCII characters without blanks",
+                      ENVD_TOKEN_MAX - 1);
+        return -1;
+    }
+    *token = t->valuestring;
+    return 0;
+}
+
 int m_sandbox_init(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     static const char *const known[] = {"env", "egress", "time", "entropy", "hostname",
-                                        "host_mounts", "network", NULL};
+                                        "host_mounts", "network", "envd", NULL};
     static uint8_t ent[ENTROPY_MAX_BYTES];
     struct sandbox_init_req r = {0};
     cJSON *o = NULL;
@@ -130,6 +174,9 @@ int m_sandbox_init(struct client *c, cJSON *params, cJSON **result, struct rpc_e
     if (parse_time_entropy(params, &r.has_time, &r.time, ent, &r.entropy_len, err) < 0)
         return -1;
     r.entropy = r.entropy_len ? ent : NULL;
+    const char *token = NULL;
+    if (parse_envd(params, &token, err) < 0)
+        return -1;
     cJSON *rep = cJSON_CreateObject();
     if (!rep)
         return -1;
@@ -139,6 +186,10 @@ int m_sandbox_init(struct client *c, cJSON *params, cJSON **result, struct rpc_e
         cJSON_Delete(rep);
         rpc_error_set(err, code, "%s", msg);
         return -1;
+    }
+    if (token) {
+        envd_set_token(token);
+        cJSON_AddStringToObject(rep, "envd", token[0] ? "access_token set" : "access_token cleared");
     }
     *result = rep;
     return 0;

@@ -11,6 +11,7 @@
 
 #include "activity.h"
 #include "control.h"
+#include "envd.h"
 #include "events.h"
 #include "gates.h"
 #include "hearth.h"
@@ -131,6 +132,9 @@ static int m_status(struct client *c, cJSON *params, cJSON **result, struct rpc_
     cJSON_AddItemToObject(r, "services", services_to_json());
     sandbox_status_json(r);
     cJSON_AddItemToObject(r, "activity", activity_json());
+    cJSON *envd = envd_status_json();
+    if (envd)
+        cJSON_AddItemToObject(r, "envd", envd);
     /* Errors and paths in status may quote a secret (a URL password, a
      * value from sandbox.init or an env file). */
     redact_json(r);
@@ -448,6 +452,9 @@ char *methods_handle_line(struct client *c, const char *line, size_t len, size_t
         return reply;
     }
     const struct method *m = methods_find(req.method);
+    /* A link of hearth's own role process calls only what it is given. */
+    if (m && !control_may_call(c, req.method))
+        m = NULL;
     cJSON *result = NULL;
     int rcm = -1;
     if (!m) {

@@ -212,6 +212,7 @@ static struct config *build(cJSON *root, char *err, size_t errlen)
     metrics_extract(jget(root, "metrics"), &cfg->metrics);
     exec_extract(jget(root, "exec"), &cfg->exec);
     files_extract(jget(root, "files"), &cfg->files);
+    envd_extract(jget(root, "envd"), &cfg->envd);
     activity_extract(jget(root, "activity"), &cfg->activity);
     const cJSON *lim = jget(root, "limits");
     cfg->limits.memory_reserve = jget_int_or(lim, "memory_reserve", -1);
@@ -442,6 +443,11 @@ struct cJSON *config_redacted_json(const struct config *cfg)
     if (!cfg || !cfg->json)
         return NULL;
     copy = cJSON_Duplicate(cfg->json, 1);
+    /* The envd access token is a secret whatever its length. */
+    cJSON *envd = cJSON_GetObjectItemCaseSensitive(copy, "envd");
+    if (envd && cJSON_GetObjectItemCaseSensitive(envd, "access_token"))
+        cJSON_ReplaceItemInObjectCaseSensitive(envd, "access_token",
+                                               cJSON_CreateString("<redacted>"));
     /* Env values by name, flags in argv and exec, registered values and
      * URL passwords in every string (see redact.h). */
     redact_json(copy);

@@ -158,6 +158,7 @@ struct config {
     struct metrics_cfg metrics;
     struct exec_cfg exec;
     struct files_cfg files;
+    struct envd_cfg envd;
     struct activity_cfg activity;
     /* `limits`: -1 = unset (the default is worked out from the guest's
      * memory when hearth starts, limits.h) */

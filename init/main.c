@@ -24,6 +24,7 @@
 #include "config.h"
 #include "contain.h"
 #include "control.h"
+#include "envd.h"
 #include "execproc.h"
 #include "egress.h"
 #include "events.h"
@@ -220,6 +221,14 @@ static bool listeners_first(const struct config *cfg)
     return false;
 }
 
+/* At shutdown the endpoint goes first (no new command through it), then
+ * every exec session. */
+static void end_sessions(void)
+{
+    envd_stop();
+    exec_kill_all();
+}
+
 static void main_done(int status)
 {
     if (H.mode == MODE_VM)
@@ -291,6 +300,10 @@ int main(int argc, char **argv)
      * binary again, in that role alone, before anything else runs. */
     if (argc > 0 && strcmp(argv[0], PIDREAPER_ARGV0) == 0)
         return pidreaper_main(argc, argv);
+    /* The E2B-compatible endpoint's parser (envd.h): hearth's binary in
+     * that role, started by hearth with its listener and links. */
+    if (argc > 0 && strcmp(argv[0], ENVD_ARGV0) == 0)
+        return envd_role_main(argc, argv);
     /* Before the first cJSON object. */
     jsonalloc_install();
 
@@ -455,7 +468,7 @@ int main(int argc, char **argv)
     cgroup_setup(H.mode == MODE_VM);
     guestlimits_setup(H.cfg);
     shutdown_set_hooks(&(struct shutdown_hooks){
-        .end_sessions = exec_kill_all, .flush = control_flush, .stop = control_stop});
+        .end_sessions = end_sessions, .flush = control_flush, .stop = control_stop});
     bool early = listeners_first(H.cfg);
     if (early) {
         control_start(H.cfg);
@@ -486,6 +499,8 @@ int main(int argc, char **argv)
     network_boot(H.cfg);
     /* Owns the "init" phase (wait_for_init) and the resume detectors. */
     sandbox_setup(H.cfg);
+    /* The endpoint's port is hearth's before any service could bind it. */
+    envd_listen(H.cfg);
     hearth_set_phase(PHASE_STARTING);
     services_start_all();
     /* Otherwise the control listeners open after the first services'
@@ -498,6 +513,7 @@ int main(int argc, char **argv)
         control_start(H.cfg);
         peer_listeners_started(H.cfg);
     }
+    envd_start(H.cfg);
     /* With wait_for_init the host watches for wait_init to send its
      * sandbox.init; sandbox.c moves on to running when it arrives. */
     hearth_set_phase(sandbox_waiting_for_init() ? PHASE_WAIT_INIT : PHASE_RUNNING);

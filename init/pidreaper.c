@@ -32,6 +32,8 @@ void pidreaper_init(void)
         exe_fd = open("/proc/self/exe", O_PATH | O_CLOEXEC);
 }
 
+int pidreaper_exe_fd(void) { return exe_fd; }
+
 int pidreaper_pipe(int fds[2])
 {
     return pipe2(fds, O_CLOEXEC | O_NONBLOCK);

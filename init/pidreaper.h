@@ -24,6 +24,9 @@
 /* Once, at boot: a descriptor of hearth's own binary, for the reaper's
  * exec (a service's namespace may not show hearth's path at all). */
 void pidreaper_init(void);
+/* That descriptor (O_PATH, close-on-exec), or -1: hearth's other roles
+ * (the envd endpoint) are started from it too. */
+int pidreaper_exe_fd(void);
 
 /* In the parent: the pipe the reaper reports on (both ends close-on-exec;
  * the child clears it on its own end). Returns 0 or -1 with errno. */

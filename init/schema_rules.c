@@ -138,6 +138,41 @@ int rule_listen(const cJSON *v, struct vctx *c)
     return 0;
 }
 
+int rule_envd_listen(const cJSON *v, struct vctx *c)
+{
+    char host[64], reason[128], q[NAMES_QUOTE_MAX];
+    uint16_t port;
+
+    if (envd_parse_listen(v->valuestring, host, sizeof(host), &port, reason, sizeof(reason)) < 0)
+        return vfail(c, "%s, got %s", reason, names_quote(v->valuestring, q, sizeof(q)));
+    return 0;
+}
+
+/* envd.users: the name the SDK sends is a user name too. */
+int rule_envd_alias(const cJSON *item, struct vctx *c)
+{
+    char q[NAMES_QUOTE_MAX];
+    const char *s = item->string;
+
+    if (!account_name_ok(s, strlen(s)) || strlen(s) >= ENVD_NAME_MAX)
+        return vfail(c, "bad user name %s", names_quote(s, q, sizeof(q)));
+    return 0;
+}
+
+/* A token travels in an HTTP header: printable ASCII, no blanks. */
+int rule_envd_token(const cJSON *v, struct vctx *c)
+{
+    const char *s = v->valuestring;
+    size_t n = strlen(s);
+
+    if (n == 0 || n >= ENVD_TOKEN_MAX)
+        return vfail(c, "expected 1..%d characters", ENVD_TOKEN_MAX - 1);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
+            return vfail(c, "expected printable ASCII without blanks (an HTTP header value)");
+    return 0;
+}
+
 int rule_module(const cJSON *v, struct vctx *c)
 {
     char q[NAMES_QUOTE_MAX];

@@ -105,6 +105,21 @@ static const struct key k_files[] = {
     KEY("timeout_ms", INT(100, 600000)),
     {0}};
 
+/* envd (docs/envd.md): the E2B-compatible endpoint's listener, its
+ * default user and directory, its token and its bounds. */
+static const struct key k_envd[] = {
+    KEY("listen", STRING(rule_envd_listen)),
+    KEY("user", STRING(rule_account)),
+    KEY("users", SCHEMA(.kind = K_MAP, .max = ENVD_MAX_ALIASES, .elem = STRING(rule_account),
+                        .key_check = rule_envd_alias)),
+    KEY("cwd", &s_abspath),
+    KEY("access_token", STRING(rule_envd_token)),
+    KEY("max_header_bytes", INT(1024, 1024 * 1024)),
+    KEY("max_connections", INT(1, 1024)),
+    KEY("max_streams", INT(1, 1024)),
+    KEY("max_upload_bytes", INT(0, JSON_INT53)),
+    {0}};
+
 static const struct key k_interface[] = {
     REQUIRED("name", STRING(rule_ifname)),
     KEY("mac", STRING(rule_mac)),
@@ -309,6 +324,7 @@ static const struct key k_top[] = {
     KEY("metrics", OBJECT(k_metrics, rule_metrics)),
     KEY("exec", OBJECT(k_exec, NULL)),
     KEY("files", OBJECT(k_files, NULL)),
+    KEY("envd", OBJECT(k_envd, NULL)),
     KEY("activity", OBJECT(k_activity, NULL)),
     KEY("limits", OBJECT(k_top_limits, NULL)),
     KEY("network", OBJECT(k_network, rule_network)),

@@ -12,6 +12,7 @@
 
 #include <sys/socket.h>
 #include <netinet/in.h>
+#include <arpa/inet.h>
 
 #include <cJSON.h>
 
@@ -584,6 +585,62 @@ void exec_extract(const cJSON *e, struct exec_cfg *out)
 void files_extract(const cJSON *f, struct files_cfg *out)
 {
     out->timeout_ms = jget_int_or(f, "timeout_ms", CONFIG_FILES_TIMEOUT_MS);
+}
+
+/* ---- envd ---- */
+
+int envd_parse_listen(const char *s, char *host, size_t hl, uint16_t *port, char *err,
+                      size_t errlen)
+{
+    unsigned char buf[16];
+    if (strncmp(s, "tcp:", 4) != 0) {
+        snprintf(err, errlen, "expected \"tcp:ADDRESS:PORT\"");
+        return -1;
+    }
+    if (netaddr_split_hostport(s + 4, host, hl, port) < 0) {
+        snprintf(err, errlen, "expected \"tcp:ADDRESS:PORT\" (port 1..65535)");
+        return -1;
+    }
+    size_t n = strlen(host);
+    if (host[0] == '[' && n > 2 && host[n - 1] == ']') {
+        memmove(host, host + 1, n - 2);
+        host[n - 2] = 0;
+        if (inet_pton(AF_INET6, host, buf) == 1)
+            return 0;
+    } else if (inet_pton(AF_INET, host, buf) == 1) {
+        return 0;
+    }
+    snprintf(err, errlen, "expected a numeric address (\"0.0.0.0\", \"127.0.0.1\", \"[::]\")");
+    return -1;
+}
+
+void envd_extract(const cJSON *e, struct envd_cfg *out)
+{
+    char err[128];
+    memset(out, 0, sizeof(*out));
+    if (!e)
+        return;
+    out->enabled = true;
+    if (envd_parse_listen(jget_str_or(e, "listen", ENVD_DEFAULT_LISTEN), out->host,
+                          sizeof(out->host), &out->port, err, sizeof(err)) < 0)
+        envd_parse_listen(ENVD_DEFAULT_LISTEN, out->host, sizeof(out->host), &out->port, err,
+                          sizeof(err));
+    snprintf(out->user, sizeof(out->user), "%s", jget_str_or(e, "user", ENVD_DEFAULT_USER));
+    snprintf(out->cwd, sizeof(out->cwd), "%s", jget_str_or(e, "cwd", ""));
+    snprintf(out->access_token, sizeof(out->access_token), "%s",
+             jget_str_or(e, "access_token", ""));
+    const cJSON *item;
+    cJSON_ArrayForEach(item, jget(e, "users")) {
+        if (out->n_users >= ENVD_MAX_ALIASES || !cJSON_IsString(item))
+            break;
+        snprintf(out->users[out->n_users].from, ENVD_NAME_MAX, "%s", item->string);
+        snprintf(out->users[out->n_users].to, ENVD_NAME_MAX, "%s", item->valuestring);
+        out->n_users++;
+    }
+    out->max_header_bytes = jget_int_or(e, "max_header_bytes", ENVD_DEFAULT_MAX_HEADER_BYTES);
+    out->max_connections = jget_int_or(e, "max_connections", ENVD_DEFAULT_MAX_CONNECTIONS);
+    out->max_streams = jget_int_or(e, "max_streams", ENVD_DEFAULT_MAX_STREAMS);
+    out->max_upload_bytes = jget_int_or(e, "max_upload_bytes", ENVD_DEFAULT_MAX_UPLOAD_BYTES);
 }
 
 int sysctl_extract(const cJSON *map, struct sysctl_cfg *out)

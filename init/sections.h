@@ -220,6 +220,37 @@ struct files_cfg {
 /* `files` from a checked config (NULL: absent), with the defaults. */
 void files_extract(const struct cJSON *f, struct files_cfg *out);
 
+/* `envd`: the E2B-compatible endpoint (docs/envd.md). Present means on. */
+#define ENVD_DEFAULT_LISTEN "tcp:0.0.0.0:49983"
+#define ENVD_DEFAULT_USER "root"
+#define ENVD_DEFAULT_MAX_HEADER_BYTES 16384
+#define ENVD_DEFAULT_MAX_CONNECTIONS 64
+#define ENVD_DEFAULT_MAX_STREAMS 32
+#define ENVD_DEFAULT_MAX_UPLOAD_BYTES (1024LL * 1024 * 1024)
+#define ENVD_MAX_ALIASES 32
+#define ENVD_NAME_MAX 64
+#define ENVD_TOKEN_MAX 256
+struct envd_cfg {
+    bool enabled;
+    char host[64];              /* numeric IPv4 or IPv6 address, brackets cut */
+    uint16_t port;
+    char user[ENVD_NAME_MAX];   /* the user of a call that names none */
+    char cwd[256];              /* "" = the user's home */
+    char access_token[ENVD_TOKEN_MAX]; /* "" = none */
+    struct {
+        char from[ENVD_NAME_MAX], to[ENVD_NAME_MAX];
+    } users[ENVD_MAX_ALIASES];  /* user names the SDK sends -> image accounts */
+    size_t n_users;
+    int64_t max_header_bytes, max_connections, max_streams, max_upload_bytes;
+};
+
+/* `envd` from a checked config (NULL: absent, off), with the defaults. */
+void envd_extract(const struct cJSON *e, struct envd_cfg *out);
+/* "tcp:ADDR:PORT" with a numeric address ("[v6]" for IPv6) into host and
+ * port; -1 with why in err. */
+int envd_parse_listen(const char *s, char *host, size_t hl, uint16_t *port, char *err,
+                      size_t errlen);
+
 /* `sysctl`: the operator's sysctls, each a name (validated: see
  * names_sysctl_path) and the text to write, or NULL for "leave the
  * kernel's value" (null in the config). */

@@ -5,7 +5,8 @@
 #
 #   scripts/deps.sh            build toolchain + test tools + libraries
 #   scripts/deps.sh --build    the build toolchain + libraries (make, make all)
-#   scripts/deps.sh --test     also the test tools (make test) and the kernel
+#   scripts/deps.sh --test     also the test tools (make test), the kernel and
+#                              E2B's SDK from npm (build/node)
 #   scripts/deps.sh --image    also the image tools (make image, make run) and the kernel
 #   scripts/deps.sh --bench    also the benchmark peers (make bench) and the kernel
 #   scripts/deps.sh --oci      also the OCI image tools (make oci): umoci, busybox-static
@@ -21,6 +22,9 @@ set -eu
 
 LIBEV_VERSION=4.33
 CJSON_VERSION=1.7.15
+# E2B's SDK from npm, which tests/integration/test_envd.py drives hearth's
+# envd endpoint with (installed into build/node, never committed).
+E2B_VERSION=2.51.0
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DEPS=${HEARTH_DEPS:-$ROOT/build/deps}
@@ -212,6 +216,28 @@ kernel_headers() {
     ln -sfn /usr/include/asm-generic "$k/asm-generic"
 }
 
+# The e2b npm package at its pinned version in build/node; Node.js and
+# npm from Debian when the machine has none.
+install_e2b_sdk() {
+    dir="$ROOT/build/node"
+    stamp="$dir/.e2b-$E2B_VERSION"
+    [ -f "$stamp" ] && [ -f "$dir/node_modules/e2b/package.json" ] && return 0
+    if ! command -v npm >/dev/null 2>&1; then
+        if [ "$(id -u)" != 0 ]; then
+            echo "deps: npm is missing; as root, run: scripts/deps.sh${ARGS:+ $ARGS}" >&2
+            exit 1
+        fi
+        apt_update
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+    fi
+    mkdir -p "$dir"
+    printf '{"private": true}\n' > "$dir/package.json"
+    log "installing the e2b SDK $E2B_VERSION from npm"
+    (cd "$dir" && npm install --no-audit --no-fund --ignore-scripts --loglevel=error \
+        "e2b@$E2B_VERSION" >/dev/null)
+    touch "$stamp"
+}
+
 # The guest kernel: the package linux-image-amd64 currently depends on
 # (HEARTH_KERNEL_PKG overrides it), unpacked into build/kernel/VERSION with
 # a modules.dep written by depmod. The .deb is kept, so this runs once.
@@ -262,4 +288,5 @@ build_libev
 build_cjson
 kernel_headers
 [ "$want_kernel" = 1 ] && fetch_kernel
+[ "$want_test" = 1 ] && [ "$libs_only" = 0 ] && install_e2b_sdk
 exit 0

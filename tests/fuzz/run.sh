@@ -43,7 +43,7 @@ CLANG=${CLANG:-clang}
 OUT=build/fuzz
 SRC=tests/fuzz
 CJSON=build/deps/cjson-src
-TARGETS=${FUZZ_TARGETS:-"rpc config cidr listen env base64 netlink safepath http notify files exec"}
+TARGETS=${FUZZ_TARGETS:-"rpc config cidr listen env base64 netlink safepath http notify files exec envd"}
 
 case $FUZZ_SECONDS in
     ''|*[!0-9]*) echo "fuzz: FUZZ_SECONDS must be a whole number of seconds" >&2; exit 2 ;;
@@ -74,10 +74,11 @@ target_srcs() {
         http)   echo "init/http.c" ;;
         notify) echo "init/notify.c init/kfile.c init/utf8.c init/timebase.c" ;;
         files)  echo "agent/m_files.c agent/m_files_write.c agent/params.c agent/rpc.c init/bytebuf.c init/jsonget.c init/safepath.c init/base64.c init/sha256.c init/utf8.c init/timebase.c init/jsonout.c" ;;
+        envd)   echo "agent/envd_http.c init/base64.c" ;;
         exec)   echo "agent/m_exec.c agent/params.c agent/rpc.c init/bytebuf.c init/base64.c init/utf8.c init/config.c init/schema.c init/schema_rules.c init/schema_tables.c init/names.c init/jsonget.c init/netaddr.c init/sections.c init/svc_config.c init/checkspec.c init/cidr.c init/http.c init/log.c init/termsafe.c init/redact.c init/timebase.c init/jsonout.c" ;;
     esac
 }
-target_uses_cjson() { [ "$1" != cidr ] && [ "$1" != base64 ] && [ "$1" != netlink ] && [ "$1" != safepath ] && [ "$1" != http ] && [ "$1" != notify ]; }
+target_uses_cjson() { [ "$1" != cidr ] && [ "$1" != base64 ] && [ "$1" != netlink ] && [ "$1" != safepath ] && [ "$1" != http ] && [ "$1" != notify ] && [ "$1" != envd ]; }
 
 skip_all() {
     echo "fuzz: skipped: $1"

@@ -1,0 +1,146 @@
+/* The envd role process's inside, shared by its two files and nothing
+ * else (envd.h is hearth's side):
+ *
+ *   envd_role.c  the loop: hearth's links (calls and their replies in
+ *                order per link, exec notifications), the HTTP
+ *                connections (heads, bodies, responses, Connect framing,
+ *                the token and the user), bounds on everything
+ *   envd_ops.c   what each route does: /files both ways, process.*,
+ *                filesystem.*, each as steps of hearth calls
+ *
+ * The role holds no privilege: it runs as nobody, and every command or
+ * file operation is a call on a link, which hearth checks and runs. */
+#ifndef HEARTH_ENVD_ROLE_H
+#define HEARTH_ENVD_ROLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <ev.h>
+
+#include "bytebuf.h"
+#include "envd_http.h"
+
+struct cJSON;
+
+/* A reply from hearth: result (owned by the caller of fn's caller; NULL
+ * on an error), or code and message. */
+typedef void (*call_fn)(void *ctx, struct cJSON *result, int code, const char *message);
+
+/* The settings hearth sent (envd.config). */
+struct role_cfg {
+    bool have;
+    char user[64], cwd[256], token[256];
+    struct cJSON *aliases, *passwd, *group; /* owned */
+    int64_t max_header_bytes, max_connections, max_streams, max_upload_bytes;
+};
+extern struct role_cfg RC;
+extern struct ev_loop *role_loop;
+
+/* A user resolved from hearth's boot snapshot. */
+struct role_user {
+    char name[64];
+    uid_t uid;
+    gid_t gid;
+    char home[256];
+};
+/* name (after envd.users) to an account; -1 when the image has none. */
+int role_user_find(const char *name, struct role_user *u);
+const char *role_uid_name(uid_t uid, char *buf, size_t n);
+const char *role_gid_name(gid_t gid, char *buf, size_t n);
+
+/* Calls method with params (consumed) on the least busy link; fn runs
+ * with the reply. -1 when no link takes it (fn is not called). A call
+ * whose ctx goes away is cancelled with role_cancel(ctx). */
+int role_call(const char *method, struct cJSON *params, call_fn fn, void *ctx);
+void role_cancel(void *ctx);
+
+enum conn_state { C_HEAD, C_BODY, C_WORK, C_STREAM, C_CLOSING };
+
+struct conn {
+    int fd;
+    ev_io rio, wio;
+    ev_timer idle;
+    ev_timer keepalive;
+    enum conn_state state;
+    bool reading, writing, dead, half_closed, lingering;
+    struct bytebuf in, out;
+    struct http_req req;
+    char path[HTTP_MAX_TARGET];  /* the target's path, percent-decoded */
+    const char *query;           /* into req.target, or "" */
+    /* the body */
+    int64_t body_left;           /* Content-Length still to come */
+    struct chunked ck;
+    bool body_done;
+    struct bytebuf body;         /* a buffered body (RPC requests) */
+    uint64_t body_total;
+    /* the call's user */
+    struct role_user user;
+    /* a server stream's state */
+    bool stream_json;            /* application/connect+json */
+    bool stream_open;            /* its head was sent */
+    struct proc *sub;            /* the process whose events it follows */
+    struct conn *next_sub;
+    /* what the route keeps between its steps (envd_ops.c) */
+    void *op;
+    void (*op_free)(void *op);
+    struct conn *next;
+};
+
+/* ---- responses (envd_role.c) ---- */
+/* A whole response; the connection goes on with the next request (or
+ * closes, when the request asked to or the body was not read). */
+void http_respond(struct conn *c, int status, const char *ctype, const char *body, size_t len);
+/* envd's HTTP error body: {"code": status, "message": ...}. */
+void http_error(struct conn *c, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A Connect error ("not_found", ...) as the route's protocol wants it:
+ * a unary JSON body with the matching status, or a stream's end. */
+void connect_error(struct conn *c, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The unary answer (a JSON object, consumed). */
+void connect_reply(struct conn *c, struct cJSON *msg);
+/* Streams: the head once, then messages (JSON text), then the end. */
+int stream_send(struct conn *c, const char *json, size_t len);
+void stream_end(struct conn *c, const char *code, const char *message);
+/* Raw body bytes of a chunked response (a file download). */
+void http_chunked_head(struct conn *c, int status, const char *ctype);
+void http_chunk(struct conn *c, const char *data, size_t len);
+void http_chunked_end(struct conn *c);
+size_t conn_out_pending(const struct conn *c);
+/* Connection bytes of the body not yet taken; moves up to cap decoded
+ * body bytes into dst (a bytebuf with room). Returns -1 on a framing
+ * error. */
+int body_take(struct conn *c, struct bytebuf *dst, size_t cap);
+void conn_read_more(struct conn *c);
+/* Closes c at once (a response cut short). */
+void conn_abort(struct conn *c);
+/* Keepalive ticks on a stream every seconds (ops_keepalive). */
+void role_keepalive_start(struct conn *c, double seconds);
+/* The hearth error code of a failed call as a Connect code. */
+const char *connect_code_of(int rpc_code, const char *message);
+
+/* ---- routes (envd_ops.c) ---- */
+/* A request whose head (and, for RPC, body) is read: run it. */
+void ops_files_get(struct conn *c);
+void ops_files_post(struct conn *c);     /* runs as the body arrives */
+void ops_files_post_more(struct conn *c); /* more body bytes, or room */
+void ops_rpc(struct conn *c, const char *service, const char *method, struct cJSON *msg);
+/* hearth's exec notifications. */
+void ops_exec_output(struct cJSON *params);
+void ops_exec_exit(struct cJSON *params);
+/* c goes away: its subscription ends. */
+void ops_conn_gone(struct conn *c);
+/* The output queue drained below its mark (a download reads on). */
+void ops_conn_room(struct conn *c);
+/* A keepalive tick on a stream. */
+void ops_keepalive(struct conn *c);
+
+#define ROLE_OUT_SOFT (1024 * 1024)      /* stop producing above this */
+#define ROLE_OUT_MAX (8 * 1024 * 1024)   /* drop a client above this */
+#define ROLE_RPC_BODY_MAX (4 * 1024 * 1024)
+#define ROLE_IDLE_MS 60000               /* a connection silent this long between requests goes */
+
+#endif

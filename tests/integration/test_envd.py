@@ -1,0 +1,297 @@
+"""The envd endpoint (docs/envd.md) driven by E2B's real SDK (the `e2b`
+npm package, pinned in scripts/deps.sh, run by e2b_driver.mjs in
+hearth's network namespace): commands, background processes, a pty,
+files, the user CubeSandbox asks for, the access token; and the bounds
+and the route a raw client can try."""
+import base64
+import json
+import os
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import ROOT, SLOW
+
+DRIVER = os.path.join(os.path.dirname(__file__), "e2b_driver.mjs")
+SDK = os.path.join(ROOT, "build", "node", "node_modules", "e2b", "dist", "index.mjs")
+PORT = 49983
+
+
+def envd_cfg(**extra):
+    cfg = {"listen": f"tcp:127.0.0.1:{PORT}"}
+    cfg.update(extra)
+    return cfg
+
+
+def start(hearth, binds=(), **envd):
+    h = hearth.start(hearth.config(envd=envd_cfg(**envd)), binds=binds)
+    subprocess.run(["nsenter", "-t", str(h.pid), "-n", "ip", "link", "set", "lo", "up"], check=True)
+    h.wait_for(lambda: h.rpc("status").get("envd", {}).get("state") == "running",
+               what="the envd role process")
+    wait_health(h)
+    return h
+
+
+def in_netns(h, cmd, timeout=60, **kw):
+    return subprocess.run(["nsenter", "-t", str(h.pid), "-n", *cmd], capture_output=True,
+                          timeout=timeout * SLOW, **kw)
+
+
+def drive(h, scenario, version=None, token=None):
+    assert os.path.exists(SDK), "the e2b SDK is missing: run scripts/deps.sh --test"
+    args = ["node", DRIVER, f"http://127.0.0.1:{PORT}", scenario]
+    if version or token:
+        args += [version or "", token or ""]
+    r = in_netns(h, args, timeout=120)
+    assert r.returncode == 0, r.stderr.decode(errors="replace") + "\n" + h.log_text()[-3000:]
+    return json.loads(r.stdout.decode().strip().splitlines()[-1])
+
+
+def raw(h, request: bytes, timeout=10):
+    """Sends request bytes from inside hearth's network namespace and
+    returns everything the endpoint answers until it closes."""
+    code = ("import socket,sys\n"
+            f"s=socket.create_connection(('127.0.0.1',{PORT}),timeout={timeout})\n"
+            "s.sendall(sys.stdin.buffer.read())\n"
+            "s.shutdown(socket.SHUT_WR)\n"
+            "out=b''\n"
+            "while True:\n"
+            "    b=s.recv(65536)\n"
+            "    if not b: break\n"
+            "    out+=b\n"
+            "sys.stdout.buffer.write(out)\n")
+    r = in_netns(h, ["python3", "-c", code], input=request, timeout=timeout + 5)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    return r.stdout
+
+
+def wait_health(h):
+    deadline = time.monotonic() + 10 * SLOW
+    while time.monotonic() < deadline:
+        try:
+            if raw(h, b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                   timeout=2).startswith(b"HTTP/1.1 204"):
+                return
+        except AssertionError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("no /health answer:\n" + h.log_text()[-3000:])
+
+
+def test_envd_commands(hearth):
+    h = start(hearth)
+    out = drive(h, "commands")
+    assert out["run"] == {"exitCode": 0, "stdout": "hello\n", "stderr": "oops\n"}
+    assert out["exit"]["error"] == "CommandExitError"
+    assert out["exit"]["exitCode"] == 3 and out["exit"]["stdout"] == "partial\n"
+    assert out["env"] == "hi there\n"
+    assert out["cwd"] == "/tmp\n"
+    assert out["user"] == "nobody\n"
+    assert out["id"] == "0\n"  # envd.user defaults to root
+    assert out["timeout"]["error"] == "TimeoutError", out["timeout"]
+    assert out["timeout_ms"] < 10000
+    assert out["streamed"] == "line1\nline2\nline3\n"
+    assert out["badcmd"]["error"] == "CommandExitError" and out["badcmd"]["exitCode"] == 127
+    # Every command went through hearth's exec sessions.
+    assert h.rpc("exec.list")["processes"], "no exec session recorded"
+
+
+def test_envd_background_stdin_kill_list_connect(hearth):
+    h = start(hearth)
+    out = drive(h, "background")
+    pid = out["pid"]
+    assert {"pid": pid, "cmd": "/bin/bash", "args": ["-l", "-c", 'read line; echo "got:$line"; sleep 30']} \
+        in out["listed"]
+    assert "got:ping" in out["stdout"]
+    assert out["killed"] is True
+    assert out["wait"]["error"] == "CommandExitError" and out["wait"]["exitCode"] == -1
+    assert out["wait2"]["error"] == "CommandExitError"
+    assert pid not in out["after"]
+    assert out["kill_gone"] is False
+    assert out["cat"] == "echoed\n"
+
+
+def test_envd_pty(hearth):
+    h = start(hearth)
+    out = drive(h, "pty")
+    assert "30 100" in out["data"], out
+    assert out["wait"]["exitCode"] == 7
+
+
+def test_envd_files(hearth):
+    h = start(hearth)
+    out = drive(h, "files")
+    assert out["write"] == {"name": "b.txt", "type": "file", "path": "/tmp/e2b/a/b.txt"}
+    assert out["read"] == "hello file"
+    assert out["bin_len"] == 300000 and out["bin_same"] is True
+    assert out["octet"] == "via octet-stream"
+    assert [w["path"] for w in out["multi"]] == ["/tmp/e2b/m1", "/tmp/e2b/m2"]
+    assert out["m2"] == "two"
+    assert out["empty"] == ""
+    assert out["exists"] == [True, False]
+    assert out["info"] == {"name": "b.txt", "type": "file", "path": "/tmp/e2b/a/b.txt", "size": 10,
+                           "permissions": "-rw-r--r--", "owner": "root", "mtime": True}
+    assert out["mkdir"] == [True, False]
+    assert "dir:/tmp/e2b/a" in out["list1"] and "file:/tmp/e2b/bin" in out["list1"]
+    assert "/tmp/e2b/a/b.txt" not in out["list1"]
+    assert "/tmp/e2b/a/b.txt" in out["list2"] and "/tmp/e2b/d/e" in out["list2"]
+    assert out["rename"] == {"name": "m1", "path": "/tmp/e2b/moved/m1"}
+    assert out["moved"] == "one"
+    assert out["removed"] is False
+    assert out["missing"]["error"] == "FileNotFoundError"
+    assert out["readdir"]["error"] == "InvalidArgumentError"
+    assert out["listfile"]["error"] == "InvalidArgumentError"
+    assert out["statmissing"]["error"] == "FileNotFoundError"
+    # What is not covered says so, as Connect's unimplemented.
+    assert "unimplemented" in out["watch"]["message"]
+    with open("/tmp/e2b/a/b.txt") as f:
+        assert f.read() == "hello file"
+
+
+def test_envd_cube_user_alias(hearth, tmp_path):
+    """As the SDK talks to CubeSandbox (envd 0.2.0): every call names the
+    user "user", which envd.users maps to an account of the image (here
+    one a test passwd adds, with its home in the test's directory)."""
+    import pathlib
+    import shutil
+    import tempfile
+    home = pathlib.Path(tempfile.mkdtemp(prefix="envd-home-"))  # reachable by uid 4242
+    request_cleanup = shutil.rmtree
+    os.chown(home, 4242, 4242)
+    passwd = tmp_path / "passwd"
+    passwd.write_text(open("/etc/passwd").read() + f"agent:x:4242:4242::{home}:/bin/sh\n")
+    h = start(hearth, binds=[(passwd, "/etc/passwd")], users={"user": "agent"}, user="root")
+    out = drive(h, "cube", version="0.2.0")
+    assert out["whoami"] == "agent\n"
+    assert out["write"] == {"name": "cube.txt", "type": "file", "path": f"{home}/cube.txt"}
+    assert out["read"] == "in the home"
+    assert out["info"] == "agent"
+    st = os.stat(home / "cube.txt")
+    assert (st.st_uid, st.st_gid) == (4242, 4242)
+    request_cleanup(home)
+
+
+def test_envd_access_token(hearth):
+    h = start(hearth, access_token="s3cret-token-1")
+    # /health needs none; everything else does.
+    assert raw(h, b"GET /health HTTP/1.1\r\nConnection: close\r\n\r\n").startswith(b"HTTP/1.1 204")
+    out = drive(h, "token")
+    assert out["run"]["error"] == "AuthenticationError"
+    assert out["read"]["error"] == "AuthenticationError", out
+    out = drive(h, "token", version="99.99.99", token="s3cret-token-1")
+    assert out["run"]["value"]["stdout"] == "ok\n"
+    # The host sets another in sandbox.init; the old one stops working.
+    r = h.rpc("sandbox.init", {"envd": {"access_token": "another-token-2"}})
+    assert r["envd"] == "access_token set"
+    out = drive(h, "token", version="99.99.99", token="s3cret-token-1")
+    assert out["run"]["error"] == "AuthenticationError"
+    out = drive(h, "token", version="99.99.99", token="another-token-2")
+    assert out["run"]["value"]["stdout"] == "ok\n"
+    # Never shown: config.get and status.
+    cfg = h.rpc("config.get")
+    assert cfg["envd"]["access_token"] == "<redacted>"
+    assert h.rpc("status")["envd"]["access_token"] is True
+
+
+def test_envd_bounds_and_raw_routes(hearth):
+    h = start(hearth, max_header_bytes=2048, max_upload_bytes=1000)
+    big = b"GET /health HTTP/1.1\r\nX-Big: " + b"a" * 4000 + b"\r\n\r\n"
+    assert raw(h, big).startswith(b"HTTP/1.1 431")
+    assert raw(h, b"GET /nope HTTP/1.1\r\nConnection: close\r\n\r\n").startswith(b"HTTP/1.1 404")
+    assert raw(h, b"BREW / HTTP/2.0\r\n\r\n").startswith(b"HTTP/1.1 505")
+    # An upload over envd.max_upload_bytes.
+    body = b"x" * 5000
+    r = raw(h, b"POST /files?path=/tmp/big HTTP/1.1\r\nContent-Type: application/octet-stream\r\n"
+               b"Content-Length: 5000\r\n\r\n" + body)
+    assert r.startswith(b"HTTP/1.1 413"), r[:200]
+    assert not os.path.exists("/tmp/big")
+    # A method hearth does not cover: Connect's unimplemented.
+    r = raw(h, b"POST /filesystem.Filesystem/CreateWatcher HTTP/1.1\r\nContent-Type: "
+               b"application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+    assert r.startswith(b"HTTP/1.1 501") and b'"code":"unimplemented"' in r
+    # A stream with keepalives every second (Keepalive-Ping-Interval).
+    msg = json.dumps({"process": {"cmd": "/bin/sh", "args": ["-c", "sleep 2.5; echo done"]}}).encode()
+    env = bytes([0]) + len(msg).to_bytes(4, "big") + msg
+    r = raw(h, b"POST /process.Process/Start HTTP/1.1\r\nContent-Type: application/connect+json\r\n"
+               b"Keepalive-Ping-Interval: 1\r\nContent-Length: " + str(len(env)).encode() +
+               b"\r\nConnection: close\r\n\r\n" + env, timeout=20)
+    assert r.count(b'"keepalive"') >= 2, r
+    assert base64.b64encode(b"done\n") in r
+    assert b'"end":{"exited":true,"status":"exit status 0"}' in r
+
+
+def test_envd_cwd_and_stream_and_connection_limits(hearth):
+    """envd.cwd is where a command that names no directory runs;
+    envd.max_streams and envd.max_connections bound what a client holds."""
+    h = start(hearth, cwd="/tmp", max_streams=1, max_connections=2)
+    out = drive(h, "token")
+    assert out["run"]["value"]["stdout"] == "ok\n"
+    msg = json.dumps({"process": {"cmd": "/bin/pwd"}}).encode()
+    env = bytes([0]) + len(msg).to_bytes(4, "big") + msg
+    start_req = (b"POST /process.Process/Start HTTP/1.1\r\nContent-Type: application/connect+json\r\n"
+                 b"Content-Length: " + str(len(env)).encode() + b"\r\nConnection: close\r\n\r\n" + env)
+    assert base64.b64encode(b"/tmp\n") in raw(h, start_req)
+    # One stream open (a process that waits): a second one is refused.
+    sleep = json.dumps({"process": {"cmd": "/bin/sleep", "args": ["5"]}}).encode()
+    senv = bytes([0]) + len(sleep).to_bytes(4, "big") + sleep
+    sleep_req = (b"POST /process.Process/Start HTTP/1.1\r\nContent-Type: application/connect+json\r\n"
+                 b"Content-Length: " + str(len(senv)).encode() + b"\r\n\r\n" + senv)
+    code = ("import socket,sys,time\n"
+            "first,second=sys.stdin.buffer.read().split(b'@@')\n"
+            f"a=socket.create_connection(('127.0.0.1',{PORT}),timeout=10)\n"
+            "a.sendall(first)\n"
+            "a.recv(100)\n"
+            f"b=socket.create_connection(('127.0.0.1',{PORT}),timeout=10)\n"
+            "b.sendall(second)\n"
+            "out=b''\n"
+            "while True:\n"
+            "    x=b.recv(65536)\n"
+            "    if not x: break\n"
+            "    out+=x\n"
+            f"c=socket.create_connection(('127.0.0.1',{PORT}),timeout=10)\n"
+            f"d=socket.create_connection(('127.0.0.1',{PORT}),timeout=10)\n"
+            "third=d.recv(200)\n"
+            "sys.stdout.buffer.write(out+b'@@'+third)\n")
+    r = in_netns(h, ["python3", "-c", code], input=sleep_req + b"@@" + start_req, timeout=30)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    second, third = r.stdout.split(b"@@")
+    assert b"resource_exhausted" in second and b"envd.max_streams" in second, second
+    assert third.startswith(b"HTTP/1.1 503"), third
+
+
+def test_envd_role_process_is_unprivileged_and_restarted(hearth):
+    h = start(hearth)
+    st = h.rpc("status")["envd"]
+    assert st["listen"] == f"tcp:127.0.0.1:{PORT}"
+    pid = h.host_pid(st["pid"])
+    with open(f"/proc/{pid}/status") as f:
+        status = f.read()
+    assert "\nUid:\t65534\t65534\t65534\t65534" in status
+    assert "\nCapEff:\t0000000000000000" in status
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        assert f.read().split(b"\0")[0] == b"hearth-envd"
+    os.kill(pid, 9)
+    h.wait_for(lambda: h.rpc("status")["envd"]["restarts"] == 1 and
+               h.rpc("status")["envd"]["state"] == "running", what="a restarted role process")
+    wait_health(h)
+    out = drive(h, "token")
+    assert out["run"]["value"]["stdout"] == "ok\n"
+
+
+def test_envd_config_errors(hearth, tmp_path):
+    import subprocess as sp
+    from conftest import HEARTH
+    bad = tmp_path / "bad.json"
+    for envd, want in [({"listen": "tcp:nowhere:1"}, "envd.listen"),
+                       ({"access_token": "has space"}, "envd.access_token"),
+                       ({"users": {"bad/name": "root"}}, "envd.users"),
+                       ({"max_streams": 0}, "envd.max_streams"),
+                       ({"max_header_bytes": 10}, "envd.max_header_bytes"),
+                       ({"max_connections": 5000}, "envd.max_connections"),
+                       ({"cwd": "relative"}, "envd.cwd"),
+                       ({"user": ""}, "envd.user")]:
+        bad.write_text(json.dumps({"envd": envd}))
+        r = sp.run([HEARTH, "--check-config", str(bad)], capture_output=True, text=True)
+        assert r.returncode == 1 and want in r.stderr, (envd, r.stderr)
