@@ -88,6 +88,8 @@ AGENT_PROBE = (
     "echo comm1=$(cat /proc/1/comm 2>/dev/null); "
     "kill -9 1; kill -9 -1; "
     "touch /hearth-rt-probe 2>/dev/null && echo root=rw || echo root=ro; "
+    "echo procsys=$(awk '$5 == \"/proc/sys\" {print substr($6, 1, 2)}' /proc/self/mountinfo "
+    "| tail -n 1); "
     "echo done; } > /workspace/report.tmp 2>/dev/null; mv /workspace/report.tmp /workspace/report; "
     "exec sleep 1000")
 
@@ -114,7 +116,7 @@ def test_without_cap_sys_admin_the_agent_is_contained_in_a_user_namespace(run):
     hearth_userns = c.exec("readlink", "/proc/self/ns/user").stdout.strip()  # hearth's
     assert r["userns"].startswith("user:[") and r["userns"] != hearth_userns, r
     assert r["hearth_seen"] == "no" and r["comm1"] == "", r
-    assert r["root"] == "ro", r
+    assert r["root"] == "ro" and r["procsys"] == "ro", r
     st = c.ctl("status")
     agent = [s for s in st["services"] if s["name"] == "agent"][0]
     assert st["pid"] == 1 and agent["state"] == "running", agent
@@ -142,6 +144,24 @@ def test_with_cap_sys_admin_containment_is_made_without_a_user_namespace(run):
     assert r["root"] == "ro", r
     agent = c.service("agent")
     assert agent["containment"] == "full" and "containment_reason" not in agent, agent
+
+
+def test_with_proc_unmasked_the_agent_gets_a_proc_of_its_own(run):
+    """The runtime told not to mask /proc (podman --security-opt
+    unmask=/proc/*): without CAP_SYS_ADMIN the kernel then mounts the
+    agent a fresh /proc in its user namespace, and hearth masks and
+    makes read-only there what the runtime would have."""
+    c = run({"control": CONTROL, "services": [
+        {"name": "agent", "writable": ["/workspace"], "argv": ["sh", "-c", AGENT_PROBE]}]},
+        args=["--security-opt", "unmask=/proc/*"])
+    r = _report(c)
+    assert r["comm1"] == "hearth-reaper" and r["hearth_seen"] == "no", r
+    assert r["procsys"] == "ro" and r["root"] == "ro", r
+    assert " ".join(r["uid_map"].split()) == "0 0 4294967295", r
+    agent = c.service("agent")
+    assert agent["containment"] == "userns" and "/proc" not in agent["containment_reason"], agent
+    # The container's own /proc is unmasked: hearth's view, not the agent's.
+    assert c.exec("awk", '$5 == "/proc/sys"', "/proc/self/mountinfo").stdout.strip() == ""
 
 
 def _seccomp_without_userns(path):
