@@ -694,22 +694,35 @@ int exec_start(struct client *c, const struct exec_request *r, struct rpc_error 
     if (plan.contain.pidns && pidreaper_pipe(pr) < 0)
         goto syserr;
     plan.reaper_fd = pr[1];
+    if (contain_fork_prepare(&plan.contain, why, sizeof(why)) < 0) {
+        exec_close_fds(pr, 2);
+        goto syserr;
+    }
     bool placed = false;
     /* In the table before the fork: a child that fails before its exec
      * still reaches p from a global (what memcheck asks of it). */
     table[slot] = p;
     p->ns_offer = contain_snapshot_offer(&plan.contain);
-    pid_t pid = cgroup_fork_into(p->leaf[0] ? p->leaf : NULL, plan.contain.pidns, &placed);
-    if (pid != 0)
-        contain_snapshot_forked(&plan.contain, pid > 0);
-    if (pid < 0) {
-        p->ns_offer = false;
-        exec_close_fds(pr, 2);
-        goto syserr;
-    }
+    pid_t pid = cgroup_fork_into(p->leaf[0] ? p->leaf : NULL, contain_clone_flags(&plan.contain),
+                                 &placed);
+    int fork_errno = errno;
     if (pid == 0) {
         close(fds[REP_R]);
         exec_child_run(p, r, &plan, fds[REP_W], fds[IN_R], fds[OUT_W], fds[ERR_W], slave, placed);
+    }
+    contain_snapshot_forked(&plan.contain, pid > 0);
+    /* A failure here the child reports as its start's too. */
+    if (launch_after_fork(&plan, pid, why, sizeof(why)) < 0)
+        log_error("exec %llu: %s", (unsigned long long)p->id, why);
+    if (pid < 0) {
+        p->ns_offer = false;
+        exec_close_fds(pr, 2);
+        if (contain_fork_refused(&plan.contain, fork_errno, why, sizeof(why))) {
+            rpc_error_set(err, RPC_ERR_FAILED, "%s", why);
+            goto fail_fds;
+        }
+        errno = fork_errno;
+        goto syserr;
     }
     launch_free(&plan);
     cJSON_Delete(policy);
@@ -774,6 +787,7 @@ int exec_start(struct client *c, const struct exec_request *r, struct rpc_error 
 
 syserr:
     rpc_error_set(err, RPC_ERR_FAILED, "unable to start: %s", strerror(errno));
+fail_fds:
     exec_close_fds(fds, 8);
     if (slave >= 0)
         close(slave);

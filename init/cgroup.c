@@ -443,7 +443,7 @@ struct clone_args_v2 {
 
 static bool clone3_unusable; /* the kernel has no clone3 or no CLONE_INTO_CGROUP */
 
-pid_t cgroup_fork_into(const char *leaf, bool newpid, bool *placed)
+pid_t cgroup_fork_into(const char *leaf, uint64_t ns_flags, bool *placed)
 {
     *placed = false;
     if (leaf && leaf[0] && !clone3_unusable) {
@@ -451,7 +451,7 @@ pid_t cgroup_fork_into(const char *leaf, bool newpid, bool *placed)
         if (dfd >= 0) {
             struct clone_args_v2 a;
             memset(&a, 0, sizeof(a));
-            a.flags = HEARTH_CLONE_INTO_CGROUP | (newpid ? (uint64_t)CLONE_NEWPID : 0);
+            a.flags = HEARTH_CLONE_INTO_CGROUP | ns_flags;
             a.exit_signal = SIGCHLD;
             a.cgroup = (uint64_t)dfd;
             /* No CLONE_VM and no stack: the child is a copy, as with fork;
@@ -470,7 +470,9 @@ pid_t cgroup_fork_into(const char *leaf, bool newpid, bool *placed)
                 *placed = true;
                 return (pid_t)r;
             }
-            if (e == ENOSYS || e == E2BIG || e == EINVAL) {
+            /* EINVAL with namespace flags may be a namespace this kernel
+             * lacks: clone below says so again, and clone3 stays usable. */
+            if (e == ENOSYS || e == E2BIG || (e == EINVAL && !ns_flags)) {
                 clone3_unusable = true;
                 log_debug("clone3 into a cgroup is not available (%s): forking", strerror(e));
             } else {
@@ -482,8 +484,8 @@ pid_t cgroup_fork_into(const char *leaf, bool newpid, bool *placed)
     }
     /* clone without a stack is fork with flags; hearth has one thread,
      * and the child only makes plain syscalls before it execs. */
-    if (newpid)
-        return (pid_t)syscall(SYS_clone, SIGCHLD | CLONE_NEWPID, 0, 0, 0, 0);
+    if (ns_flags)
+        return (pid_t)syscall(SYS_clone, SIGCHLD | (unsigned long)ns_flags, 0, 0, 0, 0);
     return fork();
 }
 

@@ -71,10 +71,13 @@ int cgroup_parse_oom_kills(const char *text, uint64_t *count);
  * CLONE_INTO_CGROUP, kernel 5.7+), so not even its first instructions run
  * outside it. Where the kernel cannot (older kernel, leaf NULL or empty,
  * leaf refused), it is a plain fork and *placed is false: the child then
- * has to join the leaf itself (cgroup.procs). newpid: the child is born
- * in a new pid namespace, as its PID 1 (CLONE_NEWPID, either way).
- * Returns as fork() does. */
-pid_t cgroup_fork_into(const char *leaf, bool newpid, bool *placed);
+ * has to join the leaf itself (cgroup.procs). ns_flags: the namespaces the
+ * child is born in (CLONE_NEWPID: as PID 1 of a new pid namespace;
+ * CLONE_NEWUSER with it: both, and the pid namespace owned by the new user
+ * namespace; see contain_clone_flags), either way. Returns as fork()
+ * does; -1 with the errno of the last attempt (EPERM, ENOSPC: a namespace
+ * refused). */
+pid_t cgroup_fork_into(const char *leaf, uint64_t ns_flags, bool *placed);
 /* Freezing: the services directory is frozen as a whole (cgroup.freeze
  * is hierarchical), so one write covers every leaf and hearth itself,
  * in <tree>/init, keeps running. */

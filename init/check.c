@@ -468,7 +468,7 @@ static int probe_exec_start(struct check *c, char *const *argv, const struct che
         contain_join_close(&how->plan->contain);
         return -1;
     }
-    pid = cgroup_fork_into(how->leaf, false, &placed);
+    pid = cgroup_fork_into(how->leaf, 0, &placed);
     if (pid == 0) {
         /* The probe's own copy of its check, held until it exits: where
          * it joined a pid namespace it waits for the command and exits

@@ -20,9 +20,13 @@
 #include "mountinfo.h"
 #include "nstemplate.h"
 #include "safepath.h"
+#include "userns.h"
 
 #ifndef CLONE_NEWCGROUP
 #define CLONE_NEWCGROUP 0x02000000
+#endif
+#ifndef SYS_getdents64
+#define SYS_getdents64 217
 #endif
 #ifndef PR_CAP_AMBIENT
 #define PR_CAP_AMBIENT 47
@@ -192,6 +196,11 @@ void contain_host_setup(bool supervisor)
      * (a forced --mode, the unit tests), the namespace is someone else's
      * and is left alone. */
     if (supervisor || !owns_mount_ns())
+        return;
+    /* Without CAP_SYS_ADMIN hearth mounts nothing itself, and cannot
+     * change how its mounts propagate: / says whether later mounts (the
+     * runtime's) reach the services. */
+    if (userns_needed())
         return;
     owned = true;
     /* hearth owns this mount namespace (vm: the machine's; container:
@@ -394,7 +403,9 @@ bool contain_snapshot_offer(struct contain_plan *p)
     const char *paths[CONTAIN_MAX_EXTRA];
 
     /* Not from a child that could change its own mounts afterwards. */
-    if (!p->isolate || p->ns_fd >= 0 || (p->caps & BIT(CAP_SYS_ADMIN)))
+    /* Nor in user namespace mode: a mount namespace belongs to the user
+     * namespace it was made in, and another service's could not enter it. */
+    if (!p->isolate || p->userns || p->ns_fd >= 0 || (p->caps & BIT(CAP_SYS_ADMIN)))
         return false;
     size_t n = plan_key(p, key);
     hidden_paths(p, paths);
@@ -423,11 +434,15 @@ int contain_prepare(const struct service_config *c, const struct config *cfg,
     contain_policy_of(c, &pol);
     memset(p, 0, sizeof(*p));
     p->ns_fd = p->snap_fd = -1;
+    p->join_user = p->join_mnt = p->join_cgroup = p->join_pid = -1;
+    p->userns_go[0] = p->userns_go[1] = -1;
     p->caps = contain_caps(&pol, root);
     p->ambient = !root && p->caps;
     p->isolate = pol.isolation && can_isolate();
     p->cgroupns = pol.isolation && leaf && leaf[0] && cgroupns_supported();
     p->pidns = p->isolate && pidns_supported();
+    p->userns = p->isolate && userns_needed();
+    p->proc_shared = p->userns && p->pidns && userns_proc_shared();
     if (pol.seccomp && seccomp_available()) {
         if (seccomp_build(p->caps, &p->prog) < 0) {
             snprintf(err, errlen, "seccomp: unable to build the default filter: %s (set "
@@ -482,7 +497,7 @@ int contain_prepare(const struct service_config *c, const struct config *cfg,
         if (strcmp(p->rw[i], "/dev/shm") == 0)
             p->shm_bytes = 0;
     }
-    if ((p->ns_fd = contain_template_for(p)) >= 0)
+    if (!p->userns && (p->ns_fd = contain_template_for(p)) >= 0)
         return 0;
     /* A directory the listener has not made yet would be skipped as
      * missing and could appear unhidden later: make it now, as the
@@ -501,16 +516,75 @@ int contain_prepare(const struct service_config *c, const struct config *cfg,
     return 0;
 }
 
+const char *contain_describe(const struct contain_policy *pol, char *why, size_t len)
+{
+    if (len)
+        why[0] = 0;
+    if (!pol->isolation) {
+        snprintf(why, len, "isolation off");
+        return "none";
+    }
+    if (!can_isolate()) {
+        snprintf(why, len, "hearth is not root: services run as its own user, without "
+                 "namespaces of their own");
+        return "none";
+    }
+    if (!userns_needed())
+        return "full";
+    if (userns_refusal()[0]) {
+        snprintf(why, len, "%s", userns_refusal());
+        return "none";
+    }
+    snprintf(why, len, "hearth holds no CAP_SYS_ADMIN: the service's namespaces are made in a "
+             "user namespace of its own, every uid and gid mapped to itself%s",
+             pidns_supported() && userns_proc_shared()
+                 ? "; the kernel refuses it a fresh /proc (the runtime masks paths in the "
+                   "container's), so it keeps the container's /proc, with every process "
+                   "running when it started hidden: those started later are listed there"
+                 : "");
+    return "userns";
+}
+
+uint64_t contain_clone_flags(const struct contain_plan *p)
+{
+    uint64_t f = 0;
+    if (p->join)
+        return 0;
+    if (p->pidns)
+        f |= CLONE_NEWPID;
+    if (p->userns)
+        f |= CLONE_NEWUSER | CLONE_NEWNS;
+    return f;
+}
+
+int contain_fork_prepare(struct contain_plan *p, char *err, size_t errlen)
+{
+    if (!p->userns || p->join)
+        return 0;
+    if (userns_pipe(p->userns_go) < 0) {
+        snprintf(err, errlen, "containment: unable to create a pipe: %s", strerror(errno));
+        p->userns_go[0] = p->userns_go[1] = -1;
+        return -1;
+    }
+    return 0;
+}
+
+bool contain_fork_refused(const struct contain_plan *p, int err, char *msg, size_t len)
+{
+    return p->userns && !p->join && userns_refused(err, msg, len);
+}
+
 /* ---- joining a running service's namespaces ---- */
 
-static const char *const join_names[] = {"mnt", "cgroup", "pid"};
+static const char *const join_names[] = {"user", "mnt", "cgroup", "pid"};
+#define N_JOIN (sizeof(join_names) / sizeof(join_names[0]))
 
 /* Whether fd is the namespace hearth itself is in: hearth never changes
  * its own, so each is read once. */
 static bool is_own_ns(size_t i, int fd)
 {
-    static struct stat own[3];
-    static bool known[3];
+    static struct stat own[N_JOIN];
+    static bool known[N_JOIN];
     struct stat st;
 
     if (!known[i]) {
@@ -525,9 +599,9 @@ static bool is_own_ns(size_t i, int fd)
 
 void contain_join_close(struct contain_plan *p)
 {
-    int *fds[] = {&p->join_mnt, &p->join_cgroup, &p->join_pid};
+    int *fds[] = {&p->join_user, &p->join_mnt, &p->join_cgroup, &p->join_pid};
 
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < N_JOIN; i++) {
         if (p->join && *fds[i] >= 0)
             close(*fds[i]);
         *fds[i] = -1;
@@ -537,19 +611,19 @@ void contain_join_close(struct contain_plan *p)
 
 int contain_join_open(struct contain_plan *p, pid_t pid, char *err, size_t errlen)
 {
-    int *fds[] = {&p->join_mnt, &p->join_cgroup, &p->join_pid};
+    int *fds[] = {&p->join_user, &p->join_mnt, &p->join_cgroup, &p->join_pid};
 
     p->join = true;
-    p->join_mnt = p->join_cgroup = p->join_pid = -1;
+    p->join_user = p->join_mnt = p->join_cgroup = p->join_pid = -1;
     if (pid <= 0) {
         snprintf(err, errlen, "the service has no main process to run it beside");
         p->join = false;
         errno = ESRCH;
         return -1;
     }
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < N_JOIN; i++) {
         char path[48];
-        if (i == 1 && !cgroupns_supported())
+        if (strcmp(join_names[i], "cgroup") == 0 && !cgroupns_supported())
             continue;
         snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)pid, join_names[i]);
         int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -817,12 +891,17 @@ out:;
     return rc;
 }
 
-/* The running service's namespaces instead of new ones: its mounts (so
+/* The running service's namespaces instead of new ones: its user
+ * namespace where it has one (hearth without CAP_SYS_ADMIN), its mounts (so
  * the command sees what the service sees, and nothing of hearth's it
  * does not), its cgroup namespace (its leaf as the root), its PID
  * namespace (for the children only: launch_exec forks once more). */
 static int join_enter(const struct contain_plan *p, char *what, size_t len)
 {
+    /* Its user namespace first: the others belong to it, and joining it
+     * gives the rights there that joining them takes. */
+    if (p->join_user >= 0 && setns(p->join_user, CLONE_NEWUSER) < 0)
+        return fail(what, len, "join", "the service's user namespace");
     if (p->join_mnt >= 0 && setns(p->join_mnt, CLONE_NEWNS) < 0)
         return fail(what, len, "join", "the service's mount namespace");
     if (p->join_cgroup >= 0 && setns(p->join_cgroup, CLONE_NEWCGROUP) < 0)
@@ -1124,13 +1203,20 @@ int contain_enter(const struct contain_plan *p, char *what, size_t len)
 {
     if (p->join)
         return join_enter(p, what, len);
+    /* Nothing is done as root of the new user namespace before hearth
+     * has mapped its ids: until then its uids are nobody's. */
+    if (p->userns && userns_wait((int *)p->userns_go) < 0) {
+        snprintf(what, len, "hearth could not set up the uid and gid maps of its user namespace");
+        return -1;
+    }
     if (!p->isolate)
         return 0;
     int copied = p->ns_fd >= 0 ? nstemplate_copy(p->ns_fd) : 0;
     if (copied < 0)
         return fail(what, len, "create", "a mount namespace");
     if (!copied) {
-        if (unshare(CLONE_NEWNS) < 0)
+        /* In user namespace mode the clone made it already. */
+        if (!p->userns && unshare(CLONE_NEWNS) < 0)
             return fail(what, len, "create", "a mount namespace");
         /* A slave of hearth's namespace: what hearth mounts later (host
          * mounts from sandbox.init, remounts after a resume) comes in,
@@ -1172,10 +1258,107 @@ int contain_enter(const struct contain_plan *p, char *what, size_t len)
 
 static bool under_proc(const char *path) { return strncmp(path, "/proc/", 6) == 0; }
 
+/* Whether name is all digits (a pid in /proc). */
+static bool numeric(const char *name)
+{
+    if (!*name)
+        return false;
+    for (; *name; name++)
+        if (*name < '0' || *name > '9')
+            return false;
+    return true;
+}
+
+struct hearth_dirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+/* Calls fn(name, ctx) for every numeric entry of dir but skip; getdents64
+ * on a buffer of the stack (no allocation between fork and exec). A
+ * directory that is gone (its process ended) has nothing to list. */
+static int each_number(const char *dir, const char *skip, int (*fn)(const char *, void *),
+                       void *ctx, char *what, size_t len)
+{
+    char buf[4096];
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT || errno == ESRCH ? 0 : fail(what, len, "list", dir);
+    int rc = 0;
+    for (;;) {
+        long n = syscall(SYS_getdents64, fd, buf, sizeof(buf));
+        if (n < 0 && errno != ENOENT && errno != ESRCH)
+            rc = fail(what, len, "list", dir);
+        if (n <= 0)
+            break;
+        for (long off = 0; off < n && rc == 0;) {
+            struct hearth_dirent64 *d = (struct hearth_dirent64 *)(buf + off);
+            off += d->d_reclen;
+            if (numeric(d->d_name) && strcmp(d->d_name, skip) != 0)
+                rc = fn(d->d_name, ctx);
+        }
+        if (rc)
+            break;
+    }
+    int e = errno;
+    close(fd);
+    errno = e;
+    return rc;
+}
+
+struct hide_ctx {
+    char *what;
+    size_t len;
+};
+
+/* An empty read-only tmpfs over /proc/<n>; one gone meanwhile is left. */
+static int hide_entry(const char *n, void *ctx)
+{
+    struct hide_ctx *h = ctx;
+    char path[48];
+    snprintf(path, sizeof(path), "/proc/%s", n);
+    if (mask_as(path, true) == 0 || errno == ENOENT || errno == ESRCH)
+        return 0;
+    return fail(h->what, h->len, "hide", path);
+}
+
+/* A process's threads first (each tid names it under /proc too, though
+ * /proc lists only the first), then the process. */
+static int hide_process(const char *n, void *ctx)
+{
+    struct hide_ctx *h = ctx;
+    char task[48];
+    snprintf(task, sizeof(task), "/proc/%s/task", n);
+    if (each_number(task, n, hide_entry, ctx, h->what, h->len) < 0)
+        return -1;
+    return hide_entry(n, ctx);
+}
+
+/* The container's /proc kept (a fresh one refused): what runs there now
+ * is hidden, the child's own entry left (its main process, forked next,
+ * and what it starts come after, and are its own). Processes started
+ * later elsewhere are listed, but none can be signalled from the
+ * service's pid namespace. */
+static int hide_others(char *what, size_t len)
+{
+    char own[16];
+    ssize_t n = readlink("/proc/self", own, sizeof(own) - 1);
+    if (n <= 0)
+        return fail(what, len, "read", "/proc/self");
+    own[n] = 0;
+    struct hide_ctx h = {what, len};
+    return each_number("/proc", own, hide_process, &h, what, len);
+}
+
 int contain_proc_for_pidns(const struct contain_plan *p, char *what, size_t len)
 {
     if (!p->isolate || !p->pidns)
         return 0;
+    if (p->proc_shared)
+        return hide_others(what, len);
     /* (The start that built the template moved on to a copy of it in
      * contain_enter: the template keeps hearth's /proc.) The old /proc goes (with its masks); where it cannot (a mount
      * locked by a user namespace) the new one covers it. */

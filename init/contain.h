@@ -62,7 +62,16 @@ struct contain_plan {
      * of the service's main process that are not hearth's own joined
      * with setns instead of any made (-1: that one is hearth's). */
     bool join;
-    int join_mnt, join_cgroup, join_pid;
+    int join_user, join_mnt, join_cgroup, join_pid;
+    /* hearth holds no CAP_SYS_ADMIN (userns.h): the child is cloned into
+     * a user namespace of its own with its pid and mount namespaces
+     * (contain_clone_flags) and waits on userns_go, in contain_enter,
+     * until hearth has written its maps (launch_after_fork). proc_shared:
+     * the kernel will not mount it a fresh /proc (userns_proc_shared), so
+     * it keeps the container's with every process already there hidden. */
+    bool userns;
+    bool proc_shared;
+    int userns_go[2];
     /* The service's own part, applied at every start after the template
      * copy (contain_enter): with ro_root every mount of the namespace is
      * read-only (the image's root first) but /proc and the paths in rw;
@@ -73,6 +82,27 @@ struct contain_plan {
     size_t n_rw;
     int64_t tmp_bytes, shm_bytes;
 };
+
+/* What a service with policy pol gets here, for status: "full" (its
+ * namespaces made by hearth, which holds CAP_SYS_ADMIN), "userns" (made
+ * inside a user namespace of its own, see userns.h) or "none" (isolation
+ * off, hearth not root, or user namespaces refused: then such a service
+ * does not start). why gets the reason when it is not "full" ("" else). */
+const char *contain_describe(const struct contain_policy *pol, char *why, size_t len);
+
+/* The namespace flags a start with plan p is cloned with (for
+ * cgroup_fork_into): CLONE_NEWPID for its own pid namespace, with
+ * CLONE_NEWUSER and CLONE_NEWNS in user namespace mode, so the pid
+ * namespace is the user namespace's (a /proc of it can be mounted there). */
+uint64_t contain_clone_flags(const struct contain_plan *p);
+/* In the parent, right before the fork: what the child of a user
+ * namespace plan waits on. 0, or -1 with a message. */
+int contain_fork_prepare(struct contain_plan *p, char *err, size_t errlen);
+/* In the parent, when the fork with CLONE_NEWUSER failed with err: the
+ * message for the start (the kernel refused the user namespace, and
+ * which setting would let it) in msg, and true; false when err is not
+ * such a refusal. */
+bool contain_fork_refused(const struct contain_plan *p, int err, char *msg, size_t len);
 
 /* caps_keep, caps_drop, isolation and seccomp of a service, as typed when
  * the config loaded (struct contain_policy and contain_default_caps are
@@ -150,8 +180,8 @@ void contain_snapshot_take(void);
 
 /* In the parent, before the fork of a command run on behalf of a
  * service whose main process is pid (the plan is the service's own):
- * opens the namespaces of pid that differ from hearth's (mount, cgroup,
- * PID) for contain_enter to join. Returns 0, or -1 with a message (the
+ * opens the namespaces of pid that differ from hearth's (user, mount,
+ * cgroup, PID) for contain_enter to join, the user namespace first. Returns 0, or -1 with a message (the
  * process is gone: its namespaces cannot be opened), and then nothing
  * is held. hearth is pid's parent and only reaper, so pid cannot name
  * another process while hearth has not reaped it. */
@@ -160,7 +190,8 @@ int contain_join_open(struct contain_plan *p, pid_t pid, char *err, size_t errle
 void contain_join_close(struct contain_plan *p);
 
 /* In the child, before identity changes: the namespaces and the mounts
- * (or, with join, the running service's namespaces joined).
+ * (or, with join, the running service's namespaces joined); in user
+ * namespace mode it first waits for hearth to write its maps.
  * Returns 0, or -1 with errno and what it was doing in what ("unable to
  * mask /proc/kcore"). */
 int contain_enter(const struct contain_plan *p, char *what, size_t len);
@@ -169,7 +200,10 @@ int contain_enter(const struct contain_plan *p, char *what, size_t len);
  * namespace came with (which shows hearth's), with the /proc entries of
  * contain_masked and contain_readonly masked and read-only again over it.
  * A child that sent its namespace as the template first takes a copy of
- * its own, so the template keeps no one's /proc. */
+ * its own, so the template keeps no one's /proc. With proc_shared the
+ * container's /proc stays, and the entry of every process in it but the
+ * child's own (hearth, the platform's init, what started before: their
+ * pids and their threads') gets an empty read-only tmpfs over it. */
 int contain_proc_for_pidns(const struct contain_plan *p, char *what, size_t len);
 /* In the child, as root: shrinks the bounding set to the kept
  * capabilities (before the uid changes) and asks the kernel to keep the

@@ -21,6 +21,7 @@
 #include "safepath.h"
 #include "seccomp.h"
 #include "svc_config.h"
+#include "userns.h"
 
 extern char **environ;
 
@@ -487,6 +488,45 @@ int launch_apply(const struct launch_plan *p)
      * fork (lifeline.h). */
     lifeline_hold();
     return 0;
+}
+
+int launch_after_fork(struct launch_plan *p, pid_t pid, char *err, size_t errlen)
+{
+    struct contain_plan *c = &p->contain;
+    int e = 0;
+
+    if (!c->userns || c->join)
+        return 0;
+    if (pid > 0 && userns_map(pid, err, errlen) < 0)
+        e = errno;
+    if (pid > 0 && !e) {
+        char path[48], val[16];
+        int v = p->set_oom ? p->oom_score_adj : 0;
+        snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)pid);
+        snprintf(val, sizeof(val), "%d", v);
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        ssize_t w = fd < 0 ? -1 : write(fd, val, strlen(val));
+        int we = errno;
+        if (fd >= 0)
+            close(fd);
+        /* As launch_oom_default: a value above 0 inherited and not to be
+         * lowered stays (never hearth's protection); none is asked. */
+        if (w < 0 && (p->set_oom || (we != EACCES && we != ENOENT))) {
+            e = we;
+            snprintf(err, errlen, "unable to set the oom_score_adj of the service: %s",
+                     strerror(e));
+        }
+    }
+    for (size_t i = 0; pid > 0 && !e && i < p->n_rlimits; i++)
+        if (prlimit(pid, p->rlimits[i].resource, &p->rlimits[i].lim, NULL) < 0) {
+            e = errno;
+            snprintf(err, errlen, "unable to set the service's rlimits: %s", strerror(e));
+        }
+    if (pid > 0 && !e)
+        userns_granted();
+    userns_release(c->userns_go, pid, e);
+    errno = e;
+    return e ? -1 : 0;
 }
 
 /* setns into a PID namespace places only the children of who joined:

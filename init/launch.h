@@ -75,6 +75,16 @@ int launch_apply(const struct launch_plan *p);
  * cannot go back to -1000. 0, or -1 with errno. */
 int launch_oom_default(void);
 
+/* In the parent, right after the fork of a start with plan p (pid < 0:
+ * the fork failed): in user namespace mode (contain.h) what the child
+ * cannot do for itself there, as hearth: the maps of its user namespace,
+ * its oom_score_adj (which then also sets the floor it may not go below,
+ * as the child's own write does where it holds CAP_SYS_RESOURCE) and its
+ * rlimits (raising a hard limit takes CAP_SYS_RESOURCE outside the user
+ * namespace); then the child is told to go on, or to fail. 0, or -1 with
+ * a message (the child then fails its start too). */
+int launch_after_fork(struct launch_plan *p, pid_t pid, char *err, size_t errlen);
+
 /* The steps of a child on its way to exec, as its report to the parent
  * names the one that failed (0 is none). */
 enum launch_step {

@@ -31,7 +31,9 @@ bool mountinfo_parse(char *line, struct mountinfo_entry *e)
     memset(e, 0, sizeof(*e));
     for (tok = strtok_r(line, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save)) {
         if (!after_sep) {
-            if (field == 4)
+            if (field == 3)
+                e->root = tok;
+            else if (field == 4)
                 e->target = tok;
             else if (field == 5)
                 e->opts = tok;
@@ -48,8 +50,9 @@ bool mountinfo_parse(char *line, struct mountinfo_entry *e)
         }
         field++;
     }
-    if (!e->target || !e->opts || !e->fstype || !e->source)
+    if (!e->root || !e->target || !e->opts || !e->fstype || !e->source)
         return false;
+    unescape((char *)e->root);
     unescape((char *)e->target);
     unescape((char *)e->source);
     return true;

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 struct mountinfo_entry {
+    const char *root;   /* the directory of the filesystem mounted there */
     const char *target; /* mount point */
     const char *opts;   /* per-mount options: "rw,nosuid,..." */
     const char *fstype;

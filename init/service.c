@@ -639,6 +639,15 @@ cJSON *services_to_json(void)
                 cJSON_AddItemToArray(why, cJSON_CreateString(r));
             }
         }
+        {
+            /* How it is contained here, and why not fully (security.md). */
+            struct contain_policy pol;
+            char why[512];
+            contain_policy_of(s->cfg, &pol);
+            cJSON_AddStringToObject(o, "containment", contain_describe(&pol, why, sizeof(why)));
+            if (why[0])
+                cJSON_AddStringToObject(o, "containment_reason", why);
+        }
         cJSON_AddNumberToObject(o, "since_ms", (double)(now - s->since_ms));
         cJSON_AddItemToObject(o, "last_exit", exit_json(s));
         if (s->error[0])

@@ -419,20 +419,32 @@ int svc_spawn(struct service *s)
         return -1;
     }
     plan.reaper_fd = pr[1];
-    bool offered = contain_snapshot_offer(&plan.contain);
-    bool placed;
-    pid = cgroup_fork_into(leaf, plan.contain.pidns, &placed);
-    if (pid != 0)
-        contain_snapshot_forked(&plan.contain, pid > 0);
-    if (pid < 0) {
-        snprintf(s->error, sizeof(s->error), "unable to fork: %s", strerror(errno));
+    if (contain_fork_prepare(&plan.contain, s->error, sizeof(s->error)) < 0) {
         close_pipes((int *[]){p, po, pe, pn, pr}, 5);
         launch_free(&plan);
         return -1;
     }
+    bool offered = contain_snapshot_offer(&plan.contain);
+    bool placed;
+    pid = cgroup_fork_into(leaf, contain_clone_flags(&plan.contain), &placed);
+    int fork_errno = errno;
     if (pid == 0) {
         close(p[0]);
         child_exec(s, p[1], &plan, po[1], pe[1], pn[1], placed);
+    }
+    contain_snapshot_forked(&plan.contain, pid > 0);
+    char why[200];
+    /* A failure here is the child's to report too, as its start's. */
+    if (launch_after_fork(&plan, pid, why, sizeof(why)) < 0)
+        log_error("service %s: %s", s->cfg->name, why);
+    if (pid < 0) {
+        /* The kernel refusing a user namespace is the one thing this
+         * start cannot do without: said with what would allow it. */
+        if (!contain_fork_refused(&plan.contain, fork_errno, s->error, sizeof(s->error)))
+            snprintf(s->error, sizeof(s->error), "unable to fork: %s", strerror(fork_errno));
+        close_pipes((int *[]){p, po, pe, pn, pr}, 5);
+        launch_free(&plan);
+        return -1;
     }
     close(p[1]);
     if (pr[1] >= 0)

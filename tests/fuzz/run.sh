@@ -70,7 +70,7 @@ target_srcs() {
         netlink) echo "init/netlink.c" ;;
         safepath) echo "init/safepath.c" ;;
         listen) echo "init/config.c init/schema.c init/schema_rules.c init/schema_tables.c init/names.c init/jsonget.c init/netaddr.c init/sections.c init/svc_config.c init/checkspec.c init/cidr.c init/http.c init/log.c init/termsafe.c init/utf8.c init/redact.c init/timebase.c init/jsonout.c" ;;
-        env)    echo "init/launch.c init/accounts.c init/pidreaper.c init/lifeline.c init/safepath.c init/contain.c init/nstemplate.c init/seccomp.c init/mountinfo.c init/config.c init/schema.c init/schema_rules.c init/schema_tables.c init/names.c init/jsonget.c init/netaddr.c init/sections.c init/svc_config.c init/checkspec.c init/cidr.c init/http.c init/log.c init/termsafe.c init/utf8.c init/redact.c init/timebase.c init/jsonout.c" ;;
+        env)    echo "init/launch.c init/accounts.c init/pidreaper.c init/lifeline.c init/safepath.c init/contain.c init/userns.c init/kfile.c init/nstemplate.c init/seccomp.c init/mountinfo.c init/config.c init/schema.c init/schema_rules.c init/schema_tables.c init/names.c init/jsonget.c init/netaddr.c init/sections.c init/svc_config.c init/checkspec.c init/cidr.c init/http.c init/log.c init/termsafe.c init/utf8.c init/redact.c init/timebase.c init/jsonout.c" ;;
         http)   echo "init/http.c" ;;
         notify) echo "init/notify.c init/kfile.c init/utf8.c init/timebase.c" ;;
         files)  echo "agent/m_files.c agent/m_files_write.c agent/params.c agent/rpc.c init/bytebuf.c init/jsonget.c init/safepath.c init/base64.c init/sha256.c init/utf8.c init/timebase.c init/jsonout.c" ;;

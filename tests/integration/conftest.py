@@ -90,7 +90,7 @@ class Hearth:
         return cfg
 
     def start(self, cfg, wait=True, args=(), netns=None, cgroup=False, log="debug",
-              cmdline=None, binds=()):
+              cmdline=None, binds=(), drop_caps=()):
         """netns: run in that `ip netns` (made by the test) instead of a
         fresh, empty network namespace. cgroup: start hearth in a cgroup2
         directory of its own (self.cgroup), which a test may freeze or
@@ -99,7 +99,9 @@ class Hearth:
         text hearth finds in /proc/cmdline (bound over it in hearth's own
         mount namespace). binds: (source, target) pairs bound over the
         targets in hearth's own mount namespace (a test's own
-        /etc/passwd), the host's files untouched."""
+        /etc/passwd), the host's files untouched. drop_caps: capabilities
+        ("sys_admin") taken out of hearth's bounding and inheritable sets
+        by setpriv, which execs it (a container's default set)."""
         path = self.dir / "hearth.json"
         self.give_test_dir(cfg)
         path.write_text(json.dumps(cfg))
@@ -111,6 +113,9 @@ class Hearth:
         prefix = ["ip", "netns", "exec", netns] if netns else []
         net = [] if netns else ["--net"]
         inner = [*self.wrap(), HEARTH, "-c", str(path), *(["--log", log] if log else []), *args]
+        if drop_caps:
+            drop = ",".join("-" + c for c in drop_caps)
+            inner = ["setpriv", "--bounding-set", drop, "--inh-caps", drop, "--", *inner]
         binds = [(str(a), str(b)) for a, b in binds]
         if cmdline is not None:
             cl = self.dir / "cmdline"

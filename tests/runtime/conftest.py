@@ -4,8 +4,12 @@ nothing here touches the machine's own containers or images.
 
 The image is built afresh by rootfs/build-oci.sh into build/runtime/oci
 and loaded once per session. Every container has no network (--network
-none) and the rlimits these hosts allow; hearth gets CAP_SYS_ADMIN (its
-services' mount namespaces) and, where a test asks, CAP_NET_ADMIN."""
+none) and the rlimits these hosts allow, and otherwise podman's defaults:
+its default capability set (no CAP_SYS_ADMIN: hearth contains each
+service inside a user namespace of its own) and seccomp profile. A test
+adds what it asks for: CAP_NET_ADMIN for egress, CAP_SYS_ADMIN to show
+containment made without a user namespace, a seccomp profile that
+refuses user namespaces."""
 import json
 import os
 import shutil
@@ -42,7 +46,7 @@ def pytest_configure(config):
 
 # podman's default rlimits exceed what these hosts allow.
 BASE = ["--network", "none", "--ulimit", "nofile=20000:20000",
-        "--ulimit", "nproc=4096:4096", "--cap-add", "SYS_ADMIN"]
+        "--ulimit", "nproc=4096:4096"]
 
 
 def podman(*args, check=True, timeout=60):

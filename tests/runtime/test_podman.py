@@ -29,11 +29,14 @@ def test_image_loads_with_entrypoint_and_labels(image):
 
 
 def test_hermes_config_runs_and_applies_egress_with_net_admin(run):
+    # podman's default capabilities and NET_ADMIN: no CAP_SYS_ADMIN, so
+    # the agent is contained inside a user namespace of its own.
     c = run(caps=["NET_ADMIN"])
     wait_until(lambda: c.service("web-ui")["state"] == "running", 30, "web-ui running")
     st = c.ctl("status")
     assert st["mode"] == "container" and st["pid"] == 1
     assert c.service("hermes")["state"] == "running"
+    assert c.service("hermes")["containment"] == "userns"
     # The home was seeded from the image's template.
     assert c.exec("cat", "/root/.hermes/config.yaml").stdout.strip()
     # The agent is the image's hermes (uid 10000): its processes, the
@@ -71,6 +74,141 @@ def test_without_net_admin_egress_fails_closed_and_says_why(run):
         assert s["state"] == "waiting" and not s["pid"], s
     assert c.service("hermes")["waiting_for"] == "egress"
     assert "service hermes: waiting -> starting" not in c.logs()
+
+
+# What the agent finds in its namespaces, into /workspace/report: its
+# maps and user namespace, whether any process in its /proc is hearth,
+# what /proc/1 is (hearth in the container's pid namespace), a kill -9 of
+# 1 and of every process it may signal, a write to the root.
+AGENT_PROBE = (
+    "{ echo uid_map=$(cat /proc/self/uid_map); echo gid_map=$(cat /proc/self/gid_map); "
+    "echo userns=$(readlink /proc/self/ns/user); "
+    "cat /proc/[0-9]*/comm 2>/dev/null | grep -qx hearth && echo hearth_seen=yes || "
+    "echo hearth_seen=no; "
+    "echo comm1=$(cat /proc/1/comm 2>/dev/null); "
+    "kill -9 1; kill -9 -1; "
+    "touch /hearth-rt-probe 2>/dev/null && echo root=rw || echo root=ro; "
+    "echo procsys=$(awk '$5 == \"/proc/sys\" {print substr($6, 1, 2)}' /proc/self/mountinfo "
+    "| tail -n 1); "
+    "echo done; } > /workspace/report.tmp 2>/dev/null; mv /workspace/report.tmp /workspace/report; "
+    "exec sleep 1000")
+
+
+def _report(c):
+    wait_until(lambda: c.exec("test", "-s", "/workspace/report", check=False).returncode == 0,
+               15, "the agent's report")
+    out = c.exec("cat", "/workspace/report").stdout
+    return dict(l.split("=", 1) for l in out.splitlines() if "=" in l)
+
+
+def test_without_cap_sys_admin_the_agent_is_contained_in_a_user_namespace(run):
+    """podman's defaults (no CAP_SYS_ADMIN, its seccomp profile, /proc
+    masked): the contained agent runs, in a user namespace of its own
+    mapped uid for uid, with the container's /proc (the kernel refuses a
+    fresh one under the masks) in which hearth's entry is empty; it can
+    neither read hearth there nor kill it, and its root is read-only.
+    An exec session gets a user namespace of its own the same way."""
+    c = run({"control": CONTROL, "services": [
+        {"name": "agent", "writable": ["/workspace"], "argv": ["sh", "-c", AGENT_PROBE]}]})
+    r = _report(c)
+    assert " ".join(r["uid_map"].split()) == "0 0 4294967295", r
+    assert " ".join(r["gid_map"].split()) == "0 0 4294967295", r
+    hearth_userns = c.exec("readlink", "/proc/self/ns/user").stdout.strip()  # hearth's
+    assert r["userns"].startswith("user:[") and r["userns"] != hearth_userns, r
+    assert r["hearth_seen"] == "no" and r["comm1"] == "", r
+    assert r["root"] == "ro" and r["procsys"] == "ro", r
+    st = c.ctl("status")
+    agent = [s for s in st["services"] if s["name"] == "agent"][0]
+    assert st["pid"] == 1 and agent["state"] == "running", agent
+    assert agent["containment"] == "userns", agent
+    assert "keeps the container's /proc" in agent["containment_reason"], agent
+    # hearth is still there, and so is the agent (its kill -1 reached only
+    # its own namespace, whose init ignores it).
+    assert c.exec("cat", "/proc/1/comm").stdout.strip() == "hearth"
+    assert c.service("agent")["restarts"] == 0
+    out = c.exec("hearthctl", "exec", "--", "sh", "-c",
+                 "cat /proc/self/uid_map; readlink /proc/self/ns/user").stdout.split("\n")
+    assert " ".join(out[0].split()) == "0 0 4294967295", out
+    assert out[1] not in (hearth_userns, r["userns"]), out
+
+
+def test_with_cap_sys_admin_containment_is_made_without_a_user_namespace(run):
+    c = run({"control": CONTROL, "services": [
+        {"name": "agent", "writable": ["/workspace"], "argv": ["sh", "-c", AGENT_PROBE]}]},
+        caps=["SYS_ADMIN"])
+    r = _report(c)
+    hearth_userns = c.exec("readlink", "/proc/self/ns/user").stdout.strip()  # hearth's
+    assert r["userns"] == hearth_userns, r
+    # Its own /proc: 1 is its reaper there.
+    assert r["hearth_seen"] == "no" and r["comm1"] == "hearth-reaper", r
+    assert r["root"] == "ro", r
+    agent = c.service("agent")
+    assert agent["containment"] == "full" and "containment_reason" not in agent, agent
+
+
+def test_with_proc_unmasked_the_agent_gets_a_proc_of_its_own(run):
+    """The runtime told not to mask /proc (podman --security-opt
+    unmask=/proc/*): without CAP_SYS_ADMIN the kernel then mounts the
+    agent a fresh /proc in its user namespace, and hearth masks and
+    makes read-only there what the runtime would have."""
+    c = run({"control": CONTROL, "services": [
+        {"name": "agent", "writable": ["/workspace"], "argv": ["sh", "-c", AGENT_PROBE]}]},
+        args=["--security-opt", "unmask=/proc/*"])
+    r = _report(c)
+    assert r["comm1"] == "hearth-reaper" and r["hearth_seen"] == "no", r
+    assert r["procsys"] == "ro" and r["root"] == "ro", r
+    assert " ".join(r["uid_map"].split()) == "0 0 4294967295", r
+    agent = c.service("agent")
+    assert agent["containment"] == "userns" and "/proc" not in agent["containment_reason"], agent
+    # The container's own /proc is unmasked: hearth's view, not the agent's.
+    assert c.exec("awk", '$5 == "/proc/sys"', "/proc/self/mountinfo").stdout.strip() == ""
+
+
+def _seccomp_without_userns(path):
+    """podman's default profile, refusing what docker's refuses without
+    CAP_SYS_ADMIN: clone and unshare with CLONE_NEWUSER (EPERM), clone3
+    at all (ENOSYS: its flags are out of a filter's reach)."""
+    default = "/usr/share/containers/seccomp.json"
+    assert os.path.exists(default), f"{default} missing (containers-common, with podman)"
+    prof = json.load(open(default))
+    newuser = 0x10000000
+    for rule in prof["syscalls"]:
+        rule["names"] = [n for n in rule["names"] if n not in ("clone", "clone3", "unshare")]
+    prof["syscalls"] = [r for r in prof["syscalls"] if r["names"]]
+    for name in ("clone", "unshare"):
+        prof["syscalls"].append({"names": [name], "action": "SCMP_ACT_ALLOW", "args": [
+            {"index": 0, "value": newuser, "valueTwo": 0, "op": "SCMP_CMP_MASKED_EQ"}]})
+        prof["syscalls"].append({"names": [name], "action": "SCMP_ACT_ERRNO", "errnoRet": 1,
+                                 "args": [{"index": 0, "value": newuser, "valueTwo": newuser,
+                                           "op": "SCMP_CMP_MASKED_EQ"}]})
+    prof["syscalls"].append({"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38})
+    path.write_text(json.dumps(prof))
+    return str(path)
+
+
+def test_a_seccomp_profile_refusing_user_namespaces_starts_nothing_contained(run, tmp_path):
+    """No CAP_SYS_ADMIN and a seccomp profile that refuses user
+    namespaces: the contained service fails, status shows containment
+    none with the reason naming the setting, an exec session is refused
+    with it, and a service declared uncontained runs."""
+    prof = _seccomp_without_userns(tmp_path / "seccomp.json")
+    c = run({"control": CONTROL, "services": [
+        {"name": "free", "isolation": False, "argv": ["sleep", "1000"]},
+        {"name": "agent", "argv": ["sleep", "1000"]}]},
+        args=["--security-opt", f"seccomp={prof}"])
+    agent = wait_until(lambda: (lambda s: s if s["state"] == "failed" else None)(
+        c.service("agent")), 15, "the agent failed")
+    assert agent["containment"] == "none" and not agent["pid"], agent
+    for text in (agent["containment_reason"], agent["error"]):
+        assert "no CAP_SYS_ADMIN and no user namespace" in text, text
+        assert "seccomp profile refuses CLONE_NEWUSER" in text, text
+        assert "--cap-add SYS_ADMIN" in text, text
+    assert "seccomp profile refuses CLONE_NEWUSER" in c.logs()
+    free = c.service("free")
+    assert free["state"] == "running" and free["containment"] == "none", free
+    assert free["containment_reason"] == "isolation off"
+    r = c.exec("hearthctl", "exec", "--", "true", check=False)
+    assert r.returncode != 0 and "seccomp profile refuses CLONE_NEWUSER" in r.stderr, r.stderr
 
 
 def test_service_output_reaches_podman_logs(run):
@@ -266,25 +404,28 @@ def test_hearthctl_hybrid_vsock_reaches_the_container(run, tmp_path):
         vmm.close()
 
 
-def test_cube_shape_hearth_beside_the_platforms_init(image, tmp_path):
+@pytest.mark.parametrize("caps", [[], ["SYS_ADMIN"]], ids=["default-caps", "cap-sys-admin"])
+def test_cube_shape_hearth_beside_the_platforms_init(image, tmp_path, caps):
     """CubeSandbox's shape: the platform's own init is PID 1 of a pid and
     network namespace (here a container whose PID 1 is a shell that only
     sleeps and reaps); hearth's container joins both (--pid container:X
     --network container:X, the host's cgroup namespace) with a mount
     namespace of its own. hearth is not PID 1; the default (root,
-    contained) agent service cannot see or kill it; a kill -9 of hearth
-    from the platform's container leaves none of its processes running
-    in the shared namespace. CAP_SYS_ADMIN as for every container here.
-    Under podman the runtime's cleanup of a dead container's cgroup ends
-    them too, so this shows the shape works; that they die with hearth by
-    themselves is tests/integration/test_entrypoint.py's (it fails with
-    the death signal taken out, this one does not)."""
+    contained) agent service cannot read hearth's /proc entry or kill
+    it; a kill -9 of hearth from the platform's container leaves none of
+    its processes running in the shared namespace. Run with podman's
+    default capabilities (the agent contained in a user namespace of its
+    own) and with CAP_SYS_ADMIN. Under podman the runtime's cleanup of a
+    dead container's cgroup ends them too, so this shows the shape works;
+    that they die with hearth by themselves is
+    tests/integration/test_entrypoint.py's (it fails with the death
+    signal taken out, this one does not)."""
     mark = str(random.randrange(10**8, 10**9))
     plat, hearth = "hearth-plat-" + mark, "hearth-cube-" + mark
     limits = ["--ulimit", "nofile=20000:20000", "--ulimit", "nproc=4096:4096"]
     cfg = tmp_path / "cube.json"
     script = ('while [ ! -s /workspace/hp ]; do sleep 0.05; done; hp=$(cat /workspace/hp); '
-              '{ [ -e /proc/$hp ] && echo seen=yes || echo seen=no; '
+              '{ cat /proc/$hp/cmdline >/dev/null 2>&1 && echo seen=yes || echo seen=no; '
               'kill -9 $hp 2>&1; echo "kill=$?"; } > /workspace/report.tmp; '
               'mv /workspace/report.tmp /workspace/report; '
               f'sleep 86401.{mark} & exec sleep 86400.{mark}')
@@ -296,7 +437,8 @@ def test_cube_shape_hearth_beside_the_platforms_init(image, tmp_path):
                             "while :; do sleep 1; done")
         podman("run", "-d", "--name", hearth, "--pid", f"container:{plat}",
                "--network", f"container:{plat}", "--cgroupns", "host", *limits,
-               "--cap-add", "SYS_ADMIN", "-v", f"{cfg}:/etc/hearth/hearth.json:ro", image)
+               *[a for c in caps for a in ("--cap-add", c)],
+               "-v", f"{cfg}:/etc/hearth/hearth.json:ro", image)
 
         def ctl(*args):
             return json.loads(podman("exec", hearth, "hearthctl", "--json", *args).stdout)
@@ -304,6 +446,7 @@ def test_cube_shape_hearth_beside_the_platforms_init(image, tmp_path):
         st = wait_until(lambda: (lambda s: s if s["services"][0]["state"] == "running" else None)(
             ctl("status")), 30, "the agent running")
         assert st["mode"] == "container" and st["pid"] > 40, st
+        assert st["services"][0]["containment"] == ("full" if caps else "userns"), st
         podman("exec", hearth, "sh", "-c", f"echo {st['pid']} > /workspace/hp")
         wait_until(lambda: podman("exec", hearth, "test", "-s", "/workspace/report",
                                   check=False).returncode == 0, 15, "the agent's report")

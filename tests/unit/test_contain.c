@@ -23,6 +23,7 @@
 #include "contain.h"
 #include "nstemplate.h"
 #include "seccomp.h"
+#include "userns.h"
 
 #define BIT(n) (UINT64_C(1) << (n))
 #define RET_EPERM (SECCOMP_RET_ERRNO | EPERM)
@@ -30,6 +31,7 @@
 #define CLONE_NEWUSER_ 0x10000000u
 #define CLONE_NEWNS_ 0x00020000u
 #define CLONE_NEWTIME_ 0x00000080u
+#define CLONE_NEWPID_ 0x20000000u
 
 /* Runs the program over one seccomp_data the way the kernel would for
  * the instructions the builder uses (absolute word loads, K jumps, K
@@ -362,6 +364,12 @@ TEST(contain_prepare_plan)
     }
     CHECK(p.seccomp == seccomp_supported());
     CHECK(!p.seccomp || p.prog.len > 0);
+    /* A user namespace only where hearth lacks CAP_SYS_ADMIN; the clone
+     * makes the pid namespace, and with a user namespace the mount one. */
+    CHECK(p.userns == (p.isolate && userns_needed()));
+    CHECK_EQ_INT(contain_clone_flags(&p), (p.pidns ? CLONE_NEWPID_ : 0) |
+                                              (p.userns ? CLONE_NEWUSER_ | CLONE_NEWNS_ : 0));
+    CHECK(p.userns_go[0] == -1 && p.userns_go[1] == -1 && p.join_user == -1);
     /* Not root: nothing kept. */
     CHECK_EQ_INT(contain_prepare(&c->services[0], c, NULL, false, NULL, &p, err, sizeof(err)), 0);
     CHECK_EQ_INT(p.caps, 0);
@@ -390,6 +398,7 @@ TEST(contain_join_opens_only_foreign_namespaces)
     memset(&p, 0, sizeof(p));
     CHECK_EQ_INT(contain_join_open(&p, getpid(), err, sizeof(err)), 0);
     CHECK(p.join);
+    CHECK_EQ_INT(p.join_user, -1);
     CHECK_EQ_INT(p.join_mnt, -1);
     CHECK_EQ_INT(p.join_cgroup, -1);
     CHECK_EQ_INT(p.join_pid, -1);
@@ -494,4 +503,97 @@ TEST(nstemplate_fits_same_plans_only)
     }
     rmdir(hidden);
     rmdir(dir);
+}
+
+/* The child's maps: hearth's own ranges, each mapped to itself. */
+TEST(userns_identity_maps_each_range_to_itself)
+{
+    char out[256];
+    CHECK_EQ_INT(userns_identity("         0          0 4294967295\n", out, sizeof(out)), 0);
+    CHECK_STR(out, "0 0 4294967295\n");
+    /* A rootless container's: root is the host's 1000, the rest subuids. */
+    CHECK_EQ_INT(userns_identity("0 1000 1\n1 100000 65536\n", out, sizeof(out)), 0);
+    CHECK_STR(out, "0 0 1\n1 1 65536\n");
+    CHECK_EQ_INT(userns_identity("", out, sizeof(out)), -1);
+    CHECK_EQ_INT(errno, ENODATA);
+    CHECK_EQ_INT(userns_identity("0 0 4294967295\n", out, 8), -1);
+    CHECK_EQ_INT(errno, E2BIG);
+}
+
+/* Whether the kernel would mount a fresh /proc in a user namespace: only
+ * while some proc mount shows all of proc, nothing mounted over it but
+ * the empty binfmt_misc directory. */
+TEST(userns_proc_shared_judged_from_mountinfo)
+{
+    /* unshare --mount-proc: the fresh one covers the host's (which has
+     * binfmt_misc below it): visible. */
+    CHECK(!userns_proc_shared_in(
+        "27 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n"
+        "30 27 0:21 / /proc rw,relatime - proc proc rw\n"
+        "31 30 0:40 / /proc/sys/fs/binfmt_misc rw,relatime - autofs systemd-1 rw\n"
+        "90 27 0:61 / /proc rw,nosuid,nodev,noexec,relatime - proc proc rw\n"));
+    /* podman's: /proc/bus and the like are proc bound read-only over
+     * parts of itself, /proc/kcore has /dev/null over it: refused. */
+    CHECK(userns_proc_shared_in(
+        "76 1 0:43 / / rw - overlay overlay rw\n"
+        "77 76 0:44 / /proc rw,nosuid,nodev,noexec,relatime - proc proc rw\n"
+        "52 77 0:44 /bus /proc/bus ro,nosuid,nodev,noexec,relatime - proc proc rw\n"
+        "55 77 0:44 /sys /proc/sys ro,nosuid,nodev,noexec,relatime - proc proc rw\n"
+        "57 77 0:45 /null /proc/kcore rw,nosuid,noexec - tmpfs tmpfs rw\n"));
+    /* A read-only proc will not do for a read-write one; no proc at all
+     * neither. */
+    CHECK(userns_proc_shared_in("77 76 0:44 / /proc ro,nosuid - proc proc rw\n"));
+    CHECK(userns_proc_shared_in("76 1 0:43 / / rw - overlay overlay rw\n"));
+    /* A mount beside /proc (a path that only starts the same) is none of
+     * its business. */
+    CHECK(!userns_proc_shared_in("77 76 0:44 / /proc rw - proc proc rw\n"
+                                 "78 76 0:45 / /procfoo rw - tmpfs tmpfs rw\n"));
+}
+
+/* The kernel refusing a user namespace: what is missing and the setting
+ * to change, kept for status until a start gets one again. */
+TEST(userns_refusal_names_the_setting)
+{
+    char msg[512];
+    userns_granted();
+    CHECK(!userns_refused(EIO, msg, sizeof(msg)));
+    CHECK_STR(userns_refusal(), "");
+    CHECK(userns_refused(ENOSPC, msg, sizeof(msg)));
+    CHECK_CONTAINS(msg, "containment: no CAP_SYS_ADMIN and no user namespace");
+    CHECK_CONTAINS(msg, "user.max_user_namespaces");
+    CHECK_CONTAINS(msg, "--cap-add SYS_ADMIN");
+    CHECK_CONTAINS(userns_refusal(), "raise user.max_user_namespaces");
+    /* Whole within an RPC error's message (exec.start). */
+    CHECK(strlen(msg) < 256);
+    CHECK(userns_refused(EPERM, msg, sizeof(msg)));
+    CHECK_CONTAINS(msg, "Operation not permitted");
+    CHECK(strlen(msg) < 256);
+    CHECK(userns_refused(EINVAL, msg, sizeof(msg)));
+    CHECK_CONTAINS(msg, "CONFIG_USER_NS");
+    userns_granted();
+    CHECK_STR(userns_refusal(), "");
+}
+
+/* What status says of a service's containment. */
+TEST(contain_describe_by_policy)
+{
+    struct contain_policy pol;
+    char why[512];
+    struct service_config sc = {.name = "x"};
+
+    contain_policy_of(&sc, &pol);
+    const char *mode = contain_describe(&pol, why, sizeof(why));
+    if (geteuid() != 0) {
+        CHECK_STR(mode, "none");
+        CHECK_CONTAINS(why, "hearth is not root");
+    } else if (userns_needed()) {
+        CHECK_STR(mode, "userns");
+        CHECK_CONTAINS(why, "CAP_SYS_ADMIN");
+    } else {
+        CHECK_STR(mode, "full");
+        CHECK_STR(why, "");
+    }
+    pol.isolation = false;
+    CHECK_STR(contain_describe(&pol, why, sizeof(why)), "none");
+    CHECK_STR(why, "isolation off");
 }

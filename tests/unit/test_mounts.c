@@ -212,6 +212,7 @@ TEST(mountinfo_parse_fields_and_escapes)
                "/dev/root rw,errors=continue\n";
     CHECK(mountinfo_parse(a, &e));
     CHECK_STR(e.target, "/mnt/my home");
+    CHECK_STR(e.root, "/mnt1");
     CHECK_STR(e.opts, "rw,noatime");
     CHECK_STR(e.fstype, "ext3");
     CHECK_STR(e.source, "/dev/root");
