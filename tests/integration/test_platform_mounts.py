@@ -134,9 +134,14 @@ def test_unmounted_home_stops_the_agent_and_a_new_one_restarts_it(hearth, tmp_pa
     (first / "config.yaml").write_text("model: first\n")
     # The agent's web UI runs on it too (after the agent, not after mounts).
     web = {"name": "web", "after": ["agent"], "argv": ["sleep", "1000"]}
+    # One that keeps failing sits in a long backoff when the home goes.
+    flaky = {"name": "flaky", "after": ["mounts"], "argv": ["false"],
+             "backoff": {"initial_ms": 60000, "max_ms": 60000}}
     # There before hearth starts (a runtime's -v): in place, no change.
-    hearth.start(hearth.config(services=[agent, web, KEEP], **extra), binds=[(first, home)])
+    hearth.start(hearth.config(services=[agent, web, flaky, KEEP], **extra),
+                 binds=[(first, home)])
     hearth.wait_for(lambda: hearth.service("web")["state"] == "running", what="web running")
+    hearth.wait_for(lambda: hearth.service("flaky")["state"] == "backoff", what="flaky backoff")
     web_pid = hearth.service("web")["pid"]
     m = _mount(hearth, home)
     assert m["state"] == "mounted" and m["already"] is True and m["changes"] == 0
@@ -168,6 +173,9 @@ def test_unmounted_home_stops_the_agent_and_a_new_one_restarts_it(hearth, tmp_pa
     hearth.wait_for(lambda: hearth.service("web")["state"] == "waiting", what="web waiting")
     w = hearth.service("web")
     assert w["waiting_for"] == "agent" and w["restarts"] == 0 and not w["pid"]
+    # Its backoff cut short: it waits for the home as well, not stopped.
+    f = hearth.service("flaky")
+    assert f["state"] == "waiting" and f["waiting_for"] == "mounts" and f["restarts"] == 1
     st = hearth.rpc("status")
     assert st["phases"]["mounts"] is False and st["mounts"]["waiting_for"] == [str(home)]
     m = _mount(hearth, home)
@@ -190,6 +198,8 @@ def test_unmounted_home_stops_the_agent_and_a_new_one_restarts_it(hearth, tmp_pa
     pid = hearth.service("agent")["pid"]
     hearth.wait_for(lambda: (lambda s: s["state"] == "running" and s["pid"] != web_pid)(
         hearth.service("web")), what="web running again")
+    # Started again at once, not at the end of its backoff: it fails again.
+    hearth.wait_for(lambda: hearth.service("flaky")["restarts"] == 2, what="flaky run again")
 
     # A third is mounted over it: replaced, the agent restarted on it.
     _ns(hearth, "mount", "--bind", str(third), str(home))
