@@ -74,7 +74,6 @@ static struct {
     ev_timer retry;
     ev_timer late;         /* the next platform mount to become late */
     ev_timer poll;         /* only when the mount table cannot be watched */
-    bool watching;
     void (*done_fn)(void);
     char rule_mode[16], rule_tag[256], rule_root[512];
     char rule_owner[160];
@@ -571,7 +570,8 @@ static bool at_or_under(const char *path, const char *top)
     return strncmp(path, top, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
-/* The platform mount path lies at or under that is not there now. */
+/* The platform mount that path lies at or under and that is not there
+ * (or failed), else NULL. */
 static const struct mnt *platform_absent_above(const char *path)
 {
     for (size_t i = 0; i < M.n; i++) {
@@ -582,7 +582,8 @@ static const struct mnt *platform_absent_above(const char *path)
     return NULL;
 }
 
-/* Required platform mounts not there (or there but unusable: failed). */
+/* Required platform mounts not there (one there whose owner could not be
+ * given is failed, and counts with failed_required). */
 static size_t platform_waiting(void)
 {
     size_t n = 0;
@@ -1077,9 +1078,7 @@ void mounts_start(const struct config *cfg, void (*done)(void))
     if (platform) {
         /* Watched from the start, so no change between the first look
          * and the watch goes unseen. */
-        if (H.loop && mountinfo_watch(H.loop, on_table) == 0) {
-            M.watching = true;
-        } else if (H.loop) {
+        if (H.loop && mountinfo_watch(H.loop, on_table) < 0) {
             log_error("mounts: unable to watch the mount table (%s); looking at it every second "
                       "for the platform's mounts", strerror(errno));
             ev_timer_start(H.loop, &M.poll);
