@@ -244,13 +244,13 @@ static void main_done(int status)
 static void on_seeded(void)
 {
     mounts_phase_ready();
-    skills_start(mounts_path_failed);
+    skills_start(mounts_path_blocked);
 }
 
 static void on_mounts_done(void)
 {
     diskuse_rearm();
-    seed_start(H.cfg, mounts_path_failed, on_seeded);
+    seed_start(H.cfg, mounts_path_blocked, on_seeded);
 }
 
 static struct config *load_config(const char *path, bool explicit_path)

@@ -47,6 +47,22 @@ struct mnt {
     unsigned attempts;
     int64_t first_ms;      /* monotonic time of the first attempt */
     char error[256];
+    /* What the mount table shows at target once mounted: the mount's id
+     * and its root within its filesystem (a bind's directory), or its
+     * source when that root is the whole filesystem. */
+    int mount_id;
+    char mounted_from[512];
+    /* type "platform": made by someone else (the platform's agent, the
+     * runtime's -v), watched for, never mounted or unmounted by hearth.
+     * changes counts appearances, departures and replacements after boot;
+     * late: still not there timeout_ms after hearth began to wait. */
+    bool platform, late;
+    unsigned changes;
+    const char *last_change;
+    int64_t last_change_ms, wait_since_ms;
+    /* Waiting under a platform mount that is not there yet: mounted
+     * into the image's directory it would be hidden by it. */
+    bool blocked;
 };
 
 static struct {
@@ -54,7 +70,10 @@ static struct {
     size_t n, cap;
     size_t cur;            /* the next entry to try in this pass */
     bool running, done;
+    bool again;            /* a platform mount appeared during the pass: one more */
     ev_timer retry;
+    ev_timer late;         /* the next platform mount to become late */
+    ev_timer poll;         /* only when the mount table cannot be watched */
     void (*done_fn)(void);
     char rule_mode[16], rule_tag[256], rule_root[512];
     char rule_owner[160];
@@ -142,6 +161,8 @@ int mounts_host_source(const char *mode, const char *tag, const char *host_root,
 struct minfo {
     char fstype[32];
     char source[512];
+    char from[512];        /* the root of the mount when not "/", else source */
+    int id;
     bool ro;
 };
 
@@ -149,6 +170,7 @@ struct minfo_find {
     const char *target;
     struct minfo *out;
     bool found;
+    long long visible;     /* the id of the mount target resolves to, or -1 */
 };
 
 static bool minfo_match(const struct mountinfo_entry *e, void *ctx)
@@ -156,17 +178,26 @@ static bool minfo_match(const struct mountinfo_entry *e, void *ctx)
     struct minfo_find *q = ctx;
     if (strcmp(e->target, q->target) != 0)
         return true;
+    /* A mount hidden by a later one over it or over a parent (a platform
+     * mount replacing a home, hearth's mount under the old one) keeps
+     * its line: only the one the path leads to counts. */
+    if (q->visible >= 0 && e->id != q->visible)
+        return true;
     snprintf(q->out->fstype, sizeof(q->out->fstype), "%s", e->fstype);
     snprintf(q->out->source, sizeof(q->out->source), "%s", e->source);
+    snprintf(q->out->from, sizeof(q->out->from), "%s",
+             strcmp(e->root, "/") != 0 ? e->root : e->source);
+    q->out->id = e->id;
     q->out->ro = strncmp(e->opts, "ro,", 3) == 0 || strcmp(e->opts, "ro") == 0;
     q->found = true;
     return true; /* keep going: the topmost mount is the last one */
 }
 
-/* The topmost mount at target, if any (the last line naming it). */
+/* The mount at target, if any: the one the path leads to, or where the
+ * kernel cannot say which that is, the last line naming it. */
 static bool mountinfo_find(const char *target, struct minfo *out)
 {
-    struct minfo_find q = {target, out, false};
+    struct minfo_find q = {target, out, false, mountinfo_mount_id(target)};
     return mountinfo_each(minfo_match, &q) == 0 && q.found;
 }
 
@@ -497,6 +528,18 @@ static int apply_owner(struct mnt *m)
     return rc;
 }
 
+static void record_mount(struct mnt *m)
+{
+    struct minfo mi;
+    if (mountinfo_find(m->target, &mi)) {
+        m->mount_id = mi.id;
+        snprintf(m->mounted_from, sizeof(m->mounted_from), "%s", mi.from);
+    } else {
+        m->mount_id = 0;
+        m->mounted_from[0] = '\0';
+    }
+}
+
 static enum attempt attempt(struct mnt *m)
 {
     int tfd = -1;
@@ -511,7 +554,233 @@ static enum attempt attempt(struct mnt *m)
             umount2(m->target, MNT_DETACH);
         m->state = M_FAILED;
     }
+    if (m->state == M_MOUNTED)
+        record_mount(m);
     return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* Platform mounts. */
+
+static bool at_or_under(const char *path, const char *top)
+{
+    size_t n = strlen(top);
+    if (n == 1 && top[0] == '/')
+        return true;
+    return strncmp(path, top, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* The platform mount that path lies at or under and that is not there
+ * (or failed), else NULL. */
+static const struct mnt *platform_absent_above(const char *path)
+{
+    for (size_t i = 0; i < M.n; i++) {
+        const struct mnt *p = &M.m[i];
+        if (p->platform && p->state != M_MOUNTED && at_or_under(path, p->target))
+            return p;
+    }
+    return NULL;
+}
+
+/* Required platform mounts not there (one there whose owner could not be
+ * given is failed, and counts with failed_required). */
+static size_t platform_waiting(void)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < M.n; i++)
+        n += M.m[i].platform && M.m[i].required && M.m[i].state == M_WAITING;
+    return n;
+}
+
+static void emit_late(const struct mnt *m, int64_t now)
+{
+    log_warn("platform mount %s: still not there after %lld ms (timeout_ms)%s", m->target,
+             (long long)(now - m->wait_since_ms), m->required ? "; services after mounts wait" : "");
+    cJSON *ev = cJSON_CreateObject();
+    if (ev) {
+        cJSON_AddStringToObject(ev, "target", m->target);
+        cJSON_AddNumberToObject(ev, "waited_ms", (double)(now - m->wait_since_ms));
+        cJSON_AddNumberToObject(ev, "timeout_ms", (double)m->timeout_ms);
+        cJSON_AddBoolToObject(ev, "required", m->required);
+    }
+    events_emit("mount.late", ev);
+}
+
+/* Marks the platform mounts whose timeout_ms has passed late (once per
+ * wait) and arms the timer for the next one. */
+static void check_late(void)
+{
+    int64_t now = mono_ms(), next = -1;
+
+    for (size_t i = 0; i < M.n; i++) {
+        struct mnt *m = &M.m[i];
+        if (!m->platform || m->state != M_WAITING || m->late || m->timeout_ms <= 0)
+            continue;
+        int64_t left = m->wait_since_ms + m->timeout_ms - now;
+        if (left <= 0) {
+            m->late = true;
+            emit_late(m, now);
+        } else if (next < 0 || left < next) {
+            next = left;
+        }
+    }
+    if (!H.loop)
+        return;
+    ev_timer_stop(H.loop, &M.late);
+    if (next >= 0) {
+        ev_timer_set(&M.late, (double)next / 1000.0, 0.);
+        ev_timer_start(H.loop, &M.late);
+    }
+}
+
+static void on_late(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    check_late();
+}
+
+static void change_event(const struct mnt *m, const char *change, int prev_id,
+                         const char *prev_from, const struct minfo *mi)
+{
+    cJSON *ev = cJSON_CreateObject();
+    if (!ev)
+        return;
+    cJSON_AddStringToObject(ev, "target", m->target);
+    cJSON_AddStringToObject(ev, "change", change);
+    cJSON_AddBoolToObject(ev, "required", m->required);
+    if (mi) {
+        cJSON_AddNumberToObject(ev, "mount_id", mi->id);
+        cJSON_AddStringToObject(ev, "mounted_from", mi->from);
+        cJSON_AddStringToObject(ev, "fstype", mi->fstype);
+        cJSON_AddBoolToObject(ev, "read_only", mi->ro);
+    }
+    if (prev_id) {
+        cJSON_AddNumberToObject(ev, "previous_mount_id", prev_id);
+        cJSON_AddStringToObject(ev, "previous_from", prev_from);
+    }
+    cJSON_AddNumberToObject(ev, "changes", m->changes);
+    if (m->state == M_FAILED)
+        cJSON_AddStringToObject(ev, "error", m->error);
+    events_emit("mount.changed", ev);
+}
+
+/* The entries hearth mounts at or under a platform mount that came (back):
+ * the ones it had mounted there went with the mount the platform took
+ * away, unless they are still in place, and are mounted again. */
+static void renew_nested(const struct mnt *p)
+{
+    for (size_t i = 0; i < M.n; i++) {
+        struct mnt *m = &M.m[i];
+        struct minfo mi;
+        if (m->platform || m->state != M_MOUNTED || !at_or_under(m->target, p->target))
+            continue;
+        if (mountinfo_find(m->target, &mi) && in_place(m, &mi))
+            continue;
+        log_info("mount %s: gone with the platform mount at %s; mounting it again", m->target,
+                 p->target);
+        m->state = M_PENDING;
+        m->attempts = 0;
+        m->already = false;
+    }
+}
+
+static void repass(void);
+static void run(void);
+
+/* Compares each platform mount with what the mount table shows at its
+ * target now (the topmost mount there, by id). at_boot: the first look,
+ * which is no change (a runtime's -v is simply there). */
+static void platform_check(bool at_boot)
+{
+    char why[700] = "";
+    bool revoke = false, pass = false;
+    int64_t now = mono_ms();
+
+    for (size_t i = 0; i < M.n; i++) {
+        struct mnt *m = &M.m[i];
+        struct minfo mi;
+        if (!m->platform)
+            continue;
+        bool present = mountinfo_find(m->target, &mi);
+        int id = present ? mi.id : 0;
+        if (!at_boot && id == m->mount_id)
+            continue;
+        const char *change = !m->mount_id ? "appeared" : !id ? "gone" : "replaced";
+        int prev_id = m->mount_id;
+        char prev_from[sizeof(m->mounted_from)];
+        snprintf(prev_from, sizeof(prev_from), "%s", m->mounted_from);
+        bool was_up = m->state == M_MOUNTED;
+        m->mount_id = id;
+        snprintf(m->mounted_from, sizeof(m->mounted_from), "%s", present ? mi.from : "");
+        m->error[0] = '\0';
+        if (!at_boot) {
+            m->changes++;
+            m->last_change = change;
+            m->last_change_ms = now;
+        }
+        if (present) {
+            m->state = M_MOUNTED;
+            m->already = at_boot;
+            m->late = false;
+            m->ro = mi.ro;
+            log_info("platform mount %s: %s (mount %d of %s, %s%s)", m->target,
+                     at_boot ? "in place" : change, id, mi.from, mi.fstype,
+                     mi.ro ? ", read-only" : "");
+            if (apply_owner(m) < 0) {
+                log_error("platform mount %s: %s", m->target, m->error);
+                m->state = M_FAILED;
+                cJSON *ev = cJSON_CreateObject();
+                if (ev) {
+                    cJSON_AddStringToObject(ev, "target", m->target);
+                    cJSON_AddStringToObject(ev, "source", "");
+                    cJSON_AddStringToObject(ev, "fstype", m->type);
+                    cJSON_AddBoolToObject(ev, "required", m->required);
+                    cJSON_AddStringToObject(ev, "error", m->error);
+                }
+                events_emit("mount.failed", ev);
+            }
+            renew_nested(m);
+            pass = true;
+        } else {
+            m->state = M_WAITING;
+            m->wait_since_ms = now;
+            m->late = false;
+            m->already = false;
+            m->ro = false;
+            snprintf(m->error, sizeof(m->error), "%s", at_boot
+                     ? "not mounted yet (the platform mounts it)"
+                     : "gone (the platform unmounted it)");
+            if (at_boot)
+                log_info("platform mount %s: not there yet; waiting for it", m->target);
+            else
+                log_warn("platform mount %s: gone (was mount %d of %s)", m->target, prev_id,
+                         prev_from);
+        }
+        if (!at_boot)
+            change_event(m, change, prev_id, prev_from, present ? &mi : NULL);
+        /* The services on it must not write into what it hid, nor keep
+         * writing into the one that replaced it unseeded. */
+        if (!at_boot && was_up && m->required && prev_id) {
+            size_t l = strlen(why);
+            snprintf(why + l, sizeof(why) - l, "%splatform mount %s %s", l ? "; " : "", m->target,
+                     change);
+            revoke = true;
+        }
+    }
+    check_late();
+    if (revoke)
+        gate_revoke("mounts", why);
+    if (pass && !at_boot)
+        repass();
+}
+
+static void on_table(void)
+{
+    platform_check(false);
+}
+
+static void on_poll(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    platform_check(false);
 }
 
 /* ------------------------------------------------------------------ */
@@ -530,7 +799,8 @@ static cJSON *mount_json(const struct mnt *m)
     cJSON *o = cJSON_CreateObject();
     if (!o)
         return NULL;
-    cJSON_AddStringToObject(o, "source", m->source);
+    if (!m->platform)
+        cJSON_AddStringToObject(o, "source", m->source);
     cJSON_AddStringToObject(o, "target", m->target);
     cJSON_AddStringToObject(o, "type", m->type);
     if (m->options[0])
@@ -546,24 +816,53 @@ static cJSON *mount_json(const struct mnt *m)
     if (m->already)
         cJSON_AddBoolToObject(o, "already", 1);
     cJSON_AddStringToObject(o, "from", from_names[m->from]);
+    if (m->mount_id && m->state != M_PENDING && m->state != M_WAITING) {
+        cJSON_AddNumberToObject(o, "mount_id", m->mount_id);
+        cJSON_AddStringToObject(o, "mounted_from", m->mounted_from);
+    }
+    if (m->platform) {
+        if (m->timeout_ms > 0)
+            cJSON_AddNumberToObject(o, "timeout_ms", (double)m->timeout_ms);
+        cJSON_AddBoolToObject(o, "late", m->late);
+        cJSON_AddNumberToObject(o, "changes", m->changes);
+        if (m->last_change) {
+            cJSON_AddStringToObject(o, "last_change", m->last_change);
+            cJSON_AddNumberToObject(o, "last_change_ms", (double)(mono_ms() - m->last_change_ms));
+        }
+        if (m->state == M_WAITING)
+            cJSON_AddNumberToObject(o, "waiting_ms", (double)(mono_ms() - m->wait_since_ms));
+    }
     return o;
 }
 
 static void finish(void)
 {
-    size_t bad = failed_required(), mounted = 0;
+    size_t bad = failed_required(), mounted = 0, waiting = platform_waiting();
 
+    M.running = false;
+    if (M.again) {
+        /* A platform mount came during the pass: what waited for it now. */
+        M.again = false;
+        repass();
+        return;
+    }
     for (size_t i = 0; i < M.n; i++)
         mounted += M.m[i].state == M_MOUNTED;
-    M.running = false;
     M.done = true;
-    log_info("mounts: %zu of %zu mounted, %zu required failed", mounted, M.n, bad);
+    log_info("mounts: %zu of %zu mounted, %zu required failed%s", mounted, M.n, bad,
+             waiting ? ", waiting for the platform's" : "");
     cJSON *o = cJSON_CreateObject();
     if (o) {
         cJSON_AddNumberToObject(o, "mounted", (double)mounted);
         cJSON_AddNumberToObject(o, "failed_required", (double)bad);
+        cJSON_AddNumberToObject(o, "waiting", (double)waiting);
     }
     events_emit("mounts.done", o);
+    /* Seeding and the skills overlay write into the homes: not into the
+     * image's directories a platform mount still to come would hide. The
+     * watch runs this pass again when they are there. */
+    if (waiting)
+        return;
     /* With a done callback (seeding follows), the phase waits for
      * mounts_phase_ready: "mounts" means mounted and seeded. */
     if (M.done_fn)
@@ -574,8 +873,30 @@ static void finish(void)
 
 void mounts_phase_ready(void)
 {
-    if (M.done && failed_required() == 0)
+    if (M.done && failed_required() == 0 && platform_waiting() == 0)
         gate_set("mounts", true);
+}
+
+/* After a platform mount appeared or was replaced: the entries that
+ * waited under it, then seeding and the skills overlay (finish), the
+ * others left as they are. */
+static void repass(void)
+{
+    if (M.running) {
+        M.again = true;
+        return;
+    }
+    for (size_t i = 0; i < M.n; i++) {
+        struct mnt *m = &M.m[i];
+        if (m->blocked) {
+            m->blocked = false;
+            m->state = M_PENDING;
+            m->attempts = 0;
+        }
+    }
+    M.cur = 0;
+    M.done = false;
+    run();
 }
 
 static void run(void);
@@ -590,10 +911,22 @@ static void run(void)
     M.running = true;
     while (M.cur < M.n) {
         struct mnt *m = &M.m[M.cur];
-        if (m->state == M_MOUNTED) {
+        /* Platform mounts are the watch's; a failed entry is tried again
+         * only by a fresh pass (restart_pass). */
+        if (m->state == M_MOUNTED || m->state == M_FAILED || m->platform) {
             M.cur++;
             continue;
         }
+        const struct mnt *above = platform_absent_above(m->target);
+        if (above) {
+            m->state = M_WAITING;
+            m->blocked = true;
+            snprintf(m->error, sizeof(m->error), "waiting for the platform mount at %s",
+                     above->target);
+            M.cur++;
+            continue;
+        }
+        m->blocked = false;
         if (attempt(m) == A_RETRY) {
             /* Backoff doubling from 50 ms to 1 s, never past the deadline. */
             int64_t delay = RETRY_FIRST_MS << (m->attempts < 6 ? m->attempts - 1 : 5);
@@ -638,11 +971,13 @@ static void restart_pass(void)
         ev_timer_stop(H.loop, &M.retry);
     M.cur = 0;
     M.done = false;
-    /* Failed entries get a fresh timeout: the host may have fixed them. */
+    /* Failed entries get a fresh timeout: the host may have fixed them.
+     * Platform mounts are the watch's. */
     for (size_t i = 0; i < M.n; i++) {
-        if (M.m[i].state != M_MOUNTED) {
+        if (M.m[i].state != M_MOUNTED && !M.m[i].platform) {
             M.m[i].state = M_PENDING;
             M.m[i].attempts = 0;
+            M.m[i].blocked = false;
         }
     }
     if (M.n)
@@ -679,6 +1014,7 @@ static void add_mount(const char *source, const char *target, const char *type,
     m->required = required;
     m->timeout_ms = timeout_ms;
     m->from = from;
+    m->platform = strcmp(m->type, "platform") == 0;
 }
 
 /* Appends the entries of host_mounts under the rule. */
@@ -712,10 +1048,18 @@ void mounts_start(const struct config *cfg, void (*done)(void))
 {
     const struct mounts_cfg *mc = &cfg->mounts;
 
+    if (H.loop) {
+        ev_timer_stop(H.loop, &M.retry);
+        ev_timer_stop(H.loop, &M.late);
+        ev_timer_stop(H.loop, &M.poll);
+    }
+    mountinfo_unwatch();
     free(M.m);
     memset(&M, 0, sizeof(M));
     M.done_fn = done;
     ev_timer_init(&M.retry, on_retry, 0., 0.);
+    ev_timer_init(&M.late, on_late, 0., 0.);
+    ev_timer_init(&M.poll, on_poll, 1., 1.);
     snprintf(M.rule_mode, sizeof(M.rule_mode), "%s",
              mc->rule_mode[0] ? mc->rule_mode : CONFIG_MOUNT_RULE_MODE);
     snprintf(M.rule_tag, sizeof(M.rule_tag), "%s", mc->rule_tag);
@@ -728,6 +1072,19 @@ void mounts_start(const struct config *cfg, void (*done)(void))
                   e->timeout_ms, FROM_CONFIG);
     }
     add_host(&mc->host);
+    size_t platform = 0;
+    for (size_t i = 0; i < M.n; i++)
+        platform += M.m[i].platform;
+    if (platform) {
+        /* Watched from the start, so no change between the first look
+         * and the watch goes unseen. */
+        if (H.loop && mountinfo_watch(H.loop, on_table) < 0) {
+            log_error("mounts: unable to watch the mount table (%s); looking at it every second "
+                      "for the platform's mounts", strerror(errno));
+            ev_timer_start(H.loop, &M.poll);
+        }
+        platform_check(true);
+    }
     if (M.n == 0) {
         M.done = true;
         if (done)
@@ -774,8 +1131,8 @@ int mounts_recheck(char *err, size_t errlen)
     for (size_t i = 0; i < M.n; i++) {
         struct mnt *m = &M.m[i];
         struct stat s;
-        if (m->state != M_MOUNTED)
-            continue;
+        if (m->state != M_MOUNTED || m->platform)
+            continue; /* a platform mount's changes are the watch's */
         bool gone = stat(m->target, &s) < 0 || !mountinfo_find(m->target, &mi) || !in_place(m, &mi);
         if (!gone)
             continue;
@@ -817,6 +1174,21 @@ int mounts_sync(void)
             close(fd);
     }
     return failed ? -1 : count;
+}
+
+const char *mounts_path_blocked(const char *path)
+{
+    static char why[600];
+    const char *f = mounts_path_failed(path);
+    const struct mnt *p = f ? NULL : platform_absent_above(path);
+
+    if (f)
+        snprintf(why, sizeof(why), "mount %s failed", f);
+    else if (p)
+        snprintf(why, sizeof(why), "the platform mount at %s is not there", p->target);
+    else
+        return NULL;
+    return why;
 }
 
 const char *mounts_path_failed(const char *path)
@@ -883,6 +1255,19 @@ cJSON *mounts_status_json(void)
         char msg[900];
         snprintf(msg, sizeof(msg), "%s: %s", bad->target, bad->error);
         cJSON_AddStringToObject(o, "error", msg);
+    }
+    /* The platform's mounts the services after "mounts" wait for. */
+    cJSON_AddNumberToObject(o, "waiting", (double)platform_waiting());
+    cJSON *wf = cJSON_AddArrayToObject(o, "waiting_for");
+    cJSON *late = NULL;
+    for (size_t i = 0; i < M.n; i++) {
+        const struct mnt *m = &M.m[i];
+        if (!m->platform || !m->required || m->state != M_WAITING)
+            continue;
+        if (wf)
+            cJSON_AddItemToArray(wf, cJSON_CreateString(m->target));
+        if (m->late && (late || (late = cJSON_AddArrayToObject(o, "late"))))
+            cJSON_AddItemToArray(late, cJSON_CreateString(m->target));
     }
     return o;
 }

@@ -5,10 +5,19 @@
  * backoff on a monotonic timer until the mount's timeout, without
  * blocking the loop. A mount that is already in place is left alone.
  *
- * Owns the phase "mounts": reached once every required mount is in and
- * the homes on them are seeded; a
- * required failure keeps it unreached (services after "mounts" are held),
- * is kept in status and emitted as a "mount.failed" event. */
+ * Platform mounts (type "platform") are made by someone else after
+ * hearth started, or before (a container runtime's -v): hearth watches
+ * the mount table for them (mountinfo_watch) and reports each that
+ * appears, goes or is replaced ("mount.changed"), and one that is late.
+ *
+ * Owns the phase "mounts": reached once every required mount is in,
+ * every required platform mount is there, and the homes on them are
+ * seeded (seeding and the skills overlay wait for the platform's mounts
+ * too); a required failure keeps it unreached (services after "mounts"
+ * are held), is kept in status and emitted as a "mount.failed" event. A
+ * required platform mount that goes or is replaced revokes it
+ * (gate_revoke: the services on it are stopped) until it is back and
+ * seeded. */
 #ifndef HEARTH_MOUNTS_H
 #define HEARTH_MOUNTS_H
 
@@ -51,6 +60,10 @@ int mounts_sync(void);
 
 /* The target of a failed mount that path lies at or under, else NULL. */
 const char *mounts_path_failed(const char *path);
+/* Why path cannot be written now: "mount T failed", or "the platform
+ * mount at T is not there" (nothing may land in the image's directory
+ * it will hide); NULL when it can. The text lives until the next call. */
+const char *mounts_path_blocked(const char *path);
 /* One configured mount, for readers such as diskuse. */
 struct mounts_entry {
     const char *target, *type; /* valid until the list changes */
@@ -62,9 +75,12 @@ int mounts_entry(size_t i, struct mounts_entry *out);
 bool mounts_done(void);
 
 /* mounts.list: {"mounts": [{source, target, type, read_only, required,
- * state, error, attempts, from}], "done", "failed"}. */
+ * state, error, attempts, from, mount_id, mounted_from; for platform
+ * mounts late, changes, last_change, last_change_ms, waiting_ms}],
+ * "done", "failed"}. */
 struct cJSON *mounts_list_json(void);
-/* A short summary for status: {"done", "mounted", "failed", "error"}. */
+/* A short summary for status: {"done", "mounted", "failed", "error",
+ * "waiting", "waiting_for", "late"}. */
 struct cJSON *mounts_status_json(void);
 
 /* Parses the mount options string: flags (ro, nosuid, nodev, noexec,

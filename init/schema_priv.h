@@ -106,6 +106,7 @@ int rule_ready(const cJSON *v, struct vctx *c);
 int rule_health(const cJSON *v, struct vctx *c);
 int rule_exit_codes(const cJSON *svc, struct vctx *c);
 int rule_mount(const cJSON *v, struct vctx *c);
+int rule_mounts(const cJSON *arr, struct vctx *c);
 int rule_mount_rule(const cJSON *v, struct vctx *c);
 int rule_metrics(const cJSON *v, struct vctx *c);
 int rule_skills(const cJSON *v, struct vctx *c);

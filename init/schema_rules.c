@@ -669,6 +669,31 @@ int rule_mount(const cJSON *v, struct vctx *c)
 {
     const cJSON *type = jget(v, "type");
 
+    /* A platform mount is made by someone else: hearth only watches for
+     * it, so nothing about how to mount it has a meaning. */
+    if (type && strcmp(type->valuestring, "platform") == 0) {
+        static const char *const not_here[] = {"source", "options", "read_only"};
+        for (size_t i = 0; i < sizeof(not_here) / sizeof(not_here[0]); i++) {
+            if (jget(v, not_here[i])) {
+                vpath_key(c, not_here[i]);
+                return vfail(c, "not allowed in a platform mount (the platform makes it; "
+                                "hearth only waits for it)");
+            }
+        }
+        const cJSON *t = jget(v, "timeout_ms");
+        int64_t ms;
+        if (t && jget_int(t, &ms) && ms < 1) {
+            vpath_key(c, "timeout_ms");
+            return vfail(c, "must be at least 1 in a platform mount (leave it out to wait "
+                            "without a deadline)");
+        }
+        const cJSON *target = jget(v, "target");
+        if (target && strcmp(target->valuestring, "/") == 0) {
+            vpath_key(c, "target");
+            return vfail(c, "a platform mount cannot be at / (it is always mounted)");
+        }
+        return 0;
+    }
     /* Only tmpfs has a meaningful default source. */
     if (!jget(v, "source") && !(type && strcmp(type->valuestring, "tmpfs") == 0)) {
         vpath_key(c, "source");
@@ -680,6 +705,34 @@ int rule_mount(const cJSON *v, struct vctx *c)
     if (jget(v, "owner") && cJSON_IsTrue(ro)) {
         vpath_key(c, "owner");
         return vfail(c, "a read-only mount cannot be given an owner");
+    }
+    return 0;
+}
+
+/* A platform mount's target is the platform's: another entry there
+ * would be mounted over it (or under it) and read as its replacement. */
+int rule_mounts(const cJSON *arr, struct vctx *c)
+{
+    const cJSON *e, *f;
+    size_t i = 0;
+
+    cJSON_ArrayForEach(e, arr) {
+        const cJSON *type = jget(e, "type");
+        if (type && strcmp(type->valuestring, "platform") == 0) {
+            const char *t = jget(e, "target")->valuestring;
+            size_t j = 0;
+            cJSON_ArrayForEach(f, arr) {
+                if (f != e && strcmp(jget(f, "target")->valuestring, t) == 0) {
+                    char q[NAMES_QUOTE_MAX];
+                    vpath_index(c, j);
+                    vpath_key(c, "target");
+                    return vfail(c, "%s is the target of the platform mount mounts[%zu]",
+                                 names_quote(t, q, sizeof(q)), i);
+                }
+                j++;
+            }
+        }
+        i++;
     }
     return 0;
 }

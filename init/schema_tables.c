@@ -328,7 +328,7 @@ static const struct key k_top[] = {
     KEY("activity", OBJECT(k_activity, NULL)),
     KEY("limits", OBJECT(k_top_limits, NULL)),
     KEY("network", OBJECT(k_network, rule_network)),
-    KEY("mounts", ARRAY(OBJECT(k_mount, rule_mount), 0, 0, NULL)),
+    KEY("mounts", ARRAY(OBJECT(k_mount, rule_mount), 0, 0, rule_mounts)),
     KEY("host_mounts", STRING(rule_host_mounts)),
     KEY("host_mounts_rule", OBJECT(k_mount_rule, rule_mount_rule)),
     KEY("seed", ARRAY(OBJECT(k_seed, NULL), 0, 0, NULL)),

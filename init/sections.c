@@ -450,7 +450,10 @@ int mounts_extract(const cJSON *root, struct mounts_cfg *out)
         m->owner = dup_member(e, "owner", &oom);
         m->read_only = jget_bool_or(e, "read_only", false);
         m->required = jget_bool_or(e, "required", true);
-        m->timeout_ms = jget_int_or(e, "timeout_ms", CONFIG_MOUNT_TIMEOUT_MS);
+        /* A platform mount without timeout_ms is waited for without a
+         * deadline (0: never reported late). */
+        bool platform = m->type && strcmp(m->type, "platform") == 0;
+        m->timeout_ms = jget_int_or(e, "timeout_ms", platform ? 0 : CONFIG_MOUNT_TIMEOUT_MS);
     }
     if (oom || host_mounts_fill(jget(root, "host_mounts"), &out->host) < 0) {
         mounts_cfg_free(out);

@@ -284,14 +284,14 @@ static void step(void)
     while (Q.cur < Q.cfg->seed.n) {
         const struct seed_entry *e = &Q.cfg->seed.v[Q.cur];
         const char *target = e->target, *from = e->from, *unless = e->unless;
-        const char *failed_mount = Q.skip ? Q.skip(target) : NULL;
+        const char *blocked = Q.skip ? Q.skip(target) : NULL;
         struct tree_owner own = {geteuid(), getegid()};
         char why[160];
         int started;
 
         Q.t0 = mono_ms();
-        if (failed_mount) {
-            snprintf(err, sizeof(err), "mount %s failed", failed_mount);
+        if (blocked) {
+            snprintf(err, sizeof(err), "%s", blocked);
             record(e, SEED_SKIPPED, err);
         } else if ((e->user || e->group) &&
                    accounts_user_group(accounts_snapshot(), e->user, e->group, &own.uid, &own.gid,

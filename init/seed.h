@@ -34,8 +34,9 @@ enum seed_result seed_one_as(const char *target, const char *from, const char *u
 
 /* Runs every seed entry of the config in order, each copy in a child
  * process so the loop never waits for a large template (without a loop,
- * or when fork fails, in-line); skip(path) names the failed mount a target
- * lies under (those are reported, not seeded). done() is called when all
+ * or when fork fails, in-line); skip(path) says why a target cannot be
+ * written now (under a failed mount, or a platform mount not there yet:
+ * those are reported, not seeded), NULL when it can. done() is called when all
  * entries are through. Called again while running, it runs once more
  * afterwards. */
 void seed_start(const struct config *cfg, const char *(*skip)(const char *path),

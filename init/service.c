@@ -133,6 +133,7 @@ typedef enum svc_state (*action_fn)(struct service *s);
 
 static enum svc_state a_spawn(struct service *s)
 {
+    s->held = false;
     s->ready.probe_error = false;
     if (svc_spawn(s) < 0) {
         log_error("service %s: %s", s->cfg->name, s->error);
@@ -197,7 +198,8 @@ static enum svc_state a_stop(struct service *s)
 static enum svc_state a_cancel(struct service *s)
 {
     ev_timer_stop(H.loop, &s->timer);
-    return SVC_STOPPED;
+    /* A backoff cut short by a revoked gate waits for the gate again. */
+    return s->held ? SVC_WAITING : SVC_STOPPED;
 }
 
 static enum svc_state a_kill(struct service *s)
@@ -335,9 +337,19 @@ static enum svc_state a_exited(struct service *s)
                        unready);
 }
 
+static enum svc_state a_start(struct service *s);
+
 static enum svc_state a_stopped(struct service *s)
 {
     ev_timer_stop(H.loop, &s->timer);
+    if (s->held) {
+        /* Stopped because a gate it runs on was revoked: no failure, and
+         * it starts again once the gate is back (at once if it already is). */
+        svc_notify_close(s);
+        svc_sweep(s);
+        s->fails = 0;
+        return a_start(s);
+    }
     if (s->unhealthy_stop) {
         /* Stopped for its health: restart (or not) as its policy says. */
         s->unhealthy_stop = false;
@@ -444,11 +456,60 @@ static void release_waiting(void)
     }
 }
 
-/* A gate reached may release services waiting for it (not while every
- * service is being stopped). */
-static void gate_changed(const char *name, bool reached)
+/* Whether s is after gate, directly or through a service in held[]. */
+static bool runs_on(const struct service *s, const char *gate, const bool *held)
 {
-    if (reached && stop_all_next < 0)
+    for (size_t i = 0; i < s->cfg->n_after; i++) {
+        const char *a = s->cfg->after[i];
+        if (strcmp(a, gate) == 0)
+            return true;
+        const struct service *d = find(a);
+        if (d && held[d - svcs])
+            return true;
+    }
+    return false;
+}
+
+/* A revoked gate (a platform's mount gone from under the agent): every
+ * service after it, directly or through another such service, that runs
+ * or would run is stopped and waits for the gate again, so nothing keeps
+ * writing into what the mount had hidden. Not a failure: no restart is
+ * counted and the backoff does not grow. Those already stopped, failed or
+ * exited are left as they are. */
+static void hold_dependents(const char *gate, const char *why)
+{
+    bool held[CONFIG_MAX_SERVICES] = {0};
+
+    for (size_t i = 0; i < nsvcs; i++) {
+        struct service *s = &svcs[order[i]]; /* each after what it needs */
+        if (!runs_on(s, gate, held))
+            continue;
+        held[order[i]] = true;
+        if (s->state == SVC_STOPPED || s->state == SVC_FAILED || s->state == SVC_EXITED ||
+            s->state == SVC_WAITING)
+            continue;
+        s->held = true;
+        s->restart_pending = false;
+        s->restart_signal = 0;
+        s->unhealthy_stop = false;
+        if (s->state == SVC_STOPPING)
+            continue; /* its exit finds it held */
+        log_warn("service %s: stopped until %s is reached again: %s", s->cfg->name, gate, why);
+        s->cause = "revoked";
+        svc_dispatch(s, E_STOP);
+    }
+}
+
+/* A gate reached may release services waiting for it; a revoked one
+ * holds those that run on it (neither while every service is being
+ * stopped). */
+static void gate_changed(const char *name, bool reached, const char *revoked)
+{
+    if (stop_all_next >= 0)
+        return;
+    if (revoked)
+        hold_dependents(name, revoked);
+    else if (reached)
         release_waiting();
 }
 
@@ -582,6 +643,7 @@ void services_stop_all(void (*done)(void))
     /* Nothing may restart while the stop walks down the list. */
     for (size_t i = 0; i < nsvcs; i++) {
         svcs[i].unhealthy_stop = false;
+        svcs[i].held = false;
         svcs[i].restart_pending = false;
         svcs[i].restart_signal = 0;
         if (svcs[i].state == SVC_BACKOFF || svcs[i].state == SVC_WAITING)
@@ -774,8 +836,10 @@ int service_stop(int idx, char *err, size_t errlen)
 {
     struct service *s = &svcs[idx];
     s->restart_pending = false;
-    /* Already stopping for its health: stay down once it is. */
+    /* Already stopping for its health, or held by a revoked gate: stay
+     * down once it is. */
     s->unhealthy_stop = false;
+    s->held = false;
     svc_dispatch(s, E_STOP);
     return 0;
 }

@@ -140,8 +140,9 @@ struct service {
     bool restart_pending;    /* services.restart: start again once stopped */
     int restart_signal;      /* a graceful restart's signal for the next stop; 0 = stop.signal */
     int64_t stop_began_ms;   /* bounds EXTEND_TIMEOUT_USEC during a stop */
-    const char *cause;       /* why the next state change happens ("notify", "watchdog") */
+    const char *cause;       /* why the next state change happens ("notify", "watchdog", "revoked") */
     bool unhealthy_stop;     /* being stopped because of its health */
+    bool held;               /* stopped by a revoked gate: waits for it again, not a failure */
     int64_t suspend_left_ms; /* backoff time left when suspended, restored on resume */
     struct svc_output out;
     struct svc_leaf leaf;

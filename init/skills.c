@@ -136,7 +136,7 @@ static int sync_allowed(char *err, size_t errlen)
         return -1;
     }
     if (S.failed_mount && ((fm = S.failed_mount(S.pub)) || (fm = S.failed_mount(S.priv)))) {
-        snprintf(err, errlen, "mount %s failed", fm);
+        snprintf(err, errlen, "%s", fm);
         snprintf(S.error, sizeof(S.error), "%s", err);
         return -1;
     }

@@ -122,8 +122,10 @@ int skills_fork_at(const char *pub, const char *priv, const char *name, char *er
  * off and the phase is reached at once. */
 void skills_init(const struct config *cfg);
 /* The first reconcile, once mounts and seeding are done; failed_mount
- * tells whether public or private lies under a failed mount (then the
- * phase stays unreached). Starts the poll timer and inotify. */
+ * says why public or private cannot be used now (under a failed mount,
+ * or a platform mount not there: then no run writes anything and the
+ * phase stays unreached), NULL when they can. Starts the poll timer and
+ * inotify. */
 void skills_start(const char *(*failed_mount)(const char *path));
 /* A reconcile soon, in a child process (the loop never walks the
  * directories); trigger names why ("boot", "mounts", "sync", "resume",

@@ -370,6 +370,18 @@ int p_status(struct ctl *t, const cJSON *res)
         put_safe(stdout, merr ? merr : "?");
         fputc('\n', stdout);
     }
+    /* So do the platform's mounts that are not there yet. */
+    const cJSON *wf = cJSON_GetObjectItemCaseSensitive(mounts, "waiting_for"), *w, *l;
+    cJSON_ArrayForEach(w, wf) {
+        if (!cJSON_IsString(w))
+            continue;
+        bool late = false;
+        cJSON_ArrayForEach(l, cJSON_GetObjectItemCaseSensitive(mounts, "late"))
+            late |= cJSON_IsString(l) && strcmp(l->valuestring, w->valuestring) == 0;
+        fputs("mounts: waiting for the platform to mount ", stdout);
+        put_safe(stdout, w->valuestring);
+        fputs(late ? " (late)\n" : "\n", stdout);
+    }
     fputc('\n', stdout);
     print_service_table(cJSON_GetObjectItemCaseSensitive(res, "services"));
     print_privileged(cJSON_GetObjectItemCaseSensitive(res, "services"));
@@ -438,7 +450,9 @@ static void mount_cells(const cJSON *m, char c[3][PATH_CELL])
 {
     safe_copy(c[0], PATH_CELL, jstr(m, "target") ? jstr(m, "target") : "?");
     safe_copy(c[1], PATH_CELL, jstr(m, "type") ? jstr(m, "type") : "?");
-    safe_copy(c[2], PATH_CELL, jstr(m, "source") ? jstr(m, "source") : "");
+    /* A platform mount has no source of hearth's: what is mounted there. */
+    const char *src = jstr(m, "source") ? jstr(m, "source") : jstr(m, "mounted_from");
+    safe_copy(c[2], PATH_CELL, src ? src : "");
 }
 
 int p_mounts(struct ctl *t, const cJSON *res)
@@ -466,6 +480,8 @@ int p_mounts(struct ctl *t, const cJSON *res)
         safe_copy(state, 32, jstr(m, "state") ? jstr(m, "state") : "?");
         if (cJSON_IsTrue(ro))
             strcat(state, " (ro)");
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "late")))
+            strcat(state, " (late)");
         print_mount_row(c[0], c[1], c[2], state, jstr(m, "error"), w[0], w[1], w[2]);
     }
     return 0;

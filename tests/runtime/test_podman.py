@@ -28,19 +28,33 @@ def test_image_loads_with_entrypoint_and_labels(image):
     assert cfg.get("StopSignal") == "SIGTERM"
 
 
-def test_hermes_config_runs_and_applies_egress_with_net_admin(run):
+def _volumes(tmp_path):
+    """The home and workspace the shipped config waits for (platform
+    mounts): fresh host directories, root's, as -v volumes."""
+    home, ws = tmp_path / "home", tmp_path / "workspace"
+    home.mkdir()
+    ws.mkdir()
+    return ["-v", f"{home}:/root/.hermes", "-v", f"{ws}:/workspace"]
+
+
+def test_hermes_config_runs_and_applies_egress_with_net_admin(run, tmp_path):
     # podman's default capabilities and NET_ADMIN: no CAP_SYS_ADMIN, so
     # the agent is contained inside a user namespace of its own.
-    c = run(caps=["NET_ADMIN"])
+    c = run(caps=["NET_ADMIN"], args=_volumes(tmp_path))
     wait_until(lambda: c.service("web-ui")["state"] == "running", 30, "web-ui running")
     st = c.ctl("status")
     assert st["mode"] == "container" and st["pid"] == 1
     assert c.service("hermes")["state"] == "running"
     assert c.service("hermes")["containment"] == "userns"
-    # The home was seeded from the image's template.
+    # The home was seeded from the image's template, into the volume.
     assert c.exec("cat", "/root/.hermes/config.yaml").stdout.strip()
+    assert (tmp_path / "home" / "config.yaml").exists()
+    ms = {m["target"]: m for m in c.ctl("mounts")["mounts"]}
+    for t in ("/root/.hermes", "/workspace"):
+        assert ms[t]["type"] == "platform" and ms[t]["state"] == "mounted", ms[t]
+        assert ms[t]["already"] is True and ms[t]["changes"] == 0
     # The agent is the image's hermes (uid 10000): its processes, the
-    # image's home and workspace (chowned by build-oci.sh), what seeding
+    # volumes (given to it by the platform mounts' owner), what seeding
     # copied (seed[].user); /root lets it through but not list.
     for name in ("hermes", "web-ui"):
         pid = c.service(name)["pid"]
@@ -58,8 +72,8 @@ def test_hermes_config_runs_and_applies_egress_with_net_admin(run):
     assert chk["applied"] is True and not chk.get("error"), chk
 
 
-def test_without_net_admin_egress_fails_closed_and_says_why(run):
-    c = run()
+def test_without_net_admin_egress_fails_closed_and_says_why(run, tmp_path):
+    c = run(args=_volumes(tmp_path))
     wait_until(lambda: "services after egress held" in c.logs(), 15, "the egress error")
     st = wait_until(lambda: (lambda s: s if s["phases"]["mounts"] and s["phases"]["skills"] else None)(
         c.ctl("status")), 15, "mounts and skills reached")

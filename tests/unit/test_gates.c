@@ -1,4 +1,5 @@
-/* Gates: a change is reported once, a repeat or an unknown name is not. */
+/* Gates: a change is reported once, a repeat or an unknown name is not;
+ * a revocation is always reported, with its reason. */
 #include "unit.h"
 
 #include <cJSON.h>
@@ -7,12 +8,14 @@
 
 static int changes;
 static bool last_reached;
+static char last_revoked[64];
 
-static void on_change(const char *name, bool reached)
+static void on_change(const char *name, bool reached, const char *revoked)
 {
     if (strcmp(name, "network") == 0) {
         changes++;
         last_reached = reached;
+        snprintf(last_revoked, sizeof(last_revoked), "%s", revoked ? revoked : "");
     }
 }
 
@@ -41,5 +44,20 @@ TEST(gates_report_each_change_once)
 
     gate_set("network", was);
     CHECK_EQ_INT(changes, 2);
+    CHECK_STR(last_revoked, "");
+
+    /* Revoked: reported even when already unreached, with the reason. */
+    gate_set("network", true);
+    gate_revoke("network", "the share went away");
+    CHECK(!gate_reached("network"));
+    CHECK_EQ_INT(changes, 4);
+    CHECK(!last_reached);
+    CHECK_STR(last_revoked, "the share went away");
+    gate_revoke("network", "again");
+    CHECK_EQ_INT(changes, 5);
+    CHECK_STR(last_revoked, "again");
+    gate_revoke("web", "not a gate"); /* ignored */
+    CHECK_EQ_INT(changes, 5);
+    gate_set("network", was);
     gates_on_change(NULL);
 }

@@ -1,7 +1,8 @@
 /* mounts with real bind mounts, each test in a child process with its own
  * mount namespace (so nothing leaks onto the machine): recheck after a
- * mount vanished, syncfs, failures nested under a failed mount, and
- * host_mounts refused without change. */
+ * mount vanished, syncfs, failures nested under a failed mount,
+ * host_mounts refused without change, the mount table's watch, and
+ * platform mounts appearing, going and replaced under it. */
 #include "unit.h"
 
 #include <errno.h>
@@ -211,6 +212,8 @@ TEST(mountinfo_parse_fields_and_escapes)
     char a[] = "36 35 98:0 /mnt1 /mnt/my\\040home rw,noatime master:1 shared:2 - ext3 "
                "/dev/root rw,errors=continue\n";
     CHECK(mountinfo_parse(a, &e));
+    CHECK_EQ_INT(e.id, 36);
+    CHECK_STR(e.root, "/mnt1");
     CHECK_STR(e.target, "/mnt/my home");
     CHECK_STR(e.root, "/mnt1");
     CHECK_STR(e.opts, "rw,noatime");
@@ -219,6 +222,8 @@ TEST(mountinfo_parse_fields_and_escapes)
 
     char b[] = "25 1 0:22 / /sys/fs/cgroup ro,nosuid - cgroup2 cgroup2 rw\n";
     CHECK(mountinfo_parse(b, &e));
+    CHECK_EQ_INT(e.id, 25);
+    CHECK_STR(e.root, "/");
     CHECK_STR(e.target, "/sys/fs/cgroup");
     CHECK_STR(e.fstype, "cgroup2");
 
@@ -243,4 +248,151 @@ TEST(mountinfo_each_sees_the_root_mount)
     bool seen = false;
     CHECK_EQ_INT(mountinfo_each(find_root, &seen), 0);
     CHECK(seen);
+}
+
+static int table_calls;
+static void on_table(void) { table_calls++; }
+
+/* Runs the loop until nothing is pending (at most a few rounds). */
+static void spin(void)
+{
+    for (int i = 0; i < 5; i++)
+        ev_run(H.loop, EVRUN_NOWAIT);
+}
+
+static void watch_body(const char *root)
+{
+    char p[256];
+
+    CHECK_EQ_INT(mountinfo_watch(H.loop, on_table), 0);
+    spin();
+    CHECK_EQ_INT(table_calls, 1); /* the first turn's look; then nothing changed */
+    snprintf(p, sizeof(p), "%s/t", root);
+    CHECK(mkdir(p, 0755) == 0);
+    CHECK(mount("x", p, "tmpfs", 0, NULL) == 0);
+    ev_run(H.loop, EVRUN_ONCE);
+    CHECK_EQ_INT(table_calls, 2);
+    /* Read once, the change is not reported again: no busy loop. */
+    spin();
+    CHECK_EQ_INT(table_calls, 2);
+    CHECK(umount2(p, 0) == 0);
+    ev_run(H.loop, EVRUN_ONCE);
+    CHECK_EQ_INT(table_calls, 3);
+    mountinfo_unwatch();
+    CHECK(mount("x", p, "tmpfs", 0, NULL) == 0);
+    spin();
+    CHECK_EQ_INT(table_calls, 3);
+    /* What is visible at a path: the mount, or none once it is hidden. */
+    long long id = mountinfo_mount_id(p);
+    CHECK(id != 0);
+    char q[300];
+    snprintf(q, sizeof(q), "%s/inner", p);
+    CHECK(mkdir(q, 0755) == 0);
+    CHECK(mount("y", q, "tmpfs", 0, NULL) == 0);
+    CHECK(mountinfo_mount_id(q) != id);
+    CHECK(mount("z", p, "tmpfs", 0, NULL) == 0); /* hides both */
+    CHECK(mountinfo_mount_id(q) == 0 || mountinfo_mount_id(q) == -1);
+    CHECK(mountinfo_watch(H.loop, on_table) == 0);
+    mountinfo_unwatch();
+}
+
+TEST(mountinfo_watch_wakes_on_each_change_without_polling)
+{
+    in_mount_ns(watch_body);
+}
+
+static int revokes;
+static void on_gate(const char *name, bool reached, const char *revoked)
+{
+    if (strcmp(name, "mounts") == 0 && revoked)
+        revokes++;
+}
+
+static cJSON *entry_of(cJSON *l, int i) { return cJSON_GetArrayItem(cJSON_GetObjectItem(l, "mounts"), i); }
+
+static void platform_body(const char *root)
+{
+    char home[256], a[256], b[256], p[256], sb[16];
+
+    snprintf(home, sizeof(home), "%s/home", root);
+    snprintf(a, sizeof(a), "%s/a", root);
+    snprintf(b, sizeof(b), "%s/b", root);
+    CHECK(mkdir(home, 0755) == 0 && mkdir(a, 0755) == 0 && mkdir(b, 0755) == 0);
+    struct config *c = parse("{\"mounts\":[{\"type\":\"platform\",\"target\":\"%s/home\"},"
+                             "{\"target\":\"%s/home/cache\",\"type\":\"tmpfs\"}]}", root);
+    if (!c)
+        return;
+    H.cfg = c;
+    passes = 0;
+    gates_on_change(on_gate);
+    mounts_start(c, on_done);
+    /* Waiting: the pass ended without seeding (no done call), the gate
+     * is not reached, the nested tmpfs is held back, the home blocked. */
+    CHECK(mounts_done());
+    CHECK_EQ_INT(passes, 0);
+    CHECK(!gate_reached("mounts"));
+    CHECK_STR(state_of(0, sb, sizeof(sb)), "waiting");
+    CHECK_STR(state_of(1, sb, sizeof(sb)), "waiting");
+    CHECK(!present(root, "home/cache"));
+    snprintf(p, sizeof(p), "%s/home/x", root);
+    CHECK_CONTAINS(mounts_path_blocked(p), "the platform mount at ");
+    CHECK_CONTAINS(mounts_path_blocked(p), home);
+    cJSON *st = mounts_status_json();
+    CHECK_EQ_INT(cJSON_GetObjectItem(st, "waiting")->valueint, 1);
+    CHECK_STR(cJSON_GetArrayItem(cJSON_GetObjectItem(st, "waiting_for"), 0)->valuestring, home);
+    cJSON_Delete(st);
+
+    /* The platform mounts it: seen through the watch, the nested tmpfs
+     * mounted on it, seeding called, the gate reached. */
+    CHECK(mount(a, home, NULL, MS_BIND, NULL) == 0);
+    ev_run(H.loop, EVRUN_ONCE);
+    CHECK_EQ_INT(passes, 1);
+    CHECK(gate_reached("mounts"));
+    CHECK_STR(state_of(0, sb, sizeof(sb)), "mounted");
+    CHECK_STR(state_of(1, sb, sizeof(sb)), "mounted");
+    CHECK(mounts_path_blocked(p) == NULL);
+    snprintf(p, sizeof(p), "%s/cache", a);
+    CHECK(access(p, F_OK) == 0); /* its mount point is in the platform's directory */
+    cJSON *l = mounts_list_json();
+    cJSON *m = entry_of(l, 0);
+    CHECK_EQ_INT(cJSON_GetObjectItem(m, "changes")->valueint, 1);
+    CHECK_STR(cJSON_GetObjectItem(m, "last_change")->valuestring, "appeared");
+    int id = cJSON_GetObjectItem(m, "mount_id")->valueint;
+    CHECK(id > 0);
+    CHECK(cJSON_GetObjectItem(m, "source") == NULL);
+    cJSON_Delete(l);
+
+    /* Replaced by another mount over it: revoked, then seeded again. */
+    CHECK(mount(b, home, NULL, MS_BIND, NULL) == 0);
+    ev_run(H.loop, EVRUN_ONCE);
+    CHECK_EQ_INT(revokes, 1);
+    CHECK_EQ_INT(passes, 2);
+    CHECK(gate_reached("mounts"));
+    l = mounts_list_json();
+    m = entry_of(l, 0);
+    CHECK_STR(cJSON_GetObjectItem(m, "last_change")->valuestring, "replaced");
+    CHECK(cJSON_GetObjectItem(m, "mount_id")->valueint != id);
+    cJSON_Delete(l);
+    /* The tmpfs went under the new one: mounted again on top of it. */
+    snprintf(p, sizeof(p), "%s/cache", b);
+    CHECK(access(p, F_OK) == 0);
+
+    /* Gone (both binds): revoked, waiting again, nothing seeded. */
+    CHECK(umount2(home, MNT_DETACH) == 0);
+    CHECK(umount2(home, MNT_DETACH) == 0);
+    ev_run(H.loop, EVRUN_ONCE);
+    spin();
+    CHECK(revokes >= 2);
+    CHECK(!gate_reached("mounts"));
+    CHECK_STR(state_of(0, sb, sizeof(sb)), "waiting");
+    l = mounts_list_json();
+    CHECK_STR(cJSON_GetObjectItem(entry_of(l, 0), "last_change")->valuestring, "gone");
+    cJSON_Delete(l);
+    CHECK_EQ_INT(passes, 2);
+    gates_on_change(NULL);
+}
+
+TEST(mounts_platform_mount_watched_appears_replaced_gone)
+{
+    in_mount_ns(platform_body);
 }
