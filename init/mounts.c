@@ -20,6 +20,7 @@
 #include "accounts.h"
 #include "config.h"
 #include "events.h"
+#include "identity.h"
 #include "gates.h"
 #include "hearth.h"
 #include "log.h"
@@ -71,6 +72,7 @@ static struct {
     size_t cur;            /* the next entry to try in this pass */
     bool running, done;
     bool again;            /* a platform mount appeared during the pass: one more */
+    bool identity_renewed; /* the first platform mount after start renewed it */
     ev_timer retry;
     ev_timer late;         /* the next platform mount to become late */
     ev_timer poll;         /* only when the mount table cannot be watched */
@@ -692,7 +694,7 @@ static void run(void);
 static void platform_check(bool at_boot)
 {
     char why[700] = "";
-    bool revoke = false, pass = false;
+    bool revoke = false, pass = false, first_arrival = false;
     int64_t now = mono_ms();
 
     for (size_t i = 0; i < M.n; i++) {
@@ -718,6 +720,7 @@ static void platform_check(bool at_boot)
             m->last_change_ms = now;
         }
         if (present) {
+            first_arrival |= !at_boot && !prev_id && m->changes == 1;
             m->state = M_MOUNTED;
             m->already = at_boot;
             m->late = false;
@@ -767,6 +770,19 @@ static void platform_check(bool at_boot)
         }
     }
     check_late();
+    if (first_arrival && !M.identity_renewed) {
+        /* A platform that mounts the home after start is one that restores
+         * sandboxes from a snapshot of a template waiting here (CubeSandbox):
+         * every copy holds the same generator state and ids until now, and
+         * the seeding, the key made at the agent's first start and the
+         * agent itself come next. Once per run of hearth: a later
+         * replacement is not a restore. */
+        char detail[160];
+        M.identity_renewed = true;
+        log_info("platform mounts arrived after start: a restored copy; renewing its identity");
+        if (identity_refresh("platform_mounts", detail, sizeof(detail)) < 0)
+            log_warn("identity: %s", detail);
+    }
     if (revoke)
         gate_revoke("mounts", why);
     if (pass && !at_boot)

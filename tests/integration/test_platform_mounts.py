@@ -101,13 +101,26 @@ def test_services_wait_until_the_platform_mounts_the_home(hearth, tmp_path):
     err = c.error("skills.sync")
     assert "after mounts and seeding" in err["message"]
 
+    boot_id = hearth.rpc("status")["identity"]
+    assert boot_id["generation"] == 0 and boot_id["cause"] == "boot"
+
     # The platform binds the host directory over it.
     _ns(hearth, "mount", "--bind", str(host), str(home))
-    ev = _events(c, lambda p: p["type"] == "mount.changed")[-1]
+    seen = _events(c, lambda p: p["type"] == "service.state" and p["service"] == "agent"
+                   and p["state"] == "starting")
+    ev = [p for p in seen if p["type"] == "mount.changed"][-1]
+    # A home that arrives after start is a restored copy's: its identity is
+    # made anew before anything is seeded and before the agent starts.
+    ids = [p for p in seen if p["type"] == "identity"]
+    assert len(ids) == 1, ids
+    assert ids[0]["cause"] == "platform_mounts" and ids[0]["generation"] == 1
+    assert ids[0]["instance_id"] != boot_id["instance_id"]
+    assert seen.index(ev) < seen.index(ids[0]) < seen.index(seen[-1])
     assert ev["target"] == str(home) and ev["change"] == "appeared" and ev["changes"] == 1
     assert ev["mount_id"] > 0 and ev["mounted_from"].endswith("/host-home")
     assert "previous_mount_id" not in ev
     hearth.wait_for(lambda: hearth.service("agent")["state"] == "running", what="agent running")
+    assert hearth.rpc("status")["identity"]["instance_id"] == ids[0]["instance_id"]
     assert (host / "config.yaml").read_text() == "model: default\n"
     assert os.readlink(host / "skills" / "alpha") == str(pub / "alpha")
     hearth.wait_for(lambda: _lines(hearth, "agent") == ["model: default"], what="agent output")
@@ -213,6 +226,10 @@ def test_unmounted_home_stops_the_agent_and_a_new_one_restarts_it(hearth, tmp_pa
     assert (third / "config.yaml").read_text() == "model: default\n"
     assert hearth.service("agent")["restarts"] == 0
     assert hearth.rpc("status")["phases"]["mounts"] is True
+    # A home there from the start (a runtime's -v) is no restore: however it
+    # changes later, the identity stays the boot's.
+    assert hearth.rpc("status")["identity"]["generation"] == 0
+    assert not [p for p in seen if p["type"] == "identity"]
     # The image's directory under them all was never written.
     assert os.listdir(home) == ["image-file"]
     c.close()
