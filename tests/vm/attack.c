@@ -656,26 +656,42 @@ static int try_port(const char *prefix, const char *host, int port)
     return e;
 }
 
-/* The machine's own addresses but loopback's and link-local ones (which
- * need a scope), comma-separated into out; returns how many. */
+/* The machine's own addresses but loopback's: IPv4 from getifaddrs; IPv6
+ * from /proc/net/if_inet6, which has the flags getifaddrs leaves out: an
+ * address still in duplicate detection (tentative) is not local yet, nor
+ * one that failed it, and a link-local one needs a scope. Returns how
+ * many. */
 static int own_addresses(char addrs[][64], int max)
 {
     struct ifaddrs *ifa, *i;
+    static char buf[8192];
     int n = 0;
-    if (getifaddrs(&ifa) < 0)
-        return 0;
-    for (i = ifa; i && n < max; i = i->ifa_next) {
-        if (!i->ifa_addr || (i->ifa_flags & IFF_LOOPBACK))
-            continue;
-        if (i->ifa_addr->sa_family == AF_INET) {
-            inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, addrs[n++], 64);
-        } else if (i->ifa_addr->sa_family == AF_INET6) {
-            const struct in6_addr *a = &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
-            if (!IN6_IS_ADDR_LINKLOCAL(a))
-                inet_ntop(AF_INET6, a, addrs[n++], 64);
-        }
+    if (getifaddrs(&ifa) == 0) {
+        for (i = ifa; i && n < max; i = i->ifa_next)
+            if (i->ifa_addr && !(i->ifa_flags & IFF_LOOPBACK) && i->ifa_addr->sa_family == AF_INET)
+                inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, addrs[n++], 64);
+        freeifaddrs(ifa);
     }
-    freeifaddrs(ifa);
+    if (read_text("/proc/net/if_inet6", buf, sizeof(buf)) <= 0)
+        return n;
+    char *save = NULL;
+    for (char *l = strtok_r(buf, "\n", &save); l && n < max; l = strtok_r(NULL, "\n", &save)) {
+        char hex[33];
+        unsigned idx, plen, scope, flags;
+        struct in6_addr a;
+        if (sscanf(l, "%32s %x %x %x %x", hex, &idx, &plen, &scope, &flags) != 5 || strlen(hex) != 32)
+            continue;
+        /* Scope 0 is global; 0x10 host (::1), 0x20 link. 0x40 tentative,
+         * 0x08 duplicate detection failed. */
+        if (scope != 0 || (flags & (0x40 | 0x08)))
+            continue;
+        for (int k = 0; k < 16; k++) {
+            unsigned v;
+            sscanf(hex + 2 * k, "%2x", &v);
+            a.s6_addr[k] = (uint8_t)v;
+        }
+        inet_ntop(AF_INET6, &a, addrs[n++], 64);
+    }
     return n;
 }
 

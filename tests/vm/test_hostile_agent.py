@@ -84,6 +84,11 @@ def platform_connect(vm, host, port):
     w = vm.wait_for(lambda: (lambda r: r if r.get("exited") else None)(
         vm.result("exec.wait", {"id": pid, "timeout_ms": 1000})), timeout=60,
         what=f"the exec session to {host}:{port}")
+    # The output is whole once exec.exit has come (it follows the last
+    # exec.output); a call reads what the connection holds.
+    vm.wait_for(lambda: vm.result("ping") == {} and
+                any(e.get("id") == pid and "exited" in e for e in vm.ctl.events),
+                what=f"exec.exit of the session to {host}:{port}")
     out = b"".join(base64.b64decode(e["data"]) for e in vm.ctl.events
                    if e.get("id") == pid and "data" in e)
     return w["exit_code"], json.loads(out.decode().strip().splitlines()[-1])
