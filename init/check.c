@@ -269,6 +269,13 @@ static void connected_cb(struct ev_loop *loop, ev_io *w, int revents)
     report(c, e == 0);
 }
 
+static uint32_t probe_mark;
+
+void check_set_mark(uint32_t mark)
+{
+    probe_mark = mark;
+}
+
 static int connect_start(struct check *c, const struct sockaddr *sa, socklen_t salen, char *err,
                          size_t errlen)
 {
@@ -279,6 +286,12 @@ static int connect_start(struct check *c, const struct sockaddr *sa, socklen_t s
         snprintf(err, errlen, "unable to create socket for %s: %s", c->target, strerror(errno));
         return -1;
     }
+    /* Set only where the ruleset reads it, and hearth then has NET_ADMIN
+     * (it applied that ruleset); should it fail, the probe goes unmarked
+     * and meets the rule the services do. */
+    if (probe_mark && sa->sa_family != AF_UNIX &&
+        setsockopt(c->fd, SOL_SOCKET, SO_MARK, &probe_mark, sizeof(probe_mark)) < 0)
+        log_debug("check: unable to mark the socket for %s: %s", c->target, strerror(errno));
     do
         r = connect(c->fd, sa, salen);
     while (r < 0 && errno == EINTR && sa->sa_family == AF_UNIX);

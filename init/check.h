@@ -41,6 +41,11 @@ struct check *check_start(struct ev_loop *loop, const struct check_spec *spec,
                           const struct check_exec *how, check_done_fn done, void *ctx, char *err,
                           size_t errlen);
 
+/* The mark (SO_MARK) every tcp and http probe's socket carries from now
+ * on; 0: none. The local ports rule that cannot tell the services by
+ * their cgroup tells hearth's own probes by it. */
+void check_set_mark(uint32_t mark);
+
 /* Cancels an attempt in flight (done is not called); safe on NULL. An exec
  * probe's process group is killed; its memory is freed when reaped. */
 void check_cancel(struct check *c);

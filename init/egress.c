@@ -17,6 +17,7 @@
 #include <ev.h>
 
 #include "cgroup.h"
+#include "check.h"
 #include "cidr.h"
 #include "config.h"
 #include "events.h"
@@ -26,6 +27,10 @@
 #include "netlink.h"
 #include "netroute.h"
 #include "nft.h"
+
+/* The mark of hearth's own probe sockets, which the local ports rule
+ * lets pass when it cannot tell the services by their cgroup ("HRTH"). */
+#define OWN_MARK 0x48525448u
 
 #ifndef ARPHRD_ETHER
 #define ARPHRD_ETHER 1
@@ -50,6 +55,8 @@ static struct {
     size_t n_uncovered;         /* Ethernet interfaces past NFT_MAX_IFACES */
     bool netdev_refused;        /* the last apply went without it: the kernel said no */
     bool lp_cgroup;             /* the local ports match the services cgroup alone */
+    char lp_scope[240];         /* why they do not (closed to every process) */
+    char lp_refused[240];       /* why the kernel's refusal left them out of the ruleset */
     char lp_note[160];          /* why the local ports are not enforced at all */
     ev_io nft_io, link_io;
 } E;
@@ -126,35 +133,85 @@ static void watch_membership(bool on)
                  on ? "join" : "leave", strerror(errno));
 }
 
-/* Applies with every layer the kernel offers: owner flag and netdev
- * chains first; without the netdev chains when they are refused (no
- * egress hook before 5.16, an interface gone meanwhile), then without
- * the owner flag (before 5.12). A refusal for permission (another
- * socket owns a table of that name) is final: nothing is weakened. */
-static int apply_layers(struct nft_policy *np, struct nft_expect *exp, char *why, size_t wl)
+enum fallback_step { STEP_NONE, STEP_NETDEV, STEP_OWNER, STEP_CGROUP, STEP_LPORTS };
+
+/* What to go without after a refusal, from the part of the ruleset the
+ * refused message belongs to: only that layer, and only one still in
+ * np, so the ladder ends. A refusal for permission (hearth lacks
+ * NET_ADMIN, another socket owns a table of that name) is final: nothing
+ * is weakened. A message not known (the send or the read failed) keeps
+ * the order kernels were first met with: netdev, then owner. */
+static enum fallback_step fallback_step(const struct nft_policy *np, int rc, enum nft_part part)
 {
-    char first[256] = "";
-    int rc = nft_apply(np, exp, why, wl);
-    if (rc < 0 && rc != -EPERM && np->netdev) {
-        snprintf(first, sizeof(first), "%s", why);
-        np->netdev = false;
-        np->n_ifaces = 0;
-        rc = nft_apply(np, exp, why, wl);
-        if (rc == 0) {
-            E.netdev_refused = true;
-            snprintf(E.netdev_error, sizeof(E.netdev_error), "refused by the kernel: %s", first);
-            log_warn("egress: unable to add the netdev egress chains: %s; only the inet chain holds",
-                     first);
+    bool unsupported = rc == -EOPNOTSUPP || rc == -EINVAL;
+    if (rc == -EPERM)
+        return STEP_NONE;
+    switch (part) {
+    case NFT_PART_NETDEV:
+        return np->netdev ? STEP_NETDEV : STEP_NONE;
+    case NFT_PART_TABLE:
+        return unsupported && np->owner ? STEP_OWNER : STEP_NONE;
+    case NFT_PART_CGROUP:
+        return np->cgroup && np->n_lports ? STEP_CGROUP : STEP_NONE;
+    case NFT_PART_LOCAL:
+        return np->n_lports ? STEP_LPORTS : STEP_NONE;
+    case NFT_PART_UNKNOWN:
+        if (np->netdev)
+            return STEP_NETDEV;
+        return unsupported && np->owner ? STEP_OWNER : STEP_NONE;
+    case NFT_PART_BASE:
+        break;
+    }
+    return STEP_NONE;
+}
+
+int egress_apply_fallback(struct nft_policy *np, struct nft_expect *exp, egress_apply_fn apply,
+                          struct egress_fallback *fb, char *why, size_t wl)
+{
+    memset(fb, 0, sizeof(*fb));
+    for (;;) {
+        enum nft_part part = NFT_PART_UNKNOWN;
+        fb->tries++;
+        int rc = apply(np, exp, &part, why, wl);
+        if (rc == 0)
+            return 0;
+        switch (fallback_step(np, rc, part)) {
+        case STEP_NONE:
+            return rc;
+        case STEP_NETDEV:
+            fb->netdev = true;
+            snprintf(fb->netdev_error, sizeof(fb->netdev_error), "%s", why);
+            np->netdev = false;
+            np->n_ifaces = 0;
+            log_warn("egress: the kernel refuses the netdev egress chains (%s); trying without", why);
+            break;
+        case STEP_OWNER:
+            fb->owner = true;
+            np->owner = false;
+            log_warn("egress: the kernel refuses owned tables (%s); trying without: other "
+                     "processes with CAP_NET_ADMIN can change them (changes are repaired when "
+                     "noticed)", why);
+            break;
+        case STEP_CGROUP:
+            fb->cgroup = true;
+            snprintf(fb->cgroup_error, sizeof(fb->cgroup_error), "%s", why);
+            np->cgroup = false;
+            log_warn("egress: the kernel refuses the socket cgroup match (%s); trying with the "
+                     "local ports closed to every process", why);
+            break;
+        case STEP_LPORTS:
+            fb->lports = true;
+            snprintf(fb->lports_error, sizeof(fb->lports_error), "%s", why);
+            np->lports = NULL;
+            np->n_lports = 0;
+            /* Local ports were all there was: nothing is left to apply. */
+            if (!np->outbound)
+                return rc;
+            log_warn("egress: the kernel refuses the local ports rules (%s); applying the policy "
+                     "without them", why);
+            break;
         }
     }
-    if (rc < 0 && (rc == -EOPNOTSUPP || rc == -EINVAL) && np->owner) {
-        np->owner = false;
-        rc = nft_apply(np, exp, why, wl);
-        if (rc == 0)
-            log_warn("egress: the kernel refuses owned tables: other processes with "
-                     "CAP_NET_ADMIN can change them (changes are repaired when noticed)");
-    }
-    return rc;
 }
 
 /* A container started without NET_ADMIN is the usual reason nf_tables
@@ -177,7 +234,8 @@ static int apply_parsed(const struct egress_policy *p, char *err, size_t errlen)
                             .deny = p->deny, .n_deny = p->n_deny,
                             .allow_public = p->allow_public, .owner = true,
                             .outbound = p->present,
-                            .lports = p->lports, .n_lports = p->n_lports};
+                            .lports = p->lports, .n_lports = p->n_lports,
+                            .own_mark = OWN_MARK};
     if (!p->present) {
         np.always = NULL;
         np.n_always = 0;
@@ -211,18 +269,27 @@ static int apply_parsed(const struct egress_policy *p, char *err, size_t errlen)
     np.n_ifaces = links.n;
 
     struct nft_expect exp;
+    struct egress_fallback fb;
+    bool no_cgroup = np.n_lports && !np.cgroup;
     E.netdev_refused = false;
     watch_membership(false);
-    int rc = apply_layers(&np, &exp, why, sizeof(why));
+    int rc = egress_apply_fallback(&np, &exp, nft_apply, &fb, why, sizeof(why));
     watch_membership(true);
     if (rc < 0) {
         memcpy(E.netdev_error, old_error, sizeof(old_error));
         E.n_uncovered = old_uncovered;
         E.netdev_refused = old_refused;
-        snprintf(err, errlen, "unable to apply the ruleset: %s%s", why,
-                 lacks_net_admin() ? " (hearth lacks CAP_NET_ADMIN: a container needs --cap-add NET_ADMIN)"
-                                   : "");
+        if (fb.lports && !np.outbound)
+            snprintf(err, errlen, "the kernel refuses the local ports rules: %s", fb.lports_error);
+        else
+            snprintf(err, errlen, "unable to apply the ruleset: %s%s", why,
+                     lacks_net_admin() ? " (hearth lacks CAP_NET_ADMIN: a container needs --cap-add NET_ADMIN)"
+                                       : "");
         return -1;
+    }
+    if (fb.netdev) {
+        E.netdev_refused = true;
+        snprintf(E.netdev_error, sizeof(E.netdev_error), "refused by the kernel: %s", fb.netdev_error);
     }
     /* The generation first: a change after it, even during the read-back,
      * is a new generation and is looked at again. */
@@ -238,7 +305,31 @@ static int apply_parsed(const struct egress_policy *p, char *err, size_t errlen)
     E.genid = g;
     E.verified_ms = mono_ms();
     E.lp_cgroup = np.cgroup;
+    check_set_mark(exp.n_local && !np.cgroup ? OWN_MARK : 0);
+    E.lp_scope[0] = E.lp_refused[0] = 0;
+    if (fb.lports)
+        snprintf(E.lp_refused, sizeof(E.lp_refused), "refused by the kernel: %s; the egress "
+                 "policy is applied without them", fb.lports_error);
+    else if (fb.cgroup)
+        snprintf(E.lp_scope, sizeof(E.lp_scope), "the kernel refuses the socket cgroup match: "
+                 "%s; the ports are closed to every process", fb.cgroup_error);
+    else if (no_cgroup)
+        snprintf(E.lp_scope, sizeof(E.lp_scope), "no services cgroup; the ports are closed to "
+                 "every process");
     return 0;
+}
+
+/* Why the ports src lists are not closed to services, or NULL when they
+ * are (or none are listed). */
+static const char *lp_error(const struct egress_policy *src)
+{
+    if (src->n_lports == 0)
+        return NULL;
+    if (E.lp_note[0])
+        return E.lp_note;
+    if (E.applied)
+        return E.lp_refused[0] ? E.lp_refused : NULL;
+    return E.error[0] ? E.error : NULL;
 }
 
 static void emit(void)
@@ -250,6 +341,9 @@ static void emit(void)
     cJSON_AddBoolToObject(ev, "local_ports", E.applied && E.exp.n_local > 0);
     if (E.error[0])
         cJSON_AddStringToObject(ev, "error", E.error);
+    const char *lpe = lp_error(&E.pol);
+    if (lpe)
+        cJSON_AddStringToObject(ev, "local_ports_error", lpe);
     events_emit("egress", ev);
 }
 
@@ -607,11 +701,13 @@ cJSON *egress_json(void)
         if (deny)
             cJSON_AddItemToObject(lp, "deny", deny);
         cJSON_AddBoolToObject(lp, "applied", E.applied && E.exp.n_local > 0);
-        cJSON_AddBoolToObject(lp, "services_only", E.applied && E.exp.n_local > 0 && E.lp_cgroup);
-        if (E.lp_note[0])
-            cJSON_AddStringToObject(lp, "error", E.lp_note);
-        else if (!E.applied && E.error[0] && src->n_lports)
-            cJSON_AddStringToObject(lp, "error", E.error);
+        bool closed = E.applied && E.exp.n_local > 0;
+        cJSON_AddBoolToObject(lp, "services_only", closed && E.lp_cgroup);
+        if (closed && !E.lp_cgroup && E.lp_scope[0])
+            cJSON_AddStringToObject(lp, "services_only_error", E.lp_scope);
+        const char *lpe = lp_error(src);
+        if (lpe)
+            cJSON_AddStringToObject(lp, "error", lpe);
     }
     if (E.verified_ms)
         cJSON_AddNumberToObject(o, "verified_ms_ago", (double)(mono_ms() - E.verified_ms));

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "nft.h"
 #include "sections.h"
 
 struct cJSON;
@@ -41,6 +42,34 @@ int egress_set(const struct cJSON *policy, char *err, size_t errlen);
 int egress_recheck(char *err, size_t errlen);
 /* How many repairs recheck has made since boot. */
 unsigned egress_repairs(void);
+
+/* One transaction, as nft_apply: 0, or the kernel's negative errno with
+ * the part of the ruleset it refused. */
+typedef int (*egress_apply_fn)(const struct nft_policy *np, struct nft_expect *exp,
+                               enum nft_part *part, char *why, size_t wl);
+
+/* What egress_apply_fallback went without, with the kernel's reason. */
+struct egress_fallback {
+    bool netdev;        /* the netdev chains */
+    bool owner;         /* the tables' owner flag */
+    bool cgroup;        /* the services cgroup match: the ports closed to every process */
+    bool lports;        /* the local ports altogether */
+    char netdev_error[200], cgroup_error[200], lports_error[200];
+    unsigned tries;
+};
+
+/* Applies np with apply, going without what the kernel refuses, one
+ * layer at a time and only the layer the refused message belongs to:
+ * the netdev chains; the owner flag (EOPNOTSUPP or EINVAL on the
+ * table); the services cgroup match of the local ports (then they are
+ * closed to every process); the local ports altogether (the outbound
+ * policy is applied without them). A refusal whose message is not
+ * known takes the first two steps only; EPERM and a refusal of the
+ * policy itself are final. np is left as applied, fb says what went.
+ * Returns 0, or the last refusal (negative errno) with why; also when
+ * the local ports were all there was to apply and they went. */
+int egress_apply_fallback(struct nft_policy *np, struct nft_expect *exp, egress_apply_fn apply,
+                          struct egress_fallback *fb, char *why, size_t wl);
 
 /* {configured, applied, policy, error, generation, repairs, counters}. */
 struct cJSON *egress_json(void);

@@ -366,6 +366,7 @@ int nl_transact(int fd, struct nlbuf *b, char *err, size_t errlen)
     int first_err = 0;
     uint8_t *buf;
 
+    b->refused = false;
     int rc = send_buf(fd, b, err, errlen);
     if (rc < 0)
         return rc;
@@ -395,6 +396,8 @@ int nl_transact(int fd, struct nlbuf *b, char *err, size_t errlen)
             acked++;
             if (e < 0 && !first_err) {
                 first_err = e;
+                b->refused = true;
+                b->refused_seq = h->nlmsg_seq;
                 snprintf(err, errlen, "%s", msg);
             }
         }

@@ -22,6 +22,10 @@ struct nlbuf {
     uint32_t first_seq; /* the first message's sequence number */
     uint32_t seq;       /* next sequence number */
     uint32_t n_msgs;    /* messages started (each asks for an ack) */
+    /* Set by nl_transact: the sequence number of the first message the
+     * kernel refused, so a caller can tell which part of a batch it was. */
+    bool refused;
+    uint32_t refused_seq;
 };
 
 void nl_init(struct nlbuf *b, uint32_t first_seq);
@@ -77,7 +81,9 @@ int nl_open(int protocol, char *err, size_t errlen);
 
 /* Sends the buffer and collects every ack: returns 0 when all n_msgs
  * were acked, else the first error (negative errno) with its text in
- * err. Replies are already queued when sendmsg returns (the kernel runs
+ * err, and the refused message's sequence number in b->refused_seq
+ * (b->refused false when no message was refused: a send or read
+ * failure). Replies are already queued when sendmsg returns (the kernel runs
  * netlink requests in the sender's context), so reading never waits. */
 int nl_transact(int fd, struct nlbuf *b, char *err, size_t errlen);
 

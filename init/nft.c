@@ -437,10 +437,16 @@ static void build_rule(struct nlbuf *b, const struct rule *r, const struct nft_p
     size_t list = nl_nest_begin(b, NFTA_RULE_EXPRESSIONS);
     switch (r->kind) {
     case R_LOCAL_JUMP:
-        /* Without the services cgroup every socket is matched: failing
-         * closed costs exec sessions the listed ports, nothing more. */
-        if (p->cgroup)
+        /* Without the services cgroup every socket is matched but
+         * hearth's own probes (marked): failing closed costs the host's
+         * exec sessions and the platform's local clients the listed
+         * ports, not a service's readiness check of one. */
+        if (p->cgroup) {
             e_cgroup_is(b, p->svc_level, p->svc_cgid, NFT_CMP_EQ);
+        } else if (p->own_mark) {
+            e_meta(b, NFT_META_MARK);
+            e_cmp(b, NFT_CMP_NEQ, &p->own_mark, sizeof(p->own_mark));
+        }
         e_counter(b);
         e_verdict(b, NFT_JUMP, NFT_LOCAL_CHAIN);
         nl_nest_end(b, list);
@@ -797,6 +803,90 @@ int nft_build(const struct nft_policy *p, struct nlbuf *b, struct nft_expect *ex
     nl_batch_end(b, NFNL_SUBSYS_NFTABLES);
     free_ranges(&sr);
     return b->failed ? -1 : 0;
+}
+
+/* Whether an attribute holds the string s (with its NUL, as written). */
+static bool attr_is(const struct nlattr *a, const char *s)
+{
+    return a && nl_attr_len(a) == strlen(s) + 1 && memcmp(nl_attr_data(a), s, strlen(s) + 1) == 0;
+}
+
+/* A rule with an expression named name in its list. */
+static bool rule_has_expr(const struct nlattr *list, const char *name)
+{
+    const void *p = nl_attr_data(list);
+    size_t len = nl_attr_len(list);
+    bool bad = false;
+    for (const struct nlattr *el = nl_attr_next(p, len, NULL, &bad); el;
+         el = nl_attr_next(p, len, el, &bad)) {
+        const struct nlattr *ex[NFTA_EXPR_MAX + 1];
+        if (nl_attr_parse(nl_attr_data(el), nl_attr_len(el), ex, NFTA_EXPR_MAX) == 0 &&
+            attr_is(ex[NFTA_EXPR_NAME], name))
+            return true;
+    }
+    return false;
+}
+
+/* The rule's name as put_userdata_name wrote it. */
+static bool rule_named(const struct nlattr *ud, const char *name)
+{
+    size_t n = strlen(name) + 1;
+    if (!ud || nl_attr_len(ud) != n + 2)
+        return false;
+    const uint8_t *u = nl_attr_data(ud);
+    return u[0] == 0 && u[1] == n && memcmp(u + 2, name, n) == 0;
+}
+
+enum nft_part nft_msg_part(const struct nlmsghdr *h)
+{
+    /* The batch markers are no part of the ruleset (the kernel names the
+     * batch's begin when it could not take the batch at all). */
+    if (h->nlmsg_len < NLMSG_LENGTH(sizeof(struct nfgenmsg)) ||
+        h->nlmsg_type >> 8 != NFNL_SUBSYS_NFTABLES)
+        return NFT_PART_UNKNOWN;
+    const struct nfgenmsg *g = NLMSG_DATA(h);
+    if (g->nfgen_family == NFPROTO_NETDEV_)
+        return NFT_PART_NETDEV;
+    switch (h->nlmsg_type) {
+    case MSG(NFT_MSG_NEWTABLE):
+    case MSG(NFT_MSG_DELTABLE):
+        return NFT_PART_TABLE;
+    case MSG(NFT_MSG_NEWCHAIN): {
+        const struct nlattr *tb[NFTA_CHAIN_MAX + 1];
+        if (nl_msg_attrs(h, sizeof(struct nfgenmsg), tb, NFTA_CHAIN_MAX) &&
+            attr_is(tb[NFTA_CHAIN_NAME], NFT_LOCAL_CHAIN))
+            return NFT_PART_LOCAL;
+        return NFT_PART_BASE;
+    }
+    case MSG(NFT_MSG_NEWRULE): {
+        const struct nlattr *tb[NFTA_RULE_MAX + 1];
+        if (!nl_msg_attrs(h, sizeof(struct nfgenmsg), tb, NFTA_RULE_MAX))
+            return NFT_PART_UNKNOWN;
+        if (tb[NFTA_RULE_EXPRESSIONS] && rule_has_expr(tb[NFTA_RULE_EXPRESSIONS], "socket"))
+            return NFT_PART_CGROUP;
+        if (attr_is(tb[NFTA_RULE_CHAIN], NFT_LOCAL_CHAIN) ||
+            rule_named(tb[NFTA_RULE_USERDATA], "local-ports"))
+            return NFT_PART_LOCAL;
+        return NFT_PART_BASE;
+    }
+    default:
+        return NFT_PART_BASE;
+    }
+}
+
+enum nft_part nft_refused_part(const struct nlbuf *b)
+{
+    if (!b->refused || !b->data)
+        return NFT_PART_UNKNOWN;
+    for (size_t off = 0; off + sizeof(struct nlmsghdr) <= b->len;) {
+        const struct nlmsghdr *h = (const struct nlmsghdr *)(b->data + off);
+        if (h->nlmsg_len < sizeof(*h) || h->nlmsg_len > b->len - off)
+            break;
+        if (h->nlmsg_seq == b->refused_seq)
+            return nft_msg_part(h);
+        off += NLMSG_ALIGN(h->nlmsg_len);
+    }
+    return NFT_PART_UNKNOWN;
 }
 
 size_t nft_rule_names(bool netdev, const struct nft_expect *exp, const char *out[NFT_MAX_RULES])

@@ -21,8 +21,11 @@
  * sessions (the "@exec" directory below it) return; so does anything not
  * addressed to the machine itself (`fib daddr type local`: 127.0.0.0/8,
  * ::1 and every address of the namespace's interfaces); the listed ports
- * are rejected (tcp reset, icmpx port-unreachable). Without an outbound
- * policy the output chain holds that one rule alone. */
+ * are rejected (tcp reset, icmpx port-unreachable). Without the services
+ * cgroup (none, or the kernel refuses the match) the rule sends every
+ * socket there but those carrying own_mark (`meta mark != M`): hearth's
+ * own probes. Without an outbound policy the output chain holds that one
+ * rule alone. */
 #ifndef HEARTH_NFT_H
 #define HEARTH_NFT_H
 
@@ -60,6 +63,9 @@ struct nft_policy {
     bool cgroup;                                /* match the services cgroup (else every socket) */
     uint64_t svc_cgid, exec_cgid;               /* exec_cgid 0: no exec directory */
     uint32_t svc_level;
+    /* Without cgroup: sockets with this mark (hearth's own probes) are
+     * not matched; 0: every socket is. */
+    uint32_t own_mark;
 };
 
 /* What the verifier expects to find: per set, the element count and an
@@ -82,10 +88,30 @@ struct nft_expect {
  * what a read-back must show into exp. Returns 0 or -1 (b->failed). */
 int nft_build(const struct nft_policy *p, struct nlbuf *b, struct nft_expect *exp);
 
+/* The part of the ruleset a message of the batch belongs to: what a
+ * refusal by the kernel says about which layer to go without. */
+enum nft_part {
+    NFT_PART_UNKNOWN,   /* no message named: the send or the read failed */
+    NFT_PART_TABLE,     /* the inet table itself (its owner flag) */
+    NFT_PART_BASE,      /* the output chain, the sets, the policy's rules */
+    NFT_PART_CGROUP,    /* a rule matching the socket's cgroup (socket cgroupv2) */
+    NFT_PART_LOCAL,     /* the localports chain, its rules, the jump to it */
+    NFT_PART_NETDEV,    /* anything of the netdev table */
+};
+
+/* Which part the batch message h (as nft_build writes it) belongs to. */
+enum nft_part nft_msg_part(const struct nlmsghdr *h);
+
+/* The part of the message nl_transact found refused in b
+ * (b->refused_seq); NFT_PART_UNKNOWN when none was. */
+enum nft_part nft_refused_part(const struct nlbuf *b);
+
 /* Applies p in one transaction: on any error the old ruleset stands.
  * Returns 0, or a negative errno (the kernel's, from the first message
- * it refused) with the reason in err. */
-int nft_apply(const struct nft_policy *p, struct nft_expect *exp, char *err, size_t errlen);
+ * it refused) with the reason in err and, when part is not NULL, that
+ * message's part. */
+int nft_apply(const struct nft_policy *p, struct nft_expect *exp, enum nft_part *part, char *err,
+              size_t errlen);
 
 /* Reads the table back and compares it with exp (rule order and names,
  * set contents). Returns 0 when it matches, 1 when it differs or is gone

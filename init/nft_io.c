@@ -35,10 +35,13 @@ static int sock(char *err, size_t errlen)
     return owner_fd;
 }
 
-int nft_apply(const struct nft_policy *p, struct nft_expect *exp, char *err, size_t errlen)
+int nft_apply(const struct nft_policy *p, struct nft_expect *exp, enum nft_part *part, char *err,
+              size_t errlen)
 {
     struct nlbuf b;
     struct nft_expect e;
+    if (part)
+        *part = NFT_PART_UNKNOWN;
     nl_init(&b, seq_base());
     if (nft_build(p, &b, &e) < 0) {
         snprintf(err, errlen, "policy too large to encode");
@@ -51,6 +54,8 @@ int nft_apply(const struct nft_policy *p, struct nft_expect *exp, char *err, siz
         return -EIO;
     }
     int rc = nl_transact(fd, &b, err, errlen);
+    if (rc < 0 && part)
+        *part = nft_refused_part(&b);
     nl_free(&b);
     if (rc < 0)
         return rc;

@@ -19,6 +19,14 @@
  *   attack vsock CID PORT    connect to hearth's vsock listener, send a
  *                            ping, report the reply line
  *   attack tick              print a numbered line every 100 ms, forever
+ *   attack envd PORT...      a stand-in for the platform's envd (E2B's, on
+ *                            TCP 49983 in every CubeSandbox template, no
+ *                            access token): listens on every address of
+ *                            each port and greets each connection with
+ *                            "envd PORT\n"; starts at once, serves forever
+ *   attack connect HOST PORT one connection, as the agent or the platform
+ *                            would make it: reports it and the greeting,
+ *                            exits 0 when a greeting came; starts at once
  *
  * Run under the name "hermes" (put at /usr/bin/hermes over the stand-in
  * agent) with the shipped argv, "gateway run ...", it is the shipped
@@ -44,6 +52,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netlink.h>
@@ -578,6 +587,259 @@ static int as_modprobe(int argc, char **argv)
     return 0;
 }
 
+/* ---- the machine's own ports ---------------------------------------- */
+
+/* host:port as a report key: [v6]:port. */
+static void host_port(const char *host, int port, char *out, size_t len)
+{
+    snprintf(out, len, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+}
+
+/* One TCP connection to host:port within 5 s, and the first line the
+ * listener sends within 2 s (none from a listener that waits to be
+ * spoken to). Returns 0 once connected, else the errno (ETIMEDOUT for
+ * no answer at all). */
+static int tcp_connect(const char *host, int port, char *greeting, size_t glen)
+{
+    struct sockaddr_storage ss = {0};
+    socklen_t sl;
+    int family = strchr(host, ':') ? AF_INET6 : AF_INET;
+    greeting[0] = 0;
+    if (family == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons((uint16_t)port);
+        if (inet_pton(AF_INET6, host, &a->sin6_addr) != 1)
+            return EINVAL;
+        sl = sizeof(*a);
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        a->sin_family = AF_INET;
+        a->sin_port = htons((uint16_t)port);
+        if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
+            return EINVAL;
+        sl = sizeof(*a);
+    }
+    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return errno;
+    int e = 0;
+    if (connect(fd, (struct sockaddr *)&ss, sl) < 0) {
+        e = errno;
+        if (e == EINPROGRESS) {
+            struct pollfd pf = {.fd = fd, .events = POLLOUT};
+            socklen_t el = sizeof(e);
+            if (poll(&pf, 1, 5000) <= 0)
+                e = ETIMEDOUT;
+            else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) < 0)
+                e = errno;
+        }
+    }
+    if (e == 0) {
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        ssize_t n = poll(&pf, 1, 2000) > 0 ? read(fd, greeting, glen - 1) : 0;
+        greeting[n > 0 ? n : 0] = 0;
+        greeting[strcspn(greeting, "\r\n")] = 0;
+    }
+    close(fd);
+    return e;
+}
+
+/* Reports connect:HOST:PORT ("ok" or the errno); returns the errno. */
+static int try_port(const char *prefix, const char *host, int port)
+{
+    char key[96], addr[80], greeting[64];
+    host_port(host, port, addr, sizeof(addr));
+    snprintf(key, sizeof(key), "%s:%s", prefix, addr);
+    int e = tcp_connect(host, port, greeting, sizeof(greeting));
+    report(key, e ? errname(e) : "ok");
+    return e;
+}
+
+/* The machine's own addresses but loopback's: IPv4 from getifaddrs; IPv6
+ * from /proc/net/if_inet6, which has the flags getifaddrs leaves out: an
+ * address still in duplicate detection (tentative) is not local yet, nor
+ * one that failed it, and a link-local one needs a scope. Returns how
+ * many. */
+static int own_addresses(char addrs[][64], int max)
+{
+    struct ifaddrs *ifa, *i;
+    static char buf[8192];
+    int n = 0;
+    if (getifaddrs(&ifa) == 0) {
+        for (i = ifa; i && n < max; i = i->ifa_next)
+            if (i->ifa_addr && !(i->ifa_flags & IFF_LOOPBACK) && i->ifa_addr->sa_family == AF_INET)
+                inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, addrs[n++], 64);
+        freeifaddrs(ifa);
+    }
+    if (read_text("/proc/net/if_inet6", buf, sizeof(buf)) <= 0)
+        return n;
+    char *save = NULL;
+    for (char *l = strtok_r(buf, "\n", &save); l && n < max; l = strtok_r(NULL, "\n", &save)) {
+        char hex[33];
+        unsigned idx, plen, scope, flags;
+        struct in6_addr a;
+        if (sscanf(l, "%32s %x %x %x %x", hex, &idx, &plen, &scope, &flags) != 5 || strlen(hex) != 32)
+            continue;
+        /* Scope 0 is global; 0x10 host (::1), 0x20 link. 0x40 tentative,
+         * 0x08 duplicate detection failed. */
+        if (scope != 0 || (flags & (0x40 | 0x08)))
+            continue;
+        for (int k = 0; k < 16; k++) {
+            unsigned v;
+            sscanf(hex + 2 * k, "%2x", &v);
+            a.s6_addr[k] = (uint8_t)v;
+        }
+        inet_ntop(AF_INET6, &a, addrs[n++], 64);
+    }
+    return n;
+}
+
+/* Every TCP listener of the network namespace (/proc/net/tcp and tcp6,
+ * state 0A), as an address to reach it by (loopback for the wildcard)
+ * and a port. Returns how many. */
+static int tcp_listeners(char hosts[][64], int *ports, int max)
+{
+    static const char *const files[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+    static char buf[65536];
+    int n = 0;
+    for (int f = 0; f < 2; f++) {
+        if (read_text(files[f], buf, sizeof(buf)) <= 0)
+            continue;
+        char *save = NULL;
+        for (char *l = strtok_r(buf, "\n", &save); l && n < max; l = strtok_r(NULL, "\n", &save)) {
+            unsigned w[4] = {0}, port, st;
+            if (f == 0 && sscanf(l, " %*d: %8X:%4X %*8X:%*4X %2X", &w[0], &port, &st) != 3)
+                continue;
+            if (f == 1 && sscanf(l, " %*d: %8X%8X%8X%8X:%4X %*32X:%*4X %2X", &w[0], &w[1], &w[2],
+                                 &w[3], &port, &st) != 6)
+                continue;
+            if (st != 0x0A)
+                continue;
+            /* The kernel prints each 32-bit word of the address as it
+             * lies in memory. */
+            if (f == 0) {
+                struct in_addr a = {.s_addr = w[0]};
+                if (a.s_addr == 0)
+                    a.s_addr = htonl(INADDR_LOOPBACK);
+                inet_ntop(AF_INET, &a, hosts[n], 64);
+            } else {
+                struct in6_addr a;
+                memcpy(&a, w, sizeof(a));
+                if (IN6_IS_ADDR_UNSPECIFIED(&a))
+                    a = in6addr_loopback;
+                inet_ntop(AF_INET6, &a, hosts[n], 64);
+            }
+            ports[n++] = (int)port;
+        }
+    }
+    return n;
+}
+
+/* As the agent: envd's port and a port beside it on loopback (both
+ * families) and on every address of the machine's own, then every TCP
+ * listener there is. */
+static void local_ports(void)
+{
+    char addrs[16][64], hosts[32][64], list[512] = "";
+    int ports[32];
+    int n = own_addresses(addrs, 16);
+    for (int i = 0; i < n; i++)
+        snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? "," : "", addrs[i]);
+    report("own_addresses", list);
+    static const char *const loopback[] = {"127.0.0.1", "::1"};
+    for (int port = 49983; port <= 49984; port++) {
+        for (int i = 0; i < 2; i++)
+            try_port("connect", loopback[i], port);
+        for (int i = 0; i < n; i++)
+            try_port("connect", addrs[i], port);
+    }
+    int m = tcp_listeners(hosts, ports, 32);
+    list[0] = 0;
+    for (int i = 0; i < m; i++) {
+        char hp[80];
+        host_port(hosts[i], ports[i], hp, sizeof(hp));
+        snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? "," : "", hp);
+    }
+    report("tcp_listeners", list);
+    for (int i = 0; i < m; i++)
+        try_port("listener", hosts[i], ports[i]);
+}
+
+/* Listens on port on every address: IPv6 taking IPv4 too where there is
+ * IPv6, else IPv4 alone. */
+static int listen_any(int port)
+{
+    int one = 1, zero = 0;
+    int s = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s >= 0) {
+        struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port),
+                                  .sin6_addr = in6addr_any};
+        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+        if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(s, 64) == 0)
+            return s;
+        close(s);
+    }
+    s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return -1;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_ANY)};
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(s, 64) < 0) {
+        close(s);
+        return -1;
+    }
+    return s;
+}
+
+static void envd(int argc, char **argv)
+{
+    int fds[8], ports[8], n = 0;
+    for (int i = 2; i < argc && n < 8; i++) {
+        ports[n] = atoi(argv[i]);
+        fds[n] = listen_any(ports[n]);
+        char key[32];
+        snprintf(key, sizeof(key), "envd_listen:%d", ports[n]);
+        report(key, fds[n] < 0 ? errname(errno) : "ok");
+        if (fds[n] >= 0)
+            n++;
+    }
+    for (;;) {
+        struct pollfd pf[8];
+        for (int i = 0; i < n; i++)
+            pf[i] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+        if (poll(pf, (nfds_t)n, -1) <= 0)
+            continue;
+        for (int i = 0; i < n; i++) {
+            if (!(pf[i].revents & POLLIN))
+                continue;
+            int c = accept4(fds[i], NULL, NULL, SOCK_CLOEXEC);
+            if (c < 0)
+                continue;
+            char line[32];
+            int len = snprintf(line, sizeof(line), "envd %d\n", ports[i]);
+            if (write(c, line, (size_t)len) < 0)
+                line[0] = 0;
+            close(c);
+        }
+    }
+}
+
+/* One line {"attack":"connect:HOST:PORT","result":...,"greeting":...}
+ * on stdout; exit 0 when the listener greeted. */
+static int connect_once(const char *host, int port)
+{
+    char addr[80], greeting[64];
+    host_port(host, port, addr, sizeof(addr));
+    int e = tcp_connect(host, port, greeting, sizeof(greeting));
+    printf("{\"attack\":\"connect:%s\",\"result\":\"%s\",\"greeting\":\"%s\"}\n", addr,
+           e ? errname(e) : "ok", greeting);
+    fflush(stdout);
+    return e == 0 && greeting[0] ? 0 : 1;
+}
+
 static void contained(const char *sock)
 {
     char leaf[512], services[512], tree[512], path[600], buf[64];
@@ -683,6 +945,8 @@ static void contained(const char *sock)
     outcome("process_madvise", (int)syscall(440, -1, 0, 0, 0, 0));
     /* The kernel's helpers, as full root outside every namespace. */
     helpers();
+    /* The machine's own ports: the platform's envd and every listener. */
+    local_ports();
 
     /* Last: power the sandbox off. pid 1 here is its own reaper, which
      * takes the signal; hearth never sees it. */
@@ -1223,9 +1487,14 @@ int main(int argc, char **argv)
         shipped_agent();
     if (argc < 2) {
         fprintf(stderr, "usage: attack contained|privileged SOCK | forks | hog MIB | throttle MIB"
-                        " | vsock CID PORT | tick | fill\n");
+                        " | vsock CID PORT | tick | fill | envd PORT... | connect HOST PORT\n");
         return 2;
     }
+    /* The platform's envd and a client of it start at once. */
+    if (strcmp(argv[1], "envd") == 0 && argc >= 3)
+        envd(argc, argv);
+    if (strcmp(argv[1], "connect") == 0 && argc == 4)
+        return connect_once(argv[2], atoi(argv[3]));
     if (!getenv("ATTACK_NOW"))
         wait_go();
     if (strcmp(argv[1], "contained") == 0 && argc == 3)

@@ -10,25 +10,34 @@ takes hearth's picture, lets the attacks run, and waits for them to end.
   (privileged), so it can unmount the read-only /sys and the control
   socket's mask, reach nf_tables and send raw frames: the cgroup namespace
   with nsdelegate, the peer check, the tables' owner and the netdev egress
-  chain must still hold.
+  chain must still hold;
+- `envd`: the platform's envd as it would run beside the agent, a
+  listener on every address at TCP 49983 (and 49984, not denied), reached
+  from the host through a forwarded port as well.
 
 The resource limits have a boot of their own: tests/vm/test_limits.py.
 The kernel's helpers with the baseline loosened by the config (the check
 that the helper attack would succeed without it) have one too."""
+import base64
 import json
 import os
 import re
 import shutil
+import socket
 import tempfile
 import time
 
 import pytest
 
-from conftest import VM, attack_results as results, config_files
+from conftest import ATTACK_IN_IMAGE, VM, attack_results as results, config_files, free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 NAMES = ("attack", "attack-admin")
+# envd's port, which deny_local_ports closes by default.
+ENVD = 49983
+# hostile.json's network: the guest's own address.
+OWN = "10.0.2.15"
 
 
 def picture(vm):
@@ -41,12 +50,15 @@ def hostile(image):
     dirs = {k: os.path.join(root, k) for k in ("state", "home", "workspace", "skills")}
     for p in dirs.values():
         os.makedirs(p)
+    # The platform's way in to envd: a host port forwarded to the guest's.
+    envd_port = free_port()
     vm = VM(dirs["state"], ["--home", dirs["home"], "--workspace", dirs["workspace"],
-                            "--skills", dirs["skills"], "--config", "hostile"])
+                            "--skills", dirs["skills"], "--config", "hostile",
+                            "--hostfwd", f"tcp:127.0.0.1:{envd_port}-:{ENVD}"])
     try:
         vm.start()
         # Every attacker waits for /workspace/go once started.
-        for n in ("hermes",) + NAMES:
+        for n in ("hermes", "envd") + NAMES:
             vm.wait_for(lambda: vm.service(n)["state"] == "running", timeout=90,
                         what=f"{n} running")
         before = picture(vm)
@@ -59,10 +71,189 @@ def hostile(image):
                         vm.service(n)["state"] != "running", timeout=60, what=f"{n} done")
             assert results(vm, n).get("done") == "ok", (vm.service(n), results(vm, n))
         yield {"vm": vm, "before": before, "after": picture(vm), "dirs": dirs,
-               "r": {n: results(vm, n) for n in NAMES}}
+               "r": {n: results(vm, n) for n in NAMES}, "envd_port": envd_port}
     finally:
         vm.kill()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def platform_connect(vm, host, port):
+    """`attack connect HOST PORT` as an exec session of the platform's (the
+    host's hands, outside every service): (exit status, its report)."""
+    pid = vm.result("exec.start", {"argv": [ATTACK_IN_IMAGE, "connect", host, str(port)]})["id"]
+    w = vm.wait_for(lambda: (lambda r: r if r.get("exited") else None)(
+        vm.result("exec.wait", {"id": pid, "timeout_ms": 1000})), timeout=60,
+        what=f"the exec session to {host}:{port}")
+    # The output is whole once exec.exit has come (it follows the last
+    # exec.output); a call reads what the connection holds.
+    vm.wait_for(lambda: vm.result("ping") == {} and
+                any(e.get("id") == pid and "exited" in e for e in vm.ctl.events),
+                what=f"exec.exit of the session to {host}:{port}")
+    out = b"".join(base64.b64decode(e["data"]) for e in vm.ctl.events
+                   if e.get("id") == pid and "data" in e)
+    return w["exit_code"], json.loads(out.decode().strip().splitlines()[-1])
+
+
+def test_platform_port_closed_to_services_open_to_the_platform(hostile):
+    """The shipped hearth with the default `deny_local_ports` (hostile.json
+    sets none): the agent, a root service with the default settings,
+    tries envd's port on loopback (both families) and on the guest's own
+    addresses, and every TCP listener the namespace has. Refused at once on
+    49983 and only there; the platform reaches the same port from an exec
+    session and from outside the guest; hearth's own probe of it passed
+    (envd became running through its tcp ready check)."""
+    vm, r = hostile["vm"], hostile["r"]["attack"]
+    own = r["own_addresses"].split(",")
+    assert OWN in own, r["own_addresses"]
+    addrs = ["127.0.0.1", "[::1]"] + [f"[{a}]" if ":" in a else a for a in own]
+    for a in addrs:
+        assert r[f"connect:{a}:{ENVD}"] == "ECONNREFUSED", (a, r)
+        # Not everything local: the port beside it, on the same address.
+        assert r[f"connect:{a}:{ENVD + 1}"] == "ok", (a, r)
+
+    # Every TCP listener in the guest is a service's: the agent's own
+    # (9119) and envd's. hearth has none (its control plane is serial
+    # and unix here), so there is none of hearth's to close.
+    listen = vm.result("config.get")["control"]["listen"]
+    assert listen and all(x.split(":", 1)[0] in ("serial", "unix", "vsock") for x in listen), listen
+    listeners = r["tcp_listeners"].split(",")
+    assert sorted(listeners) == sorted(["127.0.0.1:9119", f"[::1]:{ENVD}", f"[::1]:{ENVD + 1}"]), \
+        listeners
+    assert r["listener:127.0.0.1:9119"] == "ok", r
+    assert r[f"listener:[::1]:{ENVD}"] == "ECONNREFUSED", r
+    assert r[f"listener:[::1]:{ENVD + 1}"] == "ok", r
+
+    # The rule that refused them: one packet per attempt, and nothing else
+    # in the guest tried.
+    eg0, eg1 = hostile["before"]["egress.get"], hostile["after"]["egress.get"]
+    assert eg1["local_ports"] == {"deny": [f"tcp:{ENVD}"], "applied": True,
+                                  "services_only": True}, eg1["local_ports"]
+    tries = len(addrs) + 1
+    port = f"tcp:{ENVD}"
+    assert eg1["counters"]["localports"][port]["packets"] - \
+        eg0["counters"]["localports"][port]["packets"] == tries, (eg0["counters"], eg1["counters"])
+
+    # hearth's own connection (envd's ready probe, as hearth) went through.
+    e = vm.service("envd")
+    assert e["state"] == "running" and not e.get("failed_starts"), e
+
+    # The platform: an exec session, in the guest, on loopback and on the
+    # guest's own address; it is counted by the chain's exec rule.
+    for host in ("127.0.0.1", "::1", OWN):
+        code, rep = platform_connect(vm, host, ENVD)
+        assert (code, rep["result"], rep["greeting"]) == (0, "ok", f"envd {ENVD}"), (host, rep)
+    eg2 = vm.result("egress.get")
+    assert eg2["counters"]["localports"]["exec"]["packets"] - \
+        eg1["counters"]["localports"]["exec"]["packets"] >= 3, eg2["counters"]
+    assert eg2["counters"]["localports"][port] == eg1["counters"]["localports"][port]
+
+    # And from outside the guest, through the NIC: the platform's inbound
+    # path is untouched.
+    with socket.create_connection(("127.0.0.1", hostile["envd_port"]), timeout=30) as s:
+        s.settimeout(30)
+        assert s.recv(64) == f"envd {ENVD}\n".encode()
+
+
+# The kernel modules a fallback boot goes without, and what it keeps.
+FALLBACKS = {
+    # No socket expression: the ports closed to every process.
+    "no_socket": ("nft_socket",),
+    # No fib expression either: the local chain refused, the policy kept.
+    "no_socket_no_fib": ("nft_socket", "nft_fib_inet"),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(FALLBACKS))
+def fallback(image, request):
+    """hostile.json's policy on a kernel missing the local ports' modules
+    (the config leaves them out, and kernel.modprobe is empty: nothing
+    loads them on demand): envd, and two one-shot clients as services,
+    one to envd's port on loopback, one to an address the policy denies
+    (10/8 but the allowed 10.0.2.100; on QEMU's own network, should it
+    get out of the guest at all)."""
+    root = tempfile.mkdtemp(prefix="hearth-vm-lpfall-")
+    dirs = {k: os.path.join(root, k) for k in ("state", "home", "workspace", "skills")}
+    for p in dirs.values():
+        os.makedirs(p)
+    with open(os.path.join(HERE, "hostile.json")) as f:
+        cfg = json.load(f)
+    cfg["modules"] = [m for m in cfg["modules"] if m not in FALLBACKS[request.param]]
+    envd = [s for s in cfg["services"] if s["name"] == "envd"][0]
+    client = {"user": "root", "restart": "never", "after": ["mounts", "egress", "envd"]}
+    cfg["services"] = [envd,
+                       dict(client, name="to-envd", argv=[ATTACK_IN_IMAGE, "connect", "127.0.0.1",
+                                                          str(ENVD)]),
+                       dict(client, name="to-denied", argv=[ATTACK_IN_IMAGE, "connect",
+                                                            "10.0.2.50", "80"])]
+    envd_port = free_port()
+    vm = VM(dirs["state"], ["--home", dirs["home"], "--workspace", dirs["workspace"],
+                            "--skills", dirs["skills"], "--config", "lpfall",
+                            "--hostfwd", f"tcp:127.0.0.1:{envd_port}-:{ENVD}"],
+            files=config_files({"lpfall": cfg}))
+    try:
+        vm.start()
+        # Each client's one line: its connection's outcome.
+        done = {"to-envd": f"connect:127.0.0.1:{ENVD}", "to-denied": "connect:10.0.2.50:80"}
+        for n, key in done.items():
+            vm.wait_for(lambda: key in results(vm, n), timeout=90, what=f"{n} done")
+        vm.result("events.subscribe", {"since": 0})
+        assert vm.result("ping") == {}
+        yield {"vm": vm, "case": request.param, "envd_port": envd_port,
+               "egress": vm.result("egress.get"),
+               **{n: results(vm, n)[key] for n, key in done.items()},
+               "events": [e for e in vm.ctl.events if e.get("type") == "egress"]}
+    finally:
+        vm.kill()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_local_ports_fallback_on_a_kernel_without_their_modules(fallback):
+    """The kernel refuses the local ports' rules (ENOENT: no such
+    expression): the egress policy is applied whole all the same, with every
+    layer, and the local ports go only as far as the kernel makes them.
+    Without `socket` they are closed to every process but hearth's own
+    probes, the platform's exec session included, while its inbound path
+    from outside still works;
+    without `fib` too, they are not closed, and egress.get and the egress
+    event say why."""
+    vm, eg = fallback["vm"], fallback["egress"]
+    # The policy: applied with every layer, and it holds.
+    assert eg["applied"] is True and "error" not in eg, eg
+    assert eg["layers"] == {"inet": True, "netdev": ["eth0"], "owner": True, "watch": True}, eg
+    assert eg["policy"]["allowPublicTraffic"] is False, eg
+    assert fallback["to-denied"] == "ECONNREFUSED", fallback
+    assert eg["counters"]["deny4-tcp"]["packets"] == 1, eg["counters"]
+    lp = eg["local_ports"]
+    ev = fallback["events"]
+    assert ev and ev[-1]["applied"] is True, ev
+    if fallback["case"] == "no_socket":
+        assert lp["applied"] is True and lp["services_only"] is False, lp
+        assert lp["services_only_error"].startswith(
+            "the kernel refuses the socket cgroup match: No such file or directory"), lp
+        assert "error" not in lp, lp
+        assert ev[-1]["local_ports"] is True and "local_ports_error" not in ev[-1], ev
+        # Closed to the agent, and to the platform's exec session too;
+        # hearth's own probe (envd's ready check) passes by its mark.
+        assert fallback["to-envd"] == "ECONNREFUSED", fallback
+        e = vm.service("envd")
+        assert e["state"] == "running" and not e.get("failed_starts"), e
+        code, rep = platform_connect(vm, "127.0.0.1", ENVD)
+        assert (code, rep["result"]) == (1, "ECONNREFUSED"), rep
+        assert "exec" not in eg["counters"]["localports"], eg["counters"]
+    else:
+        assert lp["applied"] is False and lp["services_only"] is False, lp
+        assert lp["error"].startswith("refused by the kernel: No such file or directory"), lp
+        assert lp["error"].endswith("the egress policy is applied without them"), lp
+        assert "services_only_error" not in lp, lp
+        assert ev[-1]["local_ports"] is False, ev
+        assert ev[-1]["local_ports_error"] == lp["error"], ev
+        assert "localports" not in eg["counters"], eg["counters"]
+        # Not closed: the agent reaches envd (what the error warns of).
+        assert fallback["to-envd"] == "ok", fallback
+    # Inbound from outside the guest, as ever.
+    with socket.create_connection(("127.0.0.1", fallback["envd_port"]), timeout=30) as s:
+        s.settimeout(30)
+        assert s.recv(64) == f"envd {ENVD}\n".encode()
 
 
 def _contain_masked():
