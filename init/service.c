@@ -68,6 +68,8 @@ static cJSON *exit_json(const struct service *s)
             cJSON_AddStringToObject(o, "signal", n);
         else
             cJSON_AddNumberToObject(o, "signal", WTERMSIG(s->wstatus));
+        if (s->exit_oom)
+            cJSON_AddStringToObject(o, "reason", "oom-killed");
     }
     return o;
 }
@@ -242,7 +244,7 @@ static void exit_text(const struct service *s, char *buf, size_t n)
         snprintf(buf, n, "exited with code %d", WEXITSTATUS(s->wstatus));
     else if (WIFSIGNALED(s->wstatus))
         snprintf(buf, n, "killed by %s%s", config_signal_name(WTERMSIG(s->wstatus)) ?: "signal",
-                 WTERMSIG(s->wstatus) == SIGKILL && s->leaf.oom_this_run ? " (out of memory)" : "");
+                 s->exit_oom ? " (out of memory)" : "");
 }
 
 /* A start that ended before it was ready: its reason is the error that

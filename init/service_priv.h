@@ -120,6 +120,7 @@ struct service {
     unsigned restarts;
     int wstatus;            /* last exit, valid when has_exit */
     bool has_exit;
+    bool exit_oom;          /* that exit was the OOM killer's (last_exit.reason) */
     bool killed;            /* stop escalated to SIGKILL */
     char error[384];        /* why it is down or not ready */
     /* Per secrets[] entry, this start's outcome (svc_spawn.c): one of
