@@ -698,6 +698,9 @@ cJSON *services_to_json(void)
         if (s->leaf.path[0] && cgroup_memory_bytes(s->leaf.path, &mem) == 0)
             cJSON_AddNumberToObject(o, "memory_bytes", (double)mem);
         cJSON_AddNumberToObject(o, "output_lines", (double)s->out.ring.total);
+        cJSON *lf = svc_log_file_json(s);
+        if (lf)
+            cJSON_AddItemToObject(o, "log_file", lf);
         if (s->out.ring.last_mono_ms)
             cJSON_AddNumberToObject(o, "last_output_ms", (double)(now - s->out.ring.last_mono_ms));
         cJSON_AddItemToArray(arr, o);

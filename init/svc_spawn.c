@@ -371,6 +371,7 @@ int svc_spawn(struct service *s)
             log_debug("service %s: the default %s", s->cfg->name, why);
     }
     logring_open_file(&s->out.ring);
+    svc_log_file_news(s);
     if (pipe2(p, O_CLOEXEC) < 0) {
         snprintf(s->error, sizeof(s->error), "unable to create pipe: %s", strerror(errno));
         return -1;
