@@ -110,6 +110,10 @@ static void set_state(struct service *s, enum svc_state to)
 
 void svc_timer_start(struct service *s, int64_t ms)
 {
+    /* From now, not from the start of this turn of the loop (libev's
+     * cached time), which may be a few ms earlier after a busy turn: a
+     * short backoff must not end before it began. */
+    ev_now_update(H.loop);
     ev_timer_stop(H.loop, &s->timer);
     ev_timer_set(&s->timer, (double)ms / 1000.0, 0.);
     ev_timer_start(H.loop, &s->timer);
