@@ -32,6 +32,8 @@ struct row {
     bool low;             /* disk.low sent, disk.ok not yet */
     pid_t hung_pid;       /* a killed probe child still stuck on this target */
     bool slow;            /* the last probe timed out on it: probed last */
+    bool sick;            /* its own probe failed (an error, or no answer) */
+    bool sick_told;       /* disk.error sent, disk.recovered not yet */
 };
 
 /* What the child writes per target: fixed size, so a partial read at the
@@ -122,11 +124,40 @@ static cJSON *event_params(const struct row *r, double pct)
     return p;
 }
 
+/* disk.error when a mount's own probe starts failing (statvfs says an
+ * error, or does not return: a share whose server fails or hangs), once;
+ * disk.recovered when it answers again. A mount left out because another
+ * hung is neither. */
+static void tell_sick(void)
+{
+    for (size_t i = 0; i < D.n; i++) {
+        struct row *r = &D.rows[i];
+        if (r->sick && !r->sick_told) {
+            r->sick_told = true;
+            log_warn("mount %s: %s", r->target, r->error);
+            cJSON *p = cJSON_CreateObject();
+            if (p) {
+                cJSON_AddStringToObject(p, "target", r->target);
+                cJSON_AddStringToObject(p, "fstype", r->type);
+                cJSON_AddStringToObject(p, "error", r->error);
+            }
+            events_emit("disk.error", p);
+        } else if (!r->sick && r->sick_told && r->have) {
+            r->sick_told = false;
+            log_info("mount %s answers again", r->target);
+            events_emit("disk.recovered",
+                        event_params(r, diskuse_percent(r->blocks, r->bfree, r->bavail, r->files,
+                                                        r->ffree)));
+        }
+    }
+}
+
 /* disk.low when a writable mount reaches low_pct, disk.ok once it is
  * below ok_pct again: the gap keeps a mount hovering at the threshold
  * from sending an event per check. */
 static void evaluate(void)
 {
+    tell_sick();
     for (size_t i = 0; check_enabled() && i < D.n; i++) {
         struct row *r = &D.rows[i];
         if (!r->have || r->ro)
@@ -215,10 +246,12 @@ static void collect(void)
         D.got[c->slot] = true;
         if (c->err) {
             r->have = false;
+            r->sick = true;
             snprintf(r->error, sizeof(r->error), "unable to statvfs: %s", strerror(c->err));
             continue;
         }
         r->have = true;
+        r->sick = false;
         r->slow = false;
         r->error[0] = 0;
         r->frsize = c->frsize;
@@ -277,6 +310,7 @@ static void on_deadline(struct ev_loop *loop, ev_timer *w, int revents)
             stuck = r->target;
             r->hung_pid = pid;
             r->slow = true;
+            r->sick = true;
             snprintf(r->error, sizeof(r->error), "statvfs did not return within %d ms",
                      DISKUSE_DEADLINE_MS);
             log_warn("statvfs of %s did not return within %d ms; left out until it does",

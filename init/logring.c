@@ -2,10 +2,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cJSON.h>
@@ -17,24 +17,65 @@
 
 const char *logring_stream_name(enum log_stream s) { return s == STREAM_STDERR ? "stderr" : "stdout"; }
 
+/* The file stopped taking lines. Said once when it starts (and again only
+ * when the reason changes), in hearth's log and, through file_news, as an
+ * event: a service writing on into a full disk must not make hearth log a
+ * line for each of its own. */
+static void file_failing(struct logring *r, bool on_open, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void file_failing(struct logring *r, bool on_open, const char *fmt, ...)
+{
+    char e[sizeof(r->file_error)];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(e, sizeof(e), fmt, ap);
+    va_end(ap);
+    if (!r->file_error[0])
+        r->file_news = true;
+    if (strcmp(e, r->file_error) != 0)
+        log_warn("logring: %s", e);
+    memcpy(r->file_error, e, sizeof(e));
+    r->open_failed = on_open;
+}
+
+/* Lines reach the file again. */
+static void file_writing(struct logring *r)
+{
+    if (!r->file_error[0])
+        return;
+    log_info("logring: %s is written again (%llu line%s lost so far)", r->file,
+             (unsigned long long)r->file_lost, r->file_lost == 1 ? "" : "s");
+    r->file_error[0] = 0;
+    r->open_failed = false;
+    r->file_news = true;
+}
+
+bool logring_file_news(struct logring *r)
+{
+    bool n = r->file_news;
+    r->file_news = false;
+    return n;
+}
+
 /* The log's directory, opened fresh each time without following a link
  * anywhere on the configured path: the agent may have swapped it for a
  * link since the last open. Levels that are missing (a fresh home has no
  * logs directory yet) are made, 0750 and the service's own as the file
  * is; one that is a link, a FIFO or a file is an error, never followed
  * and never waited on (safepath). */
-static int dir_open(struct logring *r)
+static int dir_open(struct logring *r, char *why, size_t whylen)
 {
-    char dir[4200], why[128];
+    char dir[4200], e[128];
     const char *slash = strrchr(r->file, '/');
     size_t n = slash ? (size_t)(slash - r->file) : 0;
 
     snprintf(dir, sizeof(dir), "%.*s", (int)(n ? n : 1), n ? r->file : "/");
-    int fd = safepath_open_abs(dir, O_DIRECTORY, 0, why, sizeof(why));
+    int fd = safepath_open_abs(dir, O_DIRECTORY, 0, e, sizeof(e));
     if (fd < 0 && errno == ENOENT)
-        fd = safepath_mkdir_p(dir, 0750, r->uid, r->gid, why, sizeof(why));
+        fd = safepath_mkdir_p(dir, 0750, r->uid, r->gid, e, sizeof(e));
     if (fd < 0)
-        log_warn("logring: unable to open log file %s: %s: %s", r->file, dir, why);
+        snprintf(why, whylen, "%s: %s", dir, e);
     return fd;
 }
 
@@ -50,20 +91,30 @@ static const char *leaf(const struct logring *r)
  * block), a link or a hard link to someone else's file. */
 static void file_open(struct logring *r)
 {
-    char why[128];
-    int dfd = dir_open(r);
+    char why[4400];
+    int dfd = dir_open(r, why, sizeof(why));
 
-    if (dfd < 0)
+    if (dfd < 0) {
+        file_failing(r, true, "unable to open log file %s: %s", r->file, why);
         return;
+    }
     r->fd = safepath_open_owned(dfd, leaf(r), O_WRONLY | O_CREAT | O_APPEND, 0640, r->uid, r->gid,
                                 why, sizeof(why));
     close(dfd);
     if (r->fd < 0) {
-        log_warn("logring: unable to open log file %s: %s", r->file, why);
+        file_failing(r, true, "unable to open log file %s: %s", r->file, why);
         return;
     }
+    /* An open that failed before is over; a write that failed is over
+     * only once a line goes in. */
+    if (r->open_failed)
+        file_writing(r);
     off_t end = lseek(r->fd, 0, SEEK_END);
     r->file_size = end > 0 ? end : 0;
+    /* A line cut short before a restart is still ended in the same
+     * file; a new or emptied one has nothing to end. */
+    if (end <= 0)
+        r->torn = false;
 }
 
 /* file -> file.1 -> ... -> file.keep; the oldest falls off. Renames go by
@@ -73,9 +124,12 @@ static void file_open(struct logring *r)
  * and nothing is truncated by name. */
 static void file_rotate(struct logring *r)
 {
-    char from[4200], to[4200];
+    char from[4200], to[4200], why[4400];
     const char *name = leaf(r);
-    int dfd = r->keep > 0 ? dir_open(r) : -1;
+    int dfd = r->keep > 0 ? dir_open(r, why, sizeof(why)) : -1;
+
+    if (r->keep > 0 && dfd < 0)
+        log_warn("logring: unable to rotate %s: %s; truncating it instead", r->file, why);
 
     if (dfd >= 0) {
         for (int i = r->keep - 1; i >= 1; i--) {
@@ -168,27 +222,59 @@ static void drop_oldest(struct logring *r)
     r->count--;
 }
 
+/* One line into the file, whole: a short write (the disk filled within
+ * it) is carried on until the kernel says why it stops, the part written
+ * is ended by a newline before the next line, and a line that does not
+ * go in is counted. */
+static void file_line(struct logring *r, const char *text, size_t len)
+{
+    static char buf[LOGRING_LINE_MAX + 64];
+    size_t n = 0;
+
+    if (r->fd < 0) {
+        r->file_lost++; /* the open failed: file_error says why */
+        return;
+    }
+    if (r->torn)
+        buf[n++] = '\n';
+    n += (size_t)timebase_utc_text(wall_ms(), false, buf + n, 47);
+    buf[n++] = ' ';
+    memcpy(buf + n, text, len);
+    n += len;
+    buf[n++] = '\n';
+    /* One write per line as a rule: the file is on local or shared disk
+     * and the loop pays for each syscall. */
+    size_t off = 0;
+    while (off < n) {
+        ssize_t w = write(r->fd, buf + off, n - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            int e = w < 0 ? errno : EIO;
+            if (off > 0)
+                r->torn = buf[off - 1] != '\n';
+            r->file_size += (int64_t)off;
+            r->file_lost++;
+            file_failing(r, false, "unable to write %s: %s", r->file, strerror(e));
+            return;
+        }
+        off += (size_t)w;
+    }
+    r->torn = false;
+    r->file_size += (int64_t)n;
+    file_writing(r);
+    if (r->max_bytes > 0 && r->file_size >= r->max_bytes)
+        file_rotate(r);
+}
+
 const struct logline *logring_add(struct logring *r, enum log_stream s, const char *text, size_t len)
 {
     if (len > LOGRING_LINE_MAX)
         len = LOGRING_LINE_MAX;
     r->total++;
     r->last_mono_ms = mono_ms();
-    if (r->fd >= 0) {
-        char stamp[48];
-        int n = timebase_utc_text(wall_ms(), false, stamp, sizeof(stamp) - 1);
-        stamp[n++] = ' ';
-        /* One write per line: the file is on local or shared disk and
-         * the loop pays for each syscall. */
-        struct iovec iov[3] = {{stamp, (size_t)n}, {(void *)text, len}, {"\n", 1}};
-        ssize_t w = writev(r->fd, iov, 3);
-        if (w < 0)
-            log_warn("logring: unable to write %s: %s", r->file, strerror(errno));
-        else
-            r->file_size += w;
-        if (r->max_bytes > 0 && r->file_size >= r->max_bytes)
-            file_rotate(r);
-    }
+    if (r->file)
+        file_line(r, text, len);
     if (!r->cap)
         return NULL;
     while (r->count > 0 && (r->count == r->cap || r->bytes + len > LOGRING_MAX_BYTES))

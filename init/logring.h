@@ -5,6 +5,7 @@
 #ifndef HEARTH_LOGRING_H
 #define HEARTH_LOGRING_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -37,6 +38,13 @@ struct logring {
     int64_t file_size;
     uid_t uid;                  /* owner of a file hearth creates */
     gid_t gid;
+    /* The file's health: a full disk must neither flood hearth's own log
+     * (one line per failed line) nor pass unnoticed. */
+    char file_error[192];       /* why lines do not reach the file; "" while they do */
+    uint64_t file_lost;         /* lines that never reached the file, since boot */
+    bool file_news;             /* file_error began or ended since logring_file_news */
+    bool torn;                  /* the file ends in part of a line */
+    bool open_failed;           /* file_error is the open's */
 };
 
 /* file (may be NULL): created owned by uid:gid (the service's), opened
@@ -46,6 +54,9 @@ void logring_init(struct logring *r, size_t lines, const char *file, int64_t max
 void logring_free(struct logring *r);
 /* (Re)opens the file, if any; called before each start of the service. */
 void logring_open_file(struct logring *r);
+/* Whether the file started or stopped failing since the last call (the
+ * caller reports the change); clears the mark. */
+bool logring_file_news(struct logring *r);
 /* Adds one line (without newline); returns the stored entry. */
 const struct logline *logring_add(struct logring *r, enum log_stream s, const char *text, size_t len);
 /* The k-th line back from the newest (0 = the newest), or NULL when the

@@ -20,6 +20,7 @@
 #include "events.h"
 #include "hearth.h"
 #include "log.h"
+#include "mounts.h"
 #include "safepath.h"
 #include "tree.h"
 
@@ -262,12 +263,52 @@ static int spawn(const struct seed_entry *e, const struct tree_owner *own, char 
     return 0;
 }
 
+/* A pass with a failed entry is run again later: a home that was full
+ * (ENOSPC), a share that failed or a copy cut off at its deadline may be
+ * fine a little later, and the agent should not wait for the next boot
+ * or resume to get its seeded home. The delay doubles from 1 s to 5 min,
+ * so an entry that can never succeed (a missing template) costs a
+ * wake-up every 5 min; a pass without failures ends the retries. */
+#define SEED_RETRY_FIRST_MS 1000
+#define SEED_RETRY_MAX_MS 300000
+static ev_timer retry;
+static int64_t retry_ms;
+
+/* Not while a pass over the mounts is under way (a target may not be
+ * mounted yet: the copy would land beneath it); its end seeds anyway. */
+static void on_retry(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    if (!Q.running && mounts_done()) {
+        log_info("seed: trying the failed entries again");
+        seed_start(Q.cfg, Q.skip, Q.done);
+    }
+}
+
+static void schedule_retry(void)
+{
+    if (!H.loop)
+        return;
+    ev_timer_stop(H.loop, &retry);
+    if (Q.failures == 0) {
+        retry_ms = 0;
+        return;
+    }
+    retry_ms = retry_ms ? retry_ms * 2 : SEED_RETRY_FIRST_MS;
+    if (retry_ms > SEED_RETRY_MAX_MS)
+        retry_ms = SEED_RETRY_MAX_MS;
+    ev_timer_init(&retry, on_retry, (double)retry_ms / 1000.0, 0.);
+    ev_timer_start(H.loop, &retry);
+    log_info("seed: %d entr%s failed; trying again in %lld ms", Q.failures,
+             Q.failures == 1 ? "y" : "ies", (long long)retry_ms);
+}
+
 static void finish(void)
 {
     cJSON_Delete(last_report);
     last_report = Q.report;
     Q.report = NULL;
     Q.running = false;
+    schedule_retry();
     if (Q.again) {
         Q.again = false;
         seed_start(Q.cfg, Q.skip, Q.done);

@@ -68,6 +68,8 @@ static cJSON *exit_json(const struct service *s)
             cJSON_AddStringToObject(o, "signal", n);
         else
             cJSON_AddNumberToObject(o, "signal", WTERMSIG(s->wstatus));
+        if (s->exit_oom)
+            cJSON_AddStringToObject(o, "reason", "oom-killed");
     }
     return o;
 }
@@ -108,6 +110,10 @@ static void set_state(struct service *s, enum svc_state to)
 
 void svc_timer_start(struct service *s, int64_t ms)
 {
+    /* From now, not from the start of this turn of the loop (libev's
+     * cached time), which may be a few ms earlier after a busy turn: a
+     * short backoff must not end before it began. */
+    ev_now_update(H.loop);
     ev_timer_stop(H.loop, &s->timer);
     ev_timer_set(&s->timer, (double)ms / 1000.0, 0.);
     ev_timer_start(H.loop, &s->timer);
@@ -244,7 +250,7 @@ static void exit_text(const struct service *s, char *buf, size_t n)
         snprintf(buf, n, "exited with code %d", WEXITSTATUS(s->wstatus));
     else if (WIFSIGNALED(s->wstatus))
         snprintf(buf, n, "killed by %s%s", config_signal_name(WTERMSIG(s->wstatus)) ?: "signal",
-                 WTERMSIG(s->wstatus) == SIGKILL && s->leaf.oom_this_run ? " (out of memory)" : "");
+                 s->exit_oom ? " (out of memory)" : "");
 }
 
 /* A start that ended before it was ready: its reason is the error that
@@ -766,6 +772,9 @@ cJSON *services_to_json(void)
         if (s->leaf.path[0] && cgroup_memory_bytes(s->leaf.path, &mem) == 0)
             cJSON_AddNumberToObject(o, "memory_bytes", (double)mem);
         cJSON_AddNumberToObject(o, "output_lines", (double)s->out.ring.total);
+        cJSON *lf = svc_log_file_json(s);
+        if (lf)
+            cJSON_AddItemToObject(o, "log_file", lf);
         if (s->out.ring.last_mono_ms)
             cJSON_AddNumberToObject(o, "last_output_ms", (double)(now - s->out.ring.last_mono_ms));
         cJSON_AddItemToArray(arr, o);

@@ -120,6 +120,7 @@ struct service {
     unsigned restarts;
     int wstatus;            /* last exit, valid when has_exit */
     bool has_exit;
+    bool exit_oom;          /* that exit was the OOM killer's (last_exit.reason) */
     bool killed;            /* stop escalated to SIGKILL */
     char error[384];        /* why it is down or not ready */
     /* Per secrets[] entry, this start's outcome (svc_spawn.c): one of
@@ -180,6 +181,12 @@ void svc_output_attach(struct service *s, const int rd[2]);
 void svc_outpipe_close(struct outpipe *o);
 void svc_output_free(struct service *s);
 size_t svc_output_last_line(struct service *s, char *out, size_t n);
+/* A service.log_file event when its log file started or stopped taking
+ * lines since the last call. */
+void svc_log_file_news(struct service *s);
+/* {"path", "error" (while failing), "lines_lost"} for status; NULL
+ * without log.file. */
+struct cJSON *svc_log_file_json(const struct service *s);
 
 /* svc_cgroup.c */
 void svc_leaf_kill(struct service *s);

@@ -92,15 +92,21 @@ static void record_run(const char *trigger, int rc, const char *err,
     S.last_wall_ms = wall_ms();
     S.runs++;
     snprintf(S.trigger, sizeof(S.trigger), "%s", trigger);
+    /* The first good run after a failed one is news too: the host that
+     * was told of the error (a share that failed or hung) learns it is
+     * over. */
+    bool recovered = rc == 0 && S.error[0];
     snprintf(S.error, sizeof(S.error), "%s", rc < 0 ? err : "");
     if (rc < 0)
         log_warn("skills (%s): %s", trigger, err);
+    else if (recovered)
+        log_info("skills (%s): the overlay runs without error again", trigger);
     bool ychanged = S.ext && (S.ystate == SKILLSYAML_ADDED || S.ystate == SKILLSYAML_CREATED);
     if (ychanged)
         log_info("skills (%s): %s %s in %s's skills.external_dirs", trigger,
                  S.ystate == SKILLSYAML_CREATED ? "created with" : "added", S.pub, S.yaml);
     if (S.last.created || S.last.removed || S.last.cat_created || S.last.cat_converted ||
-        S.last.cat_removed || rc < 0 || names_changed || ychanged) {
+        S.last.cat_removed || rc < 0 || recovered || names_changed || ychanged) {
         log_info("skills (%s): %u linked, %u new, %u removed, %u shadowed, %u clashes in %lld us",
                  trigger, S.last.linked + S.last.created, S.last.created, S.last.removed,
                  S.last.shadowed, S.last.clashes, (long long)S.last_us);

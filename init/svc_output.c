@@ -8,8 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cJSON.h>
 #include <ev.h>
 
+#include "events.h"
 #include "hearth.h"
 #include "launch.h"
 #include "logring.h"
@@ -38,8 +40,36 @@ static void emit_line(struct service *s, enum log_stream st, const char *text, s
     }
     outcopy_line(s->cfg->name, st, text, len); /* container mode: the runtime's log */
     const struct logline *l = logring_add(&s->out.ring, st, text, len);
+    svc_log_file_news(s);
     if (l && log_sink)
         log_sink(s->cfg->name, (size_t)(s - svcs), l);
+}
+
+cJSON *svc_log_file_json(const struct service *s)
+{
+    const struct logring *r = &s->out.ring;
+    if (!r->file)
+        return NULL;
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    cJSON_AddStringToObject(o, "path", r->file);
+    if (r->file_error[0])
+        cJSON_AddStringToObject(o, "error", r->file_error);
+    cJSON_AddNumberToObject(o, "lines_lost", (double)r->file_lost);
+    return o;
+}
+
+/* Only the changes: a full disk is one event when lines stop going in
+ * and one when they go in again, however much the service writes. */
+void svc_log_file_news(struct service *s)
+{
+    if (!logring_file_news(&s->out.ring))
+        return;
+    cJSON *p = svc_log_file_json(s);
+    if (p)
+        cJSON_AddStringToObject(p, "service", s->cfg->name);
+    events_emit("service.log_file", p);
 }
 
 /* Splits what was read into lines; lines longer than LOGRING_LINE_MAX

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <ev.h>
@@ -114,6 +115,14 @@ static void child_exited(void *ctx, pid_t pid, int wstatus)
     s->wstatus = pidreaper_status(s->reaper_fd, wstatus);
     s->reaper_fd = -1;
     s->has_exit = true;
+    /* Killed by the kernel's OOM killer: SIGKILL, and the leaf's oom_kill
+     * count rose during this run. The kernel counts the kill right after
+     * sending it, and the news reaches hearth only after the victim has
+     * died and its reaper has reported, so the count is read here rather
+     * than waiting for its inotify news, which may come later. */
+    svc_oom_check(s);
+    s->exit_oom = WIFSIGNALED(s->wstatus) && WTERMSIG(s->wstatus) == SIGKILL &&
+                  s->leaf.oom_this_run;
     s->pid = 0;
     if (svc_activity.down)
         svc_activity.down((size_t)(s - svcs)); /* its lease ends with it */
@@ -362,6 +371,7 @@ int svc_spawn(struct service *s)
             log_debug("service %s: the default %s", s->cfg->name, why);
     }
     logring_open_file(&s->out.ring);
+    svc_log_file_news(s);
     if (pipe2(p, O_CLOEXEC) < 0) {
         snprintf(s->error, sizeof(s->error), "unable to create pipe: %s", strerror(errno));
         return -1;

@@ -11,7 +11,10 @@ Environment:
                with HEARTH_WRAP)
   HEARTH_TEST_TIMEOUT  seconds a test's setup, body or teardown may take
                before it fails by name (default 300, or 900 with
-               HEARTH_WRAP; tests/lib/deadline.py)"""
+               HEARTH_WRAP; tests/lib/deadline.py)
+  HEARTH_SOAK  set (to anything but 0): the tests marked soak run too;
+               otherwise they are deselected (not skipped: they are not
+               part of `make test` at all)"""
 import json
 import os
 import re
@@ -50,9 +53,20 @@ HEARTHCTL = os.path.join(ROOT, "build", "hearthctl")
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "valgrind: fast smoke test, also run with hearth under valgrind (make valgrind)")
+    config.addinivalue_line(
+        "markers", "soak: a long run (minutes), only with HEARTH_SOAK=1, never in make test")
     # Per test phase (tests/lib/deadline.py); the slowest take ~10 s, under
     # valgrind too.
     register_deadline(config, 900 if WRAP else 300)
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("HEARTH_SOAK", "0") not in ("", "0"):
+        return
+    soak = [i for i in items if i.get_closest_marker("soak")]
+    if soak:
+        config.hook.pytest_deselected(items=soak)
+        items[:] = [i for i in items if not i.get_closest_marker("soak")]
 
 
 def _need_root():

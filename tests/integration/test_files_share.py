@@ -17,6 +17,7 @@ import fusefs
 
 DATA = bytes(range(256)) * 1200          # 300 KiB: more than one chunk
 SMALL = b"hello from the share\n"
+EIO_TEXT = ("I/O error", "Input/output error")
 
 
 @pytest.fixture
@@ -202,3 +203,36 @@ def test_children_stuck_in_the_kernel_are_bounded(share, tmp_path):
     assert c9.result("files.stat", {"path": f"{mnt}/small"})["size"] == len(SMALL)
     for c in clients + [c9]:
         c.close()
+
+
+def test_a_share_that_fails_with_eio_is_reported_and_heals(share, tmp_path):
+    h, fs, mnt = share
+    c = h.client()
+    assert c.result("files.stat", {"path": f"{mnt}/small"})["size"] == len(SMALL)
+    # The server's disk fails: every request is answered with EIO.
+    fs.fail()
+    t0 = time.monotonic()
+    for m, p in [("files.read", {"path": f"{mnt}/small"}),
+                 ("files.stat", {"path": f"{mnt}/big"}),
+                 ("files.list", {"path": mnt}),
+                 ("files.hash", {"path": f"{mnt}/big"})]:
+        e = c.call(m, p)["error"]
+        assert e["code"] == -32000, (m, e)
+        # (musl's text for EIO; glibc's is "Input/output error")
+        assert e["message"].startswith(f"path: {p['path']}") and \
+            e["message"].endswith(EIO_TEXT), (m, e)
+    # Answered at once (an error is no hang), nothing left behind, and
+    # the loop answers throughout.
+    assert time.monotonic() - t0 < 1.4
+    assert c.result("ping") == {}
+    assert wait_no_children(h, 2) == []
+    local = tmp_path / "local"
+    local.write_bytes(b"fine")
+    assert base64.b64decode(c.result("files.read", {"path": str(local)})["data"]) == b"fine"
+    # The server heals: the same calls work again.
+    fs.heal()
+    r = c.result("files.read", {"path": f"{mnt}/small"})
+    assert base64.b64decode(r["data"]) == SMALL
+    assert sorted(e["name"] for e in c.result("files.list", {"path": mnt})["entries"]) == \
+        ["big", "small"]
+    c.close()

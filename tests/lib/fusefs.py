@@ -13,6 +13,11 @@ It can stall on demand, the way a stuck virtio-fs or 9p server does:
     waiting on one is stuck in the kernel even after SIGKILL, until
     release() answers them (EIO) or the connection goes.
 
+It can fail on demand, the way a share whose disk or server broke does:
+
+  - fail(err=EIO): answer every request but INIT, FORGET and RELEASE
+    with that error; heal() answers normally again.
+
 mount(ns_pid, target) mounts it in the mount namespace of ns_pid;
 close() stops the server, unmounts (lazily) and closes the device."""
 import ctypes
@@ -47,6 +52,7 @@ class FuseServer:
         self.pause_op = None
         self.hold_ops = set()
         self.held = []                    # uniques read and not answered
+        self.fail_err = 0                 # every request answered with -fail_err
         self.seen = []                    # opcodes read, in order
         self.thread = None
 
@@ -91,6 +97,14 @@ class FuseServer:
     def hold(self, op):
         with self.lock:
             self.hold_ops.add(op)
+
+    def fail(self, err=errno.EIO):
+        with self.lock:
+            self.fail_err = err
+
+    def heal(self):
+        with self.lock:
+            self.fail_err = 0
 
     def release(self):
         """Answers every held request with EIO and stops holding."""
@@ -153,7 +167,11 @@ class FuseServer:
             if op in self.hold_ops:
                 self.held.append(unique)
                 return
+            fail = self.fail_err
         if op in NO_REPLY:
+            return
+        if fail and op not in (INIT, RELEASE, RELEASEDIR):
+            self._reply(unique, -fail)
             return
         if op == INIT:
             major, minor, readahead, _ = struct.unpack_from("<IIII", body)

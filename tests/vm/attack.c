@@ -27,6 +27,9 @@
  *   attack connect HOST PORT one connection, as the agent or the platform
  *                            would make it: reports it and the greeting,
  *                            exits 0 when a greeting came; starts at once
+ *   attack clockback SEC     step the wall clock back by SEC seconds once
+ *                            (needs CAP_SYS_TIME: caps_keep SYS_TIME), as
+ *                            `date -s` by someone in the guest would
  *
  * Run under the name "hermes" (put at /usr/bin/hermes over the stand-in
  * agent) with the shipped argv, "gateway run ...", it is the shipped
@@ -1477,6 +1480,22 @@ static void tick(void)
     }
 }
 
+static void clockback(long sec)
+{
+    struct timespec now;
+    char buf[64];
+
+    if (clock_gettime(CLOCK_REALTIME, &now) < 0) {
+        report("clockback", errname(errno));
+        rest();
+    }
+    snprintf(buf, sizeof(buf), "%lld", (long long)now.tv_sec);
+    report("wall_before", buf);
+    now.tv_sec -= sec;
+    report("clockback", clock_settime(CLOCK_REALTIME, &now) == 0 ? "ok" : errname(errno));
+    rest();
+}
+
 int main(int argc, char **argv)
 {
     const char *base = strrchr(argv[0], '/');
@@ -1487,7 +1506,7 @@ int main(int argc, char **argv)
         shipped_agent();
     if (argc < 2) {
         fprintf(stderr, "usage: attack contained|privileged SOCK | forks | hog MIB | throttle MIB"
-                        " | vsock CID PORT | tick | fill | envd PORT... | connect HOST PORT\n");
+                        " | vsock CID PORT | tick | fill | envd PORT... | connect HOST PORT | clockback SEC\n");
         return 2;
     }
     /* The platform's envd and a client of it start at once. */
@@ -1513,6 +1532,8 @@ int main(int argc, char **argv)
         tick();
     else if (strcmp(argv[1], "fill") == 0)
         fill();
+    else if (strcmp(argv[1], "clockback") == 0 && argc == 3)
+        clockback(atol(argv[2]));
     fprintf(stderr, "attack: unknown mode %s\n", argv[1]);
     return 2;
 }

@@ -92,7 +92,8 @@ def limit_failures(vm):
     rh, hog = r["hog"], vm.service("hog")
     if not (int(rh.get("mem_available_mib", "0")) > 96 and rh["touched"] and
             16 <= rh["touched"][-1] < 32 and "done" not in rh and
-            hog["last_exit"] == {"signal": "SIGKILL"} and hog.get("oom_kills") == 1):
+            hog["last_exit"] == {"signal": "SIGKILL", "reason": "oom-killed"} and
+            hog.get("oom_kills") == 1):
         failed["memory_max"] = (rh, hog)
 
     # Over memory.high the kernel reclaims and throttles (the leaf's
@@ -163,7 +164,8 @@ def test_a_fill_leaves_the_guest_alive(limits_vm):
     assert cap // MIB - 1 <= int(r["tmp_fill_mib"]) <= cap // MIB, r
     assert cap // MIB - 1 <= int(r["shm_fill_mib"]) <= cap // MIB, r
     # Then the services' memory.max: the filler alone is killed.
-    assert s["last_exit"] == {"signal": "SIGKILL"} and s.get("oom_kills", 0) >= 1, s
+    assert s["last_exit"] == {"signal": "SIGKILL", "reason": "oom-killed"} and \
+        s.get("oom_kills", 0) >= 1, s
     assert r["pids_max"] == "2048" and r["services_memory_max"] == str(lim["services_memory_max"]), r
     # hearth answered every ping meanwhile (a liveness bound for a loaded
     # TCG guest, not a speed figure), and nothing else changed.
