@@ -1018,6 +1018,7 @@ int envd_role_main(int argc, char **argv)
     fcntl(listen_fd, F_SETFD, FD_CLOEXEC);
     ev_io_init(&accept_io, accept_cb, listen_fd, EV_READ);
     ev_io_start(role_loop, &accept_io);
+    watch_init();
     ev_prepare_init(&reap_prepare, reap_cb);
     ev_prepare_start(role_loop, &reap_prepare);
     ev_run(role_loop, 0);

@@ -144,10 +144,49 @@ def test_envd_files(hearth):
     assert out["readdir"]["error"] == "InvalidArgumentError"
     assert out["listfile"]["error"] == "InvalidArgumentError"
     assert out["statmissing"]["error"] == "FileNotFoundError"
-    # What is not covered says so, as Connect's unimplemented.
-    assert "unimplemented" in out["watch"]["message"]
     with open("/tmp/e2b/a/b.txt") as f:
         assert f.read() == "hello file"
+
+
+def test_envd_watch_dir(hearth):
+    """files.watchDir: the events envd sends for a directory (create,
+    write, chmod, rename, remove; nothing from a subdirectory), then
+    recursive (a file in a subdirectory, a directory created meanwhile
+    watched in turn); not_found and invalid_argument as envd answers;
+    includeEntry refused as unimplemented; the SDK's timeoutMs ends it.
+    The watches are added by hearth (envd.watch) to the role process's
+    inotify instance."""
+    import shutil
+    shutil.rmtree("/tmp/w", ignore_errors=True)
+    h = start(hearth)
+    try:
+        out = drive(h, "watch")
+    finally:
+        shutil.rmtree("/tmp/w", ignore_errors=True)
+    flat = out["flat"]
+    for want in ["create:f", "write:f", "chmod:f", "rename:f", "create:g", "remove:g"]:
+        assert want in flat, (want, flat)
+    assert flat.index("create:f") < flat.index("rename:f") < flat.index("create:g") < \
+        flat.index("remove:g"), flat
+    assert not [e for e in flat if "deep" in e], flat
+    assert out["flat_exited"] == "running", out  # stop() is not an error
+    tree = out["tree"]
+    assert "create:sub/deep2" in tree and "write:sub/deep2" in tree, tree
+    assert "create:new" in tree and "create:new/inner" in tree, tree
+    assert out["missing"]["error"] == "FileNotFoundError", out["missing"]
+    assert out["notdir"]["error"] == "InvalidArgumentError", out["notdir"]
+    assert "unimplemented" in out["entry"]["message"], out["entry"]
+    assert out["timeout_exit"] == "TimeoutError", out
+
+
+def test_envd_watch_is_the_role_process_own(hearth):
+    """envd.watch adds to the role process's inotify instance: nobody
+    else may call it, and its path rules are files.stat's."""
+    h = start(hearth)
+    c = h.client()
+    err = c.error("envd.watch", {"path": "/tmp", "follow": True})
+    c.close()
+    assert err["code"] == -32601 and "only the envd role process" in err["message"], err
 
 
 def test_envd_cube_user_alias(hearth, tmp_path):
@@ -259,6 +298,36 @@ def test_envd_cwd_and_stream_and_connection_limits(hearth):
     second, third = r.stdout.split(b"@@")
     assert b"resource_exhausted" in second and b"envd.max_streams" in second, second
     assert third.startswith(b"HTTP/1.1 503"), third
+
+
+def test_envd_start_whose_client_left_is_listed(hearth):
+    """A client that resets its connection right after a Start leaves a
+    process that runs all the same: List shows it, SendSignal ends it."""
+    h = start(hearth)
+    msg = json.dumps({"process": {"cmd": "/bin/sleep", "args": ["30.5"]}, "tag": "left"}).encode()
+    env = bytes([0]) + len(msg).to_bytes(4, "big") + msg
+    req = (b"POST /process.Process/Start HTTP/1.1\r\nContent-Type: application/connect+json\r\n"
+           b"Content-Length: " + str(len(env)).encode() + b"\r\n\r\n" + env)
+    code = ("import socket,struct,sys\n"
+            f"s=socket.create_connection(('127.0.0.1',{PORT}),timeout=10)\n"
+            "s.setsockopt(socket.SOL_SOCKET,socket.SO_LINGER,struct.pack('ii',1,0))\n"
+            "s.sendall(sys.stdin.buffer.read())\n"
+            "s.close()\n")
+    r = in_netns(h, ["python3", "-c", code], input=req)
+    assert r.returncode == 0, r.stderr
+
+    def listed():
+        body = raw(h, b"POST /process.Process/List HTTP/1.1\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: 2\r\nConnection: close\r\n\r\n{}")
+        procs = json.loads(body.split(b"\r\n\r\n", 1)[1])["processes"]
+        return [p for p in procs if p.get("tag") == "left"]
+    got = h.wait_for(listed, what="the process in List")
+    assert got[0]["config"]["args"] == ["30.5"], got
+    sig = json.dumps({"process": {"tag": "left"}, "signal": "SIGNAL_SIGKILL"}).encode()
+    r = raw(h, b"POST /process.Process/SendSignal HTTP/1.1\r\nContent-Type: application/json\r\n"
+               b"Content-Length: " + str(len(sig)).encode() + b"\r\nConnection: close\r\n\r\n" + sig)
+    assert r.startswith(b"HTTP/1.1 200"), r
+    h.wait_for(lambda: not listed(), what="the process gone from List")
 
 
 def test_envd_role_process_is_unprivileged_and_restarted(hearth):
