@@ -49,7 +49,11 @@ struct wdir {
 struct watch {
     struct conn *c;      /* NULL once the stream ended or its client went */
     bool recursive, started, busy;
+    bool with_entry;     /* includeEntry: events wait in queue for their stat */
+    bool stat_busy;      /* the stat of the queue's first event is in flight */
     unsigned holds;      /* event delivery in progress: not freed under it */
+    struct pev *queue;   /* includeEntry: events in order, not sent yet */
+    size_t qhead, qlen, qcap;
     char root[PATH_CAP];
     int *wds;            /* the directories it follows */
     size_t nwd, capwd;
@@ -59,6 +63,15 @@ struct watch {
     bool listing;
     ev_timer life;       /* Connect-Timeout-Ms */
 };
+
+/* An event waiting for its entry (includeEntry), or behind one that is. */
+struct pev {
+    const char *type;
+    char *name, *full;
+    bool entry;          /* create, write and chmod carry one, as in envd */
+};
+
+#define QUEUE_MAX 4096   /* events waiting per stream with includeEntry */
 
 static int ifd = -1;
 static ev_io ifd_io;
@@ -189,8 +202,22 @@ static void todo_clear(struct watch *w)
     w->ntodo = w->itodo = w->captodo = 0;
 }
 
+static void queue_pop(struct watch *w)
+{
+    struct pev *e = &w->queue[w->qhead];
+    free(e->name);
+    free(e->full);
+    w->qhead++;
+    w->qlen--;
+    if (!w->qlen)
+        w->qhead = 0;
+}
+
 static void watch_destroy(struct watch *w)
 {
+    while (w->qlen)
+        queue_pop(w);
+    free(w->queue);
     while (w->nwd) {
         int wd = w->wds[--w->nwd];
         struct wdir *d = dir_find(wd);
@@ -212,7 +239,7 @@ static void watch_release(void *op)
         role_streams--;
     }
     w->c = NULL;
-    if (!w->busy && !w->holds)
+    if (!w->busy && !w->stat_busy && !w->holds)
         watch_destroy(w);
 }
 
@@ -221,7 +248,7 @@ static bool watch_gone(struct watch *w)
 {
     if (w->c)
         return false;
-    if (!w->busy && !w->holds)
+    if (!w->busy && !w->stat_busy && !w->holds)
         watch_destroy(w);
     return true;
 }
@@ -403,10 +430,6 @@ void ops_watch_dir(struct conn *c, const cJSON *msg)
         connect_error(c, "unavailable", "no inotify instance (hearth's log says why)");
         return;
     }
-    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(msg, "includeEntry"))) {
-        connect_error(c, "unimplemented", "includeEntry is not implemented by hearth's envd endpoint");
-        return;
-    }
     if (role_streams >= (unsigned)RC.max_streams) {
         connect_error(c, "resource_exhausted", "envd.max_streams: %lld streams already open",
                       (long long)RC.max_streams);
@@ -426,6 +449,7 @@ void ops_watch_dir(struct conn *c, const cJSON *msg)
     }
     w->c = c;
     w->recursive = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(msg, "recursive"));
+    w->with_entry = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(msg, "includeEntry"));
     ev_init(&w->life, life_cb);
     w->life.data = w;
     c->op = w;
@@ -476,6 +500,95 @@ static void lossy(const char *s, char *out, size_t cap)
     out[o] = 0;
 }
 
+/* One FilesystemEvent to the client, with its entry when there is one. */
+static void send_event(struct watch *w, const char *type, const char *name, cJSON *entry)
+{
+    char safe[PATH_CAP * 3 / 2];
+    lossy(name, safe, sizeof(safe));
+    cJSON *o = cJSON_CreateObject(), *fs = cJSON_AddObjectToObject(o, "filesystem");
+    cJSON_AddStringToObject(fs, "name", safe);
+    cJSON_AddStringToObject(fs, "type", type);
+    if (entry)
+        cJSON_AddItemToObject(fs, "entry", entry);
+    char *t = jsonout_print(o);
+    cJSON_Delete(o);
+    if (t)
+        stream_send(w->c, t, strlen(t));
+    cJSON_free(t);
+}
+
+static void pump(struct watch *w);
+
+static void entry_done(void *ctx, cJSON *res, int code, const char *msg)
+{
+    struct watch *w = ctx;
+    w->stat_busy = false;
+    if (watch_gone(w))
+        return;
+    struct pev *e = &w->queue[w->qhead];
+    /* Best effort, as envd: an entry gone meanwhile is sent without one. */
+    w->holds++;
+    send_event(w, e->type, e->name, res ? role_entry_json(res, e->full) : NULL);
+    queue_pop(w);
+    pump(w);
+    w->holds--;
+    watch_gone(w);
+}
+
+/* Sends the queue's events in order, each that carries an entry once
+ * hearth's files.stat of it is back. */
+static void pump(struct watch *w)
+{
+    while (w->c && w->qlen && !w->stat_busy) {
+        struct pev *e = &w->queue[w->qhead];
+        if (!e->entry) {
+            send_event(w, e->type, e->name, NULL);
+            queue_pop(w);
+            continue;
+        }
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddStringToObject(p, "path", e->full);
+        w->stat_busy = true;
+        if (role_call("files.stat", p, entry_done, w) < 0) {
+            w->stat_busy = false;
+            send_event(w, e->type, e->name, NULL);
+            queue_pop(w);
+        }
+    }
+}
+
+static int queue_push(struct watch *w, const char *type, const char *name, const char *full)
+{
+    if (w->qlen >= QUEUE_MAX)
+        return -1;
+    if (w->qhead + w->qlen == w->qcap) {
+        if (w->qhead) {
+            memmove(w->queue, w->queue + w->qhead, w->qlen * sizeof(*w->queue));
+            w->qhead = 0;
+        } else {
+            size_t nc = w->qcap ? w->qcap * 2 : 16;
+            void *n = realloc(w->queue, nc * sizeof(*w->queue));
+            if (!n)
+                return -1;
+            w->queue = n;
+            w->qcap = nc;
+        }
+    }
+    struct pev *e = &w->queue[w->qhead + w->qlen];
+    e->type = type;
+    e->entry = !strcmp(type, "EVENT_TYPE_CREATE") || !strcmp(type, "EVENT_TYPE_WRITE") ||
+               !strcmp(type, "EVENT_TYPE_CHMOD");
+    e->name = strdup(name);
+    e->full = strdup(full);
+    if (!e->name || !e->full) {
+        free(e->name);
+        free(e->full);
+        return -1;
+    }
+    w->qlen++;
+    return 0;
+}
+
 static void deliver(struct watch *w, const char *type, const char *name, const char *full,
                     bool new_dir)
 {
@@ -489,16 +602,16 @@ static void deliver(struct watch *w, const char *type, const char *name, const c
         end_exhausted(w);
         return;
     }
-    char safe[PATH_CAP * 3 / 2];
-    lossy(name, safe, sizeof(safe));
-    cJSON *o = cJSON_CreateObject(), *fs = cJSON_AddObjectToObject(o, "filesystem");
-    cJSON_AddStringToObject(fs, "name", safe);
-    cJSON_AddStringToObject(fs, "type", type);
-    char *t = jsonout_print(o);
-    cJSON_Delete(o);
-    if (t)
-        stream_send(c, t, strlen(t));
-    cJSON_free(t);
+    if (w->with_entry) {
+        if (queue_push(w, type, name, full) < 0) {
+            stream_end(c, "resource_exhausted",
+                       "events came faster than their entries could be read: some were not sent");
+            return;
+        }
+        pump(w);
+    } else {
+        send_event(w, type, name, NULL);
+    }
     if (w->c && new_dir && w->recursive)
         step(w);
 }

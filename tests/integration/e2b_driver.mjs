@@ -155,7 +155,27 @@ const scenarios = {
     await h2.stop()
     out.missing = await caught(() => sbx.files.watchDir('/tmp/nowhere', () => {}))
     out.notdir = await caught(() => sbx.files.watchDir('/tmp/w/plain', () => {}))
-    out.entry = await caught(() => sbx.files.watchDir('/tmp/w', () => {}, { includeEntry: true }))
+    // includeEntry: create, write and chmod carry the entry (as hearth's
+    // files.stat saw it just after), remove none.
+    const withEntry = []
+    const h3 = await sbx.files.watchDir(
+      '/tmp/w',
+      (e) =>
+        withEntry.push({
+          ev: `${e.type}:${e.name}`,
+          entry: e.entry ? { name: e.entry.name, type: e.entry.type, path: e.entry.path, size: e.entry.size } : null,
+        }),
+      { includeEntry: true },
+    )
+    await sbx.commands.run('printf 12345 > /tmp/w/e')
+    const seen = () => withEntry.map((x) => x.ev)
+    let deadline = Date.now() + 10000
+    while (!seen().includes('write:e') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+    await sbx.commands.run('rm /tmp/w/e')
+    deadline = Date.now() + 10000
+    while (!seen().includes('remove:e') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+    out.entry = withEntry
+    await h3.stop()
     // Connect-Timeout-Ms (the SDK's timeoutMs) ends the stream.
     let ended = null
     await sbx.files.watchDir('/tmp/w', () => {}, {

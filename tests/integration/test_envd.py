@@ -153,7 +153,8 @@ def test_envd_watch_dir(hearth):
     write, chmod, rename, remove; nothing from a subdirectory), then
     recursive (a file in a subdirectory, a directory created meanwhile
     watched in turn); not_found and invalid_argument as envd answers;
-    includeEntry refused as unimplemented; the SDK's timeoutMs ends it.
+    includeEntry's entries (create, write, chmod; none for a removal);
+    the SDK's timeoutMs ends it.
     The watches are added by hearth (envd.watch) to the role process's
     inotify instance."""
     import shutil
@@ -175,7 +176,9 @@ def test_envd_watch_dir(hearth):
     assert "create:new" in tree and "create:new/inner" in tree, tree
     assert out["missing"]["error"] == "FileNotFoundError", out["missing"]
     assert out["notdir"]["error"] == "InvalidArgumentError", out["notdir"]
-    assert "unimplemented" in out["entry"]["message"], out["entry"]
+    entry = {e["ev"]: e["entry"] for e in out["entry"]}
+    assert entry["write:e"] == {"name": "e", "type": "file", "path": "/tmp/w/e", "size": 5}, entry
+    assert "create:e" in entry and entry["remove:e"] is None, entry
     assert out["timeout_exit"] == "TimeoutError", out
 
 
