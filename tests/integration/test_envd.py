@@ -182,6 +182,49 @@ def test_envd_watch_dir(hearth):
     assert out["timeout_exit"] == "TimeoutError", out
 
 
+def watch_raw(h, path, timeout_ms=1500):
+    msg = json.dumps({"path": path}).encode()
+    env = bytes([0]) + len(msg).to_bytes(4, "big") + msg
+    return raw(h, b"POST /filesystem.Filesystem/WatchDir HTTP/1.1\r\nContent-Type: "
+                  b"application/connect+json\r\nConnect-Timeout-Ms: " + str(timeout_ms).encode() +
+                  b"\r\nContent-Length: " + str(len(env)).encode() +
+                  b"\r\nConnection: close\r\n\r\n" + env, timeout=20)
+
+
+def test_envd_watch_on_a_share_is_added_from_a_child(hearth, tmp_path):
+    """A directory that may be on a share is watched from a child process
+    (like any files.* call there), which keeps the role's inotify
+    instance for the call: the watch comes back and the stream starts
+    (its Connect-Timeout-Ms then ends it). A share that stops answering
+    ends the stream with files.timeout_ms's error, and hearth answers
+    everyone meanwhile."""
+    import fusefs
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("no /dev/fuse")
+    mnt = tmp_path / "share"
+    mnt.mkdir()
+    h = hearth.start(hearth.config(envd=envd_cfg(), files={"timeout_ms": 1500}))
+    subprocess.run(["nsenter", "-t", str(h.pid), "-n", "ip", "link", "set", "lo", "up"], check=True)
+    h.wait_for(lambda: h.rpc("status").get("envd", {}).get("state") == "running",
+               what="the envd role process")
+    wait_health(h)
+    fs = fusefs.FuseServer({"small": b"x"})
+    fs.mount(h.pid, str(mnt))
+    try:
+        r = watch_raw(h, str(mnt))
+        assert b'{"start":{}}' in r, r
+        assert b'"code":"deadline_exceeded"' in r, r
+        fs.pause()
+        t0 = time.monotonic()
+        r = watch_raw(h, f"{mnt}/nothing")
+        took = time.monotonic() - t0
+        assert b'{"start":{}}' not in r and b"files.timeout_ms" in r, r
+        assert 1.4 < took < 10, took
+        assert h.rpc("ping") == {}
+    finally:
+        fs.close()
+
+
 def test_envd_watch_is_the_role_process_own(hearth):
     """envd.watch adds to the role process's inotify instance: nobody
     else may call it, and its path rules are files.stat's."""
