@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -21,7 +20,6 @@
 #include <cJSON.h>
 
 #include "base64.h"
-#include "envd.h"
 #include "params.h"
 #include "safepath.h"
 #include "sha256.h"
@@ -219,69 +217,6 @@ int files_stat_now(struct client *c, cJSON *params, cJSON **result, struct rpc_e
         target[tl] = '\0';
         cJSON_AddItemToObject(r, "target", utf8_string(target, &lossy));
     }
-    *result = r;
-    return 0;
-}
-
-/* ---- envd.watch ---- */
-
-/* What envd reports (fsnotify's set): create (and a move in), write,
- * remove (of an entry or the directory itself), rename (a move out, or
- * of the directory), chmod (any attribute change). */
-#define WATCH_MASK                                                                                 \
-    (IN_CREATE | IN_MOVED_TO | IN_MODIFY | IN_DELETE | IN_DELETE_SELF | IN_MOVED_FROM |           \
-     IN_MOVE_SELF | IN_ATTRIB | IN_ONLYDIR)
-
-/* Adds a watch on a directory to envd's inotify instance (agent/envd.c),
- * whose events the role process reads; the reply is the watch's number
- * in that instance. inotify takes a path, so a path resolved without
- * following links is handed over as the directory's descriptor through
- * /proc/self/fd, which resolves to the open directory itself. */
-int files_watch_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
-{
-    static const char *const known[] = {"path", "follow", NULL};
-    struct fpath p;
-    bool follow;
-    char leaf[NAME_MAX + 1], via[64];
-    int wd, e, ifd = envd_watch_fd();
-
-    if (params_only(params, known, err) < 0 || get_path(params, "path", &p, err) < 0 ||
-        param_flag(params, "follow", &follow, err) < 0)
-        return -1;
-    if (ifd < 0) {
-        rpc_error_set(err, RPC_ERR_STATE, "no envd role process to watch for");
-        return -1;
-    }
-    if (follow || is_root(&p)) {
-        wd = inotify_add_watch(ifd, follow ? p.abs : "/", WATCH_MASK);
-        e = errno;
-    } else {
-        int dfd = open_parent(&p, leaf, err);
-        if (dfd < 0)
-            return -1;
-        int fd = openat(dfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-        e = errno;
-        close(dfd);
-        if (fd < 0)
-            return path_error(err, &p, e, e == ELOOP ? "a symbolic link (not followed)" : NULL);
-        snprintf(via, sizeof(via), "/proc/self/fd/%d", fd);
-        wd = inotify_add_watch(ifd, via, WATCH_MASK);
-        e = errno;
-        close(fd);
-    }
-    if (wd < 0) {
-        if (e == ENOSPC) {
-            rpc_error_set(err, RPC_ERR_BUSY, "%s: %.*s: no more watches (fs.inotify.max_user_watches)",
-                          p.param, utf8_clip(p.abs, 160), p.abs);
-            return -1;
-        }
-        return path_error(err, &p, e, NULL);
-    }
-    cJSON *r = cJSON_CreateObject();
-    if (!r)
-        return -1;
-    cJSON_AddStringToObject(r, "path", p.abs);
-    cJSON_AddNumberToObject(r, "wd", wd);
     *result = r;
     return 0;
 }
