@@ -1033,6 +1033,127 @@ static void rpc_connect(struct conn *c, cJSON *msg)
     subscribe(c, p);
 }
 
+/* ---- StreamInput: a client stream of input for one process ---- */
+
+/* The request body is a stream of envelopes read as it arrives: first
+ * {"start":{"process":{pid|tag}}}, then {"data":{"input":{stdin|pty}}}
+ * and {"keepalive":{}} in any number; each input is one exec.input, the
+ * next envelope read once it is answered (the body waits in the
+ * connection's bounded buffer meanwhile). The end of the body ends the
+ * call: {} and the end-stream frame. */
+struct stream_in {
+    uint64_t id;
+    bool have, busy;
+};
+
+static void stream_input_done(void *ctx, cJSON *res, int code, const char *msg)
+{
+    struct conn *c = ctx;
+    struct stream_in *si = c->op;
+    si->busy = false;
+    if (!res) {
+        connect_error(c, code == -32003 && strstr(msg, "exited") ? "not_found" : connect_code_of(code, msg),
+                      "%s", msg);
+        return;
+    }
+    ops_stream_input(c);
+}
+
+void ops_stream_input(struct conn *c)
+{
+    struct stream_in *si = c->op;
+    if (!si) {
+        if (!(si = calloc(1, sizeof(*si)))) {
+            connect_error(c, "internal", "out of memory");
+            return;
+        }
+        c->op = si;
+        c->op_free = free;
+    }
+    while (!c->dead && !si->busy) {
+        if (body_take(c, &c->body, ROLE_RPC_BODY_MAX + 5) < 0) {
+            c->body_done = false;
+            connect_error(c, "invalid_argument", "bad chunked body");
+            return;
+        }
+        uint8_t flags = 0;
+        size_t ml = 0;
+        long whole = connect_envelope((const uint8_t *)bytebuf_head(&c->body),
+                                      bytebuf_pending(&c->body), ROLE_RPC_BODY_MAX, &flags, &ml);
+        if (whole < 0 || (whole > 0 && (flags & 0x01))) {
+            connect_error(c, "invalid_argument", "an envelope over %d bytes, or compressed",
+                          ROLE_RPC_BODY_MAX);
+            return;
+        }
+        if (whole == 0) {
+            if (!c->body_done)
+                return; /* more of the body wanted */
+            if (bytebuf_pending(&c->body)) {
+                connect_error(c, "invalid_argument", "the body ends inside an envelope");
+                return;
+            }
+            if (!si->have) {
+                connect_error(c, "invalid_argument", "no start message: nothing to send input to");
+                return;
+            }
+            stream_send(c, "{}", 2);
+            stream_end(c, NULL, NULL);
+            return;
+        }
+        cJSON *m = cJSON_ParseWithLength(bytebuf_head(&c->body) + 5, ml);
+        c->body.off += (size_t)whole;
+        if (flags & 0x02) {
+            /* An end-stream frame from the client: nothing more is sent. */
+            cJSON_Delete(m);
+            continue;
+        }
+        const cJSON *start = cJSON_GetObjectItemCaseSensitive(m, "start");
+        const cJSON *data = cJSON_GetObjectItemCaseSensitive(m, "data");
+        if (!cJSON_IsObject(m)) {
+            cJSON_Delete(m);
+            connect_error(c, "invalid_argument", "a message that is not a JSON object");
+            return;
+        }
+        if (start) {
+            struct proc *p = select_proc(c, start);
+            cJSON_Delete(m);
+            if (!p)
+                return; /* answered: not_found */
+            si->id = p->id;
+            si->have = true;
+            continue;
+        }
+        if (!data) {
+            cJSON_Delete(m); /* a keepalive */
+            continue;
+        }
+        const cJSON *in = cJSON_GetObjectItemCaseSensitive(data, "input");
+        const cJSON *bytes = cJSON_GetObjectItemCaseSensitive(in, "stdin");
+        if (!bytes)
+            bytes = cJSON_GetObjectItemCaseSensitive(in, "pty");
+        if (!si->have || !cJSON_IsString(bytes)) {
+            cJSON_Delete(m);
+            connect_error(c, "invalid_argument", si->have ? "data.input: expected stdin or pty bytes"
+                                                          : "the first message must be start");
+            return;
+        }
+        if (!bytes->valuestring[0]) {
+            cJSON_Delete(m);
+            continue;
+        }
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "id", (double)si->id);
+        cJSON_AddStringToObject(o, "data", bytes->valuestring);
+        cJSON_Delete(m);
+        si->busy = true;
+        if (role_call("exec.input", o, stream_input_done, c) < 0) {
+            si->busy = false;
+            connect_error(c, "unavailable", "hearth did not take the call");
+            return;
+        }
+    }
+}
+
 /* ================= filesystem.Filesystem ================= */
 
 struct fs_op {

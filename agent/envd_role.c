@@ -785,6 +785,11 @@ static void body_progress(struct conn *c)
         ops_files_post_more(c);
         return;
     }
+    /* The one client stream: its messages are taken as they come. */
+    if (c->stream_json && strcmp(c->path, "/process.Process/StreamInput") == 0) {
+        ops_stream_input(c);
+        return;
+    }
     if (body_take(c, &c->body, ROLE_RPC_BODY_MAX + 1) < 0) {
         c->body_done = false;
         http_error(c, 400, "bad chunked body");

@@ -139,6 +139,9 @@ void ops_files_get(struct conn *c);
 void ops_files_post(struct conn *c);     /* runs as the body arrives */
 void ops_files_post_more(struct conn *c); /* more body bytes, or room */
 void ops_rpc(struct conn *c, const char *service, const char *method, struct cJSON *msg);
+/* process.Process/StreamInput: runs as its body arrives (again after
+ * each input is taken). */
+void ops_stream_input(struct conn *c);
 /* hearth's exec notifications. */
 void ops_exec_output(struct cJSON *params);
 void ops_exec_exit(struct cJSON *params);

@@ -376,6 +376,93 @@ def test_envd_start_whose_client_left_is_listed(hearth):
     h.wait_for(lambda: not listed(), what="the process gone from List")
 
 
+STREAM_INPUT_CLIENT = r"""
+import base64, json, socket, sys
+PORT = int(sys.argv[1])
+CRLF = b"\r\n"
+
+
+def env(obj, flags=0):
+    b = json.dumps(obj).encode()
+    return bytes([flags]) + len(b).to_bytes(4, "big") + b
+
+
+def frames(data):
+    # the envelopes of a chunked connect+json body, as [flags, JSON]
+    body = data.split(CRLF + CRLF, 1)[1]
+    raw, out = b"", []
+    while body:
+        size, rest = body.split(CRLF, 1)
+        n = int(size, 16)
+        raw, body = raw + rest[:n], rest[n + 2:]
+        if n == 0:
+            break
+    while raw:
+        n = int.from_bytes(raw[1:5], "big")
+        out.append([raw[0], json.loads(raw[5:5 + n])])
+        raw = raw[5 + n:]
+    return out
+
+
+def readall(s):
+    out = b""
+    while True:
+        x = s.recv(65536)
+        if not x:
+            return out
+        out += x
+
+
+def chunk(b):
+    return b"%x" % len(b) + CRLF + b + CRLF
+
+
+def stream_input(msgs):
+    b = socket.create_connection(("127.0.0.1", PORT), timeout=20)
+    b.sendall(b"POST /process.Process/StreamInput HTTP/1.1" + CRLF +
+              b"Content-Type: application/connect+json" + CRLF +
+              b"Transfer-Encoding: chunked" + CRLF + b"Connection: close" + CRLF + CRLF)
+    for m in msgs:
+        b.sendall(chunk(env(m)))
+    b.sendall(b"0" + CRLF + CRLF)
+    return readall(b)
+
+
+start = env({"process": {"cmd": "/bin/sh", "args": ["-c", "head -c 12; echo; echo done"]},
+             "stdin": True, "tag": "sin"})
+a = socket.create_connection(("127.0.0.1", PORT), timeout=20)
+a.sendall(b"POST /process.Process/Start HTTP/1.1" + CRLF +
+          b"Content-Type: application/connect+json" + CRLF +
+          b"Content-Length: %d" % len(start) + CRLF + b"Connection: close" + CRLF + CRLF + start)
+first = a.recv(65536)
+assert b'"start"' in first, first
+ok = stream_input([{"start": {"process": {"tag": "sin"}}},
+                   {"data": {"input": {"stdin": base64.b64encode(b"hello ").decode()}}},
+                   {"keepalive": {}},
+                   {"data": {"input": {"stdin": base64.b64encode(b"world!").decode()}}}])
+rest = readall(a)
+out = b"".join(base64.b64decode(f[1]["event"]["data"]["stdout"]) for f in frames(first + rest)
+               if "data" in f[1].get("event", {}))
+missing = stream_input([{"start": {"process": {"tag": "nobody-has-this"}}}])
+print(json.dumps({"ok": frames(ok), "out": out.decode(), "missing": frames(missing)}))
+"""
+
+
+def test_envd_stream_input(hearth):
+    """process.Process/StreamInput, a client stream (no SDK call of 2.51.0
+    sends it; envd's own clients do): a chunked body of envelopes, start
+    (the process by tag), input, a keepalive, more input, each passed to
+    exec.input as it comes; the end of the body is the answer {} and the
+    end-stream frame. A process that is not there is not_found."""
+    h = start(hearth)
+    r = in_netns(h, ["python3", "-c", STREAM_INPUT_CLIENT, str(PORT)], timeout=30)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    got = json.loads(r.stdout)
+    assert got["ok"] == [[0, {}], [2, {}]], got
+    assert got["out"] == "hello world!\ndone\n", got
+    assert got["missing"][-1][0] == 2 and got["missing"][-1][1]["error"]["code"] == "not_found", got
+
+
 def test_envd_role_process_is_unprivileged_and_restarted(hearth):
     h = start(hearth)
     st = h.rpc("status")["envd"]
