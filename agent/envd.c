@@ -30,11 +30,11 @@
 #include "m_files.h"
 #include "m_files_int.h"
 #include "params.h"
-#include "utf8.h"
 #include "pidreaper.h"
 #include "reaper.h"
 #include "redact.h"
 #include "shutdown.h"
+#include "utf8.h"
 
 #define RESTART_MIN_MS 500
 #define RESTART_MAX_MS 30000
@@ -236,9 +236,10 @@ int m_envd_watch(struct client *c, cJSON *params, cJSON **result, struct rpc_err
     (IN_CREATE | IN_MOVED_TO | IN_MODIFY | IN_DELETE | IN_DELETE_SELF | IN_MOVED_FROM |           \
      IN_MOVE_SELF | IN_ATTRIB | IN_ONLYDIR)
 
-/* Adds a watch on a directory to envd's inotify instance (agent/envd.c),
- * whose events the role process reads; the reply is the watch's number
- * in that instance. inotify takes a path, so a path resolved without
+/* Adds a watch on a directory to the role process's inotify instance,
+ * whose events the role reads; the reply is the watch's number in that
+ * instance. Runs in the loop, or in a files job's child for a path that
+ * may reach a share (the child keeps the instance open: route r_watch). inotify takes a path, so a path resolved without
  * following links is handed over as the directory's descriptor through
  * /proc/self/fd, which resolves to the open directory itself. */
 int files_watch_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)

@@ -203,6 +203,9 @@ static int start_job(struct client *c, cJSON *params, const struct route *r,
     snprintf(j->path, sizeof(j->path), "%.*s", utf8_clip(first->abs, sizeof(j->path) - 1),
              first->abs);
     j->job.ctx = j;
+    /* A child stuck on a hung share holds this descriptor too until the
+     * kernel lets it go: for envd.watch, the role's inotify instance,
+     * which then outlives its role process by that long (memory only). */
     j->job.keep = r->keep ? r->keep() : 0;
     if (j->job.keep < 0)
         j->job.keep = 0;
