@@ -4,11 +4,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -25,10 +27,14 @@
 #include "jsonout.h"
 #include "lifeline.h"
 #include "log.h"
+#include "m_files.h"
+#include "m_files_int.h"
+#include "params.h"
 #include "pidreaper.h"
 #include "reaper.h"
 #include "redact.h"
 #include "shutdown.h"
+#include "utf8.h"
 
 #define RESTART_MIN_MS 500
 #define RESTART_MAX_MS 30000
@@ -48,12 +54,13 @@ static const char *const link_methods[] = {
     "ping",        "exec.start",   "exec.input",   "exec.resize", "exec.signal",
     "exec.wait",   "exec.list",    "exec.attach",  "files.stat",  "files.list",
     "files.read",  "files.hash",   "files.write",  "files.rename", "files.mkdir",
-    "files.remove", NULL};
+    "files.remove", "envd.watch", NULL};
 
 static struct {
     const struct envd_cfg *cfg;
     bool on, stopping;
     int listen_fd;
+    int ifd; /* the role process's inotify instance (hearth's copy) */
     pid_t pid;
     struct client *links[ENVD_LINKS];
     unsigned restarts;
@@ -61,7 +68,7 @@ static struct {
     ev_timer retry;
     char error[200];
     char token[ENVD_TOKEN_MAX];
-} E = {.listen_fd = -1};
+} E = {.listen_fd = -1, .ifd = -1};
 
 static void spawn(void);
 
@@ -200,11 +207,97 @@ static void send_config(void)
     cJSON_free(t);
 }
 
+static void close_watches(void)
+{
+    if (E.ifd >= 0)
+        close(E.ifd);
+    E.ifd = -1;
+}
+
+int envd_watch_fd(void) { return E.ifd; }
+
+int m_envd_watch(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+{
+    bool link = false;
+    for (int i = 0; c && i < ENVD_LINKS; i++)
+        link |= c == E.links[i];
+    if (!link) {
+        rpc_error_set(err, RPC_METHOD_NOT_FOUND,
+                      "envd.watch: only the envd role process calls it (its inotify instance)");
+        return -1;
+    }
+    return m_files_watch(c, params, result, err);
+}
+
+/* What envd reports (fsnotify's set): create (and a move in), write,
+ * remove (of an entry or the directory itself), rename (a move out, or
+ * of the directory), chmod (any attribute change). */
+#define WATCH_MASK                                                                                 \
+    (IN_CREATE | IN_MOVED_TO | IN_MODIFY | IN_DELETE | IN_DELETE_SELF | IN_MOVED_FROM |           \
+     IN_MOVE_SELF | IN_ATTRIB | IN_ONLYDIR)
+
+/* Adds a watch on a directory to the role process's inotify instance,
+ * whose events the role reads; the reply is the watch's number in that
+ * instance. Runs in the loop, or in a files job's child for a path that
+ * may reach a share (the child keeps the instance open: route r_watch). inotify takes a path, so a path resolved without
+ * following links is handed over as the directory's descriptor through
+ * /proc/self/fd, which resolves to the open directory itself. */
+int files_watch_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+{
+    static const char *const known[] = {"path", "follow", NULL};
+    struct fpath p;
+    bool follow;
+    char leaf[NAME_MAX + 1], via[64];
+    int wd, e, ifd = envd_watch_fd();
+
+    if (params_only(params, known, err) < 0 || get_path(params, "path", &p, err) < 0 ||
+        param_flag(params, "follow", &follow, err) < 0)
+        return -1;
+    if (ifd < 0) {
+        rpc_error_set(err, RPC_ERR_STATE, "no envd role process to watch for");
+        return -1;
+    }
+    if (follow || is_root(&p)) {
+        wd = inotify_add_watch(ifd, follow ? p.abs : "/", WATCH_MASK);
+        e = errno;
+    } else {
+        int dfd = open_parent(&p, leaf, err);
+        if (dfd < 0)
+            return -1;
+        int fd = openat(dfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        e = errno;
+        close(dfd);
+        if (fd < 0)
+            return path_error(err, &p, e, e == ELOOP ? "a symbolic link (not followed)" : NULL);
+        snprintf(via, sizeof(via), "/proc/self/fd/%d", fd);
+        wd = inotify_add_watch(ifd, via, WATCH_MASK);
+        e = errno;
+        close(fd);
+    }
+    if (wd < 0) {
+        if (e == ENOSPC) {
+            rpc_error_set(err, RPC_ERR_BUSY, "%s: %.*s: no more watches (fs.inotify.max_user_watches)",
+                          p.param, utf8_clip(p.abs, 160), p.abs);
+            return -1;
+        }
+        return path_error(err, &p, e, NULL);
+    }
+    cJSON *r = cJSON_CreateObject();
+    if (!r)
+        return -1;
+    cJSON_AddStringToObject(r, "path", p.abs);
+    cJSON_AddNumberToObject(r, "wd", wd);
+    *result = r;
+    return 0;
+}
+
 static void exited(void *ctx, pid_t pid, int wstatus)
 {
     int64_t ran = mono_ms() - E.started_ms;
     E.pid = 0;
     drop_links();
+    /* Its watches go with the instance. */
+    close_watches();
     if (WIFEXITED(wstatus))
         snprintf(E.error, sizeof(E.error), "the role process exited with code %d",
                  WEXITSTATUS(wstatus));
@@ -226,16 +319,22 @@ static void exited(void *ctx, pid_t pid, int wstatus)
  * then hearth's binary again as ENVD_ARGV0 (none of hearth's memory). */
 static void __attribute__((noreturn)) child(int *theirs)
 {
-    int moved[1 + ENVD_LINKS];
+    int moved[2 + ENVD_LINKS];
     lifeline_hold();
     setsid();
     /* Above every target first, so no dup2 below lands on a source. */
     moved[0] = fcntl(E.listen_fd, F_DUPFD, 64);
     for (int i = 0; i < ENVD_LINKS; i++)
         moved[1 + i] = fcntl(theirs[i], F_DUPFD, 64);
+    moved[1 + ENVD_LINKS] = E.ifd >= 0 ? fcntl(E.ifd, F_DUPFD, 64) : -1;
     for (int i = 0; i < 1 + ENVD_LINKS; i++)
         if (moved[i] < 0 || dup2(moved[i], ENVD_LISTEN_FD + i) < 0)
             _exit(127);
+    /* Without an instance the role answers WatchDir unavailable. */
+    if (moved[1 + ENVD_LINKS] < 0)
+        close(ENVD_WATCH_FD);
+    else if (dup2(moved[1 + ENVD_LINKS], ENVD_WATCH_FD) < 0)
+        _exit(127);
     int nul = open("/dev/null", O_RDWR);
     if (nul >= 0)
         dup2(nul, 0);
@@ -245,7 +344,7 @@ static void __attribute__((noreturn)) child(int *theirs)
     int exe = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
     if (exe < 0)
         exe = pidreaper_exe_fd();
-    int exe_at = ENVD_LINK_FD0 + ENVD_LINKS;
+    int exe_at = ENVD_WATCH_FD + 1;
     if (exe >= 0 && (exe = fcntl(exe, F_DUPFD, 64)) >= 0 &&
         (exe = dup3(exe, exe_at, O_CLOEXEC)) < 0)
         exe = -1;
@@ -291,6 +390,10 @@ static void spawn(void)
     }
     for (int i = 0; i < ENVD_LINKS; i++)
         theirs[i] = pairs[i][1];
+    close_watches();
+    E.ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (E.ifd < 0)
+        log_warn("envd: no inotify instance (%s): WatchDir is unavailable", strerror(errno));
     pid_t pid = fork();
     if (pid < 0) {
         snprintf(E.error, sizeof(E.error), "unable to fork: %s", strerror(errno));
@@ -359,6 +462,7 @@ void envd_stop(void)
     if (E.pid > 0)
         kill(E.pid, SIGKILL);
     drop_links();
+    close_watches();
 }
 
 void envd_set_token(const char *token)

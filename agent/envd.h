@@ -17,15 +17,21 @@
 
 struct config;
 struct cJSON;
+struct client;
+struct rpc_error;
 
 #define ENVD_ARGV0 "hearth-envd"
 /* Links between hearth and the role process: calls that wait (an
  * exec.input held by a full pipe, a files.* call on a share) hold up
  * only the calls queued behind them on their own link. */
 #define ENVD_LINKS 4
-/* The descriptors the role process finds: the listener, then the links. */
+/* The descriptors the role process finds: the listener, the links, then
+ * the inotify instance whose watches hearth adds (envd.watch) and whose
+ * events the role reads (a directory the role, as nobody, could not
+ * watch itself). */
 #define ENVD_LISTEN_FD 3
 #define ENVD_LINK_FD0 4
+#define ENVD_WATCH_FD (ENVD_LINK_FD0 + ENVD_LINKS)
 
 /* Binds the listener when the config has an `envd` section: before any
  * service starts, so none can take the port. A failure is logged, kept
@@ -39,6 +45,13 @@ void envd_stop(void);
  * must then carry (X-Access-Token); handed to the running role process. */
 void envd_set_token(const char *token);
 bool envd_enabled(void);
+/* The running role process's inotify instance (hearth's copy), -1 when
+ * there is none. */
+int envd_watch_fd(void);
+/* envd.watch, for the role process's links only: a watch on a directory
+ * added to its inotify instance (m_files_watch); -32601 for anyone else. */
+int m_envd_watch(struct client *c, struct cJSON *params, struct cJSON **result,
+                 struct rpc_error *err);
 /* status.envd: listen, state, pid, restarts, error; NULL when off. */
 struct cJSON *envd_status_json(void);
 

@@ -26,7 +26,7 @@
 
 /* envd's rule: "~" is the user's home, a relative path is beneath it;
  * then "." and ".." are folded lexically (hearth refuses ".."). */
-static int expand_path(const struct conn *c, const char *in, char *out, size_t cap)
+int role_expand_path(const struct conn *c, const char *in, char *out, size_t cap)
 {
     char tmp[4096 + 300];
     if (!in[0])
@@ -79,7 +79,7 @@ static void dir_of(const char *p, char *out, size_t cap)
 
 /* ---------------- EntryInfo ---------------- */
 
-static cJSON *entry_json(const cJSON *st, const char *path)
+cJSON *role_entry_json(const cJSON *st, const char *path)
 {
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(st, "type");
     const char *t = cJSON_IsString(type) ? type->valuestring : "";
@@ -264,7 +264,7 @@ void ops_files_get(struct conn *c)
     }
     c->op = d;
     c->op_free = free;
-    if (expand_path(c, path, d->path, sizeof(d->path)) < 0) {
+    if (role_expand_path(c, path, d->path, sizeof(d->path)) < 0) {
         http_error(c, 400, "path too long");
         return;
     }
@@ -323,7 +323,7 @@ static int up_begin(struct conn *c, const char *given)
         up_fail(c, 400, "path: required (a query parameter, or the part's file name)");
         return -1;
     }
-    if (expand_path(c, given, u->target, sizeof(u->target)) < 0 || !strcmp(u->target, "/")) {
+    if (role_expand_path(c, given, u->target, sizeof(u->target)) < 0 || !strcmp(u->target, "/")) {
         up_fail(c, 400, "bad path");
         return -1;
     }
@@ -597,7 +597,7 @@ struct proc {
 };
 
 static struct proc *procs;
-static unsigned n_streams;
+unsigned role_streams;
 
 static struct proc *proc_find(uint64_t id)
 {
@@ -619,7 +619,7 @@ static void unsubscribe(struct conn *c)
         }
     c->sub = NULL;
     c->next_sub = NULL;
-    n_streams--;
+    role_streams--;
 }
 
 void ops_conn_gone(struct conn *c) { unsubscribe(c); }
@@ -633,7 +633,10 @@ void ops_conn_room(struct conn *c)
 void ops_keepalive(struct conn *c)
 {
     static const char ka[] = "{\"event\":{\"keepalive\":{}}}";
-    stream_send(c, ka, sizeof(ka) - 1);
+    if (watch_owns(c))
+        watch_keepalive(c);
+    else
+        stream_send(c, ka, sizeof(ka) - 1);
 }
 
 /* Sends ev (one ProcessEvent member, JSON text) to c as {"event":{...}}. */
@@ -654,7 +657,7 @@ static void subscribe(struct conn *c, struct proc *p)
     c->sub = p;
     c->next_sub = p->subs;
     p->subs = c;
-    n_streams++;
+    role_streams++;
     c->state = C_STREAM;
     send_event(c, "{\"event\":{\"start\":{\"pid\":%llu}}}", (unsigned long long)p->id);
     if (c->req.keepalive_s > 0)
@@ -754,34 +757,55 @@ static struct proc *select_proc(struct conn *c, const cJSON *msg)
     return p;
 }
 
+/* A Start in flight. The exec.start call's context is this, not the
+ * connection: a client that goes before the reply leaves a process that
+ * runs all the same, and it must still be known (List, Connect, kill). */
 struct start_op {
-    bool tty;
+    bool tty, pending;
+    struct conn *c; /* NULL once the connection went */
     char tag[128];
     cJSON *config;
 };
 
-static void start_op_free(void *op)
+static void start_op_free(struct start_op *s)
 {
-    struct start_op *s = op;
     cJSON_Delete(s->config);
     free(s);
 }
 
+/* The connection's op goes (its end, or its close): a call in flight
+ * keeps the op until its reply. */
+static void start_op_release(void *op)
+{
+    struct start_op *s = op;
+    if (s->pending)
+        s->c = NULL;
+    else
+        start_op_free(s);
+}
+
 static void start_done(void *ctx, cJSON *res, int code, const char *msg)
 {
-    struct conn *c = ctx;
-    struct start_op *s = c->op;
+    struct start_op *s = ctx;
+    struct conn *c = s->c;
+    s->pending = false;
     if (!res) {
-        connect_error(c, !strcmp(connect_code_of(code, msg), "resource_exhausted") ? "resource_exhausted"
-                         : code == -32602 ? "invalid_argument" : "internal",
-                      "%s", msg);
+        if (c)
+            connect_error(c, !strcmp(connect_code_of(code, msg), "resource_exhausted") ? "resource_exhausted"
+                             : code == -32602 ? "invalid_argument" : "internal",
+                          "%s", msg);
+        else
+            start_op_free(s);
         return;
     }
     struct proc *p = calloc(1, sizeof(*p));
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(res, "id");
     if (!p || !cJSON_IsNumber(id)) {
         free(p);
-        connect_error(c, "internal", "out of memory");
+        if (c)
+            connect_error(c, "internal", "out of memory");
+        else
+            start_op_free(s);
         return;
     }
     p->id = (uint64_t)id->valuedouble;
@@ -791,8 +815,12 @@ static void start_done(void *ctx, cJSON *res, int code, const char *msg)
     s->config = NULL;
     p->next = procs;
     procs = p;
+    if (!c) {
+        start_op_free(s);
+        return;
+    }
     /* The stream now belongs to the process; the op's work is done. */
-    start_op_free(c->op);
+    start_op_free(s);
     c->op = NULL;
     c->op_free = NULL;
     subscribe(c, p);
@@ -817,7 +845,7 @@ static void rpc_start(struct conn *c, cJSON *msg)
         connect_error(c, "invalid_argument", "process.cmd: required");
         return;
     }
-    if (n_streams >= (unsigned)RC.max_streams) {
+    if (role_streams >= (unsigned)RC.max_streams) {
         connect_error(c, "resource_exhausted", "envd.max_streams: %lld streams already open",
                       (long long)RC.max_streams);
         return;
@@ -831,7 +859,8 @@ static void rpc_start(struct conn *c, cJSON *msg)
         return;
     }
     c->op = s;
-    c->op_free = start_op_free;
+    c->op_free = start_op_release;
+    s->c = c;
     s->tty = pty != NULL;
     if (cJSON_IsString(tag))
         snprintf(s->tag, sizeof(s->tag), "%s", tag->valuestring);
@@ -850,7 +879,7 @@ static void rpc_start(struct conn *c, cJSON *msg)
     char dir[4200];
     const char *want = cJSON_IsString(cwd) && cwd->valuestring[0] ? cwd->valuestring
                        : RC.cwd[0] ? RC.cwd : c->user.home;
-    if (expand_path(c, want, dir, sizeof(dir)) < 0 || strlen(dir) >= 256) {
+    if (role_expand_path(c, want, dir, sizeof(dir)) < 0 || strlen(dir) >= 256) {
         cJSON_Delete(p);
         connect_error(c, "invalid_argument", "process.cwd: too long");
         return;
@@ -878,7 +907,11 @@ static void rpc_start(struct conn *c, cJSON *msg)
     cJSON_AddItemToObject(s->config, "envs",
                           cJSON_IsObject(envs) ? cJSON_Duplicate(envs, 1) : cJSON_CreateObject());
     cJSON_AddStringToObject(s->config, "cwd", dir);
-    call_or_fail(c, "exec.start", p, start_done);
+    if (role_call("exec.start", p, start_done, s) < 0) {
+        connect_error(c, "unavailable", "hearth did not take the call");
+        return;
+    }
+    s->pending = true;
 }
 
 static void rpc_list(struct conn *c)
@@ -992,12 +1025,133 @@ static void rpc_connect(struct conn *c, cJSON *msg)
     struct proc *p = select_proc(c, msg);
     if (!p)
         return;
-    if (n_streams >= (unsigned)RC.max_streams) {
+    if (role_streams >= (unsigned)RC.max_streams) {
         connect_error(c, "resource_exhausted", "envd.max_streams: %lld streams already open",
                       (long long)RC.max_streams);
         return;
     }
     subscribe(c, p);
+}
+
+/* ---- StreamInput: a client stream of input for one process ---- */
+
+/* The request body is a stream of envelopes read as it arrives: first
+ * {"start":{"process":{pid|tag}}}, then {"data":{"input":{stdin|pty}}}
+ * and {"keepalive":{}} in any number; each input is one exec.input, the
+ * next envelope read once it is answered (the body waits in the
+ * connection's bounded buffer meanwhile). The end of the body ends the
+ * call: {} and the end-stream frame. */
+struct stream_in {
+    uint64_t id;
+    bool have, busy;
+};
+
+static void stream_input_done(void *ctx, cJSON *res, int code, const char *msg)
+{
+    struct conn *c = ctx;
+    struct stream_in *si = c->op;
+    si->busy = false;
+    if (!res) {
+        connect_error(c, code == -32003 && strstr(msg, "exited") ? "not_found" : connect_code_of(code, msg),
+                      "%s", msg);
+        return;
+    }
+    ops_stream_input(c);
+}
+
+void ops_stream_input(struct conn *c)
+{
+    struct stream_in *si = c->op;
+    if (!si) {
+        if (!(si = calloc(1, sizeof(*si)))) {
+            connect_error(c, "internal", "out of memory");
+            return;
+        }
+        c->op = si;
+        c->op_free = free;
+    }
+    while (!c->dead && !si->busy) {
+        if (body_take(c, &c->body, ROLE_RPC_BODY_MAX + 5) < 0) {
+            c->body_done = false;
+            connect_error(c, "invalid_argument", "bad chunked body");
+            return;
+        }
+        uint8_t flags = 0;
+        size_t ml = 0;
+        long whole = connect_envelope((const uint8_t *)bytebuf_head(&c->body),
+                                      bytebuf_pending(&c->body), ROLE_RPC_BODY_MAX, &flags, &ml);
+        if (whole < 0 || (whole > 0 && (flags & 0x01))) {
+            connect_error(c, "invalid_argument", "an envelope over %d bytes, or compressed",
+                          ROLE_RPC_BODY_MAX);
+            return;
+        }
+        if (whole == 0) {
+            if (!c->body_done)
+                return; /* more of the body wanted */
+            if (bytebuf_pending(&c->body)) {
+                connect_error(c, "invalid_argument", "the body ends inside an envelope");
+                return;
+            }
+            if (!si->have) {
+                connect_error(c, "invalid_argument", "no start message: nothing to send input to");
+                return;
+            }
+            stream_send(c, "{}", 2);
+            stream_end(c, NULL, NULL);
+            return;
+        }
+        cJSON *m = cJSON_ParseWithLength(bytebuf_head(&c->body) + 5, ml);
+        c->body.off += (size_t)whole;
+        if (flags & 0x02) {
+            /* An end-stream frame from the client: nothing more is sent. */
+            cJSON_Delete(m);
+            continue;
+        }
+        const cJSON *start = cJSON_GetObjectItemCaseSensitive(m, "start");
+        const cJSON *data = cJSON_GetObjectItemCaseSensitive(m, "data");
+        if (!cJSON_IsObject(m)) {
+            cJSON_Delete(m);
+            connect_error(c, "invalid_argument", "a message that is not a JSON object");
+            return;
+        }
+        if (start) {
+            struct proc *p = select_proc(c, start);
+            cJSON_Delete(m);
+            if (!p)
+                return; /* answered: not_found */
+            si->id = p->id;
+            si->have = true;
+            continue;
+        }
+        if (!data) {
+            cJSON_Delete(m); /* a keepalive */
+            continue;
+        }
+        const cJSON *in = cJSON_GetObjectItemCaseSensitive(data, "input");
+        const cJSON *bytes = cJSON_GetObjectItemCaseSensitive(in, "stdin");
+        if (!bytes)
+            bytes = cJSON_GetObjectItemCaseSensitive(in, "pty");
+        if (!si->have || !cJSON_IsString(bytes)) {
+            cJSON_Delete(m);
+            connect_error(c, "invalid_argument", si->have ? "data.input: expected stdin or pty bytes"
+                                                          : "the first message must be start");
+            return;
+        }
+        if (!bytes->valuestring[0]) {
+            cJSON_Delete(m);
+            continue;
+        }
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "id", (double)si->id);
+        cJSON_AddStringToObject(o, "data", bytes->valuestring);
+        cJSON_Delete(m);
+        si->busy = true;
+        if (role_call("exec.input", o, stream_input_done, c) < 0) {
+            si->busy = false;
+            connect_error(c, "unavailable", "hearth did not take the call");
+            return;
+        }
+    }
 }
 
 /* ================= filesystem.Filesystem ================= */
@@ -1032,7 +1186,7 @@ static void reply_entry(void *ctx, cJSON *res, int code, const char *msg)
         return;
     }
     cJSON *r = cJSON_CreateObject();
-    cJSON_AddItemToObject(r, "entry", entry_json(res, f->step == 9 ? f->to : f->path));
+    cJSON_AddItemToObject(r, "entry", role_entry_json(res, f->step == 9 ? f->to : f->path));
     connect_reply(c, r);
 }
 
@@ -1149,7 +1303,7 @@ static void list_page(void *ctx, cJSON *res, int code, const char *msg)
         }
         char path[4200];
         snprintf(path, sizeof(path), "%s%s%s", dir, strcmp(dir, "/") ? "/" : "", name->valuestring);
-        cJSON_AddItemToArray(f->entries, entry_json(e, path));
+        cJSON_AddItemToArray(f->entries, role_entry_json(e, path));
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "type");
         if (cJSON_IsString(t) && !strcmp(t->valuestring, "dir") && level + 1 < f->depth) {
             if (f->qn == f->qcap) {
@@ -1218,7 +1372,7 @@ static void rpc_fs(struct conn *c, const char *method, cJSON *msg)
     c->op = f;
     c->op_free = fs_free;
     const cJSON *path = cJSON_GetObjectItemCaseSensitive(msg, strcmp(method, "Move") ? "path" : "source");
-    if (!cJSON_IsString(path) || expand_path(c, path->valuestring, f->path, sizeof(f->path)) < 0) {
+    if (!cJSON_IsString(path) || role_expand_path(c, path->valuestring, f->path, sizeof(f->path)) < 0) {
         connect_error(c, "invalid_argument", "%s: expected a path", strcmp(method, "Move") ? "path" : "source");
         return;
     }
@@ -1233,7 +1387,7 @@ static void rpc_fs(struct conn *c, const char *method, cJSON *msg)
     } else if (!strcmp(method, "Move")) {
         const cJSON *to = cJSON_GetObjectItemCaseSensitive(msg, "destination");
         char dir[4200];
-        if (!cJSON_IsString(to) || expand_path(c, to->valuestring, f->to, sizeof(f->to)) < 0) {
+        if (!cJSON_IsString(to) || role_expand_path(c, to->valuestring, f->to, sizeof(f->to)) < 0) {
             connect_error(c, "invalid_argument", "destination: expected a path");
             return;
         }
@@ -1281,6 +1435,8 @@ void ops_rpc(struct conn *c, const char *service, const char *method, cJSON *msg
         rpc_signal(c, msg);
     else if (process && !strcmp(method, "Update"))
         rpc_update(c, msg);
+    else if (fs && !strcmp(method, "WatchDir"))
+        ops_watch_dir(c, msg);
     else if (fs && (!strcmp(method, "Stat") || !strcmp(method, "MakeDir") || !strcmp(method, "Move") ||
                     !strcmp(method, "Remove") || !strcmp(method, "ListDir")))
         rpc_fs(c, method, msg);

@@ -785,6 +785,11 @@ static void body_progress(struct conn *c)
         ops_files_post_more(c);
         return;
     }
+    /* The one client stream: its messages are taken as they come. */
+    if (c->stream_json && strcmp(c->path, "/process.Process/StreamInput") == 0) {
+        ops_stream_input(c);
+        return;
+    }
     if (body_take(c, &c->body, ROLE_RPC_BODY_MAX + 1) < 0) {
         c->body_done = false;
         http_error(c, 400, "bad chunked body");
@@ -1018,6 +1023,7 @@ int envd_role_main(int argc, char **argv)
     fcntl(listen_fd, F_SETFD, FD_CLOEXEC);
     ev_io_init(&accept_io, accept_cb, listen_fd, EV_READ);
     ev_io_start(role_loop, &accept_io);
+    watch_init();
     ev_prepare_init(&reap_prepare, reap_cb);
     ev_prepare_start(role_loop, &reap_prepare);
     ev_run(role_loop, 0);

@@ -1,4 +1,4 @@
-/* The envd role process's inside, shared by its two files and nothing
+/* The envd role process's inside, shared by its files and nothing
  * else (envd.h is hearth's side):
  *
  *   envd_role.c  the loop: hearth's links (calls and their replies in
@@ -7,6 +7,8 @@
  *                the token and the user), bounds on everything
  *   envd_ops.c   what each route does: /files both ways, process.*,
  *                filesystem.*, each as steps of hearth calls
+ *   envd_watch.c filesystem.Filesystem/WatchDir, on the inotify instance
+ *                hearth made for the role
  *
  * The role holds no privilege: it runs as nobody, and every command or
  * file operation is a call on a link, which hearth checks and runs. */
@@ -122,12 +124,24 @@ void role_keepalive_start(struct conn *c, double seconds);
 /* The hearth error code of a failed call as a Connect code. */
 const char *connect_code_of(int rpc_code, const char *message);
 
+/* ---- shared by the routes (envd_ops.c) ---- */
+/* envd's path rule for the call's user: "~" and relative paths beneath
+ * the home, "." and ".." folded. -1 when it does not fit. */
+int role_expand_path(const struct conn *c, const char *in, char *out, size_t cap);
+/* hearth's files.stat result as envd's EntryInfo. */
+struct cJSON *role_entry_json(const struct cJSON *st, const char *path);
+/* Server streams open (Start, Connect, WatchDir), against envd.max_streams. */
+extern unsigned role_streams;
+
 /* ---- routes (envd_ops.c) ---- */
 /* A request whose head (and, for RPC, body) is read: run it. */
 void ops_files_get(struct conn *c);
 void ops_files_post(struct conn *c);     /* runs as the body arrives */
 void ops_files_post_more(struct conn *c); /* more body bytes, or room */
 void ops_rpc(struct conn *c, const char *service, const char *method, struct cJSON *msg);
+/* process.Process/StreamInput: runs as its body arrives (again after
+ * each input is taken). */
+void ops_stream_input(struct conn *c);
 /* hearth's exec notifications. */
 void ops_exec_output(struct cJSON *params);
 void ops_exec_exit(struct cJSON *params);
@@ -137,6 +151,14 @@ void ops_conn_gone(struct conn *c);
 void ops_conn_room(struct conn *c);
 /* A keepalive tick on a stream. */
 void ops_keepalive(struct conn *c);
+
+/* ---- WatchDir (envd_watch.c) ---- */
+/* Takes the inotify instance hearth passed (ENVD_WATCH_FD), if any. */
+void watch_init(void);
+void ops_watch_dir(struct conn *c, const struct cJSON *msg);
+/* Whether c is a WatchDir stream, and its keepalive. */
+bool watch_owns(const struct conn *c);
+void watch_keepalive(struct conn *c);
 
 #define ROLE_OUT_SOFT (1024 * 1024)      /* stop producing above this */
 #define ROLE_OUT_MAX (8 * 1024 * 1024)   /* drop a client above this */

@@ -44,5 +44,11 @@ int m_files_mkdir(struct client *c, struct cJSON *params, struct cJSON **result,
                   struct rpc_error *err);
 int m_files_remove(struct client *c, struct cJSON *params, struct cJSON **result,
                    struct rpc_error *err);
+/* envd.watch's work (agent/envd.c checks the caller): a watch on a
+ * directory added to the envd role process's inotify instance, routed
+ * like files.stat (a path that may reach a share is watched from a
+ * child, which keeps that instance open for the call). */
+int m_files_watch(struct client *c, struct cJSON *params, struct cJSON **result,
+                  struct rpc_error *err);
 
 #endif

@@ -54,5 +54,8 @@ int files_mkdir_now(struct client *c, struct cJSON *params, struct cJSON **resul
                     struct rpc_error *err);
 int files_remove_now(struct client *c, struct cJSON *params, struct cJSON **result,
                      struct rpc_error *err);
+/* envd.watch's work, in agent/envd.c (which owns the inotify instance). */
+int files_watch_now(struct client *c, struct cJSON *params, struct cJSON **result,
+                    struct rpc_error *err);
 
 #endif

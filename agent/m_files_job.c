@@ -21,6 +21,7 @@
 
 #include "childjob.h"
 #include "control.h"
+#include "envd.h"
 #include "fsclass.h"
 #include "hearth.h"
 #include "jsonout.h"
@@ -41,6 +42,7 @@ struct route {
     bool below;            /* looks at what is beneath the path (a listing) */
     const char *below_if;  /* ... when this boolean parameter is true */
     bool writes;           /* changes the tree: finishes even if the client goes */
+    int (*keep)(void);     /* a descriptor of the loop's the work needs in a child */
 };
 
 struct fjob {
@@ -201,6 +203,12 @@ static int start_job(struct client *c, cJSON *params, const struct route *r,
     snprintf(j->path, sizeof(j->path), "%.*s", utf8_clip(first->abs, sizeof(j->path) - 1),
              first->abs);
     j->job.ctx = j;
+    /* A child stuck on a hung share holds this descriptor too until the
+     * kernel lets it go: for envd.watch, the role's inotify instance,
+     * which then outlives its role process by that long (memory only). */
+    j->job.keep = r->keep ? r->keep() : 0;
+    if (j->job.keep < 0)
+        j->job.keep = 0;
     if (childjob_start(&j->job, timeout_ms(), FILES_RESULT_MAX, child_run, j, job_done, why,
                        sizeof(why)) < 0) {
         j->params = NULL;
@@ -248,14 +256,16 @@ static int route_call(struct client *c, cJSON *params, cJSON **result, struct rp
     return start_job(c, params, r, &p[0], &hit, err);
 }
 
-static const struct route r_stat = {files_stat_now, true, {"path"}, false, NULL, false};
-static const struct route r_list = {files_list_now, true, {"path"}, true, NULL, false};
-static const struct route r_read = {files_read_now, true, {"path"}, false, NULL, false};
-static const struct route r_hash = {files_hash_now, true, {"path"}, false, NULL, false};
-static const struct route r_write = {files_write_now, false, {"path"}, false, NULL, true};
-static const struct route r_rename = {files_rename_now, false, {"from", "to"}, false, NULL, true};
-static const struct route r_mkdir = {files_mkdir_now, false, {"path"}, false, NULL, true};
-static const struct route r_remove = {files_remove_now, false, {"path"}, false, "recursive", true};
+static const struct route r_stat = {files_stat_now, true, {"path"}, false, NULL, false, NULL};
+static const struct route r_list = {files_list_now, true, {"path"}, true, NULL, false, NULL};
+static const struct route r_read = {files_read_now, true, {"path"}, false, NULL, false, NULL};
+static const struct route r_hash = {files_hash_now, true, {"path"}, false, NULL, false, NULL};
+static const struct route r_write = {files_write_now, false, {"path"}, false, NULL, true, NULL};
+static const struct route r_rename = {files_rename_now, false, {"from", "to"}, false, NULL, true, NULL};
+static const struct route r_mkdir = {files_mkdir_now, false, {"path"}, false, NULL, true, NULL};
+static const struct route r_remove = {files_remove_now, false, {"path"}, false, "recursive", true, NULL};
+static const struct route r_watch = {files_watch_now, true, {"path"}, false, NULL, false,
+                                     envd_watch_fd};
 
 int m_files_stat(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
@@ -295,4 +305,9 @@ int m_files_mkdir(struct client *c, cJSON *params, cJSON **result, struct rpc_er
 int m_files_remove(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     return route_call(c, params, result, err, &r_remove);
+}
+
+int m_files_watch(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+{
+    return route_call(c, params, result, err, &r_watch);
 }

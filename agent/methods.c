@@ -403,6 +403,7 @@ static const struct method methods[] = {
     {"files.rename", m_files_rename},
     {"files.mkdir", m_files_mkdir},
     {"files.remove", m_files_remove},
+    {"envd.watch", m_envd_watch},
     {"metrics", m_metrics},
     {"exec.start", m_exec_start},
     {"exec.input", m_exec_input},

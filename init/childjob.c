@@ -266,7 +266,7 @@ int childjob_start(struct childjob *j, int64_t timeout_ms, size_t max, childjob_
          * running the parent's exit handlers. */
         lifeline_hold(); /* no root job outlives hearth */
         close(p[0]);
-        inherit_close_all_but2(p[1], kick);
+        inherit_close_all_but3(p[1], kick, j->keep >= 3 ? j->keep : -1);
         child_kick = kick;
         child_asked = false;
         fn(p[1], arg);

@@ -55,6 +55,10 @@ struct childjob {
     int64_t timeout_ms;
     childjob_done done;
     void *ctx; /* the owner's */
+    /* One more descriptor of the loop's the child keeps (3 and up; 0:
+     * none), set before childjob_start: work done on an object the loop
+     * holds (envd's inotify instance, agent/envd.c). */
+    int keep;
 };
 
 /* Forks fn(arg) with a timeout_ms deadline and a max-byte result. 0

@@ -26,25 +26,31 @@ static void close_span(unsigned lo, unsigned hi)
         close((int)fd);
 }
 
-void inherit_close_all_but2(int keep1, int keep2)
+void inherit_close_all_but3(int keep1, int keep2, int keep3)
 {
     /* The descriptors kept, 3 up and sorted; 2 stands for "none". */
-    int k[3] = {keep1 < 3 ? 2 : keep1, keep2 < 3 ? 2 : keep2, log_fd() < 3 ? 2 : log_fd()};
-    for (int i = 0; i < 3; i++)
-        for (int m = i + 1; m < 3; m++)
+    int k[4] = {keep1 < 3 ? 2 : keep1, keep2 < 3 ? 2 : keep2, keep3 < 3 ? 2 : keep3,
+                log_fd() < 3 ? 2 : log_fd()};
+    for (int i = 0; i < 4; i++)
+        for (int m = i + 1; m < 4; m++)
             if (k[m] < k[i]) {
                 int t = k[i];
                 k[i] = k[m];
                 k[m] = t;
             }
     unsigned lo = 3;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         if (k[i] < (int)lo)
             continue;
         close_span(lo, (unsigned)k[i] - 1);
         lo = (unsigned)k[i] + 1;
     }
     close_span(lo, ~0U);
+}
+
+void inherit_close_all_but2(int keep1, int keep2)
+{
+    inherit_close_all_but3(keep1, keep2, -1);
 }
 
 void inherit_close_all_but(int keep)

@@ -11,5 +11,6 @@
 void inherit_close_all_but(int keep);
 /* The same with two kept descriptors (either may be -1). */
 void inherit_close_all_but2(int keep1, int keep2);
+void inherit_close_all_but3(int keep1, int keep2, int keep3);
 
 #endif

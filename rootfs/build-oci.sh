@@ -64,6 +64,11 @@ install -m 0755 "$bb" bin/busybox
 for a in $(bin/busybox --list); do
     [ -e "bin/$a" ] || [ -e "usr/bin/$a" ] || ln -s busybox "bin/$a"
 done
+# E2B's SDK runs every command as `/bin/bash -l -c CMD` (docs/envd.md).
+# busybox has no bash applet (a link named bash is "applet not found"):
+# here bash is its ash under that name.
+printf '#!/bin/sh\n# busybox ash, for callers that ask for bash by path\nexec /bin/sh "$@"\n' > bin/bash
+chmod 0755 bin/bash
 # No hearth mounts in a container: the home and the workspace are the
 # image's own directories, the agent's (the services list them in
 # writable). As root they are chowned; a rootless umoci records owners

@@ -120,7 +120,71 @@ const scenarios = {
     out.readdir = await caught(() => sbx.files.read('/tmp/e2b'))
     out.listfile = await caught(() => sbx.files.list('/tmp/e2b/m2'))
     out.statmissing = await caught(() => sbx.files.getInfo('/tmp/e2b/missing'))
-    out.watch = await caught(() => sbx.files.watchDir('/tmp/e2b', () => {}))
+  },
+
+  async watch() {
+    // The SDK's files.watchDir: a directory, then (recursive) its tree;
+    // the changes are made by commands, which run through hearth too.
+    await sbx.files.makeDir('/tmp/w/sub')
+    await sbx.files.write('/tmp/w/plain', 'x')
+    const until = async (list, want) => {
+      const deadline = Date.now() + 10000
+      while (!list.includes(want) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+    }
+    const flat = []
+    let exited = 'running'
+    const h = await sbx.files.watchDir('/tmp/w', (e) => flat.push(`${e.type}:${e.name}`), {
+      onExit: (err) => (exited = err ? `error:${err.message}` : 'ended'),
+    })
+    await sbx.commands.run(
+      'cd /tmp/w && echo a > f && echo b >> f && chmod 600 f && mv f g && echo deep > sub/deep && rm g',
+    )
+    await until(flat, 'remove:g')
+    out.flat = flat.slice()
+    await h.stop()
+    out.flat_exited = exited
+    const tree = []
+    const h2 = await sbx.files.watchDir('/tmp/w', (e) => tree.push(`${e.type}:${e.name}`), { recursive: true })
+    await sbx.commands.run('echo again > /tmp/w/sub/deep2 && mkdir /tmp/w/new')
+    await until(tree, 'create:new')
+    // The new directory is watched once its create event came.
+    await new Promise((r) => setTimeout(r, 300))
+    await sbx.commands.run('echo inner > /tmp/w/new/inner')
+    await until(tree, 'create:new/inner')
+    out.tree = tree.slice()
+    await h2.stop()
+    out.missing = await caught(() => sbx.files.watchDir('/tmp/nowhere', () => {}))
+    out.notdir = await caught(() => sbx.files.watchDir('/tmp/w/plain', () => {}))
+    // includeEntry: create, write and chmod carry the entry (as hearth's
+    // files.stat saw it just after), remove none.
+    const withEntry = []
+    const h3 = await sbx.files.watchDir(
+      '/tmp/w',
+      (e) =>
+        withEntry.push({
+          ev: `${e.type}:${e.name}`,
+          entry: e.entry ? { name: e.entry.name, type: e.entry.type, path: e.entry.path, size: e.entry.size } : null,
+        }),
+      { includeEntry: true },
+    )
+    await sbx.commands.run('printf 12345 > /tmp/w/e')
+    const seen = () => withEntry.map((x) => x.ev)
+    let deadline = Date.now() + 10000
+    while (!seen().includes('write:e') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+    await sbx.commands.run('rm /tmp/w/e')
+    deadline = Date.now() + 10000
+    while (!seen().includes('remove:e') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+    out.entry = withEntry
+    await h3.stop()
+    // Connect-Timeout-Ms (the SDK's timeoutMs) ends the stream.
+    let ended = null
+    await sbx.files.watchDir('/tmp/w', () => {}, {
+      timeoutMs: 1000,
+      onExit: (err) => (ended = err ? err.name : 'ended'),
+    })
+    const t0 = Date.now()
+    while (ended === null && Date.now() - t0 < 10000) await new Promise((r) => setTimeout(r, 50))
+    out.timeout_exit = ended
   },
 
   async pty() {

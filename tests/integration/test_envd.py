@@ -144,10 +144,95 @@ def test_envd_files(hearth):
     assert out["readdir"]["error"] == "InvalidArgumentError"
     assert out["listfile"]["error"] == "InvalidArgumentError"
     assert out["statmissing"]["error"] == "FileNotFoundError"
-    # What is not covered says so, as Connect's unimplemented.
-    assert "unimplemented" in out["watch"]["message"]
     with open("/tmp/e2b/a/b.txt") as f:
         assert f.read() == "hello file"
+
+
+def test_envd_watch_dir(hearth):
+    """files.watchDir: the events envd sends for a directory (create,
+    write, chmod, rename, remove; nothing from a subdirectory), then
+    recursive (a file in a subdirectory, a directory created meanwhile
+    watched in turn); not_found and invalid_argument as envd answers;
+    includeEntry's entries (create, write, chmod; none for a removal);
+    the SDK's timeoutMs ends it.
+    The watches are added by hearth (envd.watch) to the role process's
+    inotify instance."""
+    import shutil
+    shutil.rmtree("/tmp/w", ignore_errors=True)
+    h = start(hearth)
+    try:
+        out = drive(h, "watch")
+    finally:
+        shutil.rmtree("/tmp/w", ignore_errors=True)
+    flat = out["flat"]
+    for want in ["create:f", "write:f", "chmod:f", "rename:f", "create:g", "remove:g"]:
+        assert want in flat, (want, flat)
+    assert flat.index("create:f") < flat.index("rename:f") < flat.index("create:g") < \
+        flat.index("remove:g"), flat
+    assert not [e for e in flat if "deep" in e], flat
+    assert out["flat_exited"] == "running", out  # stop() is not an error
+    tree = out["tree"]
+    assert "create:sub/deep2" in tree and "write:sub/deep2" in tree, tree
+    assert "create:new" in tree and "create:new/inner" in tree, tree
+    assert out["missing"]["error"] == "FileNotFoundError", out["missing"]
+    assert out["notdir"]["error"] == "InvalidArgumentError", out["notdir"]
+    entry = {e["ev"]: e["entry"] for e in out["entry"]}
+    assert entry["write:e"] == {"name": "e", "type": "file", "path": "/tmp/w/e", "size": 5}, entry
+    assert "create:e" in entry and entry["remove:e"] is None, entry
+    assert out["timeout_exit"] == "TimeoutError", out
+
+
+def watch_raw(h, path, timeout_ms=1500):
+    msg = json.dumps({"path": path}).encode()
+    env = bytes([0]) + len(msg).to_bytes(4, "big") + msg
+    return raw(h, b"POST /filesystem.Filesystem/WatchDir HTTP/1.1\r\nContent-Type: "
+                  b"application/connect+json\r\nConnect-Timeout-Ms: " + str(timeout_ms).encode() +
+                  b"\r\nContent-Length: " + str(len(env)).encode() +
+                  b"\r\nConnection: close\r\n\r\n" + env, timeout=20)
+
+
+def test_envd_watch_on_a_share_is_added_from_a_child(hearth, tmp_path):
+    """A directory that may be on a share is watched from a child process
+    (like any files.* call there), which keeps the role's inotify
+    instance for the call: the watch comes back and the stream starts
+    (its Connect-Timeout-Ms then ends it). A share that stops answering
+    ends the stream with files.timeout_ms's error, and hearth answers
+    everyone meanwhile."""
+    import fusefs
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("no /dev/fuse")
+    mnt = tmp_path / "share"
+    mnt.mkdir()
+    h = hearth.start(hearth.config(envd=envd_cfg(), files={"timeout_ms": 1500}))
+    subprocess.run(["nsenter", "-t", str(h.pid), "-n", "ip", "link", "set", "lo", "up"], check=True)
+    h.wait_for(lambda: h.rpc("status").get("envd", {}).get("state") == "running",
+               what="the envd role process")
+    wait_health(h)
+    fs = fusefs.FuseServer({"small": b"x"})
+    fs.mount(h.pid, str(mnt))
+    try:
+        r = watch_raw(h, str(mnt))
+        assert b'{"start":{}}' in r, r
+        assert b'"code":"deadline_exceeded"' in r, r
+        fs.pause()
+        t0 = time.monotonic()
+        r = watch_raw(h, f"{mnt}/nothing")
+        took = time.monotonic() - t0
+        assert b'{"start":{}}' not in r and b"files.timeout_ms" in r, r
+        assert 1.4 < took < 10, took
+        assert h.rpc("ping") == {}
+    finally:
+        fs.close()
+
+
+def test_envd_watch_is_the_role_process_own(hearth):
+    """envd.watch adds to the role process's inotify instance: nobody
+    else may call it, and its path rules are files.stat's."""
+    h = start(hearth)
+    c = h.client()
+    err = c.error("envd.watch", {"path": "/tmp", "follow": True})
+    c.close()
+    assert err["code"] == -32601 and "only the envd role process" in err["message"], err
 
 
 def test_envd_cube_user_alias(hearth, tmp_path):
@@ -259,6 +344,123 @@ def test_envd_cwd_and_stream_and_connection_limits(hearth):
     second, third = r.stdout.split(b"@@")
     assert b"resource_exhausted" in second and b"envd.max_streams" in second, second
     assert third.startswith(b"HTTP/1.1 503"), third
+
+
+def test_envd_start_whose_client_left_is_listed(hearth):
+    """A client that resets its connection right after a Start leaves a
+    process that runs all the same: List shows it, SendSignal ends it."""
+    h = start(hearth)
+    msg = json.dumps({"process": {"cmd": "/bin/sleep", "args": ["30.5"]}, "tag": "left"}).encode()
+    env = bytes([0]) + len(msg).to_bytes(4, "big") + msg
+    req = (b"POST /process.Process/Start HTTP/1.1\r\nContent-Type: application/connect+json\r\n"
+           b"Content-Length: " + str(len(env)).encode() + b"\r\n\r\n" + env)
+    code = ("import socket,struct,sys\n"
+            f"s=socket.create_connection(('127.0.0.1',{PORT}),timeout=10)\n"
+            "s.setsockopt(socket.SOL_SOCKET,socket.SO_LINGER,struct.pack('ii',1,0))\n"
+            "s.sendall(sys.stdin.buffer.read())\n"
+            "s.close()\n")
+    r = in_netns(h, ["python3", "-c", code], input=req)
+    assert r.returncode == 0, r.stderr
+
+    def listed():
+        body = raw(h, b"POST /process.Process/List HTTP/1.1\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: 2\r\nConnection: close\r\n\r\n{}")
+        procs = json.loads(body.split(b"\r\n\r\n", 1)[1])["processes"]
+        return [p for p in procs if p.get("tag") == "left"]
+    got = h.wait_for(listed, what="the process in List")
+    assert got[0]["config"]["args"] == ["30.5"], got
+    sig = json.dumps({"process": {"tag": "left"}, "signal": "SIGNAL_SIGKILL"}).encode()
+    r = raw(h, b"POST /process.Process/SendSignal HTTP/1.1\r\nContent-Type: application/json\r\n"
+               b"Content-Length: " + str(len(sig)).encode() + b"\r\nConnection: close\r\n\r\n" + sig)
+    assert r.startswith(b"HTTP/1.1 200"), r
+    h.wait_for(lambda: not listed(), what="the process gone from List")
+
+
+STREAM_INPUT_CLIENT = r"""
+import base64, json, socket, sys
+PORT = int(sys.argv[1])
+CRLF = b"\r\n"
+
+
+def env(obj, flags=0):
+    b = json.dumps(obj).encode()
+    return bytes([flags]) + len(b).to_bytes(4, "big") + b
+
+
+def frames(data):
+    # the envelopes of a chunked connect+json body, as [flags, JSON]
+    body = data.split(CRLF + CRLF, 1)[1]
+    raw, out = b"", []
+    while body:
+        size, rest = body.split(CRLF, 1)
+        n = int(size, 16)
+        raw, body = raw + rest[:n], rest[n + 2:]
+        if n == 0:
+            break
+    while raw:
+        n = int.from_bytes(raw[1:5], "big")
+        out.append([raw[0], json.loads(raw[5:5 + n])])
+        raw = raw[5 + n:]
+    return out
+
+
+def readall(s):
+    out = b""
+    while True:
+        x = s.recv(65536)
+        if not x:
+            return out
+        out += x
+
+
+def chunk(b):
+    return b"%x" % len(b) + CRLF + b + CRLF
+
+
+def stream_input(msgs):
+    b = socket.create_connection(("127.0.0.1", PORT), timeout=20)
+    b.sendall(b"POST /process.Process/StreamInput HTTP/1.1" + CRLF +
+              b"Content-Type: application/connect+json" + CRLF +
+              b"Transfer-Encoding: chunked" + CRLF + b"Connection: close" + CRLF + CRLF)
+    for m in msgs:
+        b.sendall(chunk(env(m)))
+    b.sendall(b"0" + CRLF + CRLF)
+    return readall(b)
+
+
+start = env({"process": {"cmd": "/bin/sh", "args": ["-c", "head -c 12; echo; echo done"]},
+             "stdin": True, "tag": "sin"})
+a = socket.create_connection(("127.0.0.1", PORT), timeout=20)
+a.sendall(b"POST /process.Process/Start HTTP/1.1" + CRLF +
+          b"Content-Type: application/connect+json" + CRLF +
+          b"Content-Length: %d" % len(start) + CRLF + b"Connection: close" + CRLF + CRLF + start)
+first = a.recv(65536)
+assert b'"start"' in first, first
+ok = stream_input([{"start": {"process": {"tag": "sin"}}},
+                   {"data": {"input": {"stdin": base64.b64encode(b"hello ").decode()}}},
+                   {"keepalive": {}},
+                   {"data": {"input": {"stdin": base64.b64encode(b"world!").decode()}}}])
+rest = readall(a)
+out = b"".join(base64.b64decode(f[1]["event"]["data"]["stdout"]) for f in frames(first + rest)
+               if "data" in f[1].get("event", {}))
+missing = stream_input([{"start": {"process": {"tag": "nobody-has-this"}}}])
+print(json.dumps({"ok": frames(ok), "out": out.decode(), "missing": frames(missing)}))
+"""
+
+
+def test_envd_stream_input(hearth):
+    """process.Process/StreamInput, a client stream (no SDK call of 2.51.0
+    sends it; envd's own clients do): a chunked body of envelopes, start
+    (the process by tag), input, a keepalive, more input, each passed to
+    exec.input as it comes; the end of the body is the answer {} and the
+    end-stream frame. A process that is not there is not_found."""
+    h = start(hearth)
+    r = in_netns(h, ["python3", "-c", STREAM_INPUT_CLIENT, str(PORT)], timeout=30)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    got = json.loads(r.stdout)
+    assert got["ok"] == [[0, {}], [2, {}]], got
+    assert got["out"] == "hello world!\ndone\n", got
+    assert got["missing"][-1][0] == 2 and got["missing"][-1][1]["error"]["code"] == "not_found", got
 
 
 def test_envd_role_process_is_unprivileged_and_restarted(hearth):

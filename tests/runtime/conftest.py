@@ -4,7 +4,8 @@ nothing here touches the machine's own containers or images.
 
 The image is built afresh by rootfs/build-oci.sh into build/runtime/oci
 and loaded once per session. Every container has no network (--network
-none) and the rlimits these hosts allow, and otherwise podman's defaults:
+none; a test that publishes a port asks for podman's bridge, published
+on 127.0.0.1 only) and the rlimits these hosts allow, and otherwise podman's defaults:
 its default capability set (no CAP_SYS_ADMIN: hearth contains each
 service inside a user namespace of its own) and seccomp profile. A test
 adds what it asks for: CAP_NET_ADMIN for egress, CAP_SYS_ADMIN to show
@@ -45,8 +46,7 @@ def pytest_configure(config):
 
 
 # podman's default rlimits exceed what these hosts allow.
-BASE = ["--network", "none", "--ulimit", "nofile=20000:20000",
-        "--ulimit", "nproc=4096:4096"]
+BASE = ["--ulimit", "nofile=20000:20000", "--ulimit", "nproc=4096:4096"]
 
 
 def podman(*args, check=True, timeout=60):
@@ -118,14 +118,16 @@ def image():
 
 @pytest.fixture
 def run(image, tmp_path):
-    """run(config=None, caps=(), args=()) starts a detached container of
-    the image, with config (a dict) as /etc/hearth/hearth.json when given,
-    and removes it after the test."""
+    """run(config=None, caps=(), args=(), network="none") starts a
+    detached container of the image, with config (a dict) as
+    /etc/hearth/hearth.json when given, and removes it after the test.
+    network "bridge" is podman's default bridge, for a test that
+    publishes a port on the host's loopback only (-p 127.0.0.1:...)."""
     started = []
 
-    def start(config=None, caps=(), args=()):
+    def start(config=None, caps=(), args=(), network="none"):
         name = "hearth-rt-" + uuid.uuid4().hex[:12]
-        opts = list(BASE)
+        opts = list(BASE) + ["--network", network]
         for c in caps:
             opts += ["--cap-add", c]
         if config is not None:
