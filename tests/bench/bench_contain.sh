@@ -20,8 +20,7 @@ set -eu
 B="$BUILD"
 mkdir -p "$B/bench"
 cc -O2 -o "$B/bench/stamp" "$ROOT/tests/bench/stamp.c"
-cc -O2 -I"$ROOT/init" -o "$B/bench/seccomp_dump" "$ROOT/tests/bench/seccomp_dump.c" \
-    "$ROOT/init/seccomp.c"
+make -s -C "$ROOT" build/bench/seccomp_dump
 exec /usr/bin/python3 - "$B" <<'PY'
 import os, shutil, statistics, subprocess, sys, tempfile
 
