@@ -10,15 +10,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 # Headers shared by the files of one module (a module split over files).
 PRIVATE = {
-    "service_priv.h": "init/service",
-    "sandbox_priv.h": "init/sandbox",
-    "skills_priv.h": "init/skills",
-    "schema_priv.h": "init/schema",
-    "control_priv.h": "agent/clients",
-    "control.h": "agent/clients",
-    "m_files_int.h": "agent/m_files",
-    "execproc_priv.h": "agent/execproc",
-    "nft_priv.h": "init/nft",
+    "service_priv.h": "init/supervisor/service",
+    "sandbox_priv.h": "init/sandbox/sandbox",
+    "skills_priv.h": "init/skills/skills",
+    "schema_priv.h": "init/config/schema",
+    "control_priv.h": "agent/control/clients",
+    "control.h": "agent/control/clients",
+    "m_files_int.h": "agent/methods/m_files",
+    "execproc_priv.h": "agent/exec/execproc",
+    "nft_priv.h": "init/net/nft",
 }
 
 
@@ -27,15 +27,16 @@ def _layers():
     sec = text.split("## The house at a glance", 1)[1].split("\n## ", 1)[0]
     layer = {}
     for row in re.findall(r"^\| (\d+) [a-z]+ \|(.*)\|$", sec, re.M):
-        for mod in re.findall(r"`((?:init|agent)/[a-z_0-9]+)`", row[1]):
+        for mod in re.findall(r"`((?:init|agent)/[a-z_0-9/]+)`", row[1]):
             assert mod not in layer, f"{mod} is in two layers"
             layer[mod] = int(row[0])
     return layer
 
 
 def _sources():
-    return sorted(glob.glob(os.path.join(ROOT, "init/*.[ch]")) +
-                  glob.glob(os.path.join(ROOT, "agent/*.[ch]")))
+    return sorted(p for p in glob.glob(os.path.join(ROOT, "init/**/*.[ch]"), recursive=True) +
+                  glob.glob(os.path.join(ROOT, "agent/**/*.[ch]"), recursive=True)
+                  if "/agent/hearthctl/" not in p)
 
 
 def _module_of(path):
