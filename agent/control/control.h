@@ -90,7 +90,7 @@ void control_set_stream_hooks(void (*room)(struct client *c), void (*closed)(str
 /* ---- links of hearth's own ---- */
 /* A client on a descriptor hearth made itself: one end of a socket pair
  * whose other end a role process of hearth's holds (the envd endpoint,
- * agent/envd.c). It is not one of the host's CONTROL_MAX_CLIENTS, is
+ * agent/envd/envd.c). It is not one of the host's CONTROL_MAX_CLIENTS, is
  * never evicted as idle, and may call only the methods listed in
  * methods (NULL-terminated, kept by the caller; any other is answered
  * -32601 as unknown). NULL when out of memory or every slot is taken. */

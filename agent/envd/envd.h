@@ -2,7 +2,7 @@
  * HTTP and Connect parsing never runs in hearth: hearth binds the
  * listening socket itself at boot (so the port is there from the start
  * and nothing else can take it) and hands it to a process of its own
- * binary in another role (argv[0] ENVD_ARGV0, agent/envd_role.c), with
+ * binary in another role (argv[0] ENVD_ARGV0, agent/envd/envd_role.c), with
  * the ends of ENVD_LINKS socket pairs. Each link is a control client
  * (control_attach) limited to the exec.* and files.* methods, so every
  * command and file operation of the endpoint goes through the same code,
@@ -42,7 +42,7 @@ bool envd_enabled(void);
 /* status.envd: listen, state, pid, restarts, error; NULL when off. */
 struct cJSON *envd_status_json(void);
 
-/* The role process (agent/envd_role.c): main when argv[0] is ENVD_ARGV0. */
+/* The role process (agent/envd/envd_role.c): main when argv[0] is ENVD_ARGV0. */
 int envd_role_main(int argc, char **argv);
 
 #endif

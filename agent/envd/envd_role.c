@@ -1,5 +1,5 @@
 /* The envd role process: hearth's binary started as ENVD_ARGV0 by
- * agent/envd.c, with the listening socket and its links to hearth. One
+ * agent/envd/envd.c, with the listening socket and its links to hearth. One
  * thread, one libev loop; nothing here blocks, and every buffer has a
  * bound (envd.max_header_bytes, the RPC body, each connection's output
  * queue, envd.max_connections). */

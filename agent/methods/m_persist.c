@@ -25,7 +25,7 @@ int m_mounts_list(struct client *c, cJSON *params, cJSON **result, struct rpc_er
 }
 
 /* skills.sync and skills.list walk the directories in a child process
- * (init/skills.c); the reply waits for it (a deferred reply). */
+ * (init/skills/skills.c); the reply waits for it (a deferred reply). */
 static uint64_t defer_client(void *c)
 {
     return control_defer(c);

@@ -1,5 +1,5 @@
 /* m_sandbox: the sandbox.*, time.sync and entropy.add methods (the flows
- * themselves live in init/sandbox.c). */
+ * themselves live in init/sandbox/sandbox.c). */
 #ifndef HEARTH_M_SANDBOX_H
 #define HEARTH_M_SANDBOX_H
 

@@ -37,7 +37,7 @@ struct check_spec {
     char *argv_store[CHECK_ARGV_MAX + 1];
 };
 
-/* Parses a service's "ready" or "health" object (already validated by config.c; see the schema in init/schema_tables.c: ready {tcp|http|unix|file|notify_fd|notify|exec, timeout_ms, attempts (read by svc_config.c)}, health {tcp|http|unix|exec|watchdog_ms, interval_ms, timeout_ms, failures}) into spec; returns 0, 1 when the object is notify_fd, notify or watchdog_ms (no probe: the service tells, and the caller listens), -1 with err. */
+/* Parses a service's "ready" or "health" object (already validated by config.c; see the schema in init/config/schema_tables.c: ready {tcp|http|unix|file|notify_fd|notify|exec, timeout_ms, attempts (read by svc_config.c)}, health {tcp|http|unix|exec|watchdog_ms, interval_ms, timeout_ms, failures}) into spec; returns 0, 1 when the object is notify_fd, notify or watchdog_ms (no probe: the service tells, and the caller listens), -1 with err. */
 int check_spec_from_json(const struct cJSON *obj, struct check_spec *spec, char *err, size_t errlen);
 
 /* "a.b.c.d:port", "[v6]:port" or "localhost:port" into a socket address

@@ -154,7 +154,7 @@ enum seed_result seed_one_as(const char *target, const char *from, const char *u
 }
 
 /* The entries run one after the other, each copy in a child process
- * (init/childjob.c) so a large template never stalls the loop (the
+ * (init/proc/childjob.c) so a large template never stalls the loop (the
  * control plane stays up). The child reports its result through the
  * job's pipe: one byte, then the error. A copy that never ends (a
  * template on a hung share) must not hold the mounts phase forever: it is

@@ -150,7 +150,7 @@ static int sync_allowed(char *err, size_t errlen)
 }
 
 /* ------------------------------------------------------------------ */
-/* The walks run in a child process (init/childjob.c): an agent that
+/* The walks run in a child process (init/proc/childjob.c): an agent that
  * fills its skill directory with 100,000 entries, or a share that hangs,
  * stalls that child, never the loop. One walk at a time: a reconcile
  * (skills_sync) or a dry run for skills.list. A reconcile asked for while
@@ -785,7 +785,7 @@ void skills_start(const char *(*failed_mount)(const char *path))
     skills_sync("boot", err, sizeof(err));
 }
 
-/* skills.fork copies a whole skill: in a child process (init/childjob.c),
+/* skills.fork copies a whole skill: in a child process (init/proc/childjob.c),
  * so a skill of 30,000 files never stalls the loop, bounded by a deadline
  * after which the child is killed (its temporary copy is removed by the
  * next fork). The child reports through the job's pipe: one byte (0 ok,
