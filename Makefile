@@ -131,7 +131,7 @@ endif
 	$(call objs_of,$(v),$(GUEST_SRCS))) $(call objs_of,release,$(HOST_SRCS)) \
 	$(call objs_of,unit,$(UNIT_SRCS)) $(call objs_of,fuzz,$(FUZZ_SRCS)))
 
-.PHONY: fuzz-build all deps test unit distclean integration vm valgrind runtime bench fuzz image oci run install clean check-static
+.PHONY: fuzz-build objects check all deps test unit distclean integration vm valgrind runtime bench fuzz image oci run install clean check-static
 
 all: $(BUILD)/hearth $(BUILD)/hearthctl
 
@@ -190,6 +190,10 @@ $(BUILD)/fuzz/fuzz_%: $(OBJ)/fuzz/tests/fuzz/fuzz_%.o $(OBJ)/fuzz/libhearth.a $(
 
 fuzz-build: $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 
+# Every release object, hearth's and hearthctl's: the layer check reads
+# their symbols (tests/static/layers.py).
+objects: $(call objs_of,release,$(GUEST_SRCS) $(HOST_SRCS))
+
 # bench_contain.sh's writer of hearth's seccomp program.
 $(BUILD)/bench/seccomp_dump: tests/bench/seccomp_dump.c $(OBJ)/debug/libhearth.a
 	@mkdir -p $(@D)
@@ -197,6 +201,12 @@ $(BUILD)/bench/seccomp_dump: tests/bench/seccomp_dump.c $(OBJ)/debug/libhearth.a
 
 deps:
 	scripts/deps.sh
+
+# The static checks (tests/static/): the layers of docs/architecture.md
+# against every file's includes and, from the objects, its calls.
+check: $(DEPS)/.pkgs-test
+	$(MAKE) objects
+	tests/run-layer.sh static
 
 unit: $(DEPS)/.pkgs-test
 	$(MAKE) $(BUILD)/unit

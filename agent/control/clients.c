@@ -73,6 +73,14 @@ static void reap_cb(struct ev_loop *loop, ev_prepare *w, int revents)
     }
 }
 
+/* Set by control_start before any client exists. */
+static struct client_hooks hooks;
+
+void clients_set_hooks(const struct client_hooks *h)
+{
+    hooks = *h;
+}
+
 static void (*stream_room_hook)(struct client *c);
 static void (*stream_closed_hook)(struct client *c);
 /* Other owners of work on a client's behalf (files.* children). */
@@ -280,7 +288,7 @@ void client_drop(struct client *c, const char *why)
             /* A read error: the port is reopened. */
             c->l->fd = -1;
             if (!control_stopping)
-                listener_retry(c->l, SERIAL_RETRY_MAX_MS);
+                hooks.retry(c->l, SERIAL_RETRY_MAX_MS);
         }
     } else if (!c->internal) {
         control_nclients--;
@@ -369,7 +377,7 @@ static void write_cb(struct ev_loop *loop, ev_io *w, int revents)
         return;
     if (out_pending(c) < CLIENT_OUT_SOFT && !client_closing(c)) {
         /* Drained below the mark: go on with requests already buffered. */
-        dispatch_lines(c);
+        hooks.lines(c);
     }
 }
 
@@ -410,12 +418,12 @@ static void read_cb(struct ev_loop *loop, ev_io *w, int revents)
             c->keep_fd = l->sigio;
             client_drop(c, NULL);
             if (l->sigio && !control_stopping)
-                listener_serial_park(l);
+                hooks.serial_park(l);
             return;
         }
         client_set_state(c, CLIENT_HALF_CLOSED);
         client_set_reading(c, false);
-        dispatch_lines(c);
+        hooks.lines(c);
         /* A reply still owed to a peer that closed the whole connection
          * (not only its sending side: POLLHUP, both directions shut) can
          * never be read: dropped now, so the work behind it (a files.*
@@ -431,7 +439,7 @@ static void read_cb(struct ev_loop *loop, ev_io *w, int revents)
     c->last_ms = mono_ms();
     if (c->l && c->l->serial == c)
         c->l->retry_ms = RETRY_MIN_MS;
-    dispatch_lines(c);
+    hooks.lines(c);
 }
 
 struct client *control_attach(int fd, const char *peer, const char *const *methods)

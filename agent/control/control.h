@@ -30,6 +30,14 @@
 
 struct client;
 
+/* What answers one request line of client c: the reply line (*outlen
+ * bytes; NULL for a notification), buf when it fits in cap bytes, else
+ * malloc'd for the caller to free. main.c hands down methods_handle_line
+ * before control_start, so the control plane calls no method by name. */
+typedef char *(*control_line_fn)(struct client *c, const char *line, size_t len, size_t *outlen,
+                                 char *buf, size_t cap);
+void control_set_handler(control_line_fn fn);
+
 /* Opens every configured listener; one that cannot open yet (vsock before
  * its module, a serial port before its device) is retried in the
  * background. Returns the number of listeners open now. */
@@ -61,7 +69,7 @@ void control_broadcast(const char *line, size_t len);
  * skipped. result is consumed; err is used when result is NULL. */
 uint64_t control_defer(struct client *c);
 bool control_is_deferring(const struct client *c);
-/* methods_handle_line hands over the request id (a copy; NULL for a
+/* The line handler hands over the request id (a copy; NULL for a
  * notification, whose reply is then dropped). */
 void control_defer_id(struct client *c, struct cJSON *id);
 struct rpc_error;

@@ -113,8 +113,19 @@ void client_drop(struct client *c, const char *why);
 void client_close_with_error(struct client *c, int code, const char *message);
 bool clients_evict_idle(void);
 
+/* What the files above hand clients.c (control_start, once), so that
+ * no call runs up from it: lines answers the requests buffered in c, as
+ * far as its output allows (dispatch.c); retry reopens a listener's
+ * port and serial_park waits for a virtio-serial port's host to come
+ * back (listeners.c). */
+struct client_hooks {
+    void (*lines)(struct client *c);
+    void (*retry)(struct listener *l, int64_t max_ms);
+    void (*serial_park)(struct listener *l);
+};
+void clients_set_hooks(const struct client_hooks *h);
+
 /* ---- dispatch.c ---- */
-/* Answers the requests buffered in c, as far as its output allows. */
 void dispatch_lines(struct client *c);
 
 /* ---- listeners.c ---- */

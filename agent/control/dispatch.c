@@ -12,9 +12,14 @@
 #include <cJSON.h>
 
 #include "log.h"
-#include "methods.h"
 
 static uint64_t next_ticket;
+static control_line_fn handle_line;
+
+void control_set_handler(control_line_fn fn)
+{
+    handle_line = fn;
+}
 
 static void process_batch(struct client *c);
 
@@ -58,7 +63,7 @@ static void process_batch(struct client *c)
         }
         size_t n = 0;
         char small[512];
-        char *reply = methods_handle_line(c, line, len, &n, small, sizeof(small));
+        char *reply = handle_line(c, line, len, &n, small, sizeof(small));
         if (reply) {
             int rc = client_send(c, reply, n);
             if (reply != small)

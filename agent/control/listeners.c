@@ -374,6 +374,8 @@ int control_start(const struct config *cfg)
     int open_now = 0;
 
     control_cfg = cfg;
+    clients_set_hooks(&(struct client_hooks){
+        .lines = dispatch_lines, .retry = listener_retry, .serial_park = listener_serial_park});
     clients_start();
     nlisteners = cfg->n_listen;
     for (size_t i = 0; i < nlisteners; i++) {

@@ -131,6 +131,7 @@ static int m_status(struct client *c, cJSON *params, cJSON **result, struct rpc_
     cJSON_AddItemToObject(r, "limits", guestlimits_status_json());
     cJSON_AddItemToObject(r, "services", services_to_json());
     sandbox_status_json(r);
+    resume_status_json(r);
     cJSON_AddItemToObject(r, "activity", activity_json());
     cJSON *envd = envd_status_json();
     if (envd)

@@ -64,6 +64,31 @@ int netaddr_split_hostport(const char *s, char *host, size_t hl, uint16_t *port)
     return 0;
 }
 
+int netaddr_parse_listen(const char *s, char *host, size_t hl, uint16_t *port, char *err,
+                         size_t errlen)
+{
+    unsigned char buf[16];
+    if (strncmp(s, "tcp:", 4) != 0) {
+        snprintf(err, errlen, "expected \"tcp:ADDRESS:PORT\"");
+        return -1;
+    }
+    if (netaddr_split_hostport(s + 4, host, hl, port) < 0) {
+        snprintf(err, errlen, "expected \"tcp:ADDRESS:PORT\" (port 1..65535)");
+        return -1;
+    }
+    size_t n = strlen(host);
+    if (host[0] == '[' && n > 2 && host[n - 1] == ']') {
+        memmove(host, host + 1, n - 2);
+        host[n - 2] = 0;
+        if (inet_pton(AF_INET6, host, buf) == 1)
+            return 0;
+    } else if (inet_pton(AF_INET, host, buf) == 1) {
+        return 0;
+    }
+    snprintf(err, errlen, "expected a numeric address (\"0.0.0.0\", \"127.0.0.1\", \"[::]\")");
+    return -1;
+}
+
 bool netaddr_parse_port_range(const char *s, struct port_range *out)
 {
     char num[16];

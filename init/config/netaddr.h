@@ -18,6 +18,10 @@ bool netaddr_parse_mac(const char *s, uint8_t *mac);
  * and a strict decimal port 1..65535. Returns 0; -1 when the port is
  * missing or bad; -2 when the host is empty or longer than hl - 1. */
 int netaddr_split_hostport(const char *s, char *host, size_t hl, uint16_t *port);
+/* "tcp:ADDR:PORT" with a numeric address ("[v6]" for IPv6) into host and
+ * port (envd.listen); -1 with why in err. */
+int netaddr_parse_listen(const char *s, char *host, size_t hl, uint16_t *port, char *err,
+                         size_t errlen);
 
 /* A protocol and an inclusive range of ports: "tcp:PORT", "udp:PORT",
  * "tcp:LOW-HIGH" (1..65535, LOW <= HIGH, strict decimal). */

@@ -143,7 +143,7 @@ int rule_envd_listen(const cJSON *v, struct vctx *c)
     char host[64], reason[128], q[NAMES_QUOTE_MAX];
     uint16_t port;
 
-    if (envd_parse_listen(v->valuestring, host, sizeof(host), &port, reason, sizeof(reason)) < 0)
+    if (netaddr_parse_listen(v->valuestring, host, sizeof(host), &port, reason, sizeof(reason)) < 0)
         return vfail(c, "%s, got %s", reason, names_quote(v->valuestring, q, sizeof(q)));
     return 0;
 }

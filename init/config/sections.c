@@ -12,7 +12,6 @@
 
 #include <sys/socket.h>
 #include <netinet/in.h>
-#include <arpa/inet.h>
 
 #include <cJSON.h>
 
@@ -592,31 +591,6 @@ void files_extract(const cJSON *f, struct files_cfg *out)
 
 /* ---- envd ---- */
 
-int envd_parse_listen(const char *s, char *host, size_t hl, uint16_t *port, char *err,
-                      size_t errlen)
-{
-    unsigned char buf[16];
-    if (strncmp(s, "tcp:", 4) != 0) {
-        snprintf(err, errlen, "expected \"tcp:ADDRESS:PORT\"");
-        return -1;
-    }
-    if (netaddr_split_hostport(s + 4, host, hl, port) < 0) {
-        snprintf(err, errlen, "expected \"tcp:ADDRESS:PORT\" (port 1..65535)");
-        return -1;
-    }
-    size_t n = strlen(host);
-    if (host[0] == '[' && n > 2 && host[n - 1] == ']') {
-        memmove(host, host + 1, n - 2);
-        host[n - 2] = 0;
-        if (inet_pton(AF_INET6, host, buf) == 1)
-            return 0;
-    } else if (inet_pton(AF_INET, host, buf) == 1) {
-        return 0;
-    }
-    snprintf(err, errlen, "expected a numeric address (\"0.0.0.0\", \"127.0.0.1\", \"[::]\")");
-    return -1;
-}
-
 void envd_extract(const cJSON *e, struct envd_cfg *out)
 {
     char err[128];
@@ -624,10 +598,10 @@ void envd_extract(const cJSON *e, struct envd_cfg *out)
     if (!e)
         return;
     out->enabled = true;
-    if (envd_parse_listen(jget_str_or(e, "listen", ENVD_DEFAULT_LISTEN), out->host,
-                          sizeof(out->host), &out->port, err, sizeof(err)) < 0)
-        envd_parse_listen(ENVD_DEFAULT_LISTEN, out->host, sizeof(out->host), &out->port, err,
-                          sizeof(err));
+    if (netaddr_parse_listen(jget_str_or(e, "listen", ENVD_DEFAULT_LISTEN), out->host,
+                             sizeof(out->host), &out->port, err, sizeof(err)) < 0)
+        netaddr_parse_listen(ENVD_DEFAULT_LISTEN, out->host, sizeof(out->host), &out->port, err,
+                             sizeof(err));
     snprintf(out->user, sizeof(out->user), "%s", jget_str_or(e, "user", ENVD_DEFAULT_USER));
     snprintf(out->cwd, sizeof(out->cwd), "%s", jget_str_or(e, "cwd", ""));
     snprintf(out->access_token, sizeof(out->access_token), "%s",

@@ -246,10 +246,6 @@ struct envd_cfg {
 
 /* `envd` from a checked config (NULL: absent, off), with the defaults. */
 void envd_extract(const struct cJSON *e, struct envd_cfg *out);
-/* "tcp:ADDR:PORT" with a numeric address ("[v6]" for IPv6) into host and
- * port; -1 with why in err. */
-int envd_parse_listen(const char *s, char *host, size_t hl, uint16_t *port, char *err,
-                      size_t errlen);
 
 /* `sysctl`: the operator's sysctls, each a name (validated: see
  * names_sysctl_path) and the text to write, or NULL for "leave the

@@ -45,6 +45,11 @@ struct resume_ctx {
     cJSON *row;         /* the current step's row, for extra members */
 };
 
+/* hearth stepped the clock itself (or may have): the wall clock's offset
+ * from the boot clock now is the new reference, so the step is not taken
+ * for a restore. */
+static void resume_clock_reference(void);
+
 static enum step_result step_time(struct resume_ctx *rc, char *d, size_t dl)
 {
     struct clock_result cr;
@@ -364,7 +369,7 @@ static int wall_boot_offset_ns(int64_t *out)
     return 0;
 }
 
-void resume_clock_reference(void)
+static void resume_clock_reference(void)
 {
     int64_t off;
     if (wall_boot_offset_ns(&off) == 0)
@@ -521,6 +526,7 @@ void resume_detectors_start(void)
      * Where the clock is the host's (plain podman), the host's own NTP
      * step beyond the threshold counts too; on_resume runs, no harm. */
     resume_clock_reference();
+    sandbox_on_clock_set(resume_clock_reference);
     if (sandbox_clock_detect_step_ms() > 0) {
         clock_fd = timerfd_create(CLOCK_REALTIME, TFD_NONBLOCK | TFD_CLOEXEC);
         if (clock_fd < 0 || arm_clock_fd() < 0) {
@@ -557,7 +563,7 @@ void resume_detectors_start(void)
     }
 }
 
-cJSON *resume_detectors_json(void)
+static cJSON *detectors_json(void)
 {
     cJSON *d = cJSON_CreateArray();
     if (d) {
@@ -571,7 +577,11 @@ cJSON *resume_detectors_json(void)
     return d;
 }
 
-cJSON *resume_last_json(void)
+void resume_status_json(cJSON *status)
 {
-    return last_resume ? cJSON_Duplicate(last_resume, 1) : cJSON_CreateNull();
+    cJSON *s = cJSON_GetObjectItemCaseSensitive(status, "sandbox");
+    if (s)
+        cJSON_AddItemToObject(s, "detectors", detectors_json());
+    cJSON_AddItemToObject(status, "last_resume",
+                          last_resume ? cJSON_Duplicate(last_resume, 1) : cJSON_CreateNull());
 }

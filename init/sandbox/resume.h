@@ -67,13 +67,13 @@ bool sandbox_clock_step_is_resume(int64_t ref_offset_ns, int64_t offset_ns, int6
  * clock (of the given resolution) by more than the threshold. */
 bool sandbox_hw_clock_lags(int64_t lag_ms, int64_t threshold_ms, int64_t resolution_ms);
 
-/* Boot (from sandbox_setup): starts the detectors the settings allow:
- * the clock-step watcher (clock.detect_step_ms), the uevent socket, the
- * hardware clock check (where hearth may set the clock). */
+/* Boot (main.c, after sandbox_setup): starts the detectors the settings
+ * allow: the clock-step watcher (clock.detect_step_ms), the uevent socket,
+ * the hardware clock check (where hearth may set the clock). */
 void resume_detectors_start(void);
-/* status.sandbox.detectors: the names of the detectors running. */
-struct cJSON *resume_detectors_json(void);
-/* status.last_resume: a copy of the last resume's report, or null. */
-struct cJSON *resume_last_json(void);
+/* Adds status.sandbox.detectors (the names of the detectors running;
+ * after sandbox_status_json) and status.last_resume (a copy of the last
+ * resume's report, or null). */
+void resume_status_json(struct cJSON *status);
 
 #endif

@@ -55,6 +55,8 @@ static bool clock_allowed;
 static int64_t clock_threshold_ms = CLOCK_DEFAULT_THRESHOLD_MS;
 static int64_t clock_check_ms = CONFIG_CLOCK_CHECK_MS;
 static int64_t clock_detect_step_ms = CONFIG_CLOCK_DETECT_STEP_MS;
+/* Resume's, run after sandbox.init steps the clock (sandbox_on_clock_set). */
+static void (*clock_set_hook)(void);
 
 bool sandbox_clock_allowed(void) { return clock_allowed; }
 int64_t sandbox_clock_threshold_ms(void) { return clock_threshold_ms; }
@@ -297,7 +299,8 @@ int sandbox_init(const struct sandbox_init_req *r, cJSON *report, int *code, cha
         struct clock_result cr;
         clock_sync(&r->time, clock_allowed, clock_threshold_ms, &cr);
         /* hearth's own step is no restore. */
-        resume_clock_reference();
+        if (clock_set_hook)
+            clock_set_hook();
         cJSON_AddItemToObject(report, "time", clock_result_json(&cr));
     }
     if (r->entropy) {
@@ -580,7 +583,11 @@ void sandbox_setup(const struct config *cfg)
             ev_timer_start(H.loop, &init_timer);
         }
     }
-    resume_detectors_start();
+}
+
+void sandbox_on_clock_set(void (*fn)(void))
+{
+    clock_set_hook = fn;
 }
 
 void sandbox_status_json(cJSON *status)
@@ -608,11 +615,9 @@ void sandbox_status_json(cJSON *status)
             cJSON_AddNumberToObject(c, "step_threshold_ms", (double)clock_threshold_ms);
             cJSON_AddNumberToObject(c, "detect_step_ms", (double)clock_detect_step_ms);
         }
-        cJSON_AddItemToObject(s, "detectors", resume_detectors_json());
         if (last_freeze_ms >= 0)
             cJSON_AddNumberToObject(s, "last_freeze_ms", (double)last_freeze_ms);
     }
     cJSON_AddBoolToObject(status, "frozen", state == SANDBOX_FROZEN);
-    cJSON_AddItemToObject(status, "last_resume", resume_last_json());
     cJSON_AddItemToObject(status, "identity", identity_json());
 }

@@ -70,8 +70,14 @@ int sandbox_freeze(int64_t timeout_ms, sandbox_freeze_done done, void *ctx, char
  * their stop signal. */
 void sandbox_thaw_for_shutdown(void);
 
-/* status fields: "sandbox" object, "frozen", "last_resume", "identity". */
+/* status fields: "sandbox" object, "frozen", "identity"; resume adds its
+ * own (resume_status_json). */
 void sandbox_status_json(struct cJSON *status);
+
+/* fn runs after sandbox.init has stepped the wall clock: resume's
+ * detectors take hearth's own step for no restore (set by
+ * resume_detectors_start, so no call runs from here to resume). */
+void sandbox_on_clock_set(void (*fn)(void));
 
 /* The clock settings in force (for tests of the decision). */
 bool sandbox_clock_allowed(void);

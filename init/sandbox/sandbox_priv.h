@@ -22,9 +22,5 @@ int64_t sandbox_clock_check_ms(void);
 /* clock.detect_step_ms: a wall-clock step larger than this, made by
  * someone else, is a resume (0: not watched). */
 int64_t sandbox_clock_detect_step_ms(void);
-/* hearth stepped the clock itself (or may have): the wall clock's offset
- * from the boot clock now is the new reference, so the step is not taken
- * for a restore. */
-void resume_clock_reference(void);
 
 #endif

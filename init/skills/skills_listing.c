@@ -1,6 +1,7 @@
 /* skills_listing: the indexed directory listing the reconcile walks, the
- * ignore globs, and the links cache kept between runs (and its bytes, for
- * a run in a child process). */
+ * ignore globs, the layout and the names hearth reserves (what both the
+ * names scan and the reconcile read), and the links cache kept between
+ * runs (and its bytes, for a run in a child process). */
 #include "skills_priv.h"
 
 #include <dirent.h>
@@ -15,9 +16,29 @@
 
 #include <cJSON.h>
 
+#include "config.h"
 #include "log.h"
 #include "safepath.h"
 
+/* The layout: the file that makes a directory a skill, and how many
+ * levels deep categories go (1: every top-level entry is a skill). */
+char skills_layout_marker[256] = CONFIG_SKILLS_MARKER;
+int skills_layout_depth = CONFIG_SKILLS_DEPTH;
+
+void skills_layout(const char *marker, int depth)
+{
+    snprintf(skills_layout_marker, sizeof(skills_layout_marker), "%s", marker ? marker : CONFIG_SKILLS_MARKER);
+    skills_layout_depth = depth < 1 ? 1 : depth > SKILLS_MAX_DEPTH ? SKILLS_MAX_DEPTH : depth;
+}
+
+/* Names hearth keeps for itself or leaves to Hermes: never linked, never
+ * merged, never removed. */
+bool skills_reserved_name(const char *n)
+{
+    return strcmp(n, SKILLS_TMP_LINK) == 0 || strcmp(n, SKILLS_TMP_FORK) == 0 ||
+           strcmp(n, SKILLS_TMP_CATEGORY) == 0 || strcmp(n, SKILLS_CATEGORY_MARK) == 0 ||
+           strcmp(n, ".hub") == 0 || strcmp(n, ".bundled_manifest") == 0;
+}
 
 uint32_t skills_hash(const char *s)
 {

@@ -16,7 +16,6 @@
 
 #include <cJSON.h>
 
-#include "config.h"
 #include "log.h"
 #include "safepath.h"
 #include "tree.h"
@@ -33,17 +32,6 @@ void skills_owner_default(void)
         skills_owner.uid = geteuid();
         skills_owner.gid = getegid();
     }
-}
-
-/* The layout: the file that makes a directory a skill, and how many
- * levels deep categories go (1: every top-level entry is a skill). */
-char skills_layout_marker[256] = CONFIG_SKILLS_MARKER;
-int skills_layout_depth = CONFIG_SKILLS_DEPTH;
-
-void skills_layout(const char *marker, int depth)
-{
-    snprintf(skills_layout_marker, sizeof(skills_layout_marker), "%s", marker ? marker : CONFIG_SKILLS_MARKER);
-    skills_layout_depth = depth < 1 ? 1 : depth > SKILLS_MAX_DEPTH ? SKILLS_MAX_DEPTH : depth;
 }
 
 /* One reconcile's state, shared by every level of the walk. */
@@ -169,15 +157,6 @@ static void next_add(struct run *r, const char *key, struct ent *v)
         v->name = NULL;
     if (k)
         nl->v[nl->n++] = (struct ent){.name = k, .ino = v->ino, .kind = ENT_LINK};
-}
-
-/* Names hearth keeps for itself or leaves to Hermes: never linked, never
- * merged, never removed. */
-bool skills_reserved_name(const char *n)
-{
-    return strcmp(n, SKILLS_TMP_LINK) == 0 || strcmp(n, SKILLS_TMP_FORK) == 0 ||
-           strcmp(n, SKILLS_TMP_CATEGORY) == 0 || strcmp(n, SKILLS_CATEGORY_MARK) == 0 ||
-           strcmp(n, ".hub") == 0 || strcmp(n, ".bundled_manifest") == 0;
 }
 
 /* Whether public entry p (a directory) is a category: no marker file in
