@@ -36,6 +36,7 @@
 #include "lifeline.h"
 #include "log.h"
 #include "machine.h"
+#include "methods.h"
 #include "modules.h"
 #include "mounts.h"
 #include "activity.h"
@@ -469,6 +470,7 @@ int main(int argc, char **argv)
     guestlimits_setup(H.cfg);
     shutdown_set_hooks(&(struct shutdown_hooks){
         .end_sessions = end_sessions, .flush = control_flush, .stop = control_stop});
+    control_set_handler(methods_handle_line);
     bool early = listeners_first(H.cfg);
     if (early) {
         control_start(H.cfg);
@@ -499,6 +501,7 @@ int main(int argc, char **argv)
     network_boot(H.cfg);
     /* Owns the "init" phase (wait_for_init) and the resume detectors. */
     sandbox_setup(H.cfg);
+    resume_detectors_start();
     /* The endpoint's port is hearth's before any service could bind it. */
     envd_listen(H.cfg);
     hearth_set_phase(PHASE_STARTING);

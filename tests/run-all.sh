@@ -29,10 +29,12 @@ case "$ul" in
 esac
 [ $urc -ne 0 ] && [ "$(echo "$ul" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')" = 0 ] && tf=$((tf + 1))
 
-# valgrind: the integration smoke subset with hearth under memcheck
-# (skipped, and counted so, where valgrind is missing). runtime: the OCI
-# image under podman (skipped, and counted so, where podman is missing).
-for layer in integration vm valgrind runtime; do
+# static: the checks that read the code rather than run it (the layers of
+# docs/architecture.md against every file's includes and calls). valgrind:
+# the integration smoke subset with hearth under memcheck (skipped, and
+# counted so, where valgrind is missing). runtime: the OCI image under
+# podman (skipped, and counted so, where podman is missing).
+for layer in static integration vm valgrind runtime; do
     echo "== $layer"
     tests/run-layer.sh "$layer" > "$out/$layer.summary" 2>&1
     cat "$out/$layer.summary" | grep -v '^\.*\s*\[' | tail -n 40
@@ -55,7 +57,7 @@ esac
 
 # Every skip with its reason: pytest's "SKIPPED [N] file:line: why" lines
 # and the fuzz runner's "fuzz: skipped: why".
-reasons=$(cat "$out"/integration.summary "$out"/vm.summary "$out"/valgrind.summary \
+reasons=$(cat "$out"/static.summary "$out"/integration.summary "$out"/vm.summary "$out"/valgrind.summary \
               "$out"/runtime.summary "$out"/fuzz.summary 2>/dev/null |
           grep -E '^SKIPPED|^fuzz: skipped|layer skipped' | sort | uniq)
 if [ "$ts" -gt 0 ]; then

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Runs one pytest layer (integration, vm, valgrind or runtime) and prints
+# Runs one pytest layer (static, integration, vm, valgrind or runtime) and prints
 # its counts as "LAYER: N passed, N failed, N skipped" on the last line.
 #
 # runtime: the OCI image (rootfs/build-oci.sh, built by its conftest) under

@@ -9,24 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-volatile sig_atomic_t got_sigint;
-
 static void on_sigint(int sig)
 {
     (void)sig;
     got_sigint = 1;
-}
-
-void die_oom(void)
-{
-    fputs("hearthctl: out of memory\n", stderr);
-    exit(EXIT_USAGE);
-}
-
-int bad_reply(const struct ctl *t, const char *why)
-{
-    fprintf(stderr, "hearthctl: bad reply from %s: %s\n", t->conn.spec, why);
-    return EXIT_USAGE;
 }
 
 /* Parse one whole line as JSON; NULL if it is not exactly one value. */

@@ -1,6 +1,8 @@
 /* hearthctl: the host-side client for hearth's control protocol; this
  * header joins its files.
  *
+ *   base.c      out of memory, a bad reply, the SIGINT flag, guest text
+ *               escaped for the terminal: what every other file uses
  *   conn.c      connect specs (unix, vsock, hybrid vsock), deadlines, line I/O
  *   call.c      one request and its reply; notifications kept and followed
  *   print.c     human output: tables, escaping of guest text (the one way
@@ -158,11 +160,25 @@ struct ctl {
     unsigned long notes_dropped;
 };
 
-/* Set by SIGINT while following; blocking waits return IO_INTR. */
+/* ---- base.c: what the other files share, calling none of them -------- */
+
+/* Set by SIGINT while following (call.c's handler); blocking waits return
+ * IO_INTR. */
 extern volatile sig_atomic_t got_sigint;
 
 void die_oom(void) __attribute__((noreturn));
 int bad_reply(const struct ctl *t, const char *why);
+
+/* Guest-provided text goes to a host terminal: every string from a reply
+ * printed in human form passes through one of these or safe_copy, which
+ * escape C0 and C1 controls, DEL and broken UTF-8 (termsafe.h). put_text
+ * keeps what keep names (TERMSAFE_TAB for a log line's body); put_safe
+ * keeps nothing. */
+void put_text(FILE *f, const char *s, unsigned keep);
+void put_safe(FILE *f, const char *s);
+
+/* ---- call.c (the rest) -------------------------------------------------- */
+
 /* Calls t->method with params (consumed). On 0, *reply is the whole reply
  * (caller deletes) and *result points into it. Otherwise the failure was
  * printed and the return value is the exit code. */
@@ -174,14 +190,8 @@ void notes_free(struct ctl *t);
 
 /* ---- print.c ----------------------------------------------------------- */
 
-/* Guest-provided text goes to a host terminal: every string from a reply
- * printed in human form passes through one of these three, which escape
- * C0 and C1 controls, DEL and broken UTF-8 (termsafe.h). put_text keeps
- * what keep names (TERMSAFE_TAB for a log line's body); put_safe keeps
- * nothing. */
-void put_text(FILE *f, const char *s, unsigned keep);
-void put_safe(FILE *f, const char *s);
-/* The same into a bounded buffer; truncated with "..." if needed. */
+/* put_safe's escaping into a bounded buffer; truncated with "..." if
+ * needed. */
 void safe_copy(char *dst, size_t n, const char *s);
 const char *jstr(const cJSON *obj, const char *key);
 bool jnum(const cJSON *obj, const char *key, double *out);

@@ -10,29 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Every guest-provided string hearthctl prints in human form passes
- * here, through termsafe's one escaper: no C0 or C1 control, DEL or
- * broken UTF-8 reaches the operator's terminal (a compromised guest
- * could otherwise retitle the window, move the cursor, rewrite what was
- * printed before or answer back into the terminal's input). */
-void put_text(FILE *f, const char *s, unsigned keep)
-{
-    size_t len = strlen(s);
-
-    for (size_t i = 0; i < len;) {
-        char e[TERMSAFE_ESC_MAX];
-        size_t used, l = termsafe_step(s + i, len - i, keep, e, &used, NULL);
-
-        fwrite(e, 1, l, f);
-        i += used;
-    }
-}
-
-void put_safe(FILE *f, const char *s)
-{
-    put_text(f, s, 0);
-}
-
 /* The same into a bounded buffer; a cut text ends in "...". */
 void safe_copy(char *dst, size_t n, const char *s)
 {

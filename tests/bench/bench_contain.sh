@@ -20,8 +20,7 @@ set -eu
 B="$BUILD"
 mkdir -p "$B/bench"
 cc -O2 -o "$B/bench/stamp" "$ROOT/tests/bench/stamp.c"
-cc -O2 -I"$ROOT/init" -o "$B/bench/seccomp_dump" "$ROOT/tests/bench/seccomp_dump.c" \
-    "$ROOT/init/seccomp.c"
+make -s -C "$ROOT" build/bench/seccomp_dump
 exec /usr/bin/python3 - "$B" <<'PY'
 import os, shutil, statistics, subprocess, sys, tempfile
 
@@ -33,7 +32,7 @@ HEARTH = os.path.join(B, "hearth")
 STAMP = os.path.join(B, "bench", "stamp")
 tmp = tempfile.mkdtemp(prefix="hearth-bench-contain-")
 ROUNDS, PER_ROUND = 5, 8
-# contain_default_caps (init/svc_config.c): what a root service keeps.
+# contain_default_caps (init/config/svc_config.c): what a root service keeps.
 CAPS = ("CHOWN DAC_OVERRIDE FOWNER FSETID KILL SETGID SETUID SETPCAP SETFCAP "
         "NET_BIND_SERVICE SYS_CHROOT AUDIT_WRITE").split()
 

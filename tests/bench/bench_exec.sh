@@ -8,7 +8,7 @@
 # its own with the reaper exec'd as its PID 1 and a fresh /proc,
 # capabilities, seccomp; a host session keeps the guest's writable root
 # and /tmp), qemu-ga as a plain child. exec.start has no switch to turn
-# containment off (agent/execproc.c gives every session the default
+# containment off (agent/exec/execproc.c gives every session the default
 # policy), so there is no uncontained hearth row: the peer is qemu-ga.
 # Median of 200 runs after 20 warm-up runs.
 set -eu

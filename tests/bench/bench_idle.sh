@@ -82,7 +82,7 @@ for name, argv in peers:
     pv = measure(argv(path)) if path else "failed: not installed"
     print(f"idle_wakeups_{name.replace('-', '_')}\t{fig}\t{hv}\t{name}\t{pv}")
 
-# ---- activity tracking (init/activity.c) ----
+# ---- activity tracking (init/sandbox/activity.c) ----
 # On by default; here with a service that may hold leases (it gets a
 # NOTIFY_SOCKET) and nobody subscribed: nothing is sampled, so 0 is
 # expected. Then the same with one client subscribed to events, as a

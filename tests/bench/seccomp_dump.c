@@ -1,5 +1,5 @@
 /* bench helper: writes hearth's default seccomp program for a root
- * service (init/seccomp.c, the default capability set) to stdout as raw
+ * service (init/contain/seccomp.c, the default capability set) to stdout as raw
  * struct sock_filter records, the form bwrap --seccomp FD loads, so the
  * bwrap row runs its child under the same filter as hearth's. */
 #include <linux/capability.h>
@@ -11,7 +11,7 @@
 
 int main(void)
 {
-    /* contain_default_caps in init/svc_config.c */
+    /* contain_default_caps in init/config/svc_config.c */
     const uint64_t caps =
         BIT(CAP_CHOWN) | BIT(CAP_DAC_OVERRIDE) | BIT(CAP_FOWNER) | BIT(CAP_FSETID) |
         BIT(CAP_KILL) | BIT(CAP_SETGID) | BIT(CAP_SETUID) | BIT(CAP_SETPCAP) |

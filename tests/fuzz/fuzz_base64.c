@@ -1,4 +1,4 @@
-/* fuzz_base64: the base64 decoder (init/base64.c) behind entropy.add,
+/* fuzz_base64: the base64 decoder (init/lib/base64.c) behind entropy.add,
  * sandbox.init and sandbox.resume, whose input comes from a control
  * client.
  *

@@ -1,4 +1,4 @@
-/* fuzz_cidr: the CIDR parser (init/cidr.c) behind the egress policy,
+/* fuzz_cidr: the CIDR parser (init/lib/cidr.c) behind the egress policy,
  * config validation and egress.set, where the text comes from the host
  * platform or a control client.
  *

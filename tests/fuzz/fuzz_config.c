@@ -1,4 +1,4 @@
-/* fuzz_config: the config loader (init/config.c), which turns an
+/* fuzz_config: the config loader (init/config/config.c), which turns an
  * operator- or platform-written hearth.json into typed settings and is the
  * only parser that runs before anything else in PID 1.
  *
@@ -14,7 +14,7 @@
  *   - the redacted document, printed and parsed again, is still accepted
  *     with the same shape (config.get output can be fed back);
  *   - every top-level section passes config_check_section on its own, as
- *     sandbox.init/egress.set receive them;
+ *     sandbox.init/net/egress.set receive them;
  *   - the `network` section goes through network_parse, as sandbox.init
  *     and sandbox.resume receive it: accepted unless it is over their
  *     bounds (more than 16 interfaces or 8 name servers), and then typed

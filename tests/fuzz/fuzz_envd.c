@@ -1,5 +1,5 @@
 /* fuzz_envd: what the envd role process reads from the network
- * (agent/envd_http.c): the HTTP request head, chunked bodies, query
+ * (agent/envd/envd_http.c): the HTTP request head, chunked bodies, query
  * strings, Connect envelopes and multipart bodies.
  *
  * The first input byte picks the piece size (1..256) that chunked and

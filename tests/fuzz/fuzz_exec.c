@@ -1,9 +1,9 @@
-/* fuzz_exec: the params of the exec.* methods (agent/m_exec.c), which a
+/* fuzz_exec: the params of the exec.* methods (agent/methods/m_exec.c), which a
  * host sends and which end up as a process's argv, environment and
  * terminal size.
  *
  * The input's first byte picks the method, the rest is its params (JSON).
- * The process table (agent/execproc.c) is replaced by stubs here, so no
+ * The process table (agent/exec/execproc.c) is replaced by stubs here, so no
  * input ever forks: they check what the handlers hand over instead.
  *
  * Checked beyond the sanitizers:

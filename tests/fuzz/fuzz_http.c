@@ -1,5 +1,5 @@
 /* fuzz_http: the HTTP probe's response reader and status-line parser
- * (init/http.c), which read whatever a service (or anything listening on
+ * (init/lib/http.c), which read whatever a service (or anything listening on
  * its port) answers.
  *
  * The first input byte picks the piece size (1..256) the rest is fed in,

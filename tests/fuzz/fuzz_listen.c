@@ -1,4 +1,4 @@
-/* fuzz_listen: the small string parsers of init/names.c that also take
+/* fuzz_listen: the small string parsers of init/config/names.c that also take
  * text from outside the config file: control listen addresses
  * (config_parse_listen) and signal names (config_signal_number, used for
  * stop.signal, on_resume "signal:..." and service.signal requests).

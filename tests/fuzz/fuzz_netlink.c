@@ -1,4 +1,4 @@
-/* fuzz_netlink: the parsing half of init/netlink.c — what hearth does with
+/* fuzz_netlink: the parsing half of init/net/netlink.c — what hearth does with
  * the bytes the kernel sends back (acks, extended-ack errors, dumped
  * attributes, nested attributes). The input is one received datagram,
  * copied to an exactly sized heap buffer and walked the way nl_transact

@@ -1,4 +1,4 @@
-/* fuzz_notify: the sd_notify message parser (init/notify.c), which reads
+/* fuzz_notify: the sd_notify message parser (init/proc/notify.c), which reads
  * whatever a service (or anything in its network namespace that knows
  * the socket's name) sends to NOTIFY_SOCKET.
  *

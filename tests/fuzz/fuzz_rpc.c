@@ -1,5 +1,5 @@
 /* fuzz_rpc: the control protocol's framing and request parser
- * (agent/rpc.c), which sees every byte a control client sends.
+ * (agent/proto/rpc.c), which sees every byte a control client sends.
  *
  * Input layout, so that mutations steer the framing as well as the text:
  *   byte 0      low nibble: how many split bytes follow (0..15)

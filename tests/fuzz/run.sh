@@ -20,10 +20,14 @@
 #    on any machine; libFuzzer adds to it), crash artifacts
 #    (build/fuzz/artifacts/<target>-seed<N>) and logs. The source tree's
 #    corpora stay exactly as committed.
-#  - cJSON is compiled from source with the same sanitizers so crashes and
-#    overreads inside the JSON parser are seen, not hidden in a prebuilt .a.
-#  - A target is rebuilt only when one of its inputs (its sources, any
-#    header, this script) is newer than its binary.
+#  - The Makefile builds the targets (build/fuzz/fuzz_<name>): each links
+#    its harness with hearth's library compiled for fuzzing
+#    (build/obj/fuzz/libhearth.a), from which the linker takes what the
+#    harness calls, so no target lists its sources. cJSON is compiled from
+#    source with the same sanitizers so crashes and overreads inside the
+#    JSON parser are seen, not hidden in a prebuilt .a. make recompiles
+#    only what changed.
+#  - Every tests/fuzz/fuzz_<name>.c is a target (FUZZ_TARGETS: a few).
 #  - Without libFuzzer (Debian's libclang-rt-14-dev, installed by
 #    scripts/deps.sh) or the cJSON sources (scripts/deps.sh), every target
 #    is skipped with a message and the script succeeds: fuzzing is an
@@ -43,7 +47,8 @@ CLANG=${CLANG:-clang}
 OUT=build/fuzz
 SRC=tests/fuzz
 CJSON=build/deps/cjson-src
-TARGETS=${FUZZ_TARGETS:-"rpc config cidr listen env base64 netlink safepath http notify files exec envd"}
+MAKE=${MAKE:-make}
+TARGETS=${FUZZ_TARGETS:-$(for f in "$SRC"/fuzz_*.c; do f=${f##*/fuzz_}; printf '%s ' "${f%.c}"; done)}
 
 case $FUZZ_SECONDS in
     ''|*[!0-9]*) echo "fuzz: FUZZ_SECONDS must be a whole number of seconds" >&2; exit 2 ;;
@@ -60,26 +65,6 @@ else
     SEED=$(( $(od -An -N4 -tu4 /dev/urandom | tr -d ' ') % 2147483647 + 1 ))
 fi
 
-# Hearth sources each target links (cJSON comes on top for all but cidr).
-target_srcs() {
-    case $1 in
-        rpc)    echo "agent/rpc.c init/bytebuf.c init/utf8.c init/jsonout.c" ;;
-        config) echo "init/config.c init/schema.c init/schema_rules.c init/schema_tables.c init/names.c init/jsonget.c init/netaddr.c init/sections.c init/svc_config.c init/checkspec.c init/cidr.c init/http.c init/log.c init/termsafe.c init/utf8.c init/redact.c init/timebase.c init/jsonout.c" ;;
-        cidr)   echo "init/cidr.c" ;;
-        base64) echo "init/base64.c" ;;
-        netlink) echo "init/netlink.c" ;;
-        safepath) echo "init/safepath.c" ;;
-        listen) echo "init/config.c init/schema.c init/schema_rules.c init/schema_tables.c init/names.c init/jsonget.c init/netaddr.c init/sections.c init/svc_config.c init/checkspec.c init/cidr.c init/http.c init/log.c init/termsafe.c init/utf8.c init/redact.c init/timebase.c init/jsonout.c" ;;
-        env)    echo "init/launch.c init/accounts.c init/pidreaper.c init/lifeline.c init/safepath.c init/contain.c init/userns.c init/kfile.c init/nstemplate.c init/seccomp.c init/mountinfo.c init/config.c init/schema.c init/schema_rules.c init/schema_tables.c init/names.c init/jsonget.c init/netaddr.c init/sections.c init/svc_config.c init/checkspec.c init/cidr.c init/http.c init/log.c init/termsafe.c init/utf8.c init/redact.c init/timebase.c init/jsonout.c" ;;
-        http)   echo "init/http.c" ;;
-        notify) echo "init/notify.c init/kfile.c init/utf8.c init/timebase.c" ;;
-        files)  echo "agent/m_files.c agent/m_files_write.c agent/params.c agent/rpc.c init/bytebuf.c init/jsonget.c init/safepath.c init/base64.c init/sha256.c init/utf8.c init/timebase.c init/jsonout.c" ;;
-        envd)   echo "agent/envd_http.c init/base64.c" ;;
-        exec)   echo "agent/m_exec.c agent/params.c agent/rpc.c init/bytebuf.c init/base64.c init/utf8.c init/config.c init/schema.c init/schema_rules.c init/schema_tables.c init/names.c init/jsonget.c init/netaddr.c init/sections.c init/svc_config.c init/checkspec.c init/cidr.c init/http.c init/log.c init/termsafe.c init/redact.c init/timebase.c init/jsonout.c" ;;
-    esac
-}
-target_uses_cjson() { [ "$1" != cidr ] && [ "$1" != base64 ] && [ "$1" != netlink ] && [ "$1" != safepath ] && [ "$1" != http ] && [ "$1" != notify ] && [ "$1" != envd ]; }
-
 skip_all() {
     echo "fuzz: skipped: $1"
     n=0
@@ -90,12 +75,9 @@ skip_all() {
 
 mkdir -p "$OUT/obj" "$OUT/logs" "$OUT/artifacts" "$OUT/corpus-work" || exit 2
 
-# The fuzz layer's base flags (shared with the unit-test sanitizers), plus: no recovery
-# from UBSan reports (a report must end the run so it is saved as an
-# artifact), frame pointers for readable stacks.
-FLAGS="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
--fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE \
-$(cat scripts/libev-features)"
+# Whether clang links a libFuzzer target at all (the Makefile holds the
+# targets' own flags).
+FLAGS="-fsanitize=fuzzer,address,undefined"
 
 if ! command -v "$CLANG" >/dev/null 2>&1; then
     skip_all "$CLANG not found (install clang-14)"
@@ -111,25 +93,11 @@ if [ ! -f "$CJSON/cJSON.c" ] || [ ! -f "$CJSON/cJSON.h" ]; then
     skip_all "$CJSON/cJSON.c missing (run scripts/deps.sh)"
 fi
 
-# Whether $1 is missing or older than any of the remaining files.
-stale() {
-    out=$1
-    shift
-    [ -e "$out" ] || return 0
-    for f in "$@"; do
-        [ "$f" -nt "$out" ] && return 0
-    done
-    return 1
-}
-
-# cJSON once, instrumented; warnings from code that is not ours are off.
-CJSON_O=$OUT/obj/cJSON.o
-if stale "$CJSON_O" "$CJSON/cJSON.c" "$CJSON/cJSON.h" "$SRC/run.sh"; then
-    if ! $CLANG $FLAGS -w -I"$CJSON" -c -o "$CJSON_O" "$CJSON/cJSON.c" \
-            >"$OUT/logs/build-cjson.log" 2>&1; then
-        echo "fuzz: cJSON does not build with the fuzz flags (see $OUT/logs/build-cjson.log)"
-        cjson_failed=1
-    fi
+# hearth's library and cJSON, once for every target: when they do not
+# build, no target does.
+if ! $MAKE -s CLANG="$CLANG" build/obj/fuzz/libhearth.a build/obj/fuzz/libcjson.a \
+        >"$OUT/logs/build-lib.log" 2>&1; then
+    lib_failed=1
 fi
 
 passed=0
@@ -175,36 +143,20 @@ for t in $TARGETS; do
     bin=$OUT/fuzz_$t
     log=$OUT/logs/$t.log
     rlog=$OUT/logs/$t.replay.log
-    srcs=$(target_srcs "$t")
-    extra=
-    if [ -z "$srcs" ]; then
+    if [ ! -f "$SRC/fuzz_$t.c" ]; then
         echo "fuzz $t: no such target"
         failed=$((failed + 1))
         continue
     fi
-    if target_uses_cjson "$t"; then
-        extra=$CJSON_O
-        if [ "${cjson_failed:-0}" = 1 ]; then
-            echo "fuzz $t: BUILD FAILED (cJSON, see $OUT/logs/build-cjson.log)"
-            failed=$((failed + 1))
-            continue
-        fi
+    if [ "${lib_failed:-0}" = 1 ]; then
+        echo "fuzz $t: BUILD FAILED (hearth's library or cJSON, see $OUT/logs/build-lib.log)"
+        failed=$((failed + 1))
+        continue
     fi
-
-    # shellcheck disable=SC2086
-    if stale "$bin" "$SRC/fuzz_$t.c" "$SRC"/fuzz_*.h "$SRC/run.sh" $srcs $extra \
-            init/*.h agent/*.h; then
-        # shellcheck disable=SC2086
-        if ! $CLANG $FLAGS -Wall -Wextra -Wno-unused-parameter \
-                -DHEARTH_VERSION='"fuzz"' -Iinit -Iagent -I"$SRC" -isystem "$CJSON" \
-                -o "$bin.tmp" "$SRC/fuzz_$t.c" $srcs $extra -lm \
-                >"$OUT/logs/build-$t.log" 2>&1; then
-            rm -f "$bin.tmp"
-            echo "fuzz $t: BUILD FAILED (see $OUT/logs/build-$t.log)"
-            failed=$((failed + 1))
-            continue
-        fi
-        mv "$bin.tmp" "$bin"
+    if ! $MAKE -s CLANG="$CLANG" "$bin" >"$OUT/logs/build-$t.log" 2>&1; then
+        echo "fuzz $t: BUILD FAILED (see $OUT/logs/build-$t.log)"
+        failed=$((failed + 1))
+        continue
     fi
 
     # 1. Every checked-in input, in name order, in one process; libFuzzer

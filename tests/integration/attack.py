@@ -109,7 +109,7 @@ R["sysrq"] = try_open_write("/proc/sysrq-trigger")
 R["sys_write"] = try_open_write("/sys/kernel/mm/transparent_hugepage/enabled")
 st = os.stat("/proc/kcore") if os.path.exists("/proc/kcore") else None
 R["kcore"] = "missing" if st is None else ("chr" if stat.S_ISCHR(st.st_mode) else "readable")
-# The OCI masked paths (contain_masked in init/contain.c; the test checks
+# The OCI masked paths (contain_masked in init/contain/contain.c; the test checks
 # the two lists agree): what each one is in this view.
 MASKED = ["/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
           "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/proc/interrupts",

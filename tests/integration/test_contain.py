@@ -114,8 +114,8 @@ def test_root_service_with_defaults_cannot_undo_hearth(hearth, tmp_path):
 
 
 def _contain_masked():
-    """The masked paths as init/contain.c lists them."""
-    src = open(os.path.join(HERE, "..", "..", "init", "contain.c")).read()
+    """The masked paths as init/contain/contain.c lists them."""
+    src = open(os.path.join(HERE, "..", "..", "init", "contain", "contain.c")).read()
     body = re.search(r"contain_masked\[\] = \{(.*?)\};", src, re.S).group(1)
     return re.findall(r'"([^"]+)"', body)
 

@@ -6,9 +6,9 @@ table this file writes; it must be up to date:
     /usr/bin/python3 tests/integration/test_coverage.py > docs/coverage.md
 
 The items come from the sources, never from a list kept here: config keys
-from the schema tables of init/schema_tables.c (which must agree with the
+from the schema tables of init/config/schema_tables.c (which must agree with the
 reference tables of docs/config.md), methods from the method table of
-agent/methods.c, event types from every events_emit() call in init/ and
+agent/methods/methods.c, event types from every events_emit() call in init/ and
 agent/ (which must agree with the event table of docs/protocol.md), and
 command-line keys from every cmdline_get() call in init/ (which must agree
 with docs/config.md). The rule for "exercised" is in RULE below."""
@@ -58,7 +58,7 @@ def _read(path):
 
 
 def _key_tables():
-    src = _read("init/schema_tables.c")
+    src = _read("init/config/schema_tables.c")
     tables = {}
     for m in re.finditer(r"static const struct key (k_\w+)\[\] = \{(.*?)\{0\}\};", src, re.S):
         rows = []
@@ -127,15 +127,15 @@ def config_keys_from_docs():
 
 
 def methods():
-    src = _read("agent/methods.c")
+    src = _read("agent/methods/methods.c")
     table = src[src.index("static const struct method methods[]"):]
     return re.findall(r'\{"([a-z.]+)",\s*m_\w+\}', table[:table.index("};")])
 
 
 def events_from_source():
     types = set()
-    for path in glob.glob(os.path.join(ROOT, "init", "*.c")) + \
-            glob.glob(os.path.join(ROOT, "agent", "*.c")):
+    for path in glob.glob(os.path.join(ROOT, "init", "**", "*.c"), recursive=True) + \
+            glob.glob(os.path.join(ROOT, "agent", "**", "*.c"), recursive=True):
         for arg in re.findall(r"\bevents_emit\(([^,]*),", open(path).read()):
             types.update(re.findall(r'"([a-z_.]+)"', arg))
     return types
@@ -154,7 +154,7 @@ def events_from_docs():
 
 def cmdline_from_source():
     keys = set()
-    for path in glob.glob(os.path.join(ROOT, "init", "*.c")):
+    for path in glob.glob(os.path.join(ROOT, "init", "**", "*.c"), recursive=True):
         keys.update(re.findall(r'\bcmdline_get\("(hearth\.[a-z_]+)"', open(path).read()))
     return keys
 
@@ -256,8 +256,8 @@ def coverage():
     return rows
 
 
-KINDS = [("config", "Config keys", "docs/config.md, init/schema_tables.c"),
-         ("method", "Methods", "agent/methods.c, docs/protocol.md"),
+KINDS = [("config", "Config keys", "docs/config.md, init/config/schema_tables.c"),
+         ("method", "Methods", "agent/methods/methods.c, docs/protocol.md"),
          ("event", "Event types", "events_emit() in init/ and agent/, docs/protocol.md"),
          ("cmdline", "Kernel command-line keys", "cmdline_get() in init/, docs/config.md")]
 SHOWN = 3
@@ -298,9 +298,9 @@ def render(rows):
 
 def test_config_keys_agree_between_source_and_docs():
     src, doc = config_keys_from_source(), config_keys_from_docs()
-    assert len(src) > 80, "the schema tables of init/schema_tables.c were not found"
-    assert src - doc == set(), "keys in init/schema_tables.c but not in docs/config.md"
-    assert doc - src == set(), "keys in docs/config.md but not in init/schema_tables.c"
+    assert len(src) > 80, "the schema tables of init/config/schema_tables.c were not found"
+    assert src - doc == set(), "keys in init/config/schema_tables.c but not in docs/config.md"
+    assert doc - src == set(), "keys in docs/config.md but not in init/config/schema_tables.c"
 
 
 def test_event_types_agree_between_source_and_docs():

@@ -1,5 +1,5 @@
 """Container mode copies each service line to hearth's stdout/stderr for
-the runtime's log (init/outcopy.c), and a runtime that stops reading
+the runtime's log (init/proc/outcopy.c), and a runtime that stops reading
 never blocks hearth: lines are dropped and counted instead."""
 import fcntl
 import json

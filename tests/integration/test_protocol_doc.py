@@ -9,7 +9,7 @@ import re
 from conftest import ROOT
 
 DOC = os.path.join(ROOT, "docs", "protocol.md")
-METHODS_C = os.path.join(ROOT, "agent", "methods.c")
+METHODS_C = os.path.join(ROOT, "agent", "methods", "methods.c")
 
 # Examples whose result deliberately shows only some members (the page
 # says so next to each): for these the keys shown must exist, but hearth

@@ -1,5 +1,5 @@
-/* The lease rules (init/activity.c) and hearth's own sd_notify keys
- * (init/notify.c): HEARTH_BUSY= and HEARTH_BUSY_REASON=. */
+/* The lease rules (init/sandbox/activity.c) and hearth's own sd_notify keys
+ * (init/proc/notify.c): HEARTH_BUSY= and HEARTH_BUSY_REASON=. */
 #include <string.h>
 
 #include <cJSON.h>

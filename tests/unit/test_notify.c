@@ -1,4 +1,4 @@
-/* The sd_notify message parser (init/notify.c) and the per-service
+/* The sd_notify message parser (init/proc/notify.c) and the per-service
  * socket: what a service may say, and everything else it might send. */
 #include <errno.h>
 #include <signal.h>

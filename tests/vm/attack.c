@@ -368,7 +368,7 @@ static void try_mknod(const char *attack, unsigned maj, unsigned min)
         unlink(path);
 }
 
-/* The OCI masked paths (contain_masked in init/contain.c): each one as
+/* The OCI masked paths (contain_masked in init/contain/contain.c): each one as
  * this view shows it. A directory: "dir:N:FSTYPE:RO:CREATE" (N entries
  * besides . and .., FSTYPE "tmpfs" or "other", RO "ro" or "rw", CREATE
  * the outcome of creating a file in it); a file: "chr:MAJ:MIN:BYTES" or

@@ -257,9 +257,9 @@ def test_local_ports_fallback_on_a_kernel_without_their_modules(fallback):
 
 
 def _contain_masked():
-    """The masked paths as init/contain.c lists them."""
+    """The masked paths as init/contain/contain.c lists them."""
     src = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "init",
-                            "contain.c")).read()
+                            "contain", "contain.c")).read()
     body = re.search(r"contain_masked\[\] = \{(.*?)\};", src, re.S).group(1)
     return re.findall(r'"([^"]+)"', body)
 
