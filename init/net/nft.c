@@ -598,7 +598,10 @@ static void build_rule(struct nlbuf *b, const struct rule *r, const struct nft_p
  * everything is read from the frame itself: the Ethernet type at byte 12
  * and the addresses behind a 14-byte header. skb->protocol and the
  * network header offset come from the sender of a raw frame and could
- * lie. There is no conntrack at this hook: nothing is "established". */
+ * lie. There is no conntrack at this hook (the kernel refuses ct
+ * expressions in the netdev family): nothing is "established", and the
+ * answers to connections from outside are known by what the output
+ * chain left on them (e_stamped). */
 
 #define ETH_TYPE_OFF 12
 #define ETH_HLEN_ 14
