@@ -692,10 +692,11 @@ int p_egress(struct ctl *t, const cJSON *res)
     const cJSON *lay = cJSON_GetObjectItemCaseSensitive(res, "layers");
     if (lay) {
         const cJSON *nd = cJSON_GetObjectItemCaseSensitive(lay, "netdev");
-        printf("layers    inet %s, owner %s, watch %s, netdev",
+        printf("layers    inet %s, owner %s, watch %s, replies %s, netdev",
                cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(lay, "inet")) ? "yes" : "no",
                cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(lay, "owner")) ? "yes" : "no",
-               cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(lay, "watch")) ? "yes" : "no");
+               cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(lay, "watch")) ? "yes" : "no",
+               cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(lay, "replies")) ? "yes" : "no");
         if (cJSON_GetArraySize(nd) == 0)
             fputs(" -", stdout);
         cJSON_ArrayForEach(it, nd) {

@@ -58,6 +58,7 @@ static struct {
     char lp_scope[240];         /* why they do not (closed to every process) */
     char lp_refused[240];       /* why the kernel's refusal left them out of the ruleset */
     char lp_note[160];          /* why the local ports are not enforced at all */
+    char replies_error[240];    /* why answers to connections from outside obey the allowlist */
     ev_io nft_io, link_io;
 } E;
 /* Outside E: an initialised E would put all of it in the binary's data.
@@ -133,7 +134,7 @@ static void watch_membership(bool on)
                  on ? "join" : "leave", strerror(errno));
 }
 
-enum fallback_step { STEP_NONE, STEP_NETDEV, STEP_OWNER, STEP_CGROUP, STEP_LPORTS };
+enum fallback_step { STEP_NONE, STEP_NETDEV, STEP_OWNER, STEP_CGROUP, STEP_LPORTS, STEP_REPLIES };
 
 /* What to go without after a refusal, from the part of the ruleset the
  * refused message belongs to: only that layer, and only one still in
@@ -155,6 +156,8 @@ static enum fallback_step fallback_step(const struct nft_policy *np, int rc, enu
         return np->cgroup && np->n_lports ? STEP_CGROUP : STEP_NONE;
     case NFT_PART_LOCAL:
         return np->n_lports ? STEP_LPORTS : STEP_NONE;
+    case NFT_PART_REPLIES:
+        return np->replies ? STEP_REPLIES : STEP_NONE;
     case NFT_PART_UNKNOWN:
         if (np->netdev)
             return STEP_NETDEV;
@@ -210,6 +213,16 @@ int egress_apply_fallback(struct nft_policy *np, struct nft_expect *exp, egress_
             log_warn("egress: the kernel refuses the local ports rules (%s); applying the policy "
                      "without them", why);
             break;
+        case STEP_REPLIES:
+            /* Closed, not open: without them an answer to a forbidden
+             * peer that connected in is dropped, as any packet to it. */
+            fb->replies = true;
+            snprintf(fb->replies_error, sizeof(fb->replies_error), "%s", why);
+            np->replies = false;
+            log_warn("egress: the kernel refuses the rules for answers to connections from outside "
+                     "(%s); applying the policy without them: a peer the policy forbids gets no "
+                     "answer", why);
+            break;
         }
     }
 }
@@ -233,7 +246,7 @@ static int apply_parsed(const struct egress_policy *p, char *err, size_t errlen)
                             .allow = p->allow, .n_allow = p->n_allow,
                             .deny = p->deny, .n_deny = p->n_deny,
                             .allow_public = p->allow_public, .owner = true,
-                            .outbound = p->present,
+                            .outbound = p->present, .replies = p->present,
                             .lports = p->lports, .n_lports = p->n_lports,
                             .own_mark = OWN_MARK};
     if (!p->present) {
@@ -307,6 +320,10 @@ static int apply_parsed(const struct egress_policy *p, char *err, size_t errlen)
     E.lp_cgroup = np.cgroup;
     check_set_mark(exp.n_local && !np.cgroup ? OWN_MARK : 0);
     E.lp_scope[0] = E.lp_refused[0] = 0;
+    E.replies_error[0] = 0;
+    if (fb.replies)
+        snprintf(E.replies_error, sizeof(E.replies_error), "refused by the kernel: %s",
+                 fb.replies_error);
     if (fb.lports)
         snprintf(E.lp_refused, sizeof(E.lp_refused), "refused by the kernel: %s; the egress "
                  "policy is applied without them", fb.lports_error);
@@ -689,6 +706,9 @@ cJSON *egress_json(void)
         if (E.n_uncovered)
             cJSON_AddNumberToObject(layers, "netdev_uncovered", (double)E.n_uncovered);
         cJSON_AddBoolToObject(layers, "owner", E.applied && E.exp.owner);
+        cJSON_AddBoolToObject(layers, "replies", E.applied && E.exp.replies);
+        if (E.applied && E.pol.present && E.replies_error[0])
+            cJSON_AddStringToObject(layers, "replies_error", E.replies_error);
         cJSON_AddBoolToObject(layers, "watch", nft_watch >= 0);
     }
     cJSON *lp = cJSON_AddObjectToObject(o, "local_ports");

@@ -54,7 +54,8 @@ struct egress_fallback {
     bool owner;         /* the tables' owner flag */
     bool cgroup;        /* the services cgroup match: the ports closed to every process */
     bool lports;        /* the local ports altogether */
-    char netdev_error[200], cgroup_error[200], lports_error[200];
+    bool replies;       /* the answers to connections from outside */
+    char netdev_error[200], cgroup_error[200], lports_error[200], replies_error[200];
     unsigned tries;
 };
 
@@ -63,7 +64,8 @@ struct egress_fallback {
  * the netdev chains; the owner flag (EOPNOTSUPP or EINVAL on the
  * table); the services cgroup match of the local ports (then they are
  * closed to every process); the local ports altogether (the outbound
- * policy is applied without them). A refusal whose message is not
+ * policy is applied without them); the replies to connections from
+ * outside (then their answers obey the allowlist). A refusal whose message is not
  * known takes the first two steps only; EPERM and a refusal of the
  * policy itself are final. np is left as applied, fb says what went.
  * Returns 0, or the last refusal (negative errno) with why; also when

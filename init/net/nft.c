@@ -15,8 +15,12 @@
 
 /* Elements per NEWSETELEM message: keeps each nest far below 64 KiB. */
 #define ELEMS_PER_MSG 1024
-/* ct state bits (1 << IP_CT_ESTABLISHED, 1 << IP_CT_RELATED). */
+/* ct state bits: 1 << (IP_CT_ESTABLISHED + 1) | 1 << (IP_CT_RELATED + 1),
+ * and 1 << (IP_CT_NEW + 1). */
 #define CT_EST_REL 0x6u
+#define CT_NEW 0x8u
+/* ARPHRD_LOOPBACK: meta iiftype of lo, whatever its name. */
+#define IFTYPE_LOOPBACK 772
 
 const char *const nft_set_names[N_SETS] = {"always4", "always6", "allow4",
                                            "allow6", "deny4", "deny6"};
@@ -248,14 +252,11 @@ static void e_lookup(struct nlbuf *b, int idx)
     expr_end(b, e, d);
 }
 
-static void e_ct_state(struct nlbuf *b)
+/* reg1 = (reg1 & mask) ^ xor, over 4 bytes: clears, sets or keeps bits
+ * of a mark (host order on both sides). */
+static void e_bitwise(struct nlbuf *b, uint32_t mask, uint32_t xor)
 {
-    size_t d, e = expr_begin(b, "ct", &d);
-    nl_attr_be32(b, NFTA_CT_DREG, NFT_REG_1);
-    nl_attr_be32(b, NFTA_CT_KEY, NFT_CT_STATE);
-    expr_end(b, e, d);
-    uint32_t mask = CT_EST_REL, zero = 0;
-    e = expr_begin(b, "bitwise", &d);
+    size_t d, e = expr_begin(b, "bitwise", &d);
     nl_attr_be32(b, NFTA_BITWISE_SREG, NFT_REG_1);
     nl_attr_be32(b, NFTA_BITWISE_DREG, NFT_REG_1);
     nl_attr_be32(b, NFTA_BITWISE_LEN, 4);
@@ -263,9 +264,81 @@ static void e_ct_state(struct nlbuf *b)
     nl_attr(b, NFTA_DATA_VALUE, &mask, 4);
     nl_nest_end(b, n);
     n = nl_nest_begin(b, NFTA_BITWISE_XOR);
-    nl_attr(b, NFTA_DATA_VALUE, &zero, 4);
+    nl_attr(b, NFTA_DATA_VALUE, &xor, 4);
     nl_nest_end(b, n);
     expr_end(b, e, d);
+}
+
+static void e_ct(struct nlbuf *b, uint32_t key)
+{
+    size_t d, e = expr_begin(b, "ct", &d);
+    nl_attr_be32(b, NFTA_CT_DREG, NFT_REG_1);
+    nl_attr_be32(b, NFTA_CT_KEY, key);
+    expr_end(b, e, d);
+}
+
+/* ct state has one of the bits of mask. */
+static void e_ct_state(struct nlbuf *b, uint32_t mask)
+{
+    uint32_t zero = 0;
+    e_ct(b, NFT_CT_STATE);
+    e_bitwise(b, mask, 0);
+    e_cmp(b, NFT_CMP_NEQ, &zero, 4);
+}
+
+/* ct direction is dir (IP_CT_DIR_ORIGINAL 0, IP_CT_DIR_REPLY 1). */
+static void e_ct_direction(struct nlbuf *b, uint8_t dir)
+{
+    e_ct(b, NFT_CT_DIRECTION);
+    e_cmp(b, NFT_CMP_EQ, &dir, 1);
+}
+
+/* The connection's mark has NFT_REPLY_BIT: it came in through an
+ * interface. */
+static void e_ct_inbound(struct nlbuf *b)
+{
+    uint32_t zero = 0;
+    e_ct(b, NFT_CT_MARK);
+    e_bitwise(b, NFT_REPLY_BIT, 0);
+    e_cmp(b, NFT_CMP_NEQ, &zero, 4);
+}
+
+/* ct mark set ct mark | NFT_REPLY_BIT (the connection's other bits kept). */
+static void e_ct_mark_inbound(struct nlbuf *b)
+{
+    e_ct(b, NFT_CT_MARK);
+    e_bitwise(b, ~NFT_REPLY_BIT, NFT_REPLY_BIT);
+    size_t d, e = expr_begin(b, "ct", &d);
+    nl_attr_be32(b, NFTA_CT_KEY, NFT_CT_MARK);
+    nl_attr_be32(b, NFTA_CT_SREG, NFT_REG_1);
+    expr_end(b, e, d);
+}
+
+/* meta mark set meta mark with NFT_REPLY_BIT set (on) or cleared (off),
+ * the packet's other bits kept. */
+static void e_mark_stamp(struct nlbuf *b, bool on)
+{
+    e_meta(b, NFT_META_MARK);
+    e_bitwise(b, ~NFT_REPLY_BIT, on ? NFT_REPLY_BIT : 0);
+    size_t d, e = expr_begin(b, "meta", &d);
+    nl_attr_be32(b, NFTA_META_KEY, NFT_META_MARK);
+    nl_attr_be32(b, NFTA_META_SREG, NFT_REG_1);
+    expr_end(b, e, d);
+}
+
+/* The packet carries NFT_REPLY_BIT and a route (skb_dst): it came down
+ * the IP stack, through the inet output chain that set the bit. Neither
+ * part alone will do: a packet socket with NET_RAW can mark its frames
+ * (SO_MARK), but they never get a route. `meta rtclassid` reads the
+ * route's realm, and ends the rule when there is no route; any realm
+ * passes (>= 0). */
+static void e_stamped(struct nlbuf *b)
+{
+    uint32_t zero = 0;
+    e_meta(b, NFT_META_RTCLASSID);
+    e_cmp(b, NFT_CMP_GTE, &zero, 4);
+    e_meta(b, NFT_META_MARK);
+    e_bitwise(b, NFT_REPLY_BIT, 0);
     e_cmp(b, NFT_CMP_NEQ, &zero, 4);
 }
 
@@ -390,8 +463,9 @@ static void put_userdata_name(struct nlbuf *b, const char *name)
     nl_attr(b, NFTA_RULE_USERDATA, ud, 2 + len);
 }
 
-enum rule_kind { R_LOCAL_JUMP, R_LOOPBACK, R_ESTABLISHED, R_NDP, R_SET_ACCEPT, R_SET_REJECT_TCP, R_SET_REJECT,
-                 R_PUBLIC_ACCEPT, R_PUBLIC_REJECT_TCP, R_PUBLIC_REJECT };
+enum rule_kind { R_LOCAL_JUMP, R_UNSTAMP, R_LOOPBACK, R_ESTABLISHED, R_REPLIES, R_NDP, R_SET_ACCEPT,
+                 R_SET_REJECT_TCP, R_SET_REJECT, R_PUBLIC_ACCEPT, R_PUBLIC_REJECT_TCP,
+                 R_PUBLIC_REJECT };
 
 struct rule {
     enum rule_kind kind;
@@ -409,8 +483,12 @@ static size_t rule_list(const struct nft_expect *exp, struct rule out[NFT_MAX_RU
         out[n++] = (struct rule){R_LOCAL_JUMP, -1, "local-ports"};
     if (!exp->outbound)
         return n;
+    if (exp->replies)
+        out[n++] = (struct rule){R_UNSTAMP, -1, "unstamp"};
     out[n++] = (struct rule){R_LOOPBACK, -1, "loopback"};
     out[n++] = (struct rule){R_ESTABLISHED, -1, "established"};
+    if (exp->replies)
+        out[n++] = (struct rule){R_REPLIES, -1, "replies"};
     out[n++] = (struct rule){R_NDP, -1, "ndp"};
     out[n++] = (struct rule){R_SET_ACCEPT, S_ALWAYS4, "always4"};
     out[n++] = (struct rule){R_SET_ACCEPT, S_ALWAYS6, "always6"};
@@ -453,6 +531,15 @@ static void build_rule(struct nlbuf *b, const struct rule *r, const struct nft_p
         put_userdata_name(b, r->name);
         nl_msg_end(b);
         return;
+    case R_UNSTAMP:
+        /* Only the replies rule below may leave the bit on a packet: a
+         * service's own mark (SO_MARK, with NET_RAW or NET_ADMIN) loses
+         * it here. No counter: it sees every packet. */
+        e_mark_stamp(b, false);
+        nl_nest_end(b, list);
+        put_userdata_name(b, r->name);
+        nl_msg_end(b);
+        return;
     case R_LOOPBACK: {
         char lo[16] = "lo";
         e_meta(b, NFT_META_OIFNAME);
@@ -460,7 +547,22 @@ static void build_rule(struct nlbuf *b, const struct rule *r, const struct nft_p
         break;
     }
     case R_ESTABLISHED:
-        e_ct_state(b);
+        /* With the replies rule, only what this machine's own
+         * connections send on: a reply goes out only for a connection
+         * that came in through an interface (below). */
+        if (p->replies)
+            e_ct_direction(b, 0);
+        e_ct_state(b, CT_EST_REL);
+        break;
+    case R_REPLIES:
+        /* The answers of a connection opened from outside: a peer the
+         * allowlist forbids may still connect in (the platform's proxy,
+         * podman's gateway), and gets its answers. The bit on the packet
+         * tells the netdev chains, which have no conntrack. */
+        e_ct_direction(b, 1);
+        e_ct_state(b, CT_EST_REL);
+        e_ct_inbound(b);
+        e_mark_stamp(b, true);
         break;
     case R_NDP:
         e_ndp(b);
@@ -481,8 +583,8 @@ static void build_rule(struct nlbuf *b, const struct rule *r, const struct nft_p
         break;
     }
     e_counter(b);
-    if (r->kind == R_LOOPBACK || r->kind == R_ESTABLISHED || r->kind == R_NDP || r->kind == R_SET_ACCEPT ||
-        r->kind == R_PUBLIC_ACCEPT)
+    if (r->kind == R_LOOPBACK || r->kind == R_ESTABLISHED || r->kind == R_REPLIES || r->kind == R_NDP ||
+        r->kind == R_SET_ACCEPT || r->kind == R_PUBLIC_ACCEPT)
         e_accept(b);
     else
         e_reject(b, r->kind == R_SET_REJECT_TCP || r->kind == R_PUBLIC_REJECT_TCP);
@@ -496,13 +598,16 @@ static void build_rule(struct nlbuf *b, const struct rule *r, const struct nft_p
  * everything is read from the frame itself: the Ethernet type at byte 12
  * and the addresses behind a 14-byte header. skb->protocol and the
  * network header offset come from the sender of a raw frame and could
- * lie. There is no conntrack at this hook: nothing is "established". */
+ * lie. There is no conntrack at this hook (the kernel refuses ct
+ * expressions in the netdev family): nothing is "established", and the
+ * answers to connections from outside are known by what the output
+ * chain left on them (e_stamped). */
 
 #define ETH_TYPE_OFF 12
 #define ETH_HLEN_ 14
 
-enum nd_kind { ND_ETHERTYPE_DROP, ND_NDP, ND_SET_ACCEPT, ND_SET_DROP, ND_PUBLIC_ACCEPT,
-               ND_PUBLIC_DROP };
+enum nd_kind { ND_ETHERTYPE_DROP, ND_REPLIES, ND_NDP, ND_SET_ACCEPT, ND_SET_DROP,
+               ND_PUBLIC_ACCEPT, ND_PUBLIC_DROP };
 
 struct nd_rule {
     enum nd_kind kind;
@@ -511,7 +616,7 @@ struct nd_rule {
     const char *name;
 };
 
-static size_t nd_rule_list(bool allow_public, struct nd_rule out[16])
+static size_t nd_rule_list(bool allow_public, bool replies, struct nd_rule out[16])
 {
     size_t n = 0;
     /* VLAN-tagged frames carry their IP header elsewhere; hearth
@@ -519,6 +624,10 @@ static size_t nd_rule_list(bool allow_public, struct nd_rule out[16])
      * frame and pass as plain IP). */
     out[n++] = (struct nd_rule){ND_ETHERTYPE_DROP, 0x8100, "vlan"};
     out[n++] = (struct nd_rule){ND_ETHERTYPE_DROP, 0x88a8, "qinq"};
+    /* What the inet chain accepted as the answer of a connection from
+     * outside: judged there, with conntrack, which this hook lacks. */
+    if (replies)
+        out[n++] = (struct nd_rule){ND_REPLIES, -1, "replies"};
     out[n++] = (struct nd_rule){ND_NDP, -1, "ndp"};
     out[n++] = (struct nd_rule){ND_SET_ACCEPT, S_ALWAYS4, "always4"};
     out[n++] = (struct nd_rule){ND_SET_ACCEPT, S_ALWAYS6, "always6"};
@@ -554,6 +663,9 @@ static void build_nd_rule(struct nlbuf *b, const struct nd_rule *r)
     switch (r->kind) {
     case ND_ETHERTYPE_DROP:
         e_ethertype(b, (uint16_t)r->set);
+        break;
+    case ND_REPLIES:
+        e_stamped(b);
         break;
     case ND_PUBLIC_DROP: {
         uint8_t v[2] = {(uint8_t)(r->set >> 8), (uint8_t)r->set};
@@ -706,6 +818,54 @@ static void build_local(struct nlbuf *b, const struct nft_policy *p)
     }
 }
 
+/* ---- the inbound chain ----
+ * Which connections came in from outside: the first packet of one that
+ * arrives through an interface other than lo marks its conntrack entry
+ * (ct mark |= NFT_REPLY_BIT), and only such a connection's answers pass
+ * the replies rules. Not lo: with NET_RAW a service can write a packet
+ * from any address into lo's receive path (a packet socket on lo), or
+ * send one to the machine's own address from a forged source (a raw
+ * socket), and so open a connection that looks as if a forbidden peer
+ * had opened it. Prerouting, so forwarded packets pass here too: their
+ * NFT_REPLY_BIT (set by whoever wrote them into lo or a link of the
+ * machine's own) is cleared before they can reach the netdev chains. */
+const char *const nft_inbound_rules[NFT_INBOUND_RULES] = {"unstamp", "connections"};
+
+static void build_inbound(struct nlbuf *b)
+{
+    begin(b, NFT_MSG_NEWCHAIN, NLM_F_CREATE);
+    nl_attr_str(b, NFTA_CHAIN_TABLE, NFT_TABLE);
+    nl_attr_str(b, NFTA_CHAIN_NAME, NFT_IN_CHAIN);
+    size_t h = nl_nest_begin(b, NFTA_CHAIN_HOOK);
+    nl_attr_be32(b, NFTA_HOOK_HOOKNUM, NF_INET_PRE_ROUTING);
+    nl_attr_be32(b, NFTA_HOOK_PRIORITY, 0);
+    nl_nest_end(b, h);
+    nl_attr_be32(b, NFTA_CHAIN_POLICY, NF_ACCEPT);
+    nl_attr_str(b, NFTA_CHAIN_TYPE, "filter");
+    nl_msg_end(b);
+
+    for (int i = 0; i < NFT_INBOUND_RULES; i++) {
+        begin(b, NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND);
+        nl_attr_str(b, NFTA_RULE_TABLE, NFT_TABLE);
+        nl_attr_str(b, NFTA_RULE_CHAIN, NFT_IN_CHAIN);
+        size_t list = nl_nest_begin(b, NFTA_RULE_EXPRESSIONS);
+        if (i == 0) {
+            /* No counter: it sees every packet. */
+            e_mark_stamp(b, false);
+        } else {
+            uint16_t lo = IFTYPE_LOOPBACK;   /* the kernel's u16, host order */
+            e_meta(b, NFT_META_IIFTYPE);
+            e_cmp(b, NFT_CMP_NEQ, &lo, sizeof(lo));
+            e_ct_state(b, CT_NEW);
+            e_ct_mark_inbound(b);
+            e_counter(b);
+        }
+        nl_nest_end(b, list);
+        put_userdata_name(b, nft_inbound_rules[i]);
+        nl_msg_end(b);
+    }
+}
+
 /* Create-if-missing (no flags: an existing table keeps its own), delete,
  * create: replaces whatever is there (or nothing) inside the one
  * transaction, as `nft -f` does. The new table is owned by the socket
@@ -744,6 +904,7 @@ int nft_build(const struct nft_policy *p, struct nlbuf *b, struct nft_expect *ex
     exp->owner = p->owner;
     exp->netdev = p->netdev;
     exp->outbound = p->outbound;
+    exp->replies = p->outbound && p->replies;
     local_names(p, exp);
     for (int i = 0; i < N_SETS; i++) {
         sr.r[i] = ranges_of(src[i / 2], cnt[i / 2], i % 2 == 0 ? AF_INET : AF_INET6, &sr.n[i]);
@@ -773,6 +934,8 @@ int nft_build(const struct nft_policy *p, struct nlbuf *b, struct nft_expect *ex
     /* Before the rule that jumps to it. */
     if (exp->n_local)
         build_local(b, p);
+    if (exp->replies)
+        build_inbound(b);
 
     struct rule rules[NFT_MAX_RULES];
     size_t nr = rule_list(exp, rules);
@@ -791,7 +954,7 @@ int nft_build(const struct nft_policy *p, struct nlbuf *b, struct nft_expect *ex
         nl_attr_str(b, NFTA_CHAIN_NAME, NFT_ND_CHAIN);
         nl_msg_end(b);
         struct nd_rule ndr[16];
-        size_t nn = nd_rule_list(p->allow_public, ndr);
+        size_t nn = nd_rule_list(p->allow_public, exp->replies, ndr);
         for (size_t i = 0; i < nn; i++)
             build_nd_rule(b, &ndr[i]);
         for (size_t i = 0; i < p->n_ifaces && i < NFT_MAX_IFACES; i++) {
@@ -837,6 +1000,15 @@ static bool rule_named(const struct nlattr *ud, const char *name)
     return u[0] == 0 && u[1] == n && memcmp(u + 2, name, n) == 0;
 }
 
+/* A rule of the replies: the inbound chain's, the output chain's two
+ * and the netdev chain's one (what a kernel without ct mark or route
+ * realms refuses). */
+static bool replies_rule(const struct nlattr *const tb[])
+{
+    return attr_is(tb[NFTA_RULE_CHAIN], NFT_IN_CHAIN) || rule_named(tb[NFTA_RULE_USERDATA], "unstamp") ||
+           rule_named(tb[NFTA_RULE_USERDATA], "replies");
+}
+
 enum nft_part nft_msg_part(const struct nlmsghdr *h)
 {
     /* The batch markers are no part of the ruleset (the kernel names the
@@ -845,23 +1017,33 @@ enum nft_part nft_msg_part(const struct nlmsghdr *h)
         h->nlmsg_type >> 8 != NFNL_SUBSYS_NFTABLES)
         return NFT_PART_UNKNOWN;
     const struct nfgenmsg *g = NLMSG_DATA(h);
-    if (g->nfgen_family == NFPROTO_NETDEV_)
-        return NFT_PART_NETDEV;
+    bool netdev = g->nfgen_family == NFPROTO_NETDEV_;
     switch (h->nlmsg_type) {
     case MSG(NFT_MSG_NEWTABLE):
     case MSG(NFT_MSG_DELTABLE):
-        return NFT_PART_TABLE;
+        return netdev ? NFT_PART_NETDEV : NFT_PART_TABLE;
     case MSG(NFT_MSG_NEWCHAIN): {
         const struct nlattr *tb[NFTA_CHAIN_MAX + 1];
+        if (netdev)
+            return NFT_PART_NETDEV;
         if (nl_msg_attrs(h, sizeof(struct nfgenmsg), tb, NFTA_CHAIN_MAX) &&
             attr_is(tb[NFTA_CHAIN_NAME], NFT_LOCAL_CHAIN))
             return NFT_PART_LOCAL;
+        if (nl_msg_attrs(h, sizeof(struct nfgenmsg), tb, NFTA_CHAIN_MAX) &&
+            attr_is(tb[NFTA_CHAIN_NAME], NFT_IN_CHAIN))
+            return NFT_PART_REPLIES;
         return NFT_PART_BASE;
     }
     case MSG(NFT_MSG_NEWRULE): {
         const struct nlattr *tb[NFTA_RULE_MAX + 1];
         if (!nl_msg_attrs(h, sizeof(struct nfgenmsg), tb, NFTA_RULE_MAX))
-            return NFT_PART_UNKNOWN;
+            return netdev ? NFT_PART_NETDEV : NFT_PART_UNKNOWN;
+        /* Before the netdev family: the netdev chain's replies rule is
+         * the replies' to go without, not the netdev layer's. */
+        if (replies_rule(tb))
+            return NFT_PART_REPLIES;
+        if (netdev)
+            return NFT_PART_NETDEV;
         if (tb[NFTA_RULE_EXPRESSIONS] && rule_has_expr(tb[NFTA_RULE_EXPRESSIONS], "socket"))
             return NFT_PART_CGROUP;
         if (attr_is(tb[NFTA_RULE_CHAIN], NFT_LOCAL_CHAIN) ||
@@ -870,7 +1052,7 @@ enum nft_part nft_msg_part(const struct nlmsghdr *h)
         return NFT_PART_BASE;
     }
     default:
-        return NFT_PART_BASE;
+        return netdev ? NFT_PART_NETDEV : NFT_PART_BASE;
     }
 }
 
@@ -894,7 +1076,7 @@ size_t nft_rule_names(bool netdev, const struct nft_expect *exp, const char *out
     size_t n;
     if (netdev) {
         struct nd_rule r[16];
-        n = nd_rule_list(exp->allow_public, r);
+        n = nd_rule_list(exp->allow_public, exp->replies, r);
         for (size_t i = 0; i < n; i++)
             out[i] = r[i].name;
     } else {

@@ -1,20 +1,31 @@
 /* nft: the egress ruleset in nf_tables, built and read back over netlink
  * (no libnftnl). Table "inet hearth": one output-hook chain with
  * interval sets per family and rules in the policy's order:
- *   oifname "lo" accept; ct state established,related accept;
+ *   (replies) meta mark &= ~NFT_REPLY_BIT;
+ *   oifname "lo" accept;
+ *   ct state established,related (replies: ct direction original) accept;
+ *   (replies) ct direction reply ct state established,related
+ *             ct mark & NFT_REPLY_BIT: meta mark |= NFT_REPLY_BIT, accept;
  *   icmpv6 router/neighbour discovery accept;
  *   daddr @always4/6 accept; daddr @allow4/6 accept;
  *   daddr @deny4/6 reject (tcp reset, else icmpx admin-prohibited);
  *   public: accept, or reject everything.
+ * With replies, a prerouting chain "inbound" clears NFT_REPLY_BIT from
+ * every packet's mark and sets it in the conntrack mark of each new
+ * connection that arrives through an interface other than lo (see
+ * build_inbound in nft.c).
  * Table "netdev hearth" (optional): the same sets, an "allowlist" chain with
  * the same order read from the Ethernet frame (VLAN-tagged frames
- * dropped, deny and public-off drop, no conntrack), and an egress-hook
- * chain per interface, "egress-<ifname>", jumping to it: packet sockets
- * bypass the inet hooks, not these. Both tables are replaced in one
+ * dropped, deny and public-off drop, no conntrack; with replies, a packet
+ * with a route and NFT_REPLY_BIT in its mark, which only the output
+ * chain's replies rule leaves there, is accepted before the sets), and an
+ * egress-hook chain per interface, "egress-<ifname>", jumping to it:
+ * packet sockets bypass the inet hooks, not these. Both tables are replaced in one
  * transaction, through one netlink socket kept open for hearth's life;
  * with owner set they are owned by it (NFT_TABLE_F_OWNER, 5.12+): no
  * other process can change or delete them, and they go when hearth does.
- * Every rule counts; its nftnl-style comment names it for the counters.
+ * Every rule counts but the two "unstamp" ones (they see every packet);
+ * its nftnl-style comment names it for the counters.
  *
  * Local ports: the output chain's first rule sends what a socket of the
  * services cgroup sends (`socket cgroupv2`) to chain "localports": exec
@@ -45,6 +56,11 @@
 #define NFT_LOCAL_CHAIN "localports"
 #define NFT_MAX_LPORTS 16
 #define NFT_RULE_NAME_MAX 32
+#define NFT_IN_CHAIN "inbound"
+/* The bit hearth owns in both marks: in a connection's (ct mark), "it
+ * came in through an interface"; in a packet's (meta mark), "the output
+ * chain let it out as such a connection's answer". */
+#define NFT_REPLY_BIT 0x10000000u
 
 struct cJSON;
 
@@ -57,6 +73,9 @@ struct nft_policy {
     const char (*ifaces)[NFT_IFNAMSIZ];         /* its egress chains */
     size_t n_ifaces;
     bool outbound;                              /* the rules above; else only local ports */
+    bool replies;                               /* with outbound: answers to connections from
+                                                 * outside pass (the inbound chain, the replies
+                                                 * rules) */
     /* The local ports services may not reach (none: no chain). */
     const struct port_range *lports;
     size_t n_lports;
@@ -78,6 +97,7 @@ struct nft_expect {
     char ifaces[NFT_MAX_IFACES][NFT_IFNAMSIZ];
     size_t n_ifaces;
     bool outbound;
+    bool replies;
     /* The localports chain's rule names, in order (none: no chain). */
     char local[NFT_MAX_LPORTS + 2][NFT_RULE_NAME_MAX];
     size_t n_local;
@@ -96,7 +116,8 @@ enum nft_part {
     NFT_PART_BASE,      /* the output chain, the sets, the policy's rules */
     NFT_PART_CGROUP,    /* a rule matching the socket's cgroup (socket cgroupv2) */
     NFT_PART_LOCAL,     /* the localports chain, its rules, the jump to it */
-    NFT_PART_NETDEV,    /* anything of the netdev table */
+    NFT_PART_NETDEV,    /* anything of the netdev table but its replies rule */
+    NFT_PART_REPLIES,   /* the inbound chain, the replies and unstamp rules (ct mark, route realm) */
 };
 
 /* Which part the batch message h (as nft_build writes it) belongs to. */
@@ -123,8 +144,9 @@ int nft_verify(const struct nft_expect *exp, char *err, size_t errlen);
 int nft_genid(uint32_t *out, char *err, size_t errlen);
 
 /* {"rule-name": {"packets": N, "bytes": N}, ..., "netdev": {...},
- * "localports": {...}} (the netdev policy chain's when exp->netdev, the
- * localports chain's when it has one), or NULL with err. */
+ * "localports": {...}, "inbound": {...}} (the netdev policy chain's when
+ * exp->netdev, the localports chain's when it has one, the inbound
+ * chain's with replies), or NULL with err. */
 struct cJSON *nft_counters_json(const struct nft_expect *exp, char *err, size_t errlen);
 
 #endif

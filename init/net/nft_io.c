@@ -231,6 +231,9 @@ int nft_verify(const struct nft_expect *exp, char *err, size_t errlen)
             local[i] = exp->local[i];
         v = verify_chain(fd, NFPROTO_INET_, NFT_LOCAL_CHAIN, local, exp->n_local, err, errlen);
     }
+    if (v == 0 && exp->replies)
+        v = verify_chain(fd, NFPROTO_INET_, NFT_IN_CHAIN, nft_inbound_rules, NFT_INBOUND_RULES, err,
+                         errlen);
     if (v != 0 || !exp->netdev)
         return v;
     nr = nft_rule_names(true, exp, names);
@@ -308,5 +311,7 @@ cJSON *nft_counters_json(const struct nft_expect *exp, char *err, size_t errlen)
     if (exp->n_local)
         add_chain_counters(fd, rb.counters, NFPROTO_INET_, NFT_LOCAL_CHAIN, NFT_LOCAL_CHAIN, err,
                            errlen);
+    if (exp->replies)
+        add_chain_counters(fd, rb.counters, NFPROTO_INET_, NFT_IN_CHAIN, NFT_IN_CHAIN, err, errlen);
     return rb.counters;
 }

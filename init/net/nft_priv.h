@@ -27,6 +27,10 @@ struct nft_expect;
  * chain, in order; returns how many. */
 size_t nft_rule_names(bool netdev, const struct nft_expect *exp, const char *out[NFT_MAX_RULES]);
 
+/* The inbound chain's rule names, in order. */
+#define NFT_INBOUND_RULES 2
+extern const char *const nft_inbound_rules[NFT_INBOUND_RULES];
+
 /* "egress-<ifname>": an interface's netdev base chain. */
 void nft_nd_chain_name(const char *ifname, char *out, size_t outlen);
 

@@ -73,6 +73,7 @@ table netdev hearth {{{sets}
   chain allowlist {{
     @ll,96,16 0x8100 counter drop
     @ll,96,16 0x88a8 counter drop
+    meta rtclassid >= 0 meta mark & 0x10000000 != 0 counter accept
     @ll,96,16 0x86dd @ll,160,8 0x3a @ll,432,8 133-137 counter accept
     ip daddr @always4 counter accept
     ip6 daddr @always6 counter accept
@@ -87,10 +88,17 @@ table netdev hearth {{{sets}
 rules = f"""table inet hearth
 delete table inet hearth
 table inet hearth {{{sets}
+  chain inbound {{
+    type filter hook prerouting priority 0; policy accept;
+    meta mark set meta mark & 0xefffffff
+    meta iiftype != loopback ct state new ct mark set ct mark | 0x10000000 counter
+  }}
   chain output {{
     type filter hook output priority 0; policy accept;
+    meta mark set meta mark & 0xefffffff
     oifname "lo" counter accept
-    ct state established,related counter accept
+    ct direction original ct state established,related counter accept
+    ct direction reply ct state established,related ct mark & 0x10000000 != 0 meta mark set meta mark | 0x10000000 counter accept
     meta nfproto ipv6 meta l4proto ipv6-icmp icmpv6 type 133-137 counter accept
     ip daddr @always4 counter accept
     ip6 daddr @always6 counter accept

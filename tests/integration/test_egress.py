@@ -407,6 +407,8 @@ def test_hearthctl_egress_set_and_get(hearth, lan):
     r = subprocess.run([*ctl, "egress"], capture_output=True, text=True)
     assert r.returncode == 0 and "allowOut   10.20.0.0/16 10.10.0.0/16" in r.stdout, r.stdout
     assert "deny4-tcp" in r.stdout
+    assert "layers    inet yes, owner yes, watch yes, replies yes, netdev " + lan.guest_if \
+        in r.stdout, r.stdout
     r = subprocess.run([*ctl, "egress", "set", "--public", "maybe"], capture_output=True, text=True)
     assert r.returncode != 0 and "--public" in r.stderr
 

@@ -75,11 +75,12 @@ def test_the_sdk_reaches_the_shipped_image_from_outside_and_the_agent_cannot(run
     address = c.inspect("{{.NetworkSettings.IPAddress}}")
     assert gateway and address, (gateway, address)
     # The platform's side of a published port is the bridge's gateway, a
-    # private address: egress's interface layer, which has no connection
-    # tracking, drops what answers it unless allowOut lists it (the
-    # operator's step docs/envd.md describes).
-    c.ctl("egress", "set", "--allow-out", "10.10.0.0/16", "--allow-out", f"{gateway}/32",
-          "--public", "on")
+    # private address the shipped policy does not allow: its connections
+    # are answered all the same (the answers to connections from outside),
+    # with the shipped config as it is.
+    eg = c.ctl("egress")
+    assert eg["applied"] is True and eg["layers"]["replies"] is True, eg
+    assert gateway + "/32" not in eg["policy"]["allowOut"], eg["policy"]
     wait_until(lambda: health(port), 30, "GET /health through the published port")
 
     url = f"http://127.0.0.1:{port}"
@@ -102,8 +103,17 @@ def test_the_sdk_reaches_the_shipped_image_from_outside_and_the_agent_cannot(run
     # control is a port the same agent reaches (web-ui's).
     assert agent_connects(c, ("127.0.0.1", 49983), (address, 49983), ("127.0.0.1", 9000)) == \
         ["refused", "refused", "ok"]
-    # The endpoint is still up for the outside.
+    # Nor can it open anything of its own to the gateway whose
+    # connections it answers: refused by egress's reset (a closed port of
+    # the host's would answer "refused" too; the rule's counter tells).
+    denied = c.ctl("egress")["counters"]["deny4-tcp"]["packets"]
+    assert agent_connects(c, (gateway, 80)) == ["refused"]
+    assert c.ctl("egress")["counters"]["deny4-tcp"]["packets"] == denied + 1
+    # The endpoint is still up for the outside, through the replies rules.
     assert health(port)
+    counters = c.ctl("egress")["counters"]
+    assert counters["replies"]["packets"] > 0 and counters["netdev"]["replies"]["packets"] > 0, \
+        counters
 
 
 def test_a_default_root_service_in_the_shipped_config_cannot_reach_the_endpoint(run, tmp_path):

@@ -21,8 +21,9 @@ static const char hermes_json[] =
     "  \"log\": {\"level\": \"info\"},\n"
     "  \"control\": {\"listen\": [\"vsock:1025\", \"unix:/run/hearth/control.sock\"], "
     "\"allowed_cids\": [2]},\n"
-    "  \"modules\": [\"virtio_net\", \"virtiofs\", \"nf_tables\", \"nft_socket\", "
-    "\"nft_fib_inet\"],\n"
+    "  \"modules\": [\"virtio_net\", \"virtiofs\", \"nf_tables\", \"nft_ct\", "
+    "\"nft_reject_inet\", \"nft_socket\",\n"
+    "              \"nft_fib_inet\"],\n"
     "  \"wait_for_init\": {\"enabled\": false, \"timeout_ms\": 0},\n"
     "  \"network\": {\"interfaces\": [{\"name\": \"eth0\", \"address\": \"169.254.68.6/30\",\n"
     "               \"gateway\": \"169.254.68.5\", \"mtu\": 1500}], \"dns\": [\"119.29.29.29\"]},\n"
@@ -116,13 +117,18 @@ static void check_hermes(const struct config *cfg)
     CHECK_STR(cfg->listen[1].path, "/run/hearth/control.sock");
     CHECK_EQ_INT(cfg->n_allowed_cids, 1);
     CHECK_EQ_INT(cfg->allowed_cids[0], 2);
-    CHECK_EQ_INT(cfg->n_modules, 5);
+    CHECK_EQ_INT(cfg->n_modules, 7);
     CHECK_STR(cfg->modules[0], "virtio_net");
     CHECK_STR(cfg->modules[2], "nf_tables");
+    /* The output chain's ct (with nf_conntrack: established connections,
+     * answers to connections from outside) and reject; nothing loads
+     * them on demand. */
+    CHECK_STR(cfg->modules[3], "nft_ct");
+    CHECK_STR(cfg->modules[4], "nft_reject_inet");
     /* egress.deny_local_ports: socket cgroupv2 and fib daddr local. */
-    CHECK_STR(cfg->modules[3], "nft_socket");
-    CHECK_STR(cfg->modules[4], "nft_fib_inet");
-    CHECK(cfg->modules[5] == NULL);
+    CHECK_STR(cfg->modules[5], "nft_socket");
+    CHECK_STR(cfg->modules[6], "nft_fib_inet");
+    CHECK(cfg->modules[7] == NULL);
     CHECK(!cfg->wait_for_init);
     CHECK_EQ_INT(cfg->wait_for_init_timeout_ms, 0);
     CHECK_EQ_INT(cfg->n_services, 2);

@@ -15,6 +15,7 @@
 #include "netaddr.h"
 #include "netlink.h"
 #include "nft.h"
+#include "nft_priv.h"
 #include "unit.h"
 
 /* ---- a scripted kernel ---- */
@@ -26,7 +27,7 @@ struct answer {
 
 /* What one try asked for. */
 struct tried {
-    bool netdev, owner, cgroup, outbound;
+    bool netdev, owner, cgroup, outbound, replies;
     size_t n_lports, n_allow, n_ifaces;
 };
 
@@ -42,7 +43,7 @@ static int scripted(const struct nft_policy *np, struct nft_expect *exp, enum nf
     struct answer a = S.at < S.n ? S.answers[S.at] : (struct answer){0, NFT_PART_UNKNOWN};
     if (S.at < 8)
         S.tries[S.at] = (struct tried){np->netdev, np->owner, np->cgroup, np->outbound,
-                                       np->n_lports, np->n_allow, np->n_ifaces};
+                                       np->replies, np->n_lports, np->n_allow, np->n_ifaces};
     S.at++;
     memset(exp, 0, sizeof(*exp));
     *part = a.part;
@@ -61,14 +62,15 @@ static const char ifs[1][NFT_IFNAMSIZ] = {"eth0"};
 static struct cidr allow[1];
 static const struct port_range envd[2] = {{6, 49983, 49983}, {17, 5353, 5353}};
 
-/* A policy with every layer: owner, netdev, the services cgroup, and
- * the allowlist beside two local ports. */
+/* A policy with every layer: owner, netdev, the services cgroup, the
+ * replies, and the allowlist beside two local ports. */
 static struct nft_policy full(bool outbound)
 {
     cidr_parse("10.0.2.100/32", false, &allow[0], NULL, 0);
     return (struct nft_policy){.allow = allow, .n_allow = 1, .allow_public = false,
                                .owner = true, .netdev = outbound, .ifaces = ifs,
                                .n_ifaces = outbound ? 1 : 0, .outbound = outbound,
+                               .replies = outbound,
                                .lports = envd, .n_lports = 2, .cgroup = true,
                                .svc_cgid = 1234, .exec_cgid = 1240, .svc_level = 2};
 }
@@ -230,6 +232,32 @@ TEST(egress_fallback_owner_and_netdev_only_for_their_own_refusals)
     CHECK(np.owner && !fb.owner);
 }
 
+/* The replies refused (a kernel without ct mark or route realms): the
+ * policy goes without them and keeps every other layer; answers to a
+ * forbidden peer then obey the allowlist, as before there were any. */
+TEST(egress_fallback_replies_refused_keeps_everything_else)
+{
+    static const struct answer a[] = {{-EOPNOTSUPP, NFT_PART_REPLIES}, {0, NFT_PART_UNKNOWN}};
+    static const struct answer b[] = {{-EPERM, NFT_PART_REPLIES}, {0, NFT_PART_UNKNOWN}};
+    struct nft_policy np = full(true);
+    struct nft_expect exp;
+    struct egress_fallback fb;
+    char why[256];
+    script(a, 2);
+    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, why, sizeof(why)), 0);
+    CHECK_EQ_INT(fb.tries, 2);
+    CHECK(fb.replies && !fb.netdev && !fb.owner && !fb.cgroup && !fb.lports);
+    CHECK_CONTAINS(fb.replies_error, "answer 1");
+    CHECK(S.tries[0].replies && !S.tries[1].replies);
+    CHECK(S.tries[1].netdev && S.tries[1].owner && S.tries[1].cgroup && S.tries[1].outbound);
+    CHECK_EQ_INT(S.tries[1].n_lports, 2);
+    /* Permission is final here too. */
+    np = full(true);
+    script(b, 2);
+    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, why, sizeof(why)), -EPERM);
+    CHECK(np.replies && !fb.replies);
+}
+
 /* A refusal no message is known for (the send or the read failed)
  * takes the first two steps only: never the local ports. */
 TEST(egress_fallback_unknown_refusal_never_touches_the_local_ports)
@@ -270,6 +298,7 @@ TEST(egress_fallback_ends_when_the_same_part_is_refused_again)
 /* What the fake kernel lacks. */
 static struct {
     bool no_socket, no_fib, no_owner, no_egress_hook;
+    bool no_ct_mark, no_realm;      /* CONFIG_NF_CONNTRACK_MARK, CONFIG_IP_ROUTE_CLASSID */
     unsigned calls;
 } K;
 
@@ -283,6 +312,25 @@ static bool has_expr(const struct nlattr *list, const char *name)
         const struct nlattr *ex[NFTA_EXPR_MAX + 1];
         if (nl_attr_parse(nl_attr_data(el), nl_attr_len(el), ex, NFTA_EXPR_MAX) == 0 &&
             ex[NFTA_EXPR_NAME] && strcmp(nl_attr_data(ex[NFTA_EXPR_NAME]), name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* An expression named name whose key attribute (NFTA_CT_KEY,
+ * NFTA_META_KEY: both 2) is key. */
+static bool has_keyed(const struct nlattr *list, const char *name, uint32_t key)
+{
+    const void *p = nl_attr_data(list);
+    size_t len = nl_attr_len(list);
+    bool bad = false;
+    for (const struct nlattr *el = nl_attr_next(p, len, NULL, &bad); el;
+         el = nl_attr_next(p, len, el, &bad)) {
+        const struct nlattr *ex[NFTA_EXPR_MAX + 1], *d[NFTA_CT_MAX + 1];
+        if (nl_attr_parse(nl_attr_data(el), nl_attr_len(el), ex, NFTA_EXPR_MAX) == 0 &&
+            ex[NFTA_EXPR_NAME] && ex[NFTA_EXPR_DATA] && strcmp(nl_attr_data(ex[NFTA_EXPR_NAME]), name) == 0 &&
+            nl_attr_parse(nl_attr_data(ex[NFTA_EXPR_DATA]), nl_attr_len(ex[NFTA_EXPR_DATA]), d,
+                          NFTA_CT_MAX) == 0 && d[NFTA_CT_KEY] && nl_attr_get_be32(d[NFTA_CT_KEY]) == key)
             return true;
     }
     return false;
@@ -314,6 +362,10 @@ static int refuses(const struct nlmsghdr *h)
         if ((K.no_socket && has_expr(tb[NFTA_RULE_EXPRESSIONS], "socket")) ||
             (K.no_fib && has_expr(tb[NFTA_RULE_EXPRESSIONS], "fib")))
             return -ENOENT;
+        /* A key the kernel was built without. */
+        if ((K.no_ct_mark && has_keyed(tb[NFTA_RULE_EXPRESSIONS], "ct", NFT_CT_MARK)) ||
+            (K.no_realm && has_keyed(tb[NFTA_RULE_EXPRESSIONS], "meta", NFT_META_RTCLASSID)))
+            return -EOPNOTSUPP;
     }
     return 0;
 }
@@ -347,7 +399,37 @@ static int kernel(const struct nft_policy *np, struct nft_expect *exp, enum nft_
 
 static void kernel_lacks(bool socket, bool fib, bool owner, bool egress_hook)
 {
-    K = (typeof(K)){socket, fib, owner, egress_hook, 0};
+    K = (typeof(K)){socket, fib, owner, egress_hook, false, false, 0};
+}
+
+/* A kernel built without ct mark, or without route realms (the netdev
+ * replies rule): either way the replies go, in both layers, and nothing
+ * else does; the rules are those of a policy without them. */
+TEST(egress_fallback_on_a_kernel_without_ct_mark_or_route_realms)
+{
+    for (int lacks = 0; lacks < 2; lacks++) {
+        struct nft_policy np = full(true);
+        struct nft_expect exp;
+        struct egress_fallback fb;
+        char why[256];
+        kernel_lacks(false, false, false, false);
+        K.no_ct_mark = lacks == 0;
+        K.no_realm = lacks == 1;
+        CHECK_EQ_INT(egress_apply_fallback(&np, &exp, kernel, &fb, why, sizeof(why)), 0);
+        CHECK_EQ_INT(fb.tries, 2);
+        CHECK(fb.replies && !fb.netdev && !fb.owner && !fb.cgroup && !fb.lports);
+        CHECK_STR(fb.replies_error, strerror(EOPNOTSUPP));
+        CHECK(!exp.replies && exp.netdev && exp.owner && exp.outbound);
+        CHECK_EQ_INT(exp.n_local, 4);
+        const char *names[NFT_MAX_RULES];
+        size_t n = nft_rule_names(false, &exp, names);
+        CHECK_EQ_INT(n, 14);
+        CHECK_STR(names[1], "loopback");
+        CHECK_STR(names[2], "established");
+        CHECK_STR(names[3], "ndp");
+        n = nft_rule_names(true, &exp, names);
+        CHECK_STR(names[2], "ndp");
+    }
 }
 
 TEST(egress_fallback_on_a_kernel_without_nft_socket)
@@ -470,7 +552,7 @@ TEST(nft_parts_of_a_batch)
     struct nft_policy np = full(true);
     struct nft_expect exp;
     struct nlbuf b;
-    size_t count[6] = {0};
+    size_t count[8] = {0};
     nl_init(&b, 1);
     CHECK_EQ_INT(nft_build(&np, &b, &exp), 0);
     size_t left = b.len;
@@ -492,6 +574,10 @@ TEST(nft_parts_of_a_batch)
     CHECK_EQ_INT(count[NFT_PART_LOCAL], 4);
     CHECK(count[NFT_PART_NETDEV] > 3);
     CHECK(count[NFT_PART_BASE] > 10);
+    /* The inbound chain and its two rules, the output chain's unstamp
+     * and replies, and the netdev chain's replies (not the netdev
+     * layer's to lose). */
+    CHECK_EQ_INT(count[NFT_PART_REPLIES], 6);
     /* nft_refused_part finds the message by its number. */
     CHECK_EQ_INT(nft_refused_part(&b), NFT_PART_UNKNOWN);
     b.refused = true;
@@ -516,6 +602,7 @@ TEST(nft_parts_of_a_batch)
             count[nft_msg_part(h)]++;
     CHECK_EQ_INT(count[NFT_PART_CGROUP], 0);
     CHECK_EQ_INT(count[NFT_PART_LOCAL], 5);
+    CHECK_EQ_INT(count[NFT_PART_REPLIES], 6);
     CHECK(jump_skips_mark(&b, 0x48525448u));
     nl_free(&b);
     np.own_mark = 0;
@@ -523,4 +610,46 @@ TEST(nft_parts_of_a_batch)
     CHECK_EQ_INT(nft_build(&np, &b, &exp), 0);
     CHECK(!jump_skips_mark(&b, 0x48525448u));
     nl_free(&b);
+}
+
+/* Where the replies sit: after loopback and the machine's own
+ * established connections, before everything that reads an address; in
+ * the netdev chain before the sets too. Without an outbound policy there
+ * are none, whatever the flag says. */
+TEST(nft_replies_rules_in_order)
+{
+    struct nft_policy np = full(true);
+    struct nft_expect exp;
+    struct nlbuf b;
+    const char *names[NFT_MAX_RULES];
+    nl_init(&b, 1);
+    CHECK_EQ_INT(nft_build(&np, &b, &exp), 0);
+    nl_free(&b);
+    CHECK(exp.replies);
+    size_t n = nft_rule_names(false, &exp, names);
+    CHECK_EQ_INT(n, 16);
+    static const char *const want[] = {"local-ports", "unstamp", "loopback", "established",
+                                       "replies", "ndp", "always4"};
+    for (size_t i = 0; i < 7; i++)
+        CHECK_STR(names[i], want[i]);
+    n = nft_rule_names(true, &exp, names);
+    CHECK_EQ_INT(n, 11);
+    CHECK_STR(names[1], "qinq");
+    CHECK_STR(names[2], "replies");
+    CHECK_STR(names[3], "ndp");
+    CHECK_STR(nft_inbound_rules[0], "unstamp");
+    CHECK_STR(nft_inbound_rules[1], "connections");
+    np = full(false);
+    np.replies = true;
+    nl_init(&b, 1);
+    CHECK_EQ_INT(nft_build(&np, &b, &exp), 0);
+    size_t left = b.len, replies = 0;
+    for (struct nlmsghdr *h = (struct nlmsghdr *)b.data; NLMSG_OK(h, left); h = NLMSG_NEXT(h, left))
+        if (h->nlmsg_type != NFNL_MSG_BATCH_BEGIN && h->nlmsg_type != NFNL_MSG_BATCH_END &&
+            nft_msg_part(h) == NFT_PART_REPLIES)
+            replies++;
+    nl_free(&b);
+    CHECK(!exp.replies);
+    CHECK_EQ_INT(replies, 0);
+    CHECK_EQ_INT(nft_rule_names(false, &exp, names), 1);
 }

@@ -152,6 +152,15 @@ def test_platform_port_closed_to_services_open_to_the_platform(hostile):
     with socket.create_connection(("127.0.0.1", hostile["envd_port"]), timeout=30) as s:
         s.settimeout(30)
         assert s.recv(64) == f"envd {ENVD}\n".encode()
+    # Its answers left as the answers of a connection from outside, in
+    # both layers: on this kernel the packet still has its route and mark
+    # at the egress hook, and the connection was marked as it came in.
+    eg3 = vm.result("egress.get")["counters"]
+    for path in (("replies",), ("netdev", "replies"), ("inbound", "connections")):
+        a, b = eg2["counters"], eg3
+        for k in path:
+            a, b = a[k], b[k]
+        assert b["packets"] > a["packets"], (path, eg2["counters"], eg3)
 
 
 # The kernel modules a fallback boot goes without, and what it keeps.
@@ -219,7 +228,8 @@ def test_local_ports_fallback_on_a_kernel_without_their_modules(fallback):
     vm, eg = fallback["vm"], fallback["egress"]
     # The policy: applied with every layer, and it holds.
     assert eg["applied"] is True and "error" not in eg, eg
-    assert eg["layers"] == {"inet": True, "netdev": ["eth0"], "owner": True, "watch": True}, eg
+    assert eg["layers"] == {"inet": True, "netdev": ["eth0"], "owner": True, "watch": True,
+                            "replies": True}, eg
     assert eg["policy"]["allowPublicTraffic"] is False, eg
     assert fallback["to-denied"] == "ECONNREFUSED", fallback
     assert eg["counters"]["deny4-tcp"]["packets"] == 1, eg["counters"]
@@ -358,7 +368,8 @@ def test_hearth_unchanged_after_the_attacks(hostile):
     # Egress: still applied with every layer of this kernel, the same
     # policy and ruleset generation, nothing to repair.
     assert eg1["applied"] is True, eg1
-    assert eg1["layers"] == {"inet": True, "netdev": ["eth0"], "owner": True, "watch": True}, eg1
+    assert eg1["layers"] == {"inet": True, "netdev": ["eth0"], "owner": True, "watch": True,
+                             "replies": True}, eg1
     assert eg1["layers"] == eg0["layers"]
     assert eg1["policy"] == eg0["policy"]
     assert eg1["generation"] == eg0["generation"] and eg1["repairs"] == eg0["repairs"] == 0
