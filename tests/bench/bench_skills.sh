@@ -30,10 +30,13 @@ run() {
     else
         C=100
         per=$((N / C))
+        # Names unique across categories: Hermes resolves a skill by its
+        # name, so a name in two categories is a clash (one linked).
         (cd "$tmp/public" && seq -f "cat-%03g" 1 "$C" | xargs mkdir &&
-            for c in $(seq -f "cat-%03g" 1 "$C"); do
-                (cd "$c" && seq -f "skill-%05g" 1 "$per" | xargs mkdir &&
-                    seq -f "skill-%05g/SKILL.md" 1 "$per" | xargs touch)
+            for i in $(seq 1 "$C"); do
+                c=$(printf "cat-%03d" "$i"); lo=$(( (i - 1) * per + 1 )); hi=$(( i * per ))
+                (cd "$c" && seq -f "skill-%05g" "$lo" "$hi" | xargs mkdir &&
+                    seq -f "skill-%05g/SKILL.md" "$lo" "$hi" | xargs touch)
             done)
     fi
 
