@@ -63,7 +63,7 @@ UNIT_FLAGS  := $(EV_DEFS) -std=gnu11 $(WARN) -D_GNU_SOURCE -DHEARTH_VERSION='"$(
                -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 UNIT_LIBS   := $(DEPS)/glibc/lib/libev.a $(DEPS)/glibc/lib/libcjson.a -lm
 
-.PHONY: all deps test unit distclean integration vm valgrind runtime bench fuzz image oci run install clean check-static
+.PHONY: all deps test unit distclean integration vm valgrind runtime bench soak fuzz image oci run install clean check-static
 
 all: $(BUILD)/hearth $(BUILD)/hearthctl
 
@@ -77,7 +77,7 @@ $(DEPS_STAMP): scripts/deps.sh scripts/libev-features
 # What each entry point needs beyond the toolchain (test tools, image
 # tools, benchmark peers, the guest kernel), one stamp per package set;
 # deps.sh checks a set once and says what it installs.
-$(DEPS)/.pkgs-test $(DEPS)/.pkgs-image $(DEPS)/.pkgs-bench $(DEPS)/.pkgs-oci: $(DEPS)/.pkgs-%: scripts/deps.sh
+$(DEPS)/.pkgs-test $(DEPS)/.pkgs-image $(DEPS)/.pkgs-bench $(DEPS)/.pkgs-soak $(DEPS)/.pkgs-oci: $(DEPS)/.pkgs-%: scripts/deps.sh
 	scripts/deps.sh --$*
 
 $(BUILD)/hearth: $(GUEST_SRCS) $(HDRS) $(DEPS_STAMP) VERSION
@@ -141,6 +141,13 @@ test: $(DEPS)/.pkgs-test
 bench: $(DEPS)/.pkgs-bench
 	$(MAKE) all
 	tests/bench/run.sh
+
+# A month of one Hermes sandbox compressed into under an hour, in
+# supervisor mode and in a VM (tests/soak/soak.py); outside make test.
+# SOAK_SCALE (1) and SOAK_VM_SCALE (0.02) shorten or lengthen it.
+soak: $(DEPS)/.pkgs-soak
+	$(MAKE) all
+	tests/soak/run.sh
 
 fuzz: $(DEPS)/.pkgs-test
 	tests/fuzz/run.sh
