@@ -79,7 +79,15 @@ SHIPPED = os.path.join(ROOT, "rootfs", "hermes", "hearth.json")
 # The month at scale 1.
 MONTH = {"cycles": 720, "checks": 43200, "crashes": 100, "graceful": 100,
          "lines": 1_000_000, "connections": 100_000}
-PERIOD_MS = 50          # health.interval_ms and skills.poll_ms in the soak's copy
+# The soak copy's skills.poll_ms: the run lasts 43,200 x scale of them.
+# The health checks come twice as often (25 divides 50: they share the
+# timer grid's wake-ups), since the agent is down for about a third of
+# the run (each resume restarts it, and the crashes and restarts), and a
+# check is made only while it runs.
+PERIOD_MS = 50
+HEALTH_MS = 25
+# Seconds a sample holds the workload (settling, then the quiet seconds).
+QUIET_S = 2.5
 HOME_BYTES = 24 << 20   # the home's tmpfs
 # Log rotation in the soak's copy: small enough that every scale rotates
 # the chatty log many times. The bound judged is (keep + 1) x max_bytes
@@ -103,12 +111,15 @@ class Plan:
         self.connections = max(100, round(n["connections"]))
         self.checks = round(n["checks"])
         self.duration = self.checks * PERIOD_MS / 1000.0
-        self.rate = max(1, round(self.lines / self.duration))
         # Every sample_pct of the cycles, but no more often than every
         # 10 s: a sample holds the workload for its quiet seconds.
         every_s = max(10.0, self.duration * sample_pct / 100.0)
         samples = max(8, min(round(100 / sample_pct), round(self.duration / every_s)))
         self.sample_every = max(1, round(self.cycles / samples))
+        # The chatty service is stopped for each sample's quiet seconds:
+        # its rate makes up for them (at most doubled at small scales).
+        quiet = self.cycles // self.sample_every * QUIET_S
+        self.rate = max(1, round(self.lines / max(self.duration / 2, self.duration - quiet)))
 
     def at(self, count, step):
         """How many of count fall due by the end of step (0-based),
@@ -117,7 +128,7 @@ class Plan:
 
     def describe(self):
         return (f"scale {self.scale:g}: {self.cycles} freeze/resume cycles, ~{self.checks} health "
-                f"checks and skills polls ({PERIOD_MS} ms over {self.duration:.0f} s), "
+                f"checks and skills polls ({HEALTH_MS} and {PERIOD_MS} ms over {self.duration:.0f} s), "
                 f"{self.crashes} crashes, {self.graceful} graceful restarts, "
                 f"~{self.lines} log lines ({self.rate}/s), {self.connections} control "
                 f"connections, {self.cycles} public skills added and removed, "
@@ -146,7 +157,7 @@ def soak_config(cfg, chatty_argv):
     cfg["metrics"] = {"disk_check_ms": 500}
     by = {s["name"]: s for s in cfg["services"]}
     h = by["hermes"]
-    h["health"]["interval_ms"] = PERIOD_MS
+    h["health"]["interval_ms"] = HEALTH_MS
     h["backoff"] = {"initial_ms": 100, "max_ms": 2000, "reset_after_ms": 1000}
     for name, (size, keep) in LOGS.items():
         if name in by:
@@ -441,6 +452,14 @@ class SupervisorHost:
         with open(f"/proc/{p}/status") as f:
             st = {l.split(":")[0]: l.split(":", 1)[1].strip() for l in f}
         out["rss_kib"] = int(st["VmRSS"].split()[0])
+        # Memory musl's allocator gave back with MADV_FREE: still counted
+        # in RSS until the kernel needs it.
+        try:
+            with open(f"/proc/{p}/smaps_rollup") as f:
+                out["lazyfree_kib"] = next(int(l.split()[1]) for l in f
+                                           if l.startswith("LazyFree:"))
+        except (OSError, StopIteration):
+            pass
         out["fds"] = len(os.listdir(f"/proc/{p}/fd"))
         out["mounts"] = self.own_mounts()
         out["children"] = len(descendants(p))
@@ -470,6 +489,10 @@ class SupervisorHost:
         if not self.cg_tree:
             return None
         return sum(len(d) for _, d, _ in os.walk(self.cg_tree)) + 1
+
+    def rss_kib(self):
+        with open(f"/proc/{self.hpid}/status") as f:
+            return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
 
     def wakeups(self):
         with open(f"/proc/{self.hpid}/status") as f:
@@ -565,6 +588,7 @@ class Churn(threading.Thread):
         self.kinds = {}
         self.failures = []
         self.held = []
+        self.lock = threading.Lock()
         self.stop = False
         self.run_ev = threading.Event()
         self.run_ev.set()
@@ -587,12 +611,17 @@ class Churn(threading.Thread):
     def reap(self, force=False):
         now = time.monotonic()
         keep = []
-        for t, s in self.held:
-            if force or now - t > self.HOLD_S:
-                s.close()
-            else:
-                keep.append((t, s))
-        self.held = keep
+        with self.lock:
+            for t, s in self.held:
+                if force or now - t > self.HOLD_S:
+                    s.close()
+                else:
+                    keep.append((t, s))
+            self.held = keep
+
+    def release(self):
+        """Closes the connections kept open (from the sampling thread)."""
+        self.reap(force=True)
 
     def sock(self):
         s = socket.socket(socket.AF_UNIX)
@@ -641,12 +670,14 @@ class Churn(threading.Thread):
                 # Follows the chatty log and never reads.
                 s.sendall(b'{"jsonrpc":"2.0","id":5,"method":"logs.read","params":'
                           b'{"name":"chatty","lines":1000,"follow":true}}\n')
-                self.held.append((time.monotonic(), s))
+                with self.lock:
+                    self.held.append((time.monotonic(), s))
             else:
                 # 300 status calls at once, never read: more than hearth
                 # queues before it stops reading this client.
                 s.sendall(STATUS * 300)
-                self.held.append((time.monotonic(), s))
+                with self.lock:
+                    self.held.append((time.monotonic(), s))
         except OSError as e:
             self.failures.append(f"{kind}: {e}")
             s.close()
@@ -681,16 +712,23 @@ class Soak:
         self.live_skills = []
 
     # -- sampling
-    def quiet_wakeups(self, seconds=2.0):
-        """Wake-ups a second while only hearth's timers run (the health
-        checks, the skills poll, the disk check): the pinger and the churn
-        held, the chatty service stopped (SIGSTOP; in a VM each line it
-        writes to the log on the 9p home is a wait of hearth's)."""
+    def sample(self, progress, label, seconds=2.0):
+        """One row of figures. RSS first as the workload left it (what the
+        clients that never read have queued counts), then everything in a
+        quiet moment: the pinger and the churn held, the connections it
+        keeps open closed, the chatty service stopped (SIGSTOP; in a VM
+        each line it writes to the log on the 9p home is a wait of
+        hearth's). The wake-ups a second over the quiet seconds are what
+        hearth's timers cost: the health checks, the skills poll, the
+        disk check."""
+        f = {"rss_busy_kib": self.host.rss_kib()}
         self.pinger.run_ev.clear()
         self.churn.run_ev.clear()
+        self.churn.release()
         self.host.rpc("services.signal", {"name": "chatty", "signal": "SIGSTOP"})
         try:
-            time.sleep(0.5)
+            time.sleep(QUIET_S - seconds)
+            f.update(self.host.figures())
             a = self.host.wakeups()
             time.sleep(seconds)
             b = self.host.wakeups()
@@ -698,11 +736,7 @@ class Soak:
             self.host.rpc("services.signal", {"name": "chatty", "signal": "SIGCONT"})
             self.pinger.run_ev.set()
             self.churn.run_ev.set()
-        return round((b - a) / seconds, 1)
-
-    def sample(self, progress, label):
-        f = self.host.figures()
-        f["wakeups_per_s"] = self.quiet_wakeups()
+        f["wakeups_per_s"] = round((b - a) / seconds, 1)
         lat = self.pinger.take()
         f["ping_p50_ms"] = round(percentile(lat, 50), 3) if lat else None
         f["ping_p99_ms"] = round(percentile(lat, 99), 3) if lat else None
@@ -714,10 +748,11 @@ class Soak:
         f["elapsed_s"] = round(time.monotonic() - self.t0, 1)
         f["label"] = label
         self.samples.append(f)
-        print(f"soak: {label:>6} {progress:5.1f}%  rss {f['rss_kib']} KiB  fds {f['fds']}  "
-              f"cgroups {f['cgroups']}  mounts {f['mounts']}  children {f['children']}  "
-              f"wake-ups {f['wakeups_per_s']}/s  ping p50/p99 {f['ping_p50_ms']}/"
-              f"{f['ping_p99_ms']} ms  events {self.events.count}", flush=True)
+        print(f"soak: {label:>6} {progress:5.1f}%  rss {f['rss_kib']} KiB (busy "
+              f"{f['rss_busy_kib']})  fds {f['fds']}  cgroups {f['cgroups']}  mounts "
+              f"{f['mounts']}  children {f['children']}  wake-ups {f['wakeups_per_s']}/s  "
+              f"ping p50/p99 {f['ping_p50_ms']}/{f['ping_p99_ms']} ms  events "
+              f"{self.events.count}", flush=True)
 
     def note_checks(self, st):
         """Health checks made: status counts them since the agent last
@@ -742,7 +777,13 @@ class Soak:
         self.problems.append(f"agent not running {timeout:.0f} s after a restart")
         return False
 
+    def checkpoint(self):
+        """The health checks made so far, read before anything restarts
+        the agent (its count starts again then)."""
+        self.note_checks(self.host.rpc("status"))
+
     def cycle(self, i):
+        self.checkpoint()
         r = self.host.rpc("sandbox.freeze", {"timeout_ms": 5000})
         self.counts["freezes"] += 1
         if not r.get("frozen"):
@@ -843,10 +884,12 @@ class Soak:
             self.cycle(i)
             self.skills(i)
             for _ in range(p.at(p.crashes, i) - self.counts["crashes"]):
+                self.checkpoint()
                 if h.crash_agent():
                     self.counts["crashes"] += 1
                 self.wait_agent()
             for _ in range(p.at(p.graceful, i) - self.counts["graceful"]):
+                self.checkpoint()
                 h.rpc("services.restart", {"name": "hermes", "signal": "SIGUSR1"})
                 self.counts["graceful"] += 1
                 self.wait_agent()
@@ -890,15 +933,18 @@ class Soak:
 # largest sample may exceed the second quarter's largest by at most
 # abs + rel x that value. The first quarter is warm-up (caches, the
 # allocator's arenas, the first rotation); "after" counts in the last.
-# Counts (descriptors, cgroups, mounts, children) may differ by what is
-# under way at the moment of a sample (a probe's socket, a skills walk's
-# child); RSS by what the non-reading clients have queued then. The
-# quiet wake-ups vary by a quarter from sample to sample; latency is
-# judged loosely at p99, on a machine other jobs share: a p50 that grows
-# is what a slower hearth would show.
+# The quiet figures (see Soak.sample) leave little to chance: the
+# descriptors are the resting set, RSS what hearth keeps when nothing is
+# under way. Under the workload RSS is mostly what the clients that never
+# read have queued at that moment, hence its wider margin. cgroups and
+# children may catch a leaf or a probe's child mid-way. The quiet
+# wake-ups vary by a quarter from sample to sample. Latency is judged
+# loosely at p99, on a machine other jobs share: a p50 that grows is
+# what a slower hearth would show.
 FLAT = {
-    "rss_kib": (256, 0.05, "hearth's resident memory, KiB"),
-    "fds": (2, 0.0, "hearth's open descriptors"),
+    "rss_kib": (128, 0.05, "hearth's resident memory, quiet, KiB"),
+    "rss_busy_kib": (512, 0.1, "hearth's resident memory under the workload, KiB"),
+    "fds": (1, 0.0, "hearth's open descriptors, quiet"),
     "cgroups": (1, 0.0, "cgroups under hearth's tree"),
     "mounts": (0, 0.0, "mounts hearth made in its namespace"),
     "children": (2, 0.0, "hearth's descendant processes"),
@@ -906,6 +952,8 @@ FLAT = {
     "ping_p50_ms": (0.5, 0.5, "ping p50, ms"),
     "ping_p99_ms": (20, 3.0, "ping p99, ms"),
 }
+# Recorded beside the judged ones, not judged.
+RECORDED = {"lazyfree_kib": "of that RSS, freed lazily (MADV_FREE), KiB"}
 LOG_FIGS = {f"log_{n}": f"{n} log files, bytes (bound {(k + 1) * b} + a line)"
             for n, (b, k) in LOGS.items()}
 
@@ -936,6 +984,13 @@ def verdict(soak):
         if not ok:
             bad.append(f"{fig} ({what}): last quarter's max {m4} > second quarter's max {m2} "
                        f"+ {ab} + {rel:g}x")
+    for fig, what in RECORDED.items():
+        vals = [s[fig] for s in S if s.get(fig) is not None]
+        if vals:
+            q2 = [s[fig] for s in S if quarter(s) == 2 and s.get(fig) is not None]
+            q4 = [s[fig] for s in S if quarter(s) == 4 and s.get(fig) is not None]
+            rows.append((fig, what, S[0].get(fig), S[-1].get(fig), max(q2, default=None),
+                         max(q4, default=None), "recorded"))
     for fig, what in LOG_FIGS.items():
         name = fig[4:]
         size, keep = LOGS[name]
@@ -977,7 +1032,7 @@ def verdict(soak):
 def report(soak, rows, bad, outdir):
     os.makedirs(outdir, exist_ok=True)
     p = soak.plan
-    figs = list(FLAT) + list(LOG_FIGS)
+    figs = list(FLAT) + list(RECORDED) + list(LOG_FIGS)
     for fig in figs + ["clients", "event_seq"]:
         with open(os.path.join(outdir, f"{fig}.csv"), "w") as f:
             f.write(f"progress_pct,elapsed_s,label,{fig}\n")
@@ -1013,7 +1068,74 @@ def report(soak, rows, bad, outdir):
     for fig, what, start, end, m2, m4, v in rows:
         print(f"{fig:<16} {fmt(start):>10} {fmt(end):>10} {fmt(m2):>10} {fmt(m4):>10}  {v}")
     bench_rows(soak, rows, done)
+    plot(soak, rows, os.path.join(outdir, "figures.svg"))
     return summary
+
+
+def plot(soak, rows, path):
+    """One SVG of small multiples, a panel per figure: its samples over the
+    run, the warm-up shaded, and for a flat figure the line the last
+    quarter must stay under (for a log, its rotation bound)."""
+    W, H, PAD, COLS = 300, 110, 26, 2
+    panels = [r for r in rows if r[6] != "not measured"]
+    nrows = (len(panels) + COLS - 1) // COLS
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{COLS * W}" '
+           f'height="{nrows * H + 24}" font-family="sans-serif" font-size="10">',
+           f'<text x="6" y="15" font-size="12">soak, {soak.host.mode}, scale '
+           f'{soak.plan.scale:g}: each figure over the run (x: % of the workload)</text>']
+    for k, (fig, what, start, end, m2, m4, verdict_) in enumerate(panels):
+        x0, y0 = (k % COLS) * W, 24 + (k // COLS) * H
+        pts = [(s["progress"], s[fig]) for s in soak.samples if s.get(fig) is not None]
+        if fig in FLAT:
+            ab, rel, _ = FLAT[fig]
+            limit = None if m2 is None else m2 + ab + rel * m2
+        elif fig in RECORDED:
+            limit = None
+        else:
+            limit = m4  # the rotation bound
+        top = max([v for _, v in pts] + [limit or 0]) or 1
+        pw, ph = W - 2 * PAD, H - 2 * PAD + 6
+
+        def xy(pr, v):
+            return x0 + PAD + pr / 100.0 * pw, y0 + PAD - 6 + ph - v / top * ph
+
+        out.append(f'<rect x="{x0 + PAD}" y="{y0 + PAD - 6}" width="{pw * 0.25:.1f}" '
+                   f'height="{ph}" fill="#eee"/>')
+        out.append(f'<rect x="{x0 + PAD}" y="{y0 + PAD - 6}" width="{pw}" height="{ph}" '
+                   f'fill="none" stroke="#999"/>')
+        if limit is not None:
+            _, ly = xy(0, limit)
+            out.append(f'<line x1="{x0 + PAD}" x2="{x0 + PAD + pw}" y1="{ly:.1f}" y2="{ly:.1f}" '
+                       f'stroke="#c33" stroke-dasharray="3,3"/>')
+        line = " ".join(f"{a:.1f},{b:.1f}" for a, b in (xy(pr, v) for pr, v in pts))
+        out.append(f'<polyline points="{line}" fill="none" stroke="#236" stroke-width="1.5"/>')
+        out.append(f'<text x="{x0 + PAD}" y="{y0 + 13}">{fig}: {fmt(start)} \u2192 {fmt(end)} '
+                   f'({verdict_})</text>')
+        out.append(f'<text x="{x0 + 2}" y="{y0 + PAD}" fill="#666">{fmt(round(top, 3))}</text>')
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+def replot(outdir):
+    """figures.svg again from a finished run's CSVs and summary.json."""
+    import csv
+    import types
+    with open(os.path.join(outdir, "summary.json")) as f:
+        summ = json.load(f)
+    samples = {}
+    for fig in list(FLAT) + list(RECORDED) + list(LOG_FIGS):
+        with open(os.path.join(outdir, f"{fig}.csv")) as f:
+            for r in csv.DictReader(f):
+                sm = samples.setdefault((r["progress_pct"], r["elapsed_s"]), {
+                    "progress": float(r["progress_pct"]), "label": r["label"]})
+                sm[fig] = float(r[fig]) if r[fig] else None
+    rows = [tuple(f[k] for k in ("figure", "what", "start", "end", "q2_max",
+                                 "q4_max_or_bound", "verdict")) for f in summ["figures"]]
+    run = types.SimpleNamespace(samples=list(samples.values()),
+                                host=types.SimpleNamespace(mode=summ["done"]["mode"]),
+                                plan=types.SimpleNamespace(scale=summ["done"]["scale"]))
+    plot(run, rows, os.path.join(outdir, "figures.svg"))
 
 
 def fmt(v):
@@ -1052,7 +1174,12 @@ def main():
     ap.add_argument("--mode", choices=("supervisor", "vm"), default="supervisor")
     ap.add_argument("--scale", type=float, default=float(os.environ.get("SOAK_SCALE") or 1))
     ap.add_argument("--sample-pct", type=float, default=2.0)
+    ap.add_argument("--replot", action="store_true",
+                    help="only draw build/soak/MODE/figures.svg again from the last run")
     args = ap.parse_args()
+    if args.replot:
+        replot(os.path.join(BUILD, "soak", args.mode))
+        return 0
     # kill -USR1 shows where a run that seems stuck is.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     # A SIGTERM (timeout, a CI's cancel) ends the run through the finally

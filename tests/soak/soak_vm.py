@@ -187,6 +187,9 @@ class VMHost:
         out.update(soak.log_sizes(os.path.join(self.home, "logs")))
         return out
 
+    def rss_kib(self):
+        return self.rpc("status")["rss_kib"]
+
     def wakeups(self):
         return self.rpc("status")["wakeups"]
 
@@ -212,6 +215,9 @@ class SessionChurn(threading.Thread):
         self.stop = False
         self.run_ev = threading.Event()
         self.run_ev.set()
+
+    def release(self):
+        """Nothing is kept open between sessions."""
 
     def run(self):
         t0 = time.monotonic()
