@@ -182,10 +182,20 @@ const struct logline *logring_add(struct logring *r, enum log_stream s, const ch
          * the loop pays for each syscall. */
         struct iovec iov[3] = {{stamp, (size_t)n}, {(void *)text, len}, {"\n", 1}};
         ssize_t w = writev(r->fd, iov, 3);
-        if (w < 0)
-            log_warn("logring: unable to write %s: %s", r->file, strerror(errno));
-        else
+        if (w < 0) {
+            /* Once per spell: a chatty service on a full disk would
+             * otherwise put a line of hearth's own log beside each of
+             * its lines, for as long as the disk stays full. */
+            if (r->unwritten++ == 0)
+                log_warn("logring: unable to write %s: %s; its lines go to the ring only "
+                         "until it can be written again", r->file, strerror(errno));
+        } else {
+            if (r->unwritten)
+                log_info("logring: %s written again; %llu lines were not written to it", r->file,
+                         (unsigned long long)r->unwritten);
+            r->unwritten = 0;
             r->file_size += w;
+        }
         if (r->max_bytes > 0 && r->file_size >= r->max_bytes)
             file_rotate(r);
     }

@@ -37,6 +37,10 @@ struct logring {
     int64_t file_size;
     uid_t uid;                  /* owner of a file hearth creates */
     gid_t gid;
+    /* Lines the file did not take since its writes began to fail (a
+     * full disk): reported when they begin and when they end, not once
+     * per line. */
+    uint64_t unwritten;
 };
 
 /* file (may be NULL): created owned by uid:gid (the service's), opened

@@ -1,7 +1,10 @@
 /* Captured output: bounds and the UTF-8 repair of log lines. */
 #include "unit.h"
 
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <cJSON.h>
@@ -65,5 +68,69 @@ TEST(logring_file_lines_carry_a_utc_stamp)
     for (int i = 0; i < 19; i++)
         CHECK(i == 4 || i == 7 || i == 10 || i == 13 || i == 16 || (text[i] >= '0' && text[i] <= '9'));
     unlink(path);
+    rmdir(dir);
+}
+
+/* Lines hearth's own log carries matching needle, in the text of fd. */
+static int count_in(int fd, const char *needle)
+{
+    char buf[65536];
+    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+    int c = 0;
+    buf[n > 0 ? n : 0] = 0;
+    for (const char *p = buf; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        c++;
+    return c;
+}
+
+TEST(logring_full_disk_reported_once_per_spell)
+{
+    /* A file whose every write fails with ENOSPC: /dev/full in place of
+     * the log file. A service writing on through a full disk costs one
+     * warning for the spell and one line when the file takes lines
+     * again, not one line of hearth's log per line of its own. */
+    char dir[] = "/tmp/hearth-logring-XXXXXX", path[64], cap[80];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof(path), "%s/svc.log", dir);
+    snprintf(cap, sizeof(cap), "%s/hearth.log", dir);
+    struct logring r;
+    logring_init(&r, 8, path, 0, 0, getuid(), getgid());
+    logring_open_file(&r);
+    CHECK(r.fd >= 0);
+    int full = open("/dev/full", O_WRONLY | O_CLOEXEC);
+    CHECK(full >= 0);
+    int good = r.fd;
+    r.fd = full;
+    int logfd = open(cap, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int saved = dup(2);
+    CHECK(logfd >= 0 && saved >= 0);
+    dup2(logfd, 2);
+    for (int i = 0; i < 1000; i++)
+        logring_add(&r, STREAM_STDOUT, "a line", 6);
+    CHECK(r.unwritten == 1000);
+    r.fd = good; /* space again */
+    logring_add(&r, STREAM_STDOUT, "back", 4);
+    logring_add(&r, STREAM_STDOUT, "on", 2);
+    dup2(saved, 2);
+    close(saved);
+    CHECK_EQ_INT(count_in(logfd, "unable to write"), 1);
+    CHECK_EQ_INT(count_in(logfd, "written again; 1000 lines were not written"), 1);
+    CHECK(r.unwritten == 0);
+    /* The ring kept the newest lines throughout. */
+    CHECK_EQ_INT((int)r.count, 8);
+    CHECK_EQ_INT((int)r.total, 1002);
+    close(logfd);
+    close(full);
+    logring_free(&r);
+    char text[64] = {0};
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    if (f) {
+        CHECK(fgets(text, sizeof(text), f) != NULL);
+        fclose(f);
+    }
+    CHECK(strstr(text, "Z back\n") != NULL);
+    unlink(path);
+    unlink(cap);
     rmdir(dir);
 }
