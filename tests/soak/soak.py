@@ -51,7 +51,8 @@ no event lost, a freeze and a resume event for each call, every resume
 report ok, a disk.low event for each fill, the logs within their rotation
 bounds, no control connection refused. Each figure goes to
 build/soak/MODE/FIGURE.csv, the summary to build/soak/MODE/summary.json
-and rows into build/bench.json (merged with what is there). Exit status
+(beside hearth's log, or the VM's console) and rows into build/bench.json
+(merged with what is there). Exit status
 1 names each figure that failed."""
 import argparse
 import errno
@@ -404,9 +405,12 @@ class SupervisorHost:
         return Churn(self, total, duration)
 
     def log_tail(self):
+        return self.log_text()[-4000:]
+
+    def log_text(self):
         try:
             with open(os.path.join(self.run, "hearth.log"), "rb") as f:
-                return f.read()[-4000:].decode(errors="replace")
+                return f.read().decode(errors="replace")
         except OSError:
             return ""
 
@@ -502,12 +506,14 @@ class SupervisorHost:
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
+            # hearth itself (unshare's child) when it is known: killing
+            # only unshare would leave it running without a parent.
             try:
-                os.kill(self.hpid, signal.SIGTERM)
+                os.kill(self.hpid or self.proc.pid, signal.SIGTERM)
                 self.proc.wait(60)
             except (OSError, subprocess.TimeoutExpired):
                 try:
-                    os.kill(self.hpid, signal.SIGKILL)
+                    os.kill(self.hpid or self.proc.pid, signal.SIGKILL)
                 except OSError:
                     pass
                 self.proc.kill()
@@ -523,7 +529,8 @@ class SupervisorHost:
                 os.rmdir(self.cg_tree)
             except OSError:
                 pass
-        self.log.close()
+        if getattr(self, "log", None):
+            self.log.close()
 
 
 def descendants(pid):
@@ -709,6 +716,7 @@ class Soak:
         self.health_checks = 0
         self.last_checks = 0
         self.skill_seq = 0
+        self.own_log = ""
         self.live_skills = []
 
     # -- sampling
@@ -722,6 +730,8 @@ class Soak:
         hearth's timers cost: the health checks, the skills poll, the
         disk check."""
         f = {"rss_busy_kib": self.host.rss_kib()}
+        # Not while the agent starts (its readiness probe is a timer too).
+        self.wait_agent()
         self.pinger.run_ev.clear()
         self.churn.run_ev.clear()
         self.churn.release()
@@ -1023,6 +1033,12 @@ def verdict(soak):
                    f"{churn.failures[0]}")
     for e in getattr(soak.host, "session_errors", [])[:3]:
         bad.append(f"a session of the channel began with an error: {e}")
+    # A full disk is one warning per log file and spell in hearth's own
+    # log, not one per line its service wrote meanwhile.
+    spam = soak.own_log.count("logring: unable to write")
+    if spam > 3 * soak.counts["fills"]:
+        bad.append(f"hearth's own log: {spam} 'unable to write' lines for "
+                   f"{soak.counts['fills']} disk fills")
     if soak.pinger.errors:
         bad.append(f"{soak.pinger.errors} pings failed")
     bad += soak.problems
@@ -1195,15 +1211,23 @@ def main():
     else:
         import soak_vm
         host = soak_vm.VMHost(plan, work)
-    soak = Soak(host, plan, os.path.join(BUILD, "soak", args.mode))
+    outdir = os.path.join(BUILD, "soak", args.mode)
+    os.makedirs(outdir, exist_ok=True)
+    soak = Soak(host, plan, outdir)
     try:
         host.setup()
         soak.run()
     finally:
         host.stop()
+        soak.own_log = host.log_text()
+        # hearth's log (the VM's console) is kept; the scratch directory
+        # goes, however the run ended.
+        for log in ("hearth.log", os.path.join("state", "console.log")):
+            if os.path.exists(os.path.join(work, log)):
+                shutil.copy(os.path.join(work, log), os.path.join(outdir, os.path.basename(log)))
+        shutil.rmtree(work, ignore_errors=True)
     rows, bad = verdict(soak)
-    report(soak, rows, bad, os.path.join(BUILD, "soak", args.mode))
-    shutil.rmtree(work, ignore_errors=True)
+    report(soak, rows, bad, outdir)
     if bad:
         for b in bad:
             print(f"soak: FAILED: {b}")

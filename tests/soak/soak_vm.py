@@ -193,6 +193,12 @@ class VMHost:
     def wakeups(self):
         return self.rpc("status")["wakeups"]
 
+    def log_text(self):
+        """hearth's own log is the guest's kernel log (the console is
+        quiet), which the host does not see: that check is supervisor
+        mode's."""
+        return ""
+
     def stop(self):
         if self.vm:
             self.vm.kill()
