@@ -131,7 +131,7 @@ endif
 	$(call objs_of,$(v),$(GUEST_SRCS))) $(call objs_of,release,$(HOST_SRCS)) \
 	$(call objs_of,unit,$(UNIT_SRCS)) $(call objs_of,fuzz,$(FUZZ_SRCS)))
 
-.PHONY: fuzz-build objects check all deps test unit distclean integration vm valgrind runtime bench fuzz image oci run install clean check-static
+.PHONY: fuzz-build objects check all deps test unit distclean integration vm valgrind runtime bench soak fuzz image oci run install clean check-static
 
 all: $(BUILD)/hearth $(BUILD)/hearthctl
 
@@ -145,7 +145,7 @@ $(DEPS_STAMP): scripts/deps.sh scripts/libev-features
 # What each entry point needs beyond the toolchain (test tools, image
 # tools, benchmark peers, the guest kernel), one stamp per package set;
 # deps.sh checks a set once and says what it installs.
-$(DEPS)/.pkgs-test $(DEPS)/.pkgs-image $(DEPS)/.pkgs-bench $(DEPS)/.pkgs-oci: $(DEPS)/.pkgs-%: scripts/deps.sh
+$(DEPS)/.pkgs-test $(DEPS)/.pkgs-image $(DEPS)/.pkgs-bench $(DEPS)/.pkgs-soak $(DEPS)/.pkgs-oci: $(DEPS)/.pkgs-%: scripts/deps.sh
 	scripts/deps.sh --$*
 
 $(BUILD)/hearth: $(call objs_of,release,$(MAIN_SRC)) $(OBJ)/release/libhearth.a
@@ -240,6 +240,13 @@ test: $(DEPS)/.pkgs-test
 bench: $(DEPS)/.pkgs-bench
 	$(MAKE) all
 	tests/bench/run.sh
+
+# A month of one Hermes sandbox compressed into under an hour, in
+# supervisor mode and in a VM (tests/soak/soak.py); outside make test.
+# SOAK_SCALE (1) and SOAK_VM_SCALE (0.02) shorten or lengthen it.
+soak: $(DEPS)/.pkgs-soak
+	$(MAKE) all
+	tests/soak/run.sh
 
 fuzz: $(DEPS)/.pkgs-test
 	tests/fuzz/run.sh

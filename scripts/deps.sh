@@ -9,6 +9,7 @@
 #                              E2B's SDK from npm (build/node)
 #   scripts/deps.sh --image    also the image tools (make image, make run) and the kernel
 #   scripts/deps.sh --bench    also the benchmark peers (make bench) and the kernel
+#   scripts/deps.sh --soak     also what make soak runs (namespaces, QEMU) and the kernel
 #   scripts/deps.sh --oci      also the OCI image tools (make oci): umoci, busybox-static
 #   scripts/deps.sh --libs     only build the libraries (tools already there)
 #   scripts/deps.sh --kernel   also the guest kernel and its modules for the
@@ -37,6 +38,10 @@ podman runc umoci busybox-static"
 IMAGE_PKGS="kmod cpio e2fsprogs qemu-system-x86"
 # make oci: umoci writes the image; busybox-static is the image's shell.
 OCI_PKGS="umoci busybox-static"
+# make soak: hearth in fresh namespaces (unshare, ip, nft for the egress
+# policy), and the VM image and QEMU (tests/vm's fixtures, which import
+# pytest).
+SOAK_PKGS="python3-pytest util-linux iproute2 nftables procps kmod cpio e2fsprogs qemu-system-x86"
 BENCH_PKGS="qemu-guest-agent tini dumb-init s6 nftables bubblewrap python3-pytest iproute2 util-linux procps \
 podman runc umoci busybox-static \
 kmod cpio e2fsprogs qemu-system-x86"
@@ -45,6 +50,7 @@ want_build=1
 want_test=0
 want_image=0
 want_bench=0
+want_soak=0
 want_oci=0
 want_kernel=0
 libs_only=0
@@ -55,6 +61,7 @@ for a in "$@"; do
         --test) want_test=1; want_kernel=1 ;;
         --image) want_image=1; want_kernel=1 ;;
         --bench) want_bench=1; want_kernel=1 ;;
+        --soak) want_soak=1; want_kernel=1 ;;
         --oci) want_oci=1 ;;
         --libs) libs_only=1 ;;
         --kernel) want_kernel=1 ;;
@@ -281,6 +288,7 @@ if [ "$libs_only" = 0 ]; then
     [ "$want_test" = 1 ] && install_pkgs test $TEST_PKGS
     [ "$want_image" = 1 ] && install_pkgs image $IMAGE_PKGS
     [ "$want_bench" = 1 ] && install_pkgs bench $BENCH_PKGS
+    [ "$want_soak" = 1 ] && install_pkgs soak $SOAK_PKGS
     [ "$want_oci" = 1 ] && install_pkgs oci $OCI_PKGS
 fi
 mkdir -p "$DEPS"

@@ -190,6 +190,11 @@ int prom_write(FILE *f, const cJSON *r)
     static const struct fam h_rss = {"hearth_resident_memory_bytes", "gauge",
                                      "hearth's own resident memory."};
     static const struct fam h_fds = {"hearth_open_fds", "gauge", "hearth's open file descriptors."};
+    static const struct fam h_mnt = {"hearth_mounts", "gauge",
+                                     "Mounts in hearth's mount namespace."};
+    static const struct fam h_kids = {"hearth_child_processes", "gauge",
+                                      "hearth's child processes."};
+    static const struct fam h_cg = {"hearth_cgroups", "gauge", "Cgroups in hearth's tree."};
     static const struct fam h_cl = {"hearth_control_clients", "gauge",
                                     "Control clients connected to hearth."};
     static const struct fam h_up = {"hearth_uptime_seconds", "gauge", "Time since hearth started."};
@@ -240,6 +245,9 @@ int prom_write(FILE *f, const cJSON *r)
     egress(f, cJSON_GetObjectItemCaseSensitive(eg, "counters"));
     scalar(f, &h_rss, self, "rss_bytes", 1);
     scalar(f, &h_fds, self, "fds", 1);
+    scalar(f, &h_mnt, self, "mounts", 1);
+    scalar(f, &h_kids, self, "children", 1);
+    scalar(f, &h_cg, self, "cgroups", 1);
     scalar(f, &h_cl, self, "clients", 1);
     scalar(f, &h_up, self, "uptime_ms", 1e-3);
     return 0;

@@ -99,6 +99,42 @@ static int64_t count_fds(void)
     return n - 1; /* the directory's own fd */
 }
 
+/* Lines (sep '\n') or words (sep ' ') of a /proc file, read in pieces
+ * since neither file has a bound on its length; -1 when unreadable. */
+static int64_t count_in_file(const char *path, char sep)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char buf[4096];
+    int64_t n = 0;
+    ssize_t got;
+    char last = sep;
+    while ((got = read(fd, buf, sizeof(buf))) > 0) {
+        for (ssize_t i = 0; i < got; i++)
+            n += buf[i] == sep;
+        last = buf[got - 1];
+    }
+    close(fd);
+    if (got < 0)
+        return -1;
+    /* children ends each pid with a space; a last word without one counts. */
+    return n + (last != sep && last != '\n');
+}
+
+/* What a sandbox that runs for a month must keep flat besides its memory
+ * and descriptors (tests/soak): the mounts of hearth's namespace, its
+ * child processes (the services' reapers, probes and sync children under
+ * way) and the cgroups of its tree. */
+static void counts_json(cJSON *o)
+{
+    char path[64];
+    add_if(o, "mounts", count_in_file("/proc/self/mountinfo", '\n'));
+    snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)getpid());
+    add_if(o, "children", count_in_file(path, ' '));
+    add_if(o, "cgroups", cgroup_tree_count());
+}
+
 static cJSON *self_json(void)
 {
     char buf[4096];
@@ -108,6 +144,7 @@ static cJSON *self_json(void)
     if (kfile_read("/proc/self/status", buf, sizeof(buf)) > 0)
         add_if(o, "rss_bytes", kib_field(buf, "VmRSS"));
     add_if(o, "fds", count_fds());
+    counts_json(o);
     cJSON_AddNumberToObject(o, "clients", (double)control_client_count());
     cJSON_AddNumberToObject(o, "uptime_ms", (double)(mono_ms() - H.boot_mono_ms));
     return o;

@@ -598,6 +598,31 @@ static void remove_tree(const char *path, int depth, int64_t deadline_us)
     }
 }
 
+/* Directories at path and below, to the depth the tree has (base,
+ * services, a leaf or @exec, an exec session's leaf). */
+static int64_t count_tree(const char *path, int depth)
+{
+    int64_t n = 1;
+    DIR *d = depth < 4 ? opendir(path) : NULL;
+    if (!d)
+        return n;
+    struct dirent *e;
+    char sub[CGROUP_PATH_MAX + 32];
+    while ((e = readdir(d))) {
+        if (e->d_type != DT_DIR || e->d_name[0] == '.')
+            continue;
+        if (snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name) < (int)sizeof(sub))
+            n += count_tree(sub, depth + 1);
+    }
+    closedir(d);
+    return n;
+}
+
+int64_t cgroup_tree_count(void)
+{
+    return base[0] ? count_tree(base, 0) : -1;
+}
+
 void cgroup_teardown(void)
 {
     if (!base[0])

@@ -101,6 +101,11 @@ int cgroup_services_memory_max(int64_t bytes);
  * 0 when it has none ("max") or cannot be read. */
 int64_t cgroup_own_memory_max(void);
 
+/* The cgroups in hearth's tree, the tree's own directory included: a
+ * figure that must not grow over a sandbox's life (metrics). -1 without
+ * cgroups. */
+int64_t cgroup_tree_count(void);
+
 /* Removes the tree (non-vm modes, on exit); leaves must be empty. */
 void cgroup_teardown(void);
 

@@ -495,11 +495,22 @@ static int hw_lag_ms(int64_t *lag_ms, int64_t *res, const char **src)
     return 0;
 }
 
+/* Re-armed on the grid at every check, as the skills poll is (see
+ * arm_poll in init/skills.c): a repeating timer would keep its first
+ * phase on the monotonic clock, and this check is there precisely for
+ * the wall clock that moves. */
+static void arm_hw_timer(void)
+{
+    ev_timer_set(&hw_timer, hearth_grid_delay(sandbox_clock_check_ms()), 0.);
+    ev_timer_start(H.loop, &hw_timer);
+}
+
 static void hw_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     const char *src;
     int64_t lag, res;
 
+    arm_hw_timer();
     if (hw_lag_ms(&lag, &res, &src) < 0)
         return;
     if (sandbox_hw_clock_lags(lag - hw_baseline_ms, sandbox_clock_threshold_ms(), res)) {
@@ -557,9 +568,8 @@ void resume_detectors_start(void)
     /* Also only where hearth owns the clock: a host's RTC drifts from its
      * NTP-disciplined clock by seconds, which is not a resume. */
     if (sandbox_clock_allowed() && sandbox_clock_check_ms() > 0 && clock_hw_present()) {
-        double s = (double)sandbox_clock_check_ms() / 1000.0;
-        ev_timer_init(&hw_timer, hw_cb, hearth_grid_delay(sandbox_clock_check_ms()), s);
-        ev_timer_start(H.loop, &hw_timer);
+        ev_timer_init(&hw_timer, hw_cb, 0., 0.);
+        arm_hw_timer();
     }
 }
 

@@ -639,9 +639,23 @@ int skills_list_request(skills_defer defer, void *dctx, skills_reply reply, char
     return 0;
 }
 
+/* The poll is re-armed on the shared grid at every firing, never left to
+ * repeat on its own: a repeating timer keeps the phase of its first
+ * arming on the monotonic clock, and the grid is on the wall clock, so a
+ * wall-clock step (a resume), NTP's slew, or one firing late by a period
+ * (libev then restarts the repeat from the late moment) moved the poll
+ * off the grid for good, and the health checks it shared a wake-up with
+ * cost one of their own from then on (make soak found it). */
+static void arm_poll(void)
+{
+    ev_timer_set(&S.poll, hearth_grid_delay(S.poll_ms), 0.);
+    ev_timer_start(H.loop, &S.poll);
+}
+
 static void on_poll(struct ev_loop *loop, ev_timer *w, int revents)
 {
     char err[512];
+    arm_poll();
     skills_sync("poll", err, sizeof(err));
 }
 
@@ -777,11 +791,8 @@ void skills_start(const char *(*failed_mount)(const char *path))
     } else {
         log_debug("skills: no inotify: %s", strerror(errno));
     }
-    if (S.poll_ms > 0) {
-        double iv = (double)S.poll_ms / 1000.0;
-        ev_timer_set(&S.poll, hearth_grid_delay(S.poll_ms), iv);
-        ev_timer_start(H.loop, &S.poll);
-    }
+    if (S.poll_ms > 0)
+        arm_poll();
     skills_sync("boot", err, sizeof(err));
 }
 

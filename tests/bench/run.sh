@@ -45,7 +45,13 @@ for key, fig, hv, peer, pv in rows:
              "peer_value": None if pv == "-" else pv, "ratio": r}
     # Several peers share a key; keep each under key/peer.
     out[key if key not in out else f"{key}/{peer}"] = entry
-json.dump(out, open(sys.argv[2], "w"), indent=1)
+# make soak's rows (tests/soak) stay: they come from another run.
+try:
+    kept = {k: v for k, v in json.load(open(sys.argv[2])).items() if k.startswith("soak_")}
+except (OSError, ValueError, AttributeError):
+    kept = {}
+json.dump(dict(out, **{k: v for k, v in kept.items() if k not in out}),
+          open(sys.argv[2], "w"), indent=1)
 
 
 def figure(v):

@@ -104,6 +104,28 @@ def test_metrics_memory_self_and_settings(hearth):
     assert m["hearth"]["fds"] == fds
     assert m["hearth"]["clients"] == 1
     assert hearth.rpc("metrics")["hearth"]["clients"] == 2
+    # What a month-long run watches besides memory and fds (make soak):
+    # the mounts of its namespace, its children, its cgroups, each read
+    # back here the way tests/soak reads them.
+    with open(f"/proc/{hearth.pid}/mountinfo") as f:
+        assert m["hearth"]["mounts"] == sum(1 for _ in f)
+    with open(f"/proc/{hearth.pid}/task/{hearth.pid}/children") as f:
+        kids = f.read().split()
+    assert m["hearth"]["children"] == len(kids) == 1  # the service's reaper
+    leaf = hearth.service("idle").get("cgroup")
+    if leaf:
+        tree = os.path.dirname(os.path.dirname(leaf))
+        # The tree, services, init and the service's leaf.
+        assert m["hearth"]["cgroups"] == 1 + sum(len(d) for _, d, _ in os.walk(tree)) >= 4
+    else:
+        assert "cgroups" not in m["hearth"]
+    # A restart leaves as many of each as before.
+    pid = hearth.service("idle")["pid"]
+    c.result("services.restart", {"name": "idle"})
+    hearth.wait_for(lambda: (lambda s: s["state"] == "running" and s["pid"] != pid)(
+        hearth.service("idle")), what="idle restarted")
+    again = c.result("metrics")["hearth"]
+    assert (again["children"], again.get("cgroups")) == (1, m["hearth"].get("cgroups"))
     c.close()
     assert m["egress"] == {"applied": False}
 
@@ -183,6 +205,11 @@ def test_prometheus_output_parses_and_matches_the_json(hearth, tmp_path):
     assert cpu.samples[0].labels == {"service": "agent.main"}
     assert cpu.samples[0].value >= 0
     assert fams["hearth_open_fds"].samples[0].value > 0
+    # Two mounts of its own (the tmpfs above) among those it inherited;
+    # one child: the service's reaper.
+    assert fams["hearth_mounts"].samples[0].value >= 2
+    assert fams["hearth_child_processes"].samples[0].value == 1
+    assert fams["hearth_cgroups"].samples[0].value == m["hearth"]["cgroups"]
     assert fams["hearth_control_clients"].samples[0].value >= 1
     for f in fams.values():
         assert f.documentation, f.name

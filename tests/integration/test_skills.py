@@ -1,7 +1,9 @@
 """The public-skills overlay on bind-mounted temp "host" directories: the
 public share read-only, the private skills inside the agent's home."""
 import os
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -125,6 +127,51 @@ def test_poll_picks_up_changes(hearth, tmp_path):
     _publish(pub, "epsilon")
     hearth.wait_for(lambda: os.path.islink(priv / "epsilon"), what="new skill picked up")
     assert hearth.rpc("skills.list")["last"]["trigger"] in ("poll", "inotify")
+
+
+def test_poll_stays_on_the_timer_grid(hearth, tmp_path):
+    """Every poll lands on the shared timer grid (multiples of poll_ms on
+    the wall clock, where the health checks of the same period land), not
+    only the first. A repeating timer kept the phase of its first arming:
+    after the loop was once late by more than a period (here: hearth
+    stopped for 2.4 s), or after a clock step, the poll stayed off the grid
+    for good, and a sandbox whose poll and health check had shared a
+    wake-up paid two from then on (make soak found it)."""
+    period = 1000
+    pub, priv, g, extra = _setup(tmp_path, poll_ms=period)
+    hearth.start(hearth.config(services=[KEEP], **extra))
+    _first_run(hearth, lambda: os.path.islink(priv / "alpha"))
+
+    def polls(n):
+        """The wall-clock ms of the next n poll runs (a run's time_ms is
+        when its walk ended, a few ms after the timer)."""
+        seen, last = [], hearth.rpc("skills.list")["last"]["runs"]
+        deadline = time.monotonic() + 15
+        while len(seen) < n and time.monotonic() < deadline:
+            r = hearth.rpc("skills.list")["last"]
+            if r["runs"] != last and r["trigger"] == "poll":
+                seen.append(r["time_ms"])
+            last = r["runs"]
+            time.sleep(0.05)
+        assert len(seen) == n, seen
+        return seen
+
+    def phase(ms):
+        return ms % period
+
+    # On the grid from the start: within 150 ms after a multiple of 1 s.
+    assert all(phase(t) < 150 for t in polls(2)), "the first polls are on the grid"
+    # Stopped 2.3 s, continued 400 ms past a grid point: the poll due
+    # meanwhile runs at once, off the grid, as it must. (Late by less
+    # than a period, a repeating timer kept its phase: libev restarts
+    # the repeat from the late moment only past a whole period.)
+    time.sleep((period - time.time() * 1000 % period) / 1000.0 + 0.1)
+    hearth.signal(signal.SIGSTOP)
+    time.sleep(2.3)
+    hearth.signal(signal.SIGCONT)
+    late = polls(3)
+    # The ones after it are back on the grid.
+    assert all(phase(t) < 150 for t in late[1:]), late
 
 
 def test_inotify_picks_up_changes_without_polling(hearth, tmp_path):

@@ -321,6 +321,12 @@ class VM:
 def image():
     if not shutil.which("qemu-system-x86_64"):
         pytest.skip("qemu-system-x86_64 is not installed (scripts/deps.sh installs it)")
+    return build_image()
+
+
+def build_image():
+    """The vmtest image, rebuilt when one of its inputs is newer (also
+    used by tests/soak)."""
     if not os.path.exists(ATTACK) or os.path.getmtime(ATTACK) < os.path.getmtime(ATTACK_SRC):
         os.makedirs(os.path.dirname(ATTACK), exist_ok=True)
         subprocess.run(["musl-gcc", "-static", "-Os", "-s", "-std=gnu11", "-Wall", "-Wextra",
