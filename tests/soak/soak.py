@@ -715,7 +715,6 @@ class Soak:
                        "resume_not_ok": 0, "freeze_failed": 0}
         self.health_checks = 0
         self.last_checks = 0
-        self.skill_seq = 0
         self.own_log = ""
         self.live_skills = []
 
