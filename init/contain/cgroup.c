@@ -30,19 +30,6 @@ static uint32_t services_level;
 
 bool cgroup_available(void) { return base[0] != 0; }
 
-static int write_file(const char *path, const char *s)
-{
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    size_t len = strlen(s);
-    ssize_t n = write(fd, s, len);
-    int saved = errno;
-    close(fd);
-    errno = saved;
-    return n == (ssize_t)len ? 0 : -1;
-}
-
 struct cg2_find {
     char *out;
     size_t outlen;
@@ -117,7 +104,7 @@ static void enable_controllers(const char *dir)
     char *save = NULL;
     for (char *c = strtok_r(ctl, " \n", &save); c; c = strtok_r(NULL, " \n", &save)) {
         snprintf(req, sizeof(req), "+%s", c);
-        if (write_file(path, req) < 0)
+        if (kfile_write(path, req) < 0)
             log_debug("unable to enable the %s controller in %s: %s", c, dir, strerror(errno));
     }
 }
@@ -227,7 +214,7 @@ int cgroup_kill(const char *leaf)
     char path[CGROUP_PATH_MAX + 32];
 
     snprintf(path, sizeof(path), "%s/cgroup.kill", leaf);
-    if (write_file(path, "1") == 0)
+    if (kfile_write(path, "1") == 0)
         return 0;
     /* Kernels before 5.14 have no cgroup.kill: signal each member. New
      * forks can race this loop, so callers repeat it until empty. */
@@ -407,7 +394,7 @@ int cgroup_set_limits(const char *leaf, int64_t memory_max, int64_t memory_high,
         continue;
 #endif
         snprintf(v, sizeof(v), "%lld", (long long)val[i]);
-        if (write_file(path, v) == 0)
+        if (kfile_write(path, v) == 0)
             continue;
         if (errno == ENOENT)
             snprintf(err, errlen, "limits.%s: the %s controller is not enabled for service cgroups",
@@ -519,7 +506,7 @@ int cgroup_services_memory_max(int64_t bytes)
 #ifdef HEARTH_MUTANT_NO_LIMITS
     return 0;
 #endif
-    return write_file(path, v);
+    return kfile_write(path, v);
 }
 
 int64_t cgroup_own_memory_max(void)
@@ -544,7 +531,7 @@ int cgroup_services_freeze(bool on)
         return -1;
     }
     snprintf(path, sizeof(path), "%s/cgroup.freeze", services_dir);
-    return write_file(path, on ? "1" : "0");
+    return kfile_write(path, on ? "1" : "0");
 }
 
 int cgroup_services_frozen(void)

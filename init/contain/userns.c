@@ -67,23 +67,6 @@ int userns_identity(const char *own, char *out, size_t outlen)
     return 0;
 }
 
-static int write_whole(const char *path, const char *text)
-{
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    size_t len = strlen(text);
-    /* The kernel takes a map in one write, and only once. */
-    ssize_t w = write(fd, text, len);
-    int e = errno;
-    close(fd);
-    if (w != (ssize_t)len) {
-        errno = w < 0 ? e : EIO;
-        return -1;
-    }
-    return 0;
-}
-
 int userns_map(pid_t pid, char *err, size_t errlen)
 {
     static char uid_map[16384], gid_map[16384];
@@ -108,7 +91,7 @@ int userns_map(pid_t pid, char *err, size_t errlen)
     const char *maps[] = {uid_map, gid_map};
     for (int i = 0; i < 2; i++) {
         snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, what[i]);
-        if (write_whole(path, maps[i]) < 0) {
+        if (kfile_write(path, maps[i]) < 0) {
             int e = errno;
             snprintf(err, errlen, "unable to write the %s of the service's user namespace: %s%s",
                      what[i], strerror(e),

@@ -138,19 +138,8 @@ static bool matches(const struct harden_row *r)
 static int write_value(const char *path, const char *value)
 {
     char line[SYSCTL_VALUE_MAX + 2];
-    int n = snprintf(line, sizeof(line), "%s\n", value);
-    /* O_TRUNC as a shell's ">" does: /proc/sys ignores it, a plain file
-     * (the unit tests' tree) is rewritten whole. */
-    int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
-        return -1;
-    ssize_t w = write(fd, line, (size_t)n);
-    int e = errno;
-    close(fd);
-    if (w == n)
-        return 0;
-    errno = w < 0 ? e : EIO;
-    return -1;
+    snprintf(line, sizeof(line), "%s\n", value);
+    return kfile_write(path, line);
 }
 
 static void apply_row(const char *root, struct harden_row *r)
