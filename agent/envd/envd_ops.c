@@ -16,6 +16,7 @@
 #include <cJSON.h>
 
 #include "base64.h"
+#include "err.h"
 #include "jsonout.h"
 
 #define FILE_CHUNK (256 * 1024)  /* hearth's files.read / files.write per call */
@@ -183,8 +184,8 @@ static void dl_read_done(void *ctx, cJSON *res, int code, const char *msg)
     if (cJSON_IsString(data) && data->valuestring[0]) {
         size_t l = strlen(data->valuestring);
         uint8_t *buf = malloc(l / 4 * 3 + 3);
-        char err[80];
-        long n = buf ? base64_decode(data->valuestring, l, buf, l / 4 * 3 + 3, err, sizeof(err)) : -1;
+        struct err err;
+        long n = buf ? base64_decode(data->valuestring, l, buf, l / 4 * 3 + 3, &err) : -1;
         if (n > 0) {
             http_chunk(c, (const char *)buf, (size_t)n);
             d->off += (uint64_t)n;

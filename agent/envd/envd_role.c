@@ -5,6 +5,7 @@
  * queue, envd.max_connections). */
 #include "envd.h"
 #include "envd_role.h"
+#include "err.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -882,16 +883,16 @@ static void conn_advance(struct conn *c)
 {
     while (!c->dead && c->state == C_HEAD && bytebuf_pending(&c->in)) {
         int status = 400;
-        char why[160];
+        struct err why;
         long hl = http_parse_head(bytebuf_head(&c->in), bytebuf_pending(&c->in),
-                                  (size_t)RC.max_header_bytes, &c->req, &status, why, sizeof(why));
+                                  (size_t)RC.max_header_bytes, &c->req, &status, &why);
         if (hl == 0)
             break;
         if (hl < 0) {
             memset(&c->req, 0, sizeof(c->req));
             c->req.close = true;
             c->body_done = false;
-            http_error(c, status, "%s", why);
+            http_error(c, status, "%s", why.msg);
             return;
         }
         c->in.off += (size_t)hl;

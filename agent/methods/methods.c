@@ -1,4 +1,5 @@
 #include "methods.h"
+#include "err.h"
 #include "utf8.h"
 
 #include <fcntl.h>
@@ -266,18 +267,16 @@ static int service_reply(cJSON *params, int idx, cJSON **result)
 }
 
 static int service_op(cJSON *params, cJSON **result, struct rpc_error *err,
-                      int (*op)(int, char *, size_t))
+                      int (*op)(int, struct err *))
 {
     static const char *const known[] = {"name", NULL};
-    char msg[256] = "";
+    struct err msg = {0};
     int idx;
 
     if (params_only(params, known, err) < 0 || param_service(params, &idx, err) < 0)
         return -1;
-    if (op(idx, msg, sizeof(msg)) < 0) {
-        rpc_error_set(err, RPC_ERR_FAILED, "%s", msg);
-        return -1;
-    }
+    if (op(idx, &msg) < 0)
+        return rpc_error_from(err, RPC_ERR_FAILED, &msg);
     return service_reply(params, idx, result);
 }
 
@@ -300,7 +299,7 @@ static int m_services_stop(struct client *c, cJSON *params, cJSON **result, stru
 static int m_services_restart(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     static const char *const known[] = {"name", "signal", NULL};
-    char msg[256] = "";
+    struct err msg = {0};
     int idx, sig = 0;
 
     if (shutdown_in_progress()) {
@@ -310,8 +309,8 @@ static int m_services_restart(struct client *c, cJSON *params, cJSON **result, s
     if (params_only(params, known, err) < 0 || param_service(params, &idx, err) < 0 ||
         param_signal(params, &sig, err) < 0)
         return -1;
-    if (service_restart_signal(idx, sig, msg, sizeof(msg)) < 0) {
-        rpc_error_set(err, RPC_ERR_FAILED, "%s", msg);
+    if (service_restart_signal(idx, sig, &msg) < 0) {
+        rpc_error_from(err, RPC_ERR_FAILED, &msg);
         return -1;
     }
     return service_reply(params, idx, result);
@@ -320,7 +319,7 @@ static int m_services_restart(struct client *c, cJSON *params, cJSON **result, s
 static int m_services_signal(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     static const char *const known[] = {"name", "signal", NULL};
-    char msg[256] = "";
+    struct err msg = {0};
     int idx, sig = -1;
 
     if (params_only(params, known, err) < 0 || param_service(params, &idx, err) < 0 ||
@@ -330,8 +329,8 @@ static int m_services_signal(struct client *c, cJSON *params, cJSON **result, st
         rpc_error_set(err, RPC_INVALID_PARAMS, "signal: required");
         return -1;
     }
-    if (service_signal(idx, sig, msg, sizeof(msg)) < 0) {
-        rpc_error_set(err, RPC_ERR_STATE, "%s", msg);
+    if (service_signal(idx, sig, &msg) < 0) {
+        rpc_error_from(err, RPC_ERR_STATE, &msg);
         return -1;
     }
     cJSON *r = cJSON_CreateObject();

@@ -11,6 +11,7 @@
 #include <strings.h>
 #include <sys/resource.h>
 
+#include "err.h"
 #include "redact.h"
 
 /* Quotes a value for an error message: printable ASCII as is, anything
@@ -165,48 +166,39 @@ bool names_parse_udec(const char *s, uint64_t max, uint64_t *out)
     return true;
 }
 
-int config_parse_listen(const char *s, struct listen_spec *out, char *err, size_t errlen)
+int config_parse_listen(const char *s, struct listen_spec *out, struct err *err)
 {
     struct listen_spec l;
     char q[NAMES_QUOTE_MAX];
-    char scratch[NAMES_ERR_MAX];
+    struct err scratch;
     const char *rest;
     uint64_t port;
 
-    if (!err || !errlen) {
-        err = scratch;
-        errlen = sizeof(scratch);
-    }
+    if (!err)
+        err = &scratch;
     memset(&l, 0, sizeof(l));
     if (!s)
         s = "";
     if (strncmp(s, "unix:", 5) == 0 || strncmp(s, "serial:", 7) == 0) {
         l.kind = s[0] == 'u' ? LISTEN_UNIX : LISTEN_SERIAL;
         rest = strchr(s, ':') + 1;
-        if (!*rest) {
-            snprintf(err, errlen, "bad listen address %s (empty path)", names_quote(s, q, sizeof(q)));
-            return -1;
-        }
-        if (strlen(rest) >= sizeof(l.path)) {
-            snprintf(err, errlen, "bad listen address %s (path longer than %zu bytes)",
-                     names_quote(s, q, sizeof(q)), sizeof(l.path) - 1);
-            return -1;
-        }
+        if (!*rest)
+            return err_set(err, "bad listen address %s (empty path)", names_quote(s, q, sizeof(q)));
+        if (strlen(rest) >= sizeof(l.path))
+            return err_set(err, "bad listen address %s (path longer than %zu bytes)",
+                           names_quote(s, q, sizeof(q)), sizeof(l.path) - 1);
         strcpy(l.path, rest);
     } else if (strncmp(s, "vsock:", 6) == 0) {
         l.kind = LISTEN_VSOCK;
         /* 0xffffffff is VMADDR_PORT_ANY, not a port one can listen on. */
-        if (!names_parse_udec(s + 6, 0xfffffffeu, &port) || port == 0) {
-            snprintf(err, errlen, "bad listen address %s (vsock port must be 1..4294967294)",
-                     names_quote(s, q, sizeof(q)));
-            return -1;
-        }
+        if (!names_parse_udec(s + 6, 0xfffffffeu, &port) || port == 0)
+            return err_set(err, "bad listen address %s (vsock port must be 1..4294967294)",
+                           names_quote(s, q, sizeof(q)));
         l.port = (uint32_t)port;
     } else {
-        snprintf(err, errlen,
-                 "bad listen address %s (expected unix:PATH, vsock:PORT or serial:PATH)",
-                 names_quote(s, q, sizeof(q)));
-        return -1;
+        return err_set(err,
+                       "bad listen address %s (expected unix:PATH, vsock:PORT or serial:PATH)",
+                       names_quote(s, q, sizeof(q)));
     }
     if (out)
         *out = l;

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "err.h"
+
 /* Room for a quoted value in an error message (names_quote). */
 #define NAMES_QUOTE_MAX 96
 #define NAMES_ERR_MAX 512
@@ -31,7 +33,7 @@ bool names_parse_udec(const char *s, uint64_t max, uint64_t *out);
 
 /* Parses "unix:PATH", "vsock:PORT" or "serial:PATH"; out may be NULL to
  * only check. */
-int config_parse_listen(const char *s, struct listen_spec *out, char *err, size_t errlen);
+int config_parse_listen(const char *s, struct listen_spec *out, struct err *err);
 /* Signal by name ("SIGTERM", "TERM") or number; -1 when unknown. */
 int config_signal_number(const char *name);
 const char *config_signal_name(int sig);

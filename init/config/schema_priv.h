@@ -18,8 +18,7 @@
 struct vctx {
     char path[SCHEMA_ERR_MAX];
     size_t len;
-    char *err;
-    size_t errlen;
+    struct err *err;
 };
 
 /* Appends to the path and returns the previous length, which vpath_pop

@@ -14,6 +14,7 @@
 
 #include "cidr.h"
 #include "config.h"
+#include "err.h"
 #include "http.h"
 #include "names.h"
 #include "netaddr.h"
@@ -131,20 +132,21 @@ int rule_hostname(const cJSON *v, struct vctx *c)
 
 int rule_listen(const cJSON *v, struct vctx *c)
 {
-    char reason[SCHEMA_ERR_MAX];
+    struct err reason;
 
-    if (config_parse_listen(v->valuestring, NULL, reason, sizeof(reason)) < 0)
-        return vfail(c, "%s", reason);
+    if (config_parse_listen(v->valuestring, NULL, &reason) < 0)
+        return vfail(c, "%s", reason.msg);
     return 0;
 }
 
 int rule_envd_listen(const cJSON *v, struct vctx *c)
 {
-    char host[64], reason[128], q[NAMES_QUOTE_MAX];
+    char host[64], q[NAMES_QUOTE_MAX];
+    struct err reason;
     uint16_t port;
 
-    if (netaddr_parse_listen(v->valuestring, host, sizeof(host), &port, reason, sizeof(reason)) < 0)
-        return vfail(c, "%s, got %s", reason, names_quote(v->valuestring, q, sizeof(q)));
+    if (netaddr_parse_listen(v->valuestring, host, sizeof(host), &port, &reason) < 0)
+        return vfail(c, "%s, got %s", reason.msg, names_quote(v->valuestring, q, sizeof(q)));
     return 0;
 }
 
@@ -210,10 +212,11 @@ int rule_mac(const cJSON *v, struct vctx *c)
 /* An interface address: a prefix with host bits, "169.254.68.6/30". */
 int rule_ifaddr(const cJSON *v, struct vctx *c)
 {
-    char reason[128], q[NAMES_QUOTE_MAX];
+    char q[NAMES_QUOTE_MAX];
+    struct err reason;
 
-    if (cidr_parse(v->valuestring, true, NULL, reason, sizeof(reason)) < 0)
-        return vfail(c, "bad address %s: %s", names_quote(v->valuestring, q, sizeof(q)), reason);
+    if (cidr_parse(v->valuestring, true, NULL, &reason) < 0)
+        return vfail(c, "bad address %s: %s", names_quote(v->valuestring, q, sizeof(q)), reason.msg);
     return 0;
 }
 
@@ -237,17 +240,18 @@ int rule_ip(const cJSON *v, struct vctx *c)
  * probably meant, since "10.1.2.3/8" usually hides a typo. */
 int rule_cidr_net(const cJSON *v, struct vctx *c)
 {
-    char reason[128], q[NAMES_QUOTE_MAX], fixed[64];
+    char q[NAMES_QUOTE_MAX], fixed[64];
+    struct err reason;
     struct cidr net;
 
-    if (cidr_parse(v->valuestring, false, NULL, reason, sizeof(reason)) == 0)
+    if (cidr_parse(v->valuestring, false, NULL, &reason) == 0)
         return 0;
-    if (cidr_parse(v->valuestring, true, &net, NULL, 0) == 0) {
+    if (cidr_parse(v->valuestring, true, &net, NULL) == 0) {
         cidr_format(&net, fixed, sizeof(fixed));
         return vfail(c, "bad CIDR %s: %s (did you mean %s?)", names_quote(v->valuestring, q, sizeof(q)),
-                    reason, fixed);
+                    reason.msg, fixed);
     }
-    return vfail(c, "bad CIDR %s: %s", names_quote(v->valuestring, q, sizeof(q)), reason);
+    return vfail(c, "bad CIDR %s: %s", names_quote(v->valuestring, q, sizeof(q)), reason.msg);
 }
 
 /* An egress.deny_local_ports entry. */
@@ -338,7 +342,7 @@ int rule_network(const cJSON *net, struct vctx *c)
         const cJSON *via = jget(it, "via");
         if (via && strcmp(to, "default") != 0) {
             struct cidr dst;
-            if (cidr_parse(to, false, &dst, NULL, 0) == 0 && dst.family != ip_family(via->valuestring)) {
+            if (cidr_parse(to, false, &dst, NULL) == 0 && dst.family != ip_family(via->valuestring)) {
                 vpath_append(c, ".routes[%zu].via", i);
                 return vfail(c, "%s is not of the family of \"to\" %s",
                              names_quote(via->valuestring, q, sizeof(q)),
@@ -537,12 +541,12 @@ int rule_hostport(const cJSON *v, struct vctx *c)
  * same rules as tcp, the path as http.c will put it on the request line. */
 int rule_http_target(const cJSON *v, struct vctx *c)
 {
-    char hp[256], path[256], why[160];
+    char hp[256], path[256];
+    struct err why;
     char q[NAMES_QUOTE_MAX];
 
-    if (http_target_split(v->valuestring, hp, sizeof(hp), path, sizeof(path), why,
-                          sizeof(why)) < 0)
-        return vfail(c, "bad target %s: %s", names_quote(v->valuestring, q, sizeof(q)), why);
+    if (http_target_split(v->valuestring, hp, sizeof(hp), path, sizeof(path), &why) < 0)
+        return vfail(c, "bad target %s: %s", names_quote(v->valuestring, q, sizeof(q)), why.msg);
     cJSON tmp;
     memset(&tmp, 0, sizeof(tmp));
     tmp.type = cJSON_String;

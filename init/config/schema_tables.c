@@ -10,6 +10,7 @@
 #include <cJSON.h>
 
 #include "config.h"
+#include "err.h"
 #include "svc_config.h"
 
 /* The schema tables (DESIGN section 5). Leaves first, then the objects
@@ -347,7 +348,7 @@ const struct schema schema_top = {.kind = K_OBJECT, .keys = k_top, .check = rule
 int rule_host_mounts(const cJSON *v, struct vctx *c)
 {
     const char *s = v->valuestring;
-    char reason[SCHEMA_ERR_MAX];
+    struct err reason;
     cJSON *inner;
     size_t len = strlen(s), i;
     int r;
@@ -357,9 +358,9 @@ int rule_host_mounts(const cJSON *v, struct vctx *c)
         ;
     if (i == len)
         return 0;
-    inner = schema_parse_json(s, len, reason, sizeof(reason));
+    inner = schema_parse_json(s, len, &reason);
     if (!inner)
-        return vfail(c, "bad JSON in string: %s", reason);
+        return vfail(c, "bad JSON in string: %s", reason.msg);
     if (!cJSON_IsArray(inner)) {
         cJSON_Delete(inner);
         return vfail(c, "expected a JSON array in the string");

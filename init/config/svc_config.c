@@ -36,7 +36,9 @@ static void check_of(const cJSON *obj, struct svc_check_settings *c)
     if (!obj)
         return;
     c->given = true;
-    int rc = check_spec_from_json(obj, &c->spec, c->error, sizeof(c->error));
+    struct err why = {0};
+    int rc = check_spec_from_json(obj, &c->spec, &why);
+    snprintf(c->error, sizeof(c->error), "%s", why.msg);
     c->listens = rc == 1;
     if (rc < 0 && !c->error[0])
         snprintf(c->error, sizeof(c->error), "not understood");

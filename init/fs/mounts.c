@@ -1,4 +1,5 @@
 #include "mounts.h"
+#include "err.h"
 #include "mountinfo.h"
 #include "safepath.h"
 
@@ -243,7 +244,7 @@ enum attempt { A_DONE, A_RETRY };
 static int make_target(const struct mnt *m, int *fd)
 {
     struct stat s;
-    char why[128];
+    struct err why;
 
     *fd = -1;
     if (strcmp(m->type, "bind") == 0 && stat(m->source, &s) == 0 && !S_ISDIR(s.st_mode)) {
@@ -255,11 +256,10 @@ static int make_target(const struct mnt *m, int *fd)
             return -1;
         }
         *slash = '\0';
-        int pfd = safepath_mkdir_p(parent[0] ? parent : "/", 0755, geteuid(), getegid(), why,
-                                   sizeof(why));
+        int pfd = safepath_mkdir_p(parent[0] ? parent : "/", 0755, geteuid(), getegid(), &why);
         if (pfd < 0)
             return -1;
-        int tfd = safepath_open(pfd, slash + 1, O_RDONLY | O_CREAT, 0644, why, sizeof(why));
+        int tfd = safepath_open(pfd, slash + 1, O_RDONLY | O_CREAT, 0644, &why);
         int e = errno;
         close(pfd);
         if (tfd < 0) {
@@ -271,7 +271,7 @@ static int make_target(const struct mnt *m, int *fd)
     }
     /* A directory target likewise: made without following a link, and
      * mounted on through its fd. */
-    int dfd = safepath_mkdir_p(m->target, 0755, geteuid(), getegid(), why, sizeof(why));
+    int dfd = safepath_mkdir_p(m->target, 0755, geteuid(), getegid(), &why);
     if (dfd < 0)
         return -1;
     *fd = dfd;
@@ -491,21 +491,21 @@ static int apply_owner(struct mnt *m)
 {
     uid_t uid = geteuid();
     gid_t gid = getegid();
-    char why[160];
+    struct err why;
     struct stat st;
 
     if (!m->owner[0])
         return 0;
-    if (accounts_owner(accounts_snapshot(), m->owner, &uid, &gid, why, sizeof(why)) < 0) {
-        snprintf(m->error, sizeof(m->error), "owner %s: %s", m->owner, why);
+    if (accounts_owner(accounts_snapshot(), m->owner, &uid, &gid, &why) < 0) {
+        snprintf(m->error, sizeof(m->error), "owner %s: %s", m->owner, why.msg);
         return -1;
     }
-    int fd = safepath_open_abs(m->target, O_RDONLY | O_DIRECTORY, 0, why, sizeof(why));
+    int fd = safepath_open_abs(m->target, O_RDONLY | O_DIRECTORY, 0, &why);
     if (fd < 0 && (errno == ENOTDIR || errno == SAFEPATH_EWRONGTYPE)) /* a bind of one file */
-        fd = safepath_open_abs(m->target, O_RDONLY, 0, why, sizeof(why));
+        fd = safepath_open_abs(m->target, O_RDONLY, 0, &why);
     if (fd < 0) {
         snprintf(m->error, sizeof(m->error), "owner %s: unable to open %s: %s", m->owner, m->target,
-                 why);
+                 why.msg);
         return -1;
     }
     int rc = -1;
@@ -777,11 +777,11 @@ static void platform_check(bool at_boot)
          * the seeding, the key made at the agent's first start and the
          * agent itself come next. Once per run of hearth: a later
          * replacement is not a restore. */
-        char detail[160];
+        struct err detail;
         M.identity_renewed = true;
         log_info("platform mounts arrived after start: a restored copy; renewing its identity");
-        if (identity_refresh("platform_mounts", detail, sizeof(detail)) < 0)
-            log_warn("identity: %s", detail);
+        if (identity_refresh("platform_mounts", &detail) < 0)
+            log_warn("identity: %s", detail.msg);
     }
     if (revoke)
         gate_revoke("mounts", why);
@@ -1125,23 +1125,24 @@ void mounts_apply_host(const struct host_mounts_cfg *hm)
     restart_pass();
 }
 
-int mounts_set_host(const cJSON *host_mounts, char *err, size_t errlen)
+int mounts_set_host(const cJSON *host_mounts, struct err *err)
 {
     struct host_mounts_cfg hm;
 
-    if (host_mounts_parse(host_mounts, &hm, err, errlen) < 0)
+    if (host_mounts_parse(host_mounts, &hm, err) < 0)
         return -1;
     mounts_apply_host(&hm);
     host_mounts_free(&hm);
     return 0;
 }
 
-int mounts_recheck(char *err, size_t errlen)
+int mounts_recheck(struct err *err)
 {
     size_t stale = 0;
     struct minfo mi;
 
-    err[0] = '\0';
+    if (err)
+        err->msg[0] = '\0';
     if (M.running)
         return 0; /* a pass is under way: it will get there */
     for (size_t i = 0; i < M.n; i++) {
@@ -1163,10 +1164,8 @@ int mounts_recheck(char *err, size_t errlen)
         return 0;
     restart_pass();
     for (size_t i = 0; i < M.n; i++) {
-        if (M.m[i].state == M_FAILED) {
-            snprintf(err, errlen, "mount %s: %s", M.m[i].target, M.m[i].error);
-            return -1;
-        }
+        if (M.m[i].state == M_FAILED)
+            return err_set(err, "mount %s: %s", M.m[i].target, M.m[i].error);
     }
     return (int)stale;
 }

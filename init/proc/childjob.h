@@ -22,6 +22,7 @@
 #include <ev.h>
 
 #include "bytebuf.h"
+#include "err.h"
 
 enum childjob_end {
     CHILDJOB_EXITED,   /* ended on its own: status is its wait status */
@@ -65,7 +66,7 @@ struct childjob {
  * started, -1 with err (no loop, a killed child still not reaped, pipe,
  * fork or reaper failure). */
 int childjob_start(struct childjob *j, int64_t timeout_ms, size_t max, childjob_fn fn,
-                   void *arg, childjob_done done, char *err, size_t errlen);
+                   void *arg, childjob_done done, struct err *err);
 bool childjob_running(const struct childjob *j);
 /* In the child only: writes all of buf to wfd. When the pipe is full it
  * asks the loop to read (once) and waits for room. 0, or -1 with errno

@@ -12,6 +12,7 @@
 #include <ev.h>
 
 #include "contain.h"
+#include "err.h"
 #include "events.h"
 #include "gates.h"
 #include "hearth.h"
@@ -583,9 +584,9 @@ int services_init(const struct config *cfg)
         /* Bound now, before any service runs (see notify.c); a failure is
          * tried again, and reported, at each start. */
         if (svc_wants_nsock(s)) {
-            char err[160];
-            if (svc_nsock_open(s, err, sizeof(err)) < 0)
-                log_warn("service %s: NOTIFY_SOCKET: %s", s->cfg->name, err);
+            struct err err;
+            if (svc_nsock_open(s, &err) < 0)
+                log_warn("service %s: NOTIFY_SOCKET: %s", s->cfg->name, err.msg);
         }
     }
     compute_order();
@@ -710,11 +711,11 @@ cJSON *services_to_json(void)
         {
             /* How it is contained here, and why not fully (security.md). */
             struct contain_policy pol;
-            char why[512];
+            struct err why;
             contain_policy_of(s->cfg, &pol);
-            cJSON_AddStringToObject(o, "containment", contain_describe(&pol, why, sizeof(why)));
-            if (why[0])
-                cJSON_AddStringToObject(o, "containment_reason", why);
+            cJSON_AddStringToObject(o, "containment", contain_describe(&pol, &why));
+            if (why.msg[0])
+                cJSON_AddStringToObject(o, "containment_reason", why.msg);
         }
         cJSON_AddNumberToObject(o, "since_ms", (double)(now - s->since_ms));
         cJSON_AddItemToObject(o, "last_exit", exit_json(s));
@@ -815,7 +816,7 @@ const char *service_cgroup_at(size_t idx, const char **name, uint64_t *cpu_usec_
     return svcs[idx].leaf.path;
 }
 
-int service_start(int idx, char *err, size_t errlen)
+int service_start(int idx, struct err *err)
 {
     struct service *s = &svcs[idx];
     /* Asked for by the host: ready.attempts counts from here. */
@@ -834,14 +835,12 @@ int service_start(int idx, char *err, size_t errlen)
         return 0;
     s->fails = 0;
     svc_dispatch(s, E_START);
-    if (s->state == SVC_FAILED && s->error[0]) {
-        snprintf(err, errlen, "%s", s->error);
-        return -1;
-    }
+    if (s->state == SVC_FAILED && s->error[0])
+        return err_set(err, "%s", s->error);
     return 0;
 }
 
-int service_stop(int idx, char *err, size_t errlen)
+int service_stop(int idx, struct err *err)
 {
     struct service *s = &svcs[idx];
     s->restart_pending = false;
@@ -853,12 +852,12 @@ int service_stop(int idx, char *err, size_t errlen)
     return 0;
 }
 
-int service_restart(int idx, char *err, size_t errlen)
+int service_restart(int idx, struct err *err)
 {
-    return service_restart_signal(idx, 0, err, errlen);
+    return service_restart_signal(idx, 0, err);
 }
 
-int service_restart_signal(int idx, int sig, char *err, size_t errlen)
+int service_restart_signal(int idx, int sig, struct err *err)
 {
     struct service *s = &svcs[idx];
     s->ready.failed_starts = 0;
@@ -875,16 +874,14 @@ int service_restart_signal(int idx, int sig, char *err, size_t errlen)
         s->restart_pending = true;
         return 0;
     }
-    return service_start(idx, err, errlen);
+    return service_start(idx, err);
 }
 
-int service_signal(int idx, int sig, char *err, size_t errlen)
+int service_signal(int idx, int sig, struct err *err)
 {
     struct service *s = &svcs[idx];
-    if (s->pid <= 0) {
-        snprintf(err, errlen, "service %s is not running (%s)", s->cfg->name, state_names[s->state]);
-        return -1;
-    }
+    if (s->pid <= 0)
+        return err_set(err, "service %s is not running (%s)", s->cfg->name, state_names[s->state]);
     svc_signal_group(s, sig);
     return 0;
 }
@@ -962,10 +959,10 @@ int services_resumed(cJSON *report)
         if (strcmp(how, "restart") == 0 || strncmp(how, "restart:", 8) == 0) {
             /* config.c accepted "restart:NAME" with a known signal. */
             int sig = how[7] == ':' ? config_signal_number(how + 8) : 0;
-            char err[128];
-            if (sig < 0 || service_restart_signal((int)(s - svcs), sig, err, sizeof(err)) < 0) {
+            struct err err;
+            if (sig < 0 || service_restart_signal((int)(s - svcs), sig, &err) < 0) {
                 log_warn("service %s: restart on resume: %s", s->cfg->name,
-                         sig < 0 ? "unknown signal" : err);
+                         sig < 0 ? "unknown signal" : err.msg);
                 continue;
             }
             did = how;

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "config.h"
+#include "err.h"
 
 struct cJSON;
 
@@ -69,14 +70,14 @@ pid_t service_pid_at(size_t idx, const char **name);
  * last service), its name, and the CPU time of the leaves it had before
  * the current one (a leaf is replaced after cgroup.kill). */
 const char *service_cgroup_at(size_t idx, const char **name, uint64_t *cpu_usec_before);
-int service_start(int idx, char *err, size_t errlen);
-int service_stop(int idx, char *err, size_t errlen);
-int service_restart(int idx, char *err, size_t errlen);
+int service_start(int idx, struct err *err);
+int service_stop(int idx, struct err *err);
+int service_restart(int idx, struct err *err);
 /* A restart whose stop sends sig instead of stop.signal (0: stop.signal),
  * with stop.timeout_ms and the kill after it as usual, then starts the
  * service again at once: a graceful restart, not counted as a failure. */
-int service_restart_signal(int idx, int sig, char *err, size_t errlen);
-int service_signal(int idx, int sig, char *err, size_t errlen);
+int service_restart_signal(int idx, int sig, struct err *err);
+int service_signal(int idx, int sig, struct err *err);
 /* The last n captured output lines, oldest first. */
 struct cJSON *service_logs_json(int idx, size_t n);
 struct logline;

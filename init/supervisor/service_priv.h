@@ -15,6 +15,7 @@
 #include "cgroup.h"
 #include "check.h"
 #include "config.h"
+#include "err.h"
 #include "logring.h"
 #include "notify.h"
 #include "service.h"
@@ -198,7 +199,7 @@ void svc_cgroup_free(void);
 
 /* svc_notify.c */
 bool svc_wants_nsock(const struct service *s);
-int svc_nsock_open(struct service *s, char *err, size_t errlen);
+int svc_nsock_open(struct service *s, struct err *err);
 void svc_nsock_close(struct service *s);
 int svc_notify_env(struct service *s, struct launch_plan *plan);
 void svc_notify_fd_attach(struct service *s, int fd);

@@ -11,6 +11,7 @@
 #include <ev.h>
 
 #include "check.h"
+#include "err.h"
 #include "events.h"
 #include "hearth.h"
 #include "launch.h"
@@ -73,10 +74,10 @@ void svc_probe_keep_plan(struct service *s, struct launch_plan *plan)
 
 /* Any probe; an exec probe where and as what the service runs. */
 static struct check *probe_start(struct service *s, const struct check_spec *spec,
-                                 check_done_fn done, char *err, size_t errlen)
+                                 check_done_fn done, struct err *err)
 {
     struct check_exec how = {s->probe_plan, s->cfg->cwd, s->leaf.path, s->pid};
-    return check_start(H.loop, spec, &how, done, s, err, errlen);
+    return check_start(H.loop, spec, &how, done, s, err);
 }
 
 void svc_ready_cancel(struct service *s)
@@ -170,7 +171,7 @@ void svc_ready_arm_deadline(struct service *s)
 
 void svc_ready_attempt(struct service *s)
 {
-    char err[160];
+    struct err err;
     if (s->ready.notify_fd || s->ready.notify) {
         svc_ready_arm_deadline(s);
         return;
@@ -189,9 +190,9 @@ void svc_ready_attempt(struct service *s)
     }
     spec.timeout_ms = left < 1 ? 1 : left > cap ? cap : left;
     s->ready.cut = spec.timeout_ms < cap;
-    s->ready.probe = probe_start(s, &spec, ready_done, err, sizeof(err));
+    s->ready.probe = probe_start(s, &spec, ready_done, &err);
     if (!s->ready.probe) {
-        snprintf(s->error, sizeof(s->error), "readiness check: %s", err);
+        snprintf(s->error, sizeof(s->error), "readiness check: %s", err.msg);
         s->ready.probe_error = true;
         log_warn("service %s: %s", s->cfg->name, s->error);
         ev_timer_set(&s->ready.timer, 1.0, 0.);
@@ -298,14 +299,14 @@ void svc_health_result(struct service *s, bool ok, const char *detail)
 
 static void health_attempt(struct service *s)
 {
-    char err[160];
+    struct err err;
     struct check_spec spec = s->health.spec;
     spec.argv = spec.argv ? s->health.spec.argv_store : NULL;
-    s->health.probe = probe_start(s, &spec, health_done, err, sizeof(err));
+    s->health.probe = probe_start(s, &spec, health_done, &err);
     if (!s->health.probe) {
         /* hearth could not even run the probe (no fd, no fork): that says
          * nothing about the service, so it does not count as a failure. */
-        log_warn("service %s: unable to start the health check: %s", s->cfg->name, err);
+        log_warn("service %s: unable to start the health check: %s", s->cfg->name, err.msg);
         svc_health_arm(s, s->health.interval_ms);
     }
 }

@@ -18,25 +18,26 @@
 
 #include <ctype.h>
 
+#include "err.h"
 #include "fuzz_common.h"
 
 static void check_listen(const char *s)
 {
     struct listen_spec l;
-    char err[CONFIG_ERR_MAX];
+    struct err err;
     int rc;
 
     memset(&l, 0x5a, sizeof(l));
-    memset(err, 'X', sizeof(err));
-    rc = config_parse_listen(s, &l, err, sizeof(err));
+    memset(err.msg, 'X', sizeof(err.msg));
+    rc = config_parse_listen(s, &l, &err);
     if (rc < 0) {
         FUZZ_CHECK(rc == -1, "config_parse_listen returned %d", rc);
-        FUZZ_CHECK(memchr(err, '\0', sizeof(err)) && err[0], "bad err for %.80s", s);
-        for (const char *p = err; *p; p++)
+        FUZZ_CHECK(memchr(err.msg, '\0', sizeof(err.msg)) && err.msg[0], "bad err for %.80s", s);
+        for (const char *p = err.msg; *p; p++)
             FUZZ_CHECK(*p >= 0x20 && *p < 0x7f, "unprintable byte 0x%02x in err: %s",
-                       (unsigned char)*p, err);
+                       (unsigned char)*p, err.msg);
         /* A NULL err must be accepted too. */
-        FUZZ_CHECK(config_parse_listen(s, NULL, NULL, 0) == -1, "NULL err changed result");
+        FUZZ_CHECK(config_parse_listen(s, NULL, NULL) == -1, "NULL err changed result");
         return;
     }
     FUZZ_CHECK(rc == 0, "config_parse_listen returned %d", rc);

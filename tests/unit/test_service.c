@@ -11,6 +11,7 @@
 #include <ev.h>
 
 #include "config.h"
+#include "err.h"
 #include "hearth.h"
 #include "reaper.h"
 #include "service.h"
@@ -62,11 +63,11 @@ static void on_down(void) { all_down = true; }
 
 static struct config *setup(const char *json)
 {
-    char err[256] = "";
-    struct config *cfg = config_parse(json, strlen(json), err, sizeof(err));
+    struct err err = {0};
+    struct config *cfg = config_parse(json, strlen(json), &err);
     CHECK(cfg != NULL);
     if (!cfg) {
-        fprintf(stderr, "  config: %s\n", err);
+        fprintf(stderr, "  config: %s\n", err.msg);
         return NULL;
     }
     H.loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK);
