@@ -196,8 +196,8 @@ int m_exec_input(struct client *c, cJSON *params, cJSON **result, struct rpc_err
         n = base64_decode(data, dlen, buf, cap, &berr);
         if (n < 0) {
             free(buf);
-            rpc_error_set(err, RPC_INVALID_PARAMS, "data: %s", berr.msg);
-            return -1;
+            err_wrap(&berr, "data");
+            return rpc_error_from(err, RPC_INVALID_PARAMS, &berr);
         }
     }
     int r = exec_input(c, id, buf, (size_t)n, close_after, err);

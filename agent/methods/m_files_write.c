@@ -169,8 +169,8 @@ int files_write_now(struct client *c, cJSON *params, cJSON **result, struct rpc_
     long n = base64_decode(data, dlen, buf, FILES_CHUNK_MAX, &berr);
     if (n < 0) {
         free(buf);
-        rpc_error_set(err, RPC_INVALID_PARAMS, "data: %s", berr.msg);
-        return -1;
+        err_wrap(&berr, "data");
+        return rpc_error_from(err, RPC_INVALID_PARAMS, &berr);
     }
     int dfd = open_parent(&p, leaf, err);
     if (dfd < 0) {

@@ -31,10 +31,8 @@ int m_egress_set(struct client *c, cJSON *params, cJSON **result, struct rpc_err
         params = empty = cJSON_CreateObject();
     int rc = egress_set(params, &why);
     cJSON_Delete(empty);
-    if (rc < 0) {
-        rpc_error_set(err, rc == -1 ? RPC_INVALID_PARAMS : RPC_ERR_FAILED, "%s", why.msg);
-        return -1;
-    }
+    if (rc < 0)
+        return rpc_error_from(err, rc == -1 ? RPC_INVALID_PARAMS : RPC_ERR_FAILED, &why);
     *result = egress_json();
     return *result ? 0 : -1;
 }

@@ -168,10 +168,8 @@ int m_skills_fork(struct client *c, cJSON *params, cJSON **result, struct rpc_er
         fork_pend.ticket = control_defer(c);
         return 0;
     }
-    if (rc < 0) {
-        rpc_error_set(err, fork_error_code(msg.msg), "%s", msg.msg);
-        return -1;
-    }
+    if (rc < 0)
+        return rpc_error_from(err, fork_error_code(msg.msg), &msg);
     *result = fork_result(name);
     return *result ? 0 : -1;
 }

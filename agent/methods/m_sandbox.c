@@ -185,8 +185,7 @@ int m_sandbox_init(struct client *c, cJSON *params, cJSON **result, struct rpc_e
     explicit_bzero(ent, sizeof(ent));
     if (rc < 0) {
         cJSON_Delete(rep);
-        rpc_error_set(err, code, "%s", msg.msg);
-        return -1;
+        return rpc_error_from(err, code, &msg);
     }
     if (token) {
         envd_set_token(token);

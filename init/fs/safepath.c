@@ -48,7 +48,10 @@ static void reason(struct err *err, int e)
     default:
         r = strerror(e);
     }
+    /* Only the reason: the caller says what it was unable to do. */
     err_set(err, "%s", r);
+    if (err)
+        err->code = e;
     errno = e;
 }
 
