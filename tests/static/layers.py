@@ -205,10 +205,6 @@ KNOWN_CIRCLES = {
     ("agent/envd/envd_ops.c", "agent/envd/envd_role.c", "agent/envd/envd_watch.c"):
         "the role process over three files (envd_role.h): its loop and connections call the "
         "routes and the watch streams, which answer through the connections' writers",
-    ("agent/hearthctl/commands.c", "agent/hearthctl/cp.c"):
-        "the command table names cp's builder and runner, and cp builds its params with the "
-        "table's helpers and prints its usage from its row; undoing it means commands "
-        "registering their own rows",
 }
 
 
