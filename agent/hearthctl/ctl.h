@@ -192,7 +192,7 @@ void add_num(cJSON *o, const char *k, double v);
 /* Calls t->method with params (consumed). On 0, *reply is the whole reply
  * (caller deletes) and *result points into it. Otherwise the failure was
  * printed and the return value is the exit code. */
-int rpc_call(struct ctl *t, cJSON *params, cJSON **reply, const cJSON **result);
+int call_method(struct ctl *t, cJSON *params, cJSON **reply, const cJSON **result);
 /* Prints notifications until the server closes or SIGINT; no timeout. */
 int follow(struct ctl *t);
 /* Frees the notifications still queued. */
