@@ -1,14 +1,21 @@
 /* The envd role process's inside, shared by its files and nothing
- * else (envd.h is hearth's side):
+ * else (envd.h is hearth's side). Its calls run one way, from the loop
+ * down:
  *
- *   envd_role.c  the loop: hearth's links (calls and their replies in
- *                order per link, exec notifications), the HTTP
- *                connections (heads, bodies, responses, Connect framing,
- *                the token and the user), bounds on everything
+ *   envd_role.c  the loop: accepts, reads heads and bodies (the token,
+ *                the user) and runs the routes; hands the files below
+ *                the hooks they answer through
  *   envd_ops.c   what each route does: /files both ways, process.*,
  *                filesystem.*, each as steps of hearth calls
  *   envd_watch.c filesystem.Filesystem/WatchDir, on the inotify instance
  *                hearth made for the role
+ *   envd_entry.c what the routes share: envd's path rule, EntryInfo
+ *   envd_conn.c  a connection's answers (responses, Connect framing,
+ *                streams, chunks), its body as it comes, its close,
+ *                bounds on its output
+ *   envd_link.c  hearth's links (calls and their replies in order per
+ *                link, notifications), the settings and accounts hearth
+ *                sends
  *
  * The role holds no privilege: it runs as nobody, and every command or
  * file operation is a call on a link, which hearth checks and runs. */
@@ -27,9 +34,14 @@
 
 struct cJSON;
 
+/* ---- links and settings (envd_link.c) ---- */
+
 /* A reply from hearth: result (owned by the caller of fn's caller; NULL
  * on an error), or code and message. */
 typedef void (*call_fn)(void *ctx, struct cJSON *result, int code, const char *message);
+/* A notification from hearth other than envd.config (which the links
+ * take themselves): method and its params. */
+typedef void (*role_note_fn)(const char *method, struct cJSON *params);
 
 /* The settings hearth sent (envd.config). */
 struct role_cfg {
@@ -58,6 +70,11 @@ const char *role_gid_name(gid_t gid, char *buf, size_t n);
  * whose ctx goes away is cancelled with role_cancel(ctx). */
 int role_call(const char *method, struct cJSON *params, call_fn fn, void *ctx);
 void role_cancel(void *ctx);
+/* Opens the links hearth passed (ENVD_LINK_FD0...) on role_loop;
+ * notifications go to note. */
+void role_links_open(role_note_fn note);
+/* "hearth-envd: ..." on stderr. */
+void role_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 enum conn_state { C_HEAD, C_BODY, C_WORK, C_STREAM, C_CLOSING };
 
@@ -91,7 +108,19 @@ struct conn {
     struct conn *next;
 };
 
-/* ---- responses (envd_role.c) ---- */
+/* ---- a connection's answers (envd_conn.c) ---- */
+/* What the connection code needs of the loop, handed down at its start:
+ * advance reads on after an answer (the next request may be in already),
+ * gone is told of a connection closed (conn_abort). */
+struct conn_hooks {
+    void (*advance)(struct conn *c);
+    void (*gone)(struct conn *c);
+};
+void conn_set_hooks(const struct conn_hooks *h);
+void conn_set_reading(struct conn *c, bool on);
+void conn_flush(struct conn *c);
+/* "100 Continue" before a body the client waits to send. */
+void http_continue(struct conn *c);
 /* A whole response; the connection goes on with the next request (or
  * closes, when the request asked to or the body was not read). */
 void http_respond(struct conn *c, int status, const char *ctype, const char *body, size_t len);
@@ -124,12 +153,14 @@ void role_keepalive_start(struct conn *c, double seconds);
 /* The hearth error code of a failed call as a Connect code. */
 const char *connect_code_of(int rpc_code, const char *message);
 
-/* ---- shared by the routes (envd_ops.c) ---- */
+/* ---- shared by the routes (envd_entry.c; role_streams envd_conn.c) ---- */
 /* envd's path rule for the call's user: "~" and relative paths beneath
  * the home, "." and ".." folded. -1 when it does not fit. */
 int role_expand_path(const struct conn *c, const char *in, char *out, size_t cap);
 /* hearth's files.stat result as envd's EntryInfo. */
 struct cJSON *role_entry_json(const struct cJSON *st, const char *path);
+/* The last part of a path ("/" stays "/"). */
+const char *role_base_name(const char *p);
 /* Server streams open (Start, Connect, WatchDir), against envd.max_streams. */
 extern unsigned role_streams;
 

@@ -202,9 +202,6 @@ KNOWN_CIRCLES = {
     ("init/config/schema.c", "init/config/schema_rules.c", "init/config/schema_tables.c"):
         "one module over three files (schema_priv.h): the walker starts from the top table, "
         "whose rows name the value checks, which report through the walker's path helpers",
-    ("agent/envd/envd_ops.c", "agent/envd/envd_role.c", "agent/envd/envd_watch.c"):
-        "the role process over three files (envd_role.h): its loop and connections call the "
-        "routes and the watch streams, which answer through the connections' writers",
 }
 
 

@@ -136,13 +136,18 @@ def test_an_injected_circle_fails_the_check(guest_table):
 
 
 def test_a_known_circle_that_grows_fails_the_check(guest_table):
-    # envd_http joining the role's circle: envd_http calls the role back.
-    table = _with(guest_table, "agent/envd/envd_http.c", {"ops_rpc"})
-    bad = L.check_circles(L.calls(table))
-    assert any("envd_http.c, agent/envd/envd_ops.c, agent/envd/envd_role.c, "
-               "agent/envd/envd_watch.c" in b for b in bad), bad
-    assert any("known circle agent/envd/envd_ops.c, agent/envd/envd_role.c, "
-               "agent/envd/envd_watch.c is gone" in b for b in bad), bad
+    # bytebuf and utf8 made to call each other and listed as known, then
+    # termsafe joining them: utf8 calls it and it calls bytebuf.
+    known = {**L.KNOWN_CIRCLES,
+             ("init/lib/bytebuf.c", "init/lib/utf8.c"): "a circle made for the test"}
+    table = _with(_with(guest_table, "init/lib/bytebuf.c", {"utf8_invalid_at"}),
+                  "init/lib/utf8.c", {"bytebuf_grown_cap"})
+    assert L.check_circles(L.calls(table), known) == []
+    table = _with(_with(table, "init/lib/utf8.c", {"termsafe_step"}),
+                  "init/lib/termsafe.c", {"bytebuf_grown_cap"})
+    bad = L.check_circles(L.calls(table), known)
+    assert any("init/lib/bytebuf.c, init/lib/termsafe.c, init/lib/utf8.c" in b for b in bad), bad
+    assert any("known circle init/lib/bytebuf.c, init/lib/utf8.c is gone" in b for b in bad), bad
 
 
 def test_hearthctl_taking_a_guest_module_fails_the_check(objects):
