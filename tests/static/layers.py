@@ -199,9 +199,6 @@ KNOWN_CIRCLES = {
         "the parts post their events back to it (svc_dispatch), read the service array and, "
         "a few, call each other (notify into spawn's exec callback and probe's deadlines); "
         "undoing it means the core handing its parts a dispatch callback and the array",
-    ("init/config/schema.c", "init/config/schema_rules.c", "init/config/schema_tables.c"):
-        "one module over three files (schema_priv.h): the walker starts from the top table, "
-        "whose rows name the value checks, which report through the walker's path helpers",
 }
 
 
