@@ -242,7 +242,7 @@ static int param_signal(cJSON *params, int *sig, struct rpc_error *err)
         return 0;
     int n = -1;
     if (cJSON_IsString(v))
-        n = config_signal_number(v->valuestring);
+        n = names_signal_number(v->valuestring);
     else if (cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble < 65)
         n = v->valueint;
     if (n <= 0) {
@@ -338,7 +338,7 @@ static int m_services_signal(struct client *c, cJSON *params, cJSON **result, st
     if (!r)
         return -1;
     cJSON_AddStringToObject(r, "name", cJSON_GetObjectItemCaseSensitive(params, "name")->valuestring);
-    cJSON_AddStringToObject(r, "signal", config_signal_name(sig) ? config_signal_name(sig) : "?");
+    cJSON_AddStringToObject(r, "signal", names_signal_name(sig) ? names_signal_name(sig) : "?");
     cJSON_AddStringToObject(r, "state", service_state_of(idx));
     *result = r;
     return 0;

@@ -63,7 +63,7 @@ static cJSON *exit_json(const struct service *s)
     if (WIFEXITED(s->wstatus)) {
         cJSON_AddNumberToObject(o, "code", WEXITSTATUS(s->wstatus));
     } else if (WIFSIGNALED(s->wstatus)) {
-        const char *n = config_signal_name(WTERMSIG(s->wstatus));
+        const char *n = names_signal_name(WTERMSIG(s->wstatus));
         if (n)
             cJSON_AddStringToObject(o, "signal", n);
         else
@@ -249,7 +249,7 @@ static void exit_text(const struct service *s, char *buf, size_t n)
     if (WIFEXITED(s->wstatus))
         snprintf(buf, n, "exited with code %d", WEXITSTATUS(s->wstatus));
     else if (WIFSIGNALED(s->wstatus))
-        snprintf(buf, n, "killed by %s%s", config_signal_name(WTERMSIG(s->wstatus)) ?: "signal",
+        snprintf(buf, n, "killed by %s%s", names_signal_name(WTERMSIG(s->wstatus)) ?: "signal",
                  s->exit_oom ? " (out of memory)" : "");
 }
 
@@ -867,7 +867,7 @@ int service_restart_signal(int idx, int sig, char *err, size_t errlen)
         s->restart_signal = sig;
         if (sig)
             log_info("service %s: graceful restart: %s, then start again", s->cfg->name,
-                     config_signal_name(sig) ?: "signal");
+                     names_signal_name(sig) ?: "signal");
         svc_dispatch(s, E_STOP);
         return 0;
     }
@@ -961,7 +961,7 @@ int services_resumed(cJSON *report)
         const char *did;
         if (strcmp(how, "restart") == 0 || strncmp(how, "restart:", 8) == 0) {
             /* config.c accepted "restart:NAME" with a known signal. */
-            int sig = how[7] == ':' ? config_signal_number(how + 8) : 0;
+            int sig = how[7] == ':' ? names_signal_number(how + 8) : 0;
             char err[128];
             if (sig < 0 || service_restart_signal((int)(s - svcs), sig, err, sizeof(err)) < 0) {
                 log_warn("service %s: restart on resume: %s", s->cfg->name,
@@ -971,7 +971,7 @@ int services_resumed(cJSON *report)
             did = how;
         } else {
             /* config.c accepted "signal:NAME" with a known signal. */
-            int sig = config_signal_number(how + strlen("signal:"));
+            int sig = names_signal_number(how + strlen("signal:"));
             if (sig <= 0)
                 continue;
             svc_signal_group(s, sig);
