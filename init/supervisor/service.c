@@ -240,8 +240,6 @@ static int64_t backoff_delay(struct service *s)
     return d < 0 ? 0 : d;
 }
 
-static enum svc_state a_spawn(struct service *s);
-
 /* "exited with code N", "killed by SIGSEGV": the end of the last run. */
 static void exit_text(const struct service *s, char *buf, size_t n)
 {
