@@ -20,18 +20,14 @@
 
 static const char *const event_names[] = {"start", "stop", "exec", "exit", "timer", "deps", "ready", "unhealthy"};
 
-struct service svcs[CONFIG_MAX_SERVICES];
-size_t nsvcs;
 static int main_index;
 static void (*main_done_fn)(int);
 static void (*stop_all_done)(void);
 static int stop_all_next = -1; /* position in order[] being stopped during stop_all */
 static int order[CONFIG_MAX_SERVICES]; /* dependency order: each after what it needs */
 
-/* While the sandbox is frozen, no clock-driven judgement about a service
- * (health, readiness, backoff) may count the frozen time against it. */
-static bool suspended;
-static int64_t suspended_at; /* mono_ms when it began */
+/* When the suspension (svc_suspended, svc_base.c) began, in mono_ms. */
+static int64_t suspended_at;
 
 static const char *const state_names[SVC_NSTATES] = {
     "stopped", "waiting", "starting", "running", "stopping", "backoff", "failed", "exited",
@@ -108,29 +104,11 @@ static void set_state(struct service *s, enum svc_state to)
     events_emit("service.state", p);
 }
 
-void svc_timer_start(struct service *s, int64_t ms)
-{
-    /* From now, not from the start of this turn of the loop (libev's
-     * cached time), which may be a few ms earlier after a busy turn: a
-     * short backoff must not end before it began. */
-    ev_now_update(H.loop);
-    ev_timer_stop(H.loop, &s->timer);
-    ev_timer_set(&s->timer, (double)ms / 1000.0, 0.);
-    ev_timer_start(H.loop, &s->timer);
-}
+static void svc_dispatch(struct service *s, enum svc_event ev);
 
 static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     svc_dispatch(w->data, E_TIMER);
-}
-
-void svc_signal_group(struct service *s, int sig)
-{
-    if (s->pid > 0) {
-        /* The service leads its own process group (setsid). */
-        if (kill(-s->pid, sig) < 0 && errno == ESRCH)
-            kill(s->pid, sig);
-    }
 }
 
 /* ---- actions: each returns the next state ---- */
@@ -170,7 +148,7 @@ static enum svc_state a_running(struct service *s)
         s->ready.deadline = mono_ms() + s->ready.timeout_ms;
         s->ready.extended = false;
         s->ready.why[0] = 0;
-        if (!suspended)
+        if (!svc_suspended)
             svc_ready_attempt(s);
         return SVC_STARTING;
     }
@@ -314,7 +292,7 @@ static enum svc_state exit_policy(struct service *s, bool ok, int code, bool unr
         snprintf(s->error, sizeof(s->error),
                  "exited with code %d, listed in restart_force_exit_codes: restarting", code);
         s->restarts++;
-        if (suspended)
+        if (svc_suspended)
             s->suspend_left_ms = s->cfg->backoff_initial_ms;
         else
             svc_timer_start(s, s->cfg->backoff_initial_ms);
@@ -323,7 +301,7 @@ static enum svc_state exit_policy(struct service *s, bool ok, int code, bool unr
     if (s->cfg->restart == RESTART_ALWAYS || (s->cfg->restart == RESTART_ON_FAILURE && !ok)) {
         s->restarts++;
         int64_t d = backoff_delay(s);
-        if (suspended)
+        if (svc_suspended)
             s->suspend_left_ms = d; /* the resume starts the timer */
         else
             svc_timer_start(s, d);
@@ -416,7 +394,7 @@ static const action_fn table[SVC_NSTATES][E_NEVENTS] = {
 static void after_transition(struct service *s);
 static void release_waiting(void);
 
-void svc_dispatch(struct service *s, enum svc_event ev)
+static void svc_dispatch(struct service *s, enum svc_event ev)
 {
     action_fn fn = table[s->state][ev];
     if (!fn) {
@@ -552,6 +530,8 @@ static void compute_order(void)
 int services_init(const struct config *cfg)
 {
     gates_on_change(gate_changed);
+    /* The parts post their events (exec, exit, ready, unhealthy) here. */
+    svc_set_dispatch(svc_dispatch);
     nsvcs = cfg->n_services;
     main_index = nsvcs ? 0 : -1;
     for (size_t i = 0; i < nsvcs; i++) {
@@ -658,7 +638,6 @@ void services_stop_all(void (*done)(void))
 
 void services_on_main_done(void (*fn)(int)) { main_done_fn = fn; }
 
-struct svc_activity_hooks svc_activity;
 void services_set_activity_hooks(const struct svc_activity_hooks *h) { svc_activity = *h; }
 
 int services_main_status(void)
@@ -737,8 +716,8 @@ cJSON *services_to_json(void)
         if (s->state == SVC_WAITING && unmet_dep(s))
             cJSON_AddStringToObject(o, "waiting_for", unmet_dep(s));
         if (s->state == SVC_BACKOFF) {
-            double left = suspended ? (double)s->suspend_left_ms / 1000.0
-                                    : ev_timer_remaining(H.loop, (ev_timer *)&s->timer);
+            double left = svc_suspended ? (double)s->suspend_left_ms / 1000.0
+                                        : ev_timer_remaining(H.loop, (ev_timer *)&s->timer);
             cJSON_AddNumberToObject(o, "next_start_ms", (double)(int64_t)(left * 1000.0));
         }
         if (s->leaf.path[0])
@@ -898,9 +877,9 @@ cJSON *service_logs_json(int idx, size_t n) { return logring_tail_json(&svcs[idx
  * probed at once. */
 void services_suspend(bool on)
 {
-    if (suspended == on)
+    if (svc_suspended == on)
         return;
-    suspended = on;
+    svc_suspended = on;
     int64_t now = mono_ms();
     if (on)
         suspended_at = now;
@@ -929,7 +908,7 @@ void services_suspend(bool on)
     log_debug("services %s", on ? "suspended" : "no longer suspended");
 }
 
-bool services_suspended(void) { return suspended; }
+bool services_suspended(void) { return svc_suspended; }
 
 int services_health_now(void)
 {
