@@ -129,7 +129,7 @@ static int m_status(struct client *c, cJSON *params, cJSON **result, struct rpc_
     if (skills_enabled())
         cJSON_AddItemToObject(r, "skills", skills_last_json());
     cJSON_AddItemToObject(r, "limits", guestlimits_status_json());
-    cJSON_AddItemToObject(r, "services", services_to_json());
+    cJSON_AddItemToObject(r, "services", service_list_json());
     sandbox_status_json(r);
     resume_status_json(r);
     cJSON_AddItemToObject(r, "activity", activity_json());
@@ -159,7 +159,7 @@ static int m_services_list(struct client *c, cJSON *params, cJSON **result, stru
     if (!r)
         return -1;
     cJSON_AddItemToObject(r, "phases", gates_json());
-    cJSON_AddItemToObject(r, "services", services_to_json());
+    cJSON_AddItemToObject(r, "services", service_list_json());
     redact_json(r);
     *result = r;
     return 0;

@@ -421,7 +421,7 @@ static void after_transition(struct service *s)
     /* A main service that will not run again ends a container. */
     if (idx == main_index && (s->state == SVC_FAILED || s->state == SVC_EXITED) &&
         main_done_fn && stop_all_next < 0)
-        main_done_fn(services_main_status());
+        main_done_fn(service_main_status());
     if (stop_all_next >= 0 && idx == order[stop_all_next] && is_down(s))
         stop_next();
     /* Something came up: release those that were waiting for it. */
@@ -527,7 +527,7 @@ static void compute_order(void)
     }
 }
 
-int services_init(const struct config *cfg)
+int service_init(const struct config *cfg)
 {
     gates_on_change(gate_changed);
     /* The parts post their events (exec, exit, ready, unhealthy) here. */
@@ -570,7 +570,7 @@ int services_init(const struct config *cfg)
     return 0;
 }
 
-void services_free(void)
+void service_free(void)
 {
     for (size_t i = 0; i < nsvcs; i++) {
         struct service *s = &svcs[i];
@@ -587,7 +587,7 @@ void services_free(void)
     svc_cgroup_free();
 }
 
-void services_start_all(void)
+void service_start_all(void)
 {
     for (size_t i = 0; i < nsvcs; i++)
         svc_dispatch(&svcs[order[i]], E_START);
@@ -620,7 +620,7 @@ static void stop_next(void)
         done();
 }
 
-void services_stop_all(void (*done)(void))
+void service_stop_all(void (*done)(void))
 {
     stop_all_done = done;
     stop_all_next = (int)nsvcs - 1;
@@ -636,11 +636,11 @@ void services_stop_all(void (*done)(void))
     stop_next();
 }
 
-void services_on_main_done(void (*fn)(int)) { main_done_fn = fn; }
+void service_on_main_done(void (*fn)(int)) { main_done_fn = fn; }
 
-void services_set_activity_hooks(const struct svc_activity_hooks *h) { svc_activity = *h; }
+void service_set_activity_hooks(const struct svc_activity_hooks *h) { svc_activity = *h; }
 
-int services_main_status(void)
+int service_main_status(void)
 {
     if (main_index < 0)
         return 0;
@@ -654,7 +654,7 @@ int services_main_status(void)
     return 1;
 }
 
-cJSON *services_to_json(void)
+cJSON *service_list_json(void)
 {
     cJSON *arr = cJSON_CreateArray();
     int64_t now = mono_ms();
@@ -875,7 +875,7 @@ cJSON *service_logs_json(int idx, size_t n) { return logring_tail_json(&svcs[idx
  * deadline, backoff delays. Resuming re-arms them: the readiness deadline
  * moves by the frozen time, a backoff gets what it had left, and health is
  * probed at once. */
-void services_suspend(bool on)
+void service_suspend(bool on)
 {
     if (svc_suspended == on)
         return;
@@ -908,9 +908,9 @@ void services_suspend(bool on)
     log_debug("services %s", on ? "suspended" : "no longer suspended");
 }
 
-bool services_suspended(void) { return svc_suspended; }
+bool service_suspended(void) { return svc_suspended; }
 
-int services_health_now(void)
+int service_health_now(void)
 {
     int n = 0;
     for (size_t i = 0; i < nsvcs; i++) {
@@ -925,7 +925,7 @@ int services_health_now(void)
     return n;
 }
 
-int services_resumed(cJSON *report)
+int service_resumed(cJSON *report)
 {
     int acted = 0;
     for (size_t i = 0; i < nsvcs; i++) {

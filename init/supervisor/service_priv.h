@@ -160,11 +160,11 @@ extern struct service svcs[CONFIG_MAX_SERVICES];
 extern size_t nsvcs;
 /* The activity tracker's hooks (service.h); members may be NULL. */
 extern struct svc_activity_hooks svc_activity;
-/* The sandbox is frozen (services_suspend): no clock-driven judgement
+/* The sandbox is frozen (service_suspend): no clock-driven judgement
  * about a service (health, readiness, backoff) may count that time. */
 extern bool svc_suspended;
 /* An event for the state table: the parts' one way to it, through the
- * dispatch service.c hands down (svc_set_dispatch, at services_init). */
+ * dispatch service.c hands down (svc_set_dispatch, at service_init). */
 void svc_post(struct service *s, enum svc_event ev);
 void svc_set_dispatch(void (*fn)(struct service *s, enum svc_event ev));
 void svc_timer_start(struct service *s, int64_t ms);

@@ -113,7 +113,7 @@ static void ready_done(void *ctx, bool ok, const char *detail)
         svc_post(s, E_READY);
         return;
     }
-    /* Frozen: a failed probe says nothing; services_suspend(false) tries
+    /* Frozen: a failed probe says nothing; service_suspend(false) tries
      * again with the deadline moved by the frozen time. */
     if (svc_suspended)
         return;

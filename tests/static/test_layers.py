@@ -101,9 +101,9 @@ def _with(table, src, undefined):
 
 def test_an_injected_upward_call_fails_the_check(guest_table):
     # utf8 (layer 1) made to call the supervisor's start (layer 5).
-    table = _with(guest_table, "init/lib/utf8.c", {"services_start_all"})
+    table = _with(guest_table, "init/lib/utf8.c", {"service_start_all"})
     bad = L.check_calls(L.calls(table), L.layers())
-    assert bad == ["init/lib/utf8.c (layer 1) calls services_start_all of "
+    assert bad == ["init/lib/utf8.c (layer 1) calls service_start_all of "
                    "init/supervisor/service.c (layer 5)"], bad
 
 
