@@ -18,7 +18,7 @@
 
 #include "jsonout.h"
 
-unsigned role_streams;
+unsigned conn_streams;
 
 static struct conn_hooks hooks;
 
@@ -121,7 +121,7 @@ static void request_done(struct conn *c)
         hooks.advance(c);
 }
 
-void http_respond(struct conn *c, int status, const char *ctype, const char *body, size_t len)
+void conn_respond(struct conn *c, int status, const char *ctype, const char *body, size_t len)
 {
     if (c->dead)
         return;
@@ -137,7 +137,7 @@ void http_respond(struct conn *c, int status, const char *ctype, const char *bod
     request_done(c);
 }
 
-void http_error(struct conn *c, int status, const char *fmt, ...)
+void conn_http_error(struct conn *c, int status, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -149,7 +149,7 @@ void http_error(struct conn *c, int status, const char *fmt, ...)
     cJSON_AddStringToObject(o, "message", msg);
     char *t = jsonout_print(o);
     cJSON_Delete(o);
-    http_respond(c, status, "application/json", t ? t : "{}", t ? strlen(t) : 2);
+    conn_respond(c, status, "application/json", t ? t : "{}", t ? strlen(t) : 2);
     cJSON_free(t);
 }
 
@@ -169,7 +169,7 @@ static int connect_status(const char *code)
     return 500;
 }
 
-const char *connect_code_of(int rpc_code, const char *message)
+const char *conn_connect_code(int rpc_code, const char *message)
 {
     switch (rpc_code) {
     case -32002: return "not_found";
@@ -211,7 +211,7 @@ static int envelope(struct conn *c, uint8_t flags, const char *json, size_t len)
     return 0;
 }
 
-int stream_send(struct conn *c, const char *json, size_t len)
+int conn_stream_send(struct conn *c, const char *json, size_t len)
 {
     if (c->dead)
         return -1;
@@ -222,7 +222,7 @@ int stream_send(struct conn *c, const char *json, size_t len)
     return c->dead ? -1 : 0;
 }
 
-void stream_end(struct conn *c, const char *code, const char *message)
+void conn_stream_end(struct conn *c, const char *code, const char *message)
 {
     if (c->dead)
         return;
@@ -243,7 +243,7 @@ void stream_end(struct conn *c, const char *code, const char *message)
     request_done(c);
 }
 
-void connect_error(struct conn *c, const char *code, const char *fmt, ...)
+void conn_connect_error(struct conn *c, const char *code, const char *fmt, ...)
 {
     char msg[600];
     va_list ap;
@@ -251,7 +251,7 @@ void connect_error(struct conn *c, const char *code, const char *fmt, ...)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     if (c->stream_json) {
-        stream_end(c, code, msg);
+        conn_stream_end(c, code, msg);
         return;
     }
     cJSON *o = cJSON_CreateObject();
@@ -259,29 +259,29 @@ void connect_error(struct conn *c, const char *code, const char *fmt, ...)
     cJSON_AddStringToObject(o, "message", msg);
     char *t = jsonout_print(o);
     cJSON_Delete(o);
-    http_respond(c, connect_status(code), "application/json", t ? t : "{}", t ? strlen(t) : 2);
+    conn_respond(c, connect_status(code), "application/json", t ? t : "{}", t ? strlen(t) : 2);
     cJSON_free(t);
 }
 
-void connect_reply(struct conn *c, cJSON *msg)
+void conn_connect_reply(struct conn *c, cJSON *msg)
 {
     char *t = msg ? jsonout_print(msg) : NULL;
     cJSON_Delete(msg);
     if (!t) {
-        connect_error(c, "internal", "out of memory");
+        conn_connect_error(c, "internal", "out of memory");
         return;
     }
-    http_respond(c, 200, "application/json", t, strlen(t));
+    conn_respond(c, 200, "application/json", t, strlen(t));
     cJSON_free(t);
 }
 
-void http_chunked_head(struct conn *c, int status, const char *ctype)
+void conn_chunked_head(struct conn *c, int status, const char *ctype)
 {
     out_printf(c, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nTransfer-Encoding: chunked\r\n%s\r\n",
                status, reason(status), ctype, c->req.close ? "Connection: close\r\n" : "");
 }
 
-void http_chunk(struct conn *c, const char *data, size_t len)
+void conn_chunk(struct conn *c, const char *data, size_t len)
 {
     if (!len)
         return;
@@ -290,13 +290,13 @@ void http_chunk(struct conn *c, const char *data, size_t len)
     conn_flush(c);
 }
 
-void http_chunked_end(struct conn *c)
+void conn_chunked_end(struct conn *c)
 {
     out_put(c, "0\r\n\r\n", 5);
     request_done(c);
 }
 
-void http_continue(struct conn *c) { out_printf(c, "HTTP/1.1 100 Continue\r\n\r\n"); }
+void conn_continue(struct conn *c) { out_printf(c, "HTTP/1.1 100 Continue\r\n\r\n"); }
 
 void conn_abort(struct conn *c)
 {
@@ -308,7 +308,7 @@ void conn_abort(struct conn *c)
     ev_timer_stop(role_loop, &c->idle);
     ev_timer_stop(role_loop, &c->keepalive);
     close(c->fd);
-    role_cancel(c);
+    link_cancel(c);
     hooks.gone(c);
     if (c->op_free && c->op)
         c->op_free(c->op);
@@ -357,7 +357,7 @@ void conn_flush(struct conn *c)
 
 void conn_read_more(struct conn *c) { hooks.advance(c); }
 
-int body_take(struct conn *c, struct bytebuf *dst, size_t cap)
+int conn_body_take(struct conn *c, struct bytebuf *dst, size_t cap)
 {
     while (!c->body_done && bytebuf_pending(&c->in)) {
         size_t room = cap > bytebuf_pending(dst) ? cap - bytebuf_pending(dst) : 0;
@@ -407,7 +407,7 @@ int body_take(struct conn *c, struct bytebuf *dst, size_t cap)
     return 0;
 }
 
-void role_keepalive_start(struct conn *c, double seconds)
+void conn_keepalive_start(struct conn *c, double seconds)
 {
     ev_timer_set(&c->keepalive, seconds, seconds);
     ev_timer_start(role_loop, &c->keepalive);

@@ -13,7 +13,7 @@
 
 /* envd's rule: "~" is the user's home, a relative path is beneath it;
  * then "." and ".." are folded lexically (hearth refuses ".."). */
-int role_expand_path(const struct conn *c, const char *in, char *out, size_t cap)
+int entry_expand_path(const struct conn *c, const char *in, char *out, size_t cap)
 {
     char tmp[4096 + 300];
     if (!in[0])
@@ -48,7 +48,7 @@ int role_expand_path(const struct conn *c, const char *in, char *out, size_t cap
     return 0;
 }
 
-const char *role_base_name(const char *p)
+const char *entry_base_name(const char *p)
 {
     const char *s = strrchr(p, '/');
     return s && s[1] ? s + 1 : p;
@@ -56,7 +56,7 @@ const char *role_base_name(const char *p)
 
 /* ---------------- EntryInfo ---------------- */
 
-cJSON *role_entry_json(const cJSON *st, const char *path)
+cJSON *entry_json(const cJSON *st, const char *path)
 {
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(st, "type");
     const char *t = cJSON_IsString(type) ? type->valuestring : "";
@@ -78,7 +78,7 @@ cJSON *role_entry_json(const cJSON *st, const char *path)
     cJSON *e = cJSON_CreateObject();
     if (!e)
         return NULL;
-    cJSON_AddStringToObject(e, "name", role_base_name(path));
+    cJSON_AddStringToObject(e, "name", entry_base_name(path));
     cJSON_AddStringToObject(e, "type", ft);
     cJSON_AddStringToObject(e, "path", path);
     const cJSON *size = cJSON_GetObjectItemCaseSensitive(st, "size");
@@ -90,9 +90,9 @@ cJSON *role_entry_json(const cJSON *st, const char *path)
     const cJSON *uid = cJSON_GetObjectItemCaseSensitive(st, "uid");
     const cJSON *gid = cJSON_GetObjectItemCaseSensitive(st, "gid");
     char nb[24];
-    cJSON_AddStringToObject(e, "owner", role_uid_name(cJSON_IsNumber(uid) ? (uid_t)uid->valuedouble : 0,
+    cJSON_AddStringToObject(e, "owner", link_uid_name(cJSON_IsNumber(uid) ? (uid_t)uid->valuedouble : 0,
                                                       nb, sizeof(nb)));
-    cJSON_AddStringToObject(e, "group", role_gid_name(cJSON_IsNumber(gid) ? (gid_t)gid->valuedouble : 0,
+    cJSON_AddStringToObject(e, "group", link_gid_name(cJSON_IsNumber(gid) ? (gid_t)gid->valuedouble : 0,
                                                       nb, sizeof(nb)));
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(st, "mtime_ms");
     if (cJSON_IsNumber(mt)) {

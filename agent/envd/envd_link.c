@@ -2,7 +2,7 @@
  * spread over the links and answered in order per link, the settings
  * hearth sends (envd.config) and the accounts they carry. Notifications
  * other than envd.config go to the hook the loop hands down
- * (role_links_open): this file calls nothing of the role's others. */
+ * (link_open): this file calls nothing of the role's others. */
 #include "envd.h"
 #include "envd_role.h"
 
@@ -46,7 +46,8 @@ static struct link links[ENVD_LINKS];
 static uint64_t next_id = 1;
 static role_note_fn on_note;
 
-void role_say(const char *fmt, ...)
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
 {
     char buf[512];
     va_list ap;
@@ -58,7 +59,7 @@ void role_say(const char *fmt, ...)
 
 /* ---------------- users ---------------- */
 
-int role_user_find(const char *name, struct role_user *u)
+int link_user_find(const char *name, struct role_user *u)
 {
     const cJSON *alias = cJSON_GetObjectItemCaseSensitive(RC.aliases, name);
     if (cJSON_IsString(alias))
@@ -89,8 +90,8 @@ static const char *id_name(const cJSON *table, int pos, unsigned id, char *buf, 
     return buf;
 }
 
-const char *role_uid_name(uid_t uid, char *buf, size_t n) { return id_name(RC.passwd, 1, uid, buf, n); }
-const char *role_gid_name(gid_t gid, char *buf, size_t n) { return id_name(RC.group, 1, gid, buf, n); }
+const char *link_uid_name(uid_t uid, char *buf, size_t n) { return id_name(RC.passwd, 1, uid, buf, n); }
+const char *link_gid_name(gid_t gid, char *buf, size_t n) { return id_name(RC.group, 1, gid, buf, n); }
 
 /* ---------------- links to hearth ---------------- */
 
@@ -98,7 +99,7 @@ static void link_flush(struct link *l)
 {
     int r = bytebuf_write(l->fd, &l->out);
     if (r < 0 && errno != EAGAIN) {
-        role_say("link to hearth: %s", strerror(errno));
+        say("link to hearth: %s", strerror(errno));
         exit(1);
     }
     if (r == 0)
@@ -109,7 +110,7 @@ static void link_flush(struct link *l)
         bytebuf_release(&l->out);
 }
 
-int role_call(const char *method, cJSON *params, call_fn fn, void *ctx)
+int link_call(const char *method, cJSON *params, call_fn fn, void *ctx)
 {
     struct link *best = NULL;
     for (int i = 0; i < ENVD_LINKS; i++)
@@ -162,7 +163,7 @@ int role_call(const char *method, cJSON *params, call_fn fn, void *ctx)
     return 0;
 }
 
-void role_cancel(void *ctx)
+void link_cancel(void *ctx)
 {
     for (int i = 0; i < ENVD_LINKS; i++)
         for (struct call *k = links[i].head; k; k = k->next)
@@ -201,7 +202,7 @@ static void link_line(struct link *l, const char *line, size_t len)
 {
     cJSON *m = cJSON_ParseWithLength(line, len);
     if (!m) {
-        role_say("link to hearth: a line that is not JSON");
+        say("link to hearth: a line that is not JSON");
         return;
     }
     const cJSON *method = cJSON_GetObjectItemCaseSensitive(m, "method");
@@ -248,7 +249,7 @@ static void link_read_cb(struct ev_loop *loop, ev_io *w, int revents)
         if (space > READ_CHUNK)
             space = READ_CHUNK;
         if (!space) {
-            role_say("link to hearth: a line over %d bytes", LINK_LINE_MAX);
+            say("link to hearth: a line over %d bytes", LINK_LINE_MAX);
             exit(1);
         }
         ssize_t n = read(l->fd, linebuf_tail(&l->in), space);
@@ -259,7 +260,7 @@ static void link_read_cb(struct ev_loop *loop, ev_io *w, int revents)
         if (n <= 0) {
             /* hearth went, or dropped the link: nothing is left to serve
              * with; hearth starts a new role process. */
-            role_say("link to hearth closed");
+            say("link to hearth closed");
             exit(0);
         }
         linebuf_commit(&l->in, (size_t)n);
@@ -269,7 +270,7 @@ static void link_read_cb(struct ev_loop *loop, ev_io *w, int revents)
         while ((r = linebuf_next(&l->in, &line, &len)) == 1)
             link_line(l, line, len);
         if (r < 0) {
-            role_say("link to hearth: a line over %d bytes", LINK_LINE_MAX);
+            say("link to hearth: a line over %d bytes", LINK_LINE_MAX);
             exit(1);
         }
         linebuf_shrink(&l->in);
@@ -278,7 +279,7 @@ static void link_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 static void link_write_cb(struct ev_loop *loop, ev_io *w, int revents) { link_flush(w->data); }
 
-void role_links_open(role_note_fn note)
+void link_open(role_note_fn note)
 {
     on_note = note;
     for (int i = 0; i < ENVD_LINKS; i++) {

@@ -121,7 +121,7 @@ static void rpc_ready(struct conn *c)
     char service[64];
     size_t sl = (size_t)(slash - svc);
     if (sl >= sizeof(service)) {
-        connect_error(c, "unimplemented", "no procedure %s", c->path);
+        conn_connect_error(c, "unimplemented", "no procedure %s", c->path);
         return;
     }
     memcpy(service, svc, sl);
@@ -133,7 +133,7 @@ static void rpc_ready(struct conn *c)
         size_t ml;
         long whole = connect_envelope((const uint8_t *)body, blen, ROLE_RPC_BODY_MAX, &flags, &ml);
         if (whole <= 0 || (size_t)whole != blen || (flags & 0x01)) {
-            connect_error(c, "invalid_argument", "expected one uncompressed envelope");
+            conn_connect_error(c, "invalid_argument", "expected one uncompressed envelope");
             return;
         }
         body += 5;
@@ -142,14 +142,14 @@ static void rpc_ready(struct conn *c)
     cJSON *msg = blen ? cJSON_ParseWithLength(body, blen) : cJSON_CreateObject();
     if (!cJSON_IsObject(msg)) {
         cJSON_Delete(msg);
-        connect_error(c, "invalid_argument", "the request is not a JSON object");
+        conn_connect_error(c, "invalid_argument", "the request is not a JSON object");
         return;
     }
     const char *name = c->req.has_basic ? c->req.basic_user : RC.user;
-    if (role_user_find(name, &c->user) < 0) {
+    if (link_user_find(name, &c->user) < 0) {
         cJSON_Delete(msg);
-        connect_error(c, "invalid_argument", "no user %.64s in the image (envd.users maps names)",
-                      name);
+        conn_connect_error(c, "invalid_argument", "no user %.64s in the image (envd.users maps names)",
+                           name);
         return;
     }
     c->state = C_WORK;
@@ -167,14 +167,14 @@ static void body_progress(struct conn *c)
         ops_stream_input(c);
         return;
     }
-    if (body_take(c, &c->body, ROLE_RPC_BODY_MAX + 1) < 0) {
+    if (conn_body_take(c, &c->body, ROLE_RPC_BODY_MAX + 1) < 0) {
         c->body_done = false;
-        http_error(c, 400, "bad chunked body");
+        conn_http_error(c, 400, "bad chunked body");
         return;
     }
     if (bytebuf_pending(&c->body) > ROLE_RPC_BODY_MAX) {
         c->body_done = false;
-        connect_error(c, "resource_exhausted", "request body over %d bytes", ROLE_RPC_BODY_MAX);
+        conn_connect_error(c, "resource_exhausted", "request body over %d bytes", ROLE_RPC_BODY_MAX);
         return;
     }
     if (c->body_done)
@@ -194,32 +194,32 @@ static void dispatch_head(struct conn *c)
     c->stream_open = false;
     if (percent_decode(r->target, q ? (size_t)(q - r->target) : strlen(r->target), c->path,
                        sizeof(c->path)) < 0) {
-        http_error(c, 400, "bad path");
+        conn_http_error(c, 400, "bad path");
         return;
     }
     bool is_get = strcmp(r->method, "GET") == 0, is_post = strcmp(r->method, "POST") == 0;
     if (strcmp(c->path, "/health") == 0) {
         if (!is_get) {
-            http_error(c, 405, "use GET");
+            conn_http_error(c, 405, "use GET");
             return;
         }
-        http_respond(c, 204, NULL, NULL, 0);
+        conn_respond(c, 204, NULL, NULL, 0);
         return;
     }
     if (!token_ok(r)) {
-        http_error(c, 401, "invalid access token");
+        conn_http_error(c, 401, "invalid access token");
         return;
     }
     if (!RC.have) {
-        http_error(c, 503, "not ready");
+        conn_http_error(c, 503, "not ready");
         return;
     }
     if (r->expect_continue && !c->body_done)
-        http_continue(c);
+        conn_continue(c);
     if (strcmp(c->path, "/files") == 0) {
         if (is_get) {
             if (!c->body_done) {
-                http_error(c, 400, "a GET with a body");
+                conn_http_error(c, 400, "a GET with a body");
                 return;
             }
             c->state = C_WORK;
@@ -228,7 +228,7 @@ static void dispatch_head(struct conn *c)
             c->state = C_BODY;
             ops_files_post(c);
         } else {
-            http_error(c, 405, "use GET or POST");
+            conn_http_error(c, 405, "use GET or POST");
         }
         return;
     }
@@ -239,19 +239,19 @@ static void dispatch_head(struct conn *c)
         if (!strncasecmp(r->content_type, "application/connect+json", 24)) {
             c->stream_json = true;
         } else if (strncasecmp(r->content_type, "application/json", 16) != 0) {
-            http_error(c, 415, "expected application/json or application/connect+json");
+            conn_http_error(c, 415, "expected application/json or application/connect+json");
             return;
         }
         if (r->content_encoding[0] && strcasecmp(r->content_encoding, "identity") != 0) {
-            connect_error(c, "unimplemented", "Content-Encoding %s is not supported",
-                          r->content_encoding);
+            conn_connect_error(c, "unimplemented", "Content-Encoding %s is not supported",
+                               r->content_encoding);
             return;
         }
         c->state = C_BODY;
         body_progress(c);
         return;
     }
-    http_error(c, 404, "no route %s %s", r->method, c->path);
+    conn_http_error(c, 404, "no route %s %s", r->method, c->path);
 }
 
 /* Parses what the buffer holds: a head, then its body. */
@@ -268,7 +268,7 @@ static void conn_advance(struct conn *c)
             memset(&c->req, 0, sizeof(c->req));
             c->req.close = true;
             c->body_done = false;
-            http_error(c, status, "%s", why);
+            conn_http_error(c, status, "%s", why);
             return;
         }
         c->in.off += (size_t)hl;
@@ -378,14 +378,14 @@ int envd_role_main(int argc, char **argv)
     RC.max_streams = 32;
     role_loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOENV | EVFLAG_NOSIGMASK);
     if (!role_loop) {
-        role_say("unable to create the loop: %s", strerror(errno));
+        dprintf(2, "hearth-envd: unable to create the loop: %s\n", strerror(errno));
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
     fcntl(listen_fd, F_SETFL, O_NONBLOCK);
     static const struct conn_hooks hooks = {.advance = conn_advance, .gone = conn_gone};
     conn_set_hooks(&hooks);
-    role_links_open(on_note);
+    link_open(on_note);
     fcntl(listen_fd, F_SETFD, FD_CLOEXEC);
     ev_io_init(&accept_io, accept_cb, listen_fd, EV_READ);
     ev_io_start(role_loop, &accept_io);
