@@ -634,7 +634,7 @@ TEST(config_error_listen)
                "control.listen: at most 8 entries");
 }
 
-TEST(config_parse_listen_direct)
+TEST(names_parse_listen_direct)
 {
     struct listen_spec l;
     char err[CONFIG_ERR_MAX];
