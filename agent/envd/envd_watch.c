@@ -236,7 +236,7 @@ static void watch_release(void *op)
     struct watch *w = op;
     if (w->c) {
         ev_timer_stop(role_loop, &w->life);
-        role_streams--;
+        conn_streams--;
     }
     w->c = NULL;
     if (!w->busy && !w->stat_busy && !w->holds)
@@ -258,14 +258,14 @@ bool watch_owns(const struct conn *c) { return c->op && c->op_free == watch_rele
 void watch_keepalive(struct conn *c)
 {
     static const char ka[] = "{\"keepalive\":{}}";
-    stream_send(c, ka, sizeof(ka) - 1);
+    conn_stream_send(c, ka, sizeof(ka) - 1);
 }
 
 static void life_cb(struct ev_loop *loop, ev_timer *t, int revents)
 {
     struct watch *w = t->data;
     if (w->c)
-        stream_end(w->c, "deadline_exceeded", "the watch reached its Connect-Timeout-Ms");
+        conn_stream_end(w->c, "deadline_exceeded", "the watch reached its Connect-Timeout-Ms");
 }
 
 static int todo_push(struct watch *w, const char *path)
@@ -303,7 +303,7 @@ static void end_exhausted(struct watch *w)
     char m[96];
     snprintf(m, sizeof(m), "more than %d directories to watch (hearth's bound over every watch)",
              WATCH_DIRS_MAX);
-    stream_end(w->c, "resource_exhausted", m);
+    conn_stream_end(w->c, "resource_exhausted", m);
 }
 
 static void listed(void *ctx, cJSON *res, int code, const char *msg)
@@ -359,8 +359,8 @@ static void watched(void *ctx, cJSON *res, int code, const char *msg)
     if (!cJSON_IsNumber(wd)) {
         if (!w->started && w->nwd == 0) {
             /* The directory asked for: envd's answers. */
-            connect_error(w->c, res ? "internal" : connect_code_of(code, msg), "%s",
-                          res ? "no watch number" : msg);
+            conn_connect_error(w->c, res ? "internal" : conn_connect_code(code, msg), "%s",
+                               res ? "no watch number" : msg);
             return;
         }
         todo_next(w);
@@ -393,10 +393,10 @@ static void step(struct watch *w)
         if (w->listing && w->cursor[0])
             cJSON_AddStringToObject(p, "cursor", w->cursor);
         w->busy = true;
-        if (role_call(w->listing ? "files.list" : "envd.watch", p, w->listing ? listed : watched,
+        if (link_call(w->listing ? "files.list" : "envd.watch", p, w->listing ? listed : watched,
                       w) < 0) {
             w->busy = false;
-            stream_end(w->c, "unavailable", "hearth did not take the call");
+            conn_stream_end(w->c, "unavailable", "hearth did not take the call");
         }
         return;
     }
@@ -406,12 +406,12 @@ static void step(struct watch *w)
     static const char start[] = "{\"start\":{}}";
     /* A failed write closes the connection, and w with it. */
     w->holds++;
-    stream_send(w->c, start, sizeof(start) - 1);
+    conn_stream_send(w->c, start, sizeof(start) - 1);
     w->holds--;
     if (watch_gone(w))
         return;
     if (w->c->req.keepalive_s > 0)
-        role_keepalive_start(w->c, (double)w->c->req.keepalive_s);
+        conn_keepalive_start(w->c, (double)w->c->req.keepalive_s);
     if (w->c->req.timeout_ms > 0) {
         ev_timer_set(&w->life, (double)w->c->req.timeout_ms / 1000., 0.);
         ev_timer_start(role_loop, &w->life);
@@ -419,32 +419,32 @@ static void step(struct watch *w)
     conn_read_more(w->c);
 }
 
-void ops_watch_dir(struct conn *c, const cJSON *msg)
+void watch_dir(struct conn *c, const cJSON *msg)
 {
     const cJSON *path = cJSON_GetObjectItemCaseSensitive(msg, "path");
     if (!c->stream_json) {
-        connect_error(c, "invalid_argument", "WatchDir is a server stream (application/connect+json)");
+        conn_connect_error(c, "invalid_argument", "WatchDir is a server stream (application/connect+json)");
         return;
     }
     if (ifd < 0) {
-        connect_error(c, "unavailable", "no inotify instance (hearth's log says why)");
+        conn_connect_error(c, "unavailable", "no inotify instance (hearth's log says why)");
         return;
     }
-    if (role_streams >= (unsigned)RC.max_streams) {
-        connect_error(c, "resource_exhausted", "envd.max_streams: %lld streams already open",
-                      (long long)RC.max_streams);
+    if (conn_streams >= (unsigned)RC.max_streams) {
+        conn_connect_error(c, "resource_exhausted", "envd.max_streams: %lld streams already open",
+                           (long long)RC.max_streams);
         return;
     }
     struct watch *w = calloc(1, sizeof(*w));
     if (!w) {
-        connect_error(c, "internal", "out of memory");
+        conn_connect_error(c, "internal", "out of memory");
         return;
     }
-    if (!cJSON_IsString(path) || role_expand_path(c, path->valuestring, w->root, sizeof(w->root)) < 0 ||
+    if (!cJSON_IsString(path) || entry_expand_path(c, path->valuestring, w->root, sizeof(w->root)) < 0 ||
         todo_push(w, w->root) < 0) {
         todo_clear(w);
         free(w);
-        connect_error(c, "invalid_argument", "path: expected a path");
+        conn_connect_error(c, "invalid_argument", "path: expected a path");
         return;
     }
     w->c = c;
@@ -455,7 +455,7 @@ void ops_watch_dir(struct conn *c, const cJSON *msg)
     c->op = w;
     c->op_free = watch_release;
     c->state = C_STREAM;
-    role_streams++;
+    conn_streams++;
     step(w);
 }
 
@@ -513,7 +513,7 @@ static void send_event(struct watch *w, const char *type, const char *name, cJSO
     char *t = jsonout_print(o);
     cJSON_Delete(o);
     if (t)
-        stream_send(w->c, t, strlen(t));
+        conn_stream_send(w->c, t, strlen(t));
     cJSON_free(t);
 }
 
@@ -528,7 +528,7 @@ static void entry_done(void *ctx, cJSON *res, int code, const char *msg)
     struct pev *e = &w->queue[w->qhead];
     /* Best effort, as envd: an entry gone meanwhile is sent without one. */
     w->holds++;
-    send_event(w, e->type, e->name, res ? role_entry_json(res, e->full) : NULL);
+    send_event(w, e->type, e->name, res ? entry_json(res, e->full) : NULL);
     queue_pop(w);
     pump(w);
     w->holds--;
@@ -549,7 +549,7 @@ static void pump(struct watch *w)
         cJSON *p = cJSON_CreateObject();
         cJSON_AddStringToObject(p, "path", e->full);
         w->stat_busy = true;
-        if (role_call("files.stat", p, entry_done, w) < 0) {
+        if (link_call("files.stat", p, entry_done, w) < 0) {
             w->stat_busy = false;
             send_event(w, e->type, e->name, NULL);
             queue_pop(w);
@@ -594,8 +594,8 @@ static void deliver(struct watch *w, const char *type, const char *name, const c
 {
     struct conn *c = w->c;
     if (conn_out_pending(c) > ROLE_OUT_SOFT) {
-        stream_end(c, "resource_exhausted",
-                   "the client took the events slower than they came: some were not sent");
+        conn_stream_end(c, "resource_exhausted",
+                        "the client took the events slower than they came: some were not sent");
         return;
     }
     if (new_dir && w->recursive && todo_push(w, full) < 0) {
@@ -604,8 +604,8 @@ static void deliver(struct watch *w, const char *type, const char *name, const c
     }
     if (w->with_entry) {
         if (queue_push(w, type, name, full) < 0) {
-            stream_end(c, "resource_exhausted",
-                       "events came faster than their entries could be read: some were not sent");
+            conn_stream_end(c, "resource_exhausted",
+                            "events came faster than their entries could be read: some were not sent");
             return;
         }
         pump(w);
@@ -634,8 +634,8 @@ static void on_event(const struct inotify_event *ev)
             }
         for (size_t i = 0; i < na; i++)
             if (all[i]->c && all[i]->started)
-                stream_end(all[i]->c, "data_loss",
-                           "events were lost: the kernel's inotify queue overflowed");
+                conn_stream_end(all[i]->c, "data_loss",
+                                "events were lost: the kernel's inotify queue overflowed");
         for (size_t i = 0; i < na; i++) {
             all[i]->holds--;
             watch_gone(all[i]);

@@ -1,5 +1,6 @@
 /* schema: the walker that checks a JSON document against the tables of
- * schema_tables.c, and the strict reading of JSON text.
+ * schema_tables.c (handed to it: it names none of them), and the strict
+ * reading of JSON text.
  *
  * Validation is table driven: every object type has a static table of its
  * keys, each pointing at a schema (type, bounds, sub-table, element schema,
@@ -313,38 +314,4 @@ cJSON *schema_parse_json(const char *text, size_t len, struct err *err)
         return NULL;
     }
     return root;
-}
-
-/* ------------------------------------------------------------------ */
-/* Public entry points. */
-
-int schema_check_document(const cJSON *root, struct err *err)
-{
-    struct vctx c;
-
-    memset(&c, 0, sizeof(c));
-    c.err = err;
-    return schema_validate(root, &schema_top, &c);
-}
-
-int schema_check_section(const char *key, const cJSON *value, struct err *err)
-{
-    struct err scratch;
-    const struct key *k = schema_top.keys;
-    struct vctx c;
-
-    if (!err)
-        err = &scratch;
-    memset(&c, 0, sizeof(c));
-    c.err = err;
-    if (!key)
-        return vfail(&c, "no section named");
-    while (k->name && strcmp(k->name, key) != 0)
-        k++;
-    vpath_key(&c, key);
-    if (!k->name)
-        return vfail(&c, "unknown key");
-    if (!value)
-        return vfail(&c, "missing value");
-    return schema_validate(value, k->s, &c);
 }

@@ -13,8 +13,7 @@
 
 static int fail(struct err *err, const char *reason)
 {
-    err_set(err, "%s", reason);
-    return -1;
+    return err_set(err, "%s", reason);
 }
 
 /* Strict decimal prefix length: digits only (no sign, no spaces, no
@@ -94,13 +93,11 @@ int cidr_parse(const char *s, bool allow_host_bits, struct cidr *out, struct err
     max = bytes * 8;
     prefix = max;
     if (slash && parse_prefix(slash + 1, max, &prefix) < 0) {
-        err_set(err, "bad prefix length (expected 0..%u)", max);
-        return -1;
+        return err_set(err, "bad prefix length (expected 0..%u)", max);
     }
     if (host_bits_set(c.addr, bytes, prefix)) {
         if (!allow_host_bits) {
-            err_set(err, "host bits set below the /%u prefix", prefix);
-            return -1;
+            return err_set(err, "host bits set below the /%u prefix", prefix);
         }
         clear_host_bits(c.addr, bytes, prefix);
     }

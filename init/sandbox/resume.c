@@ -182,7 +182,7 @@ static enum step_result step_thaw(struct resume_ctx *rc, struct err *d)
         err_set(d, "cgroup.freeze: %s", strerror(errno));
         r = STEP_FAILED;
     }
-    services_suspend(false);
+    service_suspend(false);
     sandbox_set_state(SANDBOX_RUNNING);
     return r;
 }
@@ -194,7 +194,7 @@ static enum step_result step_on_resume(struct resume_ctx *rc, struct err *d)
         return STEP_SKIPPED;
     }
     cJSON *acted = cJSON_CreateObject();
-    int n = services_resumed(acted);
+    int n = service_resumed(acted);
     if (acted)
         cJSON_AddItemToObject(rc->row, "services", acted);
     err_set(d, "%d service%s", n, n == 1 ? "" : "s");
@@ -203,11 +203,11 @@ static enum step_result step_on_resume(struct resume_ctx *rc, struct err *d)
 
 static enum step_result step_health(struct resume_ctx *rc, struct err *d)
 {
-    if (services_suspended()) {
+    if (service_suspended()) {
         err_set(d, "services still frozen");
         return STEP_SKIPPED;
     }
-    int n = services_health_now();
+    int n = service_health_now();
     err_set(d, "%d service%s checked at once", n, n == 1 ? "" : "s");
     return n ? STEP_OK : STEP_SKIPPED;
 }
