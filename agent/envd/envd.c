@@ -149,6 +149,7 @@ static cJSON *config_json(void)
     cJSON_AddNumberToObject(p, "max_connections", (double)c->max_connections);
     cJSON_AddNumberToObject(p, "max_streams", (double)c->max_streams);
     cJSON_AddNumberToObject(p, "max_upload_bytes", (double)c->max_upload_bytes);
+    cJSON_AddNumberToObject(p, "watcher_idle_ms", (double)c->watcher_idle_ms);
     cJSON *u = cJSON_AddArrayToObject(p, "passwd");
     for (size_t i = 0; u && i < a->n_users; i++) {
         cJSON *e = cJSON_CreateArray();

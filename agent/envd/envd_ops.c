@@ -1437,6 +1437,12 @@ void ops_rpc(struct conn *c, const char *service, const char *method, cJSON *msg
         rpc_update(c, msg);
     else if (fs && !strcmp(method, "WatchDir"))
         ops_watch_dir(c, msg);
+    else if (fs && !strcmp(method, "CreateWatcher"))
+        ops_create_watcher(c, msg);
+    else if (fs && !strcmp(method, "GetWatcherEvents"))
+        ops_get_watcher_events(c, msg);
+    else if (fs && !strcmp(method, "RemoveWatcher"))
+        ops_remove_watcher(c, msg);
     else if (fs && (!strcmp(method, "Stat") || !strcmp(method, "MakeDir") || !strcmp(method, "Move") ||
                     !strcmp(method, "Remove") || !strcmp(method, "ListDir")))
         rpc_fs(c, method, msg);

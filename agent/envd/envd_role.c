@@ -195,6 +195,7 @@ static void take_config(cJSON *p)
     NUM(max_connections, "max_connections");
     NUM(max_streams, "max_streams");
     NUM(max_upload_bytes, "max_upload_bytes");
+    NUM(watcher_idle_ms, "watcher_idle_ms");
 #undef STR
 #undef NUM
     cJSON_Delete(RC.aliases);
@@ -1002,6 +1003,7 @@ int envd_role_main(int argc, char **argv)
     RC.max_header_bytes = 16384;
     RC.max_connections = 64;
     RC.max_streams = 32;
+    RC.watcher_idle_ms = 300000;
     role_loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOENV | EVFLAG_NOSIGMASK);
     if (!role_loop) {
         say("unable to create the loop: %s", strerror(errno));

@@ -7,8 +7,9 @@
  *                the token and the user), bounds on everything
  *   envd_ops.c   what each route does: /files both ways, process.*,
  *                filesystem.*, each as steps of hearth calls
- *   envd_watch.c filesystem.Filesystem/WatchDir, on the inotify instance
- *                hearth made for the role
+ *   envd_watch.c filesystem.Filesystem/WatchDir and the polling watchers
+ *                (CreateWatcher, GetWatcherEvents, RemoveWatcher), on the
+ *                inotify instance hearth made for the role
  *
  * The role holds no privilege: it runs as nobody, and every command or
  * file operation is a call on a link, which hearth checks and runs. */
@@ -36,7 +37,7 @@ struct role_cfg {
     bool have;
     char user[64], cwd[256], token[256];
     struct cJSON *aliases, *passwd, *group; /* owned */
-    int64_t max_header_bytes, max_connections, max_streams, max_upload_bytes;
+    int64_t max_header_bytes, max_connections, max_streams, max_upload_bytes, watcher_idle_ms;
 };
 extern struct role_cfg RC;
 extern struct ev_loop *role_loop;
@@ -156,6 +157,10 @@ void ops_keepalive(struct conn *c);
 /* Takes the inotify instance hearth passed (ENVD_WATCH_FD), if any. */
 void watch_init(void);
 void ops_watch_dir(struct conn *c, const struct cJSON *msg);
+/* The polling watchers: unary calls on the same watches. */
+void ops_create_watcher(struct conn *c, const struct cJSON *msg);
+void ops_get_watcher_events(struct conn *c, const struct cJSON *msg);
+void ops_remove_watcher(struct conn *c, const struct cJSON *msg);
 /* Whether c is a WatchDir stream, and its keepalive. */
 bool watch_owns(const struct conn *c);
 void watch_keepalive(struct conn *c);

@@ -191,6 +191,121 @@ def watch_raw(h, path, timeout_ms=1500):
                   b"\r\nConnection: close\r\n\r\n" + env, timeout=20)
 
 
+def http(h, method, path, body=b"", headers=b"", ctype=b"application/json"):
+    """One request on its own connection: (status, headers, body)."""
+    r = raw(h, method.encode() + b" " + path.encode() + b" HTTP/1.1\r\nContent-Type: " + ctype +
+            b"\r\n" + headers + b"Content-Length: " + str(len(body)).encode() +
+            b"\r\nConnection: close\r\n\r\n" + body)
+    head, _, rest = r.partition(b"\r\n\r\n")
+    return int(head.split()[1]), head.decode(), rest
+
+
+def unary(h, method, msg, headers=b""):
+    """A Connect unary call of filesystem.Filesystem: (status, JSON answer)."""
+    st, _, body = http(h, "POST", "/filesystem.Filesystem/" + method, json.dumps(msg).encode(),
+                       headers)
+    return st, json.loads(body)
+
+
+def events(h, wid):
+    st, r = unary(h, "GetWatcherEvents", {"watcherId": wid})
+    assert st == 200, r
+    return [f"{e['type'][11:].lower()}:{e['name']}" for e in r["events"]], r["events"]
+
+
+def test_envd_polling_watchers(hearth):
+    """CreateWatcher / GetWatcherEvents / RemoveWatcher, the watchers the
+    Python SDK polls: the events since the last poll (each once), flat and
+    recursive, with entries; envd's errors; the bounds on watchers and on
+    queued events."""
+    import shutil
+    shutil.rmtree("/tmp/pw", ignore_errors=True)
+    os.makedirs("/tmp/pw/sub")
+    h = start(hearth)
+    try:
+        st, r = unary(h, "CreateWatcher", {"path": "/tmp/pw"})
+        assert st == 200 and len(r["watcherId"]) == 32, r
+        flat = r["watcherId"]
+        st, r = unary(h, "CreateWatcher", {"path": "/tmp/pw", "recursive": True,
+                                           "include_entry": True})
+        assert st == 200, r
+        deep = r["watcherId"]
+        with open("/tmp/pw/f", "w") as f:
+            f.write("hello")
+        os.chmod("/tmp/pw/f", 0o600)
+        with open("/tmp/pw/sub/x", "w") as f:
+            f.write("x")
+        os.rename("/tmp/pw/f", "/tmp/pw/g")
+        time.sleep(0.5)
+        got, _ = events(h, flat)
+        for want in ["create:f", "write:f", "chmod:f", "rename:f", "create:g"]:
+            assert want in got, (want, got)
+        assert got.index("create:f") < got.index("rename:f") < got.index("create:g"), got
+        assert not [e for e in got if "sub/" in e], got
+        # Taken once: the next poll has only what came since.
+        assert events(h, flat)[0] == []
+        got, raw_events = events(h, deep)
+        assert "create:sub/x" in got and "write:sub/x" in got, got
+        entry = [e.get("entry") for e in raw_events if e["name"] == "sub/x"][-1]
+        assert entry["path"] == "/tmp/pw/sub/x" and entry["type"] == "FILE_TYPE_FILE", entry
+        # A directory made later is watched too (recursive).
+        os.makedirs("/tmp/pw/new")
+        time.sleep(0.3)
+        open("/tmp/pw/new/inner", "w").close()
+        time.sleep(0.5)
+        got, _ = events(h, deep)
+        assert "create:new" in got and "create:new/inner" in got, got
+        # Removed: gone for good.
+        st, r = unary(h, "RemoveWatcher", {"watcher_id": deep})
+        assert (st, r) == (200, {}), r
+        st, r = unary(h, "GetWatcherEvents", {"watcherId": deep})
+        assert st == 404 and r["code"] == "not_found", r
+        st, r = unary(h, "RemoveWatcher", {"watcherId": "nope"})
+        assert st == 404 and r["code"] == "not_found", r
+        # envd's answers for a path that is missing or not a directory.
+        st, r = unary(h, "CreateWatcher", {"path": "/tmp/pw/none"})
+        assert st == 404 and r["code"] == "not_found", r
+        st, r = unary(h, "CreateWatcher", {"path": "/tmp/pw/g"})
+        assert st == 400 and r["code"] == "invalid_argument", r
+        # At most 32 watchers at once.
+        ids = [flat]
+        for _ in range(31):
+            st, r = unary(h, "CreateWatcher", {"path": "/tmp/pw"})
+            assert st == 200, r
+            ids.append(r["watcherId"])
+        st, r = unary(h, "CreateWatcher", {"path": "/tmp/pw"})
+        assert st == 429 and r["code"] == "resource_exhausted" and "32 watchers" in r["message"], r
+        for wid in ids[1:]:
+            assert unary(h, "RemoveWatcher", {"watcherId": wid})[0] == 200
+        # More than 4096 queued events: the watcher stops, its next poll
+        # says so once, then it is gone.
+        for i in range(2100):
+            with open(f"/tmp/pw/n{i}", "w") as f:
+                f.write("y")
+        time.sleep(1)
+        st, r = unary(h, "GetWatcherEvents", {"watcherId": flat})
+        assert st == 429 and r["code"] == "resource_exhausted" and "were lost" in r["message"], r
+        st, r = unary(h, "GetWatcherEvents", {"watcherId": flat})
+        assert st == 404, r
+    finally:
+        shutil.rmtree("/tmp/pw", ignore_errors=True)
+
+
+def test_envd_unpolled_watcher_expires(hearth):
+    """Polling keeps a watcher; one left unpolled past
+    envd.watcher_idle_ms (2 s here) is removed, its events with it."""
+    h = start(hearth, watcher_idle_ms=2000)
+    kept = unary(h, "CreateWatcher", {"path": "/tmp"})[1]["watcherId"]
+    left = unary(h, "CreateWatcher", {"path": "/tmp"})[1]["watcherId"]
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 4:
+        time.sleep(0.5)
+        assert unary(h, "GetWatcherEvents", {"watcherId": kept})[0] == 200
+    st, r = unary(h, "GetWatcherEvents", {"watcherId": left})
+    assert st == 404 and r["code"] == "not_found" and "2000 ms" in r["message"], r
+    assert unary(h, "GetWatcherEvents", {"watcherId": kept})[0] == 200
+
+
 def test_envd_watch_on_a_share_is_added_from_a_child(hearth, tmp_path):
     """A directory that may be on a share is watched from a child process
     (like any files.* call there), which keeps the role's inotify
@@ -293,7 +408,7 @@ def test_envd_bounds_and_raw_routes(hearth):
     assert r.startswith(b"HTTP/1.1 413"), r[:200]
     assert not os.path.exists("/tmp/big")
     # A method hearth does not cover: Connect's unimplemented.
-    r = raw(h, b"POST /filesystem.Filesystem/CreateWatcher HTTP/1.1\r\nContent-Type: "
+    r = raw(h, b"POST /filesystem.Filesystem/Nothing HTTP/1.1\r\nContent-Type: "
                b"application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
     assert r.startswith(b"HTTP/1.1 501") and b'"code":"unimplemented"' in r
     # A stream with keepalives every second (Keepalive-Ping-Interval).
