@@ -201,6 +201,13 @@ static void take_config(cJSON *p)
     cJSON_Delete(RC.aliases);
     cJSON_Delete(RC.passwd);
     cJSON_Delete(RC.group);
+    cJSON *envs = cJSON_DetachItemFromObjectCaseSensitive(p, "envs");
+    if (cJSON_IsObject(envs)) {
+        cJSON_Delete(RC.envs);
+        RC.envs = envs;
+    } else {
+        cJSON_Delete(envs);
+    }
     RC.aliases = cJSON_DetachItemFromObjectCaseSensitive(p, "users");
     RC.passwd = cJSON_DetachItemFromObjectCaseSensitive(p, "passwd");
     RC.group = cJSON_DetachItemFromObjectCaseSensitive(p, "group");
@@ -801,8 +808,12 @@ static void body_progress(struct conn *c)
         connect_error(c, "resource_exhausted", "request body over %d bytes", ROLE_RPC_BODY_MAX);
         return;
     }
-    if (c->body_done)
+    if (c->body_done && !strcmp(c->path, "/init")) {
+        c->state = C_WORK;
+        ops_init(c);
+    } else if (c->body_done) {
         rpc_ready(c);
+    }
 }
 
 static void dispatch_head(struct conn *c)
@@ -830,12 +841,35 @@ static void dispatch_head(struct conn *c)
         http_respond(c, 204, NULL, NULL, 0);
         return;
     }
-    if (!token_ok(r)) {
+    /* /init may carry the token in its body instead (envd's rule):
+     * hearth checks it there (envd.init). */
+    bool init = strcmp(c->path, "/init") == 0;
+    if (!init && !token_ok(r)) {
         http_error(c, 401, "invalid access token");
         return;
     }
     if (!RC.have) {
         http_error(c, 503, "not ready");
+        return;
+    }
+    if (init || !strcmp(c->path, "/envs") || !strcmp(c->path, "/metrics")) {
+        if (init ? !is_post : !is_get) {
+            http_error(c, 405, "use %s", init ? "POST" : "GET");
+            return;
+        }
+        if (!init && !c->body_done) {
+            http_error(c, 400, "a GET with a body");
+            return;
+        }
+        if (r->expect_continue && !c->body_done)
+            out_printf(c, "HTTP/1.1 100 Continue\r\n\r\n");
+        c->state = init ? C_BODY : C_WORK;
+        if (init)
+            body_progress(c);
+        else if (!strcmp(c->path, "/envs"))
+            ops_envs(c);
+        else
+            ops_metrics(c);
         return;
     }
     if (r->expect_continue && !c->body_done)
@@ -1026,6 +1060,7 @@ int envd_role_main(int argc, char **argv)
     ev_io_init(&accept_io, accept_cb, listen_fd, EV_READ);
     ev_io_start(role_loop, &accept_io);
     watch_init();
+    api_init();
     ev_prepare_init(&reap_prepare, reap_cb);
     ev_prepare_start(role_loop, &reap_prepare);
     ev_run(role_loop, 0);

@@ -7,6 +7,7 @@
  *                the token and the user), bounds on everything
  *   envd_ops.c   what each route does: /files both ways, process.*,
  *                filesystem.*, each as steps of hearth calls
+ *   envd_api.c   POST /init, GET /envs, GET /metrics
  *   envd_watch.c filesystem.Filesystem/WatchDir and the polling watchers
  *                (CreateWatcher, GetWatcherEvents, RemoveWatcher), on the
  *                inotify instance hearth made for the role
@@ -37,6 +38,7 @@ struct role_cfg {
     bool have;
     char user[64], cwd[256], token[256];
     struct cJSON *aliases, *passwd, *group; /* owned */
+    struct cJSON *envs;  /* owned: POST /init's variables, for every process */
     int64_t max_header_bytes, max_connections, max_streams, max_upload_bytes, watcher_idle_ms;
 };
 extern struct role_cfg RC;
@@ -152,6 +154,12 @@ void ops_conn_gone(struct conn *c);
 void ops_conn_room(struct conn *c);
 /* A keepalive tick on a stream. */
 void ops_keepalive(struct conn *c);
+
+/* ---- /init, /envs, /metrics (envd_api.c) ---- */
+void api_init(void);
+void ops_init(struct conn *c);    /* once the body is in */
+void ops_envs(struct conn *c);
+void ops_metrics(struct conn *c);
 
 /* ---- WatchDir (envd_watch.c) ---- */
 /* Takes the inotify instance hearth passed (ENVD_WATCH_FD), if any. */

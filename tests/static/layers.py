@@ -202,9 +202,10 @@ KNOWN_CIRCLES = {
     ("init/config/schema.c", "init/config/schema_rules.c", "init/config/schema_tables.c"):
         "one module over three files (schema_priv.h): the walker starts from the top table, "
         "whose rows name the value checks, which report through the walker's path helpers",
-    ("agent/envd/envd_ops.c", "agent/envd/envd_role.c", "agent/envd/envd_watch.c"):
-        "the role process over three files (envd_role.h): its loop and connections call the "
-        "routes and the watch streams, which answer through the connections' writers",
+    ("agent/envd/envd_api.c", "agent/envd/envd_ops.c", "agent/envd/envd_role.c",
+     "agent/envd/envd_watch.c"):
+        "the role process over four files (envd_role.h): its loop and connections call the "
+        "routes and the watches, which answer through the connections' writers",
     ("agent/hearthctl/commands.c", "agent/hearthctl/cp.c"):
         "the command table names cp's builder and runner, and cp builds its params with the "
         "table's helpers and prints its usage from its row; undoing it means commands "
