@@ -706,6 +706,21 @@ def test_envd_metrics(hearth):
     # Several at once share one probe; each gets its answer.
     outs = [http(h, "GET", "/metrics", headers=tok)[0] for _ in range(3)]
     assert outs == [200, 200, 200]
+    # The statvfs children are gone, none left as a zombie.
+    role = h.host_pid(h.rpc("status")["envd"]["pid"])
+
+    def children():
+        kids = []
+        for d in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    st = f.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(st[1]) == role:
+                kids.append((d, st[0]))
+        return kids
+    h.wait_for(lambda: not children(), what="no child of the role process")
 
 
 def test_envd_role_process_is_unprivileged_and_restarted(hearth):
