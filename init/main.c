@@ -478,8 +478,8 @@ int main(int argc, char **argv)
     }
 
     hearth_set_phase(PHASE_SETUP);
-    services_init(H.cfg);
-    services_on_main_done(main_done);
+    service_init(H.cfg);
+    service_on_main_done(main_done);
     /* Mounts run in the background (sources may appear late) and mark
      * "mounts"; seeding and the skills overlay ("skills") follow them. */
     skills_init(H.cfg);
@@ -505,7 +505,7 @@ int main(int argc, char **argv)
     /* The endpoint's port is hearth's before any service could bind it. */
     envd_listen(H.cfg);
     hearth_set_phase(PHASE_STARTING);
-    services_start_all();
+    service_start_all();
     /* Otherwise the control listeners open after the first services'
      * forks, not before: no contained service can reach them (its view
      * hides their directories, which contain_prepare makes itself), and a
@@ -530,6 +530,6 @@ int main(int argc, char **argv)
         /* The loop only ends on purpose outside vm mode. */
         log_error("event loop ended unexpectedly; restarting it");
     }
-    services_free();
+    service_free();
     return H.exit_status;
 }

@@ -1,7 +1,9 @@
 /* envd's HTTP routes beside /files in the role process: POST /init (the
  * host's settings: a token, the default user and directory, variables
  * for every process), GET /envs (those variables) and GET /metrics (the
- * machine's CPU, memory and disk figures in envd's shape).
+ * machine's CPU, memory and disk figures in envd's shape). A route file
+ * like envd_ops.c: the loop runs it, and it calls hearth through the
+ * links (envd_link.c) and answers through envd_conn.c, nothing above.
  *
  * /init changes nothing here first: hearth checks the token rule and
  * keeps the settings (envd.init), so a role process started again has
@@ -48,7 +50,7 @@ static void init_done(void *ctx, cJSON *res, int code, const char *msg)
     if (!res) {
         /* envd's statuses: 401 for the token rule, 400 for a bad value. */
         int status = code == -32003 ? 401 : code == -32602 ? 400 : 500;
-        http_error(c, status, "%s", msg ? msg : "refused");
+        conn_http_error(c, status, "%s", msg ? msg : "refused");
         return;
     }
     /* hearth said yes, and sends envd.config on link 0 too; applied here
@@ -72,23 +74,23 @@ static void init_done(void *ctx, cJSON *res, int code, const char *msg)
         cJSON_DeleteItemFromObjectCaseSensitive(RC.envs, v->string);
         cJSON_AddStringToObject(RC.envs, v->string, v->valuestring);
     }
-    http_respond(c, 204, NULL, NULL, 0);
+    conn_respond(c, 204, NULL, NULL, 0);
 }
 
-void ops_init(struct conn *c)
+void api_post_init(struct conn *c)
 {
     const char *b = bytebuf_head(&c->body);
     size_t n = bytebuf_pending(&c->body);
     cJSON *body = n ? cJSON_ParseWithLength(b, n) : cJSON_CreateObject();
     if (!cJSON_IsObject(body)) {
         cJSON_Delete(body);
-        http_error(c, 400, "the body is not a JSON object");
+        conn_http_error(c, 400, "the body is not a JSON object");
         return;
     }
     cJSON *p = cJSON_CreateObject();
     if (!p) {
         cJSON_Delete(body);
-        http_error(c, 500, "out of memory");
+        conn_http_error(c, 500, "out of memory");
         return;
     }
     if (c->req.has_token)
@@ -109,19 +111,19 @@ void ops_init(struct conn *c)
     }
     c->op = body;
     c->op_free = op_json_free;
-    if (role_call("envd.init", p, init_done, c) < 0)
-        http_error(c, 503, "hearth did not take the call");
+    if (link_call("envd.init", p, init_done, c) < 0)
+        conn_http_error(c, 503, "hearth did not take the call");
 }
 
 /* ---------------- GET /envs ---------------- */
 
-void ops_envs(struct conn *c)
+void api_envs(struct conn *c)
 {
     char *t = RC.envs ? jsonout_print(RC.envs) : NULL;
     if (t)
-        http_respond(c, 200, "application/json", t, strlen(t));
+        conn_respond(c, 200, "application/json", t, strlen(t));
     else
-        http_respond(c, 200, "application/json", "{}", 2);
+        conn_respond(c, 200, "application/json", "{}", 2);
     cJSON_free(t);
 }
 
@@ -217,9 +219,9 @@ static void answer_all(void)
         c->op = NULL;
         c->op_free = NULL;
         if (t)
-            http_respond(c, 200, "application/json", t, strlen(t));
+            conn_respond(c, 200, "application/json", t, strlen(t));
         else
-            http_error(c, 500, "out of memory");
+            conn_http_error(c, 500, "out of memory");
     }
     cJSON_free(t);
 }
@@ -276,7 +278,7 @@ static void waiter_free(void *op)
             M.waiting[i] = NULL;
 }
 
-void ops_metrics(struct conn *c)
+void api_metrics(struct conn *c)
 {
     if (!M.init) {
         M.init = true;
@@ -284,7 +286,7 @@ void ops_metrics(struct conn *c)
         ev_init(&M.deadline, probe_deadline);
     }
     if (M.n_waiting >= METRICS_WAITERS_MAX) {
-        http_error(c, 503, "too many /metrics calls wait");
+        conn_http_error(c, 503, "too many /metrics calls wait");
         return;
     }
     if (M.late) {

@@ -290,7 +290,7 @@ static void watch_release(void *op)
         watcher_drop(w->pw);
     } else if (w->c) {
         ev_timer_stop(role_loop, &w->life);
-        role_streams--;
+        conn_streams--;
     }
     w->c = NULL;
     if (!w->busy && !w->stat_busy && !w->holds)
@@ -312,14 +312,14 @@ bool watch_owns(const struct conn *c) { return c->op && c->op_free == watch_rele
 void watch_keepalive(struct conn *c)
 {
     static const char ka[] = "{\"keepalive\":{}}";
-    stream_send(c, ka, sizeof(ka) - 1);
+    conn_stream_send(c, ka, sizeof(ka) - 1);
 }
 
 static void life_cb(struct ev_loop *loop, ev_timer *t, int revents)
 {
     struct watch *w = t->data;
     if (w->c)
-        stream_end(w->c, "deadline_exceeded", "the watch reached its Connect-Timeout-Ms");
+        conn_stream_end(w->c, "deadline_exceeded", "the watch reached its Connect-Timeout-Ms");
 }
 
 static int todo_push(struct watch *w, const char *path)
@@ -358,7 +358,7 @@ static void step(struct watch *w);
 static void watch_fail(struct watch *w, const char *code, const char *msg)
 {
     if (w->c) {
-        connect_error(w->c, code, "%s", msg);
+        conn_connect_error(w->c, code, "%s", msg);
         return;
     }
     struct watcher *pw = w->pw;
@@ -435,7 +435,7 @@ static void watched(void *ctx, cJSON *res, int code, const char *msg)
     if (!cJSON_IsNumber(wd)) {
         if (!w->started && w->nwd == 0) {
             /* The directory asked for: envd's answers. */
-            connect_error(w->c, res ? "internal" : connect_code_of(code, msg), "%s",
+            conn_connect_error(w->c, res ? "internal" : conn_connect_code(code, msg), "%s",
                           res ? "no watch number" : msg);
             return;
         }
@@ -469,7 +469,7 @@ static void watcher_ready(struct watch *w)
     ev_timer_again(role_loop, &pw->idle);
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "watcherId", pw->id);
-    connect_reply(c, r);
+    conn_connect_reply(c, r);
 }
 
 /* The next call: watch the next directory, or list the one watched
@@ -485,7 +485,7 @@ static void step(struct watch *w)
         if (w->listing && w->cursor[0])
             cJSON_AddStringToObject(p, "cursor", w->cursor);
         w->busy = true;
-        if (role_call(w->listing ? "files.list" : "envd.watch", p, w->listing ? listed : watched,
+        if (link_call(w->listing ? "files.list" : "envd.watch", p, w->listing ? listed : watched,
                       w) < 0) {
             w->busy = false;
             watch_fail(w, "unavailable", "hearth did not take the call");
@@ -502,12 +502,12 @@ static void step(struct watch *w)
     static const char start[] = "{\"start\":{}}";
     /* A failed write closes the connection, and w with it. */
     w->holds++;
-    stream_send(w->c, start, sizeof(start) - 1);
+    conn_stream_send(w->c, start, sizeof(start) - 1);
     w->holds--;
     if (watch_gone(w))
         return;
     if (w->c->req.keepalive_s > 0)
-        role_keepalive_start(w->c, (double)w->c->req.keepalive_s);
+        conn_keepalive_start(w->c, (double)w->c->req.keepalive_s);
     if (w->c->req.timeout_ms > 0) {
         ev_timer_set(&w->life, (double)w->c->req.timeout_ms / 1000., 0.);
         ev_timer_start(role_loop, &w->life);
@@ -537,20 +537,20 @@ static void watch_new(struct conn *c, const cJSON *msg, bool polled)
 {
     const cJSON *path = cJSON_GetObjectItemCaseSensitive(msg, "path");
     if (!polled && !c->stream_json) {
-        connect_error(c, "invalid_argument", "WatchDir is a server stream (application/connect+json)");
+        conn_connect_error(c, "invalid_argument", "WatchDir is a server stream (application/connect+json)");
         return;
     }
     if (ifd < 0) {
-        connect_error(c, "unavailable", "no inotify instance (hearth's log says why)");
+        conn_connect_error(c, "unavailable", "no inotify instance (hearth's log says why)");
         return;
     }
-    if (!polled && role_streams >= (unsigned)RC.max_streams) {
-        connect_error(c, "resource_exhausted", "envd.max_streams: %lld streams already open",
+    if (!polled && conn_streams >= (unsigned)RC.max_streams) {
+        conn_connect_error(c, "resource_exhausted", "envd.max_streams: %lld streams already open",
                       (long long)RC.max_streams);
         return;
     }
     if (polled && n_watchers >= WATCHERS_MAX) {
-        connect_error(c, "resource_exhausted",
+        conn_connect_error(c, "resource_exhausted",
                       "%d watchers already (RemoveWatcher ends one; an unpolled one goes after %lld ms)",
                       WATCHERS_MAX, (long long)RC.watcher_idle_ms);
         return;
@@ -561,15 +561,15 @@ static void watch_new(struct conn *c, const cJSON *msg, bool polled)
     if (!w || (polled && (!pw || getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd)))) {
         free(w);
         free(pw);
-        connect_error(c, "internal", "out of memory or randomness");
+        conn_connect_error(c, "internal", "out of memory or randomness");
         return;
     }
-    if (!cJSON_IsString(path) || role_expand_path(c, path->valuestring, w->root, sizeof(w->root)) < 0 ||
+    if (!cJSON_IsString(path) || entry_expand_path(c, path->valuestring, w->root, sizeof(w->root)) < 0 ||
         todo_push(w, w->root) < 0) {
         todo_clear(w);
         free(w);
         free(pw);
-        connect_error(c, "invalid_argument", "path: expected a path");
+        conn_connect_error(c, "invalid_argument", "path: expected a path");
         return;
     }
     w->c = c;
@@ -593,13 +593,13 @@ static void watch_new(struct conn *c, const cJSON *msg, bool polled)
         w->pw = pw;
     } else {
         c->state = C_STREAM;
-        role_streams++;
+        conn_streams++;
     }
     step(w);
 }
 
-void ops_watch_dir(struct conn *c, const cJSON *msg) { watch_new(c, msg, false); }
-void ops_create_watcher(struct conn *c, const cJSON *msg) { watch_new(c, msg, true); }
+void watch_dir(struct conn *c, const cJSON *msg) { watch_new(c, msg, false); }
+void watch_create(struct conn *c, const cJSON *msg) { watch_new(c, msg, true); }
 
 static struct watcher *watcher_find(struct conn *c, const cJSON *msg)
 {
@@ -607,12 +607,12 @@ static struct watcher *watcher_find(struct conn *c, const cJSON *msg)
     for (struct watcher *pw = watchers; cJSON_IsString(id) && pw; pw = pw->next)
         if (pw->ready && !strcmp(pw->id, id->valuestring))
             return pw;
-    connect_error(c, "not_found", "watcher %.40s not found (removed, or not polled for %lld ms)",
+    conn_connect_error(c, "not_found", "watcher %.40s not found (removed, or not polled for %lld ms)",
                   cJSON_IsString(id) ? id->valuestring : "(none)", (long long)RC.watcher_idle_ms);
     return NULL;
 }
 
-void ops_get_watcher_events(struct conn *c, const cJSON *msg)
+void watch_events(struct conn *c, const cJSON *msg)
 {
     struct watcher *pw = watcher_find(c, msg);
     if (!pw)
@@ -623,14 +623,14 @@ void ops_get_watcher_events(struct conn *c, const cJSON *msg)
         snprintf(code, sizeof(code), "%s", pw->err_code);
         snprintf(m, sizeof(m), "%s", pw->err_msg);
         watcher_drop(pw);
-        connect_error(c, code, "%s", m);
+        conn_connect_error(c, code, "%s", m);
         return;
     }
     ev_timer_again(role_loop, &pw->idle);
     size_t n = bytebuf_pending(&pw->events);
     char *body = malloc(n + 16);
     if (!body) {
-        connect_error(c, "internal", "out of memory");
+        conn_connect_error(c, "internal", "out of memory");
         return;
     }
     memcpy(body, "{\"events\":[", 11);
@@ -639,11 +639,11 @@ void ops_get_watcher_events(struct conn *c, const cJSON *msg)
     memcpy(body + 11 + n, "]}", 2);
     bytebuf_release(&pw->events);
     pw->nev = 0;
-    http_respond(c, 200, "application/json", body, n + 13);
+    conn_respond(c, 200, "application/json", body, n + 13);
     free(body);
 }
 
-void ops_remove_watcher(struct conn *c, const cJSON *msg)
+void watch_remove(struct conn *c, const cJSON *msg)
 {
     struct watcher *pw = watcher_find(c, msg);
     if (!pw)
@@ -652,7 +652,7 @@ void ops_remove_watcher(struct conn *c, const cJSON *msg)
     watcher_drop(pw);
     if (w)
         watch_gone(w);
-    connect_reply(c, cJSON_CreateObject());
+    conn_connect_reply(c, cJSON_CreateObject());
 }
 
 /* ---------------- the kernel's events ---------------- */
@@ -741,7 +741,7 @@ static void send_event(struct watch *w, const char *type, const char *name, cJSO
     if (t && w->pw)
         watcher_queue(w, t);
     else if (t)
-        stream_send(w->c, t, strlen(t));
+        conn_stream_send(w->c, t, strlen(t));
     cJSON_free(t);
 }
 
@@ -756,7 +756,7 @@ static void entry_done(void *ctx, cJSON *res, int code, const char *msg)
     struct pev *e = &w->queue[w->qhead];
     /* Best effort, as envd: an entry gone meanwhile is sent without one. */
     w->holds++;
-    send_event(w, e->type, e->name, res ? role_entry_json(res, e->full) : NULL);
+    send_event(w, e->type, e->name, res ? entry_json(res, e->full) : NULL);
     queue_pop(w);
     pump(w);
     w->holds--;
@@ -777,7 +777,7 @@ static void pump(struct watch *w)
         cJSON *p = cJSON_CreateObject();
         cJSON_AddStringToObject(p, "path", e->full);
         w->stat_busy = true;
-        if (role_call("files.stat", p, entry_done, w) < 0) {
+        if (link_call("files.stat", p, entry_done, w) < 0) {
             w->stat_busy = false;
             send_event(w, e->type, e->name, NULL);
             queue_pop(w);
@@ -822,7 +822,7 @@ static void deliver(struct watch *w, const char *type, const char *name, const c
 {
     struct conn *c = w->c;
     if (c && conn_out_pending(c) > ROLE_OUT_SOFT) {
-        stream_end(c, "resource_exhausted",
+        conn_stream_end(c, "resource_exhausted",
                    "the client took the events slower than they came: some were not sent");
         return;
     }

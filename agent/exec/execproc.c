@@ -159,7 +159,7 @@ static cJSON *status_json(const struct proc *p, cJSON *o)
     if (WIFEXITED(p->wstatus)) {
         cJSON_AddNumberToObject(o, "exit_code", WEXITSTATUS(p->wstatus));
     } else if (WIFSIGNALED(p->wstatus)) {
-        const char *n = config_signal_name(WTERMSIG(p->wstatus));
+        const char *n = names_signal_name(WTERMSIG(p->wstatus));
         cJSON_AddNumberToObject(o, "signal", WTERMSIG(p->wstatus));
         if (n)
             cJSON_AddStringToObject(o, "signal_name", n);

@@ -76,7 +76,7 @@ static int cp_call(struct cp *c, const char *method, cJSON *params, cJSON **repl
                    const cJSON **res)
 {
     c->t->method = method;
-    return rpc_call(c->t, params, reply, res);
+    return call_method(c->t, params, reply, res);
 }
 
 static cJSON *path_params(const char *key, const char *path)

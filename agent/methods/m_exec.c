@@ -237,7 +237,7 @@ int m_exec_signal(struct client *c, cJSON *params, cJSON **result, struct rpc_er
     cJSON *v = cJSON_GetObjectItemCaseSensitive(params, "signal");
     int sig = -1;
     if (cJSON_IsString(v))
-        sig = config_signal_number(v->valuestring);
+        sig = names_signal_number(v->valuestring);
     else if (cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble < 65)
         sig = v->valueint;
     if (sig <= 0) {

@@ -129,7 +129,7 @@ static int m_status(struct client *c, cJSON *params, cJSON **result, struct rpc_
     if (skills_enabled())
         cJSON_AddItemToObject(r, "skills", skills_last_json());
     cJSON_AddItemToObject(r, "limits", guestlimits_status_json());
-    cJSON_AddItemToObject(r, "services", services_to_json());
+    cJSON_AddItemToObject(r, "services", service_list_json());
     sandbox_status_json(r);
     resume_status_json(r);
     cJSON_AddItemToObject(r, "activity", activity_json());
@@ -159,7 +159,7 @@ static int m_services_list(struct client *c, cJSON *params, cJSON **result, stru
     if (!r)
         return -1;
     cJSON_AddItemToObject(r, "phases", gates_json());
-    cJSON_AddItemToObject(r, "services", services_to_json());
+    cJSON_AddItemToObject(r, "services", service_list_json());
     redact_json(r);
     *result = r;
     return 0;
@@ -242,7 +242,7 @@ static int param_signal(cJSON *params, int *sig, struct rpc_error *err)
         return 0;
     int n = -1;
     if (cJSON_IsString(v))
-        n = config_signal_number(v->valuestring);
+        n = names_signal_number(v->valuestring);
     else if (cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble < 65)
         n = v->valueint;
     if (n <= 0) {
@@ -338,7 +338,7 @@ static int m_services_signal(struct client *c, cJSON *params, cJSON **result, st
     if (!r)
         return -1;
     cJSON_AddStringToObject(r, "name", cJSON_GetObjectItemCaseSensitive(params, "name")->valuestring);
-    cJSON_AddStringToObject(r, "signal", config_signal_name(sig) ? config_signal_name(sig) : "?");
+    cJSON_AddStringToObject(r, "signal", names_signal_name(sig) ? names_signal_name(sig) : "?");
     cJSON_AddStringToObject(r, "state", service_state_of(idx));
     *result = r;
     return 0;

@@ -119,7 +119,7 @@ static void build_service(struct builder *b, struct service_config *s, cJSON *ob
     s->backoff_reset_ms = jget_int_or(backoff, "reset_after_ms", CONFIG_BACKOFF_RESET_MS);
     s->stop_signal = SIGTERM;
     if (jget(stop, "signal"))
-        s->stop_signal = config_signal_number(jget(stop, "signal")->valuestring);
+        s->stop_signal = names_signal_number(jget(stop, "signal")->valuestring);
     s->stop_timeout_ms = jget_int_or(stop, "timeout_ms", CONFIG_STOP_TIMEOUT_MS);
     const cJSON *limits = jget(obj, "limits");
     s->memory_max = jget_int_or(limits, "memory_max", 0);
@@ -152,7 +152,7 @@ static void add_listen(struct config *cfg, const char *s)
     char reason[CONFIG_ERR_MAX];
 
     if (cfg->n_listen < CONFIG_MAX_LISTEN &&
-        config_parse_listen(s, &cfg->listen[cfg->n_listen], reason, sizeof(reason)) == 0)
+        names_parse_listen(s, &cfg->listen[cfg->n_listen], reason, sizeof(reason)) == 0)
         cfg->n_listen++;
 }
 

@@ -87,11 +87,11 @@ static const struct name_num rlimits[] = {
 };
 
 /* Services may wait for these lifecycle phases as well as for each other. */
-const char *const config_after_phases[] = {"mounts", "skills", "egress", "network", "init", NULL};
+const char *const names_after_phases[] = {"mounts", "skills", "egress", "network", "init", NULL};
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
-int config_signal_number(const char *name)
+int names_signal_number(const char *name)
 {
     const char *bare;
 
@@ -104,7 +104,7 @@ int config_signal_number(const char *name)
         v = strtol(name, &end, 10);
         if (errno || *end || v <= 0 || v > 64)
             return -1;
-        return config_signal_name((int)v) ? (int)v : -1;
+        return names_signal_name((int)v) ? (int)v : -1;
     }
     bare = strncasecmp(name, "SIG", 3) == 0 ? name + 3 : name;
     for (size_t i = 0; i < ARRAY_LEN(signals); i++)
@@ -113,7 +113,7 @@ int config_signal_number(const char *name)
     return -1;
 }
 
-const char *config_signal_name(int sig)
+const char *names_signal_name(int sig)
 {
     for (size_t i = 0; i < ARRAY_LEN(signals); i++)
         if (signals[i].num == sig)
@@ -121,7 +121,7 @@ const char *config_signal_name(int sig)
     return NULL;
 }
 
-int config_cap_number(const char *name)
+int names_cap_number(const char *name)
 {
     const char *bare;
 
@@ -134,7 +134,7 @@ int config_cap_number(const char *name)
     return -1;
 }
 
-int config_rlimit_number(const char *name)
+int names_rlimit_number(const char *name)
 {
     if (!name)
         return -1;
@@ -144,7 +144,7 @@ int config_rlimit_number(const char *name)
     return -1;
 }
 
-bool config_env_is_secret(const char *name) { return redact_name_is_secret(name); }
+bool names_env_is_secret(const char *name) { return redact_name_is_secret(name); }
 
 /* Strict unsigned decimal: digits only, no sign, no blanks, no leading
  * zeros, value <= max. */
@@ -165,7 +165,7 @@ bool names_parse_udec(const char *s, uint64_t max, uint64_t *out)
     return true;
 }
 
-int config_parse_listen(const char *s, struct listen_spec *out, char *err, size_t errlen)
+int names_parse_listen(const char *s, struct listen_spec *out, char *err, size_t errlen)
 {
     struct listen_spec l;
     char q[NAMES_QUOTE_MAX];
@@ -213,7 +213,7 @@ int config_parse_listen(const char *s, struct listen_spec *out, char *err, size_
     return 0;
 }
 
-void config_rlimit_names(char *buf, size_t n)
+void names_rlimit_names(char *buf, size_t n)
 {
     size_t o = 0;
 

@@ -1,5 +1,6 @@
 /* schema: the walker that checks a JSON document against the tables of
- * schema_tables.c, and the strict reading of JSON text.
+ * schema_tables.c (handed to it: it names none of them), and the strict
+ * reading of JSON text.
  *
  * Validation is table driven: every object type has a static table of its
  * keys, each pointing at a schema (type, bounds, sub-table, element schema,
@@ -312,42 +313,4 @@ cJSON *schema_parse_json(const char *text, size_t len, char *reason, size_t rlen
         return NULL;
     }
     return root;
-}
-
-/* ------------------------------------------------------------------ */
-/* Public entry points. */
-
-int schema_check_document(const cJSON *root, char *err, size_t errlen)
-{
-    struct vctx c;
-
-    memset(&c, 0, sizeof(c));
-    c.err = err;
-    c.errlen = errlen;
-    return schema_validate(root, &schema_top, &c);
-}
-
-int schema_check_section(const char *key, const cJSON *value, char *err, size_t errlen)
-{
-    char scratch[SCHEMA_ERR_MAX];
-    const struct key *k = schema_top.keys;
-    struct vctx c;
-
-    if (!err || !errlen) {
-        err = scratch;
-        errlen = sizeof(scratch);
-    }
-    memset(&c, 0, sizeof(c));
-    c.err = err;
-    c.errlen = errlen;
-    if (!key)
-        return vfail(&c, "no section named");
-    while (k->name && strcmp(k->name, key) != 0)
-        k++;
-    vpath_key(&c, key);
-    if (!k->name)
-        return vfail(&c, "unknown key");
-    if (!value)
-        return vfail(&c, "missing value");
-    return schema_validate(value, k->s, &c);
 }

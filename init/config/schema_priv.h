@@ -1,6 +1,8 @@
 /* schema_priv: what the walker (schema.c), the value checks
  * (schema_rules.c) and the tables (schema_tables.c) share. Not for other
- * modules: they use schema.h. */
+ * modules: they use schema.h. The tables call the checks and the walker;
+ * the checks call only the walker's path helpers; the walker is handed
+ * its table and names none. */
 #ifndef HEARTH_SCHEMA_PRIV_H
 #define HEARTH_SCHEMA_PRIV_H
 
@@ -64,7 +66,7 @@ struct schema {
 
 /* Checks v against s, the path in c naming v. */
 int schema_validate(const cJSON *v, const struct schema *s, struct vctx *c);
-/* The whole document (schema_tables.c). */
+/* The whole document (schema_tables.c, for its entry points). */
 extern const struct schema schema_top;
 
 /* Value checks (schema_rules.c). */

@@ -133,7 +133,7 @@ int rule_listen(const cJSON *v, struct vctx *c)
 {
     char reason[SCHEMA_ERR_MAX];
 
-    if (config_parse_listen(v->valuestring, NULL, reason, sizeof(reason)) < 0)
+    if (names_parse_listen(v->valuestring, NULL, reason, sizeof(reason)) < 0)
         return vfail(c, "%s", reason);
     return 0;
 }
@@ -377,7 +377,7 @@ int rule_service_name(const cJSON *v, struct vctx *c)
     if (!valid_service_name(v->valuestring))
         return vfail(c, "bad service name %s (expected [A-Za-z0-9_.-]{1,64})",
                     names_quote(v->valuestring, q, sizeof(q)));
-    if (name_in_list(v->valuestring, config_after_phases))
+    if (name_in_list(v->valuestring, names_after_phases))
         return vfail(c, "%s is reserved (a phase name)", names_quote(v->valuestring, q, sizeof(q)));
     return 0;
 }
@@ -452,9 +452,9 @@ int rule_rlimit_key(const cJSON *item, struct vctx *c)
 {
     char q[NAMES_QUOTE_MAX], list[256];
 
-    if (config_rlimit_number(item->string) >= 0)
+    if (names_rlimit_number(item->string) >= 0)
         return 0;
-    config_rlimit_names(list, sizeof(list));
+    names_rlimit_names(list, sizeof(list));
     return vfail(c, "unknown resource limit %s (expected one of %s)",
                 names_quote(item->string, q, sizeof(q)), list);
 }
@@ -554,7 +554,7 @@ int rule_signal(const cJSON *v, struct vctx *c)
 {
     char q[NAMES_QUOTE_MAX];
 
-    if (config_signal_number(v->valuestring) < 0)
+    if (names_signal_number(v->valuestring) < 0)
         return vfail(c, "unknown signal %s", names_quote(v->valuestring, q, sizeof(q)));
     return 0;
 }
@@ -568,7 +568,7 @@ int rule_on_resume(const cJSON *v, struct vctx *c)
         return 0;
     if (strncmp(s, "signal:", 7) == 0 || strncmp(s, "restart:", 8) == 0) {
         const char *sig = strchr(s, ':') + 1;
-        if (config_signal_number(sig) > 0)
+        if (names_signal_number(sig) > 0)
             return 0;
         return vfail(c, "unknown signal %s", names_quote(sig, q, sizeof(q)));
     }
@@ -579,7 +579,7 @@ int rule_cap(const cJSON *v, struct vctx *c)
 {
     char q[NAMES_QUOTE_MAX];
 
-    if (config_cap_number(v->valuestring) < 0)
+    if (names_cap_number(v->valuestring) < 0)
         return vfail(c, "unknown capability %s", names_quote(v->valuestring, q, sizeof(q)));
     return 0;
 }
@@ -942,7 +942,7 @@ int rule_services(const cJSON *arr, struct vctx *c)
             size_t old2 = vpath_append(c, ".after[%zu]", k++);
             if (j == i)
                 return vfail(c, "a service cannot wait for itself");
-            if (j < 0 && !name_in_list(dep, config_after_phases))
+            if (j < 0 && !name_in_list(dep, names_after_phases))
                 return vfail(c,
                             "unknown service or phase %s (phases: mounts, skills, egress, "
                             "network, init)",

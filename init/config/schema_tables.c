@@ -1,6 +1,9 @@
 /* schema_tables: every key hearth's config knows, as one table per
- * object type (DESIGN section 5), and the host_mounts string's inner
- * array, which is validated with its own table. */
+ * object type (DESIGN section 5), the host_mounts string's inner array,
+ * which is validated with its own table, and the public checks
+ * (schema.h) that run the walker from the top table. The schema's calls
+ * run one way: these tables -> the value checks (schema_rules.c) -> the
+ * walker and its path helpers (schema.c). */
 #include "schema_priv.h"
 
 #include <stdio.h>
@@ -368,4 +371,44 @@ int rule_host_mounts(const cJSON *v, struct vctx *c)
     r = schema_validate(inner, &s_host_mount_list, c);
     cJSON_Delete(inner);
     return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* Public entry points: the document, or one section, against the top
+ * table. They live with the tables, above the walker, so the walker
+ * names no table and the tables may call it (host_mounts). */
+
+int schema_check_document(const cJSON *root, char *err, size_t errlen)
+{
+    struct vctx c;
+
+    memset(&c, 0, sizeof(c));
+    c.err = err;
+    c.errlen = errlen;
+    return schema_validate(root, &schema_top, &c);
+}
+
+int schema_check_section(const char *key, const cJSON *value, char *err, size_t errlen)
+{
+    char scratch[SCHEMA_ERR_MAX];
+    const struct key *k = schema_top.keys;
+    struct vctx c;
+
+    if (!err || !errlen) {
+        err = scratch;
+        errlen = sizeof(scratch);
+    }
+    memset(&c, 0, sizeof(c));
+    c.err = err;
+    c.errlen = errlen;
+    if (!key)
+        return vfail(&c, "no section named");
+    while (k->name && strcmp(k->name, key) != 0)
+        k++;
+    vpath_key(&c, key);
+    if (!k->name)
+        return vfail(&c, "unknown key");
+    if (!value)
+        return vfail(&c, "missing value");
+    return schema_validate(value, k->s, &c);
 }

@@ -63,7 +63,7 @@ static void launch_of(const cJSON *j, struct svc_launch_settings *l)
     }
     v = cJSON_GetObjectItemCaseSensitive(j, "rlimits");
     for (const cJSON *r = v ? v->child : NULL; r && l->n_rlimits < SVC_RLIMITS_MAX; r = r->next) {
-        int res = config_rlimit_number(r->string);
+        int res = names_rlimit_number(r->string);
         if (res < 0)
             continue;
         l->rlimits[l->n_rlimits].resource = res;
@@ -83,7 +83,7 @@ static uint64_t caps_of(const cJSON *arr)
 {
     uint64_t m = 0;
     for (const cJSON *v = arr ? arr->child : NULL; v; v = v->next) {
-        int n = cJSON_IsString(v) ? config_cap_number(v->valuestring) : -1;
+        int n = cJSON_IsString(v) ? names_cap_number(v->valuestring) : -1;
         if (n >= 0 && n < 64)
             m |= BIT(n);
     }

@@ -457,7 +457,7 @@ void activity_setup(const struct config *cfg)
     activity_extract(NULL, &dflt);
     const struct activity_cfg *a = cfg ? &cfg->activity : &dflt;
 
-    services_set_activity_hooks(&(struct svc_activity_hooks){
+    service_set_activity_hooks(&(struct svc_activity_hooks){
         .output = activity_output, .lease = activity_lease, .down = activity_service_down});
 
     if (A.setup) {

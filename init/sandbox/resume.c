@@ -181,7 +181,7 @@ static enum step_result step_thaw(struct resume_ctx *rc, char *d, size_t dl)
         snprintf(d, dl, "cgroup.freeze: %s", strerror(errno));
         r = STEP_FAILED;
     }
-    services_suspend(false);
+    service_suspend(false);
     sandbox_set_state(SANDBOX_RUNNING);
     return r;
 }
@@ -193,7 +193,7 @@ static enum step_result step_on_resume(struct resume_ctx *rc, char *d, size_t dl
         return STEP_SKIPPED;
     }
     cJSON *acted = cJSON_CreateObject();
-    int n = services_resumed(acted);
+    int n = service_resumed(acted);
     if (acted)
         cJSON_AddItemToObject(rc->row, "services", acted);
     snprintf(d, dl, "%d service%s", n, n == 1 ? "" : "s");
@@ -202,11 +202,11 @@ static enum step_result step_on_resume(struct resume_ctx *rc, char *d, size_t dl
 
 static enum step_result step_health(struct resume_ctx *rc, char *d, size_t dl)
 {
-    if (services_suspended()) {
+    if (service_suspended()) {
         snprintf(d, dl, "services still frozen");
         return STEP_SKIPPED;
     }
-    int n = services_health_now();
+    int n = service_health_now();
     snprintf(d, dl, "%d service%s checked at once", n, n == 1 ? "" : "s");
     return n ? STEP_OK : STEP_SKIPPED;
 }

@@ -408,7 +408,7 @@ static void freeze_cgroup_start(void)
     if (!cgroup_available()) {
         sandbox_step_row(fz.steps, "freeze", "skipped", 0, "no cgroup2: services keep running");
         sandbox_step_row(fz.steps, "suspend", "ok", 0, NULL);
-        services_suspend(true);
+        service_suspend(true);
         sandbox_set_state(SANDBOX_FROZEN);
         freeze_finish(NULL);
         return;
@@ -430,7 +430,7 @@ static void freeze_poll_cb(struct ev_loop *loop, ev_timer *w, int revents)
     if (f == 1) {
         ev_timer_stop(H.loop, &fz.timer);
         sandbox_step_row(fz.steps, "freeze", "ok", sandbox_ms_since(fz.step_ns), NULL);
-        services_suspend(true);
+        service_suspend(true);
         sandbox_step_row(fz.steps, "suspend", "ok", 0, NULL);
         sandbox_set_state(SANDBOX_FROZEN);
         freeze_finish(NULL);
@@ -560,7 +560,7 @@ void sandbox_thaw_for_shutdown(void)
         return;
     if (cgroup_available() && cgroup_services_freeze(false) < 0)
         log_warn("sandbox: unable to thaw the services before stopping: %s", strerror(errno));
-    services_suspend(false);
+    service_suspend(false);
     sandbox_set_state(SANDBOX_RUNNING);
 }
 

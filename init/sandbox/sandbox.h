@@ -25,7 +25,7 @@ enum sandbox_state sandbox_state(void);
 
 /* Boot: reads wait_for_init and clock from the config, owns the "init"
  * phase (reached at once unless wait_for_init.enabled), starts the resume
- * detectors. Call after services_init. */
+ * detectors. Call after service_init. */
 void sandbox_setup(const struct config *cfg);
 
 /* Whether services after "init" are still held for sandbox.init. */

@@ -148,7 +148,7 @@ static void notify_extend(struct service *s, uint64_t usec)
             return;
         s->ready.deadline = now + ms;
         s->ready.extended = true;
-        if (s->ready.notify && !services_suspended())
+        if (s->ready.notify && !svc_suspended)
             svc_ready_arm_deadline(s);
         log_debug("service %s: readiness deadline extended by %lld ms", s->cfg->name,
                   (long long)ms);
@@ -188,7 +188,7 @@ static void notify_apply(struct service *s, const struct notify_msg *m)
         if (s->state == SVC_STARTING && s->ready.notify) {
             log_debug("service %s: READY=1", s->cfg->name);
             s->cause = "notify";
-            svc_dispatch(s, E_READY);
+            svc_post(s, E_READY);
         }
     }
     if (m->has_busy && svc_activity.lease) /* a lease: activity judges it */
@@ -226,9 +226,11 @@ static void nsock_cb(struct ev_loop *loop, ev_io *w, int revents)
         }
         /* The exec pipe's EOF may be waiting in the same wake-up: a
          * service that says READY=1 has exec'd, and readiness starts from
-         * the exec (a_running), so that comes first. */
+         * the exec (a_running), so that comes first: the pipe's own
+         * callback, through its watcher (the start's, svc_spawn.c, above
+         * this file, which names nothing of it). */
         if (s->exec_fd >= 0)
-            svc_exec_cb(loop, &s->exec_io, 0);
+            ev_invoke(loop, &s->exec_io, 0);
         char why[128];
         if (!nsender_ok(s, &from, why, sizeof(why))) {
             s->n.refused++;
@@ -307,7 +309,7 @@ static void notify_cb(struct ev_loop *loop, ev_io *w, int revents)
     }
     if (s->state == SVC_STARTING && memchr(buf, '\n', (size_t)n)) {
         log_debug("service %s: ready line on fd %d", s->cfg->name, s->ready.notify_fd);
-        svc_dispatch(s, E_READY);
+        svc_post(s, E_READY);
     }
 }
 

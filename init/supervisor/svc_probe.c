@@ -110,12 +110,12 @@ static void ready_done(void *ctx, bool ok, const char *detail)
     if (s->state != SVC_STARTING)
         return;
     if (ok) {
-        svc_dispatch(s, E_READY);
+        svc_post(s, E_READY);
         return;
     }
-    /* Frozen: a failed probe says nothing; services_suspend(false) tries
+    /* Frozen: a failed probe says nothing; service_suspend(false) tries
      * again with the deadline moved by the frozen time. */
-    if (services_suspended())
+    if (svc_suspended)
         return;
     if (s->ready.timeout_ms && mono_ms() >= s->ready.deadline) {
         /* An attempt the deadline shortened mostly says it ran out of
@@ -139,7 +139,7 @@ static void ready_done(void *ctx, bool ok, const char *detail)
 static void ready_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct service *s = w->data;
-    if (services_suspended())
+    if (svc_suspended)
         return; /* held until the thaw */
     if (s->ready.notify_fd) {
         char why[64];
@@ -210,7 +210,7 @@ const char *svc_health_status(const struct service *s)
         return "unhealthy";
     if (s->state != SVC_RUNNING)
         return "off";
-    if (services_suspended())
+    if (svc_suspended)
         return "suspended";
     if (!s->health.last_ms)
         return "starting";
@@ -248,7 +248,7 @@ void svc_health_stop(struct service *s)
 void svc_health_arm(struct service *s, int64_t ms)
 {
     ev_timer_stop(H.loop, &s->health.timer);
-    if (!s->health.on || s->state != SVC_RUNNING || services_suspended() || s->health.probe)
+    if (!s->health.on || s->state != SVC_RUNNING || svc_suspended || s->health.probe)
         return;
     ev_timer_set(&s->health.timer,
                  s->health.watchdog_ms ? (double)s->health.watchdog_ms / 1000.0
@@ -269,7 +269,7 @@ static void health_done(void *ctx, bool ok, const char *detail)
  * the next check armed; the threshold stops the service. */
 void svc_health_result(struct service *s, bool ok, const char *detail)
 {
-    if (s->state != SVC_RUNNING || services_suspended() || !s->health.on)
+    if (s->state != SVC_RUNNING || svc_suspended || !s->health.on)
         return;
     s->health.checks++;
     s->health.last_ms = mono_ms();
@@ -288,7 +288,7 @@ void svc_health_result(struct service *s, bool ok, const char *detail)
         if (s->health.fails >= s->health.threshold) {
             if (s->health.watchdog_ms)
                 s->cause = "watchdog";
-            svc_dispatch(s, E_UNHEALTHY);
+            svc_post(s, E_UNHEALTHY);
             return;
         }
         svc_health_event(s, NULL);
@@ -319,7 +319,7 @@ static void health_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
         svc_health_result(s, false, why);
         return;
     }
-    if (s->state == SVC_RUNNING && !services_suspended() && !s->health.probe)
+    if (s->state == SVC_RUNNING && !svc_suspended && !s->health.probe)
         health_attempt(s);
 }
 

@@ -52,7 +52,7 @@ void svc_close_exec_pipe(struct service *s)
 
 /* The child writes errno to the close-on-exec pipe if exec (or the setup
  * before it) fails; EOF alone means exec succeeded. */
-void svc_exec_cb(struct ev_loop *loop, ev_io *w, int revents)
+static void exec_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
     struct service *s = w->data;
     struct child_report report;
@@ -102,14 +102,14 @@ void svc_exec_cb(struct ev_loop *loop, ev_io *w, int revents)
     }
     if (!H.first_exec_us)
         H.first_exec_us = mono_us();
-    svc_dispatch(s, E_EXEC_OK);
+    svc_post(s, E_EXEC_OK);
 }
 
 static void child_exited(void *ctx, pid_t pid, int wstatus)
 {
     struct service *s = ctx;
     if (s->exec_fd >= 0)
-        svc_exec_cb(H.loop, &s->exec_io, 0);
+        exec_cb(H.loop, &s->exec_io, 0);
     /* pid is the reaper of the service's pid namespace when it has one:
      * its main process's end is what counts (exit code or signal). */
     s->wstatus = pidreaper_status(s->reaper_fd, wstatus);
@@ -126,7 +126,7 @@ static void child_exited(void *ctx, pid_t pid, int wstatus)
     s->pid = 0;
     if (svc_activity.down)
         svc_activity.down((size_t)(s - svcs)); /* its lease ends with it */
-    svc_dispatch(s, E_EXIT);
+    svc_post(s, E_EXIT);
 }
 
 /* The plan's environment is hearth's own, the service's env, the sandbox
@@ -483,7 +483,7 @@ int svc_spawn(struct service *s)
     s->killed = false;
     s->exec_fd = p[0];
     s->ns_offer = offered;
-    ev_io_init(&s->exec_io, svc_exec_cb, p[0], EV_READ);
+    ev_io_init(&s->exec_io, exec_cb, p[0], EV_READ);
     s->exec_io.data = s;
     ev_io_start(H.loop, &s->exec_io);
     if (reaper_watch(pid, child_exited, s) < 0) {

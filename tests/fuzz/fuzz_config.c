@@ -43,7 +43,7 @@ static void check_redaction(const struct config *cfg, const cJSON *red)
             FUZZ_CHECK(strcmp(o->string, r->string) == 0, "env key %s became %s", o->string,
                        r->string);
             FUZZ_CHECK(cJSON_IsString(r), "env %s is no longer a string", r->string);
-            if (config_env_is_secret(o->string)) {
+            if (names_env_is_secret(o->string)) {
                 FUZZ_CHECK(strcmp(r->valuestring, "<redacted>") == 0,
                            "secret env %s not redacted", o->string);
                 continue;

@@ -634,33 +634,33 @@ TEST(config_error_listen)
                "control.listen: at most 8 entries");
 }
 
-TEST(config_parse_listen_direct)
+TEST(names_parse_listen_direct)
 {
     struct listen_spec l;
     char err[CONFIG_ERR_MAX];
     char longpath[200];
 
-    CHECK_EQ_INT(config_parse_listen("unix:/run/x.sock", &l, err, sizeof(err)), 0);
+    CHECK_EQ_INT(names_parse_listen("unix:/run/x.sock", &l, err, sizeof(err)), 0);
     CHECK_EQ_INT(l.kind, LISTEN_UNIX);
     CHECK_STR(l.path, "/run/x.sock");
-    CHECK_EQ_INT(config_parse_listen("vsock:1025", &l, err, sizeof(err)), 0);
+    CHECK_EQ_INT(names_parse_listen("vsock:1025", &l, err, sizeof(err)), 0);
     CHECK_EQ_INT(l.kind, LISTEN_VSOCK);
     CHECK_EQ_INT(l.port, 1025);
-    CHECK_EQ_INT(config_parse_listen("serial:org.hearth.ctl", &l, err, sizeof(err)), 0);
+    CHECK_EQ_INT(names_parse_listen("serial:org.hearth.ctl", &l, err, sizeof(err)), 0);
     CHECK_EQ_INT(l.kind, LISTEN_SERIAL);
     CHECK_STR(l.path, "org.hearth.ctl");
 
     memset(longpath, 'a', sizeof(longpath));
     memcpy(longpath, "unix:/", 6);
     longpath[sizeof(longpath) - 1] = '\0';
-    CHECK_EQ_INT(config_parse_listen(longpath, &l, err, sizeof(err)), -1);
+    CHECK_EQ_INT(names_parse_listen(longpath, &l, err, sizeof(err)), -1);
     CHECK_CONTAINS(err, "path longer than 107 bytes");
-    CHECK_EQ_INT(config_parse_listen("tcp:80", &l, err, sizeof(err)), -1);
+    CHECK_EQ_INT(names_parse_listen("tcp:80", &l, err, sizeof(err)), -1);
     CHECK_CONTAINS(err, "expected unix:PATH");
-    CHECK_EQ_INT(config_parse_listen("vsock:0", &l, NULL, 0), -1);
-    CHECK_EQ_INT(config_parse_listen("vsock:01", &l, err, sizeof(err)), -1);
+    CHECK_EQ_INT(names_parse_listen("vsock:0", &l, NULL, 0), -1);
+    CHECK_EQ_INT(names_parse_listen("vsock:01", &l, err, sizeof(err)), -1);
     /* A control character in the value is escaped in the message. */
-    CHECK_EQ_INT(config_parse_listen("x\ny", &l, err, sizeof(err)), -1);
+    CHECK_EQ_INT(names_parse_listen("x\ny", &l, err, sizeof(err)), -1);
     CHECK_CONTAINS(err, "\"x\\x0ay\"");
 }
 
@@ -1181,75 +1181,75 @@ TEST(config_redaction)
 
 TEST(config_env_secret_names)
 {
-    CHECK(config_env_is_secret("API_KEY"));
-    CHECK(config_env_is_secret("my_token"));
-    CHECK(config_env_is_secret("Password"));
-    CHECK(config_env_is_secret("OPENAI_API_KEY"));
-    CHECK(config_env_is_secret("GITHUB_TOKEN"));
-    CHECK(config_env_is_secret("client_secret"));
-    CHECK(config_env_is_secret("GOOGLE_APPLICATION_CREDENTIALS"));
-    CHECK(config_env_is_secret("monkey")); /* substring match, by design */
-    CHECK(config_env_is_secret("SENTRY_DSN"));
-    CHECK(config_env_is_secret("PROXY_AUTH"));
-    CHECK(config_env_is_secret("SMTP_PASS"));
-    CHECK(!config_env_is_secret("PATH"));
-    CHECK(!config_env_is_secret("HOME"));
-    CHECK(!config_env_is_secret("HERMES_HOME"));
-    CHECK(!config_env_is_secret(""));
-    CHECK(!config_env_is_secret(NULL));
+    CHECK(names_env_is_secret("API_KEY"));
+    CHECK(names_env_is_secret("my_token"));
+    CHECK(names_env_is_secret("Password"));
+    CHECK(names_env_is_secret("OPENAI_API_KEY"));
+    CHECK(names_env_is_secret("GITHUB_TOKEN"));
+    CHECK(names_env_is_secret("client_secret"));
+    CHECK(names_env_is_secret("GOOGLE_APPLICATION_CREDENTIALS"));
+    CHECK(names_env_is_secret("monkey")); /* substring match, by design */
+    CHECK(names_env_is_secret("SENTRY_DSN"));
+    CHECK(names_env_is_secret("PROXY_AUTH"));
+    CHECK(names_env_is_secret("SMTP_PASS"));
+    CHECK(!names_env_is_secret("PATH"));
+    CHECK(!names_env_is_secret("HOME"));
+    CHECK(!names_env_is_secret("HERMES_HOME"));
+    CHECK(!names_env_is_secret(""));
+    CHECK(!names_env_is_secret(NULL));
 }
 
 TEST(config_signals)
 {
-    CHECK_EQ_INT(config_signal_number("SIGTERM"), SIGTERM);
-    CHECK_EQ_INT(config_signal_number("TERM"), SIGTERM);
-    CHECK_EQ_INT(config_signal_number("sigkill"), SIGKILL);
-    CHECK_EQ_INT(config_signal_number("SIGHUP"), SIGHUP);
-    CHECK_EQ_INT(config_signal_number("SIGSYS"), SIGSYS);
-    CHECK_EQ_INT(config_signal_number("SIGWINCH"), SIGWINCH);
-    CHECK_EQ_INT(config_signal_number("15"), 15);
-    CHECK_EQ_INT(config_signal_number("SIGIOT"), SIGABRT);
-    CHECK_EQ_INT(config_signal_number("POLL"), SIGIO);
-    CHECK_EQ_INT(config_signal_number("SIGFOO"), -1);
-    CHECK_EQ_INT(config_signal_number("SIG"), -1);
-    CHECK_EQ_INT(config_signal_number(""), -1);
-    CHECK_EQ_INT(config_signal_number(NULL), -1);
-    CHECK_EQ_INT(config_signal_number("0"), -1);
-    CHECK_EQ_INT(config_signal_number("15x"), -1);
-    CHECK_EQ_INT(config_signal_number("99"), -1);
-    CHECK_EQ_INT(config_signal_number("SIGTERM "), -1);
-    CHECK_STR(config_signal_name(SIGTERM), "SIGTERM");
-    CHECK_STR(config_signal_name(SIGABRT), "SIGABRT");
-    CHECK_STR(config_signal_name(SIGIO), "SIGIO");
-    CHECK_STR(config_signal_name(SIGCHLD), "SIGCHLD");
-    CHECK(config_signal_name(0) == NULL);
-    CHECK(config_signal_name(999) == NULL);
+    CHECK_EQ_INT(names_signal_number("SIGTERM"), SIGTERM);
+    CHECK_EQ_INT(names_signal_number("TERM"), SIGTERM);
+    CHECK_EQ_INT(names_signal_number("sigkill"), SIGKILL);
+    CHECK_EQ_INT(names_signal_number("SIGHUP"), SIGHUP);
+    CHECK_EQ_INT(names_signal_number("SIGSYS"), SIGSYS);
+    CHECK_EQ_INT(names_signal_number("SIGWINCH"), SIGWINCH);
+    CHECK_EQ_INT(names_signal_number("15"), 15);
+    CHECK_EQ_INT(names_signal_number("SIGIOT"), SIGABRT);
+    CHECK_EQ_INT(names_signal_number("POLL"), SIGIO);
+    CHECK_EQ_INT(names_signal_number("SIGFOO"), -1);
+    CHECK_EQ_INT(names_signal_number("SIG"), -1);
+    CHECK_EQ_INT(names_signal_number(""), -1);
+    CHECK_EQ_INT(names_signal_number(NULL), -1);
+    CHECK_EQ_INT(names_signal_number("0"), -1);
+    CHECK_EQ_INT(names_signal_number("15x"), -1);
+    CHECK_EQ_INT(names_signal_number("99"), -1);
+    CHECK_EQ_INT(names_signal_number("SIGTERM "), -1);
+    CHECK_STR(names_signal_name(SIGTERM), "SIGTERM");
+    CHECK_STR(names_signal_name(SIGABRT), "SIGABRT");
+    CHECK_STR(names_signal_name(SIGIO), "SIGIO");
+    CHECK_STR(names_signal_name(SIGCHLD), "SIGCHLD");
+    CHECK(names_signal_name(0) == NULL);
+    CHECK(names_signal_name(999) == NULL);
     /* Every standard signal round-trips through its name. */
     for (int sig = SIGHUP; sig <= SIGSYS; sig++) {
-        const char *name = config_signal_name(sig);
+        const char *name = names_signal_name(sig);
         CHECK(name != NULL);
         if (name)
-            CHECK_EQ_INT(config_signal_number(name), sig);
+            CHECK_EQ_INT(names_signal_number(name), sig);
     }
 }
 
 TEST(config_caps_and_rlimits)
 {
-    CHECK_EQ_INT(config_cap_number("CAP_CHOWN"), 0);
-    CHECK_EQ_INT(config_cap_number("CAP_NET_ADMIN"), 12);
-    CHECK_EQ_INT(config_cap_number("NET_ADMIN"), 12);
-    CHECK_EQ_INT(config_cap_number("cap_sys_admin"), 21);
-    CHECK_EQ_INT(config_cap_number("CAP_SYS_MODULE"), 16);
-    CHECK_EQ_INT(config_cap_number("CAP_SYS_TIME"), 25);
-    CHECK_EQ_INT(config_cap_number("CAP_SYS_BOOT"), 22);
-    CHECK_EQ_INT(config_cap_number("CAP_BPF"), 39);
-    CHECK_EQ_INT(config_cap_number("CAP_CHECKPOINT_RESTORE"), 40);
-    CHECK_EQ_INT(config_cap_number("CAP_"), -1);
-    CHECK_EQ_INT(config_cap_number("CAP_WIZARD"), -1);
-    CHECK_EQ_INT(config_cap_number(NULL), -1);
-    CHECK_EQ_INT(config_rlimit_number("nofile"), RLIMIT_NOFILE);
-    CHECK_EQ_INT(config_rlimit_number("as"), RLIMIT_AS);
-    CHECK_EQ_INT(config_rlimit_number("core"), RLIMIT_CORE);
-    CHECK_EQ_INT(config_rlimit_number("NOFILE"), -1);
-    CHECK_EQ_INT(config_rlimit_number(NULL), -1);
+    CHECK_EQ_INT(names_cap_number("CAP_CHOWN"), 0);
+    CHECK_EQ_INT(names_cap_number("CAP_NET_ADMIN"), 12);
+    CHECK_EQ_INT(names_cap_number("NET_ADMIN"), 12);
+    CHECK_EQ_INT(names_cap_number("cap_sys_admin"), 21);
+    CHECK_EQ_INT(names_cap_number("CAP_SYS_MODULE"), 16);
+    CHECK_EQ_INT(names_cap_number("CAP_SYS_TIME"), 25);
+    CHECK_EQ_INT(names_cap_number("CAP_SYS_BOOT"), 22);
+    CHECK_EQ_INT(names_cap_number("CAP_BPF"), 39);
+    CHECK_EQ_INT(names_cap_number("CAP_CHECKPOINT_RESTORE"), 40);
+    CHECK_EQ_INT(names_cap_number("CAP_"), -1);
+    CHECK_EQ_INT(names_cap_number("CAP_WIZARD"), -1);
+    CHECK_EQ_INT(names_cap_number(NULL), -1);
+    CHECK_EQ_INT(names_rlimit_number("nofile"), RLIMIT_NOFILE);
+    CHECK_EQ_INT(names_rlimit_number("as"), RLIMIT_AS);
+    CHECK_EQ_INT(names_rlimit_number("core"), RLIMIT_CORE);
+    CHECK_EQ_INT(names_rlimit_number("NOFILE"), -1);
+    CHECK_EQ_INT(names_rlimit_number(NULL), -1);
 }
