@@ -187,11 +187,19 @@ static void take_config(cJSON *p)
     NUM(max_connections, "max_connections");
     NUM(max_streams, "max_streams");
     NUM(max_upload_bytes, "max_upload_bytes");
+    NUM(watcher_idle_ms, "watcher_idle_ms");
 #undef STR
 #undef NUM
     cJSON_Delete(RC.aliases);
     cJSON_Delete(RC.passwd);
     cJSON_Delete(RC.group);
+    cJSON *envs = cJSON_DetachItemFromObjectCaseSensitive(p, "envs");
+    if (cJSON_IsObject(envs)) {
+        cJSON_Delete(RC.envs);
+        RC.envs = envs;
+    } else {
+        cJSON_Delete(envs);
+    }
     RC.aliases = cJSON_DetachItemFromObjectCaseSensitive(p, "users");
     RC.passwd = cJSON_DetachItemFromObjectCaseSensitive(p, "passwd");
     RC.group = cJSON_DetachItemFromObjectCaseSensitive(p, "group");

@@ -771,8 +771,16 @@ static void rpc_start(struct conn *c, cJSON *msg)
         }
         cJSON_AddItemToArray(argv, cJSON_CreateString(a->valuestring));
     }
-    if (cJSON_IsObject(envs) && envs->child)
-        cJSON_AddItemToObject(p, "env", cJSON_Duplicate(envs, 1));
+    /* POST /init's variables, under the call's own. */
+    if ((cJSON_IsObject(envs) && envs->child) || (RC.envs && RC.envs->child)) {
+        cJSON *all = RC.envs ? cJSON_Duplicate(RC.envs, 1) : cJSON_CreateObject();
+        const cJSON *e, *own = cJSON_IsObject(envs) ? envs : NULL;
+        cJSON_ArrayForEach(e, own) {
+            cJSON_DeleteItemFromObjectCaseSensitive(all, e->string);
+            cJSON_AddItemToObject(all, e->string, cJSON_Duplicate(e, 1));
+        }
+        cJSON_AddItemToObject(p, "env", all);
+    }
     char dir[4200];
     const char *want = cJSON_IsString(cwd) && cwd->valuestring[0] ? cwd->valuestring
                        : RC.cwd[0] ? RC.cwd : c->user.home;
@@ -1334,6 +1342,12 @@ void ops_rpc(struct conn *c, const char *service, const char *method, cJSON *msg
         rpc_update(c, msg);
     else if (fs && !strcmp(method, "WatchDir"))
         watch_dir(c, msg);
+    else if (fs && !strcmp(method, "CreateWatcher"))
+        watch_create(c, msg);
+    else if (fs && !strcmp(method, "GetWatcherEvents"))
+        watch_events(c, msg);
+    else if (fs && !strcmp(method, "RemoveWatcher"))
+        watch_remove(c, msg);
     else if (fs && (!strcmp(method, "Stat") || !strcmp(method, "MakeDir") || !strcmp(method, "Move") ||
                     !strcmp(method, "Remove") || !strcmp(method, "ListDir")))
         rpc_fs(c, method, msg);

@@ -178,8 +178,12 @@ static void body_progress(struct conn *c)
         conn_connect_error(c, "resource_exhausted", "request body over %d bytes", ROLE_RPC_BODY_MAX);
         return;
     }
-    if (c->body_done)
+    if (c->body_done && !strcmp(c->path, "/init")) {
+        c->state = C_WORK;
+        api_post_init(c);
+    } else if (c->body_done) {
         rpc_ready(c);
+    }
 }
 
 static void dispatch_head(struct conn *c)
@@ -207,12 +211,35 @@ static void dispatch_head(struct conn *c)
         conn_respond(c, 204, NULL, NULL, 0);
         return;
     }
-    if (!token_ok(r)) {
+    /* /init may carry the token in its body instead (envd's rule):
+     * hearth checks it there (envd.init). */
+    bool init = strcmp(c->path, "/init") == 0;
+    if (!init && !token_ok(r)) {
         conn_http_error(c, 401, "invalid access token");
         return;
     }
     if (!RC.have) {
         conn_http_error(c, 503, "not ready");
+        return;
+    }
+    if (init || !strcmp(c->path, "/envs") || !strcmp(c->path, "/metrics")) {
+        if (init ? !is_post : !is_get) {
+            conn_http_error(c, 405, "use %s", init ? "POST" : "GET");
+            return;
+        }
+        if (!init && !c->body_done) {
+            conn_http_error(c, 400, "a GET with a body");
+            return;
+        }
+        if (r->expect_continue && !c->body_done)
+            conn_continue(c);
+        c->state = init ? C_BODY : C_WORK;
+        if (init)
+            body_progress(c);
+        else if (!strcmp(c->path, "/envs"))
+            api_envs(c);
+        else
+            api_metrics(c);
         return;
     }
     if (r->expect_continue && !c->body_done)
@@ -377,6 +404,7 @@ int envd_role_main(int argc, char **argv)
     RC.max_header_bytes = 16384;
     RC.max_connections = 64;
     RC.max_streams = 32;
+    RC.watcher_idle_ms = 300000;
     role_loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOENV | EVFLAG_NOSIGMASK);
     if (!role_loop) {
         dprintf(2, "hearth-envd: unable to create the loop: %s\n", strerror(errno));
@@ -391,6 +419,7 @@ int envd_role_main(int argc, char **argv)
     ev_io_init(&accept_io, accept_cb, listen_fd, EV_READ);
     ev_io_start(role_loop, &accept_io);
     watch_init();
+    api_init();
     ev_prepare_init(&reap_prepare, reap_cb);
     ev_prepare_start(role_loop, &reap_prepare);
     ev_run(role_loop, 0);

@@ -7,8 +7,11 @@
  *                the hooks they answer through
  *   envd_ops.c   what each route does: /files both ways, process.*,
  *                filesystem.*, each as steps of hearth calls
- *   envd_watch.c filesystem.Filesystem/WatchDir, on the inotify instance
- *                hearth made for the role
+ *   envd_api.c   the routes beside those: POST /init, GET /envs,
+ *                GET /metrics
+ *   envd_watch.c filesystem.Filesystem/WatchDir and the polling watchers
+ *                (CreateWatcher, GetWatcherEvents, RemoveWatcher), on the
+ *                inotify instance hearth made for the role
  *   envd_entry.c what the routes share: envd's path rule, EntryInfo
  *   envd_conn.c  a connection's answers (responses, Connect framing,
  *                streams, chunks), its body as it comes, its close,
@@ -48,7 +51,8 @@ struct role_cfg {
     bool have;
     char user[64], cwd[256], token[256];
     struct cJSON *aliases, *passwd, *group; /* owned */
-    int64_t max_header_bytes, max_connections, max_streams, max_upload_bytes;
+    struct cJSON *envs;  /* owned: POST /init's variables, for every process */
+    int64_t max_header_bytes, max_connections, max_streams, max_upload_bytes, watcher_idle_ms;
 };
 /* The role process's settings and its loop, as hearth's H: every file of
  * the role reads them (defined in envd_link.c, the lowest). */
@@ -102,7 +106,7 @@ struct conn {
     bool stream_open;            /* its head was sent */
     struct proc *sub;            /* the process whose events it follows */
     struct conn *next_sub;
-    /* what the route keeps between its steps (envd_ops.c) */
+    /* what the route keeps between its steps (its route file) */
     void *op;
     void (*op_free)(void *op);
     struct conn *next;
@@ -183,10 +187,21 @@ void ops_conn_room(struct conn *c);
 /* A keepalive tick on a stream. */
 void ops_keepalive(struct conn *c);
 
-/* ---- WatchDir (envd_watch.c) ---- */
+/* ---- /init, /envs, /metrics (envd_api.c) ---- */
+/* At the role's start: the first CPU sample, the probes' reaping. */
+void api_init(void);
+void api_post_init(struct conn *c); /* once the body is in */
+void api_envs(struct conn *c);
+void api_metrics(struct conn *c);
+
+/* ---- WatchDir and the polling watchers (envd_watch.c) ---- */
 /* Takes the inotify instance hearth passed (ENVD_WATCH_FD), if any. */
 void watch_init(void);
 void watch_dir(struct conn *c, const struct cJSON *msg);
+/* The polling watchers: unary calls on the same watches. */
+void watch_create(struct conn *c, const struct cJSON *msg);
+void watch_events(struct conn *c, const struct cJSON *msg);
+void watch_remove(struct conn *c, const struct cJSON *msg);
 /* Whether c is a WatchDir stream, and its keepalive. */
 bool watch_owns(const struct conn *c);
 void watch_keepalive(struct conn *c);

@@ -404,6 +404,7 @@ static const struct method methods[] = {
     {"files.mkdir", m_files_mkdir},
     {"files.remove", m_files_remove},
     {"envd.watch", m_envd_watch},
+    {"envd.init", m_envd_init},
     {"metrics", m_metrics},
     {"exec.start", m_exec_start},
     {"exec.input", m_exec_input},

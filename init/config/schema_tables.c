@@ -122,6 +122,7 @@ static const struct key k_envd[] = {
     KEY("max_connections", INT(1, 1024)),
     KEY("max_streams", INT(1, 1024)),
     KEY("max_upload_bytes", INT(0, JSON_INT53)),
+    KEY("watcher_idle_ms", INT(1000, 86400000)),
     {0}};
 
 static const struct key k_interface[] = {

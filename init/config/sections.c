@@ -600,6 +600,7 @@ void envd_extract(const cJSON *e, struct envd_cfg *out)
     out->max_header_bytes = jget_int_or(e, "max_header_bytes", ENVD_DEFAULT_MAX_HEADER_BYTES);
     out->max_connections = jget_int_or(e, "max_connections", ENVD_DEFAULT_MAX_CONNECTIONS);
     out->max_streams = jget_int_or(e, "max_streams", ENVD_DEFAULT_MAX_STREAMS);
+    out->watcher_idle_ms = jget_int_or(e, "watcher_idle_ms", ENVD_DEFAULT_WATCHER_IDLE_MS);
     out->max_upload_bytes = jget_int_or(e, "max_upload_bytes", ENVD_DEFAULT_MAX_UPLOAD_BYTES);
 }
 

@@ -227,6 +227,7 @@ void files_extract(const struct cJSON *f, struct files_cfg *out);
 #define ENVD_DEFAULT_MAX_CONNECTIONS 64
 #define ENVD_DEFAULT_MAX_STREAMS 32
 #define ENVD_DEFAULT_MAX_UPLOAD_BYTES (1024LL * 1024 * 1024)
+#define ENVD_DEFAULT_WATCHER_IDLE_MS 300000
 #define ENVD_MAX_ALIASES 32
 #define ENVD_NAME_MAX 64
 #define ENVD_TOKEN_MAX 256
@@ -242,6 +243,7 @@ struct envd_cfg {
     } users[ENVD_MAX_ALIASES];  /* user names the SDK sends -> image accounts */
     size_t n_users;
     int64_t max_header_bytes, max_connections, max_streams, max_upload_bytes;
+    int64_t watcher_idle_ms;    /* a polling watcher nobody polls this long goes */
 };
 
 /* `envd` from a checked config (NULL: absent, off), with the defaults. */

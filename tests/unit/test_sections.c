@@ -153,6 +153,30 @@ TEST(sections_typed_at_load)
     config_free(c);
 }
 
+/* envd: present means on; the polling watchers' idle bound has its
+ * default and its range. */
+TEST(sections_envd_watcher_idle)
+{
+    struct err err;
+    struct config *c = load("{\"envd\":{}}");
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    CHECK(c->envd.enabled);
+    CHECK_EQ_INT(c->envd.watcher_idle_ms, ENVD_DEFAULT_WATCHER_IDLE_MS);
+    config_free(c);
+    c = load("{\"envd\":{\"watcher_idle_ms\":2000}}");
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    CHECK_EQ_INT(c->envd.watcher_idle_ms, 2000);
+    config_free(c);
+    const char *low = "{\"envd\":{\"watcher_idle_ms\":999}}";
+    c = config_parse(low, strlen(low), &err);
+    CHECK(c == NULL && strstr(err.msg, "watcher_idle_ms") != NULL);
+    config_free(c);
+}
+
 /* What egress.set and sandbox.init send is checked and parsed in one
  * call, with the same errors as the config's. */
 TEST(sections_runtime_parse_in_one_pass)
