@@ -10,6 +10,9 @@
  * the mount table for them (mountinfo_watch) and reports each that
  * appears, goes or is replaced ("mount.changed"), and one that is late.
  *
+ * A mount with an owner has its root given to it in a child (the share
+ * may hang): until that answers it is "owning", not usable.
+ *
  * Owns the phase "mounts": reached once every required mount is in,
  * every required platform mount is there, and the homes on them are
  * seeded (seeding and the skills overlay wait for the platform's mounts

@@ -116,6 +116,12 @@ static void kill_job(struct childjob *j, enum childjob_end why)
     ev_timer_start(H.loop, &j->deadline);
 }
 
+void childjob_cancel(struct childjob *j)
+{
+    if (j->pid > 0 && !j->killing)
+        kill_job(j, CHILDJOB_CANCELLED);
+}
+
 /* Reads what is there, without blocking: 1 when a slice was taken and
  * more may wait, 0 when the pipe is empty for now, -1 once it is done
  * (end of file, an error, or the job killed for its size). */

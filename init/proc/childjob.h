@@ -27,6 +27,7 @@ enum childjob_end {
     CHILDJOB_EXITED,   /* ended on its own: status is its wait status */
     CHILDJOB_TIMEOUT,  /* past its deadline: killed */
     CHILDJOB_TOO_BIG,  /* wrote more than max bytes: killed */
+    CHILDJOB_CANCELLED, /* its owner no longer wanted it: killed (childjob_cancel) */
 };
 
 struct childjob;
@@ -67,6 +68,11 @@ struct childjob {
 int childjob_start(struct childjob *j, int64_t timeout_ms, size_t max, childjob_fn fn,
                    void *arg, childjob_done done, char *err, size_t errlen);
 bool childjob_running(const struct childjob *j);
+/* Kills a running job whose work no longer counts (what it works on went
+ * away): done follows from the loop, with CHILDJOB_CANCELLED, once the
+ * child is reaped or its grace after SIGKILL is over. Nothing when none
+ * runs. */
+void childjob_cancel(struct childjob *j);
 /* In the child only: writes all of buf to wfd. When the pipe is full it
  * asks the loop to read (once) and waits for room. 0, or -1 with errno
  * (the loop went away: EPIPE). */

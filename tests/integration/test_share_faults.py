@@ -170,3 +170,52 @@ def test_disk_check_on_a_share_that_fails_then_hangs(hearth, tmp_path, fuse_ok):
         c.close()
     finally:
         fs.close()
+
+
+def test_owner_step_on_a_platform_share_that_hangs(hearth, tmp_path, fuse_ok):
+    """A platform mount with an owner whose share hangs from its first
+    appearance (its server never answers): giving its root the owner waits
+    in a child, so hearth answers meanwhile; the mount is "owning", not
+    usable (what runs after mounts waits), and at the deadline (the
+    mount's timeout_ms) it fails, naming it."""
+    home = tmp_path / "home"
+    home.mkdir()
+    agent = {"name": "agent", "after": ["mounts"], "argv": ["sleep", "1000"]}
+    hearth.start(hearth.config(
+        [agent, KEEP], mounts=[{"type": "platform", "target": str(home),
+                                "owner": "10005:10006", "timeout_ms": 1500}]))
+    c = subscribe(hearth)
+    fs = fusefs.FuseServer({"README": b"x"})
+    fs.pause()  # not even INIT is answered: every request waits
+    try:
+        fs.mount(hearth.pid, str(home))
+        t0 = time.monotonic()
+        ev = next_event(c, lambda e: e["type"] == "mount.changed", what="mount.changed")
+        assert ev["change"] == "appeared" and ev["target"] == str(home) and "error" not in ev, ev
+        m = [m for m in hearth.rpc("mounts.list")["mounts"] if m["target"] == str(home)][0]
+        assert m["state"] == "owning" and m["owner"] == "10005:10006", m
+        # The loop answers at once while the step waits on the share.
+        worst = pings_meanwhile(hearth, 0.8)
+        assert worst < 0.5, worst
+        st = hearth.rpc("status")
+        assert st["phases"]["mounts"] is False, st["phases"]
+        a = hearth.service("agent")
+        assert a["state"] == "waiting" and a["waiting_for"] == "mounts", a
+        # The deadline: failed, saying so.
+        fail = next_event(c, lambda e: e["type"] == "mount.failed", what="mount.failed")
+        assert time.monotonic() - t0 >= 1.4
+        assert fail["target"] == str(home) and fail["required"] is True, fail
+        assert fail["error"] == f"owner 10005:10006: {home} did not answer in 1500 ms", fail
+        m = [m for m in hearth.rpc("mounts.list")["mounts"] if m["target"] == str(home)][0]
+        assert m["state"] == "failed" and m["error"] == fail["error"], m
+        st = hearth.rpc("status")
+        assert st["phases"]["mounts"] is False and st["mounts"]["failed"] == 1, st["mounts"]
+        assert fail["error"] in st["mounts"]["error"]
+        assert hearth.service("agent")["state"] == "waiting"
+        assert hearth.rpc("ping") == {}
+        assert f"platform mount {home}: {fail['error']}" in hearth.log_text()
+        c.close()
+    finally:
+        fs.close()
+    # The step's child was killed, not left behind.
+    hearth.wait_for(lambda: not walkers(hearth), what="no owner step left")
