@@ -69,6 +69,7 @@ struct mnt {
      * into the image's directory it would be hidden by it. */
     bool blocked;
     struct owner_job *oj;  /* the owner step under way (M_OWNING) */
+    bool left;             /* went or was replaced in this look (platform_check) */
 };
 
 static struct {
@@ -82,6 +83,7 @@ static struct {
     ev_timer late;         /* the next platform mount to become late */
     ev_timer poll;         /* only when the mount table cannot be watched */
     void (*done_fn)(void);
+    void (*left_fn)(const char *target, const char *why);
     char rule_mode[16], rule_tag[256], rule_root[512];
     char rule_owner[160];
 } M;
@@ -949,6 +951,7 @@ static void platform_check(bool at_boot)
                      change);
             revoke = true;
         }
+        m->left = !at_boot && was_up && prev_id;
     }
     check_late();
     if (first_arrival && !M.identity_renewed) {
@@ -966,6 +969,19 @@ static void platform_check(bool at_boot)
     }
     if (revoke)
         gate_revoke("mounts", why);
+    /* The work under way on what went (a seed copy, a skills walk) is
+     * stopped by its owner, and redone when the mount is back. */
+    for (size_t i = 0; i < M.n; i++) {
+        struct mnt *m = &M.m[i];
+        if (!m->left)
+            continue;
+        m->left = false;
+        if (M.left_fn) {
+            char what[600];
+            snprintf(what, sizeof(what), "platform mount %s %s", m->target, m->last_change);
+            M.left_fn(m->target, what);
+        }
+    }
     if (pass && !at_boot)
         repass();
 }
@@ -1253,8 +1269,10 @@ void mounts_start(const struct config *cfg, void (*done)(void))
     }
     mountinfo_unwatch();
     free(M.m);
+    void (*left)(const char *, const char *) = M.left_fn;
     memset(&M, 0, sizeof(M));
     M.done_fn = done;
+    M.left_fn = left;
     ev_timer_init(&M.retry, on_retry, 0., 0.);
     ev_timer_init(&M.late, on_late, 0., 0.);
     ev_timer_init(&M.poll, on_poll, 1., 1.);
@@ -1292,6 +1310,11 @@ void mounts_start(const struct config *cfg, void (*done)(void))
         return;
     }
     run();
+}
+
+void mounts_on_left(void (*fn)(const char *target, const char *why))
+{
+    M.left_fn = fn;
 }
 
 void mounts_apply_host(const struct host_mounts_cfg *hm)

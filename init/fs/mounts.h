@@ -40,6 +40,12 @@ struct host_mounts_cfg;
  * (seeding and skills follow it), and the phase "mounts" then waits for
  * mounts_phase_ready(). Without done, the phase is marked at once. */
 void mounts_start(const struct config *cfg, void (*done)(void));
+/* fn(target, why) for each platform mount that was there and went or
+ * was replaced (why: "platform mount T gone"), after the phase is
+ * revoked: the work under way beneath it (a seed copy, a skills walk)
+ * must stop, not go on writing into what it hid. Set before
+ * mounts_start. */
+void mounts_on_left(void (*fn)(const char *target, const char *why));
 /* Marks the phase "mounts" reached if the last pass ended with every
  * required mount in (called once seeding is through). */
 void mounts_phase_ready(void);

@@ -242,7 +242,7 @@ int childjob_start(struct childjob *j, int64_t timeout_ms, size_t max, childjob_
     }
     if (j->killed > 0) {
         snprintf(err, errlen,
-                 "the process killed at its deadline (pid %d) has not exited yet (a hung "
+                 "the process killed before (pid %d) has not exited yet (a hung "
                  "filesystem?)",
                  (int)j->killed);
         return -1;

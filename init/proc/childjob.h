@@ -42,7 +42,7 @@ typedef void (*childjob_done)(struct childjob *j, enum childjob_end end, int sta
 
 struct childjob {
     pid_t pid;    /* the running child, 0 when none */
-    pid_t killed; /* a child killed at its deadline and not reaped yet */
+    pid_t killed; /* a child killed (deadline, size, cancel) and not reaped yet */
     int rd;
     ev_io io;                /* the pipe, watched only once the child asked */
     int kick;                /* eventfd: the child's request to read the pipe */

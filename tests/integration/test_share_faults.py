@@ -1,6 +1,8 @@
 """A host share that starts failing with EIO, or hangs, under the work
-hearth does on its own: the skills poll walking a public share, and the
-disk check probing a mount. Neither blocks PID 1 (ping is answered at
+hearth does on its own: the skills poll walking a public share, the
+disk check probing a mount, and giving a platform mount's root its owner;
+and the work under way on a share (a skills walk, a seed copy) when the
+platform takes the home it writes to away. Neither blocks PID 1 (ping is answered at
 once throughout), the error is reported, and the host is told by an
 event when it starts and when it is over. (files.* on such a share:
 test_files_share.py.)
@@ -219,3 +221,178 @@ def test_owner_step_on_a_platform_share_that_hangs(hearth, tmp_path, fuse_ok):
         fs.close()
     # The step's child was killed, not left behind.
     hearth.wait_for(lambda: not walkers(hearth), what="no owner step left")
+
+
+def _ns(h, *cmd):
+    """Runs cmd in hearth's mount namespace, as a platform's agent does."""
+    import subprocess
+    r = subprocess.run(["nsenter", "-t", str(h.pid), "-m", "-p", *cmd], capture_output=True,
+                       text=True, timeout=10)
+    assert r.returncode == 0, f"{cmd}: {r.stderr}"
+
+
+def _home_config(tmp_path, tmpl, pub, services):
+    g = tmp_path / "guest"
+    home = g / "home"
+    home.mkdir(parents=True)
+    (home / "image-file").write_text("the image's\n")
+    return home, dict(
+        services=services,
+        mounts=[{"type": "platform", "target": str(home)}],
+        seed=[{"target": str(home), "from": str(tmpl), "unless": "config.yaml"}],
+        skills={"public": str(pub), "private": str(home / "skills"), "poll_ms": 0,
+                "timeout_ms": 60000})
+
+
+def test_skills_walk_stops_when_the_home_goes_and_runs_again_when_back(hearth, tmp_path,
+                                                                       fuse_ok):
+    """The platform takes the home away while a skills walk waits on a
+    public share that hangs: the walk is stopped (its skills.sync answers
+    why), the phase "skills" is revoked (what runs after it only is
+    stopped), and once a home is back the overlay runs again on it and
+    the phase and its services come back."""
+    tmpl = tmp_path / "tmpl"
+    tmpl.mkdir()
+    (tmpl / "config.yaml").write_text("model: default\n")
+    pub = tmp_path / "public"
+    pub.mkdir()
+    host = tmp_path / "host-home"
+    host.mkdir()
+    ui = {"name": "ui", "after": ["skills"], "argv": ["sleep", "1000"]}
+    home, cfg = _home_config(tmp_path, tmpl, pub, [ui, KEEP])
+    hearth.start(hearth.config(**cfg))
+    fs = fusefs.FuseServer({"README": b"not a skill\n"})
+    fs.mount(hearth.pid, str(pub))
+    try:
+        _ns(hearth, "mount", "--bind", str(host), str(home))
+        hearth.wait_for(lambda: hearth.service("ui")["state"] == "running", what="ui running")
+        ui_pid = hearth.service("ui")["pid"]
+        assert hearth.rpc("status")["phases"]["skills"] is True
+        c = subscribe(hearth)
+        # The public share stops answering; a sync's walk waits on it.
+        fs.pause()
+        s = hearth.client(timeout=30)
+        s.send_raw(b'{"jsonrpc":"2.0","id":7,"method":"skills.sync"}\n')
+        hearth.wait_for(lambda: walkers(hearth), what="a walk waiting on the share")
+        # The platform takes the home away.
+        _ns(hearth, "umount", "-l", str(home))
+        reply = s.read_line()
+        assert reply["id"] == 7 and "error" in reply, reply
+        assert reply["error"]["message"] == f"the walk was stopped: platform mount {home} gone"
+        s.close()
+        ev = next_event(c, lambda e: e["type"] == "phase.reached" and e["phase"] == "skills",
+                        what="skills revoked")
+        assert ev["reached"] is False and ev["revoked"] is True, ev
+        assert ev["reason"] == f"platform mount {home} gone", ev
+        hearth.wait_for(lambda: hearth.service("ui")["state"] == "waiting", what="ui waiting")
+        u = hearth.service("ui")
+        assert u["waiting_for"] == "skills" and u["restarts"] == 0 and "error" not in u, u
+        hearth.wait_for(lambda: not walkers(hearth), what="the walk gone")
+        st = hearth.rpc("status")
+        assert st["phases"]["skills"] is False and st["phases"]["mounts"] is False
+        assert "stopped" in st["skills"]["error"], st["skills"]
+        # Nothing is linked into the image's directory meanwhile.
+        q = hearth.client()
+        err = q.error("skills.sync")
+        assert err["message"] == f"the platform mount at {home} is not there", err
+        err = q.error("skills.fork", {"name": "alpha"})
+        q.close()
+        assert err["message"] == f"unable to fork alpha: the platform mount at {home} is not there"
+        assert os.listdir(home) == ["image-file"]
+        # The share answers again, and the home comes back: the overlay runs
+        # on it, the phase and ui come back.
+        fs.resume()
+        _ns(hearth, "mount", "--bind", str(host), str(home))
+        ev = next_event(c, lambda e: e["type"] == "phase.reached" and e["phase"] == "skills",
+                        what="skills reached again")
+        assert ev["reached"] is True and "revoked" not in ev, ev
+        hearth.wait_for(lambda: (lambda u: u["state"] == "running" and u["pid"] != ui_pid)(
+            hearth.service("ui")), what="ui running again")
+        assert hearth.service("ui")["restarts"] == 0
+        last = hearth.rpc("status")["skills"]
+        assert last["trigger"] == "mounts" and "error" not in last, last
+        assert (host / "skills").is_dir()
+        assert os.listdir(home) == ["image-file"]
+        c.close()
+    finally:
+        fs.close()
+    hearth.wait_for(lambda: not walkers(hearth), what="no walk left")
+
+
+def test_seed_copy_stops_when_the_home_goes_and_completes_when_back(hearth, tmp_path,
+                                                                    fuse_ok):
+    """The platform takes the home away while a seed copy is under way
+    (its template on a share that stalls mid-file): the copy is killed, not
+    left writing beneath, its entry skipped; services that run on the home
+    (one that had failed too) wait; once the home is back the copy is
+    completed there and they all start again."""
+    tmpl = tmp_path / "tmpl"
+    tmpl.mkdir()
+    pub = tmp_path / "public"
+    pub.mkdir()
+    host = tmp_path / "host-home"
+    host.mkdir()
+    agent = {"name": "agent", "after": ["mounts", "skills"], "argv": ["sleep", "1000"]}
+    # Fails at once and is not restarted: started again with the home.
+    brittle = {"name": "brittle", "after": ["mounts"], "restart": "never",
+               "argv": ["sh", "-c", "echo ran >> " + str(tmp_path / "brittle.runs") + "; exit 3"]}
+    home, cfg = _home_config(tmp_path, tmpl, pub, [agent, brittle, KEEP])
+    # A first home, seeded at once, so brittle has run and failed.
+    first = tmp_path / "host-first"
+    first.mkdir()
+    (first / "config.yaml").write_text("model: first\n")
+    hearth.start(hearth.config(**cfg), binds=[(first, home)])
+    hearth.wait_for(lambda: hearth.service("brittle")["state"] == "failed", what="brittle failed")
+    hearth.wait_for(lambda: hearth.service("agent")["state"] == "running", what="agent running")
+    fs = fusefs.FuseServer({"config.yaml": b"model: default\n"})
+    fs.mount(hearth.pid, str(tmpl))
+    try:
+        c = subscribe(hearth)
+        # The first home goes: what runs on it waits for the next, the
+        # failed one too.
+        _ns(hearth, "umount", "-l", str(home))
+        hearth.wait_for(lambda: hearth.service("agent")["state"] == "waiting", what="agent waits")
+        b = hearth.service("brittle")
+        assert b["state"] == "waiting" and b["waiting_for"] == "mounts", b
+        # The template's server answers the open of its file, then stalls:
+        # the next home's copy waits on the read, in its child.
+        fs.pause_after(fusefs.OPEN)
+        _ns(hearth, "mount", "--bind", str(host), str(home))
+        hearth.wait_for(lambda: hearth.rpc("mounts.list")["seeding"] and walkers(hearth)
+                        and (host / ".hearth-seeding").exists(), what="the copy under way")
+        time.sleep(0.3)  # at the read of the file, which the share does not answer
+        assert fs.seen[-1] == fusefs.OPEN and hearth.rpc("mounts.list")["seeding"]
+        # The platform takes the home away.
+        _ns(hearth, "umount", "-l", str(home))
+        ev = next_event(c, lambda e: e["type"] == "seed.failed", what="the copy stopped")
+        assert ev["target"] == str(home) and ev["result"] == "skipped", ev
+        assert ev["error"] == (f"the copy was stopped: platform mount {home} gone "
+                               "(redone when it is back)"), ev
+        assert f"seed {home}: stopping the copy: platform mount {home} gone" in hearth.log_text()
+        assert os.listdir(home) == ["image-file"]
+        # Nothing ran meanwhile.
+        assert hearth.service("agent")["state"] == "waiting"
+        assert hearth.service("brittle")["state"] == "waiting"
+        assert (tmp_path / "brittle.runs").read_text() == "ran\n"
+        # The share answers again and the home is back: the copy is
+        # completed there, then everything on it starts again.
+        fs.resume()
+        # (Killed, the copy was left waiting for the share to answer the
+        # flush of its file: it is gone now.)
+        hearth.wait_for(lambda: not walkers(hearth), what="the copy's process gone")
+        _ns(hearth, "mount", "--bind", str(host), str(home))
+        ev = next_event(c, lambda e: e["type"] in ("seed.done", "seed.failed"), what="seeded")
+        assert ev["type"] == "seed.done" and ev["target"] == str(home), ev
+        assert (host / "config.yaml").read_bytes() == b"model: default\n"
+        assert not (host / ".hearth-seeding").exists()
+        hearth.wait_for(lambda: hearth.service("agent")["state"] == "running",
+                        what="agent running again")
+        hearth.wait_for(lambda: (tmp_path / "brittle.runs").read_text() == "ran\nran\n",
+                        what="brittle run again")
+        hearth.wait_for(lambda: hearth.service("brittle")["state"] == "failed",
+                        what="brittle failed again")
+        assert hearth.rpc("mounts.list")["seed"][0]["result"] == "seeded"
+        assert os.listdir(home) == ["image-file"]
+        c.close()
+    finally:
+        fs.close()
