@@ -1496,5 +1496,14 @@ cJSON *mounts_status_json(void)
         if (m->late && (late || (late = cJSON_AddArrayToObject(o, "late"))))
             cJSON_AddItemToArray(late, cJSON_CreateString(m->target));
     }
+    /* Those there whose owner step has not answered yet (a share that
+     * hangs shows here until its deadline). */
+    cJSON *owning = NULL;
+    for (size_t i = 0; i < M.n; i++) {
+        const struct mnt *m = &M.m[i];
+        if (m->state == M_OWNING && m->required &&
+            (owning || (owning = cJSON_AddArrayToObject(o, "owning"))))
+            cJSON_AddItemToArray(owning, cJSON_CreateString(m->target));
+    }
     return o;
 }

@@ -89,7 +89,7 @@ bool mounts_done(void);
  * "done", "failed"}. */
 struct cJSON *mounts_list_json(void);
 /* A short summary for status: {"done", "mounted", "failed", "error",
- * "waiting", "waiting_for", "late"}. */
+ * "waiting", "waiting_for", "late", "owning"}. */
 struct cJSON *mounts_status_json(void);
 
 /* Parses the mount options string: flags (ro, nosuid, nodev, noexec,
