@@ -1,21 +1,23 @@
 """A host share that starts failing with EIO, or hangs, under the work
-hearth does on its own: the skills poll walking a public share, the
-disk check probing a mount, and giving a platform mount's root its owner;
-and the work under way on a share (a skills walk, a seed copy) when the
-platform takes the home it writes to away. Neither blocks PID 1 (ping is answered at
-once throughout), the error is reported, and the host is told by an
-event when it starts and when it is over. (files.* on such a share:
+hearth does on its own: the skills poll walking a public share, the disk
+check probing a mount, and giving a platform mount's root its owner. None
+blocks PID 1 (ping is answered at once throughout), the error is
+reported, and the host is told by an event when it starts and when it is
+over. And the work under way on a share that stalls (a skills walk, a
+seed copy) when the platform takes the home it writes to away. (files.* on such a share:
 test_files_share.py.)
 
 The share is a FUSE file system served by the test (tests/lib/fusefs.py),
 mounted in hearth's mount namespace; fail() makes its server answer EIO,
 pause() makes it stop reading requests, as a stalled virtio-fs daemon."""
 import os
+import subprocess
 import time
 
 import pytest
 
 import fusefs
+from conftest import HEARTHCTL
 
 KEEP = {"name": "keep", "argv": ["sleep", "1000"], "main": True}
 EIO_TEXT = ("I/O error", "Input/output error")  # musl's, glibc's
@@ -71,6 +73,13 @@ def pings_meanwhile(h, seconds):
         time.sleep(0.01)
     c.close()
     return worst
+
+
+def _ns(h, *cmd):
+    """Runs cmd in hearth's mount namespace, as a platform's agent does."""
+    r = subprocess.run(["nsenter", "-t", str(h.pid), "-m", "-p", *cmd], capture_output=True,
+                       text=True, timeout=10)
+    assert r.returncode == 0, f"{cmd}: {r.stderr}"
 
 
 def test_skills_poll_on_a_share_that_fails_then_hangs(hearth, tmp_path, fuse_ok):
@@ -202,8 +211,6 @@ def test_owner_step_on_a_platform_share_that_hangs(hearth, tmp_path, fuse_ok):
         st = hearth.rpc("status")
         assert st["phases"]["mounts"] is False, st["phases"]
         assert st["mounts"]["owning"] == [str(home)] and st["mounts"]["waiting_for"] == []
-        import subprocess
-        from conftest import HEARTHCTL
         out = subprocess.run([HEARTHCTL, "--connect", "unix:" + hearth.sock, "status"],
                              capture_output=True, text=True, timeout=10).stdout
         assert f"mounts: giving {home} its owner (the share has not answered yet)" in out, out
@@ -223,19 +230,40 @@ def test_owner_step_on_a_platform_share_that_hangs(hearth, tmp_path, fuse_ok):
         assert hearth.service("agent")["state"] == "waiting"
         assert hearth.rpc("ping") == {}
         assert f"platform mount {home}: {fail['error']}" in hearth.log_text()
+        hearth.wait_for(lambda: not walkers(hearth), what="the step's child killed")
+        # The platform takes it away; another that hangs comes, and goes
+        # before it answers: that step is stopped, nothing fails, and the
+        # mount is waited for again.
+        _ns(hearth, "umount", "-l", str(home))
+        next_event(c, lambda e: e["type"] == "mount.changed" and e["change"] == "gone",
+                   what="gone")
+        fs2 = fusefs.FuseServer({"README": b"x"})
+        fs2.pause()
+        try:
+            fs2.mount(hearth.pid, str(home))
+            hearth.wait_for(lambda: hearth.rpc("status")["mounts"].get("owning") == [str(home)],
+                            what="owning again")
+            assert walkers(hearth)
+            _ns(hearth, "umount", "-l", str(home))
+            next_event(c, lambda e: e["type"] == "mount.changed" and e["change"] == "gone",
+                       what="gone again")
+            hearth.wait_for(lambda: not walkers(hearth), what="the step stopped")
+            m = [m for m in hearth.rpc("mounts.list")["mounts"] if m["target"] == str(home)][0]
+            assert m["state"] == "waiting" and m["changes"] == 4, m
+            st = hearth.rpc("status")
+            assert st["mounts"]["waiting_for"] == [str(home)] and "owning" not in st["mounts"]
+            time.sleep(3.2)  # past the step's deadline: no failure comes of it
+            assert hearth.rpc("status")["mounts"]["failed"] == 0
+            m = [m for m in hearth.rpc("mounts.list")["mounts"] if m["target"] == str(home)][0]
+            assert m["state"] == "waiting" and "did not answer" not in m.get("error", ""), m
+        finally:
+            fs2.close()
         c.close()
     finally:
         fs.close()
-    # The step's child was killed, not left behind.
+    # No step's child is left behind.
     hearth.wait_for(lambda: not walkers(hearth), what="no owner step left")
 
-
-def _ns(h, *cmd):
-    """Runs cmd in hearth's mount namespace, as a platform's agent does."""
-    import subprocess
-    r = subprocess.run(["nsenter", "-t", str(h.pid), "-m", "-p", *cmd], capture_output=True,
-                       text=True, timeout=10)
-    assert r.returncode == 0, f"{cmd}: {r.stderr}"
 
 
 def _home_config(tmp_path, tmpl, pub, services):
