@@ -1,4 +1,5 @@
 #include "mounts.h"
+#include "err.h"
 #include "mountinfo.h"
 #include "safepath.h"
 
@@ -250,7 +251,7 @@ enum attempt { A_DONE, A_RETRY };
 static int make_target(const struct mnt *m, int *fd)
 {
     struct stat s;
-    char why[128];
+    struct err why;
 
     *fd = -1;
     if (strcmp(m->type, "bind") == 0 && stat(m->source, &s) == 0 && !S_ISDIR(s.st_mode)) {
@@ -262,11 +263,10 @@ static int make_target(const struct mnt *m, int *fd)
             return -1;
         }
         *slash = '\0';
-        int pfd = safepath_mkdir_p(parent[0] ? parent : "/", 0755, geteuid(), getegid(), why,
-                                   sizeof(why));
+        int pfd = safepath_mkdir_p(parent[0] ? parent : "/", 0755, geteuid(), getegid(), &why);
         if (pfd < 0)
             return -1;
-        int tfd = safepath_open(pfd, slash + 1, O_RDONLY | O_CREAT, 0644, why, sizeof(why));
+        int tfd = safepath_open(pfd, slash + 1, O_RDONLY | O_CREAT, 0644, &why);
         int e = errno;
         close(pfd);
         if (tfd < 0) {
@@ -278,7 +278,7 @@ static int make_target(const struct mnt *m, int *fd)
     }
     /* A directory target likewise: made without following a link, and
      * mounted on through its fd. */
-    int dfd = safepath_mkdir_p(m->target, 0755, geteuid(), getegid(), why, sizeof(why));
+    int dfd = safepath_mkdir_p(m->target, 0755, geteuid(), getegid(), &why);
     if (dfd < 0)
         return -1;
     *fd = dfd;
@@ -518,33 +518,35 @@ struct owner_job {
 static struct owner_job owner_jobs[OWNER_JOBS];
 
 /* The step itself (in the child, or here without a loop): OWNER_SAME,
- * OWNER_GIVEN, or OWNER_FAILED with msg. */
-static char owner_work(const struct owner_job *o, char *msg, size_t len)
+ * OWNER_GIVEN, or OWNER_FAILED with err. */
+static char owner_work(const struct owner_job *o, struct err *err)
 {
-    char why[160];
+    struct err why;
     struct stat st;
 
-    msg[0] = '\0';
-    int fd = safepath_open_abs(o->target, O_RDONLY | O_DIRECTORY, 0, why, sizeof(why));
+    err->msg[0] = '\0';
+    err->code = 0;
+    int fd = safepath_open_abs(o->target, O_RDONLY | O_DIRECTORY, 0, &why);
     if (fd < 0 && (errno == ENOTDIR || errno == SAFEPATH_EWRONGTYPE)) /* a bind of one file */
-        fd = safepath_open_abs(o->target, O_RDONLY, 0, why, sizeof(why));
+        fd = safepath_open_abs(o->target, O_RDONLY, 0, &why);
     if (fd < 0) {
-        snprintf(msg, len, "owner %s: unable to open %s: %s", o->owner, o->target, why);
+        err_set(err, "owner %s: unable to open %s: %s", o->owner, o->target, why.msg);
         return OWNER_FAILED;
     }
     char r = OWNER_FAILED;
     if (fstat(fd, &st) < 0) {
-        snprintf(msg, len, "owner: unable to stat %s: %s", o->target, strerror(errno));
+        err_unable(err, errno, "stat %s", o->target);
+        err_wrap(err, "owner");
     } else if (st.st_uid == o->uid && st.st_gid == o->gid) {
         r = OWNER_SAME;
     } else if (fchown(fd, o->uid, o->gid) < 0) {
-        snprintf(msg, len, "owner %s: unable to give %s to %u:%u: %s", o->owner, o->target,
-                 (unsigned)o->uid, (unsigned)o->gid, strerror(errno));
+        err_unable(err, errno, "give %s to %u:%u", o->target, (unsigned)o->uid, (unsigned)o->gid);
+        err_wrap(err, "owner %s", o->owner);
     } else if (fstat(fd, &st) < 0 || st.st_uid != o->uid || st.st_gid != o->gid) {
-        snprintf(msg, len,
-                 "owner %s: %s still belongs to %u:%u after the change to %u:%u (the share "
-                 "does not keep owners)", o->owner, o->target, (unsigned)st.st_uid,
-                 (unsigned)st.st_gid, (unsigned)o->uid, (unsigned)o->gid);
+        err_set(err,
+                "owner %s: %s still belongs to %u:%u after the change to %u:%u (the share "
+                "does not keep owners)", o->owner, o->target, (unsigned)st.st_uid,
+                (unsigned)st.st_gid, (unsigned)o->uid, (unsigned)o->gid);
     } else {
         r = OWNER_GIVEN;
     }
@@ -554,9 +556,11 @@ static char owner_work(const struct owner_job *o, char *msg, size_t len)
 
 static void owner_child(int wfd, void *arg)
 {
+    struct err e;
     char msg[OWNER_RESULT_MAX];
 
-    msg[0] = owner_work(arg, msg + 1, sizeof(msg) - 1);
+    msg[0] = owner_work(arg, &e);
+    snprintf(msg + 1, sizeof(msg) - 1, "%s", e.msg);
     _exit(childjob_write(wfd, msg, 1 + strlen(msg + 1)) == 0 ? 0 : 1);
 }
 
@@ -594,12 +598,12 @@ static int owner_begin(struct mnt *m)
     struct owner_job *o = NULL;
     uid_t uid = geteuid();
     gid_t gid = getegid();
-    char why[160];
+    struct err why;
 
     if (!m->owner[0])
         return 0;
-    if (accounts_owner(accounts_snapshot(), m->owner, &uid, &gid, why, sizeof(why)) < 0) {
-        snprintf(m->error, sizeof(m->error), "owner %s: %s", m->owner, why);
+    if (accounts_owner(accounts_snapshot(), m->owner, &uid, &gid, &why) < 0) {
+        snprintf(m->error, sizeof(m->error), "owner %s: %s", m->owner, why.msg);
         return -1;
     }
     for (size_t i = 0; i < OWNER_JOBS && !o; i++)
@@ -617,15 +621,15 @@ static int owner_begin(struct mnt *m)
     o->gid = gid;
     if (!H.loop) {
         /* No loop (unit tests): here and now. */
-        char msg[OWNER_RESULT_MAX];
-        char r = owner_work(o, msg, sizeof(msg));
-        return owner_result(m, o, r, msg) ? 0 : -1;
+        struct err e;
+        char r = owner_work(o, &e);
+        return owner_result(m, o, r, e.msg) ? 0 : -1;
     }
     int64_t timeout = m->timeout_ms > 0 ? m->timeout_ms : CONFIG_MOUNT_TIMEOUT_MS;
-    if (childjob_start(&o->job, timeout, OWNER_RESULT_MAX, owner_child, o, owner_done, why,
-                       sizeof(why)) < 0) {
+    if (childjob_start(&o->job, timeout, OWNER_RESULT_MAX, owner_child, o, owner_done,
+                       &why) < 0) {
         snprintf(m->error, sizeof(m->error), "owner %s: unable to start giving %s its owner: %s",
-                 m->owner, m->target, why);
+                 m->owner, m->target, why.msg);
         return -1;
     }
     m->oj = o;
@@ -961,11 +965,11 @@ static void platform_check(bool at_boot)
          * the seeding, the key made at the agent's first start and the
          * agent itself come next. Once per run of hearth: a later
          * replacement is not a restore. */
-        char detail[160];
+        struct err detail;
         M.identity_renewed = true;
         log_info("platform mounts arrived after start: a restored copy; renewing its identity");
-        if (identity_refresh("platform_mounts", detail, sizeof(detail)) < 0)
-            log_warn("identity: %s", detail);
+        if (identity_refresh("platform_mounts", &detail) < 0)
+            log_warn("identity: %s", detail.msg);
     }
     if (revoke)
         gate_revoke("mounts", why);
@@ -1333,23 +1337,24 @@ void mounts_apply_host(const struct host_mounts_cfg *hm)
     restart_pass();
 }
 
-int mounts_set_host(const cJSON *host_mounts, char *err, size_t errlen)
+int mounts_set_host(const cJSON *host_mounts, struct err *err)
 {
     struct host_mounts_cfg hm;
 
-    if (host_mounts_parse(host_mounts, &hm, err, errlen) < 0)
+    if (host_mounts_parse(host_mounts, &hm, err) < 0)
         return -1;
     mounts_apply_host(&hm);
     host_mounts_free(&hm);
     return 0;
 }
 
-int mounts_recheck(char *err, size_t errlen)
+int mounts_recheck(struct err *err)
 {
     size_t stale = 0;
     struct minfo mi;
 
-    err[0] = '\0';
+    if (err)
+        err->msg[0] = '\0';
     if (M.running)
         return 0; /* a pass is under way: it will get there */
     for (size_t i = 0; i < M.n; i++) {
@@ -1371,10 +1376,8 @@ int mounts_recheck(char *err, size_t errlen)
         return 0;
     restart_pass();
     for (size_t i = 0; i < M.n; i++) {
-        if (M.m[i].state == M_FAILED) {
-            snprintf(err, errlen, "mount %s: %s", M.m[i].target, M.m[i].error);
-            return -1;
-        }
+        if (M.m[i].state == M_FAILED)
+            return err_set(err, "mount %s: %s", M.m[i].target, M.m[i].error);
     }
     return (int)stale;
 }

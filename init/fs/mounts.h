@@ -27,6 +27,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "err.h"
+
 struct config;
 struct cJSON;
 struct host_mounts_cfg;
@@ -56,12 +58,12 @@ void mounts_apply_host(const struct host_mounts_cfg *hm);
 /* host_mounts_parse, then mounts_apply_host: a host_mounts value (the
  * platform's JSON array string, or the array itself). On error nothing
  * changes and err names the field. */
-int mounts_set_host(const struct cJSON *host_mounts, char *err, size_t errlen);
+int mounts_set_host(const struct cJSON *host_mounts, struct err *err);
 
 /* After a resume: stats every mounted target and remounts those that are
  * gone or stale (ENOTCONN, ESTALE, EIO). Returns how many were remounted,
  * or -1 with err when one of them could not be. */
-int mounts_recheck(char *err, size_t errlen);
+int mounts_recheck(struct err *err);
 
 /* syncfs on every mounted, writable, persistent (not tmpfs) mount, before
  * a freeze. Returns the count, or -1 when one failed. */

@@ -22,6 +22,7 @@
 #include <ev.h>
 
 #include "bytebuf.h"
+#include "err.h"
 
 enum childjob_end {
     CHILDJOB_EXITED,   /* ended on its own: status is its wait status */
@@ -66,7 +67,7 @@ struct childjob {
  * started, -1 with err (no loop, a killed child still not reaped, pipe,
  * fork or reaper failure). */
 int childjob_start(struct childjob *j, int64_t timeout_ms, size_t max, childjob_fn fn,
-                   void *arg, childjob_done done, char *err, size_t errlen);
+                   void *arg, childjob_done done, struct err *err);
 bool childjob_running(const struct childjob *j);
 /* Kills a running job whose work no longer counts (what it works on went
  * away): done follows from the loop, with CHILDJOB_CANCELLED, once the

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "err.h"
 #include "safepath.h"
 
 /* The name index: open addressing over the skills arrays, keyed by a
@@ -140,7 +141,8 @@ bool skills_front_name(const char *buf, size_t len, char *out, size_t outlen)
  * opened, read or followed. */
 static bool read_marker(int cfd, char *fm, size_t fmlen)
 {
-    char buf[SKILLS_FRONT_MAX], why[64];
+    char buf[SKILLS_FRONT_MAX];
+    struct err why;
     struct stat s;
 
     fm[0] = '\0';
@@ -148,7 +150,7 @@ static bool read_marker(int cfd, char *fm, size_t fmlen)
         return errno != ENOENT && errno != ENOTDIR;
     if (!S_ISREG(s.st_mode))
         return true;
-    int fd = safepath_open(cfd, skills_layout_marker, O_RDONLY, 0, why, sizeof(why));
+    int fd = safepath_open(cfd, skills_layout_marker, O_RDONLY, 0, &why);
     if (fd < 0)
         return true;
     size_t got = 0;
@@ -209,13 +211,14 @@ static int add_skill(struct scan *s, const char *path, const char *dir, const ch
 static int scan_level(struct scan *s, int dfd, const char *rel, int level)
 {
     struct listing l = {0};
-    char path[4096], lerr[256], fm[256];
+    char path[4096], fm[256];
+    struct err lerr;
     int rc = 0;
 
     /* A description of its own (not a dup): the reconcile reads the same
      * directories after this, from their start. */
     int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0 || skills_listing_read(&l, fd, rel, lerr, sizeof(lerr)) < 0)
+    if (fd < 0 || skills_listing_read(&l, fd, rel, &lerr) < 0)
         return 0;
     s->total += l.n;
     if (s->total > SKILLS_MAX_TOTAL) {
