@@ -250,6 +250,14 @@ static void on_seeded(void)
     skills_start(mounts_path_blocked);
 }
 
+/* A platform mount went or was replaced: the seed copy and the skills
+ * work under way beneath it stop (they run again when it is back). */
+static void on_mount_left(const char *target, const char *why)
+{
+    seed_mount_left(target, why);
+    skills_mount_left(target, why);
+}
+
 static void on_mounts_done(void)
 {
     diskuse_rearm();
@@ -485,6 +493,7 @@ int main(int argc, char **argv)
     /* Mounts run in the background (sources may appear late) and mark
      * "mounts"; seeding and the skills overlay ("skills") follow them. */
     skills_init(H.cfg);
+    mounts_on_left(on_mount_left);
     mounts_start(H.cfg, on_mounts_done);
     /* Mount usage and disk.low (its timer only while a writable mount is
      * mounted), and the resume news file (generation 0) before any

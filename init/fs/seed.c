@@ -171,6 +171,7 @@ static struct {
     int64_t t0;
     int failures;
     struct childjob job;
+    char stopped[256];          /* why the copy under way was stopped */
 } Q;
 
 static void step(void);
@@ -208,7 +209,12 @@ static void copy_done(struct childjob *j, enum childjob_end end, int status, con
     enum seed_result r = SEED_FAILED;
     char err[512];
 
-    if (end == CHILDJOB_TIMEOUT) {
+    if (end == CHILDJOB_CANCELLED) {
+        /* Its target went: not a failure of the seed, and redone (its
+         * marker completes it) when the mount is back. */
+        r = SEED_SKIPPED;
+        snprintf(err, sizeof(err), "the copy was stopped: %s (redone when it is back)", Q.stopped);
+    } else if (end == CHILDJOB_TIMEOUT) {
         snprintf(err, sizeof(err), "the copy took longer than %d ms; stopped (redone at the next pass)",
                  SEED_TIMEOUT_MS);
     } else if (end == CHILDJOB_EXITED && len >= 1 && (unsigned char)data[0] <= SEED_FAILED &&
@@ -370,6 +376,28 @@ void seed_start(const struct config *cfg, const char *(*skip)(const char *path),
     Q.cur = 0;
     Q.running = true;
     step();
+}
+
+static bool at_or_under(const char *path, const char *top)
+{
+    size_t n = strlen(top);
+    while (n > 1 && top[n - 1] == '/')
+        n--;
+    if (n == 1 && top[0] == '/')
+        return true;
+    return strncmp(path, top, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+void seed_mount_left(const char *target, const char *why)
+{
+    if (!Q.running || !childjob_running(&Q.job) || Q.cur >= Q.cfg->seed.n)
+        return;
+    const struct seed_entry *e = &Q.cfg->seed.v[Q.cur];
+    if (!at_or_under(e->target, target) && !at_or_under(e->from, target))
+        return;
+    log_warn("seed %s: stopping the copy: %s", e->target, why);
+    snprintf(Q.stopped, sizeof(Q.stopped), "%s", why);
+    childjob_cancel(&Q.job);
 }
 
 bool seed_running(void)

@@ -42,6 +42,11 @@ enum seed_result seed_one_as(const char *target, const char *from, const char *u
  * afterwards. */
 void seed_start(const struct config *cfg, const char *(*skip)(const char *path),
                 void (*done)(void));
+/* A platform mount at target went or was replaced (why says so): a copy
+ * under way into it (or from it) is killed rather than left writing into
+ * what it hid; its entry is recorded skipped, and the pass that follows
+ * the mount's return completes it. */
+void seed_mount_left(const char *target, const char *why);
 bool seed_running(void);
 /* Failures in the last complete run. */
 int seed_failures(void);

@@ -117,6 +117,12 @@ static void kill_job(struct childjob *j, enum childjob_end why)
     ev_timer_start(H.loop, &j->deadline);
 }
 
+void childjob_cancel(struct childjob *j)
+{
+    if (j->pid > 0 && !j->killing)
+        kill_job(j, CHILDJOB_CANCELLED);
+}
+
 /* Reads what is there, without blocking: 1 when a slice was taken and
  * more may wait, 0 when the pipe is empty for now, -1 once it is done
  * (end of file, an error, or the job killed for its size). */
@@ -233,7 +239,7 @@ int childjob_start(struct childjob *j, int64_t timeout_ms, size_t max, childjob_
         return err_set(err, "already running (pid %d)", (int)j->pid);
     if (j->killed > 0)
         return err_set(err,
-                       "the process killed at its deadline (pid %d) has not exited yet (a hung "
+                       "the process killed before (pid %d) has not exited yet (a hung "
                        "filesystem?)",
                        (int)j->killed);
     if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)

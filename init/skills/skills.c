@@ -49,6 +49,8 @@ static struct {
     dev_t wdev;
     ino_t wino;
     const char *(*failed_mount)(const char *path);
+    /* Why the walk or fork under way was stopped (skills_mount_left). */
+    char stopped[256];
     struct skills_cache *cache;
     /* the last run */
     unsigned long runs;
@@ -476,7 +478,10 @@ static void walk_done(struct childjob *j, enum childjob_end end, int status, con
     char why[256];
     const char *fail = NULL;
 
-    if (end == CHILDJOB_TIMEOUT) {
+    if (end == CHILDJOB_CANCELLED) {
+        snprintf(why, sizeof(why), "the walk was stopped: %s", S.stopped);
+        fail = why;
+    } else if (end == CHILDJOB_TIMEOUT) {
         snprintf(why, sizeof(why), "the walk took longer than %lld ms (skills.timeout_ms); stopped",
                  (long long)S.timeout_ms);
         fail = why;
@@ -815,7 +820,9 @@ static void fork_done(struct childjob *j, enum childjob_end end, int status, con
     char msg[1024];
     int rc = -1;
 
-    if (end == CHILDJOB_TIMEOUT) {
+    if (end == CHILDJOB_CANCELLED) {
+        snprintf(msg, sizeof(msg), "unable to fork: the copy was stopped: %s", S.stopped);
+    } else if (end == CHILDJOB_TIMEOUT) {
         snprintf(msg, sizeof(msg), "unable to fork: the copy took longer than %d ms; stopped",
                  SKILLS_FORK_TIMEOUT_MS);
     } else if (end == CHILDJOB_EXITED && len >= 1 && WIFEXITED(status)) {
@@ -855,6 +862,10 @@ int skills_fork(const char *name, skills_fork_done done, void *ctx, struct err *
         return err_set(err, "name: expected a skill name or category/skill");
     if (childjob_running(&F.job))
         return err_set(err, "a skills.fork is already in progress");
+    /* Not into the image's directory a platform mount hides (or will). */
+    const char *fm;
+    if (S.failed_mount && ((fm = S.failed_mount(S.pub)) || (fm = S.failed_mount(S.priv))))
+        return err_set(err, "unable to fork %s: %s", name, fm);
     if (!H.loop) {
         /* No loop to wait on (unit tests): here and now. */
         if (skills_fork_at(S.pub, S.priv, name, err) < 0)
@@ -870,6 +881,35 @@ int skills_fork(const char *name, skills_fork_done done, void *ctx, struct err *
     F.done = done;
     F.ctx = ctx;
     return 0;
+}
+
+static bool at_or_under(const char *path, const char *top)
+{
+    size_t n = strlen(top);
+    while (n > 1 && top[n - 1] == '/')
+        n--;
+    if (n == 1 && top[0] == '/')
+        return true;
+    return strncmp(path, top, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+void skills_mount_left(const char *target, const char *why)
+{
+    if (!S.enabled || !(at_or_under(S.pub, target) || at_or_under(S.priv, target)))
+        return;
+    snprintf(S.stopped, sizeof(S.stopped), "%s", why);
+    /* What runs now works on the directories as they were: stopped, its
+     * answer the error above. The triggers that come meanwhile are
+     * refused (failed_mount) until the mount is back and seeded, when
+     * skills_start runs the overlay again and marks the phase. */
+    if (H.loop) {
+        childjob_cancel(&Q.job);
+        childjob_cancel(&F.job);
+    }
+    if (S.reached || gate_reached("skills")) {
+        S.reached = false;
+        gate_revoke("skills", why);
+    }
 }
 
 static void add_counts(cJSON *o, const struct skills_counts *c)

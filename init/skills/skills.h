@@ -161,6 +161,12 @@ int skills_list_request(skills_defer defer, void *dctx, skills_reply reply, stru
  * it cannot start (not configured, a bad name, a fork in progress). */
 typedef void (*skills_fork_done)(void *ctx, int rc, const char *msg);
 int skills_fork(const char *name, skills_fork_done done, void *ctx, struct err *err);
+/* A platform mount at target went or was replaced (why says so): when
+ * public or private lies under it, the walk or skills.fork under way is
+ * stopped (its answer says why) and the phase "skills" is revoked (the
+ * services after it stop) until the overlay has run again on what comes
+ * back (skills_start, after mounts and seeding). */
+void skills_mount_left(const char *target, const char *why);
 bool skills_enabled(void);
 /* The last run (trigger, counts, duration), for skills.sync and status. */
 struct cJSON *skills_last_json(void);

@@ -457,8 +457,11 @@ static bool runs_on(const struct service *s, const char *gate, const bool *held)
  * service after it, directly or through another such service, that runs
  * or would run is stopped and waits for the gate again, so nothing keeps
  * writing into what the mount had hidden. Not a failure: no restart is
- * counted and the backoff does not grow. Those already stopped, failed or
- * exited are left as they are. */
+ * counted and the backoff does not grow. One that had failed waits for
+ * the gate too and gets a fresh start once it is back: what it failed on
+ * may well have been the files going from under it before hearth saw the
+ * mount go. Those stopped on purpose or exited (a one-shot job done) are
+ * left as they are. */
 static void hold_dependents(const char *gate, const char *why)
 {
     bool held[CONFIG_MAX_SERVICES] = {0};
@@ -468,8 +471,15 @@ static void hold_dependents(const char *gate, const char *why)
         if (!runs_on(s, gate, held))
             continue;
         held[order[i]] = true;
-        if (s->state == SVC_STOPPED || s->state == SVC_FAILED || s->state == SVC_EXITED ||
-            s->state == SVC_WAITING)
+        if (s->state == SVC_FAILED) {
+            log_warn("service %s: failed; started again once %s is reached again: %s",
+                     s->cfg->name, gate, why);
+            s->fails = 0;
+            s->cause = "revoked";
+            svc_dispatch(s, E_START); /* the gate is down: waiting */
+            continue;
+        }
+        if (s->state == SVC_STOPPED || s->state == SVC_EXITED || s->state == SVC_WAITING)
             continue;
         s->held = true;
         s->restart_pending = false;

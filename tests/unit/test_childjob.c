@@ -1,7 +1,7 @@
 /* childjob on a loop of its own, with real children: a small result is
  * read at the exit alone (the pipe unwatched until then), a result larger
  * than a pipe holds arrives whole (the child asks for reading), one past
- * its bound or its deadline is killed and reported as such, a descendant
+ * its bound or its deadline, or cancelled, is killed and reported as such, a descendant
  * left holding the pipe does not hold up the end, and only one child runs
  * per job. */
 #include "unit.h"
@@ -140,6 +140,22 @@ TEST(childjob_result_deadline_and_bound)
     CHECK_EQ_INT(got.end, CHILDJOB_TIMEOUT);
     CHECK(WIFSIGNALED(got.status) && WTERMSIG(got.status) == SIGKILL);
     CHECK(!childjob_running(&j) && j.killed == 0);
+
+    /* Cancelled by its owner: killed, said so, and free again; a cancel
+     * with no child running does nothing. */
+    memset(&got, 0, sizeof(got));
+    CHECK_EQ_INT(childjob_start(&j, 10000, 1024, sleeper, NULL, on_done, &err), 0);
+    childjob_cancel(&j);
+    childjob_cancel(&j); /* once is enough */
+    CHECK(!got.done);    /* the owner hears from the loop, not inside the call */
+    run_until_done();
+    CHECK(got.done);
+    CHECK_EQ_INT(got.end, CHILDJOB_CANCELLED);
+    CHECK(WIFSIGNALED(got.status) && WTERMSIG(got.status) == SIGKILL);
+    CHECK(!childjob_running(&j) && j.killed == 0);
+    memset(&got, 0, sizeof(got));
+    childjob_cancel(&j);
+    CHECK(!got.done);
 
     /* A small result: only the eventfd is watched, the pipe is read at
      * the exit. */
