@@ -1,6 +1,7 @@
 #!/bin/sh
 # Runs one pytest layer (static, integration, vm, valgrind or runtime) and prints
 # its counts as "LAYER: N passed, N failed, N skipped" on the last line.
+# Arguments after the layer go to pytest (`tests/run-layer.sh vm -k files`).
 #
 # runtime: the OCI image (rootfs/build-oci.sh, built by its conftest) under
 # podman and runc, in a private store under build/runtime.
@@ -10,6 +11,7 @@
 # reported an error in. HEARTH_WRAP overrides the valgrind command.
 set -u
 layer=$1
+shift
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 out="$ROOT/build/test"
 mkdir -p "$out"
@@ -45,7 +47,7 @@ if ! ls "$ROOT/tests/$dir"/test_*.py >/dev/null 2>&1; then
     exit 0
 fi
 cd "$ROOT"
-$PY -m pytest -q -rs -p no:cacheprovider --junitxml="$out/$layer.xml" $select "tests/$dir" 2>&1 | tee "$out/$layer.log"
+$PY -m pytest -q -rs -p no:cacheprovider --junitxml="$out/$layer.xml" $select "$@" "tests/$dir" 2>&1 | tee "$out/$layer.log"
 rc=$?
 $PY - "$out/$layer.xml" "$layer" <<'PYEOF'
 import sys, xml.etree.ElementTree as ET
