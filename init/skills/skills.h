@@ -91,7 +91,8 @@ int skills_cache_encode(const struct skills_cache *k, size_t max, char **out, si
 /* Replaces k with what buf holds; -1 (k unchanged) when buf is not
  * whole or well formed. */
 int skills_cache_load(struct skills_cache *k, const char *buf, size_t len);
-/* Forgets every link (the next run reads them again) and counts a run. */
+/* Forgets every link and marker (the next run reads them again) and
+ * counts a run. */
 void skills_cache_reset(struct skills_cache *k);
 
 /* One reconcile of private against public. ignore is NULL-terminated

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "safepath.h"
@@ -137,25 +138,27 @@ bool skills_front_name(const char *buf, size_t len, char *out, size_t outlen)
  * name into fm ("" when none or unreadable). Only a regular file is
  * opened: a FIFO, device or link of that name still makes a skill (as it
  * does for the reconcile, which only looks for the name) but is never
- * opened, read or followed. */
-static bool read_marker(int cfd, char *fm, size_t fmlen)
+ * opened, read or followed. *st gets the marker's stat, and *read whether
+ * fm is what the file held (opened and read to its end or the bound). */
+static bool read_marker(int cfd, char *fm, size_t fmlen, struct stat *st, bool *read_ok)
 {
     char buf[SKILLS_FRONT_MAX], why[64];
-    struct stat s;
 
     fm[0] = '\0';
-    if (fstatat(cfd, skills_layout_marker, &s, AT_SYMLINK_NOFOLLOW) < 0)
+    *read_ok = false;
+    if (fstatat(cfd, skills_layout_marker, st, AT_SYMLINK_NOFOLLOW) < 0)
         return errno != ENOENT && errno != ENOTDIR;
-    if (!S_ISREG(s.st_mode))
+    if (!S_ISREG(st->st_mode))
         return true;
     int fd = safepath_open(cfd, skills_layout_marker, O_RDONLY, 0, why, sizeof(why));
     if (fd < 0)
         return true;
     size_t got = 0;
-    while (got < sizeof(buf)) {
-        ssize_t n = read(fd, buf + got, sizeof(buf) - got);
+    for (;;) {
+        ssize_t n = got < sizeof(buf) ? read(fd, buf + got, sizeof(buf) - got) : 0;
         if (n < 0 && errno == EINTR)
             continue;
+        *read_ok = n >= 0;
         if (n <= 0)
             break;
         got += (size_t)n;
@@ -165,12 +168,60 @@ static bool read_marker(int cfd, char *fm, size_t fmlen)
     return true;
 }
 
+int64_t skills_mark_racy_ns = MARK_RACY_NS;
+
 struct scan {
     struct skills_names *n;
     const char *const *ignore;
     bool priv;
     size_t total;
+    const struct marks *old; /* the last run's markers (may be NULL) */
+    int64_t racy_ns; /* a marker changed after this is not remembered */
 };
+
+static int64_t ts_ns(struct timespec t)
+{
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Remembers the marker of the skill at path, read whole just now, for
+ * the next run; not one changed too recently to trust its stat (see
+ * MARK_RACY_NS). Out of memory only costs the next run a read. */
+static void remember(struct scan *s, const char *path, const char *fm, const struct stat *st)
+{
+    if (ts_ns(st->st_mtim) < s->racy_ns && ts_ns(st->st_ctim) < s->racy_ns)
+        skills_marks_add(&s->n->marks, s->priv, path, fm, st);
+}
+
+/* The skill dfd/name at path, when the last run read its marker and one
+ * stat (by the parent's fd: no open of the skill directory, no read)
+ * finds the same file there: its name into fm. A directory swapped for a
+ * link since the listing could only lead this stat elsewhere, and a file
+ * elsewhere is never the one remembered (device and inode). */
+static bool vouched(struct scan *s, int dfd, const char *name, const char *path, char *fm,
+                    size_t fmlen)
+{
+    const struct mark *m = skills_marks_find(s->old, s->priv, path);
+    size_t a = strlen(name), b = strlen(skills_layout_marker);
+    char mp[600];
+    struct stat st;
+
+    if (!m || a + b + 2 > sizeof(mp))
+        return false;
+    /* Once per skill per run: memcpy, not snprintf. */
+    memcpy(mp, name, a);
+    mp[a] = '/';
+    memcpy(mp + a + 1, skills_layout_marker, b + 1);
+    if (fstatat(dfd, mp, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+        !skills_mark_same(m, &st))
+        return false;
+    size_t n = strlen(m->name); /* below 256: skills_front_name's bound */
+    if (n >= fmlen)
+        return false;
+    memcpy(fm, m->name, n + 1);
+    remember(s, path, fm, &st);
+    return true;
+}
 
 static int add_skill(struct scan *s, const char *path, const char *dir, const char *fm)
 {
@@ -210,6 +261,8 @@ static int scan_level(struct scan *s, int dfd, const char *rel, int level)
 {
     struct listing l = {0};
     char path[4096], lerr[256], fm[256];
+    struct stat st;
+    bool read_ok;
     int rc = 0;
 
     /* A description of its own (not a dup): the reconcile reads the same
@@ -236,12 +289,18 @@ static int scan_level(struct scan *s, int dfd, const char *rel, int level)
         if (a)
             path[a++] = '/';
         memcpy(path + a, e->name, b + 1);
+        if (vouched(s, dfd, e->name, path, fm, sizeof(fm))) {
+            rc = add_skill(s, path, e->name, fm);
+            continue;
+        }
         int cfd = openat(dfd, e->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         if (cfd < 0)
             continue;
-        if (read_marker(cfd, fm, sizeof(fm)))
+        if (read_marker(cfd, fm, sizeof(fm), &st, &read_ok)) {
             rc = add_skill(s, path, e->name, fm);
-        else if (level < skills_layout_depth && e->name[0] != '.')
+            if (rc == 0 && read_ok)
+                remember(s, path, fm, &st);
+        } else if (level < skills_layout_depth && e->name[0] != '.')
             rc = scan_level(s, cfd, path, level + 1);
         close(cfd);
     }
@@ -252,6 +311,25 @@ static int scan_level(struct scan *s, int dfd, const char *rel, int level)
 static int by_path(const void *a, const void *b)
 {
     return strcmp(((const struct skill_info *)a)->path, ((const struct skill_info *)b)->path);
+}
+
+/* Sorts v by path. Some filesystems (tmpfs) list a directory newest
+ * first, so a tree made in order arrives in reverse: turned round first,
+ * it is the input libc's qsort (smoothsort) finishes in one pass, where
+ * reversed it is that sort's worst case. */
+static void sort_by_path(struct skill_info *v, size_t n)
+{
+    size_t down = 0;
+    for (size_t i = 1; i < n; i++)
+        down += strcmp(v[i - 1].path, v[i].path) > 0;
+    if (down > n / 2)
+        for (size_t i = 0, j = n - 1; i < j; i++, j--) {
+            struct skill_info t = v[i];
+            v[i] = v[j];
+            v[j] = t;
+        }
+    if (down)
+        qsort(v, n, sizeof(*v), by_path);
 }
 
 /* The verdict's digest: what changes when a shadow or clash comes or
@@ -271,13 +349,17 @@ static void digest(struct skills_names *n)
     n->digest = h;
 }
 
-int skills_names_scan(struct skills_names *n, int pfd, int vfd, const char *const *ignore)
+int skills_names_scan(struct skills_names *n, int pfd, int vfd, const char *const *ignore,
+                      const struct marks *old)
 {
-    struct scan s = {.n = n, .ignore = ignore};
+    struct scan s = {.n = n, .ignore = ignore, .old = old};
     struct nindex own = {0}, taken = {0};
+    struct timespec now;
     int rc = -1;
 
     memset(n, 0, sizeof(*n));
+    clock_gettime(CLOCK_REALTIME, &now);
+    s.racy_ns = ts_ns(now) - skills_mark_racy_ns;
     s.priv = true;
     if (vfd >= 0 && scan_level(&s, vfd, "", 1) < 0)
         goto out;
@@ -286,10 +368,8 @@ int skills_names_scan(struct skills_names *n, int pfd, int vfd, const char *cons
         goto out;
     /* Path order, as Hermes meets them: the first of two public skills of
      * one name is the one linked. */
-    if (n->npriv)
-        qsort(n->priv, n->npriv, sizeof(*n->priv), by_path);
-    if (n->npub)
-        qsort(n->pub, n->npub, sizeof(*n->pub), by_path);
+    sort_by_path(n->priv, n->npriv);
+    sort_by_path(n->pub, n->npub);
     if (nindex_init(&own, 2 * n->npriv) < 0 || nindex_init(&taken, 2 * n->npub) < 0 ||
         nindex_init(&n->bypath, n->npub) < 0)
         goto out;
@@ -343,6 +423,7 @@ void skills_names_free(struct skills_names *n)
     free(n->priv);
     free(n->pub);
     nindex_free(&n->bypath);
+    skills_marks_free(&n->marks);
     memset(n, 0, sizeof(*n));
 }
 

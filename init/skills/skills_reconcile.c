@@ -717,7 +717,8 @@ int skills_reconcile(const char *pub, const char *priv, const char *const *ignor
     /* Names first: whether a public skill may be linked depends on every
      * skill of both trees, wherever it sits. Without them (out of memory,
      * too many entries) the run goes on by path alone and says so. */
-    if (skills_names_scan(&r.names, pfd, vfd, ignore) < 0 && c->errors++ == 0)
+    if (skills_names_scan(&r.names, pfd, vfd, ignore, cache ? &cache->marks : NULL) < 0 &&
+        c->errors++ == 0)
         snprintf(err, errlen, "unable to learn the skills' names: out of memory or more than %d "
                  "entries", SKILLS_MAX_TOTAL);
     int lrc = reconcile_level(&r, pfd, vfd, "", 1, &left);
@@ -727,6 +728,14 @@ int skills_reconcile(const char *pub, const char *priv, const char *const *ignor
     skills_names_report(&r.names, skills_last_report, sizeof(skills_last_report));
     for (size_t i = 0; r.lists->private_ && i < r.names.npriv; i++)
         item_add(r.lists->private_, r.names.priv[i].path, r.names.priv[i].name);
+    if (cache && !dry) {
+        /* The markers this run read or vouched for, for the next one. */
+        skills_marks_free(&cache->marks);
+        if (skills_marks_index(&r.names.marks) == 0) {
+            cache->marks = r.names.marks;
+            memset(&r.names.marks, 0, sizeof(r.names.marks));
+        }
+    }
     skills_names_free(&r.names);
     if (cache && !dry) {
         cache->runs++;

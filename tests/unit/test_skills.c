@@ -921,3 +921,60 @@ TEST(skills_names_shadow_and_clash)
     CHECK_EQ_INT(c.shadowed, 1);
     teardown(&t);
 }
+
+/* A marker read once is vouched for by its stat: the next run opens
+ * none (a name changed in the cache behind the file's back is what it
+ * uses), a marker rewritten is read again, one changed too recently to
+ * trust its stat is never remembered, and a dry run leaves the cache
+ * as it was. */
+TEST(skills_marker_read_once_then_vouched_by_its_stat)
+{
+    struct trees t;
+    struct skills_counts c;
+    struct skills_cache *k = skills_cache_new(), *k2 = skills_cache_new();
+    char err[512], p[512];
+
+    setup(&t);
+    skills_layout(SKILLS_MARKER, 2);
+    front(t.pub, "research/notebook", "lab-notebook");
+    front(t.pub, "tools/journal", "journal");
+    CHECK(mkdir(t.priv, 0755) == 0);
+    front(t.priv, "my-notes", "journal");
+    skills_mark_racy_ns = 0;
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.created, 1);
+    CHECK_EQ_INT(c.shadowed, 1);
+    CHECK_EQ_INT((int)k->marks.n, 3);
+    struct mark *m = NULL;
+    for (size_t i = 0; i < k->marks.n; i++)
+        if (!k->marks.v[i].priv && strcmp(k->marks.v[i].path, "research/notebook") == 0)
+            m = &k->marks.v[i];
+    CHECK(m != NULL && strcmp(m->name, "lab-notebook") == 0);
+    /* Not read again: the cached name is the one judged. */
+    free(m->name);
+    m->name = strdup("journal");
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.shadowed, 2);
+    CHECK_EQ_INT(c.removed, 1);
+    CHECK(!exists(&t, "research/notebook"));
+    /* A dry run reads what it must and changes no mark. */
+    size_t before = k->marks.n;
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, true, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK_EQ_INT((int)k->marks.n, (int)before);
+    /* Rewritten (another size): read again, its real name linked. */
+    snprintf(p, sizeof(p), "%s/research/notebook", t.pub);
+    touch(p, "SKILL.md", "---\nname: lab-notebook\ndescription: longer now\n---\n");
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.created, 1);
+    CHECK_EQ_INT(c.shadowed, 1);
+    CHECK(exists(&t, "research/notebook"));
+    /* Written just now: judged by reading, never remembered. */
+    skills_mark_racy_ns = MARK_RACY_NS;
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k2, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.linked, 1);
+    CHECK_EQ_INT(c.shadowed, 1);
+    CHECK_EQ_INT((int)k2->marks.n, 0);
+    skills_cache_free(k);
+    skills_cache_free(k2);
+    teardown(&t);
+}
