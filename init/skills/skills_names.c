@@ -252,6 +252,60 @@ static int add_skill(struct scan *s, const char *path, const char *dir, const ch
     return 0;
 }
 
+/* Keeps listing l of directory rel (dev, ino) for the reconcile, or
+ * frees it (out of memory only costs the reconcile a read). */
+static void keep(struct scan *s, const char *rel, dev_t dev, ino_t ino, struct listing *l)
+{
+    struct skills_names *n = s->n;
+    int t = s->priv;
+    if (n->nkept[t] == n->capkept[t]) {
+        size_t nc = n->capkept[t] ? n->capkept[t] * 2 : 16;
+        struct kept_dir *nv = realloc(n->kept[t], nc * sizeof(*nv));
+        if (!nv) {
+            skills_listing_free(l);
+            return;
+        }
+        n->kept[t] = nv;
+        n->capkept[t] = nc;
+    }
+    char *r = strdup(rel);
+    if (!r) {
+        skills_listing_free(l);
+        return;
+    }
+    n->kept[t][n->nkept[t]++] = (struct kept_dir){.rel = r, .dev = dev, .ino = ino, .l = *l};
+    memset(l, 0, sizeof(*l));
+}
+
+static void kept_free(struct skills_names *n)
+{
+    for (int t = 0; t < 2; t++) {
+        for (size_t i = 0; i < n->nkept[t]; i++) {
+            free(n->kept[t][i].rel);
+            skills_listing_free(&n->kept[t][i].l);
+        }
+        free(n->kept[t]);
+        nindex_free(&n->keptby[t]);
+        n->kept[t] = NULL;
+        n->nkept[t] = n->capkept[t] = 0;
+    }
+}
+
+bool skills_names_take(struct skills_names *n, bool priv, const char *rel, int fd,
+                       struct listing *out)
+{
+    struct stat st;
+    uint32_t i = nindex_get(&n->keptby[priv], rel);
+    if (!i)
+        return false;
+    struct kept_dir *k = &n->kept[priv][i - 1];
+    if (!k->l.slot || fstat(fd, &st) < 0 || st.st_dev != k->dev || st.st_ino != k->ino)
+        return false;
+    *out = k->l;
+    memset(&k->l, 0, sizeof(k->l));
+    return true;
+}
+
 /* One directory level of a tree: its skills, and its categories entered
  * (a directory without the marker above the last level, not a dot-name,
  * as the reconcile has it). dfd is borrowed. -1 only for out of memory
@@ -265,10 +319,17 @@ static int scan_level(struct scan *s, int dfd, const char *rel, int level)
     bool read_ok;
     int rc = 0;
 
-    /* A description of its own (not a dup): the reconcile reads the same
-     * directories after this, from their start. */
+    /* A description of its own (not a dup): its offset is its own. */
     int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0 || skills_listing_read(&l, fd, rel, lerr, sizeof(lerr)) < 0)
+    if (fd < 0)
+        return 0;
+    if (fstat(fd, &st) < 0) {
+        close(fd);
+        return 0;
+    }
+    dev_t dev = st.st_dev;
+    ino_t ino = st.st_ino;
+    if (skills_listing_read(&l, fd, rel, lerr, sizeof(lerr)) < 0)
         return 0;
     s->total += l.n;
     if (s->total > SKILLS_MAX_TOTAL) {
@@ -304,7 +365,7 @@ static int scan_level(struct scan *s, int dfd, const char *rel, int level)
             rc = scan_level(s, cfd, path, level + 1);
         close(cfd);
     }
-    skills_listing_free(&l);
+    keep(s, rel, dev, ino, &l);
     return rc;
 }
 
@@ -395,6 +456,12 @@ int skills_names_scan(struct skills_names *n, int pfd, int vfd, const char *cons
         nindex_put(&n->bypath, e->path, (uint32_t)i + 1);
     }
     digest(n);
+    for (int t = 0; t < 2; t++) {
+        if (nindex_init(&n->keptby[t], n->nkept[t]) < 0)
+            goto out;
+        for (size_t i = 0; i < n->nkept[t]; i++)
+            nindex_put(&n->keptby[t], n->kept[t][i].rel, (uint32_t)i + 1);
+    }
     rc = 0;
 out:
     nindex_free(&own);
@@ -424,6 +491,7 @@ void skills_names_free(struct skills_names *n)
     free(n->pub);
     nindex_free(&n->bypath);
     skills_marks_free(&n->marks);
+    kept_free(n);
     memset(n, 0, sizeof(*n));
 }
 

@@ -160,12 +160,26 @@ struct nindex {
     size_t mask;
 };
 
+/* A directory the names scan listed, kept for the reconcile, which
+ * lists the same directories right after: handed over (skills_names_take)
+ * rather than read twice, when the directory it then opens is the one
+ * listed (device and inode). */
+struct kept_dir {
+    char *rel; /* below the tree's root; "" for the root */
+    dev_t dev;
+    ino_t ino;
+    struct listing l;
+};
+
 struct skills_names {
     struct skill_info *priv, *pub; /* each sorted by path */
     size_t npriv, npub, cappriv, cappub;
     struct nindex bypath; /* public path -> pub */
     uint32_t digest;      /* of the shadows and clashes, 0 when none */
     struct marks marks;   /* the markers read or vouched for, for the next run */
+    struct kept_dir *kept[2]; /* [0] public, [1] private */
+    size_t nkept[2], capkept[2];
+    struct nindex keptby[2]; /* rel -> kept */
 };
 
 /* Walks private (vfd; -1: none) and public (pfd) for their skills and
@@ -174,6 +188,11 @@ struct skills_names {
  * then empty). */
 int skills_names_scan(struct skills_names *n, int pfd, int vfd, const char *const *ignore,
                       const struct marks *old);
+/* The listing of directory fd (rel below the private or public root) as
+ * the scan read it, moved into out; false when the scan kept none for it
+ * (or the directory fd names is another one). */
+bool skills_names_take(struct skills_names *n, bool priv, const char *rel, int fd,
+                       struct listing *out);
 /* The public skill at path, or NULL (not a skill). */
 const struct skill_info *skills_names_find(const struct skills_names *n, const char *path);
 void skills_names_free(struct skills_names *n);

@@ -418,11 +418,15 @@ static void retire_category(struct run *r, int vfd, struct ent *v, const char *r
  * below it. At the top that is the run's failure (not an entry error: the
  * overlay is not usable); deeper it is one entry that could not be
  * handled. */
-static int read_level(struct run *r, struct listing *l, int dir, const char *root, int level)
+static int read_level(struct run *r, struct listing *l, int dir, const char *root, int level,
+                      bool priv, const char *rel)
 {
     char lerr[512];
     if (dir < 0)
         return skills_listing_index(l) < 0 ? -1 : 0;
+    /* The names scan has just read it: taken, not read again. */
+    if (skills_names_take(&r->names, priv, rel, dir, l))
+        return 0;
     int fd = dup(dir);
     if (fd >= 0 && skills_listing_read(l, fd, root, lerr, sizeof(lerr)) >= 0)
         return 0;
@@ -454,7 +458,8 @@ static int reconcile_level(struct run *r, int pfd, int vfd, const char *rel, int
     }
     size_t tlen = (size_t)n;
     memcpy(target, prefix, tlen + 1);
-    if (read_level(r, &pl, pfd, r->pub, level) < 0 || read_level(r, &vl, vfd, r->priv, level) < 0)
+    if (read_level(r, &pl, pfd, r->pub, level, false, rel) < 0 ||
+        read_level(r, &vl, vfd, r->priv, level, true, rel) < 0)
         goto out;
     /* Every level is bounded on its own; the sum is bounded too, so a
      * share of many huge categories costs bounded time and memory. */
