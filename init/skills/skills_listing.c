@@ -367,16 +367,110 @@ int skills_marks_index(struct marks *m)
     return 0;
 }
 
-const struct mark *skills_marks_find(const struct marks *m, bool priv, const char *path)
+struct mark *skills_marks_find(const struct marks *m, bool priv, const char *path)
 {
     if (!m || !m->slot)
         return NULL;
     for (size_t h = mark_hash(priv, path) & m->mask; m->slot[h]; h = (h + 1) & m->mask) {
-        const struct mark *k = &m->v[m->slot[h] - 1];
+        struct mark *k = &m->v[m->slot[h] - 1];
         if (k->priv == priv && strcmp(k->path, path) == 0)
             return k;
     }
     return NULL;
+}
+
+/* Keeps the links of old flagged seen (flags cleared), frees the rest,
+ * then appends fresh (consumed) and indexes; whether anything changed.
+ * Out of memory empties old: the next run reads every link. */
+static bool links_update(struct listing *old, struct listing *fresh)
+{
+    size_t keep = 0;
+    for (size_t i = 0; i < old->n; i++)
+        keep += old->v[i].seen;
+    bool changed = keep != old->n || fresh->n;
+    for (size_t i = 0, j = 0; changed && i < old->n; i++) {
+        if (old->v[i].seen) {
+            old->v[j++] = old->v[i];
+        } else {
+            free(old->v[i].name);
+            free(old->v[i].target);
+        }
+    }
+    if (changed)
+        old->n = keep;
+    for (size_t i = 0; i < old->n; i++)
+        old->v[i].seen = false;
+    if (fresh->n) {
+        if (old->n + fresh->n > old->cap) {
+            size_t nc = old->n + fresh->n;
+            struct ent *nv = realloc(old->v, nc * sizeof(*nv));
+            if (!nv) {
+                skills_listing_free(old);
+                skills_listing_free(fresh);
+                return true;
+            }
+            old->v = nv;
+            old->cap = nc;
+        }
+        memcpy(old->v + old->n, fresh->v, fresh->n * sizeof(*fresh->v));
+        old->n += fresh->n;
+        fresh->n = 0;
+    }
+    skills_listing_free(fresh);
+    if (changed) {
+        free(old->slot);
+        old->slot = NULL;
+        if (skills_listing_index(old) < 0)
+            skills_listing_free(old);
+    }
+    return changed;
+}
+
+/* links_update for marks. */
+static bool marks_update(struct marks *old, struct marks *fresh)
+{
+    size_t keep = 0;
+    for (size_t i = 0; i < old->n; i++)
+        keep += old->v[i].seen;
+    bool changed = keep != old->n || fresh->n;
+    for (size_t i = 0, j = 0; changed && i < old->n; i++) {
+        if (old->v[i].seen) {
+            old->v[j++] = old->v[i];
+        } else {
+            free(old->v[i].path);
+            free(old->v[i].name);
+        }
+    }
+    if (changed)
+        old->n = keep;
+    for (size_t i = 0; i < old->n; i++)
+        old->v[i].seen = false;
+    for (size_t i = 0; i < fresh->n; i++) {
+        if (marks_push(old, fresh->v[i]) < 0) {
+            free(fresh->v[i].path);
+            free(fresh->v[i].name);
+        }
+    }
+    fresh->n = 0;
+    skills_marks_free(fresh);
+    if (changed && skills_marks_index(old) < 0)
+        skills_marks_free(old);
+    return changed;
+}
+
+void skills_cache_update(struct skills_cache *k, struct listing *links, struct marks *marks)
+{
+    bool a = links_update(&k->links, links);
+    bool b = marks_update(&k->marks, marks);
+    k->changed = a || b;
+}
+
+void skills_cache_unsee(struct skills_cache *k)
+{
+    for (size_t i = 0; i < k->links.n; i++)
+        k->links.v[i].seen = false;
+    for (size_t i = 0; i < k->marks.n; i++)
+        k->marks.v[i].seen = false;
 }
 
 struct skills_cache *skills_cache_new(void)
@@ -558,5 +652,6 @@ void skills_cache_reset(struct skills_cache *k)
 {
     skills_listing_free(&k->links);
     skills_marks_free(&k->marks);
+    k->changed = true;
     k->runs++;
 }

@@ -175,7 +175,7 @@ struct scan {
     const char *const *ignore;
     bool priv;
     size_t total;
-    const struct marks *old; /* the last run's markers (may be NULL) */
+    struct marks *old; /* the last run's markers (may be NULL) */
     int64_t racy_ns; /* a marker changed after this is not remembered */
 };
 
@@ -201,7 +201,7 @@ static void remember(struct scan *s, const char *path, const char *fm, const str
 static bool vouched(struct scan *s, int dfd, const char *name, const char *path, char *fm,
                     size_t fmlen)
 {
-    const struct mark *m = skills_marks_find(s->old, s->priv, path);
+    struct mark *m = skills_marks_find(s->old, s->priv, path);
     size_t a = strlen(name), b = strlen(skills_layout_marker);
     char mp[600];
     struct stat st;
@@ -219,7 +219,7 @@ static bool vouched(struct scan *s, int dfd, const char *name, const char *path,
     if (n >= fmlen)
         return false;
     memcpy(fm, m->name, n + 1);
-    remember(s, path, fm, &st);
+    m->seen = true; /* kept as it is: same file, same name */
     return true;
 }
 
@@ -411,7 +411,7 @@ static void digest(struct skills_names *n)
 }
 
 int skills_names_scan(struct skills_names *n, int pfd, int vfd, const char *const *ignore,
-                      const struct marks *old)
+                      struct marks *old)
 {
     struct scan s = {.n = n, .ignore = ignore, .old = old};
     struct nindex own = {0}, taken = {0};

@@ -31,6 +31,8 @@ struct ent {
     bool ignored, read, gone;
     bool category; /* public: a directory without the marker */
     bool ours; /* the cache vouches: a link to pub/name, target not read */
+    bool seen; /* in the cache: still a link of ours this run */
+    uint32_t cached; /* listing: index+1 of the cache's link that vouched */
 };
 
 struct listing {
@@ -49,6 +51,7 @@ struct mark {
     char *path; /* below the tree's root: "skill", "category/skill" */
     char *name;
     bool priv;  /* of the private tree (else public) */
+    bool seen;  /* vouched for by this run's stat */
     uint64_t dev, ino, size;
     int64_t mtime_ns, ctime_ns;
 };
@@ -75,7 +78,7 @@ int skills_marks_add(struct marks *m, bool priv, const char *path, const char *n
                      const struct stat *s);
 int skills_marks_index(struct marks *m);
 /* The mark of path in the private or public tree, or NULL. */
-const struct mark *skills_marks_find(const struct marks *m, bool priv, const char *path);
+struct mark *skills_marks_find(const struct marks *m, bool priv, const char *path);
 /* Whether s is the file mark m describes. */
 bool skills_mark_same(const struct mark *m, const struct stat *s);
 
@@ -87,7 +90,16 @@ struct skills_cache {
     struct listing links;
     struct marks marks;
     unsigned runs; /* which slice of cached links has its marker re-checked */
+    bool changed;  /* the last run changed links or marks (not only runs) */
 };
+
+/* The end of a run that may change the cache (not a dry one): what it
+ * did not see again goes, what it learnt (links, marks: consumed) comes
+ * in, and cache->changed says whether anything did. A no-op pass over a
+ * tree the cache knows allocates nothing here. */
+void skills_cache_update(struct skills_cache *k, struct listing *links, struct marks *marks);
+/* After a dry run: the seen flags it set are cleared. */
+void skills_cache_unsee(struct skills_cache *k);
 
 /* A link the cache vouches for was a skill when it was made; whether its
  * public entry has since lost the marker (become a category) is checked
@@ -176,7 +188,7 @@ struct skills_names {
     size_t npriv, npub, cappriv, cappub;
     struct nindex bypath; /* public path -> pub */
     uint32_t digest;      /* of the shadows and clashes, 0 when none */
-    struct marks marks;   /* the markers read or vouched for, for the next run */
+    struct marks marks;   /* the markers read this run, for the next one */
     struct kept_dir *kept[2]; /* [0] public, [1] private */
     size_t nkept[2], capkept[2];
     struct nindex keptby[2]; /* rel -> kept */
@@ -184,10 +196,11 @@ struct skills_names {
 
 /* Walks private (vfd; -1: none) and public (pfd) for their skills and
  * judges each public one; old (may be NULL) holds the markers the last
- * run read. -1 when out of memory or past SKILLS_MAX_TOTAL entries (n is
- * then empty). */
+ * run read (those vouched for again are flagged seen; n->marks gets those
+ * read anew). -1 when out of memory or past SKILLS_MAX_TOTAL entries (n
+ * is then empty). */
 int skills_names_scan(struct skills_names *n, int pfd, int vfd, const char *const *ignore,
-                      const struct marks *old);
+                      struct marks *old);
 /* The listing of directory fd (rel below the private or public root) as
  * the scan read it, moved into out; false when the scan kept none for it
  * (or the directory fd names is another one). */

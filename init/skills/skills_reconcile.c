@@ -128,6 +128,7 @@ static const char *link_target(int dfd, struct ent *v, const struct skills_cache
     struct ent *hit = k ? skills_listing_find(&k->links, key) : NULL;
     if (hit && hit->ino == v->ino) {
         v->ours = true;
+        v->cached = (uint32_t)(hit - k->links.v) + 1;
         return NULL;
     }
     ssize_t n = dfd >= 0 ? readlinkat(dfd, v->name, buf, sizeof(buf) - 1) : -1;
@@ -143,6 +144,11 @@ static void next_add(struct run *r, const char *key, struct ent *v)
     struct listing *nl = &r->next;
     if (r->dry || !r->cache)
         return;
+    if (v->cached) {
+        /* The cache's own entry (same path, same inode): kept as it is. */
+        r->cache->links.v[v->cached - 1].seen = true;
+        return;
+    }
     if (nl->n == nl->cap) {
         size_t nc = nl->cap ? nl->cap * 2 : 256;
         struct ent *nv = realloc(nl->v, nc * sizeof(*nv));
@@ -734,22 +740,13 @@ int skills_reconcile(const char *pub, const char *priv, const char *const *ignor
     for (size_t i = 0; r.lists->private_ && i < r.names.npriv; i++)
         item_add(r.lists->private_, r.names.priv[i].path, r.names.priv[i].name);
     if (cache && !dry) {
-        /* The markers this run read or vouched for, for the next one. */
-        skills_marks_free(&cache->marks);
-        if (skills_marks_index(&r.names.marks) == 0) {
-            cache->marks = r.names.marks;
-            memset(&r.names.marks, 0, sizeof(r.names.marks));
-        }
+        /* What this run vouched for stays, what it learnt comes in. */
+        cache->runs++;
+        skills_cache_update(cache, &r.next, &r.names.marks);
+    } else if (cache) {
+        skills_cache_unsee(cache);
     }
     skills_names_free(&r.names);
-    if (cache && !dry) {
-        cache->runs++;
-        skills_listing_free(&cache->links);
-        if (skills_listing_index(&r.next) == 0)
-            cache->links = r.next;
-        else
-            skills_listing_free(&r.next);
-    }
     rc = lrc < 0 || c->errors ? -1 : 0;
     if (vfd >= 0)
         close(vfd);

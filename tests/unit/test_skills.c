@@ -968,6 +968,26 @@ TEST(skills_marker_read_once_then_vouched_by_its_stat)
     CHECK_EQ_INT(c.created, 1);
     CHECK_EQ_INT(c.shadowed, 1);
     CHECK(exists(&t, "research/notebook"));
+    CHECK(k->changed);
+    /* Nothing new: the cache keeps what it had, links and marks, and says
+     * so (the walk child then sends nothing back but its run count). The
+     * link made last run is read once, then vouched for. */
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK(k->changed);
+    size_t links = k->links.n;
+    unsigned runs = k->runs;
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK(!k->changed);
+    CHECK_EQ_INT((int)k->links.n, (int)links);
+    CHECK_EQ_INT((int)k->marks.n, 3);
+    CHECK_EQ_INT((int)k->runs, (int)runs + 1);
+    CHECK_EQ_INT(c.linked, 1);
+    /* A link gone is dropped from the cache. */
+    snprintf(p, sizeof(p), "%s/research/notebook", t.priv);
+    CHECK(unlink(p) == 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK_EQ_INT(c.created, 1);
+    CHECK(k->changed);
     /* Written just now: judged by reading, never remembered. */
     skills_mark_racy_ns = MARK_RACY_NS;
     CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k2, err, sizeof(err)), 0);
