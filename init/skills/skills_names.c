@@ -48,26 +48,37 @@ static void nindex_free(struct nindex *x)
     memset(x, 0, sizeof(*x));
 }
 
-/* The value for key, or 0. */
-static uint32_t nindex_get(const struct nindex *x, const char *key)
+/* The value for key (hashed: h), or 0. */
+static uint32_t nindex_get_h(const struct nindex *x, const char *key, uint32_t h0)
 {
     if (!x->slot || !key)
         return 0;
-    for (size_t h = skills_hash(key) & x->mask; x->slot[h]; h = (h + 1) & x->mask)
+    for (size_t h = h0 & x->mask; x->slot[h]; h = (h + 1) & x->mask)
         if (strcmp(x->key[h], key) == 0)
             return x->slot[h];
     return 0;
 }
 
-/* Adds key -> v unless key is there (the first holder keeps it). */
-static void nindex_put(struct nindex *x, const char *key, uint32_t v)
+static uint32_t nindex_get(const struct nindex *x, const char *key)
 {
-    size_t h = skills_hash(key) & x->mask;
+    return key ? nindex_get_h(x, key, skills_hash(key)) : 0;
+}
+
+/* Adds key (hashed: h) -> v unless key is there (the first holder keeps
+ * it). */
+static void nindex_put_h(struct nindex *x, const char *key, uint32_t h0, uint32_t v)
+{
+    size_t h = h0 & x->mask;
     for (; x->slot[h]; h = (h + 1) & x->mask)
         if (strcmp(x->key[h], key) == 0)
             return;
     x->slot[h] = v;
     x->key[h] = key;
+}
+
+static void nindex_put(struct nindex *x, const char *key, uint32_t v)
+{
+    nindex_put_h(x, key, skills_hash(key), v);
 }
 
 /* The `name:` of YAML front matter in buf (a `---` line first, up to the
@@ -440,18 +451,26 @@ int skills_names_scan(struct skills_names *n, int pfd, int vfd, const char *cons
     }
     for (size_t i = 0; i < n->npub; i++) {
         struct skill_info *e = &n->pub[i];
-        uint32_t w = nindex_get(&own, e->dir);
-        if (!w)
-            w = nindex_get(&own, e->name);
+        /* Each name hashed once for all three lookups; a skill whose
+         * front matter repeats its directory's name has one name. */
+        bool one = strcmp(e->dir, e->name) == 0;
+        uint32_t hd = skills_hash(e->dir), hn = one ? hd : skills_hash(e->name), w = 0;
+        if (n->npriv) {
+            w = nindex_get_h(&own, e->dir, hd);
+            if (!w && !one)
+                w = nindex_get_h(&own, e->name, hn);
+        }
         if (w) {
             e->verdict = SKILL_SHADOWED;
             e->by = n->priv[w - 1].path;
-        } else if ((w = nindex_get(&taken, e->dir)) || (w = nindex_get(&taken, e->name))) {
+        } else if ((w = nindex_get_h(&taken, e->dir, hd)) ||
+                   (!one && (w = nindex_get_h(&taken, e->name, hn)))) {
             e->verdict = SKILL_CLASH;
             e->by = n->pub[w - 1].path;
         } else {
-            nindex_put(&taken, e->dir, (uint32_t)i + 1);
-            nindex_put(&taken, e->name, (uint32_t)i + 1);
+            nindex_put_h(&taken, e->dir, hd, (uint32_t)i + 1);
+            if (!one)
+                nindex_put_h(&taken, e->name, hn, (uint32_t)i + 1);
         }
         nindex_put(&n->bypath, e->path, (uint32_t)i + 1);
     }

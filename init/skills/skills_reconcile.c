@@ -523,7 +523,7 @@ static int reconcile_level(struct run *r, int pfd, int vfd, const char *rel, int
         else
             skills_list_add(lists->other, path);
         bool beaten = si && si->verdict != SKILL_LINK;
-        struct ent *v = skills_listing_find(&vl, p->name);
+        struct ent *v = pv;
         if (v) {
             const char *lt = v->kind == ENT_LINK ? link_target(vfd, v, r->cache, path) : NULL;
             if ((v->ours || (lt && strcmp(lt, target) == 0)) && beaten) {
