@@ -145,15 +145,38 @@ bool skills_front_name(const char *buf, size_t len, char *out, size_t outlen)
     return false;
 }
 
+/* Reads the front matter's name of the open marker fd (closed here)
+ * into fm; whether fm is what the file held (read to its end or the
+ * bound). */
+static bool read_front(int fd, char *fm, size_t fmlen)
+{
+    char buf[SKILLS_FRONT_MAX];
+    size_t got = 0;
+    bool ok = false;
+
+    for (;;) {
+        ssize_t n = got < sizeof(buf) ? read(fd, buf + got, sizeof(buf) - got) : 0;
+        if (n < 0 && errno == EINTR)
+            continue;
+        ok = n >= 0;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    skills_front_name(buf, got, fm, fmlen);
+    return ok;
+}
+
 /* Whether the marker of directory cfd is there, and its front-matter
  * name into fm ("" when none or unreadable). Only a regular file is
  * opened: a FIFO, device or link of that name still makes a skill (as it
  * does for the reconcile, which only looks for the name) but is never
  * opened, read or followed. *st gets the marker's stat, and *read whether
- * fm is what the file held (opened and read to its end or the bound). */
+ * fm is what the file held. */
 static bool read_marker(int cfd, char *fm, size_t fmlen, struct stat *st, bool *read_ok)
 {
-    char buf[SKILLS_FRONT_MAX], why[64];
+    char why[64];
 
     fm[0] = '\0';
     *read_ok = false;
@@ -162,20 +185,8 @@ static bool read_marker(int cfd, char *fm, size_t fmlen, struct stat *st, bool *
     if (!S_ISREG(st->st_mode))
         return true;
     int fd = safepath_open(cfd, skills_layout_marker, O_RDONLY, 0, why, sizeof(why));
-    if (fd < 0)
-        return true;
-    size_t got = 0;
-    for (;;) {
-        ssize_t n = got < sizeof(buf) ? read(fd, buf + got, sizeof(buf) - got) : 0;
-        if (n < 0 && errno == EINTR)
-            continue;
-        *read_ok = n >= 0;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    close(fd);
-    skills_front_name(buf, got, fm, fmlen);
+    if (fd >= 0)
+        *read_ok = read_front(fd, fm, fmlen);
     return true;
 }
 
@@ -204,34 +215,51 @@ static void remember(struct scan *s, const char *path, const char *fm, const str
         skills_marks_add(&s->n->marks, s->priv, path, fm, st);
 }
 
-/* The skill dfd/name at path, when the last run read its marker and one
- * stat (by the parent's fd: no open of the skill directory, no read)
- * finds the same file there: its name into fm. A directory swapped for a
- * link since the listing could only lead this stat elsewhere, and a file
- * elsewhere is never the one remembered (device and inode). */
-static bool vouched(struct scan *s, int dfd, const char *name, const char *path, char *fm,
-                    size_t fmlen)
+/* The skill dfd/name at path, settled through the parent's fd (no open
+ * of the skill's directory): its marker, a regular file, stats as the
+ * one the last run read (name from the cache: no open, no read), or is
+ * opened beneath dfd with no link followed (safepath) and read. Its name
+ * into fm. False when not settled here (no marker, not a regular file,
+ * not opened): the directory is then opened and looked at as before. A
+ * directory swapped for a link since the listing could only lead the
+ * stat elsewhere: a file elsewhere is never the one remembered (device
+ * and inode), and the open refuses the link. SETTLED_NO_MARKER: the
+ * directory holds no marker (a category, within the depth). */
+enum settled { NOT_SETTLED, SETTLED_SKILL, SETTLED_NO_MARKER };
+
+static enum settled by_parent(struct scan *s, int dfd, const char *name, const char *path,
+                              char *fm, size_t fmlen)
 {
-    struct mark *m = skills_marks_find(s->old, s->priv, path);
     size_t a = strlen(name), b = strlen(skills_layout_marker);
-    char mp[600];
+    char mp[600], why[64];
     struct stat st;
 
-    if (!m || a + b + 2 > sizeof(mp))
-        return false;
+    if (a + b + 2 > sizeof(mp))
+        return NOT_SETTLED;
     /* Once per skill per run: memcpy, not snprintf. */
     memcpy(mp, name, a);
     mp[a] = '/';
     memcpy(mp + a + 1, skills_layout_marker, b + 1);
-    if (fstatat(dfd, mp, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
-        !skills_mark_same(m, &st))
-        return false;
-    size_t n = strlen(m->name); /* below 256: skills_front_name's bound */
-    if (n >= fmlen)
-        return false;
-    memcpy(fm, m->name, n + 1);
-    m->seen = true; /* kept as it is: same file, same name */
-    return true;
+    if (fstatat(dfd, mp, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return errno == ENOENT ? SETTLED_NO_MARKER : NOT_SETTLED;
+    if (!S_ISREG(st.st_mode))
+        return NOT_SETTLED;
+    struct mark *m = skills_marks_find(s->old, s->priv, path);
+    if (m && skills_mark_same(m, &st)) {
+        size_t n = strlen(m->name); /* below 256: skills_front_name's bound */
+        if (n >= fmlen)
+            return NOT_SETTLED;
+        memcpy(fm, m->name, n + 1);
+        m->seen = true; /* kept as it is: same file, same name */
+        return SETTLED_SKILL;
+    }
+    int fd = safepath_open(dfd, mp, O_RDONLY, 0, why, sizeof(why));
+    if (fd < 0)
+        return NOT_SETTLED;
+    fm[0] = '\0';
+    if (read_front(fd, fm, fmlen))
+        remember(s, path, fm, &st);
+    return SETTLED_SKILL;
 }
 
 static int add_skill(struct scan *s, const char *path, const char *dir, const char *fm)
@@ -361,18 +389,22 @@ static int scan_level(struct scan *s, int dfd, const char *rel, int level)
         if (a)
             path[a++] = '/';
         memcpy(path + a, e->name, b + 1);
-        if (vouched(s, dfd, e->name, path, fm, sizeof(fm))) {
+        enum settled how = by_parent(s, dfd, e->name, path, fm, sizeof(fm));
+        if (how == SETTLED_SKILL) {
             rc = add_skill(s, path, e->name, fm);
             continue;
         }
+        bool category = level < skills_layout_depth && e->name[0] != '.';
+        if (how == SETTLED_NO_MARKER && !category)
+            continue; /* neither a skill nor a category */
         int cfd = openat(dfd, e->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         if (cfd < 0)
             continue;
-        if (read_marker(cfd, fm, sizeof(fm), &st, &read_ok)) {
+        if (how != SETTLED_NO_MARKER && read_marker(cfd, fm, sizeof(fm), &st, &read_ok)) {
             rc = add_skill(s, path, e->name, fm);
             if (rc == 0 && read_ok)
                 remember(s, path, fm, &st);
-        } else if (level < skills_layout_depth && e->name[0] != '.')
+        } else if (category)
             rc = scan_level(s, cfd, path, level + 1);
         close(cfd);
     }
