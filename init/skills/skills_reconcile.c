@@ -169,12 +169,16 @@ static void next_add(struct run *r, const char *key, struct ent *v)
  * it. A dot-name is never one (hidden trees are not Hermes categories).
  * Any error but ENOENT reads as "a skill": linking it whole is the
  * behaviour of a flat overlay, never a loss. */
-static bool is_category(int pfd, const struct ent *p, int level)
+static bool is_category(const struct run *r, int pfd, const struct ent *p, const char *path,
+                        int level)
 {
     char m[600];
     struct stat s;
 
     if (level >= skills_layout_depth || p->kind != ENT_DIR || p->name[0] == '.')
+        return false;
+    /* The names scan found its marker a moment ago: a skill, no stat. */
+    if (skills_names_find(&r->names, path))
         return false;
     snprintf(m, sizeof(m), "%s/%s", p->name, skills_layout_marker);
     return fstatat(pfd, m, &s, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT;
@@ -508,7 +512,7 @@ static int reconcile_level(struct run *r, int pfd, int vfd, const char *rel, int
             link_target(vfd, pv, r->cache, path);
             vouched = pv->ours;
         }
-        if (!vouched && is_category(pfd, p, level)) {
+        if (!vouched && is_category(r, pfd, p, path, level)) {
             p->category = true;
             merge_category(r, pfd, vfd, &vl, p, rel, level, target);
             continue;
