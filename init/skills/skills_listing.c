@@ -66,11 +66,13 @@ uint32_t skills_hash(const char *s)
 void skills_listing_free(struct listing *l)
 {
     for (size_t i = 0; i < l->n; i++) {
-        free(l->v[i].name);
+        if (!l->pool)
+            free(l->v[i].name);
         free(l->v[i].target);
     }
     free(l->v);
     free(l->slot);
+    free(l->pool);
     memset(l, 0, sizeof(*l));
 }
 
@@ -137,11 +139,24 @@ static int listing_add(struct listing *l, int fd, const struct dirent64_raw *de,
     }
     struct ent *e = &l->v[l->n];
     memset(e, 0, sizeof(*e));
-    e->name = strdup(de->d_name);
-    if (!e->name) {
-        snprintf(err, errlen, "unable to read %s: out of memory", path);
-        return -1;
+    /* Into the pool; its offset stands in for the pointer until the
+     * whole directory is read (the pool may move as it grows). */
+    size_t nl = strlen(de->d_name) + 1;
+    if (l->pool_len + nl > l->pool_cap) {
+        size_t nc = l->pool_cap ? l->pool_cap * 2 : 4096;
+        while (nc < l->pool_len + nl)
+            nc *= 2;
+        char *np = realloc(l->pool, nc);
+        if (!np) {
+            snprintf(err, errlen, "unable to read %s: out of memory", path);
+            return -1;
+        }
+        l->pool = np;
+        l->pool_cap = nc;
     }
+    memcpy(l->pool + l->pool_len, de->d_name, nl);
+    e->name = (char *)(uintptr_t)l->pool_len;
+    l->pool_len += nl;
     l->n++;
     unsigned char t = de->d_type;
     if (t == DT_UNKNOWN) {
@@ -191,6 +206,14 @@ int skills_listing_read(struct listing *l, int fd, const char *path, char *err, 
     if (buf != skills_dents_buf)
         free(buf);
     close(fd);
+    /* An empty listing is pooled too: no name of it is freed on its own. */
+    if (!l->pool && (l->pool = malloc(1)) == NULL) {
+        if (rc == 0)
+            snprintf(err, errlen, "unable to read %s: out of memory", path);
+        rc = -1;
+    }
+    for (size_t i = 0; l->pool && i < l->n; i++)
+        l->v[i].name = l->pool + (uintptr_t)l->v[i].name;
     if (rc == 0 && skills_listing_index(l) < 0) {
         snprintf(err, errlen, "unable to index %s: out of memory", path);
         rc = -1;

@@ -278,15 +278,17 @@ static int add_skill(struct scan *s, const char *path, const char *dir, const ch
     }
     struct skill_info *e = &(*v)[*cnt];
     memset(e, 0, sizeof(*e));
-    e->path = strdup(path);
-    e->name = strdup(fm[0] ? fm : dir);
-    e->dir = e->path ? strrchr(e->path, '/') : NULL;
-    e->dir = e->dir ? e->dir + 1 : e->path;
-    if (!e->path || !e->name) {
-        free(e->path);
-        free(e->name);
+    /* Path and name in one block (path first: freeing it frees both). */
+    const char *name = fm[0] ? fm : dir;
+    size_t pl = strlen(path) + 1, nl = strlen(name) + 1;
+    e->path = malloc(pl + nl);
+    if (!e->path)
         return -1;
-    }
+    memcpy(e->path, path, pl);
+    e->name = e->path + pl;
+    memcpy(e->name, name, nl);
+    e->dir = strrchr(e->path, '/');
+    e->dir = e->dir ? e->dir + 1 : e->path;
     (*cnt)++;
     return 0;
 }
@@ -426,13 +428,16 @@ static void sort_by_path(struct skill_info *v, size_t n)
     size_t down = 0;
     for (size_t i = 1; i < n; i++)
         down += strcmp(v[i - 1].path, v[i].path) > 0;
+    if (down == 0)
+        return;
     if (down > n / 2)
         for (size_t i = 0, j = n - 1; i < j; i++, j--) {
             struct skill_info t = v[i];
             v[i] = v[j];
             v[j] = t;
         }
-    if (down)
+    /* Wholly reversed (paths are unique): in order now. */
+    if (down + 1 < n)
         qsort(v, n, sizeof(*v), by_path);
 }
 
@@ -530,14 +535,10 @@ const struct skill_info *skills_names_find(const struct skills_names *n, const c
 
 void skills_names_free(struct skills_names *n)
 {
-    for (size_t i = 0; i < n->npriv; i++) {
-        free(n->priv[i].path);
-        free(n->priv[i].name);
-    }
-    for (size_t i = 0; i < n->npub; i++) {
+    for (size_t i = 0; i < n->npriv; i++)
+        free(n->priv[i].path); /* the name too: one block */
+    for (size_t i = 0; i < n->npub; i++)
         free(n->pub[i].path);
-        free(n->pub[i].name);
-    }
     free(n->priv);
     free(n->pub);
     nindex_free(&n->bypath);

@@ -40,6 +40,10 @@ struct listing {
     size_t n, cap;
     uint32_t *slot; /* index+1 into v, 0 = empty; size mask+1 */
     size_t mask;
+    /* A listing read from a directory keeps its names here, one block
+     * (not one allocation a name); NULL: each name is its own. */
+    char *pool;
+    size_t pool_len, pool_cap;
 };
 
 /* A skill's marker file as the names scan last read it: the name its

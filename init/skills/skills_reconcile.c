@@ -157,10 +157,8 @@ static void next_add(struct run *r, const char *key, struct ent *v)
         nl->v = nv;
         nl->cap = nc;
     }
-    /* At the top the key is the entry's own name: moved, not copied. */
-    char *k = strcmp(key, v->name) == 0 ? v->name : strdup(key);
-    if (k == v->name)
-        v->name = NULL;
+    /* A copy: the listing's names live in its pool. */
+    char *k = strdup(key);
     if (k)
         nl->v[nl->n++] = (struct ent){.name = k, .ino = v->ino, .kind = ENT_LINK};
 }

@@ -982,6 +982,28 @@ TEST(skills_marker_read_once_then_vouched_by_its_stat)
     CHECK_EQ_INT((int)k->marks.n, 3);
     CHECK_EQ_INT((int)k->runs, (int)runs + 1);
     CHECK_EQ_INT(c.linked, 1);
+    /* The marks travel with the links, and a cut anywhere in them is
+     * refused; without room for them they are left out, not the links. */
+    char *b = NULL, *b2 = NULL;
+    size_t nb = 0, nb2 = 0;
+    struct skills_cache *k3 = skills_cache_new();
+    CHECK_EQ_INT(skills_cache_encode(k, 1 << 20, &b, &nb), 0);
+    for (size_t cut = 0; cut < nb; cut++)
+        CHECK_EQ_INT(skills_cache_load(k3, b, cut), -1);
+    CHECK_EQ_INT(skills_cache_load(k3, b, nb), 0);
+    CHECK_EQ_INT((int)k3->marks.n, 3);
+    CHECK(skills_marks_find(&k3->marks, false, "research/notebook") != NULL);
+    CHECK(skills_marks_find(&k3->marks, true, "research/notebook") == NULL);
+    CHECK_EQ_INT(skills_cache_encode(k3, 1 << 20, &b2, &nb2), 0);
+    CHECK(nb2 == nb && memcmp(b, b2, nb) == 0);
+    free(b2);
+    CHECK_EQ_INT(skills_cache_encode(k, nb - 1, &b2, &nb2), 0);
+    CHECK_EQ_INT(skills_cache_load(k3, b2, nb2), 0);
+    CHECK_EQ_INT((int)k3->marks.n, 0);
+    CHECK_EQ_INT((int)k3->links.n, (int)k->links.n);
+    free(b);
+    free(b2);
+    skills_cache_free(k3);
     /* A link gone is dropped from the cache. */
     snprintf(p, sizeof(p), "%s/research/notebook", t.priv);
     CHECK(unlink(p) == 0);
