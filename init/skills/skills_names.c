@@ -168,28 +168,6 @@ static bool read_front(int fd, char *fm, size_t fmlen)
     return ok;
 }
 
-/* Whether the marker of directory cfd is there, and its front-matter
- * name into fm ("" when none or unreadable). Only a regular file is
- * opened: a FIFO, device or link of that name still makes a skill (as it
- * does for the reconcile, which only looks for the name) but is never
- * opened, read or followed. *st gets the marker's stat, and *read whether
- * fm is what the file held. */
-static bool read_marker(int cfd, char *fm, size_t fmlen, struct stat *st, bool *read_ok)
-{
-    char why[64];
-
-    fm[0] = '\0';
-    *read_ok = false;
-    if (fstatat(cfd, skills_layout_marker, st, AT_SYMLINK_NOFOLLOW) < 0)
-        return errno != ENOENT && errno != ENOTDIR;
-    if (!S_ISREG(st->st_mode))
-        return true;
-    int fd = safepath_open(cfd, skills_layout_marker, O_RDONLY, 0, why, sizeof(why));
-    if (fd >= 0)
-        *read_ok = read_front(fd, fm, fmlen);
-    return true;
-}
-
 int64_t skills_mark_racy_ns = MARK_RACY_NS;
 
 struct scan {
@@ -215,16 +193,54 @@ static void remember(struct scan *s, const char *path, const char *fm, const str
         skills_marks_add(&s->n->marks, s->priv, path, fm, st);
 }
 
-/* The skill dfd/name at path, settled through the parent's fd (no open
- * of the skill's directory): its marker, a regular file, stats as the
- * one the last run read (name from the cache: no open, no read), or is
- * opened beneath dfd with no link followed (safepath) and read. Its name
- * into fm. False when not settled here (no marker, not a regular file,
- * not opened): the directory is then opened and looked at as before. A
- * directory swapped for a link since the listing could only lead the
- * stat elsewhere: a file elsewhere is never the one remembered (device
- * and inode), and the open refuses the link. SETTLED_NO_MARKER: the
- * directory holds no marker (a category, within the depth). */
+/* The name m remembers into fm, when the marker stats as st: the file the
+ * last run read (the cache keeps it, flagged seen). */
+static bool vouch(struct mark *m, const struct stat *st, char *fm, size_t fmlen)
+{
+    if (!m || !skills_mark_same(m, st))
+        return false;
+    size_t n = strlen(m->name); /* below 256: skills_front_name's bound */
+    if (n >= fmlen)
+        return false;
+    memcpy(fm, m->name, n + 1);
+    m->seen = true;
+    return true;
+}
+
+/* Whether the marker of directory cfd (the skill at path) is there, and
+ * its front-matter name into fm ("" when none or unreadable): vouched
+ * for by the cache, or read. Only a regular file is opened: a FIFO,
+ * device or link of that name still makes a skill (as it does for the
+ * reconcile, which only looks for the name) but is never opened, read or
+ * followed. */
+static bool read_marker(struct scan *s, int cfd, const char *path, char *fm, size_t fmlen)
+{
+    char why[64];
+    struct stat st;
+
+    fm[0] = '\0';
+    if (fstatat(cfd, skills_layout_marker, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return errno != ENOENT && errno != ENOTDIR;
+    if (!S_ISREG(st.st_mode) ||
+        vouch(skills_marks_find(s->old, s->priv, path), &st, fm, fmlen))
+        return true;
+    int fd = safepath_open(cfd, skills_layout_marker, O_RDONLY, 0, why, sizeof(why));
+    if (fd >= 0 && read_front(fd, fm, fmlen))
+        remember(s, path, fm, &st);
+    return true;
+}
+
+/* The public skill dfd/name at path, settled through the parent's fd
+ * (no open of the skill's directory): its marker, a regular file, stats
+ * as the one the last run read (the name from the cache: no open, no
+ * read), or is opened beneath dfd with no link followed (safepath) and
+ * read; its name into fm. SETTLED_NO_MARKER: the directory holds no
+ * marker (a category, within the depth). NOT_SETTLED (a marker that is
+ * not a regular file, an open that failed): the directory is opened and
+ * looked at as before. A directory swapped for a link since the listing
+ * could only lead the stat elsewhere: a file elsewhere is never the one
+ * remembered (device and inode), and the open refuses the link. Not for
+ * the agent's tree, where no link is followed even by a stat. */
 enum settled { NOT_SETTLED, SETTLED_SKILL, SETTLED_NO_MARKER };
 
 static enum settled by_parent(struct scan *s, int dfd, const char *name, const char *path,
@@ -244,15 +260,8 @@ static enum settled by_parent(struct scan *s, int dfd, const char *name, const c
         return errno == ENOENT ? SETTLED_NO_MARKER : NOT_SETTLED;
     if (!S_ISREG(st.st_mode))
         return NOT_SETTLED;
-    struct mark *m = skills_marks_find(s->old, s->priv, path);
-    if (m && skills_mark_same(m, &st)) {
-        size_t n = strlen(m->name); /* below 256: skills_front_name's bound */
-        if (n >= fmlen)
-            return NOT_SETTLED;
-        memcpy(fm, m->name, n + 1);
-        m->seen = true; /* kept as it is: same file, same name */
+    if (vouch(skills_marks_find(s->old, s->priv, path), &st, fm, fmlen))
         return SETTLED_SKILL;
-    }
     int fd = safepath_open(dfd, mp, O_RDONLY, 0, why, sizeof(why));
     if (fd < 0)
         return NOT_SETTLED;
@@ -357,7 +366,6 @@ static int scan_level(struct scan *s, int dfd, const char *rel, int level)
     struct listing l = {0};
     char path[4096], lerr[256], fm[256];
     struct stat st;
-    bool read_ok;
     int rc = 0;
 
     /* A description of its own (not a dup): its offset is its own. */
@@ -391,7 +399,10 @@ static int scan_level(struct scan *s, int dfd, const char *rel, int level)
         if (a)
             path[a++] = '/';
         memcpy(path + a, e->name, b + 1);
-        enum settled how = by_parent(s, dfd, e->name, path, fm, sizeof(fm));
+        /* Public only: the stat by the parent's fd follows a link put in
+         * the directory's place since the listing, and no link in the
+         * agent's tree is ever followed. */
+        enum settled how = s->priv ? NOT_SETTLED : by_parent(s, dfd, e->name, path, fm, sizeof(fm));
         if (how == SETTLED_SKILL) {
             rc = add_skill(s, path, e->name, fm);
             continue;
@@ -402,11 +413,9 @@ static int scan_level(struct scan *s, int dfd, const char *rel, int level)
         int cfd = openat(dfd, e->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         if (cfd < 0)
             continue;
-        if (how != SETTLED_NO_MARKER && read_marker(cfd, fm, sizeof(fm), &st, &read_ok)) {
+        if (how != SETTLED_NO_MARKER && read_marker(s, cfd, path, fm, sizeof(fm)))
             rc = add_skill(s, path, e->name, fm);
-            if (rc == 0 && read_ok)
-                remember(s, path, fm, &st);
-        } else if (category)
+        else if (category)
             rc = scan_level(s, cfd, path, level + 1);
         close(cfd);
     }
