@@ -25,6 +25,7 @@
 #include "contain.h"
 #include "control.h"
 #include "envd.h"
+#include "err.h"
 #include "execproc.h"
 #include "egress.h"
 #include "events.h"
@@ -113,20 +114,21 @@ static enum hearth_mode detect_mode(void)
  * a developer's `kill` must work. */
 static bool termination_allowed(const struct signalfd_siginfo *si)
 {
-    char why[200], name[16];
+    char name[16];
+    struct err why;
     if (H.mode == MODE_SUPERVISOR)
         return true;
-    if (peer_signal_allowed((pid_t)si->ssi_pid, why, sizeof(why)))
+    if (peer_signal_allowed((pid_t)si->ssi_pid, &why))
         return true;
     snprintf(name, sizeof(name), "%s", si->ssi_signo == SIGTERM ? "SIGTERM"
                                        : si->ssi_signo == SIGINT ? "SIGINT"
                                        : si->ssi_signo == SIGPWR ? "SIGPWR" : "signal");
-    log_warn("%s from pid %u ignored: %s", name, (unsigned)si->ssi_pid, why);
+    log_warn("%s from pid %u ignored: %s", name, (unsigned)si->ssi_pid, why.msg);
     cJSON *ev = cJSON_CreateObject();
     if (ev) {
         cJSON_AddStringToObject(ev, "signal", name);
         cJSON_AddNumberToObject(ev, "pid", (double)si->ssi_pid);
-        cJSON_AddStringToObject(ev, "reason", why);
+        cJSON_AddStringToObject(ev, "reason", why.msg);
         events_emit("signal.ignored", ev);
     }
     return false;
@@ -250,6 +252,14 @@ static void on_seeded(void)
     skills_start(mounts_path_blocked);
 }
 
+/* A platform mount went or was replaced: the seed copy and the skills
+ * work under way beneath it stop (they run again when it is back). */
+static void on_mount_left(const char *target, const char *why)
+{
+    seed_mount_left(target, why);
+    skills_mount_left(target, why);
+}
+
 static void on_mounts_done(void)
 {
     diskuse_rearm();
@@ -258,19 +268,19 @@ static void on_mounts_done(void)
 
 static struct config *load_config(const char *path, bool explicit_path)
 {
-    char err[CONFIG_ERR_MAX];
+    struct err err;
     struct config *cfg;
 
     snprintf(H.config_path, sizeof(H.config_path), "%s", path);
     if (!explicit_path && access(path, F_OK) < 0 && errno == ENOENT) {
         log_info("no %s: built-in defaults", path);
-        return config_default(err, sizeof(err));
+        return config_default(&err);
     }
-    cfg = config_load(path, err, sizeof(err));
+    cfg = config_load(path, &err);
     if (cfg)
         return cfg;
-    log_error("config %s refused: %s", path, err);
-    snprintf(H.config_error, sizeof(H.config_error), "%s", err);
+    log_error("config %s refused: %s", path, err.msg);
+    snprintf(H.config_error, sizeof(H.config_error), "%s", err.msg);
     if (H.mode != MODE_VM)
         return NULL;
     /* A VM must stay reachable: run the built-in defaults so the host can
@@ -332,10 +342,10 @@ int main(int argc, char **argv)
             break;
         case 'l': log_arg = optarg; break;
         case 'C': {
-            char err[CONFIG_ERR_MAX];
-            struct config *cfg = config_load(optarg, err, sizeof(err));
+            struct err err;
+            struct config *cfg = config_load(optarg, &err);
             if (!cfg) {
-                fprintf(stderr, "%s: %s\n", optarg, err);
+                fprintf(stderr, "%s: %s\n", optarg, err.msg);
                 return 1;
             }
             printf("%s: ok (%zu services)\n", optarg, cfg->n_services);
@@ -480,11 +490,12 @@ int main(int argc, char **argv)
     }
 
     hearth_set_phase(PHASE_SETUP);
-    services_init(H.cfg);
-    services_on_main_done(main_done);
+    service_init(H.cfg);
+    service_on_main_done(main_done);
     /* Mounts run in the background (sources may appear late) and mark
      * "mounts"; seeding and the skills overlay ("skills") follow them. */
     skills_init(H.cfg);
+    mounts_on_left(on_mount_left);
     mounts_start(H.cfg, on_mounts_done);
     /* Mount usage and disk.low (its timer only while a writable mount is
      * mounted), and the resume news file (generation 0) before any
@@ -507,7 +518,7 @@ int main(int argc, char **argv)
     /* The endpoint's port is hearth's before any service could bind it. */
     envd_listen(H.cfg);
     hearth_set_phase(PHASE_STARTING);
-    services_start_all();
+    service_start_all();
     /* Otherwise the control listeners open after the first services'
      * forks, not before: no contained service can reach them (its view
      * hides their directories, which contain_prepare makes itself), and a
@@ -532,6 +543,6 @@ int main(int argc, char **argv)
         /* The loop only ends on purpose outside vm mode. */
         log_error("event loop ended unexpectedly; restarting it");
     }
-    services_free();
+    service_free();
     return H.exit_status;
 }

@@ -148,7 +148,7 @@ int client_flush(struct client *c)
         ev_timer_again(H.loop, &c->stall);
     }
     if (c->follow && out_pending(c) < CLIENT_OUT_SOFT)
-        services_output_resume(); /* a no-op unless some service waits for room */
+        service_output_resume(); /* a no-op unless some service waits for room */
     if (out_pending(c) == 0) {
         c->out.off = c->out.len = 0;
         ev_io_stop(H.loop, &c->wio);
@@ -300,7 +300,7 @@ void client_drop(struct client *c, const char *why)
     c->next_dead = graveyard;
     graveyard = c;
     if (c->follow)
-        services_output_resume(); /* a service may have waited for c alone */
+        service_output_resume(); /* a service may have waited for c alone */
 }
 
 /* Drops a client whose queue cannot grow, telling it why first: the
@@ -347,7 +347,7 @@ static void client_evict(struct client *c, const char *reason, const char *why)
     log_info("control client %s dropped: %s (%zu bytes discarded)", c->peer, why, discarded);
     client_flush(c);
     if (followed)
-        services_output_resume();
+        service_output_resume();
 }
 
 void client_close_with_error(struct client *c, int code, const char *message)
@@ -571,7 +571,7 @@ void control_subscribe_after_reply(struct client *c, uint64_t since)
 
 void control_follow(struct client *c, size_t index) { c->follow |= 1ull << (index & 63); }
 
-/* The service gate (services_set_log_gate): true when index has followers
+/* The service gate (service_set_log_gate): true when index has followers
  * and none of them has room left under CLIENT_OUT_SOFT. */
 static bool log_full(size_t index)
 {
@@ -679,8 +679,8 @@ void clients_start(void)
     ev_prepare_init(&reap_prepare, reap_cb);
     ev_prepare_start(H.loop, &reap_prepare);
     events_set_sink(control_broadcast);
-    services_set_log_sink(log_sink);
-    services_set_log_gate(log_full);
+    service_set_log_sink(log_sink);
+    service_set_log_gate(log_full);
 }
 
 void clients_stop(void)

@@ -22,6 +22,7 @@
 
 #include <cJSON.h>
 
+#include "err.h"
 #include "hearth.h"
 #include "log.h"
 #include "peer.h"
@@ -34,25 +35,23 @@ static size_t nlisteners;
 static void listener_open(struct listener *l);
 
 /* Returns 0 when the peer may talk to us; fills peer and why otherwise. */
-static int check_peer(struct listener *l, int fd, char *peer, size_t plen, char *why, size_t wlen)
+static int check_peer(struct listener *l, int fd, char *peer, size_t plen, struct err *err)
 {
     if (l->spec.kind == LISTEN_UNIX)
-        return peer_check_unix(fd, peer, plen, why, wlen);
+        return peer_check_unix(fd, peer, plen, err);
     if (l->spec.kind == LISTEN_VSOCK) {
         struct sockaddr_vm vm;
         socklen_t sl = sizeof(vm);
         memset(&vm, 0, sizeof(vm));
         if (getpeername(fd, (struct sockaddr *)&vm, &sl) < 0) {
             snprintf(peer, plen, "vsock ?");
-            snprintf(why, wlen, "unable to read the peer address: %s", strerror(errno));
-            return -1;
+            return err_unable(err, errno, "read the peer address");
         }
         snprintf(peer, plen, "vsock cid=%u port=%u", vm.svm_cid, vm.svm_port);
         for (size_t i = 0; i < control_cfg->n_allowed_cids; i++)
             if (control_cfg->allowed_cids[i] == vm.svm_cid)
                 return 0;
-        snprintf(why, wlen, "cid %u is not in control.allowed_cids", vm.svm_cid);
-        return -1;
+        return err_set(err, "cid %u is not in control.allowed_cids", vm.svm_cid);
     }
     snprintf(peer, plen, "%s", l->name);
     return 0;
@@ -74,7 +73,8 @@ static void refuse(int fd, int code, const char *msg)
 static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
     struct listener *l = w->data;
-    char peer[96], why[160];
+    char peer[96];
+    struct err why;
 
     /* Bounded per wake-up so one listener cannot starve the loop. */
     for (int i = 0; i < 64; i++) {
@@ -93,8 +93,8 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
             }
             return;
         }
-        if (check_peer(l, fd, peer, sizeof(peer), why, sizeof(why)) < 0) {
-            log_warn("refused control client on %s (%s): %s", l->name, peer, why);
+        if (check_peer(l, fd, peer, sizeof(peer), &why) < 0) {
+            log_warn("refused control client on %s (%s): %s", l->name, peer, why.msg);
             refuse(fd, RPC_INVALID_REQUEST, "peer refused");
             continue;
         }

@@ -54,7 +54,11 @@ static const char *const link_methods[] = {
     "ping",        "exec.start",   "exec.input",   "exec.resize", "exec.signal",
     "exec.wait",   "exec.list",    "exec.attach",  "files.stat",  "files.list",
     "files.read",  "files.hash",   "files.write",  "files.rename", "files.mkdir",
-    "files.remove", "envd.watch", NULL};
+    "files.remove", "envd.watch", "envd.init", NULL};
+
+/* What POST /init may add to the processes' environment. */
+#define INIT_ENVS_MAX 128
+#define INIT_ENVS_BYTES (64 * 1024)
 
 static struct {
     const struct envd_cfg *cfg;
@@ -68,6 +72,11 @@ static struct {
     ev_timer retry;
     char error[200];
     char token[ENVD_TOKEN_MAX];
+    /* envd's POST /init: the default user and directory it set ("" =
+     * the config's) and the variables every process gets. */
+    char user[ENVD_NAME_MAX], cwd[256];
+    cJSON *envs;
+    size_t envs_bytes;
 } E = {.listen_fd = -1, .ifd = -1};
 
 static void spawn(void);
@@ -139,8 +148,9 @@ static cJSON *config_json(void)
     cJSON *p = cJSON_CreateObject();
     if (!p)
         return NULL;
-    cJSON_AddStringToObject(p, "user", c->user);
-    cJSON_AddStringToObject(p, "cwd", c->cwd);
+    cJSON_AddStringToObject(p, "user", E.user[0] ? E.user : c->user);
+    cJSON_AddStringToObject(p, "cwd", E.cwd[0] ? E.cwd : c->cwd);
+    cJSON_AddItemToObject(p, "envs", E.envs ? cJSON_Duplicate(E.envs, 1) : cJSON_CreateObject());
     cJSON_AddStringToObject(p, "access_token", E.token);
     cJSON *al = cJSON_AddObjectToObject(p, "users");
     for (size_t i = 0; al && i < c->n_users; i++)
@@ -149,6 +159,7 @@ static cJSON *config_json(void)
     cJSON_AddNumberToObject(p, "max_connections", (double)c->max_connections);
     cJSON_AddNumberToObject(p, "max_streams", (double)c->max_streams);
     cJSON_AddNumberToObject(p, "max_upload_bytes", (double)c->max_upload_bytes);
+    cJSON_AddNumberToObject(p, "watcher_idle_ms", (double)c->watcher_idle_ms);
     cJSON *u = cJSON_AddArrayToObject(p, "passwd");
     for (size_t i = 0; u && i < a->n_users; i++) {
         cJSON *e = cJSON_CreateArray();
@@ -219,12 +230,151 @@ int envd_watch_fd(void) { return E.ifd; }
 static int files_watch_now(struct client *c, cJSON *params, cJSON **result,
                            struct rpc_error *err);
 
-int m_envd_watch(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+static bool is_link(const struct client *c)
 {
     bool link = false;
     for (int i = 0; c && i < ENVD_LINKS; i++)
         link |= c == E.links[i];
-    if (!link) {
+    return link;
+}
+
+/* Equal, in time that depends on the set token's length only. */
+static bool token_eq(const cJSON *v)
+{
+    if (!cJSON_IsString(v))
+        return false;
+    const char *t = v->valuestring;
+    size_t n = strlen(E.token), m = strlen(t);
+    unsigned diff = (unsigned)(n ^ m);
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)E.token[i] ^ (unsigned char)(i < m ? t[i] : 0);
+    return diff == 0;
+}
+
+static bool account_known(const char *name)
+{
+    for (size_t i = 0; i < E.cfg->n_users; i++)
+        if (!strcmp(E.cfg->users[i].from, name)) {
+            name = E.cfg->users[i].to;
+            break;
+        }
+    uid_t uid;
+    gid_t gid;
+    char home[16];
+    for (const char *p = name; *p; p++)
+        if (*p < '0' || *p > '9')
+            return accounts_user(accounts_snapshot(), name, &uid, &gid, home, sizeof(home)) == 0;
+    return false; /* a number is no account name */
+}
+
+int m_envd_init(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+{
+    static const char *const known[] = {"presented", "access_token", "env_vars", "user", "cwd",
+                                        NULL};
+    if (!is_link(c)) {
+        rpc_error_set(err, RPC_METHOD_NOT_FOUND,
+                      "envd.init: only the envd role process calls it (envd's POST /init)");
+        return -1;
+    }
+    if (params_only(params, known, err) < 0)
+        return -1;
+    const cJSON *presented = cJSON_GetObjectItemCaseSensitive(params, "presented");
+    const cJSON *tok = cJSON_GetObjectItemCaseSensitive(params, "access_token");
+    const cJSON *envs = cJSON_GetObjectItemCaseSensitive(params, "env_vars");
+    const cJSON *user = cJSON_GetObjectItemCaseSensitive(params, "user");
+    const cJSON *cwd = cJSON_GetObjectItemCaseSensitive(params, "cwd");
+    /* With a token set, the request must present it: in X-Access-Token
+     * (presented) or as the body's accessToken (envd's own rule). So a
+     * token is replaced only by whoever holds the one in force. */
+    if (E.token[0] && !token_eq(presented) && !token_eq(tok)) {
+        rpc_error_set(err, RPC_ERR_STATE, "envd.init: an access token is set: present it to change anything");
+        return -1;
+    }
+    if (tok && !cJSON_IsString(tok)) {
+        rpc_error_set(err, RPC_INVALID_PARAMS, "access_token: expected a string");
+        return -1;
+    }
+    const char *t = tok ? tok->valuestring : "";
+    size_t tn = strlen(t);
+    bool ok = tn < ENVD_TOKEN_MAX;
+    for (size_t i = 0; ok && i < tn; i++)
+        ok = (unsigned char)t[i] > 0x20 && (unsigned char)t[i] < 0x7f;
+    if (!ok) {
+        rpc_error_set(err, RPC_INVALID_PARAMS,
+                      "access_token: expected at most %d printable ASCII characters without blanks",
+                      ENVD_TOKEN_MAX - 1);
+        return -1;
+    }
+    if (user && (!cJSON_IsString(user) || strlen(user->valuestring) >= ENVD_NAME_MAX ||
+                 (user->valuestring[0] && !account_known(user->valuestring)))) {
+        rpc_error_set(err, RPC_INVALID_PARAMS, "user: no such account in the image (envd.users maps names)");
+        return -1;
+    }
+    if (cwd && (!cJSON_IsString(cwd) || strlen(cwd->valuestring) >= sizeof(E.cwd) ||
+                (cwd->valuestring[0] && cwd->valuestring[0] != '/'))) {
+        rpc_error_set(err, RPC_INVALID_PARAMS, "cwd: expected an absolute path under %zu bytes",
+                      sizeof(E.cwd));
+        return -1;
+    }
+    /* The variables are merged into what earlier calls set, within the
+     * bounds, or not at all. */
+    cJSON *merged = E.envs ? cJSON_Duplicate(E.envs, 1) : cJSON_CreateObject();
+    if (!merged)
+        return -1;
+    if (envs && !cJSON_IsObject(envs)) {
+        cJSON_Delete(merged);
+        rpc_error_set(err, RPC_INVALID_PARAMS, "env_vars: expected an object of strings");
+        return -1;
+    }
+    const cJSON *v;
+    cJSON_ArrayForEach(v, envs) {
+        if (!cJSON_IsString(v) || !v->string[0] || strchr(v->string, '=')) {
+            cJSON_Delete(merged);
+            rpc_error_set(err, RPC_INVALID_PARAMS,
+                          "env_vars: expected names without '=' and string values");
+            return -1;
+        }
+        cJSON_DeleteItemFromObjectCaseSensitive(merged, v->string);
+        cJSON_AddStringToObject(merged, v->string, v->valuestring);
+    }
+    size_t bytes = 0;
+    int count = cJSON_GetArraySize(merged);
+    cJSON_ArrayForEach(v, merged)
+        bytes += strlen(v->string) + strlen(v->valuestring) + 2;
+    if (count > INIT_ENVS_MAX || bytes > INIT_ENVS_BYTES) {
+        cJSON_Delete(merged);
+        rpc_error_set(err, RPC_INVALID_PARAMS,
+                      "env_vars: at most %d variables and %d bytes in all", INIT_ENVS_MAX,
+                      INIT_ENVS_BYTES);
+        return -1;
+    }
+    cJSON_Delete(E.envs);
+    E.envs = merged;
+    E.envs_bytes = bytes;
+    if (user && user->valuestring[0])
+        snprintf(E.user, sizeof(E.user), "%s", user->valuestring);
+    if (cwd && cwd->valuestring[0])
+        snprintf(E.cwd, sizeof(E.cwd), "%s", cwd->valuestring);
+    /* An empty token changes nothing: clearing one is the host's
+     * (sandbox.init), never a network client's. */
+    if (tn && !token_eq(tok))
+        envd_set_token(t);
+    else
+        send_config();
+    cJSON *r = cJSON_CreateObject();
+    if (!r)
+        return -1;
+    cJSON_AddBoolToObject(r, "access_token", E.token[0] != 0);
+    cJSON_AddStringToObject(r, "user", E.user[0] ? E.user : E.cfg->user);
+    cJSON_AddStringToObject(r, "cwd", E.cwd[0] ? E.cwd : E.cfg->cwd);
+    cJSON_AddNumberToObject(r, "env_vars", count);
+    *result = r;
+    return 0;
+}
+
+int m_envd_watch(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+{
+    if (!is_link(c)) {
         rpc_error_set(err, RPC_METHOD_NOT_FOUND,
                       "envd.watch: only the envd role process calls it (its inotify instance)");
         return -1;

@@ -6,11 +6,12 @@
 #include <strings.h>
 
 #include "base64.h"
+#include "err.h"
 
 #define FAIL(st, ...)                                                                              \
     do {                                                                                           \
         *status = (st);                                                                            \
-        snprintf(why, wl, __VA_ARGS__);                                                            \
+        err_set(why, __VA_ARGS__);                                                                \
         return -1;                                                                                 \
     } while (0)
 
@@ -58,7 +59,7 @@ static void copy_value(char *dst, size_t cap, const char *v, size_t n)
 }
 
 long http_parse_head(const char *buf, size_t len, size_t max, struct http_req *r, int *status,
-                     char *why, size_t wl)
+                     struct err *why)
 {
     const char *end = NULL;
     size_t scan = len < max ? len : max;
@@ -173,10 +174,10 @@ long http_parse_head(const char *buf, size_t len, size_t max, struct http_req *r
             /* "Basic base64(user:)": a user selector, no password. */
             if (n > 6 && strncasecmp(v, "Basic ", 6) == 0) {
                 uint8_t dec[96];
-                char err[64];
-                long dl = base64_decode(v + 6, n - 6, dec, sizeof(dec) - 1, err, sizeof(err));
+                struct err err;
+                long dl = base64_decode(v + 6, n - 6, dec, sizeof(dec) - 1, &err);
                 if (dl < 0)
-                    FAIL(400, "bad Authorization: %s", err);
+                    FAIL(400, "bad Authorization: %s", err.msg);
                 const uint8_t *c = memchr(dec, ':', (size_t)dl);
                 size_t ul = c ? (size_t)(c - dec) : (size_t)dl;
                 if (ul >= sizeof(r->basic_user) || memchr(dec, 0, (size_t)dl))

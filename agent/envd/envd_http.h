@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "err.h"
+
 #define HTTP_MAX_TARGET 8192
 #define HTTP_MAX_HEADERS 100
 
@@ -37,7 +39,7 @@ struct http_req {
  * (and len is under max); -1 when it is malformed or longer than max,
  * with the HTTP status to answer (400, 413, 414, 431, 501, 505) and why. */
 long http_parse_head(const char *buf, size_t len, size_t max, struct http_req *r, int *status,
-                     char *why, size_t wl);
+                     struct err *err);
 
 /* A chunked request body, decoded as it arrives. */
 struct chunked {

@@ -16,56 +16,12 @@
 #include <cJSON.h>
 
 #include "base64.h"
+#include "err.h"
 #include "jsonout.h"
 
 #define FILE_CHUNK (256 * 1024)  /* hearth's files.read / files.write per call */
 #define RAW_MAX (512 * 1024)     /* upload bytes read ahead of the parser */
 #define LIST_MAX 20000           /* entries of one ListDir */
-
-/* ---------------- paths ---------------- */
-
-/* envd's rule: "~" is the user's home, a relative path is beneath it;
- * then "." and ".." are folded lexically (hearth refuses ".."). */
-int role_expand_path(const struct conn *c, const char *in, char *out, size_t cap)
-{
-    char tmp[4096 + 300];
-    if (!in[0])
-        snprintf(tmp, sizeof(tmp), "%s", c->user.home);
-    else if (in[0] == '~' && (in[1] == 0 || in[1] == '/'))
-        snprintf(tmp, sizeof(tmp), "%s/%s", c->user.home, in + 1);
-    else if (in[0] != '/')
-        snprintf(tmp, sizeof(tmp), "%s/%s", c->user.home, in);
-    else
-        snprintf(tmp, sizeof(tmp), "%s", in);
-    size_t o = 0;
-    out[o++] = '/';
-    for (char *p = tmp, *save = NULL, *seg; (seg = strtok_r(p, "/", &save)); p = NULL) {
-        if (strcmp(seg, ".") == 0)
-            continue;
-        if (strcmp(seg, "..") == 0) {
-            while (o > 1 && out[o - 1] != '/')
-                o--;
-            if (o > 1)
-                o--;
-            continue;
-        }
-        size_t n = strlen(seg);
-        if (o + n + 2 >= cap)
-            return -1;
-        if (o > 1)
-            out[o++] = '/';
-        memcpy(out + o, seg, n);
-        o += n;
-    }
-    out[o] = 0;
-    return 0;
-}
-
-static const char *base_name(const char *p)
-{
-    const char *s = strrchr(p, '/');
-    return s && s[1] ? s + 1 : p;
-}
 
 static void dir_of(const char *p, char *out, size_t cap)
 {
@@ -75,64 +31,6 @@ static void dir_of(const char *p, char *out, size_t cap)
         out[1] = 0;
     else if (s)
         *s = 0;
-}
-
-/* ---------------- EntryInfo ---------------- */
-
-cJSON *role_entry_json(const cJSON *st, const char *path)
-{
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(st, "type");
-    const char *t = cJSON_IsString(type) ? type->valuestring : "";
-    const char *ft = strcmp(t, "file") == 0      ? "FILE_TYPE_FILE"
-                     : strcmp(t, "dir") == 0     ? "FILE_TYPE_DIRECTORY"
-                     : strcmp(t, "symlink") == 0 ? "FILE_TYPE_SYMLINK"
-                                                 : "FILE_TYPE_UNSPECIFIED";
-    const cJSON *mode = cJSON_GetObjectItemCaseSensitive(st, "mode");
-    unsigned perm = cJSON_IsString(mode) ? (unsigned)strtoul(mode->valuestring, NULL, 8) : 0;
-    /* Go's FileMode.String(), as envd reports it. */
-    char perms[16];
-    char k = strcmp(t, "dir") == 0 ? 'd' : strcmp(t, "symlink") == 0 ? 'L'
-             : strcmp(t, "fifo") == 0 ? 'p' : strcmp(t, "socket") == 0 ? 'S'
-             : strcmp(t, "block") == 0 ? 'D' : strcmp(t, "char") == 0 ? 'c' : '-';
-    perms[0] = k;
-    for (int i = 0; i < 9; i++)
-        perms[1 + i] = (perm >> (8 - i)) & 1 ? "rwx"[i % 3] : '-';
-    perms[10] = 0;
-    cJSON *e = cJSON_CreateObject();
-    if (!e)
-        return NULL;
-    cJSON_AddStringToObject(e, "name", base_name(path));
-    cJSON_AddStringToObject(e, "type", ft);
-    cJSON_AddStringToObject(e, "path", path);
-    const cJSON *size = cJSON_GetObjectItemCaseSensitive(st, "size");
-    char num[32];
-    snprintf(num, sizeof(num), "%.0f", cJSON_IsNumber(size) ? size->valuedouble : 0.0);
-    cJSON_AddStringToObject(e, "size", num);
-    cJSON_AddNumberToObject(e, "mode", perm & 0777);
-    cJSON_AddStringToObject(e, "permissions", perms);
-    const cJSON *uid = cJSON_GetObjectItemCaseSensitive(st, "uid");
-    const cJSON *gid = cJSON_GetObjectItemCaseSensitive(st, "gid");
-    char nb[24];
-    cJSON_AddStringToObject(e, "owner", role_uid_name(cJSON_IsNumber(uid) ? (uid_t)uid->valuedouble : 0,
-                                                      nb, sizeof(nb)));
-    cJSON_AddStringToObject(e, "group", role_gid_name(cJSON_IsNumber(gid) ? (gid_t)gid->valuedouble : 0,
-                                                      nb, sizeof(nb)));
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(st, "mtime_ms");
-    if (cJSON_IsNumber(mt)) {
-        int64_t ms = (int64_t)mt->valuedouble;
-        time_t sec = (time_t)(ms / 1000);
-        struct tm tm;
-        char ts[48];
-        if (gmtime_r(&sec, &tm)) {
-            snprintf(ts, sizeof(ts), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
-            cJSON_AddStringToObject(e, "modifiedTime", ts);
-        }
-    }
-    const cJSON *target = cJSON_GetObjectItemCaseSensitive(st, "target");
-    if (cJSON_IsString(target))
-        cJSON_AddStringToObject(e, "symlinkTarget", target->valuestring);
-    return e;
 }
 
 static cJSON *path_params(const char *path, bool follow)
@@ -146,8 +44,8 @@ static cJSON *path_params(const char *path, bool follow)
 
 static void call_or_fail(struct conn *c, const char *method, cJSON *params, call_fn fn)
 {
-    if (role_call(method, params, fn, c) < 0)
-        connect_error(c, "unavailable", "hearth did not take the call");
+    if (link_call(method, params, fn, c) < 0)
+        conn_connect_error(c, "unavailable", "hearth did not take the call");
 }
 
 /* ================= /files GET ================= */
@@ -167,7 +65,7 @@ static void dl_read_done(void *ctx, cJSON *res, int code, const char *msg)
     d->busy = false;
     if (!res) {
         if (!d->started) {
-            http_error(c, strcmp(connect_code_of(code, msg), "not_found") == 0 ? 404 : 400, "%s", msg);
+            conn_http_error(c, strcmp(conn_connect_code(code, msg), "not_found") == 0 ? 404 : 400, "%s", msg);
             return;
         }
         /* Mid-body: the client sees a cut transfer, never a false end. */
@@ -178,21 +76,21 @@ static void dl_read_done(void *ctx, cJSON *res, int code, const char *msg)
     const cJSON *eof = cJSON_GetObjectItemCaseSensitive(res, "eof");
     if (!d->started) {
         d->started = true;
-        http_chunked_head(c, 200, "application/octet-stream");
+        conn_chunked_head(c, 200, "application/octet-stream");
     }
     if (cJSON_IsString(data) && data->valuestring[0]) {
         size_t l = strlen(data->valuestring);
         uint8_t *buf = malloc(l / 4 * 3 + 3);
-        char err[80];
-        long n = buf ? base64_decode(data->valuestring, l, buf, l / 4 * 3 + 3, err, sizeof(err)) : -1;
+        struct err err;
+        long n = buf ? base64_decode(data->valuestring, l, buf, l / 4 * 3 + 3, &err) : -1;
         if (n > 0) {
-            http_chunk(c, (const char *)buf, (size_t)n);
+            conn_chunk(c, (const char *)buf, (size_t)n);
             d->off += (uint64_t)n;
         }
         free(buf);
     }
     if (cJSON_IsTrue(eof)) {
-        http_chunked_end(c);
+        conn_chunked_end(c);
         return;
     }
     dl_next(c);
@@ -207,9 +105,9 @@ static void dl_next(struct conn *c)
     cJSON_AddNumberToObject(p, "offset", (double)d->off);
     cJSON_AddNumberToObject(p, "length", FILE_CHUNK);
     d->busy = true;
-    if (role_call("files.read", p, dl_read_done, c) < 0) {
+    if (link_call("files.read", p, dl_read_done, c) < 0) {
         d->busy = false;
-        http_error(c, 503, "hearth did not take the call");
+        conn_http_error(c, 503, "hearth did not take the call");
     }
 }
 
@@ -217,14 +115,14 @@ static void dl_stat_done(void *ctx, cJSON *res, int code, const char *msg)
 {
     struct conn *c = ctx;
     if (!res) {
-        const char *k = connect_code_of(code, msg);
-        http_error(c, strcmp(k, "not_found") == 0 ? 404 : 400, "%s", msg);
+        const char *k = conn_connect_code(code, msg);
+        conn_http_error(c, strcmp(k, "not_found") == 0 ? 404 : 400, "%s", msg);
         return;
     }
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(res, "type");
     if (!cJSON_IsString(type) || strcmp(type->valuestring, "file") != 0) {
-        http_error(c, 400, "path '%s' is %s, not a file", ((struct download *)c->op)->path,
-                   cJSON_IsString(type) && !strcmp(type->valuestring, "dir") ? "a directory" : "not a regular file");
+        conn_http_error(c, 400, "path '%s' is %s, not a file", ((struct download *)c->op)->path,
+                        cJSON_IsString(type) && !strcmp(type->valuestring, "dir") ? "a directory" : "not a regular file");
         return;
     }
     dl_next(c);
@@ -235,13 +133,13 @@ static bool files_user(struct conn *c)
     char name[64];
     int r = http_query_get(c->query, "username", name, sizeof(name));
     if (r < 0) {
-        http_error(c, 400, "bad username");
+        conn_http_error(c, 400, "bad username");
         return false;
     }
     if (r == 0)
         snprintf(name, sizeof(name), "%s", c->req.has_basic ? c->req.basic_user : RC.user);
-    if (role_user_find(name, &c->user) < 0) {
-        http_error(c, 400, "no user %s in the image (envd.users maps names)", name);
+    if (link_user_find(name, &c->user) < 0) {
+        conn_http_error(c, 400, "no user %s in the image (envd.users maps names)", name);
         return false;
     }
     return true;
@@ -254,22 +152,22 @@ void ops_files_get(struct conn *c)
         return;
     int r = http_query_get(c->query, "path", path, sizeof(path));
     if (r <= 0) {
-        http_error(c, 400, r < 0 ? "bad path" : "path: required");
+        conn_http_error(c, 400, r < 0 ? "bad path" : "path: required");
         return;
     }
     struct download *d = calloc(1, sizeof(*d));
     if (!d) {
-        http_error(c, 503, "out of memory");
+        conn_http_error(c, 503, "out of memory");
         return;
     }
     c->op = d;
     c->op_free = free;
-    if (role_expand_path(c, path, d->path, sizeof(d->path)) < 0) {
-        http_error(c, 400, "path too long");
+    if (entry_expand_path(c, path, d->path, sizeof(d->path)) < 0) {
+        conn_http_error(c, 400, "path too long");
         return;
     }
-    if (role_call("files.stat", path_params(d->path, true), dl_stat_done, c) < 0)
-        http_error(c, 503, "hearth did not take the call");
+    if (link_call("files.stat", path_params(d->path, true), dl_stat_done, c) < 0)
+        conn_http_error(c, 503, "hearth did not take the call");
 }
 
 /* ================= /files POST ================= */
@@ -297,9 +195,9 @@ static void up_fail(struct conn *c, int status, const char *msg)
 {
     struct upload *u = c->op;
     if (u->in_file && u->started)
-        role_call("files.remove", path_params(u->tmp, false), NULL, NULL);
+        link_call("files.remove", path_params(u->tmp, false), NULL, NULL);
     u->responded = true;
-    http_error(c, status, "%s", msg);
+    conn_http_error(c, status, "%s", msg);
 }
 
 static void up_call_done(void *ctx, cJSON *res, int code, const char *msg)
@@ -308,7 +206,7 @@ static void up_call_done(void *ctx, cJSON *res, int code, const char *msg)
     struct upload *u = c->op;
     u->busy = false;
     if (!res) {
-        const char *k = connect_code_of(code, msg);
+        const char *k = conn_connect_code(code, msg);
         up_fail(c, !strcmp(k, "not_found") ? 404 : !strcmp(k, "permission_denied") ? 403 : 400, msg);
         return;
     }
@@ -323,7 +221,7 @@ static int up_begin(struct conn *c, const char *given)
         up_fail(c, 400, "path: required (a query parameter, or the part's file name)");
         return -1;
     }
-    if (role_expand_path(c, given, u->target, sizeof(u->target)) < 0 || !strcmp(u->target, "/")) {
+    if (entry_expand_path(c, given, u->target, sizeof(u->target)) < 0 || !strcmp(u->target, "/")) {
         up_fail(c, 400, "bad path");
         return -1;
     }
@@ -333,7 +231,7 @@ static int up_begin(struct conn *c, const char *given)
         snprintf(hex + 2 * i, 3, "%02x", (unsigned char)rnd[i]);
     dir_of(u->target, dir, sizeof(dir));
     snprintf(u->tmp, sizeof(u->tmp), "%s%s.%.200s.envd-%s", dir, strcmp(dir, "/") ? "/" : "",
-             base_name(u->target), hex);
+             entry_base_name(u->target), hex);
     u->in_file = true;
     u->started = u->finishing = false;
     cJSON *p = cJSON_CreateObject();
@@ -342,7 +240,7 @@ static int up_begin(struct conn *c, const char *given)
     cJSON_AddNumberToObject(p, "uid", c->user.uid);
     cJSON_AddNumberToObject(p, "gid", c->user.gid);
     u->busy = true;
-    if (role_call("files.mkdir", p, up_call_done, c) < 0) {
+    if (link_call("files.mkdir", p, up_call_done, c) < 0) {
         u->busy = false;
         up_fail(c, 503, "hearth did not take the call");
         return -1;
@@ -375,7 +273,7 @@ static int up_write(struct conn *c)
     u->chunk.off = u->chunk.len = 0;
     u->started = true;
     u->busy = true;
-    if (role_call("files.write", p, up_call_done, c) < 0) {
+    if (link_call("files.write", p, up_call_done, c) < 0) {
         u->busy = false;
         up_fail(c, 503, "hearth did not take the call");
         return -1;
@@ -393,7 +291,7 @@ static void up_renamed(void *ctx, cJSON *res, int code, const char *msg)
         return;
     }
     cJSON *e = cJSON_CreateObject();
-    cJSON_AddStringToObject(e, "name", base_name(u->target));
+    cJSON_AddStringToObject(e, "name", entry_base_name(u->target));
     cJSON_AddStringToObject(e, "type", "file");
     cJSON_AddStringToObject(e, "path", u->target);
     cJSON_AddItemToArray(u->results, e);
@@ -413,7 +311,7 @@ static int up_finish(struct conn *c)
     cJSON_AddStringToObject(p, "from", u->tmp);
     cJSON_AddStringToObject(p, "to", u->target);
     u->busy = true;
-    if (role_call("files.rename", p, up_renamed, c) < 0) {
+    if (link_call("files.rename", p, up_renamed, c) < 0) {
         u->busy = false;
         up_fail(c, 503, "hearth did not take the call");
         return -1;
@@ -426,11 +324,11 @@ static void up_respond(struct conn *c)
     struct upload *u = c->op;
     u->responded = true;
     if (!cJSON_GetArraySize(u->results)) {
-        http_error(c, 400, "no part named \"file\" in the body");
+        conn_http_error(c, 400, "no part named \"file\" in the body");
         return;
     }
     char *t = jsonout_print(u->results);
-    http_respond(c, 200, "application/json", t ? t : "[]", t ? strlen(t) : 2);
+    conn_respond(c, 200, "application/json", t ? t : "[]", t ? strlen(t) : 2);
     cJSON_free(t);
 }
 
@@ -450,7 +348,7 @@ static void up_pump(struct conn *c)
     for (int guard = 0; guard < 100000; guard++) {
         if (c->dead || u->busy || u->responded)
             return;
-        if (body_take(c, &u->raw, RAW_MAX) < 0) {
+        if (conn_body_take(c, &u->raw, RAW_MAX) < 0) {
             c->body_done = false;
             up_fail(c, 400, "bad chunked body");
             return;
@@ -556,7 +454,7 @@ void ops_files_post(struct conn *c)
     if (!u || !(u->results = cJSON_CreateArray())) {
         free(u);
         c->body_done = false;
-        http_error(c, 503, "out of memory");
+        conn_http_error(c, 503, "out of memory");
         return;
     }
     c->op = u;
@@ -597,7 +495,6 @@ struct proc {
 };
 
 static struct proc *procs;
-unsigned role_streams;
 
 static struct proc *proc_find(uint64_t id)
 {
@@ -619,7 +516,7 @@ static void unsubscribe(struct conn *c)
         }
     c->sub = NULL;
     c->next_sub = NULL;
-    role_streams--;
+    conn_streams--;
 }
 
 void ops_conn_gone(struct conn *c) { unsubscribe(c); }
@@ -636,7 +533,7 @@ void ops_keepalive(struct conn *c)
     if (watch_owns(c))
         watch_keepalive(c);
     else
-        stream_send(c, ka, sizeof(ka) - 1);
+        conn_stream_send(c, ka, sizeof(ka) - 1);
 }
 
 /* Sends ev (one ProcessEvent member, JSON text) to c as {"event":{...}}. */
@@ -649,7 +546,7 @@ static void send_event(struct conn *c, const char *fmt, ...)
     int n = vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
     if (n > 0 && (size_t)n < sizeof(buf))
-        stream_send(c, buf, (size_t)n);
+        conn_stream_send(c, buf, (size_t)n);
 }
 
 static void subscribe(struct conn *c, struct proc *p)
@@ -657,11 +554,11 @@ static void subscribe(struct conn *c, struct proc *p)
     c->sub = p;
     c->next_sub = p->subs;
     p->subs = c;
-    role_streams++;
+    conn_streams++;
     c->state = C_STREAM;
     send_event(c, "{\"event\":{\"start\":{\"pid\":%llu}}}", (unsigned long long)p->id);
     if (c->req.keepalive_s > 0)
-        role_keepalive_start(c, (double)c->req.keepalive_s);
+        conn_keepalive_start(c, (double)c->req.keepalive_s);
     conn_read_more(c);
 }
 
@@ -681,7 +578,7 @@ void ops_exec_output(cJSON *params)
     int n = snprintf(buf, dl + 64, "{\"event\":{\"data\":{\"%s\":\"%s\"}}}", field, data->valuestring);
     for (struct conn *c = p->subs, *next; c; c = next) {
         next = c->next_sub;
-        stream_send(c, buf, (size_t)n);
+        conn_stream_send(c, buf, (size_t)n);
     }
     free(buf);
 }
@@ -730,8 +627,8 @@ void ops_exec_exit(cJSON *params)
         struct conn *c = p->subs;
         unsubscribe(c);
         if (t)
-            stream_send(c, t, strlen(t));
-        stream_end(c, NULL, NULL);
+            conn_stream_send(c, t, strlen(t));
+        conn_stream_end(c, NULL, NULL);
     }
     cJSON_free(t);
     proc_free(p);
@@ -749,11 +646,11 @@ static struct proc *select_proc(struct conn *c, const cJSON *msg)
         for (p = procs; p && strcmp(p->tag, tag->valuestring) != 0; p = p->next)
             ;
     else {
-        connect_error(c, "invalid_argument", "process: expected a pid or a tag");
+        conn_connect_error(c, "invalid_argument", "process: expected a pid or a tag");
         return NULL;
     }
     if (!p)
-        connect_error(c, "not_found", "process not found");
+        conn_connect_error(c, "not_found", "process not found");
     return p;
 }
 
@@ -791,7 +688,7 @@ static void start_done(void *ctx, cJSON *res, int code, const char *msg)
     s->pending = false;
     if (!res) {
         if (c)
-            connect_error(c, !strcmp(connect_code_of(code, msg), "resource_exhausted") ? "resource_exhausted"
+            conn_connect_error(c, !strcmp(conn_connect_code(code, msg), "resource_exhausted") ? "resource_exhausted"
                              : code == -32602 ? "invalid_argument" : "internal",
                           "%s", msg);
         else
@@ -803,7 +700,7 @@ static void start_done(void *ctx, cJSON *res, int code, const char *msg)
     if (!p || !cJSON_IsNumber(id)) {
         free(p);
         if (c)
-            connect_error(c, "internal", "out of memory");
+            conn_connect_error(c, "internal", "out of memory");
         else
             start_op_free(s);
         return;
@@ -838,16 +735,16 @@ static void rpc_start(struct conn *c, cJSON *msg)
     const cJSON *tag = cJSON_GetObjectItemCaseSensitive(msg, "tag");
     const cJSON *in = cJSON_GetObjectItemCaseSensitive(msg, "stdin");
     if (!c->stream_json) {
-        connect_error(c, "invalid_argument", "Start is a server stream (application/connect+json)");
+        conn_connect_error(c, "invalid_argument", "Start is a server stream (application/connect+json)");
         return;
     }
     if (!cJSON_IsString(cmd) || !cmd->valuestring[0]) {
-        connect_error(c, "invalid_argument", "process.cmd: required");
+        conn_connect_error(c, "invalid_argument", "process.cmd: required");
         return;
     }
-    if (role_streams >= (unsigned)RC.max_streams) {
-        connect_error(c, "resource_exhausted", "envd.max_streams: %lld streams already open",
-                      (long long)RC.max_streams);
+    if (conn_streams >= (unsigned)RC.max_streams) {
+        conn_connect_error(c, "resource_exhausted", "envd.max_streams: %lld streams already open",
+                           (long long)RC.max_streams);
         return;
     }
     struct start_op *s = calloc(1, sizeof(*s));
@@ -855,7 +752,7 @@ static void rpc_start(struct conn *c, cJSON *msg)
     if (!s || !argv) {
         free(s);
         cJSON_Delete(p);
-        connect_error(c, "internal", "out of memory");
+        conn_connect_error(c, "internal", "out of memory");
         return;
     }
     c->op = s;
@@ -869,19 +766,27 @@ static void rpc_start(struct conn *c, cJSON *msg)
     cJSON_ArrayForEach(a, args) {
         if (!cJSON_IsString(a)) {
             cJSON_Delete(p);
-            connect_error(c, "invalid_argument", "process.args: expected strings");
+            conn_connect_error(c, "invalid_argument", "process.args: expected strings");
             return;
         }
         cJSON_AddItemToArray(argv, cJSON_CreateString(a->valuestring));
     }
-    if (cJSON_IsObject(envs) && envs->child)
-        cJSON_AddItemToObject(p, "env", cJSON_Duplicate(envs, 1));
+    /* POST /init's variables, under the call's own. */
+    if ((cJSON_IsObject(envs) && envs->child) || (RC.envs && RC.envs->child)) {
+        cJSON *all = RC.envs ? cJSON_Duplicate(RC.envs, 1) : cJSON_CreateObject();
+        const cJSON *e, *own = cJSON_IsObject(envs) ? envs : NULL;
+        cJSON_ArrayForEach(e, own) {
+            cJSON_DeleteItemFromObjectCaseSensitive(all, e->string);
+            cJSON_AddItemToObject(all, e->string, cJSON_Duplicate(e, 1));
+        }
+        cJSON_AddItemToObject(p, "env", all);
+    }
     char dir[4200];
     const char *want = cJSON_IsString(cwd) && cwd->valuestring[0] ? cwd->valuestring
                        : RC.cwd[0] ? RC.cwd : c->user.home;
-    if (role_expand_path(c, want, dir, sizeof(dir)) < 0 || strlen(dir) >= 256) {
+    if (entry_expand_path(c, want, dir, sizeof(dir)) < 0 || strlen(dir) >= 256) {
         cJSON_Delete(p);
-        connect_error(c, "invalid_argument", "process.cwd: too long");
+        conn_connect_error(c, "invalid_argument", "process.cwd: too long");
         return;
     }
     cJSON_AddStringToObject(p, "cwd", dir);
@@ -907,8 +812,8 @@ static void rpc_start(struct conn *c, cJSON *msg)
     cJSON_AddItemToObject(s->config, "envs",
                           cJSON_IsObject(envs) ? cJSON_Duplicate(envs, 1) : cJSON_CreateObject());
     cJSON_AddStringToObject(s->config, "cwd", dir);
-    if (role_call("exec.start", p, start_done, s) < 0) {
-        connect_error(c, "unavailable", "hearth did not take the call");
+    if (link_call("exec.start", p, start_done, s) < 0) {
+        conn_connect_error(c, "unavailable", "hearth did not take the call");
         return;
     }
     s->pending = true;
@@ -925,18 +830,18 @@ static void rpc_list(struct conn *c)
             cJSON_AddStringToObject(o, "tag", p->tag);
         cJSON_AddItemToArray(arr, o);
     }
-    connect_reply(c, r);
+    conn_connect_reply(c, r);
 }
 
 static void empty_done(void *ctx, cJSON *res, int code, const char *msg)
 {
     struct conn *c = ctx;
     if (!res) {
-        connect_error(c, code == -32003 && strstr(msg, "exited") ? "not_found" : connect_code_of(code, msg),
-                      "%s", msg);
+        conn_connect_error(c, code == -32003 && strstr(msg, "exited") ? "not_found" : conn_connect_code(code, msg),
+                           "%s", msg);
         return;
     }
-    connect_reply(c, cJSON_CreateObject());
+    conn_connect_reply(c, cJSON_CreateObject());
 }
 
 static cJSON *id_params(const struct proc *p)
@@ -956,11 +861,11 @@ static void rpc_send_input(struct conn *c, cJSON *msg)
     if (!data)
         data = cJSON_GetObjectItemCaseSensitive(in, "pty");
     if (!cJSON_IsString(data)) {
-        connect_error(c, "invalid_argument", "input: expected stdin or pty bytes");
+        conn_connect_error(c, "invalid_argument", "input: expected stdin or pty bytes");
         return;
     }
     if (!data->valuestring[0]) {
-        connect_reply(c, cJSON_CreateObject());
+        conn_connect_reply(c, cJSON_CreateObject());
         return;
     }
     cJSON *o = id_params(p);
@@ -990,7 +895,7 @@ static void rpc_signal(struct conn *c, cJSON *msg)
     else if (cJSON_IsNumber(sig))
         n = sig->valueint == 9 || sig->valueint == 15 ? sig->valueint : 0;
     if (!n) {
-        connect_error(c, "invalid_argument", "signal: expected SIGNAL_SIGKILL or SIGNAL_SIGTERM");
+        conn_connect_error(c, "invalid_argument", "signal: expected SIGNAL_SIGKILL or SIGNAL_SIGTERM");
         return;
     }
     cJSON *o = id_params(p);
@@ -1007,7 +912,7 @@ static void rpc_update(struct conn *c, cJSON *msg)
     const cJSON *rows = cJSON_GetObjectItemCaseSensitive(size, "rows");
     const cJSON *cols = cJSON_GetObjectItemCaseSensitive(size, "cols");
     if (!cJSON_IsNumber(rows) || !cJSON_IsNumber(cols)) {
-        connect_error(c, "invalid_argument", "pty.size: expected rows and cols");
+        conn_connect_error(c, "invalid_argument", "pty.size: expected rows and cols");
         return;
     }
     cJSON *o = id_params(p);
@@ -1019,15 +924,15 @@ static void rpc_update(struct conn *c, cJSON *msg)
 static void rpc_connect(struct conn *c, cJSON *msg)
 {
     if (!c->stream_json) {
-        connect_error(c, "invalid_argument", "Connect is a server stream (application/connect+json)");
+        conn_connect_error(c, "invalid_argument", "Connect is a server stream (application/connect+json)");
         return;
     }
     struct proc *p = select_proc(c, msg);
     if (!p)
         return;
-    if (role_streams >= (unsigned)RC.max_streams) {
-        connect_error(c, "resource_exhausted", "envd.max_streams: %lld streams already open",
-                      (long long)RC.max_streams);
+    if (conn_streams >= (unsigned)RC.max_streams) {
+        conn_connect_error(c, "resource_exhausted", "envd.max_streams: %lld streams already open",
+                           (long long)RC.max_streams);
         return;
     }
     subscribe(c, p);
@@ -1052,8 +957,8 @@ static void stream_input_done(void *ctx, cJSON *res, int code, const char *msg)
     struct stream_in *si = c->op;
     si->busy = false;
     if (!res) {
-        connect_error(c, code == -32003 && strstr(msg, "exited") ? "not_found" : connect_code_of(code, msg),
-                      "%s", msg);
+        conn_connect_error(c, code == -32003 && strstr(msg, "exited") ? "not_found" : conn_connect_code(code, msg),
+                           "%s", msg);
         return;
     }
     ops_stream_input(c);
@@ -1064,16 +969,16 @@ void ops_stream_input(struct conn *c)
     struct stream_in *si = c->op;
     if (!si) {
         if (!(si = calloc(1, sizeof(*si)))) {
-            connect_error(c, "internal", "out of memory");
+            conn_connect_error(c, "internal", "out of memory");
             return;
         }
         c->op = si;
         c->op_free = free;
     }
     while (!c->dead && !si->busy) {
-        if (body_take(c, &c->body, ROLE_RPC_BODY_MAX + 5) < 0) {
+        if (conn_body_take(c, &c->body, ROLE_RPC_BODY_MAX + 5) < 0) {
             c->body_done = false;
-            connect_error(c, "invalid_argument", "bad chunked body");
+            conn_connect_error(c, "invalid_argument", "bad chunked body");
             return;
         }
         uint8_t flags = 0;
@@ -1081,23 +986,23 @@ void ops_stream_input(struct conn *c)
         long whole = connect_envelope((const uint8_t *)bytebuf_head(&c->body),
                                       bytebuf_pending(&c->body), ROLE_RPC_BODY_MAX, &flags, &ml);
         if (whole < 0 || (whole > 0 && (flags & 0x01))) {
-            connect_error(c, "invalid_argument", "an envelope over %d bytes, or compressed",
-                          ROLE_RPC_BODY_MAX);
+            conn_connect_error(c, "invalid_argument", "an envelope over %d bytes, or compressed",
+                               ROLE_RPC_BODY_MAX);
             return;
         }
         if (whole == 0) {
             if (!c->body_done)
                 return; /* more of the body wanted */
             if (bytebuf_pending(&c->body)) {
-                connect_error(c, "invalid_argument", "the body ends inside an envelope");
+                conn_connect_error(c, "invalid_argument", "the body ends inside an envelope");
                 return;
             }
             if (!si->have) {
-                connect_error(c, "invalid_argument", "no start message: nothing to send input to");
+                conn_connect_error(c, "invalid_argument", "no start message: nothing to send input to");
                 return;
             }
-            stream_send(c, "{}", 2);
-            stream_end(c, NULL, NULL);
+            conn_stream_send(c, "{}", 2);
+            conn_stream_end(c, NULL, NULL);
             return;
         }
         cJSON *m = cJSON_ParseWithLength(bytebuf_head(&c->body) + 5, ml);
@@ -1111,7 +1016,7 @@ void ops_stream_input(struct conn *c)
         const cJSON *data = cJSON_GetObjectItemCaseSensitive(m, "data");
         if (!cJSON_IsObject(m)) {
             cJSON_Delete(m);
-            connect_error(c, "invalid_argument", "a message that is not a JSON object");
+            conn_connect_error(c, "invalid_argument", "a message that is not a JSON object");
             return;
         }
         if (start) {
@@ -1133,7 +1038,7 @@ void ops_stream_input(struct conn *c)
             bytes = cJSON_GetObjectItemCaseSensitive(in, "pty");
         if (!si->have || !cJSON_IsString(bytes)) {
             cJSON_Delete(m);
-            connect_error(c, "invalid_argument", si->have ? "data.input: expected stdin or pty bytes"
+            conn_connect_error(c, "invalid_argument", si->have ? "data.input: expected stdin or pty bytes"
                                                           : "the first message must be start");
             return;
         }
@@ -1146,9 +1051,9 @@ void ops_stream_input(struct conn *c)
         cJSON_AddStringToObject(o, "data", bytes->valuestring);
         cJSON_Delete(m);
         si->busy = true;
-        if (role_call("exec.input", o, stream_input_done, c) < 0) {
+        if (link_call("exec.input", o, stream_input_done, c) < 0) {
             si->busy = false;
-            connect_error(c, "unavailable", "hearth did not take the call");
+            conn_connect_error(c, "unavailable", "hearth did not take the call");
             return;
         }
     }
@@ -1182,12 +1087,12 @@ static void reply_entry(void *ctx, cJSON *res, int code, const char *msg)
     struct conn *c = ctx;
     struct fs_op *f = c->op;
     if (!res) {
-        connect_error(c, connect_code_of(code, msg), "%s", msg);
+        conn_connect_error(c, conn_connect_code(code, msg), "%s", msg);
         return;
     }
     cJSON *r = cJSON_CreateObject();
-    cJSON_AddItemToObject(r, "entry", role_entry_json(res, f->step == 9 ? f->to : f->path));
-    connect_reply(c, r);
+    cJSON_AddItemToObject(r, "entry", entry_json(res, f->step == 9 ? f->to : f->path));
+    conn_connect_reply(c, r);
 }
 
 static void stat_then_reply(struct conn *c, const char *path)
@@ -1200,7 +1105,7 @@ static void mkdir_done(void *ctx, cJSON *res, int code, const char *msg)
     struct conn *c = ctx;
     struct fs_op *f = c->op;
     if (!res) {
-        connect_error(c, connect_code_of(code, msg), "%s", msg);
+        conn_connect_error(c, conn_connect_code(code, msg), "%s", msg);
         return;
     }
     stat_then_reply(c, f->path);
@@ -1213,12 +1118,12 @@ static void mkdir_stat_done(void *ctx, cJSON *res, int code, const char *msg)
     if (res) {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(res, "type");
         bool dir = cJSON_IsString(t) && !strcmp(t->valuestring, "dir");
-        connect_error(c, dir ? "already_exists" : "invalid_argument",
-                      dir ? "directory %s already exists" : "%s exists and is not a directory", f->path);
+        conn_connect_error(c, dir ? "already_exists" : "invalid_argument",
+                           dir ? "directory %s already exists" : "%s exists and is not a directory", f->path);
         return;
     }
     if (code != -32002) {
-        connect_error(c, connect_code_of(code, msg), "%s", msg);
+        conn_connect_error(c, conn_connect_code(code, msg), "%s", msg);
         return;
     }
     cJSON *p = cJSON_CreateObject();
@@ -1234,7 +1139,7 @@ static void move_renamed(void *ctx, cJSON *res, int code, const char *msg)
     struct conn *c = ctx;
     struct fs_op *f = c->op;
     if (!res) {
-        connect_error(c, connect_code_of(code, msg), "%s", msg);
+        conn_connect_error(c, conn_connect_code(code, msg), "%s", msg);
         return;
     }
     f->step = 9;
@@ -1246,7 +1151,7 @@ static void move_parent_done(void *ctx, cJSON *res, int code, const char *msg)
     struct conn *c = ctx;
     struct fs_op *f = c->op;
     if (!res) {
-        connect_error(c, connect_code_of(code, msg), "%s", msg);
+        conn_connect_error(c, conn_connect_code(code, msg), "%s", msg);
         return;
     }
     cJSON *p = cJSON_CreateObject();
@@ -1260,7 +1165,7 @@ static void remove_done(void *ctx, cJSON *res, int code, const char *msg)
     struct conn *c = ctx;
     struct fs_op *f = c->op;
     if (!res) {
-        connect_error(c, connect_code_of(code, msg), "%s", msg);
+        conn_connect_error(c, conn_connect_code(code, msg), "%s", msg);
         return;
     }
     if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(res, "done"))) {
@@ -1270,7 +1175,7 @@ static void remove_done(void *ctx, cJSON *res, int code, const char *msg)
         call_or_fail(c, "files.remove", p, remove_done);
         return;
     }
-    connect_reply(c, cJSON_CreateObject());
+    conn_connect_reply(c, cJSON_CreateObject());
 }
 
 static void list_next(struct conn *c);
@@ -1283,7 +1188,7 @@ static void list_page(void *ctx, cJSON *res, int code, const char *msg)
     unsigned level = f->queue[f->qi].level;
     if (!res) {
         if (f->qi == 0) {
-            connect_error(c, connect_code_of(code, msg), "%s", msg);
+            conn_connect_error(c, conn_connect_code(code, msg), "%s", msg);
             return;
         }
         /* A subdirectory gone or unreadable meanwhile is left out. */
@@ -1298,19 +1203,19 @@ static void list_page(void *ctx, cJSON *res, int code, const char *msg)
         if (!cJSON_IsString(name) || cJSON_GetObjectItemCaseSensitive(e, "error"))
             continue;
         if (cJSON_GetArraySize(f->entries) >= LIST_MAX) {
-            connect_error(c, "resource_exhausted", "more than %d entries", LIST_MAX);
+            conn_connect_error(c, "resource_exhausted", "more than %d entries", LIST_MAX);
             return;
         }
         char path[4200];
         snprintf(path, sizeof(path), "%s%s%s", dir, strcmp(dir, "/") ? "/" : "", name->valuestring);
-        cJSON_AddItemToArray(f->entries, role_entry_json(e, path));
+        cJSON_AddItemToArray(f->entries, entry_json(e, path));
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "type");
         if (cJSON_IsString(t) && !strcmp(t->valuestring, "dir") && level + 1 < f->depth) {
             if (f->qn == f->qcap) {
                 size_t nc = f->qcap ? f->qcap * 2 : 16;
                 void *q = realloc(f->queue, nc * sizeof(*f->queue));
                 if (!q) {
-                    connect_error(c, "internal", "out of memory");
+                    conn_connect_error(c, "internal", "out of memory");
                     return;
                 }
                 f->queue = q;
@@ -1338,7 +1243,7 @@ static void list_next(struct conn *c)
         cJSON *r = cJSON_CreateObject();
         cJSON_AddItemToObject(r, "entries", f->entries);
         f->entries = NULL;
-        connect_reply(c, r);
+        conn_connect_reply(c, r);
         return;
     }
     cJSON *p = path_params(f->queue[f->qi].path, f->qi == 0);
@@ -1351,12 +1256,12 @@ static void list_root_done(void *ctx, cJSON *res, int code, const char *msg)
 {
     struct conn *c = ctx;
     if (!res) {
-        connect_error(c, connect_code_of(code, msg), "%s", msg);
+        conn_connect_error(c, conn_connect_code(code, msg), "%s", msg);
         return;
     }
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(res, "type");
     if (!cJSON_IsString(t) || strcmp(t->valuestring, "dir") != 0) {
-        connect_error(c, "invalid_argument", "path %s is not a directory", ((struct fs_op *)c->op)->path);
+        conn_connect_error(c, "invalid_argument", "path %s is not a directory", ((struct fs_op *)c->op)->path);
         return;
     }
     list_next(c);
@@ -1366,14 +1271,14 @@ static void rpc_fs(struct conn *c, const char *method, cJSON *msg)
 {
     struct fs_op *f = calloc(1, sizeof(*f));
     if (!f) {
-        connect_error(c, "internal", "out of memory");
+        conn_connect_error(c, "internal", "out of memory");
         return;
     }
     c->op = f;
     c->op_free = fs_free;
     const cJSON *path = cJSON_GetObjectItemCaseSensitive(msg, strcmp(method, "Move") ? "path" : "source");
-    if (!cJSON_IsString(path) || role_expand_path(c, path->valuestring, f->path, sizeof(f->path)) < 0) {
-        connect_error(c, "invalid_argument", "%s: expected a path", strcmp(method, "Move") ? "path" : "source");
+    if (!cJSON_IsString(path) || entry_expand_path(c, path->valuestring, f->path, sizeof(f->path)) < 0) {
+        conn_connect_error(c, "invalid_argument", "%s: expected a path", strcmp(method, "Move") ? "path" : "source");
         return;
     }
     if (!strcmp(method, "Stat")) {
@@ -1387,8 +1292,8 @@ static void rpc_fs(struct conn *c, const char *method, cJSON *msg)
     } else if (!strcmp(method, "Move")) {
         const cJSON *to = cJSON_GetObjectItemCaseSensitive(msg, "destination");
         char dir[4200];
-        if (!cJSON_IsString(to) || role_expand_path(c, to->valuestring, f->to, sizeof(f->to)) < 0) {
-            connect_error(c, "invalid_argument", "destination: expected a path");
+        if (!cJSON_IsString(to) || entry_expand_path(c, to->valuestring, f->to, sizeof(f->to)) < 0) {
+            conn_connect_error(c, "invalid_argument", "destination: expected a path");
             return;
         }
         dir_of(f->to, dir, sizeof(dir));
@@ -1406,7 +1311,7 @@ static void rpc_fs(struct conn *c, const char *method, cJSON *msg)
         f->entries = cJSON_CreateArray();
         f->queue = calloc(16, sizeof(*f->queue));
         if (!f->entries || !f->queue) {
-            connect_error(c, "internal", "out of memory");
+            conn_connect_error(c, "internal", "out of memory");
             return;
         }
         f->qcap = 16;
@@ -1436,12 +1341,18 @@ void ops_rpc(struct conn *c, const char *service, const char *method, cJSON *msg
     else if (process && !strcmp(method, "Update"))
         rpc_update(c, msg);
     else if (fs && !strcmp(method, "WatchDir"))
-        ops_watch_dir(c, msg);
+        watch_dir(c, msg);
+    else if (fs && !strcmp(method, "CreateWatcher"))
+        watch_create(c, msg);
+    else if (fs && !strcmp(method, "GetWatcherEvents"))
+        watch_events(c, msg);
+    else if (fs && !strcmp(method, "RemoveWatcher"))
+        watch_remove(c, msg);
     else if (fs && (!strcmp(method, "Stat") || !strcmp(method, "MakeDir") || !strcmp(method, "Move") ||
                     !strcmp(method, "Remove") || !strcmp(method, "ListDir")))
         rpc_fs(c, method, msg);
     else
-        connect_error(c, "unimplemented", "%s/%s is not implemented by hearth's envd endpoint",
-                      service, method);
+        conn_connect_error(c, "unimplemented", "%s/%s is not implemented by hearth's envd endpoint",
+                           service, method);
     cJSON_Delete(msg);
 }

@@ -18,12 +18,23 @@
  * watch of a larger tree ends with resource_exhausted), and a stream
  * whose client takes its events slower than they come ends with
  * resource_exhausted once ROLE_OUT_SOFT bytes wait for it (the client
- * learns it missed events rather than getting a silent gap). */
+ * learns it missed events rather than getting a silent gap).
+ *
+ * The polling watchers (CreateWatcher, GetWatcherEvents, RemoveWatcher)
+ * are the same watches with a queue in place of a stream: CreateWatcher
+ * answers the watcher's id once the watches are in place (where WatchDir
+ * sends its start event), events wait in the watcher's queue until
+ * GetWatcherEvents takes them. Bounded: WATCHERS_MAX watchers at once,
+ * WATCHER_EVENTS_MAX events or WATCHER_BYTES_MAX bytes queued per watcher
+ * (past either the watcher stops watching and its next poll gets
+ * resource_exhausted, so the caller learns events were lost), and a
+ * watcher nobody polls for envd.watcher_idle_ms is removed. */
 #include "envd.h"
 #include "envd_role.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/random.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +48,21 @@
 
 #define WATCH_DIRS_MAX 8192
 #define PATH_CAP 4200
+#define WATCHERS_MAX 32
+#define WATCHER_EVENTS_MAX 4096
+#define WATCHER_BYTES_MAX (1024 * 1024)
+
+/* A polling watcher: its id, the events not yet taken, or why it stopped. */
+struct watcher {
+    char id[33];
+    struct watch *w;     /* NULL once it stopped (an error waits for the poll) */
+    bool ready;          /* its id was answered */
+    struct bytebuf events; /* FilesystemEvent objects, comma-separated */
+    unsigned nev;
+    char err_code[32], err_msg[200];
+    ev_timer idle;       /* envd.watcher_idle_ms without a poll: removed */
+    struct watcher *next;
+};
 
 /* A directory the instance watches, and the streams that follow it. */
 struct wdir {
@@ -47,7 +73,9 @@ struct wdir {
 };
 
 struct watch {
-    struct conn *c;      /* NULL once the stream ended or its client went */
+    struct conn *c;      /* the stream, or the CreateWatcher call until it is answered;
+                          * NULL once the stream ended or its client went */
+    struct watcher *pw;  /* a polling watcher's queue; NULL for a stream */
     bool recursive, started, busy;
     bool with_entry;     /* includeEntry: events wait in queue for their stat */
     bool stat_busy;      /* the stat of the queue's first event is in flight */
@@ -74,6 +102,11 @@ struct pev {
 #define QUEUE_MAX 4096   /* events waiting per stream with includeEntry */
 
 static int ifd = -1;
+static struct watcher *watchers;
+static unsigned n_watchers;
+
+/* Whether w still watches for someone: its stream, or its watcher. */
+static bool alive(const struct watch *w) { return w->c || w->pw; }
 static ev_io ifd_io;
 static struct wdir **dirs; /* sorted by wd */
 static size_t ndirs, capdirs;
@@ -229,14 +262,35 @@ static void watch_destroy(struct watch *w)
     free(w);
 }
 
+/* The watcher leaves the table; its watch (if any) is let go by the
+ * caller (watch_gone) once no call is in flight for it. */
+static void watcher_drop(struct watcher *pw)
+{
+    for (struct watcher **pp = &watchers; *pp; pp = &(*pp)->next)
+        if (*pp == pw) {
+            *pp = pw->next;
+            break;
+        }
+    if (pw->w)
+        pw->w->pw = NULL;
+    ev_timer_stop(role_loop, &pw->idle);
+    bytebuf_release(&pw->events);
+    n_watchers--;
+    free(pw);
+}
+
 /* The connection's op goes: the stream ended or its client left. A
  * call in flight or an event being delivered keeps w until it is done. */
 static void watch_release(void *op)
 {
     struct watch *w = op;
-    if (w->c) {
+    if (w->pw) {
+        /* A CreateWatcher call whose client went before its answer: the
+         * watcher was never known to anyone. */
+        watcher_drop(w->pw);
+    } else if (w->c) {
         ev_timer_stop(role_loop, &w->life);
-        role_streams--;
+        conn_streams--;
     }
     w->c = NULL;
     if (!w->busy && !w->stat_busy && !w->holds)
@@ -246,7 +300,7 @@ static void watch_release(void *op)
 /* After a call's reply or a delivery: w goes if its connection did. */
 static bool watch_gone(struct watch *w)
 {
-    if (w->c)
+    if (alive(w))
         return false;
     if (!w->busy && !w->stat_busy && !w->holds)
         watch_destroy(w);
@@ -258,14 +312,14 @@ bool watch_owns(const struct conn *c) { return c->op && c->op_free == watch_rele
 void watch_keepalive(struct conn *c)
 {
     static const char ka[] = "{\"keepalive\":{}}";
-    stream_send(c, ka, sizeof(ka) - 1);
+    conn_stream_send(c, ka, sizeof(ka) - 1);
 }
 
 static void life_cb(struct ev_loop *loop, ev_timer *t, int revents)
 {
     struct watch *w = t->data;
     if (w->c)
-        stream_end(w->c, "deadline_exceeded", "the watch reached its Connect-Timeout-Ms");
+        conn_stream_end(w->c, "deadline_exceeded", "the watch reached its Connect-Timeout-Ms");
 }
 
 static int todo_push(struct watch *w, const char *path)
@@ -298,12 +352,34 @@ static void todo_next(struct watch *w)
 
 static void step(struct watch *w);
 
+/* The watch cannot go on: a stream ends with the error, a CreateWatcher
+ * call is answered with it, a watcher stops watching and keeps the error
+ * for its next poll. */
+static void watch_fail(struct watch *w, const char *code, const char *msg)
+{
+    if (w->c) {
+        conn_connect_error(w->c, code, "%s", msg);
+        return;
+    }
+    struct watcher *pw = w->pw;
+    if (!pw)
+        return;
+    snprintf(pw->err_code, sizeof(pw->err_code), "%s", code);
+    snprintf(pw->err_msg, sizeof(pw->err_msg), "%s", msg);
+    pw->w = NULL;
+    w->pw = NULL;
+    /* The queued events are worth nothing next to the gap: dropped. */
+    bytebuf_release(&pw->events);
+    pw->nev = 0;
+    watch_gone(w);
+}
+
 static void end_exhausted(struct watch *w)
 {
     char m[96];
     snprintf(m, sizeof(m), "more than %d directories to watch (hearth's bound over every watch)",
              WATCH_DIRS_MAX);
-    stream_end(w->c, "resource_exhausted", m);
+    watch_fail(w, "resource_exhausted", m);
 }
 
 static void listed(void *ctx, cJSON *res, int code, const char *msg)
@@ -348,7 +424,7 @@ static void watched(void *ctx, cJSON *res, int code, const char *msg)
     struct watch *w = ctx;
     const cJSON *wd = res ? cJSON_GetObjectItemCaseSensitive(res, "wd") : NULL;
     w->busy = false;
-    if (!w->c) {
+    if (!alive(w)) {
         /* Its stream is gone: a watch no stream follows is not kept. */
         if (cJSON_IsNumber(wd) && !dir_find(wd->valueint))
             inotify_rm_watch(ifd, wd->valueint);
@@ -359,7 +435,7 @@ static void watched(void *ctx, cJSON *res, int code, const char *msg)
     if (!cJSON_IsNumber(wd)) {
         if (!w->started && w->nwd == 0) {
             /* The directory asked for: envd's answers. */
-            connect_error(w->c, res ? "internal" : connect_code_of(code, msg), "%s",
+            conn_connect_error(w->c, res ? "internal" : conn_connect_code(code, msg), "%s",
                           res ? "no watch number" : msg);
             return;
         }
@@ -380,11 +456,27 @@ static void watched(void *ctx, cJSON *res, int code, const char *msg)
     step(w);
 }
 
+/* A CreateWatcher call's watches are in place: its answer is the
+ * watcher's id, and from now on the watcher lives on its own. */
+static void watcher_ready(struct watch *w)
+{
+    struct conn *c = w->c;
+    struct watcher *pw = w->pw;
+    c->op = NULL;
+    c->op_free = NULL;
+    w->c = NULL;
+    pw->ready = true;
+    ev_timer_again(role_loop, &pw->idle);
+    cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "watcherId", pw->id);
+    conn_connect_reply(c, r);
+}
+
 /* The next call: watch the next directory, or list the one watched
  * (recursive), or, once every one is watched, the start event. */
 static void step(struct watch *w)
 {
-    if (w->busy || !w->c)
+    if (w->busy || !alive(w))
         return;
     if (w->itodo < w->ntodo) {
         cJSON *p = cJSON_CreateObject();
@@ -393,25 +485,29 @@ static void step(struct watch *w)
         if (w->listing && w->cursor[0])
             cJSON_AddStringToObject(p, "cursor", w->cursor);
         w->busy = true;
-        if (role_call(w->listing ? "files.list" : "envd.watch", p, w->listing ? listed : watched,
+        if (link_call(w->listing ? "files.list" : "envd.watch", p, w->listing ? listed : watched,
                       w) < 0) {
             w->busy = false;
-            stream_end(w->c, "unavailable", "hearth did not take the call");
+            watch_fail(w, "unavailable", "hearth did not take the call");
         }
         return;
     }
     if (w->started)
         return;
     w->started = true;
+    if (w->pw) {
+        watcher_ready(w);
+        return;
+    }
     static const char start[] = "{\"start\":{}}";
     /* A failed write closes the connection, and w with it. */
     w->holds++;
-    stream_send(w->c, start, sizeof(start) - 1);
+    conn_stream_send(w->c, start, sizeof(start) - 1);
     w->holds--;
     if (watch_gone(w))
         return;
     if (w->c->req.keepalive_s > 0)
-        role_keepalive_start(w->c, (double)w->c->req.keepalive_s);
+        conn_keepalive_start(w->c, (double)w->c->req.keepalive_s);
     if (w->c->req.timeout_ms > 0) {
         ev_timer_set(&w->life, (double)w->c->req.timeout_ms / 1000., 0.);
         ev_timer_start(role_loop, &w->life);
@@ -419,44 +515,144 @@ static void step(struct watch *w)
     conn_read_more(w->c);
 }
 
-void ops_watch_dir(struct conn *c, const cJSON *msg)
+static const cJSON *field(const cJSON *msg, const char *camel, const char *snake)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(msg, camel);
+    return v ? v : cJSON_GetObjectItemCaseSensitive(msg, snake);
+}
+
+static void idle_cb(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    struct watcher *pw = t->data;
+    struct watch *w = pw->w;
+    watcher_drop(pw);
+    if (w)
+        watch_gone(w);
+}
+
+/* WatchDir (a stream) and CreateWatcher (polled): the watch, set up by
+ * step() call after call; a watcher gets its table entry at once, so
+ * the bound counts those still being set up. */
+static void watch_new(struct conn *c, const cJSON *msg, bool polled)
 {
     const cJSON *path = cJSON_GetObjectItemCaseSensitive(msg, "path");
-    if (!c->stream_json) {
-        connect_error(c, "invalid_argument", "WatchDir is a server stream (application/connect+json)");
+    if (!polled && !c->stream_json) {
+        conn_connect_error(c, "invalid_argument", "WatchDir is a server stream (application/connect+json)");
         return;
     }
     if (ifd < 0) {
-        connect_error(c, "unavailable", "no inotify instance (hearth's log says why)");
+        conn_connect_error(c, "unavailable", "no inotify instance (hearth's log says why)");
         return;
     }
-    if (role_streams >= (unsigned)RC.max_streams) {
-        connect_error(c, "resource_exhausted", "envd.max_streams: %lld streams already open",
+    if (!polled && conn_streams >= (unsigned)RC.max_streams) {
+        conn_connect_error(c, "resource_exhausted", "envd.max_streams: %lld streams already open",
                       (long long)RC.max_streams);
         return;
     }
-    struct watch *w = calloc(1, sizeof(*w));
-    if (!w) {
-        connect_error(c, "internal", "out of memory");
+    if (polled && n_watchers >= WATCHERS_MAX) {
+        conn_connect_error(c, "resource_exhausted",
+                      "%d watchers already (RemoveWatcher ends one; an unpolled one goes after %lld ms)",
+                      WATCHERS_MAX, (long long)RC.watcher_idle_ms);
         return;
     }
-    if (!cJSON_IsString(path) || role_expand_path(c, path->valuestring, w->root, sizeof(w->root)) < 0 ||
+    struct watch *w = calloc(1, sizeof(*w));
+    struct watcher *pw = polled ? calloc(1, sizeof(*pw)) : NULL;
+    uint8_t rnd[16];
+    if (!w || (polled && (!pw || getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd)))) {
+        free(w);
+        free(pw);
+        conn_connect_error(c, "internal", "out of memory or randomness");
+        return;
+    }
+    if (!cJSON_IsString(path) || entry_expand_path(c, path->valuestring, w->root, sizeof(w->root)) < 0 ||
         todo_push(w, w->root) < 0) {
         todo_clear(w);
         free(w);
-        connect_error(c, "invalid_argument", "path: expected a path");
+        free(pw);
+        conn_connect_error(c, "invalid_argument", "path: expected a path");
         return;
     }
     w->c = c;
     w->recursive = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(msg, "recursive"));
-    w->with_entry = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(msg, "includeEntry"));
+    w->with_entry = cJSON_IsTrue(field(msg, "includeEntry", "include_entry"));
     ev_init(&w->life, life_cb);
     w->life.data = w;
     c->op = w;
     c->op_free = watch_release;
-    c->state = C_STREAM;
-    role_streams++;
+    if (pw) {
+        /* Unguessable: an id is all a poll or a removal names. */
+        for (size_t i = 0; i < sizeof(rnd); i++)
+            snprintf(pw->id + 2 * i, 3, "%02x", rnd[i]);
+        pw->w = w;
+        ev_init(&pw->idle, idle_cb);
+        pw->idle.repeat = (double)RC.watcher_idle_ms / 1000.;
+        pw->idle.data = pw;
+        pw->next = watchers;
+        watchers = pw;
+        n_watchers++;
+        w->pw = pw;
+    } else {
+        c->state = C_STREAM;
+        conn_streams++;
+    }
     step(w);
+}
+
+void watch_dir(struct conn *c, const cJSON *msg) { watch_new(c, msg, false); }
+void watch_create(struct conn *c, const cJSON *msg) { watch_new(c, msg, true); }
+
+static struct watcher *watcher_find(struct conn *c, const cJSON *msg)
+{
+    const cJSON *id = field(msg, "watcherId", "watcher_id");
+    for (struct watcher *pw = watchers; cJSON_IsString(id) && pw; pw = pw->next)
+        if (pw->ready && !strcmp(pw->id, id->valuestring))
+            return pw;
+    conn_connect_error(c, "not_found", "watcher %.40s not found (removed, or not polled for %lld ms)",
+                  cJSON_IsString(id) ? id->valuestring : "(none)", (long long)RC.watcher_idle_ms);
+    return NULL;
+}
+
+void watch_events(struct conn *c, const cJSON *msg)
+{
+    struct watcher *pw = watcher_find(c, msg);
+    if (!pw)
+        return;
+    if (pw->err_code[0]) {
+        /* It stopped: the error once, then it is gone. */
+        char code[32], m[200];
+        snprintf(code, sizeof(code), "%s", pw->err_code);
+        snprintf(m, sizeof(m), "%s", pw->err_msg);
+        watcher_drop(pw);
+        conn_connect_error(c, code, "%s", m);
+        return;
+    }
+    ev_timer_again(role_loop, &pw->idle);
+    size_t n = bytebuf_pending(&pw->events);
+    char *body = malloc(n + 16);
+    if (!body) {
+        conn_connect_error(c, "internal", "out of memory");
+        return;
+    }
+    memcpy(body, "{\"events\":[", 11);
+    if (n)
+        memcpy(body + 11, bytebuf_head(&pw->events), n);
+    memcpy(body + 11 + n, "]}", 2);
+    bytebuf_release(&pw->events);
+    pw->nev = 0;
+    conn_respond(c, 200, "application/json", body, n + 13);
+    free(body);
+}
+
+void watch_remove(struct conn *c, const cJSON *msg)
+{
+    struct watcher *pw = watcher_find(c, msg);
+    if (!pw)
+        return;
+    struct watch *w = pw->w;
+    watcher_drop(pw);
+    if (w)
+        watch_gone(w);
+    conn_connect_reply(c, cJSON_CreateObject());
 }
 
 /* ---------------- the kernel's events ---------------- */
@@ -500,20 +696,52 @@ static void lossy(const char *s, char *out, size_t cap)
     out[o] = 0;
 }
 
+/* An event for a polling watcher: queued for its next poll, within
+ * the watcher's bounds. */
+static void watcher_queue(struct watch *w, const char *json)
+{
+    struct watcher *pw = w->pw;
+    size_t n = strlen(json), need = bytebuf_pending(&pw->events) + n + 1;
+    if (pw->nev >= WATCHER_EVENTS_MAX || need > WATCHER_BYTES_MAX) {
+        char m[160];
+        snprintf(m, sizeof(m),
+                 "more than %d events or %d bytes waited for GetWatcherEvents: some were lost",
+                 WATCHER_EVENTS_MAX, WATCHER_BYTES_MAX);
+        watch_fail(w, "resource_exhausted", m);
+        return;
+    }
+    if (bytebuf_room(&pw->events) < n + 1) {
+        bytebuf_compact(&pw->events);
+        if (bytebuf_room(&pw->events) < n + 1 &&
+            bytebuf_resize(&pw->events, bytebuf_grown_cap(pw->events.cap, 4096, need,
+                                                          WATCHER_BYTES_MAX)) < 0) {
+            watch_fail(w, "resource_exhausted", "out of memory for the watcher's events");
+            return;
+        }
+    }
+    if (pw->nev)
+        bytebuf_put(&pw->events, ",", 1);
+    bytebuf_put(&pw->events, json, n);
+    pw->nev++;
+}
+
 /* One FilesystemEvent to the client, with its entry when there is one. */
 static void send_event(struct watch *w, const char *type, const char *name, cJSON *entry)
 {
     char safe[PATH_CAP * 3 / 2];
     lossy(name, safe, sizeof(safe));
-    cJSON *o = cJSON_CreateObject(), *fs = cJSON_AddObjectToObject(o, "filesystem");
+    /* A stream's message wraps the event; a watcher's queue holds it bare. */
+    cJSON *o = cJSON_CreateObject(), *fs = w->pw ? o : cJSON_AddObjectToObject(o, "filesystem");
     cJSON_AddStringToObject(fs, "name", safe);
     cJSON_AddStringToObject(fs, "type", type);
     if (entry)
         cJSON_AddItemToObject(fs, "entry", entry);
     char *t = jsonout_print(o);
     cJSON_Delete(o);
-    if (t)
-        stream_send(w->c, t, strlen(t));
+    if (t && w->pw)
+        watcher_queue(w, t);
+    else if (t)
+        conn_stream_send(w->c, t, strlen(t));
     cJSON_free(t);
 }
 
@@ -528,7 +756,7 @@ static void entry_done(void *ctx, cJSON *res, int code, const char *msg)
     struct pev *e = &w->queue[w->qhead];
     /* Best effort, as envd: an entry gone meanwhile is sent without one. */
     w->holds++;
-    send_event(w, e->type, e->name, res ? role_entry_json(res, e->full) : NULL);
+    send_event(w, e->type, e->name, res ? entry_json(res, e->full) : NULL);
     queue_pop(w);
     pump(w);
     w->holds--;
@@ -539,7 +767,7 @@ static void entry_done(void *ctx, cJSON *res, int code, const char *msg)
  * hearth's files.stat of it is back. */
 static void pump(struct watch *w)
 {
-    while (w->c && w->qlen && !w->stat_busy) {
+    while (alive(w) && w->qlen && !w->stat_busy) {
         struct pev *e = &w->queue[w->qhead];
         if (!e->entry) {
             send_event(w, e->type, e->name, NULL);
@@ -549,7 +777,7 @@ static void pump(struct watch *w)
         cJSON *p = cJSON_CreateObject();
         cJSON_AddStringToObject(p, "path", e->full);
         w->stat_busy = true;
-        if (role_call("files.stat", p, entry_done, w) < 0) {
+        if (link_call("files.stat", p, entry_done, w) < 0) {
             w->stat_busy = false;
             send_event(w, e->type, e->name, NULL);
             queue_pop(w);
@@ -593,8 +821,8 @@ static void deliver(struct watch *w, const char *type, const char *name, const c
                     bool new_dir)
 {
     struct conn *c = w->c;
-    if (conn_out_pending(c) > ROLE_OUT_SOFT) {
-        stream_end(c, "resource_exhausted",
+    if (c && conn_out_pending(c) > ROLE_OUT_SOFT) {
+        conn_stream_end(c, "resource_exhausted",
                    "the client took the events slower than they came: some were not sent");
         return;
     }
@@ -604,7 +832,7 @@ static void deliver(struct watch *w, const char *type, const char *name, const c
     }
     if (w->with_entry) {
         if (queue_push(w, type, name, full) < 0) {
-            stream_end(c, "resource_exhausted",
+            watch_fail(w, "resource_exhausted",
                        "events came faster than their entries could be read: some were not sent");
             return;
         }
@@ -612,7 +840,7 @@ static void deliver(struct watch *w, const char *type, const char *name, const c
     } else {
         send_event(w, type, name, NULL);
     }
-    if (w->c && new_dir && w->recursive)
+    if (alive(w) && new_dir && w->recursive)
         step(w);
 }
 
@@ -633,8 +861,8 @@ static void on_event(const struct inotify_event *ev)
                 w->holds++;
             }
         for (size_t i = 0; i < na; i++)
-            if (all[i]->c && all[i]->started)
-                stream_end(all[i]->c, "data_loss",
+            if (alive(all[i]) && all[i]->started)
+                watch_fail(all[i], "data_loss",
                            "events were lost: the kernel's inotify queue overflowed");
         for (size_t i = 0; i < na; i++) {
             all[i]->holds--;
@@ -672,7 +900,7 @@ static void on_event(const struct inotify_event *ev)
         subs[k]->holds++;
     for (unsigned k = 0; k < n; k++) {
         struct watch *w = subs[k];
-        if (!w->c || !w->started)
+        if (!alive(w) || !w->started)
             continue;
         /* The directory's own removal or move is its parent's event,
          * except for the watched directory itself ("."). */

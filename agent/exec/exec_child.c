@@ -49,7 +49,9 @@ exec_child_run(const struct proc *p, const struct exec_request *r, const struct 
         if (dup2(nul, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
             goto fail;
     }
-    launch_exec(plan, r->cwd, r->argv, errfd, &rep.stage, rep.what, sizeof(rep.what));
+    struct err what = {0};
+    launch_exec(plan, r->cwd, r->argv, errfd, &rep.stage, &what);
+    snprintf(rep.what, sizeof(rep.what), "%s", what.msg);
 fail:
     rep.err = errno;
     if (write(errfd, &rep, sizeof(rep)) < 0) {

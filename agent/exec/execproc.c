@@ -1,4 +1,5 @@
 #include "execproc.h"
+#include "err.h"
 #include "execproc_priv.h"
 
 #include <errno.h>
@@ -159,7 +160,7 @@ static cJSON *status_json(const struct proc *p, cJSON *o)
     if (WIFEXITED(p->wstatus)) {
         cJSON_AddNumberToObject(o, "exit_code", WEXITSTATUS(p->wstatus));
     } else if (WIFSIGNALED(p->wstatus)) {
-        const char *n = config_signal_name(WTERMSIG(p->wstatus));
+        const char *n = names_signal_name(WTERMSIG(p->wstatus));
         cJSON_AddNumberToObject(o, "signal", WTERMSIG(p->wstatus));
         if (n)
             cJSON_AddStringToObject(o, "signal_name", n);
@@ -586,7 +587,7 @@ int exec_start(struct client *c, const struct exec_request *r, struct rpc_error 
 {
     size_t max_procs, max_buf;
     struct launch_plan plan;
-    char why[256] = "";
+    struct err why = {0};
 
     if (shutdown_in_progress()) {
         rpc_error_set(err, RPC_ERR_STATE, "shutting down");
@@ -655,8 +656,8 @@ int exec_start(struct client *c, const struct exec_request *r, struct rpc_error 
         if (!(p->out[i].ring = malloc(p->out[i].cap)))
             goto oom;
     }
-    if (launch_prepare(&sc, &plan, why, sizeof(why)) < 0) {
-        rpc_error_set(err, RPC_INVALID_PARAMS, "%s", why);
+    if (launch_prepare(&sc, &plan, &why) < 0) {
+        rpc_error_from(err, RPC_INVALID_PARAMS, &why);
         goto fail_nofree_plan;
     }
     if (cgroup_available()) {
@@ -669,8 +670,8 @@ int exec_start(struct client *c, const struct exec_request *r, struct rpc_error 
         }
     }
     if (contain_prepare(&sc, H.cfg, H.config_path, launch_is_root(&plan), p->leaf,
-                        &plan.contain, why, sizeof(why)) < 0) {
-        rpc_error_set(err, RPC_ERR_FAILED, "%s", why);
+                        &plan.contain, &why) < 0) {
+        rpc_error_from(err, RPC_ERR_FAILED, &why);
         goto fail;
     }
     contain_as_host_session(&plan.contain);
@@ -694,7 +695,7 @@ int exec_start(struct client *c, const struct exec_request *r, struct rpc_error 
     if (plan.contain.pidns && pidreaper_pipe(pr) < 0)
         goto syserr;
     plan.reaper_fd = pr[1];
-    if (contain_fork_prepare(&plan.contain, why, sizeof(why)) < 0) {
+    if (contain_fork_prepare(&plan.contain, &why) < 0) {
         exec_close_fds(pr, 2);
         goto syserr;
     }
@@ -712,13 +713,13 @@ int exec_start(struct client *c, const struct exec_request *r, struct rpc_error 
     }
     contain_snapshot_forked(&plan.contain, pid > 0);
     /* A failure here the child reports as its start's too. */
-    if (launch_after_fork(&plan, pid, why, sizeof(why)) < 0)
-        log_error("exec %llu: %s", (unsigned long long)p->id, why);
+    if (launch_after_fork(&plan, pid, &why) < 0)
+        log_error("exec %llu: %s", (unsigned long long)p->id, why.msg);
     if (pid < 0) {
         p->ns_offer = false;
         exec_close_fds(pr, 2);
-        if (contain_fork_refused(&plan.contain, fork_errno, why, sizeof(why))) {
-            rpc_error_set(err, RPC_ERR_FAILED, "%s", why);
+        if (contain_fork_refused(&plan.contain, fork_errno, &why)) {
+            rpc_error_from(err, RPC_ERR_FAILED, &why);
             goto fail_fds;
         }
         errno = fork_errno;

@@ -1,7 +1,9 @@
 /* hearthctl's base: what every other file of the folder uses and that
  * calls none of them back: the exits on running out of memory and on a
- * reply that is not what the protocol says, the SIGINT flag, and guest
- * text escaped on its way to the host's terminal. */
+ * reply that is not what the protocol says, the SIGINT flag, guest text
+ * escaped on its way to the host's terminal, and what every params
+ * builder uses (commands.c's, cp.c's): the usage error and the params
+ * object's makers. */
 #include "ctl.h"
 #include "termsafe.h"
 
@@ -43,4 +45,44 @@ void put_text(FILE *f, const char *s, unsigned keep)
 void put_safe(FILE *f, const char *s)
 {
     put_text(f, s, 0);
+}
+
+/* ---- params builders' pieces ------------------------------------------ */
+
+static void cmd_usage(const struct cmd *c)
+{
+    fprintf(stderr, "usage: hearthctl [OPTIONS] %s%s%s\n", c->name, c->args[0] ? " " : "",
+            c->args);
+}
+
+int usage_err(const struct ctl *t, const char *fmt, const char *what)
+{
+    fputs("hearthctl: ", stderr);
+    fputs(t->cmd->name, stderr);
+    fputs(": ", stderr);
+    fprintf(stderr, fmt, what);
+    fputc('\n', stderr);
+    cmd_usage(t->cmd);
+    return EXIT_USAGE;
+}
+
+cJSON *new_object(void)
+{
+    cJSON *o = cJSON_CreateObject();
+
+    if (!o)
+        die_oom();
+    return o;
+}
+
+void add_str(cJSON *o, const char *k, const char *v)
+{
+    if (!cJSON_AddStringToObject(o, k, v))
+        die_oom();
+}
+
+void add_num(cJSON *o, const char *k, double v)
+{
+    if (!cJSON_AddNumberToObject(o, k, v))
+        die_oom();
 }

@@ -79,7 +79,7 @@ static void print_server_error(const struct ctl *t, const cJSON *err)
 /* Call t->method with params (consumed). On 0, *reply is the whole reply
  * (caller deletes) and *result points into it. Otherwise the failure was
  * printed and the return value is the exit code. */
-int rpc_call(struct ctl *t, cJSON *params, cJSON **reply, const cJSON **result)
+int call_method(struct ctl *t, cJSON *params, cJSON **reply, const cJSON **result)
 {
     cJSON *req = cJSON_CreateObject();
     double id = ++t->next_id;

@@ -16,44 +16,6 @@
 
 /* ---- builders --------------------------------------------------------- */
 
-static void cmd_usage(const struct cmd *c)
-{
-    fprintf(stderr, "usage: hearthctl [OPTIONS] %s%s%s\n", c->name, c->args[0] ? " " : "",
-            c->args);
-}
-
-int usage_err(const struct ctl *t, const char *fmt, const char *what)
-{
-    fputs("hearthctl: ", stderr);
-    fputs(t->cmd->name, stderr);
-    fputs(": ", stderr);
-    fprintf(stderr, fmt, what);
-    fputc('\n', stderr);
-    cmd_usage(t->cmd);
-    return EXIT_USAGE;
-}
-
-cJSON *new_object(void)
-{
-    cJSON *o = cJSON_CreateObject();
-
-    if (!o)
-        die_oom();
-    return o;
-}
-
-void add_str(cJSON *o, const char *k, const char *v)
-{
-    if (!cJSON_AddStringToObject(o, k, v))
-        die_oom();
-}
-
-void add_num(cJSON *o, const char *k, double v)
-{
-    if (!cJSON_AddNumberToObject(o, k, v))
-        die_oom();
-}
-
 /* "--opt VALUE" or "--opt=VALUE" at argv[*i]; NULL if argv[*i] is not it.
  * *missing is set when argv[*i] is the option without its value, and never
  * cleared: a chain of tries over one argument keeps it for its last else

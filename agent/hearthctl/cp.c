@@ -76,7 +76,7 @@ static int cp_call(struct cp *c, const char *method, cJSON *params, cJSON **repl
                    const cJSON **res)
 {
     c->t->method = method;
-    return rpc_call(c->t, params, reply, res);
+    return call_method(c->t, params, reply, res);
 }
 
 static cJSON *path_params(const char *key, const char *path)
@@ -340,7 +340,7 @@ static int cp_download(struct cp *c, const char *src, const char *dst_in)
         if (rc)
             goto out;
         const char *data = jstr(res, "data");
-        long n = data ? base64_decode(data, strlen(data), buf, CP_CHUNK, NULL, 0) : -1;
+        long n = data ? base64_decode(data, strlen(data), buf, CP_CHUNK, NULL) : -1;
         bool eof = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "eof"));
         cJSON_Delete(reply);
         if (n < 0) {

@@ -2,12 +2,14 @@
  * header joins its files.
  *
  *   base.c      out of memory, a bad reply, the SIGINT flag, guest text
- *               escaped for the terminal: what every other file uses
+ *               escaped for the terminal, the usage error and the params
+ *               object's makers: what every other file uses
  *   conn.c      connect specs (unix, vsock, hybrid vsock), deadlines, line I/O
  *   call.c      one request and its reply; notifications kept and followed
  *   print.c     human output: tables, escaping of guest text (the one way
  *               a reply's strings reach the terminal), the printers
- *   commands.c  the command table, argument builders, usage
+ *   commands.c  the command table, argument builders, usage (it names
+ *               cp's and exec's entry points; they call nothing of it)
  *   cp.c        cp: a file copied in or out over files.* calls
  *   exec.c      exec: a command run in the sandbox, its stdin, output,
  *               terminal and exit status
@@ -177,12 +179,20 @@ int bad_reply(const struct ctl *t, const char *why);
 void put_text(FILE *f, const char *s, unsigned keep);
 void put_safe(FILE *f, const char *s);
 
+/* For the params builders. "hearthctl: CMD: <fmt with what>" and the
+ * command's usage; EXIT_USAGE. */
+int usage_err(const struct ctl *t, const char *fmt, const char *what);
+/* A params object and its members; out of memory exits. */
+cJSON *new_object(void);
+void add_str(cJSON *o, const char *k, const char *v);
+void add_num(cJSON *o, const char *k, double v);
+
 /* ---- call.c (the rest) -------------------------------------------------- */
 
 /* Calls t->method with params (consumed). On 0, *reply is the whole reply
  * (caller deletes) and *result points into it. Otherwise the failure was
  * printed and the return value is the exit code. */
-int rpc_call(struct ctl *t, cJSON *params, cJSON **reply, const cJSON **result);
+int call_method(struct ctl *t, cJSON *params, cJSON **reply, const cJSON **result);
 /* Prints notifications until the server closes or SIGINT; no timeout. */
 int follow(struct ctl *t);
 /* Frees the notifications still queued. */
@@ -219,11 +229,6 @@ void n_log(struct ctl *t, const cJSON *p);
 
 /* ---- commands.c -------------------------------------------------------- */
 
-/* "hearthctl: CMD: <fmt with what>" and the command's usage; EXIT_USAGE. */
-int usage_err(const struct ctl *t, const char *fmt, const char *what);
-cJSON *new_object(void);
-void add_str(cJSON *o, const char *k, const char *v);
-void add_num(cJSON *o, const char *k, double v);
 /* Longest match: "services restart x" picks the two-word entry. */
 const struct cmd *find_cmd(int argc, char **argv, int *words);
 void usage(FILE *f);

@@ -298,7 +298,7 @@ static int handle_line(struct xconn *x, const char *line, size_t len, unsigned l
                 goto out;
             size_t dl = strlen(data->valuestring);
             uint8_t *buf = malloc(dl / 4 * 3 + 3);
-            long n = buf ? base64_decode(data->valuestring, dl, buf, dl / 4 * 3 + 3, NULL, 0) : -1;
+            long n = buf ? base64_decode(data->valuestring, dl, buf, dl / 4 * 3 + 3, NULL) : -1;
             if (n > 0)
                 write_all(strcmp(st->valuestring, "stderr") == 0 ? STDERR_FILENO : STDOUT_FILENO,
                           buf, (size_t)n);

@@ -133,7 +133,7 @@ int main(int argc, char **argv)
         fleet_free(&fleet);
         return rc;
     }
-    rc = rpc_call(&t, params, &reply, &result);
+    rc = call_method(&t, params, &reply, &result);
     if (rc == 0) {
         if ((t.json && cmd->print != p_metrics) || !cmd->print)
             rc = print_json(result, true);

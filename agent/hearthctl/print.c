@@ -359,6 +359,14 @@ int p_status(struct ctl *t, const cJSON *res)
         put_safe(stdout, w->valuestring);
         fputs(late ? " (late)\n" : "\n", stdout);
     }
+    /* And those there whose root is still being given its owner. */
+    cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(mounts, "owning")) {
+        if (!cJSON_IsString(w))
+            continue;
+        fputs("mounts: giving ", stdout);
+        put_safe(stdout, w->valuestring);
+        fputs(" its owner (the share has not answered yet)\n", stdout);
+    }
     fputc('\n', stdout);
     print_service_table(cJSON_GetObjectItemCaseSensitive(res, "services"));
     print_privileged(cJSON_GetObjectItemCaseSensitive(res, "services"));

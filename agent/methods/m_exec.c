@@ -8,6 +8,7 @@
 
 #include "base64.h"
 #include "config.h"
+#include "err.h"
 #include "execproc.h"
 #include "params.h"
 
@@ -167,7 +168,7 @@ int m_exec_input(struct client *c, cJSON *params, cJSON **result, struct rpc_err
     const char *data = NULL;
     bool present, close_after = false;
     uint64_t id;
-    char berr[96];
+    struct err berr;
 
     if (params_only(params, known, err) < 0 || param_id(params, &id, err) < 0 ||
         param_string(params, "data", &data, &present, err) < 0 ||
@@ -192,11 +193,11 @@ int m_exec_input(struct client *c, cJSON *params, cJSON **result, struct rpc_err
             rpc_error_set(err, RPC_INTERNAL_ERROR, "out of memory");
             return -1;
         }
-        n = base64_decode(data, dlen, buf, cap, berr, sizeof(berr));
+        n = base64_decode(data, dlen, buf, cap, &berr);
         if (n < 0) {
             free(buf);
-            rpc_error_set(err, RPC_INVALID_PARAMS, "data: %s", berr);
-            return -1;
+            err_wrap(&berr, "data");
+            return rpc_error_from(err, RPC_INVALID_PARAMS, &berr);
         }
     }
     int r = exec_input(c, id, buf, (size_t)n, close_after, err);
@@ -237,7 +238,7 @@ int m_exec_signal(struct client *c, cJSON *params, cJSON **result, struct rpc_er
     cJSON *v = cJSON_GetObjectItemCaseSensitive(params, "signal");
     int sig = -1;
     if (cJSON_IsString(v))
-        sig = config_signal_number(v->valuestring);
+        sig = names_signal_number(v->valuestring);
     else if (cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble < 65)
         sig = v->valueint;
     if (sig <= 0) {

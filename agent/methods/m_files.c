@@ -2,6 +2,7 @@
  * paths resolved by safepath, parents opened without following links) and
  * the reading methods: files.stat, files.list, files.read, files.hash. */
 #include "m_files.h"
+#include "err.h"
 #include "m_files_int.h"
 
 #include <dirent.h>
@@ -84,7 +85,8 @@ int open_root(struct rpc_error *err)
  * last component in leaf (NAME_MAX + 1 bytes). */
 int open_parent(const struct fpath *p, char *leaf, struct rpc_error *err)
 {
-    char dir[PATH_MAX], why[128] = "";
+    char dir[PATH_MAX];
+    struct err why = {0};
     if (is_root(p)) {
         rpc_error_set(err, RPC_INVALID_PARAMS, "%s: not allowed on /", p->param);
         return -1;
@@ -94,11 +96,11 @@ int open_parent(const struct fpath *p, char *leaf, struct rpc_error *err)
     int root = open_root(err);
     if (root < 0)
         return -1;
-    int fd = safepath_open(root, dir, O_DIRECTORY, 0, why, sizeof(why));
+    int fd = safepath_open(root, dir, O_DIRECTORY, 0, &why);
     int e = errno;
     close(root);
     if (fd < 0)
-        return path_error(err, p, e, e == ENOTDIR ? "a parent is not a directory" : why);
+        return path_error(err, p, e, e == ENOTDIR ? "a parent is not a directory" : why.msg);
     return fd;
 }
 
@@ -242,7 +244,7 @@ int files_list_now(struct client *c, cJSON *params, cJSON **result, struct rpc_e
     uint64_t limit = FILES_LIST_MAX;
     const char *cursor = NULL;
     long long pos = 0;
-    char why[128] = "";
+    struct err why = {0};
 
     if (params_only(params, known, err) < 0 || get_path(params, "path", &p, err) < 0 ||
         param_flag(params, "follow", &follow, err) < 0 ||
@@ -272,11 +274,11 @@ int files_list_now(struct client *c, cJSON *params, cJSON **result, struct rpc_e
         int root = open_root(err);
         if (root < 0)
             return -1;
-        fd = safepath_open(root, p.rel, O_DIRECTORY, 0, why, sizeof(why));
+        fd = safepath_open(root, p.rel, O_DIRECTORY, 0, &why);
         int e = errno;
         close(root);
         if (fd < 0)
-            return path_error(err, &p, e, e == ENOTDIR ? "not a directory" : why);
+            return path_error(err, &p, e, e == ENOTDIR ? "not a directory" : why.msg);
     }
     if (pos && lseek(fd, (off_t)pos, SEEK_SET) < 0) {
         int e = errno;
@@ -368,7 +370,8 @@ int files_list_now(struct client *c, cJSON *params, cJSON **result, struct rpc_e
  * does and the fd is checked the same way. */
 static int open_read(const struct fpath *p, bool follow, struct stat *st, struct rpc_error *err)
 {
-    char leaf[NAME_MAX + 1], why[128] = "";
+    char leaf[NAME_MAX + 1];
+    struct err why = {0};
     int fd;
 
     if (follow) {
@@ -392,11 +395,11 @@ static int open_read(const struct fpath *p, bool follow, struct stat *st, struct
             close(dfd);
             return path_error(err, p, EINVAL, not_file(st->st_mode));
         }
-        fd = safepath_open(dfd, leaf, O_RDONLY, 0, why, sizeof(why));
+        fd = safepath_open(dfd, leaf, O_RDONLY, 0, &why);
         int e = errno;
         close(dfd);
         if (fd < 0)
-            return path_error(err, p, e, why);
+            return path_error(err, p, e, why.msg);
     }
     if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
         int e = errno;

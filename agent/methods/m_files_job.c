@@ -7,6 +7,7 @@
  * past the deadline is killed and the call fails naming the path, the
  * deadline and the mount. */
 #include "m_files.h"
+#include "err.h"
 #include "m_files_int.h"
 
 #include <errno.h>
@@ -182,7 +183,7 @@ static int start_job(struct client *c, cJSON *params, const struct route *r,
                      struct rpc_error *err)
 {
     size_t stuck;
-    char why[160];
+    struct err why;
 
     if (!hooked)
         hooked = control_on_close(client_gone);
@@ -208,12 +209,11 @@ static int start_job(struct client *c, cJSON *params, const struct route *r,
     j->job.keep = r->keep ? r->keep() : 0;
     if (j->job.keep < 0)
         j->job.keep = 0;
-    if (childjob_start(&j->job, timeout_ms(), FILES_RESULT_MAX, child_run, j, job_done, why,
-                       sizeof(why)) < 0) {
+    if (childjob_start(&j->job, timeout_ms(), FILES_RESULT_MAX, child_run, j, job_done, &why) < 0) {
         j->params = NULL;
         j->client = NULL;
         rpc_error_set(err, RPC_ERR_FAILED, "%s: %s: unable to start the call: %s", j->param,
-                      j->path, why);
+                      j->path, why.msg);
         return -1;
     }
     /* The child has its own copy of params; the loop's is freed with the

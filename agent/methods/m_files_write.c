@@ -3,6 +3,7 @@
  * files.mkdir and files.remove (bounded per call). The path handling they
  * share with the reading side is in m_files.c (m_files_int.h). */
 #include "m_files.h"
+#include "err.h"
 #include "m_files_int.h"
 
 #include <dirent.h>
@@ -144,7 +145,9 @@ int files_write_now(struct client *c, cJSON *params, cJSON **result, struct rpc_
     mode_t mode = 0644;
     /* A new file is hearth's (root's) unless uid/gid say otherwise. */
     unsigned uid = geteuid(), gid = getegid();
-    char leaf[NAME_MAX + 1], tmp[NAME_MAX + 1], why[128] = "", berr[96] = "";
+    char leaf[NAME_MAX + 1], tmp[NAME_MAX + 1];
+    struct err why = {0};
+    struct err berr = {0};
 
     if (params_only(params, known, err) < 0 || get_path(params, "path", &p, err) < 0 ||
         param_string(params, "data", &data, &present, err) < 0 ||
@@ -163,11 +166,11 @@ int files_write_now(struct client *c, cJSON *params, cJSON **result, struct rpc_
     uint8_t *buf = malloc(FILES_CHUNK_MAX);
     if (!buf)
         return -1;
-    long n = base64_decode(data, dlen, buf, FILES_CHUNK_MAX, berr, sizeof(berr));
+    long n = base64_decode(data, dlen, buf, FILES_CHUNK_MAX, &berr);
     if (n < 0) {
         free(buf);
-        rpc_error_set(err, RPC_INVALID_PARAMS, "data: %s", berr);
-        return -1;
+        err_wrap(&berr, "data");
+        return rpc_error_from(err, RPC_INVALID_PARAMS, &berr);
     }
     int dfd = open_parent(&p, leaf, err);
     if (dfd < 0) {
@@ -197,9 +200,9 @@ int files_write_now(struct client *c, cJSON *params, cJSON **result, struct rpc_
     }
     if (append) {
         int flags = O_WRONLY | O_APPEND | (exists ? 0 : O_CREAT | O_EXCL);
-        fd = safepath_open(dfd, leaf, flags, 0600, why, sizeof(why));
+        fd = safepath_open(dfd, leaf, flags, 0600, &why);
         if (fd < 0) {
-            path_error(err, &p, errno, why);
+            path_error(err, &p, errno, why.msg);
             goto out;
         }
         if ((!exists || has_mode || has_uid || has_gid) && set_owner_mode(fd, uid, gid, mode) < 0) {
@@ -255,7 +258,8 @@ int files_rename_now(struct client *c, cJSON *params, cJSON **result, struct rpc
     static const char *const known[] = {"from", "to", "exclusive", NULL};
     struct fpath f, t;
     bool exclusive;
-    char fleaf[NAME_MAX + 1], tleaf[NAME_MAX + 1], why[128] = "";
+    char fleaf[NAME_MAX + 1], tleaf[NAME_MAX + 1];
+    struct err why = {0};
     struct stat st;
 
     if (params_only(params, known, err) < 0 || get_path(params, "from", &f, err) < 0 ||
@@ -276,9 +280,9 @@ int files_rename_now(struct client *c, cJSON *params, cJSON **result, struct rpc
     }
     /* A file uploaded in chunks reaches the disk before its name does. */
     if (S_ISREG(st.st_mode)) {
-        int fd = safepath_open(ffd, fleaf, O_RDONLY, 0, why, sizeof(why));
+        int fd = safepath_open(ffd, fleaf, O_RDONLY, 0, &why);
         if (fd < 0) {
-            path_error(err, &f, errno, why);
+            path_error(err, &f, errno, why.msg);
             goto out;
         }
         int s = fsync(fd);
@@ -317,7 +321,7 @@ int files_mkdir_now(struct client *c, cJSON *params, cJSON **result, struct rpc_
     bool parents, has_mode, has_uid, has_gid, made = false;
     mode_t mode = 0755;
     unsigned uid = geteuid(), gid = getegid();
-    char why[128] = "";
+    struct err why = {0};
 
     if (params_only(params, known, err) < 0 || get_path(params, "path", &p, err) < 0 ||
         param_flag(params, "parents", &parents, err) < 0 ||
@@ -332,15 +336,15 @@ int files_mkdir_now(struct client *c, cJSON *params, cJSON **result, struct rpc_
         int root = open_root(err);
         if (root < 0)
             return -1;
-        int probe = safepath_open(root, p.rel, O_DIRECTORY, 0, why, sizeof(why));
+        int probe = safepath_open(root, p.rel, O_DIRECTORY, 0, &why);
         made = probe < 0;
         if (probe >= 0)
             close(probe);
         close(root);
-        why[0] = '\0';
-        fd = safepath_mkdir_p(p.abs, mode, uid, gid, why, sizeof(why));
+        why.msg[0] = '\0';
+        fd = safepath_mkdir_p(p.abs, mode, uid, gid, &why);
         if (fd < 0)
-            return path_error(err, &p, errno, errno == ENOTDIR ? "a component is not a directory" : why);
+            return path_error(err, &p, errno, errno == ENOTDIR ? "a component is not a directory" : why.msg);
     } else {
         if (is_root(&p)) {
             rpc_error_set(err, RPC_INVALID_PARAMS, "path: not allowed on /");
@@ -349,11 +353,11 @@ int files_mkdir_now(struct client *c, cJSON *params, cJSON **result, struct rpc_
         int root = open_root(err);
         if (root < 0)
             return -1;
-        fd = safepath_mkdir(root, p.rel, mode, uid, gid, &made, why, sizeof(why));
+        fd = safepath_mkdir(root, p.rel, mode, uid, gid, &made, &why);
         int e = errno;
         close(root);
         if (fd < 0)
-            return path_error(err, &p, e, e == ENOTDIR ? "exists and is not a directory" : why);
+            return path_error(err, &p, e, e == ENOTDIR ? "exists and is not a directory" : why.msg);
         if (!made) {
             close(fd);
             return path_error(err, &p, EEXIST, "already exists (parents: true accepts that)");

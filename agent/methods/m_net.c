@@ -3,6 +3,7 @@
 #include <cJSON.h>
 
 #include "egress.h"
+#include "err.h"
 #include "network.h"
 #include "params.h"
 
@@ -21,19 +22,17 @@ int m_egress_set(struct client *c, cJSON *params, cJSON **result, struct rpc_err
 {
     static const char *const known[] = {"allowPublicTraffic", "allowOut", "denyOut",
                                         "deny_local_ports", NULL};
-    char why[256];
+    struct err why;
     cJSON *empty = NULL;
 
     if (params_only(params, known, err) < 0)
         return -1;
     if (!params)
         params = empty = cJSON_CreateObject();
-    int rc = egress_set(params, why, sizeof(why));
+    int rc = egress_set(params, &why);
     cJSON_Delete(empty);
-    if (rc < 0) {
-        rpc_error_set(err, rc == -1 ? RPC_INVALID_PARAMS : RPC_ERR_FAILED, "%s", why);
-        return -1;
-    }
+    if (rc < 0)
+        return rpc_error_from(err, rc == -1 ? RPC_INVALID_PARAMS : RPC_ERR_FAILED, &why);
     *result = egress_json();
     return *result ? 0 : -1;
 }
@@ -41,12 +40,12 @@ int m_egress_set(struct client *c, cJSON *params, cJSON **result, struct rpc_err
 /* Verifies the ruleset now (as after a resume) and repairs it. */
 int m_egress_check(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
-    char why[256];
+    struct err why;
     if (params_only(params, no_params, err) < 0)
         return -1;
     unsigned before = egress_repairs();
-    if (egress_recheck(why, sizeof(why)) < 0) {
-        rpc_error_set(err, RPC_ERR_FAILED, "%s", why);
+    if (egress_recheck(&why) < 0) {
+        rpc_error_from(err, RPC_ERR_FAILED, &why);
         return -1;
     }
     cJSON *r = egress_json();

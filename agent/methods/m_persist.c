@@ -6,6 +6,7 @@
 #include <cJSON.h>
 
 #include "control.h"
+#include "err.h"
 #include "mounts.h"
 #include "params.h"
 #include "seed.h"
@@ -42,17 +43,15 @@ static int refusal_code(const char *msg)
 /* A request that takes no params and is answered once the child's walk
  * is done. */
 static int skills_call(struct client *c, cJSON *params,
-                       int (*request)(skills_defer, void *, skills_reply, char *, size_t),
+                       int (*request)(skills_defer, void *, skills_reply, struct err *),
                        skills_reply reply, struct rpc_error *err)
 {
-    char msg[512] = "";
+    struct err msg = {0};
 
     if (params_only(params, no_params, err) < 0)
         return -1;
-    if (request(defer_client, c, reply, msg, sizeof(msg)) < 0) {
-        rpc_error_set(err, refusal_code(msg), "%s", msg);
-        return -1;
-    }
+    if (request(defer_client, c, reply, &msg) < 0)
+        return rpc_error_from(err, refusal_code(msg.msg), &msg);
     return 0;
 }
 
@@ -145,7 +144,7 @@ int m_skills_fork(struct client *c, cJSON *params, cJSON **result, struct rpc_er
 {
     static const char *const known[] = {"name", NULL};
     const char *name = NULL;
-    char msg[768] = "";
+    struct err msg = {0};
     bool present;
 
     if (params_only(params, known, err) < 0 ||
@@ -157,11 +156,11 @@ int m_skills_fork(struct client *c, cJSON *params, cJSON **result, struct rpc_er
     }
     fork_pend.in_handler = true;
     fork_pend.done = false;
-    int rc = skills_fork(name, fork_done, NULL, msg, sizeof(msg));
+    int rc = skills_fork(name, fork_done, NULL, &msg);
     fork_pend.in_handler = false;
     if (rc == 0 && fork_pend.done) {
         rc = fork_pend.rc;
-        snprintf(msg, sizeof(msg), "%s", fork_pend.msg);
+        err_set(&msg, "%s", fork_pend.msg);
     } else if (rc == 0) {
         /* Only now: a second request refused while this copy runs must
          * not rename the reply this one is owed. */
@@ -169,10 +168,8 @@ int m_skills_fork(struct client *c, cJSON *params, cJSON **result, struct rpc_er
         fork_pend.ticket = control_defer(c);
         return 0;
     }
-    if (rc < 0) {
-        rpc_error_set(err, fork_error_code(msg), "%s", msg);
-        return -1;
-    }
+    if (rc < 0)
+        return rpc_error_from(err, fork_error_code(msg.msg), &msg);
     *result = fork_result(name);
     return *result ? 0 : -1;
 }

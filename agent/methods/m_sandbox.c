@@ -11,6 +11,7 @@
 #include "base64.h"
 #include "entropy.h"
 #include "envd.h"
+#include "err.h"
 #include "params.h"
 #include "sandbox.h"
 #include "schema.h"
@@ -52,7 +53,7 @@ static int parse_entropy(cJSON *params, const char *name, uint8_t *buf, size_t *
                          struct rpc_error *err)
 {
     const char *s;
-    char why[96];
+    struct err why;
 
     *len = 0;
     if (param_string(params, name, &s, present, err) < 0)
@@ -64,9 +65,9 @@ static int parse_entropy(cJSON *params, const char *name, uint8_t *buf, size_t *
         rpc_error_set(err, RPC_INVALID_PARAMS, "%s: more than %d bytes", name, ENTROPY_MAX_BYTES);
         return -1;
     }
-    long n = base64_decode(s, sl, buf, ENTROPY_MAX_BYTES, why, sizeof(why));
+    long n = base64_decode(s, sl, buf, ENTROPY_MAX_BYTES, &why);
     if (n <= 0) {
-        rpc_error_set(err, RPC_INVALID_PARAMS, "%s: %s", name, n == 0 ? "empty" : why);
+        rpc_error_set(err, RPC_INVALID_PARAMS, "%s: %s", name, n == 0 ? "empty" : why.msg);
         return -1;
     }
     *len = (size_t)n;
@@ -142,7 +143,7 @@ int m_sandbox_init(struct client *c, cJSON *params, cJSON **result, struct rpc_e
     struct sandbox_init_req r = {0};
     cJSON *o = NULL;
     bool present;
-    char msg[SCHEMA_ERR_MAX];
+    struct err msg;
     int code;
 
     if (shutdown_in_progress()) {
@@ -180,12 +181,11 @@ int m_sandbox_init(struct client *c, cJSON *params, cJSON **result, struct rpc_e
     cJSON *rep = cJSON_CreateObject();
     if (!rep)
         return -1;
-    int rc = sandbox_init(&r, rep, &code, msg, sizeof(msg));
+    int rc = sandbox_init(&r, rep, &code, &msg);
     explicit_bzero(ent, sizeof(ent));
     if (rc < 0) {
         cJSON_Delete(rep);
-        rpc_error_set(err, code, "%s", msg);
-        return -1;
+        return rpc_error_from(err, code, &msg);
     }
     if (token) {
         envd_set_token(token);
@@ -226,7 +226,7 @@ int m_sandbox_freeze(struct client *c, cJSON *params, cJSON **result, struct rpc
     static const char *const known[] = {"timeout_ms", "force", NULL};
     uint64_t timeout = FREEZE_DEFAULT_TIMEOUT_MS;
     bool present, force = false;
-    char msg[128];
+    struct err msg;
 
     if (params_only(params, known, err) < 0 ||
         param_uint(params, "timeout_ms", &timeout, &present, err) < 0 ||
@@ -243,19 +243,19 @@ int m_sandbox_freeze(struct client *c, cJSON *params, cJSON **result, struct rpc
     }
     /* A service declared it is busy (activity.h): the host must say it
      * means to freeze anyway. */
-    char why[512];
+    struct err why;
     cJSON *lease = NULL;
-    if (!force && activity_freeze_check(why, sizeof(why), &lease) < 0) {
-        rpc_error_set(err, RPC_ERR_STATE, "%s", why);
+    if (!force && activity_freeze_check(&why, &lease) < 0) {
+        rpc_error_from(err, RPC_ERR_STATE, &why);
         err->data = lease;
         return -1;
     }
     pend.in_handler = true;
     pend.done = false;
-    int rc = sandbox_freeze((int64_t)timeout, freeze_done, NULL, msg, sizeof(msg));
+    int rc = sandbox_freeze((int64_t)timeout, freeze_done, NULL, &msg);
     pend.in_handler = false;
     if (rc < 0) {
-        rpc_error_set(err, RPC_ERR_STATE, "%s", msg);
+        rpc_error_from(err, RPC_ERR_STATE, &msg);
         return -1;
     }
     if (pend.done) {
@@ -279,7 +279,7 @@ int m_sandbox_resume(struct client *c, cJSON *params, cJSON **result, struct rpc
     struct network_cfg *net = NULL;
     cJSON *o = NULL;
     bool present;
-    char msg[SCHEMA_ERR_MAX];
+    struct err msg;
 
     if (params_only(params, known, err) < 0 ||
         param_object(params, "network", &o, &present, err) < 0)
@@ -290,9 +290,9 @@ int m_sandbox_resume(struct client *c, cJSON *params, cJSON **result, struct rpc
             rpc_error_set(err, RPC_ERR_FAILED, "network: out of memory");
             return -1;
         }
-        if (network_parse(o, net, msg, sizeof(msg)) < 0) {
+        if (network_parse(o, net, &msg) < 0) {
             free(net);
-            rpc_error_set(err, RPC_INVALID_PARAMS, "%s", msg);
+            rpc_error_from(err, RPC_INVALID_PARAMS, &msg);
             return -1;
         }
     }
@@ -302,11 +302,11 @@ int m_sandbox_resume(struct client *c, cJSON *params, cJSON **result, struct rpc
     }
     r.entropy = r.entropy_len ? ent : NULL;
     r.network = net;
-    *result = sandbox_resume(&r, "host", msg, sizeof(msg));
+    *result = sandbox_resume(&r, "host", &msg);
     explicit_bzero(ent, sizeof(ent));
     free(net);
     if (!*result) {
-        rpc_error_set(err, RPC_ERR_STATE, "%s", msg);
+        rpc_error_from(err, RPC_ERR_STATE, &msg);
         return -1;
     }
     return 0;
@@ -332,7 +332,7 @@ int m_entropy_add(struct client *c, cJSON *params, cJSON **result, struct rpc_er
     static uint8_t ent[ENTROPY_MAX_BYTES];
     size_t len;
     bool present;
-    char msg[128];
+    struct err msg;
 
     if (params_only(params, known, err) < 0 ||
         parse_entropy(params, "data", ent, &len, &present, err) < 0)
@@ -341,10 +341,10 @@ int m_entropy_add(struct client *c, cJSON *params, cJSON **result, struct rpc_er
         rpc_error_set(err, RPC_INVALID_PARAMS, "data: required (base64)");
         return -1;
     }
-    int rc = entropy_add(ent, len, msg, sizeof(msg));
+    int rc = entropy_add(ent, len, &msg);
     explicit_bzero(ent, sizeof(ent));
     if (rc < 0) {
-        rpc_error_set(err, RPC_ERR_FAILED, "%s", msg);
+        rpc_error_from(err, RPC_ERR_FAILED, &msg);
         return -1;
     }
     cJSON *r = cJSON_CreateObject();

@@ -1,4 +1,5 @@
 #include "methods.h"
+#include "err.h"
 #include "utf8.h"
 
 #include <fcntl.h>
@@ -129,7 +130,7 @@ static int m_status(struct client *c, cJSON *params, cJSON **result, struct rpc_
     if (skills_enabled())
         cJSON_AddItemToObject(r, "skills", skills_last_json());
     cJSON_AddItemToObject(r, "limits", guestlimits_status_json());
-    cJSON_AddItemToObject(r, "services", services_to_json());
+    cJSON_AddItemToObject(r, "services", service_list_json());
     sandbox_status_json(r);
     resume_status_json(r);
     cJSON_AddItemToObject(r, "activity", activity_json());
@@ -159,7 +160,7 @@ static int m_services_list(struct client *c, cJSON *params, cJSON **result, stru
     if (!r)
         return -1;
     cJSON_AddItemToObject(r, "phases", gates_json());
-    cJSON_AddItemToObject(r, "services", services_to_json());
+    cJSON_AddItemToObject(r, "services", service_list_json());
     redact_json(r);
     *result = r;
     return 0;
@@ -242,7 +243,7 @@ static int param_signal(cJSON *params, int *sig, struct rpc_error *err)
         return 0;
     int n = -1;
     if (cJSON_IsString(v))
-        n = config_signal_number(v->valuestring);
+        n = names_signal_number(v->valuestring);
     else if (cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble < 65)
         n = v->valueint;
     if (n <= 0) {
@@ -266,18 +267,16 @@ static int service_reply(cJSON *params, int idx, cJSON **result)
 }
 
 static int service_op(cJSON *params, cJSON **result, struct rpc_error *err,
-                      int (*op)(int, char *, size_t))
+                      int (*op)(int, struct err *))
 {
     static const char *const known[] = {"name", NULL};
-    char msg[256] = "";
+    struct err msg = {0};
     int idx;
 
     if (params_only(params, known, err) < 0 || param_service(params, &idx, err) < 0)
         return -1;
-    if (op(idx, msg, sizeof(msg)) < 0) {
-        rpc_error_set(err, RPC_ERR_FAILED, "%s", msg);
-        return -1;
-    }
+    if (op(idx, &msg) < 0)
+        return rpc_error_from(err, RPC_ERR_FAILED, &msg);
     return service_reply(params, idx, result);
 }
 
@@ -300,7 +299,7 @@ static int m_services_stop(struct client *c, cJSON *params, cJSON **result, stru
 static int m_services_restart(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     static const char *const known[] = {"name", "signal", NULL};
-    char msg[256] = "";
+    struct err msg = {0};
     int idx, sig = 0;
 
     if (shutdown_in_progress()) {
@@ -310,8 +309,8 @@ static int m_services_restart(struct client *c, cJSON *params, cJSON **result, s
     if (params_only(params, known, err) < 0 || param_service(params, &idx, err) < 0 ||
         param_signal(params, &sig, err) < 0)
         return -1;
-    if (service_restart_signal(idx, sig, msg, sizeof(msg)) < 0) {
-        rpc_error_set(err, RPC_ERR_FAILED, "%s", msg);
+    if (service_restart_signal(idx, sig, &msg) < 0) {
+        rpc_error_from(err, RPC_ERR_FAILED, &msg);
         return -1;
     }
     return service_reply(params, idx, result);
@@ -320,7 +319,7 @@ static int m_services_restart(struct client *c, cJSON *params, cJSON **result, s
 static int m_services_signal(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     static const char *const known[] = {"name", "signal", NULL};
-    char msg[256] = "";
+    struct err msg = {0};
     int idx, sig = -1;
 
     if (params_only(params, known, err) < 0 || param_service(params, &idx, err) < 0 ||
@@ -330,15 +329,15 @@ static int m_services_signal(struct client *c, cJSON *params, cJSON **result, st
         rpc_error_set(err, RPC_INVALID_PARAMS, "signal: required");
         return -1;
     }
-    if (service_signal(idx, sig, msg, sizeof(msg)) < 0) {
-        rpc_error_set(err, RPC_ERR_STATE, "%s", msg);
+    if (service_signal(idx, sig, &msg) < 0) {
+        rpc_error_from(err, RPC_ERR_STATE, &msg);
         return -1;
     }
     cJSON *r = cJSON_CreateObject();
     if (!r)
         return -1;
     cJSON_AddStringToObject(r, "name", cJSON_GetObjectItemCaseSensitive(params, "name")->valuestring);
-    cJSON_AddStringToObject(r, "signal", config_signal_name(sig) ? config_signal_name(sig) : "?");
+    cJSON_AddStringToObject(r, "signal", names_signal_name(sig) ? names_signal_name(sig) : "?");
     cJSON_AddStringToObject(r, "state", service_state_of(idx));
     *result = r;
     return 0;
@@ -405,6 +404,7 @@ static const struct method methods[] = {
     {"files.mkdir", m_files_mkdir},
     {"files.remove", m_files_remove},
     {"envd.watch", m_envd_watch},
+    {"envd.init", m_envd_init},
     {"metrics", m_metrics},
     {"exec.start", m_exec_start},
     {"exec.input", m_exec_input},

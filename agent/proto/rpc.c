@@ -102,6 +102,12 @@ void rpc_error_set(struct rpc_error *err, int code, const char *fmt, ...)
     va_end(ap);
 }
 
+int rpc_error_from(struct rpc_error *err, int code, const struct err *e)
+{
+    rpc_error_set(err, code, "%s", err_msg(e));
+    return -1;
+}
+
 static bool is_hex(char c)
 {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');

@@ -10,6 +10,7 @@
 #include <cJSON.h>
 
 #include "bytebuf.h"
+#include "err.h"
 #include "proto.h"
 
 
@@ -102,5 +103,8 @@ char *rpc_format_error_in(char *buf, size_t cap, const struct cJSON *id, int cod
 char *rpc_format_result_text(const struct cJSON *id, const char *json, size_t jlen, size_t *len);
 void rpc_error_set(struct rpc_error *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The reply's form of a failure a lower layer wrote into e (its message,
+ * cut to the reply's 256 bytes). Returns -1, as a handler does. */
+int rpc_error_from(struct rpc_error *err, int code, const struct err *e);
 
 #endif

@@ -12,6 +12,8 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include "err.h"
+
 struct cJSON;
 
 enum check_kind { CHECK_TCP, CHECK_UNIX, CHECK_FILE, CHECK_EXEC, CHECK_HTTP };
@@ -38,14 +40,12 @@ struct check_spec {
 };
 
 /* Parses a service's "ready" or "health" object (already validated by config.c; see the schema in init/config/schema_tables.c: ready {tcp|http|unix|file|notify_fd|notify|exec, timeout_ms, attempts (read by svc_config.c)}, health {tcp|http|unix|exec|watchdog_ms, interval_ms, timeout_ms, failures}) into spec; returns 0, 1 when the object is notify_fd, notify or watchdog_ms (no probe: the service tells, and the caller listens), -1 with err. */
-int check_spec_from_json(const struct cJSON *obj, struct check_spec *spec, char *err, size_t errlen);
+int check_spec_from_json(const struct cJSON *obj, struct check_spec *spec, struct err *err);
 
 /* "a.b.c.d:port", "[v6]:port" or "localhost:port" into a socket address
  * (names are not resolved); -1 with err. */
-int check_parse_hostport(const char *s, struct sockaddr_storage *ss, socklen_t *sslen, char *err,
-                         size_t errlen);
+int check_parse_hostport(const char *s, struct sockaddr_storage *ss, socklen_t *sslen, struct err *err);
 /* A unix socket path into a socket address; -1 with err. */
-int check_parse_unix(const char *path, struct sockaddr_un *su, socklen_t *len, char *err,
-                     size_t errlen);
+int check_parse_unix(const char *path, struct sockaddr_un *su, socklen_t *len, struct err *err);
 
 #endif

@@ -16,6 +16,7 @@
 #include <cJSON.h>
 
 #include "clock.h"
+#include "err.h"
 #include "jsonget.h"
 #include "jsonout.h"
 #include "redact.h"
@@ -119,7 +120,7 @@ static void build_service(struct builder *b, struct service_config *s, cJSON *ob
     s->backoff_reset_ms = jget_int_or(backoff, "reset_after_ms", CONFIG_BACKOFF_RESET_MS);
     s->stop_signal = SIGTERM;
     if (jget(stop, "signal"))
-        s->stop_signal = config_signal_number(jget(stop, "signal")->valuestring);
+        s->stop_signal = names_signal_number(jget(stop, "signal")->valuestring);
     s->stop_timeout_ms = jget_int_or(stop, "timeout_ms", CONFIG_STOP_TIMEOUT_MS);
     const cJSON *limits = jget(obj, "limits");
     s->memory_max = jget_int_or(limits, "memory_max", 0);
@@ -149,14 +150,14 @@ static void build_service(struct builder *b, struct service_config *s, cJSON *ob
 
 static void add_listen(struct config *cfg, const char *s)
 {
-    char reason[CONFIG_ERR_MAX];
+    struct err reason;
 
     if (cfg->n_listen < CONFIG_MAX_LISTEN &&
-        config_parse_listen(s, &cfg->listen[cfg->n_listen], reason, sizeof(reason)) == 0)
+        names_parse_listen(s, &cfg->listen[cfg->n_listen], &reason) == 0)
         cfg->n_listen++;
 }
 
-static struct config *build(cJSON *root, char *err, size_t errlen)
+static struct config *build(cJSON *root, struct err *err)
 {
     struct config *cfg = calloc(1, sizeof(*cfg));
     struct builder b = {false};
@@ -168,7 +169,7 @@ static struct config *build(cJSON *root, char *err, size_t errlen)
 
     if (!cfg) {
         cJSON_Delete(root);
-        snprintf(err, errlen, "out of memory");
+        err_set(err, "out of memory");
         return NULL;
     }
     cfg->json = root;
@@ -224,7 +225,7 @@ static struct config *build(cJSON *root, char *err, size_t errlen)
         build_service(&b, &cfg->services[cfg->n_services++], svc);
     if (b.oom) {
         config_free(cfg);
-        snprintf(err, errlen, "out of memory");
+        err_set(err, "out of memory");
         return NULL;
     }
     return cfg;
@@ -233,41 +234,39 @@ static struct config *build(cJSON *root, char *err, size_t errlen)
 /* ------------------------------------------------------------------ */
 /* Public entry points. */
 
-struct config *config_parse(const char *text, size_t len, char *err, size_t errlen)
+struct config *config_parse(const char *text, size_t len, struct err *err)
 {
-    char scratch[CONFIG_ERR_MAX];
+    struct err scratch;
     cJSON *root;
 
     /* Callers that do not want the message still get a valid buffer. */
-    if (!err || !errlen) {
-        err = scratch;
-        errlen = sizeof(scratch);
-    }
-    err[0] = '\0';
+    if (!err)
+        err = &scratch;
+    err->msg[0] = '\0';
     if (!text)
         len = 0;
     if (len > CONFIG_MAX_BYTES) {
-        snprintf(err, errlen, "document larger than %d bytes", CONFIG_MAX_BYTES);
+        err_set(err, "document larger than %d bytes", CONFIG_MAX_BYTES);
         return NULL;
     }
-    root = schema_parse_json(text ? text : "", len, err, errlen);
+    root = schema_parse_json(text ? text : "", len, err);
     if (!root)
         return NULL;
-    if (schema_check_document(root, err, errlen) < 0) {
+    if (schema_check_document(root, err) < 0) {
         cJSON_Delete(root);
         return NULL;
     }
-    return build(root, err, errlen);
+    return build(root, err);
 }
 
-int config_check_section(const char *key, const struct cJSON *value, char *err, size_t errlen)
+int config_check_section(const char *key, const struct cJSON *value, struct err *err)
 {
-    return schema_check_section(key, value, err, errlen);
+    return schema_check_section(key, value, err);
 }
 
 /* The file's bytes (at most CONFIG_MAX_BYTES, NUL-terminated, *lenp of
  * them) in a buffer the caller frees; NULL with err and errno set. */
-static char *read_config_file(const char *path, size_t *lenp, char *err, size_t errlen)
+static char *read_config_file(const char *path, size_t *lenp, struct err *err)
 {
     struct stat st;
     char *buf;
@@ -277,7 +276,7 @@ static char *read_config_file(const char *path, size_t *lenp, char *err, size_t 
     fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
         saved = errno;
-        snprintf(err, errlen, "%s: %s", path, strerror(saved));
+        err_set(err, "%s: %s", path, strerror(saved));
         errno = saved;
         return NULL;
     }
@@ -286,7 +285,7 @@ static char *read_config_file(const char *path, size_t *lenp, char *err, size_t 
     memset(&st, 0, sizeof(st));
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > CONFIG_MAX_BYTES) {
         close(fd);
-        snprintf(err, errlen, "%s: larger than %d bytes", path, CONFIG_MAX_BYTES);
+        err_set(err, "%s: larger than %d bytes", path, CONFIG_MAX_BYTES);
         errno = EFBIG;
         return NULL;
     }
@@ -297,7 +296,7 @@ static char *read_config_file(const char *path, size_t *lenp, char *err, size_t 
     buf = malloc(cap);
     if (!buf) {
         close(fd);
-        snprintf(err, errlen, "%s: %s", path, strerror(ENOMEM));
+        err_set(err, "%s: %s", path, strerror(ENOMEM));
         errno = ENOMEM;
         return NULL;
     }
@@ -309,7 +308,7 @@ static char *read_config_file(const char *path, size_t *lenp, char *err, size_t 
             if (!nb) {
                 free(buf);
                 close(fd);
-                snprintf(err, errlen, "%s: %s", path, strerror(ENOMEM));
+                err_set(err, "%s: %s", path, strerror(ENOMEM));
                 errno = ENOMEM;
                 return NULL;
             }
@@ -321,7 +320,7 @@ static char *read_config_file(const char *path, size_t *lenp, char *err, size_t 
             continue;
         if (n < 0) {
             saved = errno;
-            snprintf(err, errlen, "%s: %s", path, strerror(saved));
+            err_set(err, "%s: %s", path, strerror(saved));
             free(buf);
             close(fd);
             errno = saved;
@@ -334,7 +333,7 @@ static char *read_config_file(const char *path, size_t *lenp, char *err, size_t 
     close(fd);
     if (len > CONFIG_MAX_BYTES) {
         free(buf);
-        snprintf(err, errlen, "%s: larger than %d bytes", path, CONFIG_MAX_BYTES);
+        err_set(err, "%s: larger than %d bytes", path, CONFIG_MAX_BYTES);
         errno = EFBIG;
         return NULL;
     }
@@ -343,22 +342,20 @@ static char *read_config_file(const char *path, size_t *lenp, char *err, size_t 
     return buf;
 }
 
-struct config *config_load(const char *path, char *err, size_t errlen)
+struct config *config_load(const char *path, struct err *err)
 {
-    char scratch[CONFIG_ERR_MAX];
+    struct err scratch;
     struct config *cfg;
     size_t len;
 
-    if (!err || !errlen) {
-        err = scratch;
-        errlen = sizeof(scratch);
-    }
+    if (!err)
+        err = &scratch;
     if (!path)
         path = CONFIG_DEFAULT_PATH;
-    char *buf = read_config_file(path, &len, err, errlen);
+    char *buf = read_config_file(path, &len, err);
     if (!buf)
         return NULL;
-    cfg = config_parse(buf, len, err, errlen);
+    cfg = config_parse(buf, len, err);
     free(buf);
     if (!cfg)
         errno = EINVAL;
@@ -367,12 +364,12 @@ struct config *config_load(const char *path, char *err, size_t errlen)
 
 struct config *config_fallback(const char *path, bool *kept)
 {
-    char err[CONFIG_ERR_MAX];
+    struct err err;
     struct config *cfg = NULL;
     size_t len;
 
     *kept = false;
-    char *buf = read_config_file(path, &len, err, sizeof(err));
+    char *buf = read_config_file(path, &len, &err);
     cJSON *doc = buf ? cJSON_ParseWithLength(buf, len) : NULL;
     free(buf);
     if (cJSON_IsObject(doc)) {
@@ -387,19 +384,19 @@ struct config *config_fallback(const char *path, bool *kept)
         }
         char *text = part && part->child ? jsonout_print(part) : NULL;
         if (text) {
-            cfg = config_parse(text, strlen(text), err, sizeof(err));
+            cfg = config_parse(text, strlen(text), &err);
             *kept = cfg != NULL;
             cJSON_free(text);
         }
         cJSON_Delete(part);
     }
     cJSON_Delete(doc);
-    return cfg ? cfg : config_default(err, sizeof(err));
+    return cfg ? cfg : config_default(&err);
 }
 
-struct config *config_default(char *err, size_t errlen)
+struct config *config_default(struct err *err)
 {
-    return config_parse("{}", 2, err, errlen);
+    return config_parse("{}", 2, err);
 }
 
 void config_free(struct config *cfg)

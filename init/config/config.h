@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdbool.h>
 
+#include "err.h"
 #include "log.h"
 #include "proto.h"
 #include "names.h"
@@ -174,15 +175,15 @@ struct config {
 
 /* Parses and validates text (len bytes). On success returns a new config;
  * on failure returns NULL and writes "path: reason" into err. */
-struct config *config_parse(const char *text, size_t len, char *err, size_t errlen);
+struct config *config_parse(const char *text, size_t len, struct err *err);
 /* Reads path (at most CONFIG_MAX_BYTES) and parses it; err names the file
  * on I/O errors. */
-struct config *config_load(const char *path, char *err, size_t errlen);
+struct config *config_load(const char *path, struct err *err);
 /* (On failure errno tells why: ENOENT etc. from open/read, EFBIG for an
  * oversize file, EINVAL for a syntax or schema error.) */
 /* The built-in config used when no file exists: no services, control on
  * unix:/run/hearth/control.sock and vsock:1025. */
-struct config *config_default(char *err, size_t errlen);
+struct config *config_default(struct err *err);
 /* What vm mode runs after path was refused: the built-in defaults, with
  * the file's own `control` and `modules` when those two are valid by
  * themselves (*kept says so), so the host still reaches the guest over the
@@ -203,6 +204,6 @@ struct cJSON *config_redacted_json(const struct config *cfg);
 /* Validates one top-level section on its own ("egress", "host_mounts",
  * "services", ...), as sandbox.init or egress.set receive them
  * (schema_check_section). Returns 0, or -1 with "path: reason" in err. */
-int config_check_section(const char *key, const struct cJSON *value, char *err, size_t errlen);
+int config_check_section(const char *key, const struct cJSON *value, struct err *err);
 
 #endif

@@ -11,6 +11,7 @@
 #include <strings.h>
 #include <sys/resource.h>
 
+#include "err.h"
 #include "redact.h"
 
 /* Quotes a value for an error message: printable ASCII as is, anything
@@ -87,11 +88,11 @@ static const struct name_num rlimits[] = {
 };
 
 /* Services may wait for these lifecycle phases as well as for each other. */
-const char *const config_after_phases[] = {"mounts", "skills", "egress", "network", "init", NULL};
+const char *const names_after_phases[] = {"mounts", "skills", "egress", "network", "init", NULL};
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
-int config_signal_number(const char *name)
+int names_signal_number(const char *name)
 {
     const char *bare;
 
@@ -104,7 +105,7 @@ int config_signal_number(const char *name)
         v = strtol(name, &end, 10);
         if (errno || *end || v <= 0 || v > 64)
             return -1;
-        return config_signal_name((int)v) ? (int)v : -1;
+        return names_signal_name((int)v) ? (int)v : -1;
     }
     bare = strncasecmp(name, "SIG", 3) == 0 ? name + 3 : name;
     for (size_t i = 0; i < ARRAY_LEN(signals); i++)
@@ -113,7 +114,7 @@ int config_signal_number(const char *name)
     return -1;
 }
 
-const char *config_signal_name(int sig)
+const char *names_signal_name(int sig)
 {
     for (size_t i = 0; i < ARRAY_LEN(signals); i++)
         if (signals[i].num == sig)
@@ -121,7 +122,7 @@ const char *config_signal_name(int sig)
     return NULL;
 }
 
-int config_cap_number(const char *name)
+int names_cap_number(const char *name)
 {
     const char *bare;
 
@@ -134,7 +135,7 @@ int config_cap_number(const char *name)
     return -1;
 }
 
-int config_rlimit_number(const char *name)
+int names_rlimit_number(const char *name)
 {
     if (!name)
         return -1;
@@ -144,7 +145,7 @@ int config_rlimit_number(const char *name)
     return -1;
 }
 
-bool config_env_is_secret(const char *name) { return redact_name_is_secret(name); }
+bool names_env_is_secret(const char *name) { return redact_name_is_secret(name); }
 
 /* Strict unsigned decimal: digits only, no sign, no blanks, no leading
  * zeros, value <= max. */
@@ -165,55 +166,46 @@ bool names_parse_udec(const char *s, uint64_t max, uint64_t *out)
     return true;
 }
 
-int config_parse_listen(const char *s, struct listen_spec *out, char *err, size_t errlen)
+int names_parse_listen(const char *s, struct listen_spec *out, struct err *err)
 {
     struct listen_spec l;
     char q[NAMES_QUOTE_MAX];
-    char scratch[NAMES_ERR_MAX];
+    struct err scratch;
     const char *rest;
     uint64_t port;
 
-    if (!err || !errlen) {
-        err = scratch;
-        errlen = sizeof(scratch);
-    }
+    if (!err)
+        err = &scratch;
     memset(&l, 0, sizeof(l));
     if (!s)
         s = "";
     if (strncmp(s, "unix:", 5) == 0 || strncmp(s, "serial:", 7) == 0) {
         l.kind = s[0] == 'u' ? LISTEN_UNIX : LISTEN_SERIAL;
         rest = strchr(s, ':') + 1;
-        if (!*rest) {
-            snprintf(err, errlen, "bad listen address %s (empty path)", names_quote(s, q, sizeof(q)));
-            return -1;
-        }
-        if (strlen(rest) >= sizeof(l.path)) {
-            snprintf(err, errlen, "bad listen address %s (path longer than %zu bytes)",
-                     names_quote(s, q, sizeof(q)), sizeof(l.path) - 1);
-            return -1;
-        }
+        if (!*rest)
+            return err_set(err, "bad listen address %s (empty path)", names_quote(s, q, sizeof(q)));
+        if (strlen(rest) >= sizeof(l.path))
+            return err_set(err, "bad listen address %s (path longer than %zu bytes)",
+                           names_quote(s, q, sizeof(q)), sizeof(l.path) - 1);
         strcpy(l.path, rest);
     } else if (strncmp(s, "vsock:", 6) == 0) {
         l.kind = LISTEN_VSOCK;
         /* 0xffffffff is VMADDR_PORT_ANY, not a port one can listen on. */
-        if (!names_parse_udec(s + 6, 0xfffffffeu, &port) || port == 0) {
-            snprintf(err, errlen, "bad listen address %s (vsock port must be 1..4294967294)",
-                     names_quote(s, q, sizeof(q)));
-            return -1;
-        }
+        if (!names_parse_udec(s + 6, 0xfffffffeu, &port) || port == 0)
+            return err_set(err, "bad listen address %s (vsock port must be 1..4294967294)",
+                           names_quote(s, q, sizeof(q)));
         l.port = (uint32_t)port;
     } else {
-        snprintf(err, errlen,
-                 "bad listen address %s (expected unix:PATH, vsock:PORT or serial:PATH)",
-                 names_quote(s, q, sizeof(q)));
-        return -1;
+        return err_set(err,
+                       "bad listen address %s (expected unix:PATH, vsock:PORT or serial:PATH)",
+                       names_quote(s, q, sizeof(q)));
     }
     if (out)
         *out = l;
     return 0;
 }
 
-void config_rlimit_names(char *buf, size_t n)
+void names_rlimit_names(char *buf, size_t n)
 {
     size_t o = 0;
 

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "err.h"
+
 /* Room for a quoted value in an error message (names_quote). */
 #define NAMES_QUOTE_MAX 96
 #define NAMES_ERR_MAX 512
@@ -31,22 +33,22 @@ bool names_parse_udec(const char *s, uint64_t max, uint64_t *out);
 
 /* Parses "unix:PATH", "vsock:PORT" or "serial:PATH"; out may be NULL to
  * only check. */
-int config_parse_listen(const char *s, struct listen_spec *out, char *err, size_t errlen);
+int names_parse_listen(const char *s, struct listen_spec *out, struct err *err);
 /* Signal by name ("SIGTERM", "TERM") or number; -1 when unknown. */
-int config_signal_number(const char *name);
-const char *config_signal_name(int sig);
+int names_signal_number(const char *name);
+const char *names_signal_name(int sig);
 /* Capability number for "CAP_NET_ADMIN" or "NET_ADMIN" (any case); -1
  * when unknown. */
-int config_cap_number(const char *name);
+int names_cap_number(const char *name);
 /* RLIMIT_* resource for a rlimits key ("nofile", "nproc", ...); -1 when
  * unknown. */
-int config_rlimit_number(const char *name);
+int names_rlimit_number(const char *name);
 /* The rlimits keys, ", "-separated, for an error message. */
-void config_rlimit_names(char *buf, size_t n);
+void names_rlimit_names(char *buf, size_t n);
 /* Whether an env name looks secret (redact_name_is_secret: contains KEY,
  * TOKEN, SECRET, PASSWORD, CREDENTIAL, DSN, AUTH or PASS, in any case):
  * such values are never shown. */
-bool config_env_is_secret(const char *name);
+bool names_env_is_secret(const char *name);
 /* Whether the len bytes at name are an environment variable name:
  * letters, digits and '_', not starting with a digit, not empty. The one
  * rule for config `env` keys, `env_files` lines and sandbox.init's env. */
@@ -60,6 +62,6 @@ bool names_env_valid(const char *name, size_t len);
  * longer than len; errno EINVAL or ENAMETOOLONG). */
 int names_sysctl_path(const char *root, const char *name, char *buf, size_t len);
 /* Lifecycle phases a service may be "after", NULL-terminated. */
-extern const char *const config_after_phases[];
+extern const char *const names_after_phases[];
 
 #endif

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "err.h"
 #include "names.h"
 
 bool netaddr_parse_ip(const char *s, int *family, uint8_t *out)
@@ -64,18 +65,13 @@ int netaddr_split_hostport(const char *s, char *host, size_t hl, uint16_t *port)
     return 0;
 }
 
-int netaddr_parse_listen(const char *s, char *host, size_t hl, uint16_t *port, char *err,
-                         size_t errlen)
+int netaddr_parse_listen(const char *s, char *host, size_t hl, uint16_t *port, struct err *err)
 {
     unsigned char buf[16];
-    if (strncmp(s, "tcp:", 4) != 0) {
-        snprintf(err, errlen, "expected \"tcp:ADDRESS:PORT\"");
-        return -1;
-    }
-    if (netaddr_split_hostport(s + 4, host, hl, port) < 0) {
-        snprintf(err, errlen, "expected \"tcp:ADDRESS:PORT\" (port 1..65535)");
-        return -1;
-    }
+    if (strncmp(s, "tcp:", 4) != 0)
+        return err_set(err, "expected \"tcp:ADDRESS:PORT\"");
+    if (netaddr_split_hostport(s + 4, host, hl, port) < 0)
+        return err_set(err, "expected \"tcp:ADDRESS:PORT\" (port 1..65535)");
     size_t n = strlen(host);
     if (host[0] == '[' && n > 2 && host[n - 1] == ']') {
         memmove(host, host + 1, n - 2);
@@ -85,8 +81,7 @@ int netaddr_parse_listen(const char *s, char *host, size_t hl, uint16_t *port, c
     } else if (inet_pton(AF_INET, host, buf) == 1) {
         return 0;
     }
-    snprintf(err, errlen, "expected a numeric address (\"0.0.0.0\", \"127.0.0.1\", \"[::]\")");
-    return -1;
+    return err_set(err, "expected a numeric address (\"0.0.0.0\", \"127.0.0.1\", \"[::]\")");
 }
 
 bool netaddr_parse_port_range(const char *s, struct port_range *out)

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "err.h"
+
 /* An IPv4 or IPv6 address (no prefix). *family gets AF_INET or AF_INET6
  * and out (16 bytes, may be NULL) the address in network byte order. */
 bool netaddr_parse_ip(const char *s, int *family, uint8_t *out);
@@ -20,8 +22,7 @@ bool netaddr_parse_mac(const char *s, uint8_t *mac);
 int netaddr_split_hostport(const char *s, char *host, size_t hl, uint16_t *port);
 /* "tcp:ADDR:PORT" with a numeric address ("[v6]" for IPv6) into host and
  * port (envd.listen); -1 with why in err. */
-int netaddr_parse_listen(const char *s, char *host, size_t hl, uint16_t *port, char *err,
-                         size_t errlen);
+int netaddr_parse_listen(const char *s, char *host, size_t hl, uint16_t *port, struct err *err);
 
 /* A protocol and an inclusive range of ports: "tcp:PORT", "udp:PORT",
  * "tcp:LOW-HIGH" (1..65535, LOW <= HIGH, strict decimal). */

@@ -1,5 +1,6 @@
 /* schema: the walker that checks a JSON document against the tables of
- * schema_tables.c, and the strict reading of JSON text.
+ * schema_tables.c (handed to it: it names none of them), and the strict
+ * reading of JSON text.
  *
  * Validation is table driven: every object type has a static table of its
  * keys, each pointing at a schema (type, bounds, sub-table, element schema,
@@ -7,6 +8,8 @@
  * the product knows is listed in exactly one place, and every error names
  * its JSON path. */
 #include "schema_priv.h"
+
+#include "err.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -65,8 +68,7 @@ int vfail(struct vctx *c, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(reason, sizeof(reason), fmt, ap);
     va_end(ap);
-    snprintf(c->err, c->errlen, "%s: %s", c->len ? c->path : "(root)", reason);
-    return -1;
+    return err_field(c->err, c->len ? c->path : "(root)", "%s", reason);
 }
 
 bool name_in_list(const char *s, const char *const *list)
@@ -228,13 +230,13 @@ static void line_col(const char *text, size_t off, size_t *line, size_t *col)
     *col = off - start + 1;
 }
 
-static void syntax_error(const char *text, size_t off, const char *what, char *out, size_t outlen)
+static void syntax_error(const char *text, size_t off, const char *what, struct err *out)
 {
     size_t line, col;
 
     line_col(text, off, &line, &col);
-    snprintf(out, outlen, "syntax error at byte %zu (line %zu, column %zu)%s%s", off, line, col,
-             what ? ": " : "", what ? what : "");
+    err_set(out, "syntax error at byte %zu (line %zu, column %zu)%s%s", off, line, col,
+            what ? ": " : "", what ? what : "");
 }
 
 /* cJSON accepts raw control characters inside strings and turns \u0000
@@ -278,7 +280,7 @@ static long bad_string_byte(const char *text, size_t len, const char **what)
 /* Parses exactly len bytes of JSON: trailing data is an error, as is
  * anything cJSON would silently reinterpret. reason gets the syntax error
  * with byte offset and line. */
-cJSON *schema_parse_json(const char *text, size_t len, char *reason, size_t rlen)
+cJSON *schema_parse_json(const char *text, size_t len, struct err *err)
 {
     const char *end = NULL, *what = NULL;
     cJSON *root;
@@ -288,13 +290,13 @@ cJSON *schema_parse_json(const char *text, size_t len, char *reason, size_t rlen
     for (off = 0; off < len && strchr(" \t\r\n", text[off]) && text[off]; off++)
         ;
     if (off == len) {
-        syntax_error(text, off, "empty document", reason, rlen);
+        syntax_error(text, off, "empty document", err);
         return NULL;
     }
     root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!root) {
         off = end && end >= text ? (size_t)(end - text) : 0;
-        syntax_error(text, off, NULL, reason, rlen);
+        syntax_error(text, off, NULL, err);
         return NULL;
     }
     off = (size_t)(end - text);
@@ -302,52 +304,14 @@ cJSON *schema_parse_json(const char *text, size_t len, char *reason, size_t rlen
         off++;
     if (off < len) {
         cJSON_Delete(root);
-        syntax_error(text, off, "unexpected data after the JSON value", reason, rlen);
+        syntax_error(text, off, "unexpected data after the JSON value", err);
         return NULL;
     }
     bad = bad_string_byte(text, len, &what);
     if (bad >= 0) {
         cJSON_Delete(root);
-        syntax_error(text, (size_t)bad, what, reason, rlen);
+        syntax_error(text, (size_t)bad, what, err);
         return NULL;
     }
     return root;
-}
-
-/* ------------------------------------------------------------------ */
-/* Public entry points. */
-
-int schema_check_document(const cJSON *root, char *err, size_t errlen)
-{
-    struct vctx c;
-
-    memset(&c, 0, sizeof(c));
-    c.err = err;
-    c.errlen = errlen;
-    return schema_validate(root, &schema_top, &c);
-}
-
-int schema_check_section(const char *key, const cJSON *value, char *err, size_t errlen)
-{
-    char scratch[SCHEMA_ERR_MAX];
-    const struct key *k = schema_top.keys;
-    struct vctx c;
-
-    if (!err || !errlen) {
-        err = scratch;
-        errlen = sizeof(scratch);
-    }
-    memset(&c, 0, sizeof(c));
-    c.err = err;
-    c.errlen = errlen;
-    if (!key)
-        return vfail(&c, "no section named");
-    while (k->name && strcmp(k->name, key) != 0)
-        k++;
-    vpath_key(&c, key);
-    if (!k->name)
-        return vfail(&c, "unknown key");
-    if (!value)
-        return vfail(&c, "missing value");
-    return schema_validate(value, k->s, &c);
 }

@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+#include "err.h"
+
 struct cJSON;
 
 #define SCHEMA_ERR_MAX 512
@@ -14,12 +16,12 @@ struct cJSON;
 /* Parses exactly len bytes of JSON: trailing data, raw control characters
  * in strings and \u0000 are errors. NULL with "syntax error at byte N
  * (line L, column C)..." in reason. */
-struct cJSON *schema_parse_json(const char *text, size_t len, char *reason, size_t rlen);
+struct cJSON *schema_parse_json(const char *text, size_t len, struct err *err);
 /* Validates a whole document. 0, or -1 with "path: reason" in err. */
-int schema_check_document(const struct cJSON *root, char *err, size_t errlen);
+int schema_check_document(const struct cJSON *root, struct err *err);
 /* Validates one top-level section on its own ("egress", "host_mounts",
  * "services", ...); errors name the path from key ("egress.allowOut[0]:
  * bad CIDR ..."). 0, or -1 with "path: reason" in err. */
-int schema_check_section(const char *key, const struct cJSON *value, char *err, size_t errlen);
+int schema_check_section(const char *key, const struct cJSON *value, struct err *err);
 
 #endif

@@ -1,6 +1,8 @@
 /* schema_priv: what the walker (schema.c), the value checks
  * (schema_rules.c) and the tables (schema_tables.c) share. Not for other
- * modules: they use schema.h. */
+ * modules: they use schema.h. The tables call the checks and the walker;
+ * the checks call only the walker's path helpers; the walker is handed
+ * its table and names none. */
 #ifndef HEARTH_SCHEMA_PRIV_H
 #define HEARTH_SCHEMA_PRIV_H
 
@@ -18,8 +20,7 @@
 struct vctx {
     char path[SCHEMA_ERR_MAX];
     size_t len;
-    char *err;
-    size_t errlen;
+    struct err *err;
 };
 
 /* Appends to the path and returns the previous length, which vpath_pop
@@ -64,7 +65,7 @@ struct schema {
 
 /* Checks v against s, the path in c naming v. */
 int schema_validate(const cJSON *v, const struct schema *s, struct vctx *c);
-/* The whole document (schema_tables.c). */
+/* The whole document (schema_tables.c, for its entry points). */
 extern const struct schema schema_top;
 
 /* Value checks (schema_rules.c). */

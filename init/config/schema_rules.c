@@ -14,6 +14,7 @@
 
 #include "cidr.h"
 #include "config.h"
+#include "err.h"
 #include "http.h"
 #include "names.h"
 #include "netaddr.h"
@@ -131,20 +132,21 @@ int rule_hostname(const cJSON *v, struct vctx *c)
 
 int rule_listen(const cJSON *v, struct vctx *c)
 {
-    char reason[SCHEMA_ERR_MAX];
+    struct err reason;
 
-    if (config_parse_listen(v->valuestring, NULL, reason, sizeof(reason)) < 0)
-        return vfail(c, "%s", reason);
+    if (names_parse_listen(v->valuestring, NULL, &reason) < 0)
+        return vfail(c, "%s", reason.msg);
     return 0;
 }
 
 int rule_envd_listen(const cJSON *v, struct vctx *c)
 {
-    char host[64], reason[128], q[NAMES_QUOTE_MAX];
+    char host[64], q[NAMES_QUOTE_MAX];
+    struct err reason;
     uint16_t port;
 
-    if (netaddr_parse_listen(v->valuestring, host, sizeof(host), &port, reason, sizeof(reason)) < 0)
-        return vfail(c, "%s, got %s", reason, names_quote(v->valuestring, q, sizeof(q)));
+    if (netaddr_parse_listen(v->valuestring, host, sizeof(host), &port, &reason) < 0)
+        return vfail(c, "%s, got %s", reason.msg, names_quote(v->valuestring, q, sizeof(q)));
     return 0;
 }
 
@@ -210,10 +212,11 @@ int rule_mac(const cJSON *v, struct vctx *c)
 /* An interface address: a prefix with host bits, "169.254.68.6/30". */
 int rule_ifaddr(const cJSON *v, struct vctx *c)
 {
-    char reason[128], q[NAMES_QUOTE_MAX];
+    char q[NAMES_QUOTE_MAX];
+    struct err reason;
 
-    if (cidr_parse(v->valuestring, true, NULL, reason, sizeof(reason)) < 0)
-        return vfail(c, "bad address %s: %s", names_quote(v->valuestring, q, sizeof(q)), reason);
+    if (cidr_parse(v->valuestring, true, NULL, &reason) < 0)
+        return vfail(c, "bad address %s: %s", names_quote(v->valuestring, q, sizeof(q)), reason.msg);
     return 0;
 }
 
@@ -237,17 +240,18 @@ int rule_ip(const cJSON *v, struct vctx *c)
  * probably meant, since "10.1.2.3/8" usually hides a typo. */
 int rule_cidr_net(const cJSON *v, struct vctx *c)
 {
-    char reason[128], q[NAMES_QUOTE_MAX], fixed[64];
+    char q[NAMES_QUOTE_MAX], fixed[64];
+    struct err reason;
     struct cidr net;
 
-    if (cidr_parse(v->valuestring, false, NULL, reason, sizeof(reason)) == 0)
+    if (cidr_parse(v->valuestring, false, NULL, &reason) == 0)
         return 0;
-    if (cidr_parse(v->valuestring, true, &net, NULL, 0) == 0) {
+    if (cidr_parse(v->valuestring, true, &net, NULL) == 0) {
         cidr_format(&net, fixed, sizeof(fixed));
         return vfail(c, "bad CIDR %s: %s (did you mean %s?)", names_quote(v->valuestring, q, sizeof(q)),
-                    reason, fixed);
+                    reason.msg, fixed);
     }
-    return vfail(c, "bad CIDR %s: %s", names_quote(v->valuestring, q, sizeof(q)), reason);
+    return vfail(c, "bad CIDR %s: %s", names_quote(v->valuestring, q, sizeof(q)), reason.msg);
 }
 
 /* An egress.deny_local_ports entry. */
@@ -338,7 +342,7 @@ int rule_network(const cJSON *net, struct vctx *c)
         const cJSON *via = jget(it, "via");
         if (via && strcmp(to, "default") != 0) {
             struct cidr dst;
-            if (cidr_parse(to, false, &dst, NULL, 0) == 0 && dst.family != ip_family(via->valuestring)) {
+            if (cidr_parse(to, false, &dst, NULL) == 0 && dst.family != ip_family(via->valuestring)) {
                 vpath_append(c, ".routes[%zu].via", i);
                 return vfail(c, "%s is not of the family of \"to\" %s",
                              names_quote(via->valuestring, q, sizeof(q)),
@@ -377,7 +381,7 @@ int rule_service_name(const cJSON *v, struct vctx *c)
     if (!valid_service_name(v->valuestring))
         return vfail(c, "bad service name %s (expected [A-Za-z0-9_.-]{1,64})",
                     names_quote(v->valuestring, q, sizeof(q)));
-    if (name_in_list(v->valuestring, config_after_phases))
+    if (name_in_list(v->valuestring, names_after_phases))
         return vfail(c, "%s is reserved (a phase name)", names_quote(v->valuestring, q, sizeof(q)));
     return 0;
 }
@@ -452,9 +456,9 @@ int rule_rlimit_key(const cJSON *item, struct vctx *c)
 {
     char q[NAMES_QUOTE_MAX], list[256];
 
-    if (config_rlimit_number(item->string) >= 0)
+    if (names_rlimit_number(item->string) >= 0)
         return 0;
-    config_rlimit_names(list, sizeof(list));
+    names_rlimit_names(list, sizeof(list));
     return vfail(c, "unknown resource limit %s (expected one of %s)",
                 names_quote(item->string, q, sizeof(q)), list);
 }
@@ -537,12 +541,12 @@ int rule_hostport(const cJSON *v, struct vctx *c)
  * same rules as tcp, the path as http.c will put it on the request line. */
 int rule_http_target(const cJSON *v, struct vctx *c)
 {
-    char hp[256], path[256], why[160];
+    char hp[256], path[256];
+    struct err why;
     char q[NAMES_QUOTE_MAX];
 
-    if (http_target_split(v->valuestring, hp, sizeof(hp), path, sizeof(path), why,
-                          sizeof(why)) < 0)
-        return vfail(c, "bad target %s: %s", names_quote(v->valuestring, q, sizeof(q)), why);
+    if (http_target_split(v->valuestring, hp, sizeof(hp), path, sizeof(path), &why) < 0)
+        return vfail(c, "bad target %s: %s", names_quote(v->valuestring, q, sizeof(q)), why.msg);
     cJSON tmp;
     memset(&tmp, 0, sizeof(tmp));
     tmp.type = cJSON_String;
@@ -554,7 +558,7 @@ int rule_signal(const cJSON *v, struct vctx *c)
 {
     char q[NAMES_QUOTE_MAX];
 
-    if (config_signal_number(v->valuestring) < 0)
+    if (names_signal_number(v->valuestring) < 0)
         return vfail(c, "unknown signal %s", names_quote(v->valuestring, q, sizeof(q)));
     return 0;
 }
@@ -568,7 +572,7 @@ int rule_on_resume(const cJSON *v, struct vctx *c)
         return 0;
     if (strncmp(s, "signal:", 7) == 0 || strncmp(s, "restart:", 8) == 0) {
         const char *sig = strchr(s, ':') + 1;
-        if (config_signal_number(sig) > 0)
+        if (names_signal_number(sig) > 0)
             return 0;
         return vfail(c, "unknown signal %s", names_quote(sig, q, sizeof(q)));
     }
@@ -579,7 +583,7 @@ int rule_cap(const cJSON *v, struct vctx *c)
 {
     char q[NAMES_QUOTE_MAX];
 
-    if (config_cap_number(v->valuestring) < 0)
+    if (names_cap_number(v->valuestring) < 0)
         return vfail(c, "unknown capability %s", names_quote(v->valuestring, q, sizeof(q)));
     return 0;
 }
@@ -942,7 +946,7 @@ int rule_services(const cJSON *arr, struct vctx *c)
             size_t old2 = vpath_append(c, ".after[%zu]", k++);
             if (j == i)
                 return vfail(c, "a service cannot wait for itself");
-            if (j < 0 && !name_in_list(dep, config_after_phases))
+            if (j < 0 && !name_in_list(dep, names_after_phases))
                 return vfail(c,
                             "unknown service or phase %s (phases: mounts, skills, egress, "
                             "network, init)",

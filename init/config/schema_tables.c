@@ -1,6 +1,9 @@
 /* schema_tables: every key hearth's config knows, as one table per
- * object type (DESIGN section 5), and the host_mounts string's inner
- * array, which is validated with its own table. */
+ * object type (DESIGN section 5), the host_mounts string's inner array,
+ * which is validated with its own table, and the public checks
+ * (schema.h) that run the walker from the top table. The schema's calls
+ * run one way: these tables -> the value checks (schema_rules.c) -> the
+ * walker and its path helpers (schema.c). */
 #include "schema_priv.h"
 
 #include <stdio.h>
@@ -10,6 +13,7 @@
 #include <cJSON.h>
 
 #include "config.h"
+#include "err.h"
 #include "svc_config.h"
 
 /* The schema tables (DESIGN section 5). Leaves first, then the objects
@@ -118,6 +122,7 @@ static const struct key k_envd[] = {
     KEY("max_connections", INT(1, 1024)),
     KEY("max_streams", INT(1, 1024)),
     KEY("max_upload_bytes", INT(0, JSON_INT53)),
+    KEY("watcher_idle_ms", INT(1000, 86400000)),
     {0}};
 
 static const struct key k_interface[] = {
@@ -347,7 +352,7 @@ const struct schema schema_top = {.kind = K_OBJECT, .keys = k_top, .check = rule
 int rule_host_mounts(const cJSON *v, struct vctx *c)
 {
     const char *s = v->valuestring;
-    char reason[SCHEMA_ERR_MAX];
+    struct err reason;
     cJSON *inner;
     size_t len = strlen(s), i;
     int r;
@@ -357,9 +362,9 @@ int rule_host_mounts(const cJSON *v, struct vctx *c)
         ;
     if (i == len)
         return 0;
-    inner = schema_parse_json(s, len, reason, sizeof(reason));
+    inner = schema_parse_json(s, len, &reason);
     if (!inner)
-        return vfail(c, "bad JSON in string: %s", reason);
+        return vfail(c, "bad JSON in string: %s", reason.msg);
     if (!cJSON_IsArray(inner)) {
         cJSON_Delete(inner);
         return vfail(c, "expected a JSON array in the string");
@@ -367,4 +372,40 @@ int rule_host_mounts(const cJSON *v, struct vctx *c)
     r = schema_validate(inner, &s_host_mount_list, c);
     cJSON_Delete(inner);
     return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* Public entry points: the document, or one section, against the top
+ * table. They live with the tables, above the walker, so the walker
+ * names no table and the tables may call it (host_mounts). */
+
+int schema_check_document(const cJSON *root, struct err *err)
+{
+    struct vctx c;
+
+    memset(&c, 0, sizeof(c));
+    c.err = err;
+    return schema_validate(root, &schema_top, &c);
+}
+
+int schema_check_section(const char *key, const cJSON *value, struct err *err)
+{
+    struct err scratch;
+    const struct key *k = schema_top.keys;
+    struct vctx c;
+
+    if (!err)
+        err = &scratch;
+    memset(&c, 0, sizeof(c));
+    c.err = err;
+    if (!key)
+        return vfail(&c, "no section named");
+    while (k->name && strcmp(k->name, key) != 0)
+        k++;
+    vpath_key(&c, key);
+    if (!k->name)
+        return vfail(&c, "unknown key");
+    if (!value)
+        return vfail(&c, "missing value");
+    return schema_validate(value, k->s, &c);
 }

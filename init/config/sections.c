@@ -18,6 +18,7 @@
 /* For the defaults only: the sections themselves are checked by schema.c
  * and extracted here, so loading does not call back into config.c. */
 #include "config.h"
+#include "err.h"
 #include "jsonget.h"
 #include "jsonout.h"
 #include "netaddr.h"
@@ -48,28 +49,22 @@ void egress_policy_free(struct egress_policy *p)
 }
 
 static int parse_list(const cJSON *arr, const char *key, struct cidr **out, size_t *n,
-                      size_t extra, char *err, size_t errlen)
+                      size_t extra, struct err *err)
 {
     size_t cnt = arr ? (size_t)cJSON_GetArraySize(arr) : 0;
-    if (cnt > EGRESS_MAX_CIDRS) {
-        snprintf(err, errlen, "egress.%s: %zu entries, at most %d", key, cnt, EGRESS_MAX_CIDRS);
-        return -1;
-    }
+    if (cnt > EGRESS_MAX_CIDRS)
+        return err_set(err, "egress.%s: %zu entries, at most %d", key, cnt, EGRESS_MAX_CIDRS);
     *out = calloc(cnt + extra + 1, sizeof(**out));
-    if (!*out) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
+    if (!*out)
+        return err_set(err, "out of memory");
     *n = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, arr) {
-        char reason[128];
+        struct err reason;
         /* Already schema-checked: this only fails on an internal mismatch. */
-        if (cidr_parse(it->valuestring, false, &(*out)[*n], reason, sizeof(reason)) < 0) {
-            snprintf(err, errlen, "egress.%s[%zu]: bad CIDR \"%s\": %s", key, *n, it->valuestring,
-                     reason);
-            return -1;
-        }
+        if (cidr_parse(it->valuestring, false, &(*out)[*n], &reason) < 0)
+            return err_set(err, "egress.%s[%zu]: bad CIDR \"%s\": %s", key, *n, it->valuestring,
+                           reason.msg);
         (*n)++;
     }
     return 0;
@@ -87,7 +82,7 @@ static void lports_default(struct egress_policy *p)
 }
 
 /* deny_local_ports, which the schema has checked; absent: the default. */
-static int lports_fill(const cJSON *arr, struct egress_policy *p, char *err, size_t errlen)
+static int lports_fill(const cJSON *arr, struct egress_policy *p, struct err *err)
 {
     const cJSON *it;
     if (!arr) {
@@ -99,8 +94,7 @@ static int lports_fill(const cJSON *arr, struct egress_policy *p, char *err, siz
         /* Already schema-checked: this only fails on an internal mismatch. */
         if (p->n_lports >= EGRESS_MAX_LOCAL_PORTS || !cJSON_IsString(it) ||
             !netaddr_parse_port_range(it->valuestring, &p->lports[p->n_lports])) {
-            snprintf(err, errlen, "egress.deny_local_ports[%zu]: bad entry", p->n_lports);
-            return -1;
+            return err_set(err, "egress.deny_local_ports[%zu]: bad entry", p->n_lports);
         }
         p->n_lports++;
     }
@@ -140,25 +134,23 @@ static cJSON *normalised(const cJSON *policy, bool allow_public)
 }
 
 /* Parses a policy the schema has checked. */
-static int egress_fill(const cJSON *policy, struct egress_policy *p, char *err, size_t errlen)
+static int egress_fill(const cJSON *policy, struct egress_policy *p, struct err *err)
 {
     size_t nd = sizeof(default_deny) / sizeof(default_deny[0]);
 
     memset(p, 0, sizeof(*p));
     p->present = true;
     p->allow_public = jget_bool_or(policy, "allowPublicTraffic", true);
-    if (parse_list(jget(policy, "allowOut"), "allowOut", &p->allow, &p->n_allow, 0, err,
-                   errlen) < 0 ||
-        parse_list(jget(policy, "denyOut"), "denyOut", &p->deny, &p->n_deny, nd, err,
-                   errlen) < 0 ||
-        lports_fill(jget(policy, "deny_local_ports"), p, err, errlen) < 0)
+    if (parse_list(jget(policy, "allowOut"), "allowOut", &p->allow, &p->n_allow, 0, err) < 0 ||
+        parse_list(jget(policy, "denyOut"), "denyOut", &p->deny, &p->n_deny, nd, err) < 0 ||
+        lports_fill(jget(policy, "deny_local_ports"), p, err) < 0)
         goto fail;
     for (size_t i = 0; i < nd; i++)
-        if (cidr_parse(default_deny[i], false, &p->deny[p->n_deny], NULL, 0) == 0)
+        if (cidr_parse(default_deny[i], false, &p->deny[p->n_deny], NULL) == 0)
             p->n_deny++;
     p->stated = normalised(policy, p->allow_public);
     if (!p->stated) {
-        snprintf(err, errlen, "out of memory");
+        err_set(err, "out of memory");
         goto fail;
     }
     return 0;
@@ -167,21 +159,19 @@ fail:
     return -1;
 }
 
-int egress_parse(const cJSON *policy, struct egress_policy *out, char *err, size_t errlen)
+int egress_parse(const cJSON *policy, struct egress_policy *out, struct err *err)
 {
     memset(out, 0, sizeof(*out));
-    if (!cJSON_IsObject(policy)) {
-        snprintf(err, errlen, "egress: expected object");
+    if (!cJSON_IsObject(policy))
+        return err_set(err, "egress: expected object");
+    if (schema_check_section("egress", policy, err) < 0)
         return -1;
-    }
-    if (schema_check_section("egress", policy, err, errlen) < 0)
-        return -1;
-    return egress_fill(policy, out, err, errlen);
+    return egress_fill(policy, out, err);
 }
 
 void egress_extract(const cJSON *policy, struct egress_policy *out)
 {
-    char err[sizeof(out->error)];
+    struct err err;
 
     memset(out, 0, sizeof(*out));
     if (!policy) {
@@ -189,10 +179,10 @@ void egress_extract(const cJSON *policy, struct egress_policy *out)
         lports_default(out);
         return;
     }
-    if (egress_fill(policy, out, err, sizeof(err)) < 0) {
+    if (egress_fill(policy, out, &err) < 0) {
         out->present = true;
         lports_default(out);
-        snprintf(out->error, sizeof(out->error), "%s", err);
+        snprintf(out->error, sizeof(out->error), "%s", err.msg);
     }
 }
 
@@ -281,7 +271,7 @@ void network_extract(const cJSON *net, struct network_cfg *out)
                 r->fam = AF_INET;
         } else {
             struct cidr dst;
-            if (cidr_parse(to, false, &dst, NULL, 0) < 0)
+            if (cidr_parse(to, false, &dst, NULL) < 0)
                 continue;
             r->fam = dst.family;
             r->dst_len = dst.prefix;
@@ -306,22 +296,18 @@ void network_extract(const cJSON *net, struct network_cfg *out)
     }
 }
 
-int network_parse(const cJSON *net, struct network_cfg *out, char *err, size_t errlen)
+int network_parse(const cJSON *net, struct network_cfg *out, struct err *err)
 {
     memset(out, 0, sizeof(*out));
-    if (schema_check_section("network", net, err, errlen) < 0)
+    if (schema_check_section("network", net, err) < 0)
         return -1;
     int n_ifs = cJSON_GetArraySize(jget(net, "interfaces"));
     int n_dns = cJSON_GetArraySize(jget(net, "dns"));
-    if (n_ifs > NETWORK_USED_IFACES) {
-        snprintf(err, errlen, "network.interfaces: %d entries, at most %d", n_ifs,
-                 NETWORK_USED_IFACES);
-        return -1;
-    }
-    if (n_dns > NETWORK_USED_DNS) {
-        snprintf(err, errlen, "network.dns: %d entries, at most %d", n_dns, NETWORK_USED_DNS);
-        return -1;
-    }
+    if (n_ifs > NETWORK_USED_IFACES)
+        return err_set(err, "network.interfaces: %d entries, at most %d", n_ifs,
+                       NETWORK_USED_IFACES);
+    if (n_dns > NETWORK_USED_DNS)
+        return err_set(err, "network.dns: %d entries, at most %d", n_dns, NETWORK_USED_DNS);
     network_extract(net, out);
     return 0;
 }
@@ -384,27 +370,25 @@ static int host_mounts_fill(const cJSON *v, struct host_mounts_cfg *out)
     return 0;
 }
 
-int host_mounts_parse(const cJSON *v, struct host_mounts_cfg *out, char *err, size_t errlen)
+int host_mounts_parse(const cJSON *v, struct host_mounts_cfg *out, struct err *err)
 {
     memset(out, 0, sizeof(*out));
     if (cJSON_IsArray(v)) {
         /* Validated in the platform's string form, like the config's. */
         char *text = jsonout_print(v);
         cJSON *str = text ? cJSON_CreateString(text) : NULL;
-        int r = str ? schema_check_section("host_mounts", str, err, errlen) : -1;
+        int r = str ? schema_check_section("host_mounts", str, err) : -1;
         if (!str)
-            snprintf(err, errlen, "host_mounts: out of memory");
+            err_set(err, "host_mounts: out of memory");
         cJSON_Delete(str);
         cJSON_free(text);
         if (r < 0)
             return -1;
-    } else if (schema_check_section("host_mounts", v, err, errlen) < 0) {
+    } else if (schema_check_section("host_mounts", v, err) < 0) {
         return -1;
     }
-    if (host_mounts_fill(v, out) < 0) {
-        snprintf(err, errlen, "host_mounts: out of memory");
-        return -1;
-    }
+    if (host_mounts_fill(v, out) < 0)
+        return err_set(err, "host_mounts: out of memory");
     return 0;
 }
 
@@ -593,15 +577,14 @@ void files_extract(const cJSON *f, struct files_cfg *out)
 
 void envd_extract(const cJSON *e, struct envd_cfg *out)
 {
-    char err[128];
+    struct err err;
     memset(out, 0, sizeof(*out));
     if (!e)
         return;
     out->enabled = true;
     if (netaddr_parse_listen(jget_str_or(e, "listen", ENVD_DEFAULT_LISTEN), out->host,
-                             sizeof(out->host), &out->port, err, sizeof(err)) < 0)
-        netaddr_parse_listen(ENVD_DEFAULT_LISTEN, out->host, sizeof(out->host), &out->port, err,
-                             sizeof(err));
+                             sizeof(out->host), &out->port, &err) < 0)
+        netaddr_parse_listen(ENVD_DEFAULT_LISTEN, out->host, sizeof(out->host), &out->port, &err);
     snprintf(out->user, sizeof(out->user), "%s", jget_str_or(e, "user", ENVD_DEFAULT_USER));
     snprintf(out->cwd, sizeof(out->cwd), "%s", jget_str_or(e, "cwd", ""));
     snprintf(out->access_token, sizeof(out->access_token), "%s",
@@ -617,6 +600,7 @@ void envd_extract(const cJSON *e, struct envd_cfg *out)
     out->max_header_bytes = jget_int_or(e, "max_header_bytes", ENVD_DEFAULT_MAX_HEADER_BYTES);
     out->max_connections = jget_int_or(e, "max_connections", ENVD_DEFAULT_MAX_CONNECTIONS);
     out->max_streams = jget_int_or(e, "max_streams", ENVD_DEFAULT_MAX_STREAMS);
+    out->watcher_idle_ms = jget_int_or(e, "watcher_idle_ms", ENVD_DEFAULT_WATCHER_IDLE_MS);
     out->max_upload_bytes = jget_int_or(e, "max_upload_bytes", ENVD_DEFAULT_MAX_UPLOAD_BYTES);
 }
 

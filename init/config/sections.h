@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "cidr.h"
+#include "err.h"
 #include "netaddr.h"
 
 struct cJSON;
@@ -36,7 +37,7 @@ struct egress_policy {
 /* Validates a policy (the `egress` schema, then the bounds of the lists)
  * and parses it into out, in one pass: what egress.set and sandbox.init
  * use. Returns 0, or -1 with err naming the field (out is then empty). */
-int egress_parse(const struct cJSON *policy, struct egress_policy *out, char *err, size_t errlen);
+int egress_parse(const struct cJSON *policy, struct egress_policy *out, struct err *err);
 /* The config's `egress` section, which the schema has checked (NULL:
  * absent); a policy past the bounds keeps its reason in out->error. */
 void egress_extract(const struct cJSON *policy, struct egress_policy *out);
@@ -113,7 +114,7 @@ void network_extract(const struct cJSON *net, struct network_cfg *out);
  * receive it (the schema, then at most NETWORK_USED_IFACES interfaces
  * and NETWORK_USED_DNS servers) and extracts it, in one pass. Returns 0,
  * or -1 with err naming the field ("network.interfaces[1].mac: ..."). */
-int network_parse(const struct cJSON *net, struct network_cfg *out, char *err, size_t errlen);
+int network_parse(const struct cJSON *net, struct network_cfg *out, struct err *err);
 
 /* One `mounts` entry, parsed (NULL strings: not given). */
 struct mount_cfg {
@@ -146,8 +147,7 @@ struct mounts_cfg {
 /* Validates host_mounts (the platform's JSON array string, or from
  * sandbox.init the array itself, checked in its string form) and parses
  * it, in one pass. Returns 0, or -1 with err naming the field. */
-int host_mounts_parse(const struct cJSON *v, struct host_mounts_cfg *out, char *err,
-                      size_t errlen);
+int host_mounts_parse(const struct cJSON *v, struct host_mounts_cfg *out, struct err *err);
 void host_mounts_free(struct host_mounts_cfg *h);
 /* The three sections from a checked config. Returns 0, or -1 when out
  * of memory. */
@@ -227,6 +227,7 @@ void files_extract(const struct cJSON *f, struct files_cfg *out);
 #define ENVD_DEFAULT_MAX_CONNECTIONS 64
 #define ENVD_DEFAULT_MAX_STREAMS 32
 #define ENVD_DEFAULT_MAX_UPLOAD_BYTES (1024LL * 1024 * 1024)
+#define ENVD_DEFAULT_WATCHER_IDLE_MS 300000
 #define ENVD_MAX_ALIASES 32
 #define ENVD_NAME_MAX 64
 #define ENVD_TOKEN_MAX 256
@@ -242,6 +243,7 @@ struct envd_cfg {
     } users[ENVD_MAX_ALIASES];  /* user names the SDK sends -> image accounts */
     size_t n_users;
     int64_t max_header_bytes, max_connections, max_streams, max_upload_bytes;
+    int64_t watcher_idle_ms;    /* a polling watcher nobody polls this long goes */
 };
 
 /* `envd` from a checked config (NULL: absent, off), with the defaults. */

@@ -36,7 +36,9 @@ static void check_of(const cJSON *obj, struct svc_check_settings *c)
     if (!obj)
         return;
     c->given = true;
-    int rc = check_spec_from_json(obj, &c->spec, c->error, sizeof(c->error));
+    struct err why = {0};
+    int rc = check_spec_from_json(obj, &c->spec, &why);
+    snprintf(c->error, sizeof(c->error), "%s", why.msg);
     c->listens = rc == 1;
     if (rc < 0 && !c->error[0])
         snprintf(c->error, sizeof(c->error), "not understood");
@@ -63,7 +65,7 @@ static void launch_of(const cJSON *j, struct svc_launch_settings *l)
     }
     v = cJSON_GetObjectItemCaseSensitive(j, "rlimits");
     for (const cJSON *r = v ? v->child : NULL; r && l->n_rlimits < SVC_RLIMITS_MAX; r = r->next) {
-        int res = config_rlimit_number(r->string);
+        int res = names_rlimit_number(r->string);
         if (res < 0)
             continue;
         l->rlimits[l->n_rlimits].resource = res;
@@ -83,7 +85,7 @@ static uint64_t caps_of(const cJSON *arr)
 {
     uint64_t m = 0;
     for (const cJSON *v = arr ? arr->child : NULL; v; v = v->next) {
-        int n = cJSON_IsString(v) ? config_cap_number(v->valuestring) : -1;
+        int n = cJSON_IsString(v) ? names_cap_number(v->valuestring) : -1;
         if (n >= 0 && n < 64)
             m |= BIT(n);
     }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "err.h"
 #include "log.h"
 #include "safepath.h"
 
@@ -50,20 +51,19 @@ static size_t split_fields(char *line, char **f, size_t max)
 /* Copies text and walks its lines: each is NUL-terminated in the copy
  * and handed to take (which keeps pointers into the copy). A line with
  * a NUL byte in it is skipped. Returns the copy, or NULL (errno, and
- * the reason in problem). */
+ * the reason in err). */
 typedef int (*line_fn)(void *ctx, char *line);
 
-static char *walk_lines(const char *text, size_t len, line_fn take, void *ctx, char *problem,
-                        size_t plen)
+static char *walk_lines(const char *text, size_t len, line_fn take, void *ctx, struct err *err)
 {
     if (len > ACCOUNTS_FILE_MAX) {
-        snprintf(problem, plen, "larger than %d bytes", ACCOUNTS_FILE_MAX);
+        err_set(err, "larger than %d bytes", ACCOUNTS_FILE_MAX);
         errno = EFBIG;
         return NULL;
     }
     char *copy = malloc(len + 1);
     if (!copy) {
-        snprintf(problem, plen, "out of memory");
+        err_set(err, "out of memory");
         errno = ENOMEM;
         return NULL;
     }
@@ -84,9 +84,9 @@ static char *walk_lines(const char *text, size_t len, line_fn take, void *ctx, c
         if (take(ctx, line) < 0) {
             int e = errno;
             if (e == E2BIG)
-                snprintf(problem, plen, "more than %d entries", ACCOUNTS_MAX_ENTRIES);
+                err_set(err, "more than %d entries", ACCOUNTS_MAX_ENTRIES);
             else
-                snprintf(problem, plen, "out of memory");
+                err_set(err, "out of memory");
             free(copy);
             errno = e;
             return NULL;
@@ -184,9 +184,11 @@ int accounts_parse_passwd(struct accounts *a, const char *text, size_t len)
     struct pw_ctx c = {0};
 
     clear_passwd(a);
-    char *copy = walk_lines(text, len, take_user, &c, a->pw_problem, sizeof(a->pw_problem));
+    struct err why;
+    char *copy = walk_lines(text, len, take_user, &c, &why);
     if (!copy) {
         int e = errno;
+        snprintf(a->pw_problem, sizeof(a->pw_problem), "%s", why.msg);
         free(c.users);
         errno = e;
         return -1;
@@ -202,9 +204,11 @@ int accounts_parse_group(struct accounts *a, const char *text, size_t len)
     struct gr_ctx c = {0};
 
     clear_group(a);
-    char *copy = walk_lines(text, len, take_group, &c, a->gr_problem, sizeof(a->gr_problem));
+    struct err why;
+    char *copy = walk_lines(text, len, take_group, &c, &why);
     if (!copy) {
         int e = errno;
+        snprintf(a->gr_problem, sizeof(a->gr_problem), "%s", why.msg);
         free(c.groups);
         errno = e;
         return -1;
@@ -218,30 +222,26 @@ int accounts_parse_group(struct accounts *a, const char *text, size_t len)
 /* Reads path whole, at most ACCOUNTS_FILE_MAX bytes (one more is read
  * to tell a file at the bound from one past it). 1: absent; 0: read
  * into *out; -1: the reason in problem. */
-static int read_file(const char *path, char **out, size_t *len, char *problem, size_t plen)
+static int read_file(const char *path, char **out, size_t *len, struct err *err)
 {
-    char why[128];
-    int fd = safepath_open_abs(path, O_RDONLY, 0, why, sizeof(why));
+    int fd = safepath_open_abs(path, O_RDONLY, 0, err);
 
     if (fd < 0 && errno == ENOENT)
         return 1;
-    if (fd < 0) {
-        snprintf(problem, plen, "%s", why);
+    if (fd < 0)
         return -1;
-    }
     char *buf = malloc(ACCOUNTS_FILE_MAX + 1);
     size_t n = 0;
     if (!buf) {
         close(fd);
-        snprintf(problem, plen, "out of memory");
-        return -1;
+        return err_set(err, "out of memory");
     }
     while (n <= ACCOUNTS_FILE_MAX) {
         ssize_t r = read(fd, buf + n, ACCOUNTS_FILE_MAX + 1 - n);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
-            snprintf(problem, plen, "%s", strerror(errno));
+            err_set(err, "%s", strerror(errno));
             free(buf);
             close(fd);
             return -1;
@@ -252,9 +252,8 @@ static int read_file(const char *path, char **out, size_t *len, char *problem, s
     }
     close(fd);
     if (n > ACCOUNTS_FILE_MAX) {
-        snprintf(problem, plen, "larger than %d bytes", ACCOUNTS_FILE_MAX);
         free(buf);
-        return -1;
+        return err_set(err, "larger than %d bytes", ACCOUNTS_FILE_MAX);
     }
     *out = buf;
     *len = n;
@@ -266,12 +265,15 @@ int accounts_read(struct accounts *a, const char *passwd, const char *group)
     int rc = 0;
     char *text;
     size_t len;
+    struct err why;
 
     if (passwd) {
         clear_passwd(a);
-        int r = read_file(passwd, &text, &len, a->pw_problem, sizeof(a->pw_problem));
-        if (r < 0)
+        int r = read_file(passwd, &text, &len, &why);
+        if (r < 0) {
+            snprintf(a->pw_problem, sizeof(a->pw_problem), "%s", why.msg);
             rc = -1;
+        }
         if (r == 0) {
             if (accounts_parse_passwd(a, text, len) < 0)
                 rc = -1;
@@ -280,9 +282,11 @@ int accounts_read(struct accounts *a, const char *passwd, const char *group)
     }
     if (group) {
         clear_group(a);
-        int r = read_file(group, &text, &len, a->gr_problem, sizeof(a->gr_problem));
-        if (r < 0)
+        int r = read_file(group, &text, &len, &why);
+        if (r < 0) {
+            snprintf(a->gr_problem, sizeof(a->gr_problem), "%s", why.msg);
             rc = -1;
+        }
         if (r == 0) {
             if (accounts_parse_group(a, text, len) < 0)
                 rc = -1;
@@ -325,42 +329,37 @@ int accounts_user(const struct accounts *a, const char *name, uid_t *uid, gid_t 
 }
 
 int accounts_user_group(const struct accounts *a, const char *user, const char *group, uid_t *uid,
-                        gid_t *gid, char *why, size_t whylen)
+                        gid_t *gid, struct err *err)
 {
     char home[8];
     uid_t u = *uid;
     gid_t g = *gid;
 
-    if (user && accounts_user(a, user, &u, &g, home, sizeof(home)) < 0) {
-        snprintf(why, whylen, "no user \"%s\" in the image's %s (read at boot)", user,
-                 ACCOUNTS_PASSWD);
-        return -1;
-    }
-    if (group && accounts_group(a, group, &g) < 0) {
-        snprintf(why, whylen, "no group \"%s\" in the image's %s (read at boot)", group,
-                 ACCOUNTS_GROUP);
-        return -1;
-    }
+    if (user && accounts_user(a, user, &u, &g, home, sizeof(home)) < 0)
+        return err_set(err, "no user \"%s\" in the image's %s (read at boot)", user,
+                       ACCOUNTS_PASSWD);
+    if (group && accounts_group(a, group, &g) < 0)
+        return err_set(err, "no group \"%s\" in the image's %s (read at boot)", group,
+                       ACCOUNTS_GROUP);
     *uid = u;
     *gid = g;
     return 0;
 }
 
-int accounts_owner(const struct accounts *a, const char *spec, uid_t *uid, gid_t *gid, char *why,
-                   size_t whylen)
+int accounts_owner(const struct accounts *a, const char *spec, uid_t *uid, gid_t *gid, struct err *err)
 {
     char user[128];
     const char *colon = strchr(spec, ':');
     size_t n = colon ? (size_t)(colon - spec) : strlen(spec);
 
     if (n == 0 || n >= sizeof(user) || (colon && !colon[1])) {
-        snprintf(why, whylen, "\"%s\" is not USER or USER:GROUP", spec);
+        err_set(err, "\"%s\" is not USER or USER:GROUP", spec);
         errno = EINVAL;
         return -1;
     }
     memcpy(user, spec, n);
     user[n] = '\0';
-    return accounts_user_group(a, user, colon ? colon + 1 : NULL, uid, gid, why, whylen);
+    return accounts_user_group(a, user, colon ? colon + 1 : NULL, uid, gid, err);
 }
 
 int accounts_group(const struct accounts *a, const char *name, gid_t *gid)

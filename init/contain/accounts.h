@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "err.h"
+
 #define ACCOUNTS_FILE_MAX (1024 * 1024)
 #define ACCOUNTS_MAX_ENTRIES 8192
 #define ACCOUNTS_PASSWD "/etc/passwd"
@@ -78,10 +80,9 @@ int accounts_group(const struct accounts *a, const char *name, gid_t *gid);
  * .group; either may be NULL: the missing part is *uid or *gid as the
  * caller set it, but a user alone brings its primary group). Returns 0,
  * or -1 with errno ENOENT and why ("no user \"x\" in /etc/passwd"). */
-int accounts_owner(const struct accounts *a, const char *spec, uid_t *uid, gid_t *gid, char *why,
-                   size_t whylen);
+int accounts_owner(const struct accounts *a, const char *spec, uid_t *uid, gid_t *gid, struct err *err);
 int accounts_user_group(const struct accounts *a, const char *user, const char *group, uid_t *uid,
-                        gid_t *gid, char *why, size_t whylen);
+                        gid_t *gid, struct err *err);
 /* The groups that list user as a member, other than primary, in file
  * order, at most max of them. Returns how many were written. */
 size_t accounts_member_groups(const struct accounts *a, const char *user, gid_t primary,

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "err.h"
 #include "kfile.h"
 #include "log.h"
 #include "mountinfo.h"
@@ -371,7 +372,7 @@ int cgroup_io_bytes(const char *leaf, uint64_t *rbytes, uint64_t *wbytes)
 }
 
 int cgroup_set_limits(const char *leaf, int64_t memory_max, int64_t memory_high, int64_t pids_max,
-                      char *err, size_t errlen)
+                      struct err *err)
 {
     static const struct {
         const char *field, *file, *controller;
@@ -397,11 +398,11 @@ int cgroup_set_limits(const char *leaf, int64_t memory_max, int64_t memory_high,
         if (kfile_write(path, v) == 0)
             continue;
         if (errno == ENOENT)
-            snprintf(err, errlen, "limits.%s: the %s controller is not enabled for service cgroups",
-                     lim[i].field, lim[i].controller);
+            err_set(err, "limits.%s: the %s controller is not enabled for service cgroups",
+                    lim[i].field, lim[i].controller);
         else
-            snprintf(err, errlen, "limits.%s: unable to write %s: %s", lim[i].field, path,
-                     strerror(errno));
+            err_set(err, "limits.%s: unable to write %s: %s", lim[i].field, path,
+                    strerror(errno));
         return -1;
     }
     return 0;

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "err.h"
+
 #define CGROUP_PATH_MAX 512
 
 /* Finds the mount and creates the tree. Returns 0, or -1 (logged): hearth
@@ -63,7 +65,7 @@ int cgroup_parse_io_stat(const char *text, uint64_t *rbytes, uint64_t *wbytes);
  * limits field when one cannot be applied, a controller missing from
  * service cgroups included: a configured limit is never silently lost. */
 int cgroup_set_limits(const char *leaf, int64_t memory_max, int64_t memory_high, int64_t pids_max,
-                      char *err, size_t errlen);
+                      struct err *err);
 /* Parses memory.events text; exposed for unit tests. */
 int cgroup_parse_oom_kills(const char *text, uint64_t *count);
 

@@ -16,6 +16,7 @@
 
 #include <linux/capability.h>
 
+#include "err.h"
 #include "log.h"
 #include "mountinfo.h"
 #include "nstemplate.h"
@@ -212,16 +213,14 @@ void contain_host_setup(bool supervisor)
 }
 
 static int add_path(char (*list)[CONTAIN_PATH_MAX], size_t *n, const char *path, size_t len,
-                    char *err, size_t errlen)
+                    struct err *err)
 {
     for (size_t i = 0; i < *n; i++)
         if (strlen(list[i]) == len && strncmp(list[i], path, len) == 0)
             return 0;
-    if (*n >= CONTAIN_MAX_EXTRA || len >= CONTAIN_PATH_MAX) {
-        snprintf(err, errlen, "containment: too many or too long paths to hide (%.*s)", (int)len,
-                 path);
-        return -1;
-    }
+    if (*n >= CONTAIN_MAX_EXTRA || len >= CONTAIN_PATH_MAX)
+        return err_set(err, "containment: too many or too long paths to hide (%.*s)", (int)len,
+                       path);
     memcpy(list[*n], path, len);
     list[(*n)++][len] = 0;
     return 0;
@@ -333,16 +332,14 @@ void contain_set_tmpfs_defaults(int64_t tmp_bytes, int64_t shm_bytes)
     shm_default = shm_bytes;
 }
 
-int contain_add_writable(struct contain_plan *p, const char *path, char *err, size_t errlen)
+int contain_add_writable(struct contain_plan *p, const char *path, struct err *err)
 {
     size_t len = strlen(path);
     for (size_t i = 0; i < p->n_rw; i++)
         if (strcmp(p->rw[i], path) == 0)
             return 0;
-    if (p->n_rw >= CONTAIN_MAX_RW || len >= CONTAIN_PATH_MAX) {
-        snprintf(err, errlen, "containment: too many or too long writable paths (%s)", path);
-        return -1;
-    }
+    if (p->n_rw >= CONTAIN_MAX_RW || len >= CONTAIN_PATH_MAX)
+        return err_set(err, "containment: too many or too long writable paths (%s)", path);
     memcpy(p->rw[p->n_rw++], path, len + 1);
     return 0;
 }
@@ -426,7 +423,7 @@ void contain_snapshot_take(void) { nstemplate_take(contain_mounts_propagate); }
 
 int contain_prepare(const struct service_config *c, const struct config *cfg,
                     const char *config_path, bool root, const char *leaf,
-                    struct contain_plan *p, char *err, size_t errlen)
+                    struct contain_plan *p, struct err *err)
 {
     struct contain_policy pol;
     bool hide_dir[CONTAIN_MAX_EXTRA] = {false};
@@ -444,11 +441,9 @@ int contain_prepare(const struct service_config *c, const struct config *cfg,
     p->userns = p->isolate && userns_needed();
     p->proc_shared = p->userns && p->pidns && userns_proc_shared();
     if (pol.seccomp && seccomp_available()) {
-        if (seccomp_build(p->caps, &p->prog) < 0) {
-            snprintf(err, errlen, "seccomp: unable to build the default filter: %s (set "
-                     "\"seccomp\": \"off\" to run without it)", strerror(errno));
-            return -1;
-        }
+        if (seccomp_build(p->caps, &p->prog) < 0)
+            return err_set(err, "seccomp: unable to build the default filter: %s (set "
+                           "\"seccomp\": \"off\" to run without it)", strerror(errno));
         p->seccomp = true;
     }
     if (!p->isolate)
@@ -463,7 +458,7 @@ int contain_prepare(const struct service_config *c, const struct config *cfg,
         /* A socket right under / hides itself rather than the root. */
         bool dir = slash && slash != path;
         size_t len = dir ? (size_t)(slash - path) : strlen(path);
-        if (add_path(p->hide, &p->n_hide, path, len, err, errlen) < 0)
+        if (add_path(p->hide, &p->n_hide, path, len, err) < 0)
             return -1;
         hide_dir[p->n_hide - 1] = dir;
     }
@@ -473,20 +468,20 @@ int contain_prepare(const struct service_config *c, const struct config *cfg,
      * still the inodes they were. */
     struct stat st;
     if (lstat("/etc/hearth", &st) == 0 &&
-        add_path(p->hide, &p->n_hide, "/etc/hearth", strlen("/etc/hearth"), err, errlen) < 0)
+        add_path(p->hide, &p->n_hide, "/etc/hearth", strlen("/etc/hearth"), err) < 0)
         return -1;
     if (config_path && config_path[0] && strncmp(config_path, "/etc/hearth/", 12) != 0 &&
         lstat(config_path, &st) == 0 &&
-        add_path(p->hide, &p->n_hide, config_path, strlen(config_path), err, errlen) < 0)
+        add_path(p->hide, &p->n_hide, config_path, strlen(config_path), err) < 0)
         return -1;
     /* The resume news: services read it, none may forge it. */
-    if (extra_ro[0] && add_path(p->ro, &p->n_ro, extra_ro, strlen(extra_ro), err, errlen) < 0)
+    if (extra_ro[0] && add_path(p->ro, &p->n_ro, extra_ro, strlen(extra_ro), err) < 0)
         return -1;
     /* The service's own space: not part of the template (each start
      * gets its own tmpfs), so not part of its key either. */
     p->ro_root = pol.ro_root;
     for (size_t i = 0; i < pol.n_writable; i++)
-        if (contain_add_writable(p, pol.writable[i], err, errlen) < 0)
+        if (contain_add_writable(p, pol.writable[i], err) < 0)
             return -1;
     p->tmp_bytes = c->tmp_bytes ? c->tmp_bytes : tmp_default;
     p->shm_bytes = c->shm_bytes ? c->shm_bytes : shm_default;
@@ -506,42 +501,42 @@ int contain_prepare(const struct service_config *c, const struct config *cfg,
         if (!hide_dir[i])
             continue;
         /* Without following a link: a service may write below /run. */
-        char why[128];
-        int dfd = safepath_mkdir_p(p->hide[i], 0755, 0, 0, why, sizeof(why));
+        struct err why;
+        int dfd = safepath_mkdir_p(p->hide[i], 0755, 0, 0, &why);
         if (dfd >= 0)
             close(dfd);
         else
-            log_debug("unable to create %s: %s", p->hide[i], why);
+            log_debug("unable to create %s: %s", p->hide[i], why.msg);
     }
     return 0;
 }
 
-const char *contain_describe(const struct contain_policy *pol, char *why, size_t len)
+const char *contain_describe(const struct contain_policy *pol, struct err *err)
 {
-    if (len)
-        why[0] = 0;
+    if (err)
+        err->msg[0] = 0;
     if (!pol->isolation) {
-        snprintf(why, len, "isolation off");
+        err_set(err, "isolation off");
         return "none";
     }
     if (!can_isolate()) {
-        snprintf(why, len, "hearth is not root: services run as its own user, without "
-                 "namespaces of their own");
+        err_set(err, "hearth is not root: services run as its own user, without "
+                "namespaces of their own");
         return "none";
     }
     if (!userns_needed())
         return "full";
     if (userns_refusal()[0]) {
-        snprintf(why, len, "%s", userns_refusal());
+        err_set(err, "%s", userns_refusal());
         return "none";
     }
-    snprintf(why, len, "hearth holds no CAP_SYS_ADMIN: the service's namespaces are made in a "
-             "user namespace of its own, every uid and gid mapped to itself%s",
-             pidns_supported() && userns_proc_shared()
-                 ? "; the kernel refuses it a fresh /proc (the runtime masks paths in the "
-                   "container's), so it keeps the container's /proc, with every process "
-                   "running when it started hidden: those started later are listed there"
-                 : "");
+    err_set(err, "hearth holds no CAP_SYS_ADMIN: the service's namespaces are made in a "
+            "user namespace of its own, every uid and gid mapped to itself%s",
+            pidns_supported() && userns_proc_shared()
+                ? "; the kernel refuses it a fresh /proc (the runtime masks paths in the "
+                  "container's), so it keeps the container's /proc, with every process "
+                  "running when it started hidden: those started later are listed there"
+                : "");
     return "userns";
 }
 
@@ -557,21 +552,21 @@ uint64_t contain_clone_flags(const struct contain_plan *p)
     return f;
 }
 
-int contain_fork_prepare(struct contain_plan *p, char *err, size_t errlen)
+int contain_fork_prepare(struct contain_plan *p, struct err *err)
 {
     if (!p->userns || p->join)
         return 0;
     if (userns_pipe(p->userns_go) < 0) {
-        snprintf(err, errlen, "containment: unable to create a pipe: %s", strerror(errno));
+        err_set(err, "containment: unable to create a pipe: %s", strerror(errno));
         p->userns_go[0] = p->userns_go[1] = -1;
         return -1;
     }
     return 0;
 }
 
-bool contain_fork_refused(const struct contain_plan *p, int err, char *msg, size_t len)
+bool contain_fork_refused(const struct contain_plan *p, int err, struct err *msg)
 {
-    return p->userns && !p->join && userns_refused(err, msg, len);
+    return p->userns && !p->join && userns_refused(err, msg);
 }
 
 /* ---- joining a running service's namespaces ---- */
@@ -609,14 +604,14 @@ void contain_join_close(struct contain_plan *p)
     p->join = false;
 }
 
-int contain_join_open(struct contain_plan *p, pid_t pid, char *err, size_t errlen)
+int contain_join_open(struct contain_plan *p, pid_t pid, struct err *err)
 {
     int *fds[] = {&p->join_user, &p->join_mnt, &p->join_cgroup, &p->join_pid};
 
     p->join = true;
     p->join_user = p->join_mnt = p->join_cgroup = p->join_pid = -1;
     if (pid <= 0) {
-        snprintf(err, errlen, "the service has no main process to run it beside");
+        err_set(err, "the service has no main process to run it beside");
         p->join = false;
         errno = ESRCH;
         return -1;
@@ -631,8 +626,8 @@ int contain_join_open(struct contain_plan *p, pid_t pid, char *err, size_t errle
             int e = errno;
             contain_join_close(p);
             /* A zombie has no namespaces left to open. */
-            snprintf(err, errlen, "unable to open %s (the service's main process%s): %s", path,
-                     e == ENOENT || e == ESRCH ? " is gone" : "", strerror(e));
+            err_unable(err, e, "open %s (the service's main process%s)", path,
+                       e == ENOENT || e == ESRCH ? " is gone" : "");
             errno = e;
             return -1;
         }
@@ -658,10 +653,12 @@ struct hearth_mount_attr {
     uint64_t attr_set, attr_clr, propagation, userns_fd;
 };
 
-static int fail(char *what, size_t len, const char *verb, const char *path)
+static int fail(struct err *err, const char *verb, const char *path)
 {
     int e = errno;
-    snprintf(what, len, "unable to %s %s", verb, path);
+    /* No reason here: the child's report carries errno, and the parent
+     * writes it after this. */
+    err_unable(err, 0, "%s %s", verb, path);
     errno = e;
     return -1;
 }
@@ -707,28 +704,28 @@ static bool ro_each(const struct mountinfo_entry *e, void *ctx)
 
 /* A bind of path onto itself (so it is a mount of its own), then read-only
  * with everything below it. */
-static int make_readonly(const char *path, char *what, size_t len)
+static int make_readonly(const char *path, struct err *what)
 {
     struct stat st;
     /* The bind first, as for the masks: a stat only explains a failure. */
     if (mount(path, path, NULL, MS_BIND | MS_REC, NULL) < 0) {
         int e = errno;
         if (stat(path, &st) < 0)
-            return errno == ENOENT ? 0 : fail(what, len, "inspect", path);
+            return errno == ENOENT ? 0 : fail(what, "inspect", path);
         errno = e;
-        return fail(what, len, "bind for read-only", path);
+        return fail(what, "bind for read-only", path);
     }
     struct hearth_mount_attr a = {.attr_set = HEARTH_MOUNT_ATTR_RDONLY};
     if (syscall(SYS_mount_setattr, AT_FDCWD, path, AT_RECURSIVE, &a, sizeof(a)) == 0)
         return 0;
     if (errno != ENOSYS)
-        return fail(what, len, "make read-only", path);
+        return fail(what, "make read-only", path);
     struct ro_walk w = {path, strlen(path), 0};
     if (mountinfo_each(ro_each, &w) < 0)
-        return fail(what, len, "list the mounts under", path);
+        return fail(what, "list the mounts under", path);
     if (w.err) {
         errno = w.err;
-        return fail(what, len, "make read-only", path);
+        return fail(what, "make read-only", path);
     }
     return 0;
 }
@@ -746,19 +743,19 @@ static int mask_as(const char *path, bool dir)
  * does a stat say why (missing: nothing to mask) or what it is instead:
  * each start of a contained service makes a dozen of these, and a stat
  * of a /proc or /sys path before every one cost as much as the mounts. */
-static int mask(const char *path, bool dir, char *what, size_t len)
+static int mask(const char *path, bool dir, struct err *err)
 {
     struct stat st;
     if (mask_as(path, dir) == 0)
         return 0;
     int e = errno;
     if (stat(path, &st) < 0)
-        return errno == ENOENT ? 0 : fail(what, len, "inspect", path);
+        return errno == ENOENT ? 0 : fail(err, "inspect", path);
     if (!S_ISDIR(st.st_mode) != !dir && mask_as(path, S_ISDIR(st.st_mode)) == 0)
         return 0;
     if (!S_ISDIR(st.st_mode) == !dir)
         errno = e;
-    return fail(what, len, "mask", path);
+    return fail(err, "mask", path);
 }
 
 /* The device nodes a service gets: what programs expect to find (ptmx is
@@ -802,14 +799,14 @@ static int bind_fd(int fd, const char *path, unsigned long flags)
  * empty file. ptmx is then a link into pts: the kernel finds the pts
  * instance beside the ptmx that was opened, and a bound node's "beside"
  * is the image's /dev. old is the image's /dev, under the new tmpfs. */
-static int dev_node(size_t i, int old, char *what, size_t len)
+static int dev_node(size_t i, int old, struct err *err)
 {
     char path[64];
     snprintf(path, sizeof(path), "/dev/%s", dev_nodes[i].name);
     if (mknod(path, S_IFCHR | 0666, makedev(dev_nodes[i].maj, dev_nodes[i].min)) == 0)
         return 0;
     if (errno != EPERM)
-        return fail(what, len, "create", path);
+        return fail(err, "create", path);
     int orig = old < 0 ? -1 : openat(old, dev_nodes[i].name, O_PATH | O_CLOEXEC);
     /* Nodes cannot be made here (a user namespace) and the image has none
      * to bind: the service goes without that one. */
@@ -817,15 +814,15 @@ static int dev_node(size_t i, int old, char *what, size_t len)
         return 0;
     int rc = 0;
     if (strcmp(dev_nodes[i].name, "ptmx") == 0) {
-        rc = symlink("pts/ptmx", path) < 0 ? fail(what, len, "create", path) : 0;
+        rc = symlink("pts/ptmx", path) < 0 ? fail(err, "create", path) : 0;
     } else {
         int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd < 0)
-            rc = fail(what, len, "create", path);
+            rc = fail(err, "create", path);
         else {
             close(fd);
             if (bind_fd(orig, path, 0) < 0)
-                rc = fail(what, len, "bind into the service's /dev", path);
+                rc = fail(err, "bind into the service's /dev", path);
         }
     }
     int e = errno;
@@ -839,7 +836,7 @@ static int dev_node(size_t i, int old, char *what, size_t len)
  * /dev is reached through one descriptor of it opened first (the tmpfs
  * hides the path, not the directory the descriptor holds), and only
  * what is used is opened: a start makes no more calls than it needs. */
-static int own_dev(char *what, size_t len)
+static int own_dev(struct err *err)
 {
     char path[64];
     int rc = -1;
@@ -848,18 +845,18 @@ static int own_dev(char *what, size_t len)
     if (old < 0)
         return 0; /* no /dev to replace */
     if (mount("hearth-dev", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") < 0) {
-        fail(what, len, "mount a tmpfs on", "/dev");
+        fail(err, "mount a tmpfs on", "/dev");
         close(old);
         return -1;
     }
     mode_t um = umask(0);
     for (size_t i = 0; i < N_DEV_NODES; i++)
-        if (dev_node(i, old, what, len) < 0)
+        if (dev_node(i, old, err) < 0)
             goto out;
     for (size_t i = 0; i < sizeof(dev_links) / sizeof(dev_links[0]); i++) {
         snprintf(path, sizeof(path), "/dev/%s", dev_links[i].name);
         if (symlink(dev_links[i].target, path) < 0) {
-            fail(what, len, "create", path);
+            fail(err, "create", path);
             goto out;
         }
     }
@@ -873,13 +870,13 @@ static int own_dev(char *what, size_t len)
         close(fd);
         if (bad) {
             errno = e;
-            fail(what, len, "bind into the service's /dev", path);
+            fail(err, "bind into the service's /dev", path);
             goto out;
         }
     }
     if (mount(NULL, "/dev", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
               "mode=0755,size=64k") < 0) {
-        fail(what, len, "make read-only", "/dev");
+        fail(err, "make read-only", "/dev");
         goto out;
     }
     rc = 0;
@@ -896,18 +893,18 @@ out:;
  * the command sees what the service sees, and nothing of hearth's it
  * does not), its cgroup namespace (its leaf as the root), its PID
  * namespace (for the children only: launch_exec forks once more). */
-static int join_enter(const struct contain_plan *p, char *what, size_t len)
+static int join_enter(const struct contain_plan *p, struct err *err)
 {
     /* Its user namespace first: the others belong to it, and joining it
      * gives the rights there that joining them takes. */
     if (p->join_user >= 0 && setns(p->join_user, CLONE_NEWUSER) < 0)
-        return fail(what, len, "join", "the service's user namespace");
+        return fail(err, "join", "the service's user namespace");
     if (p->join_mnt >= 0 && setns(p->join_mnt, CLONE_NEWNS) < 0)
-        return fail(what, len, "join", "the service's mount namespace");
+        return fail(err, "join", "the service's mount namespace");
     if (p->join_cgroup >= 0 && setns(p->join_cgroup, CLONE_NEWCGROUP) < 0)
-        return fail(what, len, "join", "the service's cgroup namespace");
+        return fail(err, "join", "the service's cgroup namespace");
     if (p->join_pid >= 0 && setns(p->join_pid, CLONE_NEWPID) < 0)
-        return fail(what, len, "join", "the service's PID namespace");
+        return fail(err, "join", "the service's PID namespace");
     return 0;
 }
 
@@ -968,14 +965,14 @@ static bool below(const char *path, const char *dir)
  * mount_setattr on its top: the copy is writable before anyone can see
  * it; what is mounted below keeps its own flags). Returns its descriptor
  * for move_mount, or -1. */
-static int writable_copy(int src, const char *path, char *what, size_t len)
+static int writable_copy(int src, const char *path, struct err *err)
 {
     int tree = (int)syscall(SYS_open_tree, src, "",
                             OPEN_TREE_CLONE | AT_EMPTY_PATH | AT_RECURSIVE | O_CLOEXEC);
     if (tree < 0)
-        return fail(what, len, "copy the mount of", path);
+        return fail(err, "copy the mount of", path);
     if (setattr_fd(tree, "", AT_EMPTY_PATH, 0, HEARTH_MOUNT_ATTR_RDONLY) < 0) {
-        fail(what, len, "make writable", path);
+        fail(err, "make writable", path);
         int e = errno;
         close(tree);
         errno = e;
@@ -984,15 +981,14 @@ static int writable_copy(int src, const char *path, char *what, size_t len)
     return tree;
 }
 
-static int attach(int tree, int dst, const char *path, char *what, size_t len)
+static int attach(int tree, int dst, const char *path, struct err *err)
 {
     if (syscall(SYS_move_mount, tree, "", dst, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
-        return fail(what, len, "mount writable", path);
+        return fail(err, "mount writable", path);
     return 0;
 }
 
-static int private_tmpfs(const char *path, int64_t bytes, unsigned long flags, char *what,
-                         size_t len)
+static int private_tmpfs(const char *path, int64_t bytes, unsigned long flags, struct err *err)
 {
     char opts[64];
     struct stat st;
@@ -1000,7 +996,7 @@ static int private_tmpfs(const char *path, int64_t bytes, unsigned long flags, c
         return 0; /* none asked for, or no such directory to cover */
     snprintf(opts, sizeof(opts), "size=%lld,mode=1777", (long long)bytes);
     if (mount("hearth-tmp", path, "tmpfs", MS_NOSUID | MS_NODEV | flags, opts) < 0)
-        return fail(what, len, "mount a private tmpfs on", path);
+        return fail(err, "mount a private tmpfs on", path);
     return 0;
 }
 
@@ -1049,47 +1045,46 @@ static int remount_fd(int fd, bool rdonly)
 /* The old API's writable place: src's subtree bound onto dst (itself, or
  * its place in the private tmpfs), then the new mount, found by path
  * without following a link, remounted writable. */
-static int legacy_writable(int src, int dst, const char *path, char *what, size_t len)
+static int legacy_writable(int src, int dst, const char *path, struct err *err)
 {
-    char from[32], to[32], why[128];
+    char from[32], to[32];
+    struct err why;
     if (src == dst && mount_root(src))
-        return remount_fd(src, false) < 0 ? fail(what, len, "make writable", path) : 0;
+        return remount_fd(src, false) < 0 ? fail(err, "make writable", path) : 0;
     snprintf(from, sizeof(from), "/proc/self/fd/%d", src);
     snprintf(to, sizeof(to), "/proc/self/fd/%d", dst);
     if (mount(from, to, NULL, MS_BIND | MS_REC, NULL) < 0)
-        return fail(what, len, "mount writable", path);
-    int top = safepath_open_abs(path, O_RDONLY | O_DIRECTORY, 0, why, sizeof(why));
-    if (top < 0) {
-        snprintf(what, len, "unable to open writable %s: %s", path, why);
-        return -1;
-    }
-    int rc = remount_fd(top, false) < 0 ? fail(what, len, "make writable", path) : 0;
+        return fail(err, "mount writable", path);
+    int top = safepath_open_abs(path, O_RDONLY | O_DIRECTORY, 0, &why);
+    if (top < 0)
+        return err_set(err, "unable to open writable %s: %s", path, why.msg);
+    int rc = remount_fd(top, false) < 0 ? fail(err, "make writable", path) : 0;
     int e = errno;
     close(top);
     errno = e;
     return rc;
 }
 
-static int ro_everything(bool api, char *what, size_t len)
+static int ro_everything(bool api, struct err *what)
 {
     if (api) {
         if (setattr_fd(AT_FDCWD, "/", AT_RECURSIVE, HEARTH_MOUNT_ATTR_RDONLY, 0) < 0)
-            return fail(what, len, "make read-only", "/");
+            return fail(what, "make read-only", "/");
         if (setattr_fd(AT_FDCWD, "/proc", 0, 0, HEARTH_MOUNT_ATTR_RDONLY) < 0 &&
             errno != ENOENT && errno != EINVAL)
-            return fail(what, len, "make writable", "/proc");
+            return fail(what, "make writable", "/proc");
         return 0;
     }
     struct ro_walk w = {"/", 1, 0};
     if (mountinfo_each(ro_each, &w) < 0)
-        return fail(what, len, "list the mounts under", "/");
+        return fail(what, "list the mounts under", "/");
     if (w.err) {
         errno = w.err;
-        return fail(what, len, "make read-only", "/");
+        return fail(what, "make read-only", "/");
     }
     if (mount(NULL, "/proc", NULL, MS_REMOUNT | MS_BIND | flags_of("/proc"), NULL) < 0 &&
         errno != ENOENT && errno != EINVAL)
-        return fail(what, len, "make writable", "/proc");
+        return fail(what, "make writable", "/proc");
     return 0;
 }
 
@@ -1107,12 +1102,12 @@ static int ro_everything(bool api, char *what, size_t len)
  * tmpfs covers it (with the new API: a copy taken after would hold that
  * tmpfs too; the old one binds from below it, which takes only what is
  * below the path) and mounted at its place in the new tmpfs. */
-static int private_space(const struct contain_plan *p, char *what, size_t len)
+static int private_space(const struct contain_plan *p, struct err *err)
 {
     int fd[CONTAIN_MAX_RW], tree[CONTAIN_MAX_RW];
     bool moved[CONTAIN_MAX_RW];
     size_t order[CONTAIN_MAX_RW];
-    char why[128];
+    struct err why;
     int rc = -1;
     size_t n = p->n_rw;
     bool api = (p->ro_root || n) && new_mount_api();
@@ -1134,21 +1129,21 @@ static int private_space(const struct contain_plan *p, char *what, size_t len)
     for (size_t i = 0; i < n; i++) {
         if (!moved[i])
             continue;
-        fd[i] = safepath_open_abs(p->rw[i], O_RDONLY | O_DIRECTORY, 0, why, sizeof(why));
+        fd[i] = safepath_open_abs(p->rw[i], O_RDONLY | O_DIRECTORY, 0, &why);
         if (fd[i] < 0) {
-            snprintf(what, len, "unable to open writable %s: %s", p->rw[i], why);
+            err_set(err, "unable to open writable %s: %s", p->rw[i], why.msg);
             goto out;
         }
     }
-    if (p->ro_root && ro_everything(api, what, len) < 0)
+    if (p->ro_root && ro_everything(api, err) < 0)
         goto out;
     /* With the new API, their copies too: one taken once the tmpfs is
      * there would hold it. */
     for (size_t i = 0; api && i < n; i++)
-        if (moved[i] && (tree[i] = writable_copy(fd[i], p->rw[i], what, len)) < 0)
+        if (moved[i] && (tree[i] = writable_copy(fd[i], p->rw[i], err)) < 0)
             goto out;
-    if (private_tmpfs("/tmp", p->tmp_bytes, 0, what, len) < 0 ||
-        private_tmpfs("/dev/shm", p->shm_bytes, MS_NOEXEC, what, len) < 0)
+    if (private_tmpfs("/tmp", p->tmp_bytes, 0, err) < 0 ||
+        private_tmpfs("/dev/shm", p->shm_bytes, MS_NOEXEC, err) < 0)
         goto out;
     for (size_t k = 0; k < n; k++) {
         size_t i = order[k];
@@ -1156,32 +1151,32 @@ static int private_space(const struct contain_plan *p, char *what, size_t len)
         if (moved[i]) {
             /* Its place in the new tmpfs, made as root: the copy mounted
              * there brings its own owner and mode. */
-            if ((dst = safepath_mkdir_p(p->rw[i], 0755, 0, 0, why, sizeof(why))) < 0) {
-                snprintf(what, len, "unable to create %s in the private tmpfs: %s", p->rw[i], why);
+            if ((dst = safepath_mkdir_p(p->rw[i], 0755, 0, 0, &why)) < 0) {
+                err_set(err, "unable to create %s in the private tmpfs: %s", p->rw[i], why.msg);
                 goto out;
             }
         } else {
             /* A writable root needs nothing more where the path is. */
             if (!p->ro_root)
                 continue;
-            fd[i] = safepath_open_abs(p->rw[i], O_RDONLY | O_DIRECTORY, 0, why, sizeof(why));
+            fd[i] = safepath_open_abs(p->rw[i], O_RDONLY | O_DIRECTORY, 0, &why);
             if (fd[i] < 0) {
-                snprintf(what, len, "unable to open writable %s: %s", p->rw[i], why);
+                err_set(err, "unable to open writable %s: %s", p->rw[i], why.msg);
                 goto out;
             }
             dst = fd[i];
             if (api && mount_root(fd[i])) {
                 if (setattr_fd(fd[i], "", AT_EMPTY_PATH, 0, HEARTH_MOUNT_ATTR_RDONLY) < 0) {
-                    fail(what, len, "make writable", p->rw[i]);
+                    fail(err, "make writable", p->rw[i]);
                     goto out;
                 }
                 continue;
             }
-            if (api && (tree[i] = writable_copy(fd[i], p->rw[i], what, len)) < 0)
+            if (api && (tree[i] = writable_copy(fd[i], p->rw[i], err)) < 0)
                 goto out;
         }
-        int r = api ? attach(tree[i], dst, p->rw[i], what, len)
-                    : legacy_writable(fd[i], dst, p->rw[i], what, len);
+        int r = api ? attach(tree[i], dst, p->rw[i], err)
+                    : legacy_writable(fd[i], dst, p->rw[i], err);
         if (dst != fd[i]) {
             int e = errno;
             close(dst);
@@ -1203,58 +1198,56 @@ out:;
     return rc;
 }
 
-int contain_enter(const struct contain_plan *p, char *what, size_t len)
+int contain_enter(const struct contain_plan *p, struct err *err)
 {
     if (p->join)
-        return join_enter(p, what, len);
+        return join_enter(p, err);
     /* Nothing is done as root of the new user namespace before hearth
      * has mapped its ids: until then its uids are nobody's. */
-    if (p->userns && userns_wait((int *)p->userns_go) < 0) {
-        snprintf(what, len, "hearth could not set up the uid and gid maps of its user namespace");
-        return -1;
-    }
+    if (p->userns && userns_wait((int *)p->userns_go) < 0)
+        return err_set(err, "hearth could not set up the uid and gid maps of its user namespace");
     if (!p->isolate)
         return 0;
     int copied = p->ns_fd >= 0 ? nstemplate_copy(p->ns_fd) : 0;
     if (copied < 0)
-        return fail(what, len, "create", "a mount namespace");
+        return fail(err, "create", "a mount namespace");
     if (!copied) {
         /* In user namespace mode the clone made it already. */
         if (!p->userns && unshare(CLONE_NEWNS) < 0)
-            return fail(what, len, "create", "a mount namespace");
+            return fail(err, "create", "a mount namespace");
         /* A slave of hearth's namespace: what hearth mounts later (host
          * mounts from sandbox.init, remounts after a resume) comes in,
          * and nothing done here goes back. */
         if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
-            return fail(what, len, "make slave", "/");
-        if (own_dev(what, len) < 0)
+            return fail(err, "make slave", "/");
+        if (own_dev(err) < 0)
             return -1;
         for (size_t i = 0; i < p->n_hide; i++)
-            if (mask(p->hide[i], true, what, len) < 0)
+            if (mask(p->hide[i], true, err) < 0)
                 return -1;
         for (const char *const *m = contain_masked; *m; m++)
-            if (mask(*m, masked_dir(*m), what, len) < 0)
+            if (mask(*m, masked_dir(*m), err) < 0)
                 return -1;
         for (const char *const *r = contain_readonly; *r; r++)
-            if (make_readonly(*r, what, len) < 0)
+            if (make_readonly(*r, err) < 0)
                 return -1;
         for (size_t i = 0; i < p->n_ro; i++)
-            if (make_readonly(p->ro[i], what, len) < 0)
+            if (make_readonly(p->ro[i], err) < 0)
                 return -1;
         /* The template stays as built: the service's own part goes into
          * a copy of it, as in every later start. */
         if (p->snap_fd >= 0) {
             nstemplate_send(p->snap_fd);
             if (unshare(CLONE_NEWNS) < 0)
-                return fail(what, len, "create", "a mount namespace");
+                return fail(err, "create", "a mount namespace");
         }
     }
-    if (private_space(p, what, len) < 0)
+    if (private_space(p, err) < 0)
         return -1;
     /* The child already lives in its leaf: the namespace is rooted
      * there, so it cannot move itself or anything else out of it. */
     if (p->cgroupns && unshare(CLONE_NEWCGROUP) < 0)
-        return fail(what, len, "create", "a cgroup namespace");
+        return fail(err, "create", "a cgroup namespace");
     return 0;
 }
 
@@ -1285,17 +1278,17 @@ struct hearth_dirent64 {
  * on a buffer of the stack (no allocation between fork and exec). A
  * directory that is gone (its process ended) has nothing to list. */
 static int each_number(const char *dir, const char *skip, int (*fn)(const char *, void *),
-                       void *ctx, char *what, size_t len)
+                       void *ctx, struct err *err)
 {
     char buf[4096];
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
-        return errno == ENOENT || errno == ESRCH ? 0 : fail(what, len, "list", dir);
+        return errno == ENOENT || errno == ESRCH ? 0 : fail(err, "list", dir);
     int rc = 0;
     for (;;) {
         long n = syscall(SYS_getdents64, fd, buf, sizeof(buf));
         if (n < 0 && errno != ENOENT && errno != ESRCH)
-            rc = fail(what, len, "list", dir);
+            rc = fail(err, "list", dir);
         if (n <= 0)
             break;
         for (long off = 0; off < n && rc == 0;) {
@@ -1314,8 +1307,7 @@ static int each_number(const char *dir, const char *skip, int (*fn)(const char *
 }
 
 struct hide_ctx {
-    char *what;
-    size_t len;
+    struct err *what;
 };
 
 /* An empty read-only tmpfs over /proc/<n>; one gone meanwhile is left. */
@@ -1326,7 +1318,7 @@ static int hide_entry(const char *n, void *ctx)
     snprintf(path, sizeof(path), "/proc/%s", n);
     if (mask_as(path, true) == 0 || errno == ENOENT || errno == ESRCH)
         return 0;
-    return fail(h->what, h->len, "hide", path);
+    return fail(h->what, "hide", path);
 }
 
 /* A process's threads first (each tid names it under /proc too, though
@@ -1336,7 +1328,7 @@ static int hide_process(const char *n, void *ctx)
     struct hide_ctx *h = ctx;
     char task[48];
     snprintf(task, sizeof(task), "/proc/%s/task", n);
-    if (each_number(task, n, hide_entry, ctx, h->what, h->len) < 0)
+    if (each_number(task, n, hide_entry, ctx, h->what) < 0)
         return -1;
     return hide_entry(n, ctx);
 }
@@ -1346,36 +1338,36 @@ static int hide_process(const char *n, void *ctx)
  * and what it starts come after, and are its own). Processes started
  * later elsewhere are listed, but none can be signalled from the
  * service's pid namespace. */
-static int hide_others(char *what, size_t len)
+static int hide_others(struct err *err)
 {
     char own[16];
     ssize_t n = readlink("/proc/self", own, sizeof(own) - 1);
     if (n <= 0)
-        return fail(what, len, "read", "/proc/self");
+        return fail(err, "read", "/proc/self");
     own[n] = 0;
-    struct hide_ctx h = {what, len};
-    return each_number("/proc", own, hide_process, &h, what, len);
+    struct hide_ctx h = {err};
+    return each_number("/proc", own, hide_process, &h, err);
 }
 
-int contain_proc_for_pidns(const struct contain_plan *p, char *what, size_t len)
+int contain_proc_for_pidns(const struct contain_plan *p, struct err *err)
 {
     if (!p->isolate || !p->pidns)
         return 0;
     if (p->proc_shared)
-        return hide_others(what, len);
+        return hide_others(err);
     /* (The start that built the template moved on to a copy of it in
      * contain_enter: the template keeps hearth's /proc.) The old /proc goes (with its masks); where it cannot (a mount
      * locked by a user namespace) the new one covers it. */
     if (umount2("/proc", MNT_DETACH) < 0 && errno != EINVAL && errno != EPERM)
-        return fail(what, len, "unmount", "/proc");
+        return fail(err, "unmount", "/proc");
     /* Mounted from inside the new pid namespace: it shows that one. */
     if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-        return fail(what, len, "mount a /proc of its own on", "/proc");
+        return fail(err, "mount a /proc of its own on", "/proc");
     for (const char *const *m = contain_masked; *m; m++)
-        if (under_proc(*m) && mask(*m, masked_dir(*m), what, len) < 0)
+        if (under_proc(*m) && mask(*m, masked_dir(*m), err) < 0)
             return -1;
     for (const char *const *r = contain_readonly; *r; r++)
-        if (under_proc(*r) && make_readonly(*r, what, len) < 0)
+        if (under_proc(*r) && make_readonly(*r, err) < 0)
             return -1;
     return 0;
 }

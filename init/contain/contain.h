@@ -25,6 +25,7 @@
 #include <sys/types.h>
 
 #include "config.h"
+#include "err.h"
 #include "seccomp.h"
 #include "svc_config.h"
 
@@ -88,7 +89,7 @@ struct contain_plan {
  * inside a user namespace of its own, see userns.h) or "none" (isolation
  * off, hearth not root, or user namespaces refused: then such a service
  * does not start). why gets the reason when it is not "full" ("" else). */
-const char *contain_describe(const struct contain_policy *pol, char *why, size_t len);
+const char *contain_describe(const struct contain_policy *pol, struct err *err);
 
 /* The namespace flags a start with plan p is cloned with (for
  * cgroup_fork_into): CLONE_NEWPID for its own pid namespace, with
@@ -97,12 +98,12 @@ const char *contain_describe(const struct contain_policy *pol, char *why, size_t
 uint64_t contain_clone_flags(const struct contain_plan *p);
 /* In the parent, right before the fork: what the child of a user
  * namespace plan waits on. 0, or -1 with a message. */
-int contain_fork_prepare(struct contain_plan *p, char *err, size_t errlen);
+int contain_fork_prepare(struct contain_plan *p, struct err *err);
 /* In the parent, when the fork with CLONE_NEWUSER failed with err: the
  * message for the start (the kernel refused the user namespace, and
  * which setting would let it) in msg, and true; false when err is not
  * such a refusal. */
-bool contain_fork_refused(const struct contain_plan *p, int err, char *msg, size_t len);
+bool contain_fork_refused(const struct contain_plan *p, int err, struct err *msg);
 
 /* caps_keep, caps_drop, isolation and seccomp of a service, as typed when
  * the config loaded (struct contain_policy and contain_default_caps are
@@ -147,12 +148,12 @@ void contain_set_tmpfs_defaults(int64_t tmp_bytes, int64_t shm_bytes);
  * message. */
 int contain_prepare(const struct service_config *c, const struct config *cfg,
                     const char *config_path, bool root, const char *leaf,
-                    struct contain_plan *p, char *err, size_t errlen);
+                    struct contain_plan *p, struct err *err);
 
 /* One more writable path for a plan with a read-only root (a writable
  * mount hearth made). Returns 0, or -1 with a message when the plan is
  * full or the path too long. */
-int contain_add_writable(struct contain_plan *p, const char *path, char *err, size_t errlen);
+int contain_add_writable(struct contain_plan *p, const char *path, struct err *err);
 /* A host's exec session: its root stays writable and /tmp and /dev/shm
  * are the guest's, as for files.* (the host may write anywhere); the
  * rest of the containment is a default service's. */
@@ -185,7 +186,7 @@ void contain_snapshot_take(void);
  * process is gone: its namespaces cannot be opened), and then nothing
  * is held. hearth is pid's parent and only reaper, so pid cannot name
  * another process while hearth has not reaped it. */
-int contain_join_open(struct contain_plan *p, pid_t pid, char *err, size_t errlen);
+int contain_join_open(struct contain_plan *p, pid_t pid, struct err *err);
 /* After the fork: closes what contain_join_open opened; join off. */
 void contain_join_close(struct contain_plan *p);
 
@@ -194,7 +195,7 @@ void contain_join_close(struct contain_plan *p);
  * namespace mode it first waits for hearth to write its maps.
  * Returns 0, or -1 with errno and what it was doing in what ("unable to
  * mask /proc/kcore"). */
-int contain_enter(const struct contain_plan *p, char *what, size_t len);
+int contain_enter(const struct contain_plan *p, struct err *err);
 /* In the child that is PID 1 of the service's own pid namespace, after
  * contain_enter: a /proc of that namespace in place of the one the mount
  * namespace came with (which shows hearth's), with the /proc entries of
@@ -204,7 +205,7 @@ int contain_enter(const struct contain_plan *p, char *what, size_t len);
  * container's /proc stays, and the entry of every process in it but the
  * child's own (hearth, the platform's init, what started before: their
  * pids and their threads') gets an empty read-only tmpfs over it. */
-int contain_proc_for_pidns(const struct contain_plan *p, char *what, size_t len);
+int contain_proc_for_pidns(const struct contain_plan *p, struct err *err);
 /* In the child, as root: shrinks the bounding set to the kept
  * capabilities (before the uid changes) and asks the kernel to keep the
  * permitted set across setuid when they must become ambient. */

@@ -11,6 +11,7 @@
 
 #include <linux/capability.h>
 
+#include "err.h"
 #include "kfile.h"
 #include "log.h"
 #include "mountinfo.h"
@@ -67,7 +68,7 @@ int userns_identity(const char *own, char *out, size_t outlen)
     return 0;
 }
 
-int userns_map(pid_t pid, char *err, size_t errlen)
+int userns_map(pid_t pid, struct err *err)
 {
     static char uid_map[16384], gid_map[16384];
     static bool read_once;
@@ -81,7 +82,7 @@ int userns_map(pid_t pid, char *err, size_t errlen)
             userns_identity(own[1], gid_map, sizeof(gid_map)) < 0) {
             int e = errno;
             uid_map[0] = gid_map[0] = 0;
-            snprintf(err, errlen, "unable to read hearth's own uid and gid maps: %s", strerror(e));
+            err_unable(err, e, "read hearth's own uid and gid maps");
             errno = e;
             return -1;
         }
@@ -93,9 +94,9 @@ int userns_map(pid_t pid, char *err, size_t errlen)
         snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, what[i]);
         if (kfile_write(path, maps[i]) < 0) {
             int e = errno;
-            snprintf(err, errlen, "unable to write the %s of the service's user namespace: %s%s",
-                     what[i], strerror(e),
-                     e == EPERM ? " (hearth needs CAP_SETUID and CAP_SETGID to map every id)" : "");
+            err_set(err, "unable to write the %s of the service's user namespace: %s%s",
+                    what[i], strerror(e),
+                    e == EPERM ? " (hearth needs CAP_SETUID and CAP_SETGID to map every id)" : "");
             errno = e;
             return -1;
         }
@@ -176,7 +177,7 @@ static bool seccomp_filtered(void)
     return s && atoi(s + 9) != 0;
 }
 
-bool userns_refused(int err, char *msg, size_t len)
+bool userns_refused(int err, struct err *msg)
 {
     char cause[120], fix[120], v[32];
 
@@ -219,7 +220,7 @@ bool userns_refused(int err, char *msg, size_t len)
     snprintf(refusal, sizeof(refusal),
              "no CAP_SYS_ADMIN and no user namespace (%s: %s): add CAP_SYS_ADMIN "
              "(--cap-add SYS_ADMIN), or %s", strerror(err), cause, fix);
-    snprintf(msg, len, "containment: %s", refusal);
+    err_set(msg, "containment: %s", refusal);
     return true;
 }
 

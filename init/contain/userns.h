@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "err.h"
+
 /* Whether contained starts need a user namespace: hearth is root without
  * CAP_SYS_ADMIN in its effective set (read once, and logged then). */
 bool userns_needed(void);
@@ -34,7 +36,7 @@ int userns_pipe(int fds[2]);
  * stays allowed: hearth writes the maps with CAP_SETGID, so the service
  * still takes its supplementary groups. 0, or -1 with errno and a message
  * (EPERM: hearth lacks CAP_SETUID or CAP_SETGID). */
-int userns_map(pid_t pid, char *err, size_t errlen);
+int userns_map(pid_t pid, struct err *err);
 /* The map a child gets from hearth's own (/proc/self/uid_map text):
  * each range "inside outside count" becomes "inside inside count", the
  * child's outside being hearth's inside. 0, or -1 with errno (ENODATA:
@@ -53,7 +55,7 @@ int userns_wait(int fds[2]);
  * so it is recorded (userns_refusal) and msg says what is missing and
  * what the operator can change. A later start that gets its namespace
  * clears the record. */
-bool userns_refused(int err, char *msg, size_t len);
+bool userns_refused(int err, struct err *msg);
 /* The recorded refusal, "" when there is none. */
 const char *userns_refusal(void);
 /* A start got its user namespace: the refusal is over. */

@@ -8,7 +8,7 @@
 #include "events.h"
 #include "log.h"
 
-/* Whether each gate of config_after_phases has been reached. A gate whose
+/* Whether each gate of names_after_phases has been reached. A gate whose
  * module has nothing to do is marked at boot. */
 static bool gate_up[8];
 #define NGATES ((int)(sizeof(gate_up) / sizeof(gate_up[0])))
@@ -16,8 +16,8 @@ static void (*change_fn)(const char *name, bool reached, const char *revoked);
 
 static int gate_index(const char *name)
 {
-    for (int i = 0; i < NGATES && config_after_phases[i]; i++)
-        if (strcmp(config_after_phases[i], name) == 0)
+    for (int i = 0; i < NGATES && names_after_phases[i]; i++)
+        if (strcmp(names_after_phases[i], name) == 0)
             return i;
     return -1;
 }
@@ -28,7 +28,7 @@ bool gate_known(const char *name) { return gate_index(name) >= 0; }
 
 static void change(int i, bool reached, const char *revoked)
 {
-    const char *name = config_after_phases[i];
+    const char *name = names_after_phases[i];
     gate_up[i] = reached;
     if (revoked)
         log_warn("phase %s revoked: %s", name, revoked);
@@ -72,7 +72,7 @@ bool gate_reached(const char *name)
 cJSON *gates_json(void)
 {
     cJSON *o = cJSON_CreateObject();
-    for (int i = 0; o && i < NGATES && config_after_phases[i]; i++)
-        cJSON_AddBoolToObject(o, config_after_phases[i], gate_up[i]);
+    for (int i = 0; o && i < NGATES && names_after_phases[i]; i++)
+        cJSON_AddBoolToObject(o, names_after_phases[i], gate_up[i]);
     return o;
 }

@@ -1,5 +1,5 @@
 /* gates: the setup phases services may be "after" ("mounts", "skills",
- * "egress", "network", "init"; the names are config_after_phases). A
+ * "egress", "network", "init"; the names are names_after_phases). A
  * setup module marks its gate reached when its work is done; services
  * after a gate wait until then. Marking a gate unreached again holds new
  * starts only; revoking it also stops what runs on it (a platform's

@@ -1,4 +1,5 @@
 #include "mounts.h"
+#include "err.h"
 #include "mountinfo.h"
 #include "safepath.h"
 
@@ -12,12 +13,14 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cJSON.h>
 #include <ev.h>
 
 #include "accounts.h"
+#include "childjob.h"
 #include "config.h"
 #include "events.h"
 #include "identity.h"
@@ -28,8 +31,10 @@
 #define RETRY_FIRST_MS 50
 #define RETRY_MAX_MS 1000
 
-enum mstate { M_PENDING, M_WAITING, M_MOUNTED, M_FAILED };
-static const char *const state_names[] = {"pending", "waiting", "mounted", "failed"};
+/* M_OWNING: mounted (or there, for a platform mount), its owner being
+ * given in a child; not usable until that answers. */
+enum mstate { M_PENDING, M_WAITING, M_MOUNTED, M_FAILED, M_OWNING };
+static const char *const state_names[] = {"pending", "waiting", "mounted", "failed", "owning"};
 
 enum mfrom { FROM_CONFIG, FROM_HOST, FROM_SHARE };
 static const char *const from_names[] = {"mounts", "host_mounts", "host_mounts_rule"};
@@ -64,6 +69,8 @@ struct mnt {
     /* Waiting under a platform mount that is not there yet: mounted
      * into the image's directory it would be hidden by it. */
     bool blocked;
+    struct owner_job *oj;  /* the owner step under way (M_OWNING) */
+    bool left;             /* went or was replaced in this look (platform_check) */
 };
 
 static struct {
@@ -77,6 +84,7 @@ static struct {
     ev_timer late;         /* the next platform mount to become late */
     ev_timer poll;         /* only when the mount table cannot be watched */
     void (*done_fn)(void);
+    void (*left_fn)(const char *target, const char *why);
     char rule_mode[16], rule_tag[256], rule_root[512];
     char rule_owner[160];
 } M;
@@ -243,7 +251,7 @@ enum attempt { A_DONE, A_RETRY };
 static int make_target(const struct mnt *m, int *fd)
 {
     struct stat s;
-    char why[128];
+    struct err why;
 
     *fd = -1;
     if (strcmp(m->type, "bind") == 0 && stat(m->source, &s) == 0 && !S_ISDIR(s.st_mode)) {
@@ -255,11 +263,10 @@ static int make_target(const struct mnt *m, int *fd)
             return -1;
         }
         *slash = '\0';
-        int pfd = safepath_mkdir_p(parent[0] ? parent : "/", 0755, geteuid(), getegid(), why,
-                                   sizeof(why));
+        int pfd = safepath_mkdir_p(parent[0] ? parent : "/", 0755, geteuid(), getegid(), &why);
         if (pfd < 0)
             return -1;
-        int tfd = safepath_open(pfd, slash + 1, O_RDONLY | O_CREAT, 0644, why, sizeof(why));
+        int tfd = safepath_open(pfd, slash + 1, O_RDONLY | O_CREAT, 0644, &why);
         int e = errno;
         close(pfd);
         if (tfd < 0) {
@@ -271,7 +278,7 @@ static int make_target(const struct mnt *m, int *fd)
     }
     /* A directory target likewise: made without following a link, and
      * mounted on through its fd. */
-    int dfd = safepath_mkdir_p(m->target, 0755, geteuid(), getegid(), why, sizeof(why));
+    int dfd = safepath_mkdir_p(m->target, 0755, geteuid(), getegid(), &why);
     if (dfd < 0)
         return -1;
     *fd = dfd;
@@ -486,48 +493,148 @@ failed_or_retry:
  * could not write its own home. Resolved through the boot snapshot of
  * the image's accounts, set on the root opened without following a link,
  * only when it differs, and read back: a 9p server that drops ownership
- * changes (security_model=none, unprivileged) must not pass for done. */
-static int apply_owner(struct mnt *m)
+ * changes (security_model=none, unprivileged) must not pass for done.
+ *
+ * Opening, stating and changing that root wait on the share's server: on
+ * one that hangs at its first appearance (a stuck virtio-fs or 9p
+ * daemon) each waits for ever. So that step runs in a child (childjob)
+ * with the mount's deadline (timeout_ms, else CONFIG_MOUNT_TIMEOUT_MS),
+ * and the mount is "owning" until it answers: not usable, so what waits
+ * for it (entries under it, seeding, the phase) waits on. The jobs live
+ * in a pool, not in the list (its entries move when it grows or
+ * host_mounts change), found again through the entry that points to
+ * one; a job killed while stuck in the kernel keeps its slot until it is
+ * reaped. */
+#define OWNER_JOBS 16
+#define OWNER_RESULT_MAX 320
+enum { OWNER_SAME = 'S', OWNER_GIVEN = 'G', OWNER_FAILED = 'F' };
+
+struct owner_job {
+    struct childjob job;
+    char owner[160], target[512];
+    uid_t uid;
+    gid_t gid;
+};
+static struct owner_job owner_jobs[OWNER_JOBS];
+
+/* The step itself (in the child, or here without a loop): OWNER_SAME,
+ * OWNER_GIVEN, or OWNER_FAILED with err. */
+static char owner_work(const struct owner_job *o, struct err *err)
 {
+    struct err why;
+    struct stat st;
+
+    err->msg[0] = '\0';
+    err->code = 0;
+    int fd = safepath_open_abs(o->target, O_RDONLY | O_DIRECTORY, 0, &why);
+    if (fd < 0 && (errno == ENOTDIR || errno == SAFEPATH_EWRONGTYPE)) /* a bind of one file */
+        fd = safepath_open_abs(o->target, O_RDONLY, 0, &why);
+    if (fd < 0) {
+        err_set(err, "owner %s: unable to open %s: %s", o->owner, o->target, why.msg);
+        return OWNER_FAILED;
+    }
+    char r = OWNER_FAILED;
+    if (fstat(fd, &st) < 0) {
+        err_unable(err, errno, "stat %s", o->target);
+        err_wrap(err, "owner");
+    } else if (st.st_uid == o->uid && st.st_gid == o->gid) {
+        r = OWNER_SAME;
+    } else if (fchown(fd, o->uid, o->gid) < 0) {
+        err_unable(err, errno, "give %s to %u:%u", o->target, (unsigned)o->uid, (unsigned)o->gid);
+        err_wrap(err, "owner %s", o->owner);
+    } else if (fstat(fd, &st) < 0 || st.st_uid != o->uid || st.st_gid != o->gid) {
+        err_set(err,
+                "owner %s: %s still belongs to %u:%u after the change to %u:%u (the share "
+                "does not keep owners)", o->owner, o->target, (unsigned)st.st_uid,
+                (unsigned)st.st_gid, (unsigned)o->uid, (unsigned)o->gid);
+    } else {
+        r = OWNER_GIVEN;
+    }
+    close(fd);
+    return r;
+}
+
+static void owner_child(int wfd, void *arg)
+{
+    struct err e;
+    char msg[OWNER_RESULT_MAX];
+
+    msg[0] = owner_work(arg, &e);
+    snprintf(msg + 1, sizeof(msg) - 1, "%s", e.msg);
+    _exit(childjob_write(wfd, msg, 1 + strlen(msg + 1)) == 0 ? 0 : 1);
+}
+
+/* Whether m's owner step ended well (its log line when it changed the
+ * owner); on failure m->error says why. */
+static bool owner_result(struct mnt *m, const struct owner_job *o, char r, const char *msg)
+{
+    if (r == OWNER_GIVEN)
+        log_info("mount %s: its root given to %s (%u:%u)", m->target, m->owner, (unsigned)o->uid,
+                 (unsigned)o->gid);
+    if (r == OWNER_SAME || r == OWNER_GIVEN)
+        return true;
+    snprintf(m->error, sizeof(m->error), "%s", msg);
+    return false;
+}
+
+/* A job whose mount changed under it: killed, its answer ignored. */
+static void owner_cancel(struct mnt *m)
+{
+    if (!m->oj)
+        return;
+    struct owner_job *o = m->oj;
+    m->oj = NULL;
+    childjob_cancel(&o->job);
+}
+
+static void owner_done(struct childjob *j, enum childjob_end end, int status, const char *data,
+                       size_t len);
+
+/* Starts giving m's root its owner: 0 nothing to do, or done here (no
+ * loop); 1 under way in a child (owner_done follows: m is M_OWNING); -1
+ * failed (m->error). */
+static int owner_begin(struct mnt *m)
+{
+    struct owner_job *o = NULL;
     uid_t uid = geteuid();
     gid_t gid = getegid();
-    char why[160];
-    struct stat st;
+    struct err why;
 
     if (!m->owner[0])
         return 0;
-    if (accounts_owner(accounts_snapshot(), m->owner, &uid, &gid, why, sizeof(why)) < 0) {
-        snprintf(m->error, sizeof(m->error), "owner %s: %s", m->owner, why);
+    if (accounts_owner(accounts_snapshot(), m->owner, &uid, &gid, &why) < 0) {
+        snprintf(m->error, sizeof(m->error), "owner %s: %s", m->owner, why.msg);
         return -1;
     }
-    int fd = safepath_open_abs(m->target, O_RDONLY | O_DIRECTORY, 0, why, sizeof(why));
-    if (fd < 0 && (errno == ENOTDIR || errno == SAFEPATH_EWRONGTYPE)) /* a bind of one file */
-        fd = safepath_open_abs(m->target, O_RDONLY, 0, why, sizeof(why));
-    if (fd < 0) {
-        snprintf(m->error, sizeof(m->error), "owner %s: unable to open %s: %s", m->owner, m->target,
-                 why);
-        return -1;
-    }
-    int rc = -1;
-    if (fstat(fd, &st) < 0) {
-        set_error(m, "owner: unable to stat %s: %s", m->target, errno);
-    } else if (st.st_uid == uid && st.st_gid == gid) {
-        rc = 0;
-    } else if (fchown(fd, uid, gid) < 0) {
-        snprintf(m->error, sizeof(m->error), "owner %s: unable to give %s to %u:%u: %s", m->owner,
-                 m->target, (unsigned)uid, (unsigned)gid, strerror(errno));
-    } else if (fstat(fd, &st) < 0 || st.st_uid != uid || st.st_gid != gid) {
+    for (size_t i = 0; i < OWNER_JOBS && !o; i++)
+        if (owner_jobs[i].job.pid == 0 && owner_jobs[i].job.killed == 0)
+            o = &owner_jobs[i];
+    if (!o) {
         snprintf(m->error, sizeof(m->error),
-                 "owner %s: %s still belongs to %u:%u after the change to %u:%u (the share "
-                 "does not keep owners)", m->owner, m->target, (unsigned)st.st_uid,
-                 (unsigned)st.st_gid, (unsigned)uid, (unsigned)gid);
-    } else {
-        log_info("mount %s: its root given to %s (%u:%u)", m->target, m->owner, (unsigned)uid,
-                 (unsigned)gid);
-        rc = 0;
+                 "owner %s: unable to give %s its owner: %d owner steps are still under way "
+                 "(shares that hang?)", m->owner, m->target, OWNER_JOBS);
+        return -1;
     }
-    close(fd);
-    return rc;
+    snprintf(o->owner, sizeof(o->owner), "%s", m->owner);
+    snprintf(o->target, sizeof(o->target), "%s", m->target);
+    o->uid = uid;
+    o->gid = gid;
+    if (!H.loop) {
+        /* No loop (unit tests): here and now. */
+        struct err e;
+        char r = owner_work(o, &e);
+        return owner_result(m, o, r, e.msg) ? 0 : -1;
+    }
+    int64_t timeout = m->timeout_ms > 0 ? m->timeout_ms : CONFIG_MOUNT_TIMEOUT_MS;
+    if (childjob_start(&o->job, timeout, OWNER_RESULT_MAX, owner_child, o, owner_done,
+                       &why) < 0) {
+        snprintf(m->error, sizeof(m->error), "owner %s: unable to start giving %s its owner: %s",
+                 m->owner, m->target, why.msg);
+        return -1;
+    }
+    m->oj = o;
+    m->state = M_OWNING;
+    return 1;
 }
 
 static void record_mount(struct mnt *m)
@@ -542,21 +649,28 @@ static void record_mount(struct mnt *m)
     }
 }
 
+/* A home the agent cannot write is no home: failed, and what this pass
+ * mounted is taken away again. */
+static void owner_failed(struct mnt *m)
+{
+    log_error("mount %s: %s", m->target, m->error);
+    if (!m->already)
+        umount2(m->target, MNT_DETACH);
+    m->state = M_FAILED;
+}
+
 static enum attempt attempt(struct mnt *m)
 {
     int tfd = -1;
     enum attempt r = attempt_fd(m, &tfd);
     if (tfd >= 0)
         close(tfd);
-    if (r == A_DONE && m->state == M_MOUNTED && apply_owner(m) < 0) {
-        /* A home the agent cannot write is no home: failed, and what this
-         * pass mounted is taken away again. */
-        log_error("mount %s: %s", m->target, m->error);
-        if (!m->already)
-            umount2(m->target, MNT_DETACH);
-        m->state = M_FAILED;
+    if (r == A_DONE && m->state == M_MOUNTED) {
+        int o = owner_begin(m);
+        if (o < 0)
+            owner_failed(m);
     }
-    if (m->state == M_MOUNTED)
+    if (m->state == M_MOUNTED || m->state == M_OWNING)
         record_mount(m);
     return r;
 }
@@ -591,6 +705,15 @@ static size_t platform_waiting(void)
     size_t n = 0;
     for (size_t i = 0; i < M.n; i++)
         n += M.m[i].platform && M.m[i].required && M.m[i].state == M_WAITING;
+    return n;
+}
+
+/* Platform mounts there whose owner step is under way. */
+static size_t platform_owning(void)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < M.n; i++)
+        n += M.m[i].platform && M.m[i].state == M_OWNING;
     return n;
 }
 
@@ -688,6 +811,79 @@ static void renew_nested(const struct mnt *p)
 static void repass(void);
 static void run(void);
 
+static void emit_failed(const struct mnt *m)
+{
+    /* Not mount_json: "type" is the event's own key. */
+    cJSON *ev = cJSON_CreateObject();
+    if (ev) {
+        cJSON_AddStringToObject(ev, "target", m->target);
+        cJSON_AddStringToObject(ev, "source", m->source);
+        cJSON_AddStringToObject(ev, "fstype", m->type);
+        cJSON_AddBoolToObject(ev, "required", m->required);
+        cJSON_AddStringToObject(ev, "error", m->error);
+    }
+    events_emit("mount.failed", ev);
+}
+
+/* A platform mount whose owner could not be given: failed until it
+ * changes (it is the platform's to take away, not hearth's). */
+static void platform_owner_failed(struct mnt *m)
+{
+    log_error("platform mount %s: %s", m->target, m->error);
+    m->state = M_FAILED;
+    emit_failed(m);
+}
+
+static void after_attempt(struct mnt *m);
+
+/* The owner step's answer (or its deadline): the mount is usable, or
+ * failed; then what waited for it goes on. */
+static void owner_done(struct childjob *j, enum childjob_end end, int status, const char *data,
+                       size_t len)
+{
+    struct owner_job *o = (struct owner_job *)j;
+    struct mnt *m = NULL;
+    char msg[OWNER_RESULT_MAX];
+    char r = OWNER_FAILED;
+
+    for (size_t i = 0; i < M.n && !m; i++)
+        if (M.m[i].oj == o)
+            m = &M.m[i];
+    if (!m)
+        return; /* cancelled: its mount changed or left the list */
+    m->oj = NULL;
+    if (end == CHILDJOB_TIMEOUT) {
+        snprintf(msg, sizeof(msg), "owner %s: %s did not answer in %lld ms", o->owner, o->target,
+                 (long long)j->timeout_ms);
+    } else if (end == CHILDJOB_EXITED && WIFEXITED(status) && len >= 1 &&
+               (data[0] == OWNER_SAME || data[0] == OWNER_GIVEN || data[0] == OWNER_FAILED)) {
+        r = data[0];
+        snprintf(msg, sizeof(msg), "%.*s", (int)(len - 1), data + 1);
+    } else {
+        snprintf(msg, sizeof(msg), "owner %s: unable to give %s its owner: the process ended "
+                 "without an answer (status %d)", o->owner, o->target, status);
+    }
+    bool ok = owner_result(m, o, r, msg);
+    if (m->platform) {
+        if (ok)
+            m->state = M_MOUNTED;
+        else
+            platform_owner_failed(m);
+        repass(); /* what waited under it, seeding and the phase */
+        return;
+    }
+    if (ok)
+        m->state = M_MOUNTED;
+    else
+        owner_failed(m);
+    /* The pass waited on this entry: it goes on from here. */
+    if (M.running && M.cur < M.n && &M.m[M.cur] == m) {
+        after_attempt(m);
+        M.cur++;
+        run();
+    }
+}
+
 /* Compares each platform mount with what the mount table shows at its
  * target now (the topmost mount there, by id). at_boot: the first look,
  * which is no change (a runtime's -v is simply there). */
@@ -706,6 +902,8 @@ static void platform_check(bool at_boot)
         int id = present ? mi.id : 0;
         if (!at_boot && id == m->mount_id)
             continue;
+        /* An owner step for the one that was there no longer counts. */
+        owner_cancel(m);
         const char *change = !m->mount_id ? "appeared" : !id ? "gone" : "replaced";
         int prev_id = m->mount_id;
         char prev_from[sizeof(m->mounted_from)];
@@ -728,19 +926,8 @@ static void platform_check(bool at_boot)
             log_info("platform mount %s: %s (mount %d of %s, %s%s)", m->target,
                      at_boot ? "in place" : change, id, mi.from, mi.fstype,
                      mi.ro ? ", read-only" : "");
-            if (apply_owner(m) < 0) {
-                log_error("platform mount %s: %s", m->target, m->error);
-                m->state = M_FAILED;
-                cJSON *ev = cJSON_CreateObject();
-                if (ev) {
-                    cJSON_AddStringToObject(ev, "target", m->target);
-                    cJSON_AddStringToObject(ev, "source", "");
-                    cJSON_AddStringToObject(ev, "fstype", m->type);
-                    cJSON_AddBoolToObject(ev, "required", m->required);
-                    cJSON_AddStringToObject(ev, "error", m->error);
-                }
-                events_emit("mount.failed", ev);
-            }
+            if (owner_begin(m) < 0)
+                platform_owner_failed(m);
             renew_nested(m);
             pass = true;
         } else {
@@ -768,6 +955,7 @@ static void platform_check(bool at_boot)
                      change);
             revoke = true;
         }
+        m->left = !at_boot && was_up && prev_id;
     }
     check_late();
     if (first_arrival && !M.identity_renewed) {
@@ -777,14 +965,27 @@ static void platform_check(bool at_boot)
          * the seeding, the key made at the agent's first start and the
          * agent itself come next. Once per run of hearth: a later
          * replacement is not a restore. */
-        char detail[160];
+        struct err detail;
         M.identity_renewed = true;
         log_info("platform mounts arrived after start: a restored copy; renewing its identity");
-        if (identity_refresh("platform_mounts", detail, sizeof(detail)) < 0)
-            log_warn("identity: %s", detail);
+        if (identity_refresh("platform_mounts", &detail) < 0)
+            log_warn("identity: %s", detail.msg);
     }
     if (revoke)
         gate_revoke("mounts", why);
+    /* The work under way on what went (a seed copy, a skills walk) is
+     * stopped by its owner, and redone when the mount is back. */
+    for (size_t i = 0; i < M.n; i++) {
+        struct mnt *m = &M.m[i];
+        if (!m->left)
+            continue;
+        m->left = false;
+        if (M.left_fn) {
+            char what[600];
+            snprintf(what, sizeof(what), "platform mount %s %s", m->target, m->last_change);
+            M.left_fn(m->target, what);
+        }
+    }
     if (pass && !at_boot)
         repass();
 }
@@ -854,6 +1055,7 @@ static cJSON *mount_json(const struct mnt *m)
 static void finish(void)
 {
     size_t bad = failed_required(), mounted = 0, waiting = platform_waiting();
+    size_t owning = platform_owning();
 
     M.running = false;
     if (M.again) {
@@ -865,8 +1067,9 @@ static void finish(void)
     for (size_t i = 0; i < M.n; i++)
         mounted += M.m[i].state == M_MOUNTED;
     M.done = true;
-    log_info("mounts: %zu of %zu mounted, %zu required failed%s", mounted, M.n, bad,
-             waiting ? ", waiting for the platform's" : "");
+    log_info("mounts: %zu of %zu mounted, %zu required failed%s%s", mounted, M.n, bad,
+             waiting ? ", waiting for the platform's" : "",
+             owning ? ", giving the platform's their owner" : "");
     cJSON *o = cJSON_CreateObject();
     if (o) {
         cJSON_AddNumberToObject(o, "mounted", (double)mounted);
@@ -876,8 +1079,9 @@ static void finish(void)
     events_emit("mounts.done", o);
     /* Seeding and the skills overlay write into the homes: not into the
      * image's directories a platform mount still to come would hide. The
-     * watch runs this pass again when they are there. */
-    if (waiting)
+     * watch runs this pass again when they are there (the owner step
+     * when it answers). */
+    if (waiting || owning)
         return;
     /* With a done callback (seeding follows), the phase waits for
      * mounts_phase_ready: "mounts" means mounted and seeded. */
@@ -889,7 +1093,7 @@ static void finish(void)
 
 void mounts_phase_ready(void)
 {
-    if (M.done && failed_required() == 0 && platform_waiting() == 0)
+    if (M.done && failed_required() == 0 && platform_waiting() == 0 && platform_owning() == 0)
         gate_set("mounts", true);
 }
 
@@ -961,23 +1165,20 @@ static void run(void)
             }
             continue; /* no loop (unit tests): try again at once */
         }
-        if (m->state == M_FAILED) {
-            log_error("mount %s: %s%s", m->target, m->error,
-                      m->required ? "" : " (not required: skipped)");
-            /* Not mount_json: "type" is the event's own key. */
-            cJSON *ev = cJSON_CreateObject();
-            if (ev) {
-                cJSON_AddStringToObject(ev, "target", m->target);
-                cJSON_AddStringToObject(ev, "source", m->source);
-                cJSON_AddStringToObject(ev, "fstype", m->type);
-                cJSON_AddBoolToObject(ev, "required", m->required);
-                cJSON_AddStringToObject(ev, "error", m->error);
-            }
-            events_emit("mount.failed", ev);
-        }
+        if (m->state == M_OWNING)
+            return; /* owner_done goes on */
+        after_attempt(m);
         M.cur++;
     }
     finish();
+}
+
+static void after_attempt(struct mnt *m)
+{
+    if (m->state != M_FAILED)
+        return;
+    log_error("mount %s: %s%s", m->target, m->error, m->required ? "" : " (not required: skipped)");
+    emit_failed(m);
 }
 
 /* Starts a pass from the first entry that is not mounted. */
@@ -991,6 +1192,7 @@ static void restart_pass(void)
      * Platform mounts are the watch's. */
     for (size_t i = 0; i < M.n; i++) {
         if (M.m[i].state != M_MOUNTED && !M.m[i].platform) {
+            owner_cancel(&M.m[i]);
             M.m[i].state = M_PENDING;
             M.m[i].attempts = 0;
             M.m[i].blocked = false;
@@ -1071,8 +1273,10 @@ void mounts_start(const struct config *cfg, void (*done)(void))
     }
     mountinfo_unwatch();
     free(M.m);
+    void (*left)(const char *, const char *) = M.left_fn;
     memset(&M, 0, sizeof(M));
     M.done_fn = done;
+    M.left_fn = left;
     ev_timer_init(&M.retry, on_retry, 0., 0.);
     ev_timer_init(&M.late, on_late, 0., 0.);
     ev_timer_init(&M.poll, on_poll, 1., 1.);
@@ -1112,36 +1316,45 @@ void mounts_start(const struct config *cfg, void (*done)(void))
     run();
 }
 
+void mounts_on_left(void (*fn)(const char *target, const char *why))
+{
+    M.left_fn = fn;
+}
+
 void mounts_apply_host(const struct host_mounts_cfg *hm)
 {
     /* Drop the previous host entries (those mounted stay mounted). */
     size_t keep = 0;
-    for (size_t i = 0; i < M.n; i++)
+    for (size_t i = 0; i < M.n; i++) {
         if (M.m[i].from == FROM_CONFIG)
             M.m[keep++] = M.m[i];
+        else
+            owner_cancel(&M.m[i]);
+    }
     M.n = keep;
     add_host(hm);
     log_info("mounts: host_mounts set, %zu mounts", M.n);
     restart_pass();
 }
 
-int mounts_set_host(const cJSON *host_mounts, char *err, size_t errlen)
+int mounts_set_host(const cJSON *host_mounts, struct err *err)
 {
     struct host_mounts_cfg hm;
 
-    if (host_mounts_parse(host_mounts, &hm, err, errlen) < 0)
+    if (host_mounts_parse(host_mounts, &hm, err) < 0)
         return -1;
     mounts_apply_host(&hm);
     host_mounts_free(&hm);
     return 0;
 }
 
-int mounts_recheck(char *err, size_t errlen)
+int mounts_recheck(struct err *err)
 {
     size_t stale = 0;
     struct minfo mi;
 
-    err[0] = '\0';
+    if (err)
+        err->msg[0] = '\0';
     if (M.running)
         return 0; /* a pass is under way: it will get there */
     for (size_t i = 0; i < M.n; i++) {
@@ -1163,10 +1376,8 @@ int mounts_recheck(char *err, size_t errlen)
         return 0;
     restart_pass();
     for (size_t i = 0; i < M.n; i++) {
-        if (M.m[i].state == M_FAILED) {
-            snprintf(err, errlen, "mount %s: %s", M.m[i].target, M.m[i].error);
-            return -1;
-        }
+        if (M.m[i].state == M_FAILED)
+            return err_set(err, "mount %s: %s", M.m[i].target, M.m[i].error);
     }
     return (int)stale;
 }
@@ -1200,6 +1411,9 @@ const char *mounts_path_blocked(const char *path)
 
     if (f)
         snprintf(why, sizeof(why), "mount %s failed", f);
+    else if (p && p->state == M_OWNING)
+        snprintf(why, sizeof(why), "the platform mount at %s is not ready (its owner is being "
+                 "given)", p->target);
     else if (p)
         snprintf(why, sizeof(why), "the platform mount at %s is not there", p->target);
     else
@@ -1284,6 +1498,15 @@ cJSON *mounts_status_json(void)
             cJSON_AddItemToArray(wf, cJSON_CreateString(m->target));
         if (m->late && (late || (late = cJSON_AddArrayToObject(o, "late"))))
             cJSON_AddItemToArray(late, cJSON_CreateString(m->target));
+    }
+    /* Those there whose owner step has not answered yet (a share that
+     * hangs shows here until its deadline). */
+    cJSON *owning = NULL;
+    for (size_t i = 0; i < M.n; i++) {
+        const struct mnt *m = &M.m[i];
+        if (m->state == M_OWNING && m->required &&
+            (owning || (owning = cJSON_AddArrayToObject(o, "owning"))))
+            cJSON_AddItemToArray(owning, cJSON_CreateString(m->target));
     }
     return o;
 }

@@ -10,6 +10,9 @@
  * the mount table for them (mountinfo_watch) and reports each that
  * appears, goes or is replaced ("mount.changed"), and one that is late.
  *
+ * A mount with an owner has its root given to it in a child (the share
+ * may hang): until that answers it is "owning", not usable.
+ *
  * Owns the phase "mounts": reached once every required mount is in,
  * every required platform mount is there, and the homes on them are
  * seeded (seeding and the skills overlay wait for the platform's mounts
@@ -24,6 +27,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "err.h"
+
 struct config;
 struct cJSON;
 struct host_mounts_cfg;
@@ -37,6 +42,12 @@ struct host_mounts_cfg;
  * (seeding and skills follow it), and the phase "mounts" then waits for
  * mounts_phase_ready(). Without done, the phase is marked at once. */
 void mounts_start(const struct config *cfg, void (*done)(void));
+/* fn(target, why) for each platform mount that was there and went or
+ * was replaced (why: "platform mount T gone"), after the phase is
+ * revoked: the work under way beneath it (a seed copy, a skills walk)
+ * must stop, not go on writing into what it hid. Set before
+ * mounts_start. */
+void mounts_on_left(void (*fn)(const char *target, const char *why));
 /* Marks the phase "mounts" reached if the last pass ended with every
  * required mount in (called once seeding is through). */
 void mounts_phase_ready(void);
@@ -47,12 +58,12 @@ void mounts_apply_host(const struct host_mounts_cfg *hm);
 /* host_mounts_parse, then mounts_apply_host: a host_mounts value (the
  * platform's JSON array string, or the array itself). On error nothing
  * changes and err names the field. */
-int mounts_set_host(const struct cJSON *host_mounts, char *err, size_t errlen);
+int mounts_set_host(const struct cJSON *host_mounts, struct err *err);
 
 /* After a resume: stats every mounted target and remounts those that are
  * gone or stale (ENOTCONN, ESTALE, EIO). Returns how many were remounted,
  * or -1 with err when one of them could not be. */
-int mounts_recheck(char *err, size_t errlen);
+int mounts_recheck(struct err *err);
 
 /* syncfs on every mounted, writable, persistent (not tmpfs) mount, before
  * a freeze. Returns the count, or -1 when one failed. */
@@ -80,7 +91,7 @@ bool mounts_done(void);
  * "done", "failed"}. */
 struct cJSON *mounts_list_json(void);
 /* A short summary for status: {"done", "mounted", "failed", "error",
- * "waiting", "waiting_for", "late"}. */
+ * "waiting", "waiting_for", "late", "owning"}. */
 struct cJSON *mounts_status_json(void);
 
 /* Parses the mount options string: flags (ro, nosuid, nodev, noexec,

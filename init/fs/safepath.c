@@ -9,6 +9,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "err.h"
+
 #ifndef SYS_openat2
 #define SYS_openat2 437
 #endif
@@ -26,7 +28,7 @@ struct sp_open_how {
 /* Remembered once the kernel says openat2 does not exist. */
 static bool no_openat2;
 
-static void reason(char *why, size_t n, int e)
+static void reason(struct err *err, int e)
 {
     const char *r;
 
@@ -46,14 +48,16 @@ static void reason(char *why, size_t n, int e)
     default:
         r = strerror(e);
     }
-    if (why && n)
-        snprintf(why, n, "%s", r);
+    /* Only the reason: the caller says what it was unable to do. */
+    err_set(err, "%s", r);
+    if (err)
+        err->code = e;
     errno = e;
 }
 
-static int fail(char *why, size_t n, int e)
+static int fail(struct err *err, int e)
 {
-    reason(why, n, e);
+    reason(err, e);
     return -1;
 }
 
@@ -206,24 +210,24 @@ static int raw_open(int dirfd, const char *rel, int flags, mode_t mode)
     return fd;
 }
 
-int safepath_open(int dirfd, const char *rel, int flags, mode_t mode, char *why, size_t whylen)
+int safepath_open(int dirfd, const char *rel, int flags, mode_t mode, struct err *err)
 {
     if (flags & O_TRUNC)
-        return fail(why, whylen, EINVAL);
+        return fail(err, EINVAL);
     if (safepath_check(rel) < 0)
-        return fail(why, whylen, errno);
+        return fail(err, errno);
     bool want_dir = (flags & O_DIRECTORY) != 0;
     if (want_dir)
         flags = O_RDONLY | O_DIRECTORY;
     flags |= O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
     int fd = raw_open(dirfd, rel, flags, mode);
     if (fd < 0)
-        return fail(why, whylen, errno);
+        return fail(err, errno);
     struct stat s;
     if (fstat(fd, &s) < 0) {
         int e = errno;
         close(fd);
-        return fail(why, whylen, e);
+        return fail(err, e);
     }
     if (want_dir ? !S_ISDIR(s.st_mode) : !S_ISREG(s.st_mode)) {
         close(fd);
@@ -233,29 +237,28 @@ int safepath_open(int dirfd, const char *rel, int flags, mode_t mode, char *why,
                             : S_ISFIFO(s.st_mode) ? "a FIFO"
                             : S_ISSOCK(s.st_mode) ? "a socket"
                                                   : "a device";
-            if (why && whylen)
-                snprintf(why, whylen, "%s, not a regular file", k);
+            err_set(err, "%s, not a regular file", k);
             errno = SAFEPATH_EWRONGTYPE;
             return -1;
         }
-        return fail(why, whylen, want_dir ? ENOTDIR : SAFEPATH_EWRONGTYPE);
+        return fail(err, want_dir ? ENOTDIR : SAFEPATH_EWRONGTYPE);
     }
     return fd;
 }
 
 int safepath_open_owned(int dirfd, const char *rel, int flags, mode_t mode, uid_t uid, gid_t gid,
-                        char *why, size_t whylen)
+                        struct err *err)
 {
     int fd = -1;
 
     /* Created here first (O_EXCL): only then is the owner ours to set. */
     if (flags & O_CREAT) {
-        fd = safepath_open(dirfd, rel, flags | O_EXCL, mode, why, whylen);
+        fd = safepath_open(dirfd, rel, flags | O_EXCL, mode, err);
         if (fd >= 0) {
             if ((uid != geteuid() || gid != getegid()) && fchown(fd, uid, gid) < 0) {
                 int e = errno;
                 close(fd);
-                return fail(why, whylen, e);
+                return fail(err, e);
             }
             return fd;
         }
@@ -263,37 +266,36 @@ int safepath_open_owned(int dirfd, const char *rel, int flags, mode_t mode, uid_
             return -1;
         flags &= ~O_CREAT;
     }
-    fd = safepath_open(dirfd, rel, flags, mode, why, whylen);
+    fd = safepath_open(dirfd, rel, flags, mode, err);
     if (fd < 0)
         return -1;
     struct stat s;
     if (fstat(fd, &s) < 0) {
         int e = errno;
         close(fd);
-        return fail(why, whylen, e);
+        return fail(err, e);
     }
     if ((s.st_uid != uid && s.st_uid != 0) || (S_ISREG(s.st_mode) && s.st_nlink > 1)) {
         close(fd);
-        if (why && whylen)
-            snprintf(why, whylen, "%s", s.st_nlink > 1 ? "has other hard links (not trusted)"
-                                                       : "owned by another user (not trusted)");
+        err_set(err, "%s", s.st_nlink > 1 ? "has other hard links (not trusted)"
+                                                   : "owned by another user (not trusted)");
         errno = SAFEPATH_EOWNER;
         return -1;
     }
     return fd;
 }
 
-int safepath_open_abs(const char *path, int flags, mode_t mode, char *why, size_t whylen)
+int safepath_open_abs(const char *path, int flags, mode_t mode, struct err *err)
 {
     if (path[0] != '/')
-        return fail(why, whylen, EINVAL);
+        return fail(err, EINVAL);
     while (*path == '/')
         path++;
     int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (root < 0)
-        return fail(why, whylen, errno);
-    int fd = *path ? safepath_open(root, path, flags, mode, why, whylen)
-                   : safepath_open(root, ".", flags, mode, why, whylen);
+        return fail(err, errno);
+    int fd = *path ? safepath_open(root, path, flags, mode, err)
+                   : safepath_open(root, ".", flags, mode, err);
     int e = errno;
     close(root);
     errno = e;
@@ -301,24 +303,24 @@ int safepath_open_abs(const char *path, int flags, mode_t mode, char *why, size_
 }
 
 int safepath_mkdir(int dirfd, const char *rel, mode_t mode, uid_t uid, gid_t gid, bool *made,
-                   char *why, size_t whylen)
+                   struct err *err)
 {
     char dir[PATH_MAX], leaf[PATH_MAX];
 
     if (made)
         *made = false;
     if (safepath_split(rel, dir, leaf) < 0)
-        return fail(why, whylen, errno);
-    int pfd = safepath_open(dirfd, dir, O_DIRECTORY, 0, why, whylen);
+        return fail(err, errno);
+    int pfd = safepath_open(dirfd, dir, O_DIRECTORY, 0, err);
     if (pfd < 0)
         return -1;
     bool mine = mkdirat(pfd, leaf, mode) == 0;
     if (!mine && errno != EEXIST) {
         int e = errno;
         close(pfd);
-        return fail(why, whylen, e);
+        return fail(err, e);
     }
-    int fd = safepath_open(pfd, leaf, O_DIRECTORY, 0, why, whylen);
+    int fd = safepath_open(pfd, leaf, O_DIRECTORY, 0, err);
     int e = errno;
     close(pfd);
     if (fd < 0) {
@@ -329,31 +331,30 @@ int safepath_mkdir(int dirfd, const char *rel, mode_t mode, uid_t uid, gid_t gid
     if (mine && (uid != geteuid() || gid != getegid()) && fchown(fd, uid, gid) < 0) {
         e = errno;
         close(fd);
-        return fail(why, whylen, e);
+        return fail(err, e);
     }
     if (mine && fchmod(fd, mode) < 0) {
         e = errno;
         close(fd);
-        return fail(why, whylen, e);
+        return fail(err, e);
     }
     if (made)
         *made = mine;
     return fd;
 }
 
-int safepath_mkdir_p(const char *path, mode_t mode, uid_t uid, gid_t gid, char *why,
-                     size_t whylen)
+int safepath_mkdir_p(const char *path, mode_t mode, uid_t uid, gid_t gid, struct err *err)
 {
     char comp[NAME_MAX + 1];
 
     if (path[0] != '/' || safepath_check(path + 1 + strspn(path + 1, "/")) < 0) {
         if (path[0] == '/' && path[1 + strspn(path + 1, "/")] == '\0')
-            return safepath_open_abs("/", O_DIRECTORY, 0, why, whylen);
-        return fail(why, whylen, path[0] != '/' ? EINVAL : errno);
+            return safepath_open_abs("/", O_DIRECTORY, 0, err);
+        return fail(err, path[0] != '/' ? EINVAL : errno);
     }
     int cur = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (cur < 0)
-        return fail(why, whylen, errno);
+        return fail(err, errno);
     for (const char *p = path; *p;) {
         while (*p == '/')
             p++;
@@ -365,8 +366,8 @@ int safepath_mkdir_p(const char *path, mode_t mode, uid_t uid, gid_t gid, char *
         p += cl;
         /* Levels that exist keep their owner and mode. */
         int next = strcmp(comp, ".") == 0
-                       ? safepath_open(cur, ".", O_DIRECTORY, 0, why, whylen)
-                       : safepath_mkdir(cur, comp, mode, uid, gid, NULL, why, whylen);
+                       ? safepath_open(cur, ".", O_DIRECTORY, 0, err)
+                       : safepath_mkdir(cur, comp, mode, uid, gid, NULL, err);
         int e = errno;
         close(cur);
         if (next < 0) {

@@ -23,6 +23,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "err.h"
+
 #define SAFEPATH_EWRONGTYPE EMEDIUMTYPE
 #define SAFEPATH_EOWNER EACCES
 
@@ -39,7 +41,7 @@ int safepath_split(const char *rel, char *dir, char *leaf);
 /* Opens dirfd/rel. flags: an access mode, optionally O_CREAT, O_EXCL,
  * O_APPEND, O_DIRECTORY (a directory is expected: opened read-only).
  * O_TRUNC is refused (EINVAL): truncate the fd once it is checked. */
-int safepath_open(int dirfd, const char *rel, int flags, mode_t mode, char *why, size_t whylen);
+int safepath_open(int dirfd, const char *rel, int flags, mode_t mode, struct err *err);
 
 /* Opens a file hearth keeps writing to (a log, a marker): as
  * safepath_open, and when hearth creates it, it is owned by uid:gid; an
@@ -47,23 +49,22 @@ int safepath_open(int dirfd, const char *rel, int flags, mode_t mode, char *why,
  * (else SAFEPATH_EOWNER), so a planted hard link to a root file is never
  * written. */
 int safepath_open_owned(int dirfd, const char *rel, int flags, mode_t mode, uid_t uid, gid_t gid,
-                        char *why, size_t whylen);
+                        struct err *err);
 
 /* Opens an absolute configured path the same way, resolved from "/"
  * without following a symbolic link anywhere on it. */
-int safepath_open_abs(const char *path, int flags, mode_t mode, char *why, size_t whylen);
+int safepath_open_abs(const char *path, int flags, mode_t mode, struct err *err);
 
 /* Makes the directory dirfd/rel (the last component; the rest must
  * exist) owned by uid:gid with mode, and opens it; an existing directory
  * is opened as it is. *made tells whether it was created (may be NULL). */
 int safepath_mkdir(int dirfd, const char *rel, mode_t mode, uid_t uid, gid_t gid, bool *made,
-                   char *why, size_t whylen);
+                   struct err *err);
 
 /* mkdir -p of an absolute path, each missing level made with mode and
  * owner uid:gid, no symbolic link followed; returns the last level open
  * as a directory fd. */
-int safepath_mkdir_p(const char *path, mode_t mode, uid_t uid, gid_t gid, char *why,
-                     size_t whylen);
+int safepath_mkdir_p(const char *path, mode_t mode, uid_t uid, gid_t gid, struct err *err);
 
 /* Tests: false forces the component-by-component fallback used where
  * the kernel has no openat2. */

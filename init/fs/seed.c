@@ -17,6 +17,7 @@
 #include "accounts.h"
 #include "childjob.h"
 #include "config.h"
+#include "err.h"
 #include "events.h"
 #include "hearth.h"
 #include "log.h"
@@ -58,53 +59,53 @@ static int fsync_dir(int fd)
 
 /* The seed's target, open: made without following a link, missing
  * parents as hearth's, the target itself (when made here) as own's. */
-static int open_target(const char *target, const struct tree_owner *own, char *why, size_t whylen)
+static int open_target(const char *target, const struct tree_owner *own, struct err *err)
 {
     if (!own)
-        return safepath_mkdir_p(target, 0755, geteuid(), getegid(), why, whylen);
+        return safepath_mkdir_p(target, 0755, geteuid(), getegid(), err);
     char parent[PATH_MAX];
     const char *slash = strrchr(target, '/');
     if (!slash || !slash[1] || (size_t)(slash - target) >= sizeof(parent))
-        return safepath_mkdir_p(target, 0755, own->uid, own->gid, why, whylen);
+        return safepath_mkdir_p(target, 0755, own->uid, own->gid, err);
     memcpy(parent, target, (size_t)(slash - target));
     parent[slash - target] = '\0';
-    int pfd = safepath_mkdir_p(parent[0] ? parent : "/", 0755, geteuid(), getegid(), why, whylen);
+    int pfd = safepath_mkdir_p(parent[0] ? parent : "/", 0755, geteuid(), getegid(), err);
     if (pfd < 0)
         return -1;
-    int fd = safepath_mkdir(pfd, slash + 1, 0755, own->uid, own->gid, NULL, why, whylen);
+    int fd = safepath_mkdir(pfd, slash + 1, 0755, own->uid, own->gid, NULL, err);
     int e = errno;
     close(pfd);
     errno = e;
     return fd;
 }
 
-enum seed_result seed_one(const char *target, const char *from, const char *unless, char *err,
-                          size_t errlen)
+enum seed_result seed_one(const char *target, const char *from, const char *unless, struct err *err)
 {
-    return seed_one_as(target, from, unless, NULL, err, errlen);
+    return seed_one_as(target, from, unless, NULL, err);
 }
 
 enum seed_result seed_one_as(const char *target, const char *from, const char *unless,
-                             const struct tree_owner *own, char *err, size_t errlen)
+                             const struct tree_owner *own, struct err *err)
 {
     struct stat s;
     struct tree_stats st;
 
-    err[0] = '\0';
+    if (err)
+        err->msg[0] = '\0';
     if (stat(from, &s) < 0) {
-        snprintf(err, errlen, "unable to use template %s: %s", from, strerror(errno));
+        err_unable(err, errno, "use template %s", from);
         return SEED_FAILED;
     }
     if (!S_ISDIR(s.st_mode)) {
-        snprintf(err, errlen, "unable to use template %s: not a directory", from);
+        err_set(err, "unable to use template %s: not a directory", from);
         return SEED_FAILED;
     }
     /* The target is the agent's home: no link on its path is followed,
      * and every file below is opened beneath this one fd. */
-    char why[128];
-    int fd = open_target(target, own, why, sizeof(why));
+    struct err why;
+    int fd = open_target(target, own, &why);
     if (fd < 0) {
-        snprintf(err, errlen, "unable to open %s: %s", target, why);
+        err_set(err, "unable to open %s: %s", target, why.msg);
         return SEED_FAILED;
     }
     bool interrupted = fstatat(fd, SEED_MARKER, &s, AT_SYMLINK_NOFOLLOW) == 0;
@@ -114,9 +115,9 @@ enum seed_result seed_one_as(const char *target, const char *from, const char *u
             close(fd);
             return SEED_ALREADY;
         }
-        int m = safepath_open(fd, SEED_MARKER, O_WRONLY | O_CREAT, 0600, why, sizeof(why));
+        int m = safepath_open(fd, SEED_MARKER, O_WRONLY | O_CREAT, 0600, &why);
         if (m < 0) {
-            snprintf(err, errlen, "unable to write %s/%s: %s", target, SEED_MARKER, why);
+            err_set(err, "unable to write %s/%s: %s", target, SEED_MARKER, why.msg);
             close(fd);
             return SEED_FAILED;
         }
@@ -130,11 +131,11 @@ enum seed_result seed_one_as(const char *target, const char *from, const char *u
     const char *last[] = {unless, NULL};
     int sd = open(from, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (sd < 0) {
-        snprintf(err, errlen, "unable to open template %s: %s", from, strerror(errno));
+        err_unable(err, errno, "open template %s", from);
         close(fd);
         return SEED_FAILED;
     }
-    int rc = tree_copy_fd(sd, fd, target, unless ? last : NULL, own, &st, err, errlen);
+    int rc = tree_copy_fd(sd, fd, target, unless ? last : NULL, own, &st, err);
     close(sd);
     if (rc < 0) {
         close(fd);
@@ -142,7 +143,7 @@ enum seed_result seed_one_as(const char *target, const char *from, const char *u
     }
     fsync_dir(fd);
     if (unlinkat(fd, SEED_MARKER, 0) < 0 && errno != ENOENT) {
-        snprintf(err, errlen, "unable to remove %s/%s: %s", target, SEED_MARKER, strerror(errno));
+        err_unable(err, errno, "remove %s/%s", target, SEED_MARKER);
         close(fd);
         return SEED_FAILED;
     }
@@ -170,6 +171,7 @@ static struct {
     int64_t t0;
     int failures;
     struct childjob job;
+    char stopped[256];          /* why the copy under way was stopped */
 } Q;
 
 static void step(void);
@@ -207,7 +209,12 @@ static void copy_done(struct childjob *j, enum childjob_end end, int status, con
     enum seed_result r = SEED_FAILED;
     char err[512];
 
-    if (end == CHILDJOB_TIMEOUT) {
+    if (end == CHILDJOB_CANCELLED) {
+        /* Its target went: not a failure of the seed, and redone (its
+         * marker completes it) when the mount is back. */
+        r = SEED_SKIPPED;
+        snprintf(err, sizeof(err), "the copy was stopped: %s (redone when it is back)", Q.stopped);
+    } else if (end == CHILDJOB_TIMEOUT) {
         snprintf(err, sizeof(err), "the copy took longer than %d ms; stopped (redone at the next pass)",
                  SEED_TIMEOUT_MS);
     } else if (end == CHILDJOB_EXITED && len >= 1 && (unsigned char)data[0] <= SEED_FAILED &&
@@ -234,8 +241,10 @@ static void copy_child(int wfd, void *arg)
 {
     const struct copy_args *a = arg;
     char msg[513];
+    struct err why = {0};
 
-    msg[0] = (char)seed_one_as(a->target, a->from, a->unless, a->own, msg + 1, sizeof(msg) - 1);
+    msg[0] = (char)seed_one_as(a->target, a->from, a->unless, a->own, &why);
+    snprintf(msg + 1, sizeof(msg) - 1, "%s", why.msg);
     _exit(childjob_write(wfd, msg, 1 + strlen(msg + 1)) == 0 ? 0 : 1);
 }
 
@@ -243,23 +252,19 @@ static void copy_child(int wfd, void *arg)
  * possible (no loop yet, or fork failed) and it runs here instead, -1
  * (err) when the last copy killed at its deadline is still stuck in the
  * kernel: a copy here would stall hearth on the same share. */
-static int spawn(const struct seed_entry *e, const struct tree_owner *own, char *err,
-                 size_t errlen)
+static int spawn(const struct seed_entry *e, const struct tree_owner *own, struct err *err)
 {
     struct copy_args a = {e->target, e->from, e->unless, own};
-    char why[256];
+    struct err why;
 
     if (!H.loop)
         return 0;
-    if (childjob_start(&Q.job, SEED_TIMEOUT_MS, SEED_RESULT_MAX, copy_child, &a, copy_done, why,
-                       sizeof(why)) == 0)
+    if (childjob_start(&Q.job, SEED_TIMEOUT_MS, SEED_RESULT_MAX, copy_child, &a, copy_done, &why) == 0)
         return 1;
-    if (Q.job.killed > 0) {
-        snprintf(err, errlen, "unable to start the copy: %s", why);
-        return -1;
-    }
+    if (Q.job.killed > 0)
+        return err_set(err, "unable to start the copy: %s", why.msg);
     log_error("seed %s: unable to start the copy process: %s; copying in hearth itself", e->target,
-              why);
+              why.msg);
     return 0;
 }
 
@@ -320,34 +325,34 @@ static void finish(void)
 
 static void step(void)
 {
-    char err[512];
+    struct err err;
 
     while (Q.cur < Q.cfg->seed.n) {
         const struct seed_entry *e = &Q.cfg->seed.v[Q.cur];
         const char *target = e->target, *from = e->from, *unless = e->unless;
         const char *blocked = Q.skip ? Q.skip(target) : NULL;
         struct tree_owner own = {geteuid(), getegid()};
-        char why[160];
+        struct err why;
         int started;
 
         Q.t0 = mono_ms();
         if (blocked) {
-            snprintf(err, sizeof(err), "%s", blocked);
-            record(e, SEED_SKIPPED, err);
+            err_set(&err, "%s", blocked);
+            record(e, SEED_SKIPPED, err.msg);
         } else if ((e->user || e->group) &&
                    accounts_user_group(accounts_snapshot(), e->user, e->group, &own.uid, &own.gid,
-                                       why, sizeof(why)) < 0) {
+                                       &why) < 0) {
             /* Copies the agent could not change are worse than none. */
-            snprintf(err, sizeof(err), "unable to seed as its owner: %s", why);
-            record(e, SEED_FAILED, err);
-        } else if ((started = spawn(e, e->user || e->group ? &own : NULL, err, sizeof(err))) > 0) {
+            err_set(&err, "unable to seed as its owner: %s", why.msg);
+            record(e, SEED_FAILED, err.msg);
+        } else if ((started = spawn(e, e->user || e->group ? &own : NULL, &err)) > 0) {
             return; /* copy_done goes on */
         } else if (started < 0) {
-            record(e, SEED_FAILED, err);
+            record(e, SEED_FAILED, err.msg);
         } else {
             enum seed_result r = seed_one_as(target, from, unless, e->user || e->group ? &own : NULL,
-                                             err, sizeof(err));
-            record(e, r, err);
+                                             &err);
+            record(e, r, err.msg);
         }
         Q.cur++;
     }
@@ -371,6 +376,28 @@ void seed_start(const struct config *cfg, const char *(*skip)(const char *path),
     Q.cur = 0;
     Q.running = true;
     step();
+}
+
+static bool at_or_under(const char *path, const char *top)
+{
+    size_t n = strlen(top);
+    while (n > 1 && top[n - 1] == '/')
+        n--;
+    if (n == 1 && top[0] == '/')
+        return true;
+    return strncmp(path, top, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+void seed_mount_left(const char *target, const char *why)
+{
+    if (!Q.running || !childjob_running(&Q.job) || Q.cur >= Q.cfg->seed.n)
+        return;
+    const struct seed_entry *e = &Q.cfg->seed.v[Q.cur];
+    if (!at_or_under(e->target, target) && !at_or_under(e->from, target))
+        return;
+    log_warn("seed %s: stopping the copy: %s", e->target, why);
+    snprintf(Q.stopped, sizeof(Q.stopped), "%s", why);
+    childjob_cancel(&Q.job);
 }
 
 bool seed_running(void)

@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "err.h"
+
 struct config;
 struct cJSON;
 
@@ -22,15 +24,14 @@ enum seed_result { SEED_DONE, SEED_ALREADY, SEED_SKIPPED, SEED_FAILED };
  * either way redone while SEED_MARKER is present. unless is copied last,
  * so its presence means the whole template is in. err gets the reason on
  * SEED_FAILED. */
-enum seed_result seed_one(const char *target, const char *from, const char *unless, char *err,
-                          size_t errlen);
+enum seed_result seed_one(const char *target, const char *from, const char *unless, struct err *err);
 /* The same, what it makes owned by own (seed[].user, .group): the target
  * directory when it has to be made (its missing parents stay hearth's)
  * and every copy. NULL: the target is hearth's, the copies keep the
  * template's owners. */
 struct tree_owner;
 enum seed_result seed_one_as(const char *target, const char *from, const char *unless,
-                             const struct tree_owner *own, char *err, size_t errlen);
+                             const struct tree_owner *own, struct err *err);
 
 /* Runs every seed entry of the config in order, each copy in a child
  * process so the loop never waits for a large template (without a loop,
@@ -41,6 +42,11 @@ enum seed_result seed_one_as(const char *target, const char *from, const char *u
  * afterwards. */
 void seed_start(const struct config *cfg, const char *(*skip)(const char *path),
                 void (*done)(void));
+/* A platform mount at target went or was replaced (why says so): a copy
+ * under way into it (or from it) is killed rather than left writing into
+ * what it hid; its entry is recorded skipped, and the pass that follows
+ * the mount's return completes it. */
+void seed_mount_left(const char *target, const char *why);
 bool seed_running(void);
 /* Failures in the last complete run. */
 int seed_failures(void);

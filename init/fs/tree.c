@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "err.h"
 #include "safepath.h"
 
 #ifndef RENAME_NOREPLACE
@@ -26,13 +27,12 @@ struct walk {
     struct tree_stats *st;
     const struct tree_owner *own; /* NULL: the template's owner */
     unsigned long visited;
-    char *err;
-    size_t errlen;
+    struct err *err;
 };
 
 static int fail(struct walk *w, const char *what, const char *path, int e)
 {
-    snprintf(w->err, w->errlen, "unable to %s %s: %s", what, path, strerror(e));
+    err_unable(w->err, e, "%s %s", what, path);
     errno = e;
     return -1;
 }
@@ -124,19 +124,16 @@ static int publish(struct walk *w, int ddir, const char *name, const char *dpath
 static int copy_file(struct walk *w, int sdir, int ddir, const char *name, const struct stat *s,
                      const char *dpath)
 {
-    char why[128];
+    struct err why;
     /* Never blocks on a FIFO swapped in since the stat, never follows. */
-    int in = safepath_open(sdir, name, O_RDONLY, 0, why, sizeof(why));
-    if (in < 0) {
-        snprintf(w->err, w->errlen, "unable to open %s: %s", dpath, why);
-        return -1;
-    }
+    int in = safepath_open(sdir, name, O_RDONLY, 0, &why);
+    if (in < 0)
+        return err_set(w->err, "unable to open %s: %s", dpath, why.msg);
     unlinkat(ddir, TMP_NAME, 0); /* left by an interrupted copy */
-    int out = safepath_open(ddir, TMP_NAME, O_WRONLY | O_CREAT | O_EXCL, 0600, why, sizeof(why));
+    int out = safepath_open(ddir, TMP_NAME, O_WRONLY | O_CREAT | O_EXCL, 0600, &why);
     if (out < 0) {
         close(in);
-        snprintf(w->err, w->errlen, "unable to create a temporary file for %s: %s", dpath, why);
-        return -1;
+        return err_set(w->err, "unable to create a temporary file for %s: %s", dpath, why.msg);
     }
     int rc = copy_bytes(in, out);
     int e = errno;
@@ -288,10 +285,10 @@ static int copy_dir(struct walk *w, int sdir, int ddir, const char *dpath, int d
 }
 
 int tree_copy_fd(int sd, int dd, const char *dpath, const char *const *last,
-                 const struct tree_owner *own, struct tree_stats *st, char *err, size_t errlen)
+                 const struct tree_owner *own, struct tree_stats *st, struct err *err)
 {
     struct tree_stats dummy;
-    struct walk w = {.st = st ? st : &dummy, .own = own, .err = err, .errlen = errlen};
+    struct walk w = {.st = st ? st : &dummy, .own = own, .err = err};
 
     memset(w.st, 0, sizeof(*w.st));
     unlinkat(dd, TMP_NAME, 0);
@@ -332,30 +329,30 @@ static int remove_at(struct walk *w, int dfd, const char *name, const char *path
     return rc;
 }
 
-int tree_remove(int dirfd, const char *name, char *err, size_t errlen)
+int tree_remove(int dirfd, const char *name, struct err *err)
 {
     struct tree_stats dummy;
-    struct walk w = {.st = &dummy, .err = err, .errlen = errlen};
+    struct walk w = {.st = &dummy, .err = err};
     return remove_at(&w, dirfd, name, name, 0);
 }
 
 int tree_copy_file(int sdir, const char *src, int ddir, const char *name,
-                   const struct tree_owner *own, char *err, size_t errlen)
+                   const struct tree_owner *own, struct err *err)
 {
-    char why[128];
+    struct err why;
     struct stat s;
-    int in = safepath_open(sdir, src, O_RDONLY, 0, why, sizeof(why));
+    int in = safepath_open(sdir, src, O_RDONLY, 0, &why);
 
     if (in < 0 || fstat(in, &s) < 0) {
-        snprintf(err, errlen, "unable to open %s: %s", src, in < 0 ? why : strerror(errno));
+        err_set(err, "unable to open %s: %s", src, in < 0 ? why.msg : strerror(errno));
         if (in >= 0)
             close(in);
         return -1;
     }
     unlinkat(ddir, name, 0);
-    int out = safepath_open(ddir, name, O_WRONLY | O_CREAT | O_EXCL, 0600, why, sizeof(why));
+    int out = safepath_open(ddir, name, O_WRONLY | O_CREAT | O_EXCL, 0600, &why);
     if (out < 0) {
-        snprintf(err, errlen, "unable to create %s: %s", name, why);
+        err_set(err, "unable to create %s: %s", name, why.msg);
         close(in);
         return -1;
     }
@@ -371,7 +368,7 @@ int tree_copy_file(int sdir, const char *src, int ddir, const char *name,
     if (close(out) < 0 && rc == 0)
         rc = -1, e = errno;
     if (rc < 0) {
-        snprintf(err, errlen, "unable to copy %s: %s", src, strerror(e));
+        err_unable(err, e, "copy %s", src);
         unlinkat(ddir, name, 0);
     }
     return rc;

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "err.h"
+
 /* Entries one copy or removal may visit, so a hostile or runaway tree
  * costs bounded time in the loop. */
 #define TREE_MAX_ENTRIES 100000
@@ -33,14 +35,14 @@ struct tree_owner {
  * (dpath only names dd in errors), every file is opened with safepath, and
  * modes and owners (own, or the template's) are set on fds. */
 int tree_copy_fd(int sd, int dd, const char *dpath, const char *const *last,
-                 const struct tree_owner *own, struct tree_stats *st, char *err, size_t errlen);
+                 const struct tree_owner *own, struct tree_stats *st, struct err *err);
 
 /* Copies the regular file sdir/src (resolved beneath sdir, no link
  * followed) to dirfd/name (replacing a stale name, created O_EXCL), its
  * mode plus the owner's read/write bits, owned by own when not NULL,
  * flushed to disk. */
 int tree_copy_file(int sdir, const char *src, int dirfd, const char *name,
-                   const struct tree_owner *own, char *err, size_t errlen);
+                   const struct tree_owner *own, struct err *err);
 
 /* Moves dirfd/from to dirfd/to unless to exists (EEXIST then). Falls back
  * to link+unlink where the filesystem lacks RENAME_NOREPLACE. */
@@ -50,6 +52,6 @@ int tree_rename_noreplace(int dirfd, const char *from, const char *to);
 int tree_rename_exchange(int dirfd, const char *a, const char *b);
 /* Removes dirfd/name and everything under it, not following symlinks;
  * ENOENT is success. */
-int tree_remove(int dirfd, const char *name, char *err, size_t errlen);
+int tree_remove(int dirfd, const char *name, struct err *err);
 
 #endif

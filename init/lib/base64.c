@@ -1,5 +1,7 @@
 #include "base64.h"
 
+#include "err.h"
+
 #include <stdio.h>
 
 void base64_encode(const uint8_t *in, size_t n, char *out)
@@ -39,8 +41,7 @@ static int b64_value(unsigned char c)
     return -1;
 }
 
-long base64_decode(const char *in, size_t inlen, uint8_t *out, size_t outcap, char *err,
-                   size_t errlen)
+long base64_decode(const char *in, size_t inlen, uint8_t *out, size_t outcap, struct err *err)
 {
     uint32_t acc = 0;
     int bits = 0;
@@ -53,18 +54,14 @@ long base64_decode(const char *in, size_t inlen, uint8_t *out, size_t outcap, ch
             continue;
         }
         int v = b64_value(c);
-        if (v < 0 || pad) {
-            snprintf(err, errlen, "invalid base64 at offset %zu", i);
-            return -1;
-        }
+        if (v < 0 || pad)
+            return err_set(err, "invalid base64 at offset %zu", i);
         acc = (acc << 6) | (uint32_t)v;
         bits += 6;
         if (bits >= 8) {
             bits -= 8;
-            if (n >= outcap) {
-                snprintf(err, errlen, "more than %zu bytes", outcap);
-                return -1;
-            }
+            if (n >= outcap)
+                return err_set(err, "more than %zu bytes", outcap);
             out[n++] = (uint8_t)(acc >> bits);
         }
     }
@@ -73,8 +70,7 @@ long base64_decode(const char *in, size_t inlen, uint8_t *out, size_t outcap, ch
     size_t chars = inlen - pad;
     if (bits >= 6 || pad > 2 || (pad && (chars + pad) % 4 != 0) ||
         (acc & ((1u << bits) - 1)) != 0) {
-        snprintf(err, errlen, "invalid base64 (truncated or bad padding)");
-        return -1;
+        return err_set(err, "invalid base64 (truncated or bad padding)");
     }
     return (long)n;
 }

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "err.h"
+
 /* Room base64_encode needs for n bytes, its NUL included. */
 #define BASE64_ENCODED_SIZE(n) (((n) + 2) / 3 * 4 + 1)
 
@@ -17,7 +19,6 @@ void base64_encode(const uint8_t *in, size_t n, char *out);
 /* Decodes in (padding optional, no whitespace) into out (outcap bytes).
  * Returns the decoded length, or -1 with a reason in err ("invalid base64
  * at offset 7"); err may be NULL with errlen 0. */
-long base64_decode(const char *in, size_t inlen, uint8_t *out, size_t outcap, char *err,
-                   size_t errlen);
+long base64_decode(const char *in, size_t inlen, uint8_t *out, size_t outcap, struct err *err);
 
 #endif

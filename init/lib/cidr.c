@@ -5,15 +5,15 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "err.h"
+
 /* Longest textual IPv6 address inet_pton accepts (INET6_ADDRSTRLEN - 1):
  * anything longer cannot be an address, so it is rejected before copying. */
 #define ADDR_TEXT_MAX 45
 
-static int fail(char *err, size_t errlen, const char *reason)
+static int fail(struct err *err, const char *reason)
 {
-    if (err && errlen)
-        snprintf(err, errlen, "%s", reason);
-    return -1;
+    return err_set(err, "%s", reason);
 }
 
 /* Strict decimal prefix length: digits only (no sign, no spaces, no
@@ -58,7 +58,7 @@ static void clear_host_bits(uint8_t *addr, unsigned bytes, unsigned prefix)
     }
 }
 
-int cidr_parse(const char *s, bool allow_host_bits, struct cidr *out, char *err, size_t errlen)
+int cidr_parse(const char *s, bool allow_host_bits, struct cidr *out, struct err *err)
 {
     char text[ADDR_TEXT_MAX + 1];
     struct cidr c;
@@ -67,14 +67,14 @@ int cidr_parse(const char *s, bool allow_host_bits, struct cidr *out, char *err,
     unsigned bytes, max, prefix;
 
     if (!s || !*s)
-        return fail(err, errlen, "empty address");
+        return fail(err, "empty address");
     memset(&c, 0, sizeof(c));
     slash = strchr(s, '/');
     alen = slash ? (size_t)(slash - s) : strlen(s);
     if (alen == 0)
-        return fail(err, errlen, "missing address before '/'");
+        return fail(err, "missing address before '/'");
     if (alen > ADDR_TEXT_MAX)
-        return fail(err, errlen, "address too long");
+        return fail(err, "address too long");
     memcpy(text, s, alen);
     text[alen] = '\0';
 
@@ -83,25 +83,21 @@ int cidr_parse(const char *s, bool allow_host_bits, struct cidr *out, char *err,
         c.family = AF_INET6;
         bytes = 16;
         if (inet_pton(AF_INET6, text, c.addr) != 1)
-            return fail(err, errlen, "bad IPv6 address");
+            return fail(err, "bad IPv6 address");
     } else {
         c.family = AF_INET;
         bytes = 4;
         if (inet_pton(AF_INET, text, c.addr) != 1)
-            return fail(err, errlen, "bad IPv4 address");
+            return fail(err, "bad IPv4 address");
     }
     max = bytes * 8;
     prefix = max;
     if (slash && parse_prefix(slash + 1, max, &prefix) < 0) {
-        if (err && errlen)
-            snprintf(err, errlen, "bad prefix length (expected 0..%u)", max);
-        return -1;
+        return err_set(err, "bad prefix length (expected 0..%u)", max);
     }
     if (host_bits_set(c.addr, bytes, prefix)) {
         if (!allow_host_bits) {
-            if (err && errlen)
-                snprintf(err, errlen, "host bits set below the /%u prefix", prefix);
-            return -1;
+            return err_set(err, "host bits set below the /%u prefix", prefix);
         }
         clear_host_bits(c.addr, bytes, prefix);
     }

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "err.h"
+
 struct cidr {
     int family;         /* AF_INET or AF_INET6 */
     uint8_t addr[16];   /* network byte order; host bits cleared */
@@ -16,7 +18,7 @@ struct cidr {
 /* Parses s; a plain address is a /32 or /128. Host bits set under the
  * prefix ("10.1.2.3/8") are an error unless allow_host_bits, in which case
  * they are cleared. Returns 0, or -1 with a reason in err. */
-int cidr_parse(const char *s, bool allow_host_bits, struct cidr *out, char *err, size_t errlen);
+int cidr_parse(const char *s, bool allow_host_bits, struct cidr *out, struct err *err);
 /* Formats as "a.b.c.d/p" or "x::/p". buf needs 50 bytes. */
 void cidr_format(const struct cidr *c, char *buf, size_t len);
 /* Whether a contains b (same family, a's prefix <= b's, b inside a). */

@@ -4,6 +4,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "err.h"
+
 enum { PH_STATUS, PH_HEADERS, PH_BODY, PH_DONE };
 
 /* The longest path a target may carry: with the Host header and the fixed
@@ -11,7 +13,7 @@ enum { PH_STATUS, PH_HEADERS, PH_BODY, PH_DONE };
 #define PATH_MAX_LEN 200
 
 int http_target_split(const char *target, char *hostport, size_t hplen, char *path, size_t plen,
-                      char *err, size_t errlen)
+                      struct err *err)
 {
     /* The path starts at the first '/' after the port's ':'; a bracketed
      * IPv6 host holds ':' but never '/'. */
@@ -21,23 +23,17 @@ int http_target_split(const char *target, char *hostport, size_t hplen, char *pa
     const char *p = slash ? slash : "/";
     size_t pl = strlen(p);
 
-    if (hl == 0 || hl >= hplen) {
-        snprintf(err, errlen, "expected HOST:PORT/PATH");
-        return -1;
-    }
-    if (pl > PATH_MAX_LEN || pl >= plen) {
-        snprintf(err, errlen, "path longer than %d bytes", PATH_MAX_LEN);
-        return -1;
-    }
+    if (hl == 0 || hl >= hplen)
+        return err_set(err, "expected HOST:PORT/PATH");
+    if (pl > PATH_MAX_LEN || pl >= plen)
+        return err_set(err, "path longer than %d bytes", PATH_MAX_LEN);
     for (size_t i = 0; i < pl; i++) {
         unsigned char ch = (unsigned char)p[i];
         /* What goes on the request line verbatim: a space or a control
          * byte would end or split it. */
-        if (ch <= ' ' || ch >= 0x7f) {
-            snprintf(err, errlen, "path byte %zu is a space, a control or a non-ASCII byte "
-                     "(percent-encode it)", i);
-            return -1;
-        }
+        if (ch <= ' ' || ch >= 0x7f)
+            return err_set(err, "path byte %zu is a space, a control or a non-ASCII byte "
+                           "(percent-encode it)", i);
     }
     memcpy(hostport, target, hl);
     hostport[hl] = 0;

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "err.h"
+
 /* The longest status line or header line kept; a longer one is an error. */
 #define HTTP_LINE_MAX 1024
 /* Status line and headers together; beyond it the answer is refused. */
@@ -23,7 +25,7 @@
  * target has none). The path must be printable ASCII without spaces; at
  * most 200 bytes. Does not judge HOST or PORT. 0, or -1 with err. */
 int http_target_split(const char *target, char *hostport, size_t hplen, char *path, size_t plen,
-                      char *err, size_t errlen);
+                      struct err *err);
 
 /* Writes the GET request for hostport (the Host header) and path into buf
  * and returns its length, or 0 when it does not fit. */

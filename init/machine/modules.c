@@ -12,6 +12,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "err.h"
 #include "log.h"
 
 #define MAX_RESULTS 64
@@ -167,28 +168,23 @@ static int on_builtin_line(char *line, void *ctx)
 }
 
 int modules_resolve(const char *dir, const char *name, char paths[][256], size_t max,
-                    char *err, size_t errlen)
+                    struct err *err)
 {
     char file[300];
     struct find f = {.name = name, .dir = dir, .paths = paths, .max = max};
 
     snprintf(file, sizeof(file), "%s/modules.dep", dir);
     int rc = each_line(file, on_dep_line, &f);
-    if (rc < 0 && errno != ENOENT) {
-        snprintf(err, errlen, "unable to read %s: %s", file, strerror(errno));
-        return -1;
-    }
+    if (rc < 0 && errno != ENOENT)
+        return err_unable(err, errno, "read %s", file);
     if (f.status == 1)
         return (int)f.n;
-    if (f.status < 0) {
-        snprintf(err, errlen, "more than %zu dependencies in %s", max - 1, file);
-        return -1;
-    }
+    if (f.status < 0)
+        return err_set(err, "more than %zu dependencies in %s", max - 1, file);
     snprintf(file, sizeof(file), "%s/modules.builtin", dir);
     if (each_line(file, on_builtin_line, (void *)name) == 1)
         return 0;
-    snprintf(err, errlen, "not found in %s/modules.dep", dir);
-    return -1;
+    return err_set(err, "not found in %s/modules.dep", dir);
 }
 
 static int on_proc_modules(char *line, void *ctx)
@@ -205,20 +201,16 @@ static bool is_loaded(const char *name)
 
 /* Loads one file; EEXIST (loaded meanwhile, or a dependency two modules
  * share) is success. */
-static int load_file(const char *path, char *err, size_t errlen)
+static int load_file(const char *path, struct err *err)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(err, errlen, "unable to open %s: %s", path, strerror(errno));
-        return -1;
-    }
+    if (fd < 0)
+        return err_unable(err, errno, "open %s", path);
     long rc = syscall(SYS_finit_module, fd, "", 0);
     int e = errno;
     close(fd);
-    if (rc < 0 && e != EEXIST) {
-        snprintf(err, errlen, "unable to load %s: %s", path, strerror(e));
-        return -1;
-    }
+    if (rc < 0 && e != EEXIST)
+        return err_unable(err, e, "load %s", path);
     return 0;
 }
 
@@ -258,27 +250,27 @@ int modules_load(const char *dir, char *const *names, size_t n)
         struct result tmp, *r = result_add(names[i]);
         if (!r)
             r = &tmp;
-        char err[sizeof(r->error)] = "";
+        struct err err = {0};
         if (is_loaded(names[i])) {
             r->state = "present";
             continue;
         }
-        int np = modules_resolve(dir, names[i], paths, MODULES_MAX_DEPS + 1, err, sizeof(err));
+        int np = modules_resolve(dir, names[i], paths, MODULES_MAX_DEPS + 1, &err);
         if (np == 0) {
             r->state = "builtin";
             continue;
         }
         int ok = np > 0;
         for (int k = 0; ok && k < np; k++)
-            if (load_file(paths[k], err, sizeof(err)) < 0)
+            if (load_file(paths[k], &err) < 0)
                 ok = 0;
         if (ok) {
             r->state = "loaded";
             log_info("module %s loaded (%d file%s)", names[i], np, np == 1 ? "" : "s");
         } else {
             r->state = "failed";
-            snprintf(r->error, sizeof(r->error), "%s", err);
-            log_error("module %s: %s", names[i], err);
+            snprintf(r->error, sizeof(r->error), "%s", err.msg);
+            log_error("module %s: %s", names[i], err.msg);
             failed++;
         }
     }

@@ -6,6 +6,8 @@
 
 #include <stddef.h>
 
+#include "err.h"
+
 struct cJSON;
 
 #define MODULES_MAX_DEPS 32
@@ -16,7 +18,7 @@ struct cJSON;
  * DIR/modules.builtin), -1 with ERR set when it is unknown or DIR is
  * unreadable. */
 int modules_resolve(const char *dir, const char *name, char paths[][256], size_t max,
-                    char *err, size_t errlen);
+                    struct err *err);
 
 /* Loads each name with finit_module(2), dependencies first, skipping
  * modules already loaded (/proc/modules) and built-in ones. DIR NULL means

@@ -20,6 +20,7 @@
 #include "check.h"
 #include "cidr.h"
 #include "config.h"
+#include "err.h"
 #include "events.h"
 #include "gates.h"
 #include "hearth.h"
@@ -110,13 +111,13 @@ static void list_link(const struct nr_link *nl, void *arg)
 
 /* Every Ethernet interface there is now, configured or not: a packet
  * socket can send on any of them. */
-static int list_links(struct link_list *l, char *err, size_t errlen)
+static int list_links(struct link_list *l, struct err *err)
 {
     memset(l, 0, sizeof(*l));
-    int fd = nl_open(NETLINK_ROUTE, err, errlen);
+    int fd = nl_open(NETLINK_ROUTE, err);
     if (fd < 0)
         return -1;
-    int rc = nr_each_link(fd, list_link, l, err, errlen);
+    int rc = nr_each_link(fd, list_link, l, err);
     close(fd);
     return rc;
 }
@@ -169,13 +170,13 @@ static enum fallback_step fallback_step(const struct nft_policy *np, int rc, enu
 }
 
 int egress_apply_fallback(struct nft_policy *np, struct nft_expect *exp, egress_apply_fn apply,
-                          struct egress_fallback *fb, char *why, size_t wl)
+                          struct egress_fallback *fb, struct err *err)
 {
     memset(fb, 0, sizeof(*fb));
     for (;;) {
         enum nft_part part = NFT_PART_UNKNOWN;
         fb->tries++;
-        int rc = apply(np, exp, &part, why, wl);
+        int rc = apply(np, exp, &part, err);
         if (rc == 0)
             return 0;
         switch (fallback_step(np, rc, part)) {
@@ -183,45 +184,45 @@ int egress_apply_fallback(struct nft_policy *np, struct nft_expect *exp, egress_
             return rc;
         case STEP_NETDEV:
             fb->netdev = true;
-            snprintf(fb->netdev_error, sizeof(fb->netdev_error), "%s", why);
+            snprintf(fb->netdev_error, sizeof(fb->netdev_error), "%s", err->msg);
             np->netdev = false;
             np->n_ifaces = 0;
-            log_warn("egress: the kernel refuses the netdev egress chains (%s); trying without", why);
+            log_warn("egress: the kernel refuses the netdev egress chains (%s); trying without", err->msg);
             break;
         case STEP_OWNER:
             fb->owner = true;
             np->owner = false;
             log_warn("egress: the kernel refuses owned tables (%s); trying without: other "
                      "processes with CAP_NET_ADMIN can change them (changes are repaired when "
-                     "noticed)", why);
+                     "noticed)", err->msg);
             break;
         case STEP_CGROUP:
             fb->cgroup = true;
-            snprintf(fb->cgroup_error, sizeof(fb->cgroup_error), "%s", why);
+            snprintf(fb->cgroup_error, sizeof(fb->cgroup_error), "%s", err->msg);
             np->cgroup = false;
             log_warn("egress: the kernel refuses the socket cgroup match (%s); trying with the "
-                     "local ports closed to every process", why);
+                     "local ports closed to every process", err->msg);
             break;
         case STEP_LPORTS:
             fb->lports = true;
-            snprintf(fb->lports_error, sizeof(fb->lports_error), "%s", why);
+            snprintf(fb->lports_error, sizeof(fb->lports_error), "%s", err->msg);
             np->lports = NULL;
             np->n_lports = 0;
             /* Local ports were all there was: nothing is left to apply. */
             if (!np->outbound)
                 return rc;
             log_warn("egress: the kernel refuses the local ports rules (%s); applying the policy "
-                     "without them", why);
+                     "without them", err->msg);
             break;
         case STEP_REPLIES:
             /* Closed, not open: without them an answer to a forbidden
              * peer that connected in is dropped, as any packet to it. */
             fb->replies = true;
-            snprintf(fb->replies_error, sizeof(fb->replies_error), "%s", why);
+            snprintf(fb->replies_error, sizeof(fb->replies_error), "%s", err->msg);
             np->replies = false;
             log_warn("egress: the kernel refuses the rules for answers to connections from outside "
                      "(%s); applying the policy without them: a peer the policy forbids gets no "
-                     "answer", why);
+                     "answer", err->msg);
             break;
         }
     }
@@ -238,10 +239,10 @@ static bool lacks_net_admin(void)
     return !(d[CAP_NET_ADMIN / 32].effective & (1u << (CAP_NET_ADMIN % 32)));
 }
 
-static int apply_parsed(const struct egress_policy *p, char *err, size_t errlen)
+static int apply_parsed(const struct egress_policy *p, struct err *err)
 {
     struct link_list links;
-    char why[256];
+    struct err why;
     struct nft_policy np = {.always = E.always, .n_always = E.n_always,
                             .allow = p->allow, .n_allow = p->n_allow,
                             .deny = p->deny, .n_deny = p->n_deny,
@@ -267,8 +268,8 @@ static int apply_parsed(const struct egress_policy *p, char *err, size_t errlen)
     if (!p->present) {
         /* Local ports only: nothing leaves through a netdev chain. */
         links.n = links.extra = 0;
-    } else if (list_links(&links, why, sizeof(why)) < 0) {
-        snprintf(E.netdev_error, sizeof(E.netdev_error), "unable to list interfaces: %s", why);
+    } else if (list_links(&links, &why) < 0) {
+        snprintf(E.netdev_error, sizeof(E.netdev_error), "unable to list interfaces: %s", why.msg);
         links.n = links.extra = 0;
     } else if (links.n == 0) {
         snprintf(E.netdev_error, sizeof(E.netdev_error), "no Ethernet interface");
@@ -286,18 +287,18 @@ static int apply_parsed(const struct egress_policy *p, char *err, size_t errlen)
     bool no_cgroup = np.n_lports && !np.cgroup;
     E.netdev_refused = false;
     watch_membership(false);
-    int rc = egress_apply_fallback(&np, &exp, nft_apply, &fb, why, sizeof(why));
+    int rc = egress_apply_fallback(&np, &exp, nft_apply, &fb, &why);
     watch_membership(true);
     if (rc < 0) {
         memcpy(E.netdev_error, old_error, sizeof(old_error));
         E.n_uncovered = old_uncovered;
         E.netdev_refused = old_refused;
         if (fb.lports && !np.outbound)
-            snprintf(err, errlen, "the kernel refuses the local ports rules: %s", fb.lports_error);
+            err_set(err, "the kernel refuses the local ports rules: %s", fb.lports_error);
         else
-            snprintf(err, errlen, "unable to apply the ruleset: %s%s", why,
-                     lacks_net_admin() ? " (hearth lacks CAP_NET_ADMIN: a container needs --cap-add NET_ADMIN)"
-                                       : "");
+            err_set(err, "unable to apply the ruleset: %s%s", why.msg,
+                    lacks_net_admin() ? " (hearth lacks CAP_NET_ADMIN: a container needs --cap-add NET_ADMIN)"
+                                      : "");
         return -1;
     }
     if (fb.netdev) {
@@ -307,13 +308,11 @@ static int apply_parsed(const struct egress_policy *p, char *err, size_t errlen)
     /* The generation first: a change after it, even during the read-back,
      * is a new generation and is looked at again. */
     uint32_t g = 0;
-    if (nft_genid(&g, why, sizeof(why)) < 0)
+    if (nft_genid(&g, &why) < 0)
         g = 0;
-    int v = nft_verify(&exp, why, sizeof(why));
-    if (v != 0) {
-        snprintf(err, errlen, "read-back after apply: %s", why);
-        return -1;
-    }
+    int v = nft_verify(&exp, &why);
+    if (v != 0)
+        return err_set(err, "read-back after apply: %s", why.msg);
     E.exp = exp;
     E.genid = g;
     E.verified_ms = mono_ms();
@@ -364,21 +363,19 @@ static void emit(void)
     events_emit("egress", ev);
 }
 
-int egress_apply(const struct egress_policy *p, char *err, size_t errlen)
+int egress_apply(const struct egress_policy *p, struct err *err)
 {
     struct egress_policy copy;
-    if (egress_policy_copy(&copy, p) < 0) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    int rc = apply_parsed(&copy, err, errlen);
+    if (egress_policy_copy(&copy, p) < 0)
+        return err_set(err, "out of memory");
+    int rc = apply_parsed(&copy, err);
     if (rc < 0) {
         /* The kernel kept the old ruleset; so does our state, except at
          * boot where there is no old policy and the phase stays closed. */
         egress_policy_free(&copy);
         if (!E.pol.present)
-            snprintf(E.error, sizeof(E.error), "%s", err);
-        log_warn("egress: %s", err);
+            snprintf(E.error, sizeof(E.error), "%s", err->msg);
+        log_warn("egress: %s", err->msg);
         return -2;
     }
     egress_policy_free(&E.pol);
@@ -395,12 +392,12 @@ int egress_apply(const struct egress_policy *p, char *err, size_t errlen)
     return 0;
 }
 
-int egress_set(const cJSON *policy, char *err, size_t errlen)
+int egress_set(const cJSON *policy, struct err *err)
 {
     struct egress_policy p;
-    if (egress_parse(policy, &p, err, errlen) < 0)
+    if (egress_parse(policy, &p, err) < 0)
         return -1;
-    int rc = egress_apply(&p, err, errlen);
+    int rc = egress_apply(&p, err);
     egress_policy_free(&p);
     return rc;
 }
@@ -408,7 +405,7 @@ int egress_set(const cJSON *policy, char *err, size_t errlen)
 static void add_always(const char *ip)
 {
     if (ip && E.n_always < sizeof(E.always) / sizeof(E.always[0]) &&
-        cidr_parse(ip, false, &E.always[E.n_always], NULL, 0) == 0)
+        cidr_parse(ip, false, &E.always[E.n_always], NULL) == 0)
         E.n_always++;
 }
 
@@ -422,7 +419,7 @@ static void set_always(const struct network_cfg *net)
         add_always(net->dns[i]);
 }
 
-int egress_set_always(const struct network_cfg *net, bool apply, char *err, size_t errlen)
+int egress_set_always(const struct network_cfg *net, bool apply, struct err *err)
 {
     struct cidr old[sizeof(E.always) / sizeof(E.always[0])];
     size_t n_old = E.n_always;
@@ -433,12 +430,12 @@ int egress_set_always(const struct network_cfg *net, bool apply, char *err, size
     log_info("egress: the network's gateways and name servers changed");
     if (!apply || !E.pol.present || !E.applied)
         return 0;
-    int rc = apply_parsed(&E.pol, err, errlen);
+    int rc = apply_parsed(&E.pol, err);
     if (rc < 0) {
         /* The old ruleset stands, and with it the old list. */
         memcpy(E.always, old, sizeof(old));
         E.n_always = n_old;
-        log_warn("egress: unable to re-apply for the new network: %s", err);
+        log_warn("egress: unable to re-apply for the new network: %s", err->msg);
         return -1;
     }
     emit();
@@ -465,56 +462,56 @@ void egress_boot(const struct config *cfg)
             log_info("egress: local ports %s", E.lp_note);
             return;
         }
-        char err[256];
+        struct err err;
         watch_start();
-        if (egress_apply(pol, err, sizeof(err)) < 0) {
+        if (egress_apply(pol, &err) < 0) {
             if (egress_policy_copy(&E.pol, pol) < 0)
                 log_warn("egress: unable to keep the local ports for a retry: out of memory");
-            snprintf(E.error, sizeof(E.error), "%s", err);
-            log_error("egress: local ports not closed to services: %s", err);
+            snprintf(E.error, sizeof(E.error), "%s", err.msg);
+            log_error("egress: local ports not closed to services: %s", err.msg);
             emit();
         }
         return;
     }
     watch_start();
-    char err[256];
+    struct err err;
     int rc = -1;
     if (pol->error[0])
-        snprintf(err, sizeof(err), "%s", pol->error);
+        err_set(&err, "%s", pol->error);
     else
-        rc = egress_apply(pol, err, sizeof(err));
+        rc = egress_apply(pol, &err);
     if (rc < 0) {
         /* Fail closed: keep what we tried so recheck can retry it. */
         if (!pol->error[0] && egress_policy_copy(&E.pol, pol) < 0)
             log_warn("egress: unable to keep the policy for a retry: out of memory");
-        snprintf(E.error, sizeof(E.error), "%s", err);
-        log_error("egress: %s; services after egress held", err);
+        snprintf(E.error, sizeof(E.error), "%s", err.msg);
+        log_error("egress: %s; services after egress held", err.msg);
         gate_set("egress", false);
         emit();
     }
 }
 
-int egress_recheck(char *err, size_t errlen)
+int egress_recheck(struct err *err)
 {
-    char why[256];
+    struct err why;
     if (!enforcing(&E.pol))
         return 0;
     if (E.applied) {
         uint32_t g = 0;
-        if (nft_genid(&g, why, sizeof(why)) == 0 && g == E.genid && g != 0)
+        if (nft_genid(&g, &why) == 0 && g == E.genid && g != 0)
             return 0;
-        int v = nft_verify(&E.exp, why, sizeof(why));
+        int v = nft_verify(&E.exp, &why);
         if (v == 0) {
             E.genid = g;
             E.verified_ms = mono_ms();
             return 0;
         }
-        log_warn("egress: ruleset changed behind hearth (%s); re-applying", why);
+        log_warn("egress: ruleset changed behind hearth (%s); re-applying", why.msg);
     }
-    int rc = apply_parsed(&E.pol, err, errlen);
+    int rc = apply_parsed(&E.pol, err);
     if (rc < 0) {
         E.applied = false;
-        snprintf(E.error, sizeof(E.error), "%s", err);
+        snprintf(E.error, sizeof(E.error), "%s", err->msg);
         gate_close();
         emit();
         return -1;
@@ -530,14 +527,14 @@ int egress_recheck(char *err, size_t errlen)
 /* Re-applies the policy in force (interfaces came or went). */
 static int reapply(const char *why)
 {
-    char err[256];
+    struct err err;
     if (!E.pol.present || !E.applied)
         return 0;
     log_info("egress: %s; re-applying", why);
-    int rc = apply_parsed(&E.pol, err, sizeof(err));
+    int rc = apply_parsed(&E.pol, &err);
     if (rc < 0) {
         /* The old ruleset stands (one transaction): still applied. */
-        log_warn("egress: unable to re-apply: %s", err);
+        log_warn("egress: unable to re-apply: %s", err.msg);
         return -1;
     }
     emit();
@@ -587,12 +584,12 @@ static void watch_close(int *fd, ev_io *io, const char *what)
  * wakes for this. */
 static void on_nft(struct ev_loop *loop, ev_io *w, int revents)
 {
-    char err[256];
+    struct err err;
     int r = drain(nft_watch, NULL, NULL);
     if (r < 0)
         watch_close(&nft_watch, &E.nft_io, "nf_tables");
-    if (r != 0 && egress_recheck(err, sizeof(err)) < 0)
-        log_error("egress: unable to repair the changed ruleset: %s", err);
+    if (r != 0 && egress_recheck(&err) < 0)
+        log_error("egress: unable to repair the changed ruleset: %s", err.msg);
 }
 
 struct link_change {
@@ -642,16 +639,16 @@ static void on_link(struct ev_loop *loop, ev_io *w, int revents)
 
 static int watch_open(int protocol, int group, ev_io *io, void (*cb)(struct ev_loop *, ev_io *, int))
 {
-    char why[160];
-    int fd = nl_open(protocol, why, sizeof(why));
+    struct err why;
+    int fd = nl_open(protocol, &why);
     if (fd >= 0 && setsockopt(fd, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, &group, sizeof(group)) < 0) {
-        snprintf(why, sizeof(why), "unable to join group %d: %s", group, strerror(errno));
+        err_unable(&why, errno, "join group %d", group);
         close(fd);
         fd = -1;
     }
     if (fd < 0) {
         log_warn("egress: unable to watch %s notifications: %s; changes are noticed on resume "
-                 "or egress.check only", protocol == NETLINK_ROUTE ? "link" : "nf_tables", why);
+                 "or egress.check only", protocol == NETLINK_ROUTE ? "link" : "nf_tables", why.msg);
         return -1;
     }
     ev_io_init(io, cb, fd, EV_READ);
@@ -732,12 +729,12 @@ cJSON *egress_json(void)
     if (E.verified_ms)
         cJSON_AddNumberToObject(o, "verified_ms_ago", (double)(mono_ms() - E.verified_ms));
     if (E.applied) {
-        char why[256];
-        cJSON *c = nft_counters_json(&E.exp, why, sizeof(why));
+        struct err why;
+        cJSON *c = nft_counters_json(&E.exp, &why);
         if (c)
             cJSON_AddItemToObject(o, "counters", c);
         else
-            cJSON_AddStringToObject(o, "counters_error", why);
+            cJSON_AddStringToObject(o, "counters_error", why.msg);
     }
     return o;
 }

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "err.h"
 #include "nft.h"
 #include "sections.h"
 
@@ -17,7 +18,7 @@ struct config;
 /* Applies a parsed policy as a whole replacement (hearth keeps its own
  * copy). Returns 0, or -2 with the kernel's reason when applying failed
  * (the old policy stands), or -1 when out of memory. */
-int egress_apply(const struct egress_policy *p, char *err, size_t errlen);
+int egress_apply(const struct egress_policy *p, struct err *err);
 
 /* Boot: applies the config's `egress` (if any) with the gateways and
  * DNS servers of `network` always allowed, and marks the phase. */
@@ -28,25 +29,25 @@ void egress_boot(const struct config *cfg);
  * force is applied again with them at once; else the next apply uses
  * them. Returns 0, or -1 with err when re-applying failed (the old
  * ruleset and list stand). */
-int egress_set_always(const struct network_cfg *net, bool apply, char *err, size_t errlen);
+int egress_set_always(const struct network_cfg *net, bool apply, struct err *err);
 
 /* egress_parse, then egress_apply. Returns 0; -1 with err naming the
  * offending value (nothing applied); or -2 with the kernel's reason when
  * applying failed (the old policy stands). */
-int egress_set(const struct cJSON *policy, char *err, size_t errlen);
+int egress_set(const struct cJSON *policy, struct err *err);
 
 /* Checks the table is still there and unchanged (generation id first,
  * then a full read-back) and re-applies it if not (egress_repairs counts
  * those). Returns 0 when the policy is in force afterwards, -1 with err
  * otherwise. No-op without a policy. */
-int egress_recheck(char *err, size_t errlen);
+int egress_recheck(struct err *err);
 /* How many repairs recheck has made since boot. */
 unsigned egress_repairs(void);
 
 /* One transaction, as nft_apply: 0, or the kernel's negative errno with
  * the part of the ruleset it refused. */
 typedef int (*egress_apply_fn)(const struct nft_policy *np, struct nft_expect *exp,
-                               enum nft_part *part, char *why, size_t wl);
+                               enum nft_part *part, struct err *err);
 
 /* What egress_apply_fallback went without, with the kernel's reason. */
 struct egress_fallback {
@@ -71,7 +72,7 @@ struct egress_fallback {
  * Returns 0, or the last refusal (negative errno) with why; also when
  * the local ports were all there was to apply and they went. */
 int egress_apply_fallback(struct nft_policy *np, struct nft_expect *exp, egress_apply_fn apply,
-                          struct egress_fallback *fb, char *why, size_t wl);
+                          struct egress_fallback *fb, struct err *err);
 
 /* {configured, applied, policy, error, generation, repairs, counters}. */
 struct cJSON *egress_json(void);

@@ -10,6 +10,8 @@
 
 #include <linux/netfilter/nfnetlink.h>
 
+#include "err.h"
+
 #ifndef NETLINK_EXT_ACK
 #define NETLINK_EXT_ACK 11
 #endif
@@ -257,18 +259,18 @@ uint64_t nl_attr_get_be64(const struct nlattr *a)
     return v;
 }
 
-int nl_parse_error(const struct nlmsghdr *h, char *msg, size_t msglen)
+int nl_parse_error(const struct nlmsghdr *h, struct err *err)
 {
-    if (msglen)
-        msg[0] = 0;
+    if (err)
+        err->msg[0] = 0;
     if (h->nlmsg_len < NLMSG_HDRLEN + sizeof(struct nlmsgerr)) {
-        snprintf(msg, msglen, "truncated netlink error message");
+        err_set(err, "truncated netlink error message");
         return -EBADMSG;
     }
     const struct nlmsgerr *e = NLMSG_DATA(h);
     int code = e->error;
     if (code > 0 || code < -4095) {
-        snprintf(msg, msglen, "bad netlink error code %d", code);
+        err_set(err, "bad netlink error code %d", code);
         return -EBADMSG;
     }
     if (code == 0)
@@ -285,22 +287,20 @@ int nl_parse_error(const struct nlmsghdr *h, char *msg, size_t msglen)
                               NLMSGERR_ATTR_MSG) == 0 && tb[NLMSGERR_ATTR_MSG]) {
                 const char *s = nl_attr_data(tb[NLMSGERR_ATTR_MSG]);
                 size_t n = strnlen(s, nl_attr_len(tb[NLMSGERR_ATTR_MSG]));
-                snprintf(msg, msglen, "%s: %.*s", strerror(-code), (int)n, s);
+                err_set(err, "%s: %.*s", strerror(-code), (int)n, s);
                 return code;
             }
         }
     }
-    snprintf(msg, msglen, "%s", strerror(-code));
+    err_set(err, "%s", strerror(-code));
     return code;
 }
 
-int nl_open(int protocol, char *err, size_t errlen)
+int nl_open(int protocol, struct err *err)
 {
     int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, protocol);
-    if (fd < 0) {
-        snprintf(err, errlen, "unable to open a netlink socket: %s", strerror(errno));
-        return -1;
-    }
+    if (fd < 0)
+        return err_unable(err, errno, "open a netlink socket");
     int one = 1, big = 8 << 20;
     /* Best effort: without them errors are shorter and big policies may
      * need several tries, but nothing is wrong. */
@@ -312,17 +312,17 @@ int nl_open(int protocol, char *err, size_t errlen)
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
     struct sockaddr_nl sa = {.nl_family = AF_NETLINK};
     if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        snprintf(err, errlen, "unable to bind the netlink socket: %s", strerror(errno));
+        err_unable(err, errno, "bind the netlink socket");
         close(fd);
         return -1;
     }
     return fd;
 }
 
-static int send_buf(int fd, struct nlbuf *b, char *err, size_t errlen)
+static int send_buf(int fd, struct nlbuf *b, struct err *err)
 {
     if (b->failed) {
-        snprintf(err, errlen, "unable to build the netlink message: too large or out of memory");
+        err_set(err, "unable to build the netlink message: too large or out of memory");
         return -ENOMEM;
     }
     struct sockaddr_nl sa = {.nl_family = AF_NETLINK};
@@ -332,11 +332,11 @@ static int send_buf(int fd, struct nlbuf *b, char *err, size_t errlen)
     while (n < 0 && errno == EINTR);
     if (n < 0) {
         int e = errno;
-        snprintf(err, errlen, "unable to send to netlink: %s", strerror(e));
+        err_unable(err, e, "send to netlink");
         return -e;
     }
     if ((size_t)n != b->len) {
-        snprintf(err, errlen, "unable to send to netlink: short write");
+        err_set(err, "unable to send to netlink: short write");
         return -EIO;
     }
     return 0;
@@ -360,19 +360,19 @@ static ssize_t recv_one(int fd, uint8_t *buf, size_t len)
     return n < 0 ? -errno : n;
 }
 
-int nl_transact(int fd, struct nlbuf *b, char *err, size_t errlen)
+int nl_transact(int fd, struct nlbuf *b, struct err *err)
 {
     uint32_t acked = 0;
     int first_err = 0;
     uint8_t *buf;
 
     b->refused = false;
-    int rc = send_buf(fd, b, err, errlen);
+    int rc = send_buf(fd, b, err);
     if (rc < 0)
         return rc;
     buf = malloc(RECV_BUF);
     if (!buf) {
-        snprintf(err, errlen, "out of memory");
+        err_set(err, "out of memory");
         return -ENOMEM;
     }
     /* Errors arrive for failing messages and acks for the others; after
@@ -381,8 +381,8 @@ int nl_transact(int fd, struct nlbuf *b, char *err, size_t errlen)
         ssize_t n = recv_one(fd, buf, RECV_BUF);
         if (n < 0) {
             if (!first_err) {
-                snprintf(err, errlen, "netlink: %u of %u replies missing (%s)",
-                         b->n_msgs - acked, b->n_msgs, strerror((int)-n));
+                err_set(err, "netlink: %u of %u replies missing (%s)",
+                        b->n_msgs - acked, b->n_msgs, strerror((int)-n));
                 first_err = n == -EAGAIN ? -ETIMEDOUT : (int)n;
             }
             break;
@@ -391,14 +391,14 @@ int nl_transact(int fd, struct nlbuf *b, char *err, size_t errlen)
              h = NLMSG_NEXT(h, n)) {
             if (h->nlmsg_type != NLMSG_ERROR || !answers(b, h))
                 continue;
-            char msg[256];
-            int e = nl_parse_error(h, msg, sizeof(msg));
+            struct err msg;
+            int e = nl_parse_error(h, &msg);
             acked++;
             if (e < 0 && !first_err) {
                 first_err = e;
                 b->refused = true;
                 b->refused_seq = h->nlmsg_seq;
-                snprintf(err, errlen, "%s", msg);
+                err_set(err, "%s", msg.msg);
             }
         }
         if (first_err)
@@ -411,14 +411,14 @@ int nl_transact(int fd, struct nlbuf *b, char *err, size_t errlen)
     return first_err;
 }
 
-int nl_dump(int fd, struct nlbuf *b, nl_msg_cb cb, void *arg, char *err, size_t errlen)
+int nl_dump(int fd, struct nlbuf *b, nl_msg_cb cb, void *arg, struct err *err)
 {
-    int rc = send_buf(fd, b, err, errlen);
+    int rc = send_buf(fd, b, err);
     if (rc < 0)
         return rc;
     uint8_t *buf = malloc(RECV_BUF);
     if (!buf) {
-        snprintf(err, errlen, "out of memory");
+        err_set(err, "out of memory");
         return -ENOMEM;
     }
     size_t count = 0;
@@ -426,7 +426,7 @@ int nl_dump(int fd, struct nlbuf *b, nl_msg_cb cb, void *arg, char *err, size_t 
     for (;;) {
         ssize_t n = recv_one(fd, buf, RECV_BUF);
         if (n < 0) {
-            snprintf(err, errlen, "unable to read the netlink dump: %s", strerror((int)-n));
+            err_unable(err, (int)-n, "read the netlink dump");
             rc = n == -EAGAIN ? -ETIMEDOUT : (int)n;
             goto out;
         }
@@ -435,17 +435,17 @@ int nl_dump(int fd, struct nlbuf *b, nl_msg_cb cb, void *arg, char *err, size_t 
             if (!answers(b, h))
                 continue;
             if (++count > DUMP_MAX_MSGS) {
-                snprintf(err, errlen, "unable to read the netlink dump: too many messages");
+                err_set(err, "unable to read the netlink dump: too many messages");
                 rc = -E2BIG;
                 goto out;
             }
             if (h->nlmsg_type == NLMSG_DONE)
                 goto out;
             if (h->nlmsg_type == NLMSG_ERROR) {
-                char msg[256];
-                int e = nl_parse_error(h, msg, sizeof(msg));
+                struct err msg;
+                int e = nl_parse_error(h, &msg);
                 if (e < 0) {
-                    snprintf(err, errlen, "%s", msg);
+                    err_set(err, "%s", msg.msg);
                     rc = e;
                 }
                 /* An ack ends a plain (non-dump) request such as GETGEN. */
@@ -454,7 +454,7 @@ int nl_dump(int fd, struct nlbuf *b, nl_msg_cb cb, void *arg, char *err, size_t 
             if (!rc) {
                 int r = cb(h, arg);
                 if (r < 0) {
-                    snprintf(err, errlen, "unable to read the netlink dump: bad reply");
+                    err_set(err, "unable to read the netlink dump: bad reply");
                     rc = r;
                 }
             }

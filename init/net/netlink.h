@@ -11,6 +11,8 @@
 
 #include <linux/netlink.h>
 
+#include "err.h"
+
 /* Upper bound of one buffer: a 10,000-CIDR policy is about 0.5 MiB. */
 #define NL_BUF_MAX (16u << 20)
 
@@ -72,12 +74,12 @@ uint64_t nl_attr_get_be64(const struct nlattr *a);
 /* Reads the error out of one NLMSG_ERROR message: returns 0 for an ack,
  * the negative errno otherwise, with the kernel's text (extended ack) or
  * strerror in msg. -EBADMSG when the message is malformed. */
-int nl_parse_error(const struct nlmsghdr *h, char *msg, size_t msglen);
+int nl_parse_error(const struct nlmsghdr *h, struct err *err);
 
 /* A netlink socket of protocol (NETLINK_NETFILTER, NETLINK_ROUTE),
  * non-blocking, close-on-exec, with extended acks and large buffers.
  * Returns the fd or -1 with err. */
-int nl_open(int protocol, char *err, size_t errlen);
+int nl_open(int protocol, struct err *err);
 
 /* Sends the buffer and collects every ack: returns 0 when all n_msgs
  * were acked, else the first error (negative errno) with its text in
@@ -85,12 +87,12 @@ int nl_open(int protocol, char *err, size_t errlen);
  * (b->refused false when no message was refused: a send or read
  * failure). Replies are already queued when sendmsg returns (the kernel runs
  * netlink requests in the sender's context), so reading never waits. */
-int nl_transact(int fd, struct nlbuf *b, char *err, size_t errlen);
+int nl_transact(int fd, struct nlbuf *b, struct err *err);
 
 /* Runs a dump request already in b (one message with NLM_F_DUMP) and
  * calls cb for each reply message until NLMSG_DONE. cb returns <0 to
  * stop with that error. */
 typedef int (*nl_msg_cb)(const struct nlmsghdr *h, void *arg);
-int nl_dump(int fd, struct nlbuf *b, nl_msg_cb cb, void *arg, char *err, size_t errlen);
+int nl_dump(int fd, struct nlbuf *b, nl_msg_cb cb, void *arg, struct err *err);
 
 #endif

@@ -9,6 +9,7 @@
 #include <linux/neighbour.h>
 #include <linux/rtnetlink.h>
 
+#include "err.h"
 #include "netlink.h"
 
 static uint32_t next_seq(void)
@@ -155,50 +156,50 @@ static int neigh_cb(const struct nlmsghdr *h, void *arg)
 /* One dump request: hdr is the family header (its family byte 0 asks
  * for every family). */
 static int dump(int fd, uint16_t type, const void *hdr, size_t hl, nl_msg_cb cb, void *arg,
-                char *err, size_t errlen)
+                struct err *err)
 {
     struct nlbuf b;
     nl_init(&b, next_seq());
     nl_msg_begin(&b, type, NLM_F_DUMP);
     nl_put(&b, hdr, hl);
     nl_msg_end(&b);
-    int rc = nl_dump(fd, &b, cb, arg, err, errlen);
+    int rc = nl_dump(fd, &b, cb, arg, err);
     nl_free(&b);
     return rc < 0 ? -1 : 0;
 }
 
-int nr_each_link(int fd, nr_link_fn cb, void *arg, char *err, size_t errlen)
+int nr_each_link(int fd, nr_link_fn cb, void *arg, struct err *err)
 {
     struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC};
     struct each_link e = {cb, arg};
-    return dump(fd, RTM_GETLINK, &ifi, sizeof(ifi), each_link_cb, &e, err, errlen);
+    return dump(fd, RTM_GETLINK, &ifi, sizeof(ifi), each_link_cb, &e, err);
 }
 
-int nr_dump_links(int fd, struct nr_snap *s, char *err, size_t errlen)
+int nr_dump_links(int fd, struct nr_snap *s, struct err *err)
 {
     s->n_links = 0;
-    return nr_each_link(fd, snap_link, s, err, errlen);
+    return nr_each_link(fd, snap_link, s, err);
 }
 
-int nr_dump_addrs(int fd, struct nr_snap *s, char *err, size_t errlen)
+int nr_dump_addrs(int fd, struct nr_snap *s, struct err *err)
 {
     struct ifaddrmsg ifa = {.ifa_family = AF_UNSPEC};
     s->n_addrs = 0;
-    return dump(fd, RTM_GETADDR, &ifa, sizeof(ifa), addr_cb, s, err, errlen);
+    return dump(fd, RTM_GETADDR, &ifa, sizeof(ifa), addr_cb, s, err);
 }
 
-int nr_dump_routes(int fd, struct nr_snap *s, char *err, size_t errlen)
+int nr_dump_routes(int fd, struct nr_snap *s, struct err *err)
 {
     struct rtmsg rt = {.rtm_family = AF_UNSPEC};
     s->n_routes = 0;
-    return dump(fd, RTM_GETROUTE, &rt, sizeof(rt), route_cb, s, err, errlen);
+    return dump(fd, RTM_GETROUTE, &rt, sizeof(rt), route_cb, s, err);
 }
 
-int nr_dump_neighs(int fd, struct nr_snap *s, char *err, size_t errlen)
+int nr_dump_neighs(int fd, struct nr_snap *s, struct err *err)
 {
     struct ndmsg nd = {.ndm_family = AF_UNSPEC};
     s->n_neighs = 0;
-    return dump(fd, RTM_GETNEIGH, &nd, sizeof(nd), neigh_cb, s, err, errlen);
+    return dump(fd, RTM_GETNEIGH, &nd, sizeof(nd), neigh_cb, s, err);
 }
 
 /* ---- lookups ---- */
@@ -272,14 +273,14 @@ bool nr_has_neigh(const struct nr_snap *s, int index, int fam, const uint8_t *ip
 
 /* ---- changes ---- */
 
-static int transact(int fd, struct nlbuf *b, char *err, size_t errlen)
+static int transact(int fd, struct nlbuf *b, struct err *err)
 {
-    int rc = nl_transact(fd, b, err, errlen);
+    int rc = nl_transact(fd, b, err);
     nl_free(b);
     return rc < 0 ? rc : 0;
 }
 
-int nr_link_set(int fd, int index, const char *rename, int up, int mtu, char *err, size_t errlen)
+int nr_link_set(int fd, int index, const char *rename, int up, int mtu, struct err *err)
 {
     struct nlbuf b;
     struct ifinfomsg ifi = {.ifi_family = AF_UNSPEC, .ifi_index = index,
@@ -292,11 +293,10 @@ int nr_link_set(int fd, int index, const char *rename, int up, int mtu, char *er
     if (mtu > 0)
         nl_attr_u32(&b, IFLA_MTU, (uint32_t)mtu);
     nl_msg_end(&b);
-    return transact(fd, &b, err, errlen);
+    return transact(fd, &b, err);
 }
 
-int nr_addr_set(int fd, bool add, int index, int fam, const uint8_t *addr, int prefix, char *err,
-                size_t errlen)
+int nr_addr_set(int fd, bool add, int index, int fam, const uint8_t *addr, int prefix, struct err *err)
 {
     struct nlbuf b;
     struct ifaddrmsg ifa = {.ifa_family = (uint8_t)fam, .ifa_prefixlen = (uint8_t)prefix,
@@ -311,10 +311,10 @@ int nr_addr_set(int fd, bool add, int index, int fam, const uint8_t *addr, int p
     if (add && fam == AF_INET6)
         nl_attr_u32(&b, IFA_FLAGS, IFA_F_NODAD);
     nl_msg_end(&b);
-    return transact(fd, &b, err, errlen);
+    return transact(fd, &b, err);
 }
 
-int nr_route_set(int fd, bool add, const struct nr_route *r, char *err, size_t errlen)
+int nr_route_set(int fd, bool add, const struct nr_route *r, struct err *err)
 {
     struct nlbuf b;
     struct rtmsg rt = {.rtm_family = (uint8_t)r->fam, .rtm_dst_len = (uint8_t)r->dst_len,
@@ -337,11 +337,11 @@ int nr_route_set(int fd, bool add, const struct nr_route *r, char *err, size_t e
         nl_nest_end(&b, m);
     }
     nl_msg_end(&b);
-    return transact(fd, &b, err, errlen);
+    return transact(fd, &b, err);
 }
 
 int nr_neigh_set(int fd, bool add, int index, int fam, const uint8_t *ip, const uint8_t mac[6],
-                 char *err, size_t errlen)
+                 struct err *err)
 {
     struct nlbuf b;
     struct ndmsg nd = {.ndm_family = (uint8_t)fam, .ndm_ifindex = index,
@@ -354,5 +354,5 @@ int nr_neigh_set(int fd, bool add, int index, int fam, const uint8_t *ip, const 
     if (add)
         nl_attr(&b, NDA_LLADDR, mac, 6);
     nl_msg_end(&b);
-    return transact(fd, &b, err, errlen);
+    return transact(fd, &b, err);
 }

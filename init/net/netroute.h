@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "err.h"
+
 /* What a snapshot keeps; beyond these an entry is not seen (a check then
  * reports it missing and sets it again, which the kernel takes as a
  * replacement: harmless). */
@@ -69,13 +71,13 @@ bool nr_link_read(const struct nlmsghdr *h, struct nr_link *l);
  * kernel's order (for a caller that keeps only some, and counts the
  * rest). Returns 0, or -1 with err. */
 typedef void (*nr_link_fn)(const struct nr_link *l, void *arg);
-int nr_each_link(int fd, nr_link_fn cb, void *arg, char *err, size_t errlen);
+int nr_each_link(int fd, nr_link_fn cb, void *arg, struct err *err);
 
 /* Each dump replaces its part of s. Returns 0, or -1 with err. */
-int nr_dump_links(int fd, struct nr_snap *s, char *err, size_t errlen);
-int nr_dump_addrs(int fd, struct nr_snap *s, char *err, size_t errlen);
-int nr_dump_routes(int fd, struct nr_snap *s, char *err, size_t errlen);
-int nr_dump_neighs(int fd, struct nr_snap *s, char *err, size_t errlen);
+int nr_dump_links(int fd, struct nr_snap *s, struct err *err);
+int nr_dump_addrs(int fd, struct nr_snap *s, struct err *err);
+int nr_dump_routes(int fd, struct nr_snap *s, struct err *err);
+int nr_dump_neighs(int fd, struct nr_snap *s, struct err *err);
 
 const struct nr_link *nr_link_by_mac(const struct nr_snap *s, const uint8_t mac[6]);
 const struct nr_link *nr_link_by_name(const struct nr_snap *s, const char *name);
@@ -95,16 +97,15 @@ uint32_t nr_metric(int fam, uint32_t m);
  * in err (a deletion of what is already gone is -ESRCH, -ENOENT,
  * -EADDRNOTAVAIL or -ENODEV). */
 /* up: 1 up, 0 down, -1 leave as is; rename NULL and mtu 0 leave those. */
-int nr_link_set(int fd, int index, const char *rename, int up, int mtu, char *err, size_t errlen);
+int nr_link_set(int fd, int index, const char *rename, int up, int mtu, struct err *err);
 /* Adds (replacing an equal one; IPv6 without duplicate detection) or
  * deletes an address. */
-int nr_addr_set(int fd, bool add, int index, int fam, const uint8_t *addr, int prefix, char *err,
-                size_t errlen);
+int nr_addr_set(int fd, bool add, int index, int fam, const uint8_t *addr, int prefix, struct err *err);
 /* Adds (NLM_F_REPLACE) or deletes a main-table route; without a gateway
  * it is a link-scope route. */
-int nr_route_set(int fd, bool add, const struct nr_route *r, char *err, size_t errlen);
+int nr_route_set(int fd, bool add, const struct nr_route *r, struct err *err);
 /* Adds (NUD_PERMANENT, replacing) or deletes a neighbour entry. */
 int nr_neigh_set(int fd, bool add, int index, int fam, const uint8_t *ip, const uint8_t mac[6],
-                 char *err, size_t errlen);
+                 struct err *err);
 
 #endif

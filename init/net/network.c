@@ -18,6 +18,7 @@
 #include <cJSON.h>
 
 #include "config.h"
+#include "err.h"
 #include "gates.h"
 #include "hearth.h"
 #include "log.h"
@@ -204,7 +205,8 @@ enum sync_rc { SYNC_OK, SYNC_MISSING, SYNC_FAILED };
  * failure. */
 static enum sync_rc sync_iface(int fd, struct iface *f, struct pass *p)
 {
-    char why[160], m1[24], m2[24];
+    char m1[24], m2[24];
+    struct err why;
     const struct nr_link *l = f->c.has_mac ? nr_link_by_mac(&snap, f->c.mac) : NULL;
     bool by_name = false;
     if (!l && (!f->c.has_mac || (p && !f->mac_only))) {
@@ -237,9 +239,9 @@ static enum sync_rc sync_iface(int fd, struct iface *f, struct pass *p)
             return SYNC_FAILED;
         }
         /* A name can only change while the link is down. */
-        if ((up && nr_link_set(fd, l->index, NULL, 0, 0, why, sizeof(why)) < 0) ||
-            nr_link_set(fd, l->index, f->c.name, -1, 0, why, sizeof(why)) < 0) {
-            snprintf(f->error, sizeof(f->error), "unable to rename %s: %s", l->name, why);
+        if ((up && nr_link_set(fd, l->index, NULL, 0, 0, &why) < 0) ||
+            nr_link_set(fd, l->index, f->c.name, -1, 0, &why) < 0) {
+            snprintf(f->error, sizeof(f->error), "unable to rename %s: %s", l->name, why.msg);
             return SYNC_FAILED;
         }
         repaired(p, f, "was named %s; renamed", l->name);
@@ -247,9 +249,9 @@ static enum sync_rc sync_iface(int fd, struct iface *f, struct pass *p)
     }
     int mtu = f->c.mtu > 0 && l->mtu != f->c.mtu ? f->c.mtu : 0;
     if (!up || mtu) {
-        if (nr_link_set(fd, l->index, NULL, 1, mtu, why, sizeof(why)) < 0) {
+        if (nr_link_set(fd, l->index, NULL, 1, mtu, &why) < 0) {
             snprintf(f->error, sizeof(f->error), "unable to %s: %s", mtu ? "set the MTU" : "bring it up",
-                     why);
+                     why.msg);
             return SYNC_FAILED;
         }
         if (!up && !(l->flags & IFF_UP))
@@ -259,8 +261,8 @@ static enum sync_rc sync_iface(int fd, struct iface *f, struct pass *p)
         relink = true;
     }
     if (f->c.has_addr && !nr_has_addr(&snap, l->index, f->c.fam, f->c.addr, f->c.prefix)) {
-        if (nr_addr_set(fd, true, l->index, f->c.fam, f->c.addr, f->c.prefix, why, sizeof(why)) < 0) {
-            snprintf(f->error, sizeof(f->error), "unable to add address %s: %s", f->c.addr_s, why);
+        if (nr_addr_set(fd, true, l->index, f->c.fam, f->c.addr, f->c.prefix, &why) < 0) {
+            snprintf(f->error, sizeof(f->error), "unable to add address %s: %s", f->c.addr_s, why.msg);
             return SYNC_FAILED;
         }
         repaired(p, f, "address %s was missing; added", f->c.addr_s);
@@ -275,8 +277,8 @@ static enum sync_rc sync_iface(int fd, struct iface *f, struct pass *p)
         if (nr_has_route(&snap, &r))
             continue;
         route_text(c, text, sizeof(text));
-        if (nr_route_set(fd, true, &r, why, sizeof(why)) < 0) {
-            snprintf(f->error, sizeof(f->error), "unable to add route %s: %s", text, why);
+        if (nr_route_set(fd, true, &r, &why) < 0) {
+            snprintf(f->error, sizeof(f->error), "unable to add route %s: %s", text, why.msg);
             return SYNC_FAILED;
         }
         repaired(p, f, "route %s was missing; added", text);
@@ -285,8 +287,8 @@ static enum sync_rc sync_iface(int fd, struct iface *f, struct pass *p)
         const struct net_neigh_cfg *c = &NA.neighs[i];
         if (strcmp(c->dev, f->c.name) != 0 || nr_has_neigh(&snap, l->index, c->fam, c->ip, c->mac))
             continue;
-        if (nr_neigh_set(fd, true, l->index, c->fam, c->ip, c->mac, why, sizeof(why)) < 0) {
-            snprintf(f->error, sizeof(f->error), "unable to set neighbour %s: %s", c->ip_s, why);
+        if (nr_neigh_set(fd, true, l->index, c->fam, c->ip, c->mac, &why) < 0) {
+            snprintf(f->error, sizeof(f->error), "unable to set neighbour %s: %s", c->ip_s, why.msg);
             return SYNC_FAILED;
         }
         repaired(p, f, "neighbour %s was missing or not permanent; set", c->ip_s);
@@ -298,7 +300,7 @@ static enum sync_rc sync_iface(int fd, struct iface *f, struct pass *p)
         if (relink) {
             const struct nr_link *now;
             int idx = l->index;
-            flags = nr_dump_links(fd, &snap, why, sizeof(why)) == 0 &&
+            flags = nr_dump_links(fd, &snap, &why) == 0 &&
                             (now = nr_link_by_index(&snap, idx)) ? now->flags : 0;
         }
         if (!(flags & IFF_LOWER_UP)) {
@@ -311,14 +313,14 @@ static enum sync_rc sync_iface(int fd, struct iface *f, struct pass *p)
 
 /* One socket and the snapshot a pass needs (neighbours only when some
  * are configured). Returns the fd, or -1 with err. */
-static int snapshot(char *err, size_t errlen)
+static int snapshot(struct err *err)
 {
-    int fd = nl_open(NETLINK_ROUTE, err, errlen);
+    int fd = nl_open(NETLINK_ROUTE, err);
     if (fd < 0)
         return -1;
-    if (nr_dump_links(fd, &snap, err, errlen) < 0 || nr_dump_addrs(fd, &snap, err, errlen) < 0 ||
-        nr_dump_routes(fd, &snap, err, errlen) < 0 ||
-        (N.n_neighs && nr_dump_neighs(fd, &snap, err, errlen) < 0)) {
+    if (nr_dump_links(fd, &snap, err) < 0 || nr_dump_addrs(fd, &snap, err) < 0 ||
+        nr_dump_routes(fd, &snap, err) < 0 ||
+        (N.n_neighs && nr_dump_neighs(fd, &snap, err) < 0)) {
         close(fd);
         return -1;
     }
@@ -367,16 +369,16 @@ static void settle(void)
 
 static void attempt_all(void)
 {
-    char why[160];
+    struct err why;
     int64_t now = mono_ms();
-    int fd = snapshot(why, sizeof(why));
+    int fd = snapshot(&why);
     for (size_t i = 0; i < N.n; i++) {
         struct iface *f = &NA.ifs[i];
         if (f->state != IF_WAITING)
             continue;
         enum sync_rc rc = SYNC_FAILED;
         if (fd < 0)
-            snprintf(f->error, sizeof(f->error), "unable to read the links: %s", why);
+            snprintf(f->error, sizeof(f->error), "unable to read the links: %s", why.msg);
         else
             rc = sync_iface(fd, f, NULL);
         if (rc == SYNC_OK) {
@@ -434,19 +436,19 @@ static void on_link(struct ev_loop *loop, ev_io *w, int revents)
 
 static void link_watch_open(void)
 {
-    char why[160];
+    struct err why;
     int group = RTNLGRP_LINK;
     if (link_fd >= 0)
         return;
-    int fd = nl_open(NETLINK_ROUTE, why, sizeof(why));
+    int fd = nl_open(NETLINK_ROUTE, &why);
     if (fd >= 0 &&
         setsockopt(fd, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, &group, sizeof(group)) < 0) {
-        snprintf(why, sizeof(why), "joining the link group: %s", strerror(errno));
+        err_set(&why, "joining the link group: %s", strerror(errno));
         close(fd);
         fd = -1;
     }
     if (fd < 0) {
-        log_warn("network: no link notifications (%s); polling every %d ms for interfaces", why,
+        log_warn("network: no link notifications (%s); polling every %d ms for interfaces", why.msg,
                  POLL_MS);
         return;
     }
@@ -461,7 +463,9 @@ static void link_watch_open(void)
  * without it. */
 static int write_resolv(void)
 {
-    if (resolvconf_write(N.resolv, NA.dns, N.n_dns, N.resolv_error, sizeof(N.resolv_error)) < 0) {
+    struct err why;
+    if (resolvconf_write(N.resolv, NA.dns, N.n_dns, &why) < 0) {
+        snprintf(N.resolv_error, sizeof(N.resolv_error), "%s", why.msg);
         log_error("network: %s", N.resolv_error);
         return -1;
     }
@@ -568,15 +572,16 @@ static void removed(cJSON *arr, const char *name, const char *what, const char *
 
 void network_replace(const struct network_cfg *net, cJSON *report)
 {
-    char why[160], text[140];
+    char text[140];
+    struct err why;
     cJSON *arr = report ? cJSON_AddArrayToObject(report, "removed") : NULL;
-    int fd = nl_open(NETLINK_ROUTE, why, sizeof(why));
-    if (fd >= 0 && nr_dump_links(fd, &snap, why, sizeof(why)) < 0) {
+    int fd = nl_open(NETLINK_ROUTE, &why);
+    if (fd >= 0 && nr_dump_links(fd, &snap, &why) < 0) {
         close(fd);
         fd = -1;
     }
     if (fd < 0) {
-        log_warn("network: unable to read the links: %s; what the old configuration set stays", why);
+        log_warn("network: unable to read the links: %s; what the old configuration set stays", why.msg);
     } else {
         /* What hearth set for the old configuration and the new one lacks,
          * on the links it set it on (an unplugged NIC took it along), in
@@ -587,8 +592,8 @@ void network_replace(const struct network_cfg *net, cJSON *report)
             int idx = old_index(c->dev);
             if (!idx || new_has_neigh(net, c))
                 continue;
-            int rc = nr_neigh_set(fd, false, idx, c->fam, c->ip, c->mac, why, sizeof(why));
-            removed(arr, c->dev, "neighbour", c->ip_s, rc, why);
+            int rc = nr_neigh_set(fd, false, idx, c->fam, c->ip, c->mac, &why);
+            removed(arr, c->dev, "neighbour", c->ip_s, rc, why.msg);
         }
         for (size_t i = 0; i < N.n_routes; i++) {
             const struct net_route_cfg *c = &NA.routes[i];
@@ -598,15 +603,15 @@ void network_replace(const struct network_cfg *net, cJSON *report)
             struct nr_route r;
             route_form(c, idx, &r);
             route_text(c, text, sizeof(text));
-            removed(arr, c->dev, "route", text, nr_route_set(fd, false, &r, why, sizeof(why)), why);
+            removed(arr, c->dev, "route", text, nr_route_set(fd, false, &r, &why), why.msg);
         }
         for (size_t i = 0; i < N.n; i++) {
             const struct iface *f = &NA.ifs[i];
             int idx = old_index(f->c.name);
             if (!f->c.has_addr || !idx || new_has_addr(net, f, idx))
                 continue;
-            int rc = nr_addr_set(fd, false, idx, f->c.fam, f->c.addr, f->c.prefix, why, sizeof(why));
-            removed(arr, f->c.name, "address", f->c.addr_s, rc, why);
+            int rc = nr_addr_set(fd, false, idx, f->c.fam, f->c.addr, f->c.prefix, &why);
+            removed(arr, f->c.name, "address", f->c.addr_s, rc, why.msg);
         }
         close(fd);
     }
@@ -616,23 +621,23 @@ void network_replace(const struct network_cfg *net, cJSON *report)
         link_watch_open();
 }
 
-int network_verify(cJSON *report, char *detail, size_t dl)
+int network_verify(cJSON *report, struct err *detail)
 {
-    char why[160];
-    struct pass p = {.detail = detail, .dl = dl};
+    struct err why;
+    struct pass p = {.detail = detail->msg, .dl = sizeof(detail->msg)};
     int failed = 0;
 
-    detail[0] = 0;
+    detail->msg[0] = 0;
     if (!N.n && !N.n_dns) {
         /* A replacement without interfaces settles the phase too. */
         settle();
-        snprintf(detail, dl, "no network configured");
+        err_set(detail, "no network configured");
         return NETWORK_SKIPPED;
     }
     cJSON *arr = report ? cJSON_AddArrayToObject(report, "interfaces") : NULL;
-    int fd = N.n ? snapshot(why, sizeof(why)) : -1;
+    int fd = N.n ? snapshot(&why) : -1;
     if (N.n && fd < 0) {
-        snprintf(detail, dl, "unable to read the links: %s", why);
+        err_set(detail, "unable to read the links: %s", why.msg);
         return NETWORK_FAILED;
     }
     int64_t now = mono_ms();
@@ -652,9 +657,9 @@ int network_verify(cJSON *report, char *detail, size_t dl)
                 result = "repaired";
         } else if (rc == SYNC_MISSING && f->state == IF_WAITING && now < f->deadline) {
             result = "waiting";
-            snprintf(why, sizeof(why), "not found yet (waiting up to %lld ms more)",
-                     (long long)(f->deadline - now));
-            detail_add(&p, f->c.name, why);
+            err_set(&why, "not found yet (waiting up to %lld ms more)",
+                    (long long)(f->deadline - now));
+            detail_add(&p, f->c.name, why.msg);
         } else {
             if (rc == SYNC_MISSING)
                 snprintf(f->error, sizeof(f->error), "not found");
@@ -695,7 +700,7 @@ int network_verify(cJSON *report, char *detail, size_t dl)
     if (failed)
         return NETWORK_FAILED;
     if (!p.dlen)
-        snprintf(detail, dl, "%zu interface%s in order", N.n, N.n == 1 ? "" : "s");
+        err_set(detail, "%zu interface%s in order", N.n, N.n == 1 ? "" : "s");
     return p.n_repairs ? NETWORK_REPAIRED : NETWORK_OK;
 }
 
@@ -810,15 +815,15 @@ static void probe(const struct iface *f)
 
 cJSON *network_check_json(void)
 {
-    char why[160];
+    struct err why;
     cJSON *o = network_json();
     cJSON *arr = o ? cJSON_GetObjectItemCaseSensitive(o, "interfaces") : NULL, *j;
-    int fd = N.n ? snapshot(why, sizeof(why)) : -1;
-    bool neighs = fd >= 0 && nr_dump_neighs(fd, &snap, why, sizeof(why)) == 0;
+    int fd = N.n ? snapshot(&why) : -1;
+    bool neighs = fd >= 0 && nr_dump_neighs(fd, &snap, &why) == 0;
     if (fd >= 0)
         close(fd);
     if (N.n && fd < 0 && o)
-        cJSON_AddStringToObject(o, "error", why);
+        cJSON_AddStringToObject(o, "error", why.msg);
     size_t i = 0;
     cJSON_ArrayForEach(j, arr) {
         const struct iface *f = &NA.ifs[i++];

@@ -10,6 +10,8 @@
 
 #include <stddef.h>
 
+#include "err.h"
+
 struct cJSON;
 struct config;
 struct network_cfg;
@@ -34,7 +36,7 @@ enum { NETWORK_OK, NETWORK_REPAIRED, NETWORK_SKIPPED, NETWORK_FAILED };
  * be NULL) gets "interfaces": [{name, ifindex, found, result, repairs,
  * error}] and "resolv_conf"; detail one line naming each interface with
  * what was done or why it failed. Returns one of the values above. */
-int network_verify(struct cJSON *report, char *detail, size_t dl);
+int network_verify(struct cJSON *report, struct err *detail);
 /* {interfaces:[{name, state, ifindex, error, ...}], dns, resolv_conf}. */
 struct cJSON *network_json(void);
 /* Diagnosis per interface: link, carrier, mtu, address, route and the

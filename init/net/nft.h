@@ -45,6 +45,7 @@
 #include <stdint.h>
 
 #include "cidr.h"
+#include "err.h"
 #include "netaddr.h"
 #include "netlink.h"
 
@@ -131,22 +132,21 @@ enum nft_part nft_refused_part(const struct nlbuf *b);
  * Returns 0, or a negative errno (the kernel's, from the first message
  * it refused) with the reason in err and, when part is not NULL, that
  * message's part. */
-int nft_apply(const struct nft_policy *p, struct nft_expect *exp, enum nft_part *part, char *err,
-              size_t errlen);
+int nft_apply(const struct nft_policy *p, struct nft_expect *exp, enum nft_part *part, struct err *err);
 
 /* Reads the table back and compares it with exp (rule order and names,
  * set contents). Returns 0 when it matches, 1 when it differs or is gone
  * (err says how), -1 when it could not be read. */
-int nft_verify(const struct nft_expect *exp, char *err, size_t errlen);
+int nft_verify(const struct nft_expect *exp, struct err *err);
 
 /* The ruleset generation id: any change anywhere bumps it. Read through
  * the owner socket, like every read here. */
-int nft_genid(uint32_t *out, char *err, size_t errlen);
+int nft_genid(uint32_t *out, struct err *err);
 
 /* {"rule-name": {"packets": N, "bytes": N}, ..., "netdev": {...},
  * "localports": {...}, "inbound": {...}} (the netdev policy chain's when
  * exp->netdev, the localports chain's when it has one, the inbound
  * chain's with replies), or NULL with err. */
-struct cJSON *nft_counters_json(const struct nft_expect *exp, char *err, size_t errlen);
+struct cJSON *nft_counters_json(const struct nft_expect *exp, struct err *err);
 
 #endif

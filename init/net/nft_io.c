@@ -4,6 +4,7 @@
  * counters. nft.c stays socket-free, so the unit tests read the batch
  * it builds. */
 #include "nft.h"
+#include "err.h"
 #include "nft_priv.h"
 
 #include <errno.h>
@@ -28,15 +29,14 @@ static uint32_t seq_base(void)
  * tables it creates are owned by it. */
 static int owner_fd = -1;
 
-static int sock(char *err, size_t errlen)
+static int sock(struct err *err)
 {
     if (owner_fd < 0)
-        owner_fd = nl_open(NETLINK_NETFILTER, err, errlen);
+        owner_fd = nl_open(NETLINK_NETFILTER, err);
     return owner_fd;
 }
 
-int nft_apply(const struct nft_policy *p, struct nft_expect *exp, enum nft_part *part, char *err,
-              size_t errlen)
+int nft_apply(const struct nft_policy *p, struct nft_expect *exp, enum nft_part *part, struct err *err)
 {
     struct nlbuf b;
     struct nft_expect e;
@@ -44,16 +44,16 @@ int nft_apply(const struct nft_policy *p, struct nft_expect *exp, enum nft_part 
         *part = NFT_PART_UNKNOWN;
     nl_init(&b, seq_base());
     if (nft_build(p, &b, &e) < 0) {
-        snprintf(err, errlen, "policy too large to encode");
+        err_set(err, "policy too large to encode");
         nl_free(&b);
         return -E2BIG;
     }
-    int fd = sock(err, errlen);
+    int fd = sock(err);
     if (fd < 0) {
         nl_free(&b);
         return -EIO;
     }
-    int rc = nl_transact(fd, &b, err, errlen);
+    int rc = nl_transact(fd, &b, err);
     if (rc < 0 && part)
         *part = nft_refused_part(&b);
     nl_free(&b);
@@ -143,8 +143,7 @@ static int elem_cb(const struct nlmsghdr *h, void *arg)
     return bad ? -EBADMSG : 0;
 }
 
-static int dump_rules(int fd, uint8_t family, const char *chain, struct readback *rb, char *err,
-                      size_t errlen)
+static int dump_rules(int fd, uint8_t family, const char *chain, struct readback *rb, struct err *err)
 {
     struct nlbuf b;
     nl_init(&b, seq_base());
@@ -153,7 +152,7 @@ static int dump_rules(int fd, uint8_t family, const char *chain, struct readback
     nl_attr_str(&b, NFTA_RULE_TABLE, NFT_TABLE);
     nl_attr_str(&b, NFTA_RULE_CHAIN, chain);
     nl_msg_end(&b);
-    int rc = nl_dump(fd, &b, rule_cb, rb, err, errlen);
+    int rc = nl_dump(fd, &b, rule_cb, rb, err);
     nl_free(&b);
     return rc;
 }
@@ -161,32 +160,31 @@ static int dump_rules(int fd, uint8_t family, const char *chain, struct readback
 /* Checks one chain's rule names in order: 0, 1 (differs or gone, err
  * says how) or -1. */
 static int verify_chain(int fd, uint8_t family, const char *chain, const char *const *names,
-                        size_t nr, char *err, size_t errlen)
+                        size_t nr, struct err *err)
 {
     struct readback rb = {0};
     const char *fam = family == NFPROTO_NETDEV_ ? "netdev" : "inet";
-    int rc = dump_rules(fd, family, chain, &rb, err, errlen);
+    int rc = dump_rules(fd, family, chain, &rb, err);
     if (rc == -ENOENT) {
-        snprintf(err, errlen, "table %s %s or its chain %s is gone", fam, NFT_TABLE, chain);
+        err_set(err, "table %s %s or its chain %s is gone", fam, NFT_TABLE, chain);
         return 1;
     }
     if (rc < 0)
         return -1;
     if (rb.n_rules != nr || rb.overflow) {
-        snprintf(err, errlen, "chain %s %s has %zu rules, expected %zu", fam, chain, rb.n_rules, nr);
+        err_set(err, "chain %s %s has %zu rules, expected %zu", fam, chain, rb.n_rules, nr);
         return 1;
     }
     for (size_t i = 0; i < nr; i++)
         if (strcmp(rb.names[i], names[i]) != 0) {
-            snprintf(err, errlen, "chain %s %s: rule %zu is %s, expected %s", fam, chain, i,
-                     rb.names[i], names[i]);
+            err_set(err, "chain %s %s: rule %zu is %s, expected %s", fam, chain, i,
+                    rb.names[i], names[i]);
             return 1;
         }
     return 0;
 }
 
-static int verify_sets(int fd, uint8_t family, const struct nft_expect *exp, char *err,
-                       size_t errlen)
+static int verify_sets(int fd, uint8_t family, const struct nft_expect *exp, struct err *err)
 {
     const char *fam = family == NFPROTO_NETDEV_ ? "netdev" : "inet";
     for (int s = 0; s < N_SETS; s++) {
@@ -198,53 +196,52 @@ static int verify_sets(int fd, uint8_t family, const struct nft_expect *exp, cha
         nl_attr_str(&b, NFTA_SET_ELEM_LIST_TABLE, NFT_TABLE);
         nl_attr_str(&b, NFTA_SET_ELEM_LIST_SET, nft_set_names[s]);
         nl_msg_end(&b);
-        int rc = nl_dump(fd, &b, elem_cb, &eb, err, errlen);
+        int rc = nl_dump(fd, &b, elem_cb, &eb, err);
         nl_free(&b);
         if (rc == -ENOENT) {
-            snprintf(err, errlen, "set %s %s is gone", fam, nft_set_names[s]);
+            err_set(err, "set %s %s is gone", fam, nft_set_names[s]);
             return 1;
         }
         if (rc < 0)
             return -1;
         if (eb.n_elems != exp->n_elems[s] || eb.digest != exp->digest[s]) {
-            snprintf(err, errlen, "set %s %s has %u elements (expected %u) or different contents",
-                     fam, nft_set_names[s], eb.n_elems, exp->n_elems[s]);
+            err_set(err, "set %s %s has %u elements (expected %u) or different contents",
+                    fam, nft_set_names[s], eb.n_elems, exp->n_elems[s]);
             return 1;
         }
     }
     return 0;
 }
 
-int nft_verify(const struct nft_expect *exp, char *err, size_t errlen)
+int nft_verify(const struct nft_expect *exp, struct err *err)
 {
     const char *names[NFT_MAX_RULES];
     size_t nr = nft_rule_names(false, exp, names);
-    int fd = sock(err, errlen);
+    int fd = sock(err);
     if (fd < 0)
         return -1;
-    int v = verify_chain(fd, NFPROTO_INET_, NFT_CHAIN, names, nr, err, errlen);
+    int v = verify_chain(fd, NFPROTO_INET_, NFT_CHAIN, names, nr, err);
     if (v == 0)
-        v = verify_sets(fd, NFPROTO_INET_, exp, err, errlen);
+        v = verify_sets(fd, NFPROTO_INET_, exp, err);
     if (v == 0 && exp->n_local) {
         const char *local[NFT_MAX_LPORTS + 2];
         for (size_t i = 0; i < exp->n_local; i++)
             local[i] = exp->local[i];
-        v = verify_chain(fd, NFPROTO_INET_, NFT_LOCAL_CHAIN, local, exp->n_local, err, errlen);
+        v = verify_chain(fd, NFPROTO_INET_, NFT_LOCAL_CHAIN, local, exp->n_local, err);
     }
     if (v == 0 && exp->replies)
-        v = verify_chain(fd, NFPROTO_INET_, NFT_IN_CHAIN, nft_inbound_rules, NFT_INBOUND_RULES, err,
-                         errlen);
+        v = verify_chain(fd, NFPROTO_INET_, NFT_IN_CHAIN, nft_inbound_rules, NFT_INBOUND_RULES, err);
     if (v != 0 || !exp->netdev)
         return v;
     nr = nft_rule_names(true, exp, names);
-    v = verify_chain(fd, NFPROTO_NETDEV_, NFT_ND_CHAIN, names, nr, err, errlen);
+    v = verify_chain(fd, NFPROTO_NETDEV_, NFT_ND_CHAIN, names, nr, err);
     if (v == 0)
-        v = verify_sets(fd, NFPROTO_NETDEV_, exp, err, errlen);
+        v = verify_sets(fd, NFPROTO_NETDEV_, exp, err);
     static const char *const jump[] = {"jump"};
     for (size_t i = 0; v == 0 && i < exp->n_ifaces; i++) {
         char chain[32];
         nft_nd_chain_name(exp->ifaces[i], chain, sizeof(chain));
-        v = verify_chain(fd, NFPROTO_NETDEV_, chain, jump, 1, err, errlen);
+        v = verify_chain(fd, NFPROTO_NETDEV_, chain, jump, 1, err);
     }
     return v;
 }
@@ -259,10 +256,10 @@ static int gen_cb(const struct nlmsghdr *h, void *arg)
     return 0;
 }
 
-int nft_genid(uint32_t *out, char *err, size_t errlen)
+int nft_genid(uint32_t *out, struct err *err)
 {
     struct nlbuf b;
-    int fd = sock(err, errlen);
+    int fd = sock(err);
     if (fd < 0)
         return -1;
     nl_init(&b, seq_base());
@@ -270,48 +267,47 @@ int nft_genid(uint32_t *out, char *err, size_t errlen)
     nl_put_nfgen(&b, AF_UNSPEC, 0);
     nl_msg_end(&b);
     *out = 0;
-    int rc = nl_dump(fd, &b, gen_cb, out, err, errlen);
+    int rc = nl_dump(fd, &b, gen_cb, out, err);
     nl_free(&b);
     return rc < 0 ? -1 : 0;
 }
 
 /* One more chain's counters, under key, when it can be read. */
 static void add_chain_counters(int fd, cJSON *to, uint8_t family, const char *chain,
-                               const char *key, char *err, size_t errlen)
+                               const char *key, struct err *err)
 {
     struct readback rb = {0};
     rb.counters = cJSON_CreateObject();
-    if (rb.counters && dump_rules(fd, family, chain, &rb, err, errlen) == 0)
+    if (rb.counters && dump_rules(fd, family, chain, &rb, err) == 0)
         cJSON_AddItemToObject(to, key, rb.counters);
     else
         cJSON_Delete(rb.counters);
 }
 
-cJSON *nft_counters_json(const struct nft_expect *exp, char *err, size_t errlen)
+cJSON *nft_counters_json(const struct nft_expect *exp, struct err *err)
 {
     struct readback rb = {0};
     rb.counters = cJSON_CreateObject();
     if (!rb.counters) {
-        snprintf(err, errlen, "out of memory");
+        err_set(err, "out of memory");
         return NULL;
     }
-    int fd = sock(err, errlen);
+    int fd = sock(err);
     if (fd < 0) {
         cJSON_Delete(rb.counters);
         return NULL;
     }
-    int rc = dump_rules(fd, NFPROTO_INET_, NFT_CHAIN, &rb, err, errlen);
+    int rc = dump_rules(fd, NFPROTO_INET_, NFT_CHAIN, &rb, err);
     if (rc < 0) {
         cJSON_Delete(rb.counters);
         return NULL;
     }
     /* The frames the egress chains counted, under "netdev". */
     if (exp->netdev)
-        add_chain_counters(fd, rb.counters, NFPROTO_NETDEV_, NFT_ND_CHAIN, "netdev", err, errlen);
+        add_chain_counters(fd, rb.counters, NFPROTO_NETDEV_, NFT_ND_CHAIN, "netdev", err);
     if (exp->n_local)
-        add_chain_counters(fd, rb.counters, NFPROTO_INET_, NFT_LOCAL_CHAIN, NFT_LOCAL_CHAIN, err,
-                           errlen);
+        add_chain_counters(fd, rb.counters, NFPROTO_INET_, NFT_LOCAL_CHAIN, NFT_LOCAL_CHAIN, err);
     if (exp->replies)
-        add_chain_counters(fd, rb.counters, NFPROTO_INET_, NFT_IN_CHAIN, NFT_IN_CHAIN, err, errlen);
+        add_chain_counters(fd, rb.counters, NFPROTO_INET_, NFT_IN_CHAIN, NFT_IN_CHAIN, err);
     return rb.counters;
 }

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "err.h"
 #include "safepath.h"
 
 static size_t text(const char (*dns)[64], size_t n, char *buf, size_t cap)
@@ -22,9 +23,10 @@ static size_t text(const char (*dns)[64], size_t n, char *buf, size_t cap)
  * directory's fd (safepath: never followed, never blocking), a stale one
  * is unlinked first (unlink removes a link or FIFO itself), and the
  * rename goes by that fd. */
-int resolvconf_write(const char *path, const char (*dns)[64], size_t n, char *err, size_t errlen)
+int resolvconf_write(const char *path, const char (*dns)[64], size_t n, struct err *err)
 {
-    char tmp[300], buf[RESOLVCONF_MAX * 80], dir[256], why[128];
+    char tmp[300], buf[RESOLVCONF_MAX * 80], dir[256];
+    struct err why;
     const char *slash = strrchr(path, '/');
     size_t len = text(dns, n, buf, sizeof(buf));
     if (!slash || !slash[1]) {
@@ -34,16 +36,15 @@ int resolvconf_write(const char *path, const char (*dns)[64], size_t n, char *er
     snprintf(dir, sizeof(dir), "%.*s", (int)(slash > path ? slash - path : 1), path);
     const char *name = slash + 1;
     snprintf(tmp, sizeof(tmp), "%s.hearth-tmp", name);
-    int dfd = safepath_open_abs(dir, O_DIRECTORY, 0, why, sizeof(why));
+    int dfd = safepath_open_abs(dir, O_DIRECTORY, 0, &why);
     if (dfd < 0)
         goto fail_why;
     if (unlinkat(dfd, tmp, 0) < 0 && errno == EISDIR)
         unlinkat(dfd, tmp, AT_REMOVEDIR);
-    int fd = safepath_open(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL, 0644, why, sizeof(why));
+    int fd = safepath_open(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL, 0644, &why);
     if (fd < 0) {
         close(dfd);
-        snprintf(err, errlen, "%s: unable to create %s/%s: %s", path, dir, tmp, why);
-        return -1;
+        return err_set(err, "%s: unable to create %s/%s: %s", path, dir, tmp, why.msg);
     }
     ssize_t w = write(fd, buf, len);
     if (w != (ssize_t)len || fchmod(fd, 0644) < 0 || fsync(fd) < 0) {
@@ -68,10 +69,10 @@ int resolvconf_write(const char *path, const char (*dns)[64], size_t n, char *er
     close(dfd);
     return 0;
 fail_why:
-    snprintf(err, errlen, "%s: %s", path, why);
+    err_set(err, "%s: %s", path, why.msg);
     return -1;
 fail:
-    snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    err_set(err, "%s: %s", path, strerror(errno));
     return -1;
 }
 
@@ -79,9 +80,10 @@ fail:
  * at most one byte more than expected. */
 bool resolvconf_matches(const char *path, const char (*dns)[64], size_t n)
 {
-    char want[RESOLVCONF_MAX * 80], got[RESOLVCONF_MAX * 80 + 1], why[128];
+    char want[RESOLVCONF_MAX * 80], got[RESOLVCONF_MAX * 80 + 1];
+    struct err why;
     size_t wl = text(dns, n, want, sizeof(want));
-    int fd = safepath_open_abs(path, O_RDONLY, 0, why, sizeof(why));
+    int fd = safepath_open_abs(path, O_RDONLY, 0, &why);
     if (fd < 0)
         return false;
     ssize_t r, total = 0;

@@ -8,12 +8,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "err.h"
+
 /* At most this many servers are written. */
 #define RESOLVCONF_MAX 8
 
 /* Replaces path with the first RESOLVCONF_MAX of the n servers. Returns
  * 0, or -1 with "PATH: reason" in err. */
-int resolvconf_write(const char *path, const char (*dns)[64], size_t n, char *err, size_t errlen);
+int resolvconf_write(const char *path, const char (*dns)[64], size_t n, struct err *err);
 /* Whether path is a regular file holding exactly what resolvconf_write
  * would write. */
 bool resolvconf_matches(const char *path, const char (*dns)[64], size_t n);

@@ -1,6 +1,7 @@
 #include "check.h"
 #include "cgroup.h"
 #include "contain.h"
+#include "err.h"
 #include "http.h"
 #include "launch.h"
 
@@ -276,16 +277,13 @@ void check_set_mark(uint32_t mark)
     probe_mark = mark;
 }
 
-static int connect_start(struct check *c, const struct sockaddr *sa, socklen_t salen, char *err,
-                         size_t errlen)
+static int connect_start(struct check *c, const struct sockaddr *sa, socklen_t salen, struct err *err)
 {
     int r;
 
     c->fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (c->fd < 0) {
-        snprintf(err, errlen, "unable to create socket for %s: %s", c->target, strerror(errno));
-        return -1;
-    }
+    if (c->fd < 0)
+        return err_unable(err, errno, "create socket for %s", c->target);
     /* Set only where the ruleset reads it, and hearth then has NET_ADMIN
      * (it applied that ruleset); should it fail, the probe goes unmarked
      * and meets the rule the services do. */
@@ -377,7 +375,9 @@ static void __attribute__((noreturn)) exec_child(const struct check_exec *how, c
             goto fail;
     if (nul > 2)
         close(nul);
-    launch_exec(how->plan, how->cwd, argv, -1, &rep.step, rep.what, sizeof(rep.what));
+    struct err what = {0};
+    launch_exec(how->plan, how->cwd, argv, -1, &rep.step, &what);
+    snprintf(rep.what, sizeof(rep.what), "%s", what.msg);
 fail:
     rep.err = errno;
     if (write(errfd, &rep, sizeof(rep)) < 0) {
@@ -450,34 +450,30 @@ static void exec_reaped(void *ctx, pid_t pid, int wstatus)
 }
 
 static int probe_exec_start(struct check *c, char *const *argv, const struct check_exec *how,
-                            char *err, size_t errlen)
+                            struct err *err)
 {
     int p[2];
     pid_t pid;
     bool placed;
-    char why[200];
+    struct err why;
 
-    if (!argv || !argv[0] || !argv[0][0]) {
-        snprintf(err, errlen, "exec probe without argv");
-        return -1;
-    }
+    if (!argv || !argv[0] || !argv[0][0])
+        return err_set(err, "exec probe without argv");
     /* hearth never runs a probe as itself. */
-    if (!how || !how->plan) {
-        snprintf(err, errlen, "exec probe without the service's plan to run it with");
-        return -1;
-    }
+    if (!how || !how->plan)
+        return err_set(err, "exec probe without the service's plan to run it with");
     snprintf(c->target, sizeof(c->target), "%s", argv[0]);
     /* The service's main process is gone (or going): the probe fails
      * with that, from the loop, rather than run anywhere else. */
-    if (contain_join_open(&how->plan->contain, how->pid, why, sizeof(why)) < 0) {
-        snprintf(c->detail, sizeof(c->detail), "exec %s: %s", c->target, why);
+    if (contain_join_open(&how->plan->contain, how->pid, &why) < 0) {
+        snprintf(c->detail, sizeof(c->detail), "exec %s: %s", c->target, why.msg);
         report_soon(c, false);
         return 0;
     }
     /* The read end is only read once the child has exited: non-blocking
      * just so a stray writer can never stall the loop. */
     if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0) {
-        snprintf(err, errlen, "unable to create pipe for %s: %s", c->target, strerror(errno));
+        err_unable(err, errno, "create pipe for %s", c->target);
         contain_join_close(&how->plan->contain);
         return -1;
     }
@@ -492,7 +488,7 @@ static int probe_exec_start(struct check *c, char *const *argv, const struct che
     }
     contain_join_close(&how->plan->contain);
     if (pid < 0) {
-        snprintf(err, errlen, "unable to fork %s: %s", c->target, strerror(errno));
+        err_unable(err, errno, "fork %s", c->target);
         close(p[0]);
         close(p[1]);
         return -1;
@@ -505,8 +501,7 @@ static int probe_exec_start(struct check *c, char *const *argv, const struct che
         log_warn("check: unable to set process group of %s: %s", c->target, strerror(errno));
     c->pid = pid;
     if (reaper_watch(pid, exec_reaped, c) < 0) {
-        snprintf(err, errlen, "unable to watch %s (pid %d): %s", c->target, (int)pid,
-                 strerror(errno));
+        err_unable(err, errno, "watch %s (pid %d)", c->target, (int)pid);
         /* The reaper still reaps it, as an orphan. */
         kill_group(c);
         c->pid = 0;
@@ -516,31 +511,30 @@ static int probe_exec_start(struct check *c, char *const *argv, const struct che
 }
 
 struct check *check_start(struct ev_loop *loop, const struct check_spec *spec,
-                          const struct check_exec *how, check_done_fn done, void *ctx, char *err,
-                          size_t errlen)
+                          const struct check_exec *how, check_done_fn done, void *ctx, struct err *err)
 {
     struct sockaddr_storage ss;
     struct sockaddr_un su;
     socklen_t len;
-    char why[300];
+    struct err why;
     struct check *c;
     int r = -1;
 
     if (!loop || !spec || !done) {
-        snprintf(err, errlen, "check_start: missing loop, spec or callback");
+        err_set(err, "check_start: missing loop, spec or callback");
         return NULL;
     }
     if (spec->timeout_ms < 0) {
-        snprintf(err, errlen, "bad timeout_ms %lld", (long long)spec->timeout_ms);
+        err_set(err, "bad timeout_ms %lld", (long long)spec->timeout_ms);
         return NULL;
     }
     if (spec->kind != CHECK_EXEC && !memchr(spec->target, 0, sizeof(spec->target))) {
-        snprintf(err, errlen, "target not terminated");
+        err_set(err, "target not terminated");
         return NULL;
     }
     c = calloc(1, sizeof(*c));
     if (!c) {
-        snprintf(err, errlen, "unable to start check: %s", strerror(errno));
+        err_unable(err, errno, "start check");
         return NULL;
     }
     c->loop = loop;
@@ -560,48 +554,48 @@ struct check *check_start(struct ev_loop *loop, const struct check_spec *spec,
 
     switch (spec->kind) {
     case CHECK_TCP:
-        if (check_parse_hostport(c->target, &ss, &len, why, sizeof(why)) < 0) {
-            snprintf(err, errlen, "tcp: %s", why);
+        if (check_parse_hostport(c->target, &ss, &len, &why) < 0) {
+            err_set(err, "tcp: %s", why.msg);
             break;
         }
-        r = connect_start(c, (struct sockaddr *)&ss, len, err, errlen);
+        r = connect_start(c, (struct sockaddr *)&ss, len, err);
         break;
     case CHECK_HTTP: {
         char hp[256], path[256];
-        if (http_target_split(c->target, hp, sizeof(hp), path, sizeof(path), why, sizeof(why)) < 0 ||
-            check_parse_hostport(hp, &ss, &len, why, sizeof(why)) < 0) {
-            snprintf(err, errlen, "http: %s", why);
+        if (http_target_split(c->target, hp, sizeof(hp), path, sizeof(path), &why) < 0 ||
+            check_parse_hostport(hp, &ss, &len, &why) < 0) {
+            err_set(err, "http: %s", why.msg);
             break;
         }
         c->req_len = http_request(c->req, sizeof(c->req), hp, path);
         if (!c->req_len) {
-            snprintf(err, errlen, "http: request for %s does not fit", c->target);
+            err_set(err, "http: request for %s does not fit", c->target);
             break;
         }
         http_reader_init(&c->http);
-        r = connect_start(c, (struct sockaddr *)&ss, len, err, errlen);
+        r = connect_start(c, (struct sockaddr *)&ss, len, err);
         break;
     }
     case CHECK_UNIX:
-        if (check_parse_unix(c->target, &su, &len, why, sizeof(why)) < 0) {
-            snprintf(err, errlen, "unix: %s", why);
+        if (check_parse_unix(c->target, &su, &len, &why) < 0) {
+            err_set(err, "unix: %s", why.msg);
             break;
         }
-        r = connect_start(c, (struct sockaddr *)&su, len, err, errlen);
+        r = connect_start(c, (struct sockaddr *)&su, len, err);
         break;
     case CHECK_FILE:
         if (!c->target[0]) {
-            snprintf(err, errlen, "file: empty path");
+            err_set(err, "file: empty path");
             break;
         }
         report_soon(c, false);
         r = 0;
         break;
     case CHECK_EXEC:
-        r = probe_exec_start(c, spec->argv, how, err, errlen);
+        r = probe_exec_start(c, spec->argv, how, err);
         break;
     default:
-        snprintf(err, errlen, "unknown check kind %d", (int)spec->kind);
+        err_set(err, "unknown check kind %d", (int)spec->kind);
         break;
     }
     if (r < 0) {

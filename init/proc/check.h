@@ -14,6 +14,7 @@
 #include <ev.h>
 
 #include "checkspec.h"
+#include "err.h"
 
 struct check;  /* one probe in flight */
 struct launch_plan;
@@ -38,8 +39,7 @@ struct check_exec {
  * or stat). done is called exactly once (success, failure with a short detail like "unable to connect to 127.0.0.1:9119: Connection refused", "http 127.0.0.1:8642/health: status 503 Service Unavailable", or "timed out after N ms"), never synchronously from inside check_start. Returns NULL (and calls nothing) only if it could not even start, with detail in err.
  * Once done has been called the check is gone: do not cancel it. */
 struct check *check_start(struct ev_loop *loop, const struct check_spec *spec,
-                          const struct check_exec *how, check_done_fn done, void *ctx, char *err,
-                          size_t errlen);
+                          const struct check_exec *how, check_done_fn done, void *ctx, struct err *err);
 
 /* The mark (SO_MARK) every tcp and http probe's socket carries from now
  * on; 0: none. The local ports rule that cannot tell the services by

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "err.h"
 #include "hearth.h"
 #include "inherit.h"
 #include "lifeline.h"
@@ -114,6 +115,12 @@ static void kill_job(struct childjob *j, enum childjob_end why)
     ev_timer_stop(H.loop, &j->deadline);
     ev_timer_set(&j->deadline, KILL_GRACE_S, 0.);
     ev_timer_start(H.loop, &j->deadline);
+}
+
+void childjob_cancel(struct childjob *j)
+{
+    if (j->pid > 0 && !j->killing)
+        kill_job(j, CHILDJOB_CANCELLED);
 }
 
 /* Reads what is there, without blocking: 1 when a slice was taken and
@@ -222,39 +229,31 @@ static void on_deadline(struct ev_loop *loop, ev_timer *w, int revents)
 }
 
 int childjob_start(struct childjob *j, int64_t timeout_ms, size_t max, childjob_fn fn,
-                   void *arg, childjob_done done, char *err, size_t errlen)
+                   void *arg, childjob_done done, struct err *err)
 {
     int p[2];
 
-    if (!H.loop) {
-        snprintf(err, errlen, "no event loop");
-        return -1;
-    }
-    if (j->pid > 0) {
-        snprintf(err, errlen, "already running (pid %d)", (int)j->pid);
-        return -1;
-    }
-    if (j->killed > 0) {
-        snprintf(err, errlen,
-                 "the process killed at its deadline (pid %d) has not exited yet (a hung "
-                 "filesystem?)",
-                 (int)j->killed);
-        return -1;
-    }
-    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0) {
-        snprintf(err, errlen, "pipe: %s", strerror(errno));
-        return -1;
-    }
+    if (!H.loop)
+        return err_set(err, "no event loop");
+    if (j->pid > 0)
+        return err_set(err, "already running (pid %d)", (int)j->pid);
+    if (j->killed > 0)
+        return err_set(err,
+                       "the process killed before (pid %d) has not exited yet (a hung "
+                       "filesystem?)",
+                       (int)j->killed);
+    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
+        return err_set(err, "pipe: %s", strerror(errno));
     int kick = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (kick < 0) {
-        snprintf(err, errlen, "eventfd: %s", strerror(errno));
+        err_set(err, "eventfd: %s", strerror(errno));
         close(p[0]);
         close(p[1]);
         return -1;
     }
     pid_t pid = fork();
     if (pid < 0) {
-        snprintf(err, errlen, "fork: %s", strerror(errno));
+        err_set(err, "fork: %s", strerror(errno));
         close(p[0]);
         close(p[1]);
         close(kick);
@@ -277,8 +276,7 @@ int childjob_start(struct childjob *j, int64_t timeout_ms, size_t max, childjob_
         kill(pid, SIGKILL); /* reaped as an orphan */
         close(p[0]);
         close(kick);
-        snprintf(err, errlen, "unable to watch the child process");
-        return -1;
+        return err_set(err, "unable to watch the child process");
     }
     j->pid = pid;
     j->rd = p[0];

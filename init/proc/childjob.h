@@ -22,11 +22,13 @@
 #include <ev.h>
 
 #include "bytebuf.h"
+#include "err.h"
 
 enum childjob_end {
     CHILDJOB_EXITED,   /* ended on its own: status is its wait status */
     CHILDJOB_TIMEOUT,  /* past its deadline: killed */
     CHILDJOB_TOO_BIG,  /* wrote more than max bytes: killed */
+    CHILDJOB_CANCELLED, /* its owner no longer wanted it: killed (childjob_cancel) */
 };
 
 struct childjob;
@@ -41,7 +43,7 @@ typedef void (*childjob_done)(struct childjob *j, enum childjob_end end, int sta
 
 struct childjob {
     pid_t pid;    /* the running child, 0 when none */
-    pid_t killed; /* a child killed at its deadline and not reaped yet */
+    pid_t killed; /* a child killed (deadline, size, cancel) and not reaped yet */
     int rd;
     ev_io io;                /* the pipe, watched only once the child asked */
     int kick;                /* eventfd: the child's request to read the pipe */
@@ -65,8 +67,13 @@ struct childjob {
  * started, -1 with err (no loop, a killed child still not reaped, pipe,
  * fork or reaper failure). */
 int childjob_start(struct childjob *j, int64_t timeout_ms, size_t max, childjob_fn fn,
-                   void *arg, childjob_done done, char *err, size_t errlen);
+                   void *arg, childjob_done done, struct err *err);
 bool childjob_running(const struct childjob *j);
+/* Kills a running job whose work no longer counts (what it works on went
+ * away): done follows from the loop, with CHILDJOB_CANCELLED, once the
+ * child is reaped or its grace after SIGKILL is over. Nothing when none
+ * runs. */
+void childjob_cancel(struct childjob *j);
 /* In the child only: writes all of buf to wfd. When the pipe is full it
  * asks the loop to read (once) and waits for room. 0, or -1 with errno
  * (the loop went away: EPIPE). */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "accounts.h"
+#include "err.h"
 #include "lifeline.h"
 #include "pidreaper.h"
 #include "safepath.h"
@@ -83,16 +84,14 @@ int launch_env_set(struct launch_plan *p, const char *key, const char *value)
  * values may be 'single' (literal) or "double" quoted (\" \\ \n \t \$
  * escapes) or bare (trailing spaces and a " #comment" cut). */
 int launch_parse_env(const char *text, size_t len, const char *fname, char ***env, size_t *n,
-                     char *err, size_t errlen)
+                     struct err *err)
 {
     size_t pos = 0;
     int lineno = 0;
     char *val = malloc(len + 1);
 
-    if (!val) {
-        snprintf(err, errlen, "%s: out of memory", fname);
-        return -1;
-    }
+    if (!val)
+        return err_set(err, "%s: out of memory", fname);
     while (pos < len) {
         size_t end = pos;
         while (end < len && text[end] != '\n')
@@ -102,7 +101,7 @@ int launch_parse_env(const char *text, size_t len, const char *fname, char ***en
         pos = end + 1;
         /* A NUL would silently cut the value short in the environment. */
         if (memchr(p, '\0', (size_t)(e - p))) {
-            snprintf(err, errlen, "%s:%d: NUL byte", fname, lineno);
+            err_set(err, "%s:%d: NUL byte", fname, lineno);
             free(val);
             return -1;
         }
@@ -140,14 +139,14 @@ int launch_parse_env(const char *text, size_t len, const char *fname, char ***en
                 val[vlen++] = c;
             }
             if (!closed) {
-                snprintf(err, errlen, "%s:%d: unterminated quote", fname, lineno);
+                err_set(err, "%s:%d: unterminated quote", fname, lineno);
                 free(val);
                 return -1;
             }
             while (p < e && (*p == ' ' || *p == '\t'))
                 p++;
             if (p < e && *p != '#') {
-                snprintf(err, errlen, "%s:%d: text after the closing quote", fname, lineno);
+                err_set(err, "%s:%d: text after the closing quote", fname, lineno);
                 free(val);
                 return -1;
             }
@@ -161,13 +160,13 @@ int launch_parse_env(const char *text, size_t len, const char *fname, char ***en
             memcpy(val, v, vlen);
         }
         if (env_set(env, n, k, klen, val, vlen) < 0) {
-            snprintf(err, errlen, "%s: out of memory", fname);
+            err_set(err, "%s: out of memory", fname);
             free(val);
             return -1;
         }
         continue;
 bad:
-        snprintf(err, errlen, "%s:%d: expected KEY=VALUE", fname, lineno);
+        err_set(err, "%s:%d: expected KEY=VALUE", fname, lineno);
         free(val);
         return -1;
     }
@@ -182,8 +181,7 @@ bad:
  * environment. The last component is never followed, and a FIFO, socket
  * or device is refused without blocking (safepath). why gets the reason
  * when the file is refused. */
-static int open_env_file(const char *path, bool as_service, uid_t uid, gid_t gid, char *why,
-                         size_t whylen)
+static int open_env_file(const char *path, bool as_service, uid_t uid, gid_t gid, struct err *err)
 {
     char dir[PATH_MAX], leaf[PATH_MAX];
     gid_t saved[LAUNCH_MAX_GROUPS * 2];
@@ -191,18 +189,15 @@ static int open_env_file(const char *path, bool as_service, uid_t uid, gid_t gid
 
     if (path[0] != '/' || safepath_split(path + 1, dir + 1, leaf) < 0) {
         errno = path[0] != '/' ? EINVAL : errno;
-        snprintf(why, whylen, "%s", strerror(errno));
-        return -1;
+        return err_set(err, "%s", strerror(errno));
     }
     dir[0] = '/';
     if (strcmp(dir + 1, ".") == 0)
         dir[1] = '\0';
     if (as_service) {
         n_saved = getgroups((int)(sizeof(saved) / sizeof(saved[0])), saved);
-        if (n_saved < 0 || syscall(SYS_setgroups, 0, NULL) < 0) {
-            snprintf(why, whylen, "unable to take the service's identity: %s", strerror(errno));
-            return -1;
-        }
+        if (n_saved < 0 || syscall(SYS_setgroups, 0, NULL) < 0)
+            return err_unable(err, errno, "take the service's identity");
         old_gid = setfsgid(gid);
         old_uid = setfsuid(uid);
     }
@@ -210,9 +205,9 @@ static int open_env_file(const char *path, bool as_service, uid_t uid, gid_t gid
     int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) {
         e = errno;
-        snprintf(why, whylen, "%s", strerror(e));
+        err_set(err, "%s", strerror(e));
     } else {
-        fd = safepath_open(dfd, leaf, O_RDONLY, 0, why, whylen);
+        fd = safepath_open(dfd, leaf, O_RDONLY, 0, err);
         e = errno;
         close(dfd);
     }
@@ -265,26 +260,26 @@ static int read_small_file(int fd, char **out, size_t *len, size_t max)
 /* ---- identity: the image's users and groups as they were at boot ---- */
 
 /* The user's error: which name, and where it was looked for. */
-static void no_user(const char *user, char *err, size_t errlen)
+static void no_user(const char *user, struct err *err)
 {
     const struct accounts *a = accounts_snapshot();
 
     if (a->pw_problem[0])
-        snprintf(err, errlen, "user: no user %s: %s was refused at boot (%s)", user,
-                 ACCOUNTS_PASSWD, a->pw_problem);
+        err_set(err, "user: no user %s: %s was refused at boot (%s)", user,
+                ACCOUNTS_PASSWD, a->pw_problem);
     else
-        snprintf(err, errlen, "user: no user %s in %s (as read at boot)", user, ACCOUNTS_PASSWD);
+        err_set(err, "user: no user %s in %s (as read at boot)", user, ACCOUNTS_PASSWD);
 }
 
-static void no_group(const char *group, char *err, size_t errlen)
+static void no_group(const char *group, struct err *err)
 {
     const struct accounts *a = accounts_snapshot();
 
     if (a->gr_problem[0])
-        snprintf(err, errlen, "group: no group %s: %s was refused at boot (%s)", group,
-                 ACCOUNTS_GROUP, a->gr_problem);
+        err_set(err, "group: no group %s: %s was refused at boot (%s)", group,
+                ACCOUNTS_GROUP, a->gr_problem);
     else
-        snprintf(err, errlen, "group: no group %s in %s (as read at boot)", group, ACCOUNTS_GROUP);
+        err_set(err, "group: no group %s in %s (as read at boot)", group, ACCOUNTS_GROUP);
 }
 
 /* ---- the plan ---- */
@@ -316,7 +311,7 @@ void launch_set_sandbox_env(const struct env_var *vars, size_t n)
     n_sandbox_env = n;
 }
 
-int launch_prepare(const struct service_config *c, struct launch_plan *p, char *err, size_t errlen)
+int launch_prepare(const struct service_config *c, struct launch_plan *p, struct err *err)
 {
     char home[256] = "";
 
@@ -340,20 +335,21 @@ int launch_prepare(const struct service_config *c, struct launch_plan *p, char *
     gid_t fs_gid = 0;
     bool as_service = c->n_env_files > 0 && env_identity(c, &fs_uid, &fs_gid);
     for (size_t i = 0; i < c->n_env_files; i++) {
-        char *text, fname[300], why[160];
+        char *text, fname[300];
+        struct err why;
         size_t len;
-        int fd = open_env_file(c->env_files[i], as_service, fs_uid, fs_gid, why, sizeof(why));
+        int fd = open_env_file(c->env_files[i], as_service, fs_uid, fs_gid, &why);
         if (fd < 0 && errno == ENOENT)
             continue; /* an env file that is not there yet is fine */
         if (fd < 0 || read_small_file(fd, &text, &len, LAUNCH_ENV_FILE_MAX) < 0) {
             if (fd >= 0)
-                snprintf(why, sizeof(why), "%s", strerror(errno));
-            snprintf(err, errlen, "env_files[%zu] %s: %s", i, c->env_files[i], why);
+                err_set(&why, "%s", strerror(errno));
+            err_set(err, "env_files[%zu] %s: %s", i, c->env_files[i], why.msg);
             launch_free(p);
             return -1;
         }
         snprintf(fname, sizeof(fname), "env_files[%zu] %s", i, c->env_files[i]);
-        int rc = launch_parse_env(text, len, fname, &p->env, &p->n_env, err, errlen);
+        int rc = launch_parse_env(text, len, fname, &p->env, &p->n_env, err);
         free(text);
         if (rc < 0) {
             launch_free(p);
@@ -362,7 +358,7 @@ int launch_prepare(const struct service_config *c, struct launch_plan *p, char *
     }
     if (c->user) {
         if (accounts_user(accounts_snapshot(), c->user, &p->uid, &p->gid, home, sizeof(home)) < 0) {
-            no_user(c->user, err, errlen);
+            no_user(c->user, err);
             launch_free(p);
             return -1;
         }
@@ -384,7 +380,7 @@ int launch_prepare(const struct service_config *c, struct launch_plan *p, char *
     }
     if (c->group) {
         if (accounts_group(accounts_snapshot(), c->group, &p->gid) < 0) {
-            no_group(c->group, err, errlen);
+            no_group(c->group, err);
             launch_free(p);
             return -1;
         }
@@ -409,7 +405,7 @@ int launch_prepare(const struct service_config *c, struct launch_plan *p, char *
     p->no_new_privs = ls->no_new_privs;
     return 0;
 oom:
-    snprintf(err, errlen, "unable to build the environment: out of memory");
+    err_set(err, "unable to build the environment: out of memory");
     launch_free(p);
     return -1;
 }
@@ -490,14 +486,14 @@ int launch_apply(const struct launch_plan *p)
     return 0;
 }
 
-int launch_after_fork(struct launch_plan *p, pid_t pid, char *err, size_t errlen)
+int launch_after_fork(struct launch_plan *p, pid_t pid, struct err *err)
 {
     struct contain_plan *c = &p->contain;
     int e = 0;
 
     if (!c->userns || c->join)
         return 0;
-    if (pid > 0 && userns_map(pid, err, errlen) < 0)
+    if (pid > 0 && userns_map(pid, err) < 0)
         e = errno;
     if (pid > 0 && !e) {
         char path[48], val[16];
@@ -513,14 +509,13 @@ int launch_after_fork(struct launch_plan *p, pid_t pid, char *err, size_t errlen
          * lowered stays (never hearth's protection); none is asked. */
         if (w < 0 && (p->set_oom || (we != EACCES && we != ENOENT))) {
             e = we;
-            snprintf(err, errlen, "unable to set the oom_score_adj of the service: %s",
-                     strerror(e));
+            err_unable(err, e, "set the oom_score_adj of the service");
         }
     }
     for (size_t i = 0; pid > 0 && !e && i < p->n_rlimits; i++)
         if (prlimit(pid, p->rlimits[i].resource, &p->rlimits[i].lim, NULL) < 0) {
             e = errno;
-            snprintf(err, errlen, "unable to set the service's rlimits: %s", strerror(e));
+            err_unable(err, e, "set the service's rlimits");
         }
     if (pid > 0 && !e)
         userns_granted();
@@ -554,21 +549,21 @@ static int into_joined_pidns(void)
 }
 
 void launch_exec(const struct launch_plan *p, const char *cwd, char *const argv[], int report_fd,
-                 int *step, char *what, size_t whatlen)
+                 int *step, struct err *err)
 {
     /* Namespaces and masks first: they need the privileges the
      * capability and identity changes below take away. */
     *step = LAUNCH_STEP_CONTAIN;
-    if (contain_enter(&p->contain, what, whatlen) < 0)
+    if (contain_enter(&p->contain, err) < 0)
         return;
     /* A probe joins its service's namespaces (the service's reaper is
      * PID 1 there already); everything else contained is born PID 1 of
      * a namespace of its own and becomes its reaper. */
     bool own_pidns = p->contain.pidns && !p->contain.join;
-    if (own_pidns && contain_proc_for_pidns(&p->contain, what, whatlen) < 0)
+    if (own_pidns && contain_proc_for_pidns(&p->contain, err) < 0)
         return;
     *step = LAUNCH_STEP_AS_ROOT;
-    if (p->as_root && p->as_root(p, p->as_root_ctx, what, whatlen) < 0)
+    if (p->as_root && p->as_root(p, p->as_root_ctx, err) < 0)
         return;
     *step = LAUNCH_STEP_SETUP;
     if (launch_apply(p) < 0)

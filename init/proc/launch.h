@@ -13,6 +13,7 @@
 
 #include "config.h"
 #include "contain.h"
+#include "err.h"
 
 #define LAUNCH_MAX_GROUPS 32
 #define LAUNCH_MAX_RLIMITS 16
@@ -42,7 +43,7 @@ struct launch_plan {
      * does there with root's rights, such as a service's secrets. 0, or
      * -1 with a message in what. NULL: nothing. Set only on the child's
      * own copy of a plan, so a copy kept for probes never runs it. */
-    int (*as_root)(const struct launch_plan *p, void *ctx, char *what, size_t whatlen);
+    int (*as_root)(const struct launch_plan *p, void *ctx, struct err *err);
     void *as_root_ctx;
     /* capabilities, namespaces, masks, seccomp: filled by
      * contain_prepare once the leaf is known */
@@ -51,7 +52,7 @@ struct launch_plan {
 
 /* Builds the plan; on failure returns -1 with a message naming the field
  * or file ("env_files[0] /root/.hermes/.env:3: expected KEY=VALUE"). */
-int launch_prepare(const struct service_config *c, struct launch_plan *p, char *err, size_t errlen);
+int launch_prepare(const struct service_config *c, struct launch_plan *p, struct err *err);
 void launch_free(struct launch_plan *p);
 /* Sets KEY=value in a prepared plan's environment, replacing any value it
  * had; value NULL removes the key. -1 when out of memory. */
@@ -83,7 +84,7 @@ int launch_oom_default(void);
  * rlimits (raising a hard limit takes CAP_SYS_RESOURCE outside the user
  * namespace); then the child is told to go on, or to fail. 0, or -1 with
  * a message (the child then fails its start too). */
-int launch_after_fork(struct launch_plan *p, pid_t pid, char *err, size_t errlen);
+int launch_after_fork(struct launch_plan *p, pid_t pid, struct err *err);
 
 /* The steps of a child on its way to exec, as its report to the parent
  * names the one that failed (0 is none). */
@@ -106,7 +107,7 @@ enum launch_step {
  * main process, which goes on to exec, and becomes the reaper itself
  * (pidreaper.h); report_fd is the exec-status pipe the reaper lets go of. */
 void launch_exec(const struct launch_plan *p, const char *cwd, char *const argv[], int report_fd,
-                 int *step, char *what, size_t whatlen);
+                 int *step, struct err *err);
 
 /* In a child before exec: every signal to its default disposition and
  * none blocked, including those the C library reserves for itself. A
@@ -127,7 +128,7 @@ void launch_learn_signals(void);
 /* Parses one env file's text into KEY=VALUE strings appended to *env.
  * Exposed for unit tests. */
 int launch_parse_env(const char *text, size_t len, const char *fname, char ***env, size_t *n,
-                     char *err, size_t errlen);
+                     struct err *err);
 /* Who owns the files hearth makes for service c (its log files, the
  * private skills): its user and group when hearth is root and they
  * resolve, else hearth's own identity. */

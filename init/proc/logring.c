@@ -10,6 +10,7 @@
 
 #include <cJSON.h>
 
+#include "err.h"
 #include "hearth.h"
 #include "log.h"
 #include "safepath.h"
@@ -64,18 +65,19 @@ bool logring_file_news(struct logring *r)
  * logs directory yet) are made, 0750 and the service's own as the file
  * is; one that is a link, a FIFO or a file is an error, never followed
  * and never waited on (safepath). */
-static int dir_open(struct logring *r, char *why, size_t whylen)
+static int dir_open(struct logring *r, struct err *err)
 {
-    char dir[4200], e[128];
+    char dir[4200];
+    struct err e;
     const char *slash = strrchr(r->file, '/');
     size_t n = slash ? (size_t)(slash - r->file) : 0;
 
     snprintf(dir, sizeof(dir), "%.*s", (int)(n ? n : 1), n ? r->file : "/");
-    int fd = safepath_open_abs(dir, O_DIRECTORY, 0, e, sizeof(e));
+    int fd = safepath_open_abs(dir, O_DIRECTORY, 0, &e);
     if (fd < 0 && errno == ENOENT)
-        fd = safepath_mkdir_p(dir, 0750, r->uid, r->gid, e, sizeof(e));
+        fd = safepath_mkdir_p(dir, 0750, r->uid, r->gid, &e);
     if (fd < 0)
-        snprintf(why, whylen, "%s: %s", dir, e);
+        err_set(err, "%s: %s", dir, e.msg);
     return fd;
 }
 
@@ -91,18 +93,18 @@ static const char *leaf(const struct logring *r)
  * block), a link or a hard link to someone else's file. */
 static void file_open(struct logring *r)
 {
-    char why[4400];
-    int dfd = dir_open(r, why, sizeof(why));
+    struct err why;
+    int dfd = dir_open(r, &why);
 
     if (dfd < 0) {
-        file_failing(r, true, "unable to open log file %s: %s", r->file, why);
+        file_failing(r, true, "unable to open log file %s: %s", r->file, why.msg);
         return;
     }
     r->fd = safepath_open_owned(dfd, leaf(r), O_WRONLY | O_CREAT | O_APPEND, 0640, r->uid, r->gid,
-                                why, sizeof(why));
+                                &why);
     close(dfd);
     if (r->fd < 0) {
-        file_failing(r, true, "unable to open log file %s: %s", r->file, why);
+        file_failing(r, true, "unable to open log file %s: %s", r->file, why.msg);
         return;
     }
     /* An open that failed before is over; a write that failed is over
@@ -124,12 +126,13 @@ static void file_open(struct logring *r)
  * and nothing is truncated by name. */
 static void file_rotate(struct logring *r)
 {
-    char from[4200], to[4200], why[4400];
+    char from[4200], to[4200];
+    struct err why;
     const char *name = leaf(r);
-    int dfd = r->keep > 0 ? dir_open(r, why, sizeof(why)) : -1;
+    int dfd = r->keep > 0 ? dir_open(r, &why) : -1;
 
     if (r->keep > 0 && dfd < 0)
-        log_warn("logring: unable to rotate %s: %s; truncating it instead", r->file, why);
+        log_warn("logring: unable to rotate %s: %s; truncating it instead", r->file, why.msg);
 
     if (dfd >= 0) {
         for (int i = r->keep - 1; i >= 1; i--) {

@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "err.h"
 #include "kfile.h"
 #include "timebase.h"
 #include "utf8.h"
@@ -162,7 +163,7 @@ static void make_instance(void)
  * too: service.c keeps only messages whose SCM_CREDENTIALS pid belongs to
  * the service. The socket is bound at boot, before any service runs, and
  * kept for hearth's life, so the name cannot be taken over in between. */
-int notify_open(const char *service, char *addr, size_t addrlen, char *err, size_t errlen)
+int notify_open(const char *service, char *addr, size_t addrlen, struct err *err)
 {
     struct sockaddr_un su;
     int one = 1;
@@ -173,26 +174,22 @@ int notify_open(const char *service, char *addr, size_t addrlen, char *err, size
     su.sun_family = AF_UNIX;
     int n = snprintf(su.sun_path + 1, sizeof(su.sun_path) - 1, "hearth/notify/%s/%s", instance,
                      service);
-    if (n < 0 || (size_t)n >= sizeof(su.sun_path) - 1 || (size_t)n + 2 > addrlen) {
-        snprintf(err, errlen, "unable to name the socket of %s: too long", service);
-        return -1;
-    }
+    if (n < 0 || (size_t)n >= sizeof(su.sun_path) - 1 || (size_t)n + 2 > addrlen)
+        return err_set(err, "unable to name the socket of %s: too long", service);
     int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) {
-        snprintf(err, errlen, "unable to create the socket: %s", strerror(errno));
-        return -1;
-    }
+    if (fd < 0)
+        return err_unable(err, errno, "create the socket");
     /* Credentials with every datagram: the kernel fills in the sender's
      * real pid, so they cannot be forged by an unprivileged sender. */
     if (setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)) < 0) {
-        snprintf(err, errlen, "unable to set SO_PASSCRED: %s", strerror(errno));
+        err_unable(err, errno, "set SO_PASSCRED");
         close(fd);
         return -1;
     }
     /* Abstract: no terminator counted, the length says where it ends. */
     socklen_t sl = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
     if (bind(fd, (struct sockaddr *)&su, sl) < 0) {
-        snprintf(err, errlen, "unable to bind @%s: %s", su.sun_path + 1, strerror(errno));
+        err_unable(err, errno, "bind @%s", su.sun_path + 1);
         close(fd);
         return -1;
     }

@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "err.h"
+
 /* The longest datagram taken; a longer one is dropped whole. */
 #define NOTIFY_DATAGRAM_MAX 4096
 /* STATUS= text kept, in bytes with the terminator (cut on a character
@@ -55,7 +57,7 @@ int notify_parse(const char *buf, size_t len, struct notify_msg *m);
  * SO_PASSCRED, bound to a name unique to this hearth. addr gets the name
  * as NOTIFY_SOCKET spells it ("@hearth/notify/..."). Returns the fd, or
  * -1 with err. */
-int notify_open(const char *service, char *addr, size_t addrlen, char *err, size_t errlen);
+int notify_open(const char *service, char *addr, size_t addrlen, struct err *err);
 
 struct notify_sender {
     bool creds;   /* SCM_CREDENTIALS came with it */

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "err.h"
 #include "safepath.h"
 #include "tree.h"
 
@@ -87,10 +88,9 @@ int secretfile_generate(char *out, size_t chars)
     return 0;
 }
 
-static int failed(char *why, size_t whylen, int e, const char *fmt, const char *arg)
+static int failed(struct err *err, int e, const char *fmt, const char *arg)
 {
-    if (why && whylen)
-        snprintf(why, whylen, fmt, arg);
+    err_set(err, fmt, arg);
     errno = e;
     return -1;
 }
@@ -176,15 +176,15 @@ static char *compose(const char *old, size_t len, const char *name, const char *
 /* Writes bytes to dfd/tmp (made new: whatever a previous attempt left
  * there is removed first, a link never followed) as uid:gid 0600, synced. */
 static int write_temp(int dfd, const char *tmp, const char *bytes, size_t n, uid_t uid, gid_t gid,
-                      char *why, size_t whylen)
+                      struct err *err)
 {
-    char r[160];
+    struct err r;
     if (unlinkat(dfd, tmp, 0) < 0 && errno != ENOENT)
-        return failed(why, whylen, errno, "unable to remove the old temporary file: %s",
+        return failed(err, errno, "unable to remove the old temporary file: %s",
                       strerror(errno));
-    int fd = safepath_open(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL, 0600, r, sizeof(r));
+    int fd = safepath_open(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL, 0600, &r);
     if (fd < 0)
-        return failed(why, whylen, errno, "unable to create its temporary file: %s", r);
+        return failed(err, errno, "unable to create its temporary file: %s", r.msg);
     struct stat st;
     int e = 0;
     if (fstat(fd, &st) < 0 || ((st.st_uid != uid || st.st_gid != gid) && fchown(fd, uid, gid) < 0) ||
@@ -196,7 +196,7 @@ static int write_temp(int dfd, const char *tmp, const char *bytes, size_t n, uid
         e = errno;
     if (e) {
         unlinkat(dfd, tmp, 0);
-        return failed(why, whylen, e, "unable to write its temporary file: %s", strerror(e));
+        return failed(err, e, "unable to write its temporary file: %s", strerror(e));
     }
     return 0;
 }
@@ -207,23 +207,24 @@ static int write_temp(int dfd, const char *tmp, const char *bytes, size_t n, uid
 
 /* One look at the file and, when the line is missing, one write. */
 static int attempt(int dfd, const char *leaf, const char *tmp, const char *name, unsigned chars,
-                   uid_t uid, gid_t gid, char *why, size_t whylen)
+                   uid_t uid, gid_t gid, struct err *err)
 {
-    char r[160], value[SECRETFILE_CHARS_MAX + 1];
+    char value[SECRETFILE_CHARS_MAX + 1];
+    struct err r;
     char *old = NULL, *bytes = NULL;
     size_t len = 0, n = 0;
     struct stat before;
 
-    int fd = safepath_open(dfd, leaf, O_RDONLY, 0, r, sizeof(r));
+    int fd = safepath_open(dfd, leaf, O_RDONLY, 0, &r);
     if (fd < 0 && errno != ENOENT)
-        return failed(why, whylen, errno, "%s", r);
+        return failed(err, errno, "%s", r.msg);
     bool exists = fd >= 0;
     if (exists) {
         int rc = fstat(fd, &before) < 0 ? -1 : read_bounded(fd, &old, &len);
         int e = errno;
         close(fd);
         if (rc < 0)
-            return failed(why, whylen, e, "%s",
+            return failed(err, e, "%s",
                           e == EFBIG ? "larger than 256 KiB, not an env file" : strerror(e));
         if (secretfile_has(old, len, name)) {
             free(old);
@@ -233,15 +234,15 @@ static int attempt(int dfd, const char *leaf, const char *tmp, const char *name,
     if (secretfile_generate(value, chars) < 0) {
         int e = errno;
         free(old);
-        return failed(why, whylen, e, "no random bytes: %s", strerror(e));
+        return failed(err, e, "no random bytes: %s", strerror(e));
     }
     bytes = compose(old, len, name, value, &n);
     explicit_bzero(value, sizeof(value));
     if (old)
         free(old);
     if (!bytes)
-        return failed(why, whylen, ENOMEM, "%s", strerror(ENOMEM));
-    int rc = write_temp(dfd, tmp, bytes, n, uid, gid, why, whylen);
+        return failed(err, ENOMEM, "%s", strerror(ENOMEM));
+    int rc = write_temp(dfd, tmp, bytes, n, uid, gid, err);
     explicit_bzero(bytes, n);
     free(bytes);
     if (rc < 0)
@@ -267,43 +268,44 @@ static int attempt(int dfd, const char *leaf, const char *tmp, const char *name,
     if (rc < 0) {
         int e = errno;
         unlinkat(dfd, tmp, 0);
-        return failed(why, whylen, e, "unable to rename its temporary file: %s", strerror(e));
+        return failed(err, e, "unable to rename its temporary file: %s", strerror(e));
     }
     /* The rename itself made durable; a share may not sync directories. */
     if (fsync(dfd) < 0 && errno != EINVAL && errno != EROFS && errno != ENOSYS) {
         int e = errno;
-        return failed(why, whylen, e, "unable to sync its directory: %s", strerror(e));
+        return failed(err, e, "unable to sync its directory: %s", strerror(e));
     }
     return SECRETFILE_GENERATED;
 }
 
 int secretfile_ensure(const char *path, const char *name, unsigned chars, uid_t uid, gid_t gid,
-                      char *why, size_t whylen)
+                      struct err *err)
 {
-    char dir[PATH_MAX], leaf[PATH_MAX], tmp[NAME_MAX + 1], r[160];
+    char dir[PATH_MAX], leaf[PATH_MAX], tmp[NAME_MAX + 1];
+    struct err r;
 
     if (chars < 1 || chars > SECRETFILE_CHARS_MAX)
-        return failed(why, whylen, EINVAL, "%s", "bad key length");
+        return failed(err, EINVAL, "%s", "bad key length");
     if (path[0] != '/' || safepath_split(path + 1, dir + 1, leaf) < 0)
-        return failed(why, whylen, path[0] != '/' ? EINVAL : errno, "%s",
+        return failed(err, path[0] != '/' ? EINVAL : errno, "%s",
                       "not an absolute path to a file");
     dir[0] = '/';
     if (strcmp(dir + 1, ".") == 0)
         dir[1] = 0;
     if (snprintf(tmp, sizeof(tmp), ".%s.hearth-new", leaf) >= (int)sizeof(tmp))
-        return failed(why, whylen, ENAMETOOLONG, "%s", strerror(ENAMETOOLONG));
-    int dfd = safepath_open_abs(dir, O_DIRECTORY, 0, r, sizeof(r));
+        return failed(err, ENAMETOOLONG, "%s", strerror(ENAMETOOLONG));
+    int dfd = safepath_open_abs(dir, O_DIRECTORY, 0, &r);
     if (dfd < 0)
-        return failed(why, whylen, errno, "its directory: %s", r);
+        return failed(err, errno, "its directory: %s", r.msg);
     int rc = AGAIN;
     /* Another writer between the look and the rename: look again, a few
      * times at most. */
     for (int i = 0; i < 4 && rc == AGAIN; i++)
-        rc = attempt(dfd, leaf, tmp, name, chars, uid, gid, why, whylen);
+        rc = attempt(dfd, leaf, tmp, name, chars, uid, gid, err);
     int e = errno;
     close(dfd);
     if (rc == AGAIN)
-        return failed(why, whylen, EAGAIN, "%s", "the file kept changing while it was written");
+        return failed(err, EAGAIN, "%s", "the file kept changing while it was written");
     errno = e;
     return rc;
 }

@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "err.h"
+
 /* A file larger than this is refused rather than read (an env file is a
  * few lines). */
 #define SECRETFILE_MAX (256 * 1024)
@@ -48,6 +50,6 @@ int secretfile_generate(char *out, size_t chars);
  * SECRETFILE_MAX is refused without blocking (safepath.h). -1 with errno
  * and the reason in why (the caller names the path). */
 int secretfile_ensure(const char *path, const char *name, unsigned chars, uid_t uid, gid_t gid,
-                      char *why, size_t whylen);
+                      struct err *err);
 
 #endif

@@ -12,6 +12,7 @@
 
 #include "cgroup.h"
 #include "config.h"
+#include "err.h"
 #include "events.h"
 #include "hearth.h"
 #include "kfile.h"
@@ -457,7 +458,7 @@ void activity_setup(const struct config *cfg)
     activity_extract(NULL, &dflt);
     const struct activity_cfg *a = cfg ? &cfg->activity : &dflt;
 
-    services_set_activity_hooks(&(struct svc_activity_hooks){
+    service_set_activity_hooks(&(struct svc_activity_hooks){
         .output = activity_output, .lease = activity_lease, .down = activity_service_down});
 
     if (A.setup) {
@@ -646,7 +647,7 @@ cJSON *activity_json(void)
     return o;
 }
 
-int activity_freeze_check(char *err, size_t errlen, cJSON **data)
+int activity_freeze_check(struct err *err, cJSON **data)
 {
     int64_t now = mono_ms();
     int i = A.setup ? longest_lease(now) : -1;
@@ -660,9 +661,9 @@ int activity_freeze_check(char *err, size_t errlen, cJSON **data)
     char more[48] = "";
     if (others)
         snprintf(more, sizeof(more), " (and %u other lease%s)", others, others == 1 ? "" : "s");
-    snprintf(err, errlen, "service %s holds a lease%s: \"%s\", %" PRId64 " s left; "
-             "force: true freezes anyway", svc_name((size_t)i), more,
-             s->lease.reason[0] ? s->lease.reason : "no reason given", (left + 999) / 1000);
+    err_set(err, "service %s holds a lease%s: \"%s\", %" PRId64 " s left; "
+            "force: true freezes anyway", svc_name((size_t)i), more,
+            s->lease.reason[0] ? s->lease.reason : "no reason given", (left + 999) / 1000);
     if (data) {
         *data = cJSON_CreateObject();
         if (*data) {

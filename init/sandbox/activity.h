@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "err.h"
 #include "notify.h"
 
 struct cJSON;
@@ -59,7 +60,7 @@ struct cJSON *activity_json(void);
 /* Before a freeze: 0 when no lease holds; else -1 with err naming the
  * service, its reason and the time left, and *data (when given) set to
  * {service, reason, until_ms, left_ms}. */
-int activity_freeze_check(char *err, size_t errlen, struct cJSON **data);
+int activity_freeze_check(struct err *err, struct cJSON **data);
 
 /* ---- the lease rules, by themselves for the unit tests ---- */
 

@@ -12,7 +12,9 @@
 
 #include <linux/random.h>
 
-int entropy_add(const uint8_t *data, size_t len, char *err, size_t errlen)
+#include "err.h"
+
+int entropy_add(const uint8_t *data, size_t len, struct err *err)
 {
     /* rand_pool_info ends in a flexible array: a union gives it room. */
     union {
@@ -20,25 +22,21 @@ int entropy_add(const uint8_t *data, size_t len, char *err, size_t errlen)
         uint32_t words[(sizeof(struct rand_pool_info) + ENTROPY_MAX_BYTES) / 4 + 1];
     } req;
 
-    if (len == 0 || len > ENTROPY_MAX_BYTES) {
-        snprintf(err, errlen, "expected 1 to %d bytes", ENTROPY_MAX_BYTES);
-        return -1;
-    }
+    if (len == 0 || len > ENTROPY_MAX_BYTES)
+        return err_set(err, "expected 1 to %d bytes", ENTROPY_MAX_BYTES);
     memset(&req, 0, sizeof(req));
     memcpy(req.info.buf, data, len);
     req.info.entropy_count = (int)(len * 8);
     req.info.buf_size = (int)len;
     int fd = open("/dev/urandom", O_RDWR | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(err, errlen, "unable to open /dev/urandom: %s", strerror(errno));
-        return -1;
-    }
+    if (fd < 0)
+        return err_unable(err, errno, "open /dev/urandom");
     int rc = 0;
     if (ioctl(fd, RNDADDENTROPY, &req.info) < 0) {
-        snprintf(err, errlen, "unable to add entropy (RNDADDENTROPY): %s", strerror(errno));
+        err_unable(err, errno, "add entropy (RNDADDENTROPY)");
         rc = -1;
     } else if (ioctl(fd, RNDRESEEDCRNG) < 0) {
-        snprintf(err, errlen, "unable to reseed the CRNG (RNDRESEEDCRNG): %s", strerror(errno));
+        err_unable(err, errno, "reseed the CRNG (RNDRESEEDCRNG)");
         rc = -1;
     }
     close(fd);
@@ -47,7 +45,7 @@ int entropy_add(const uint8_t *data, size_t len, char *err, size_t errlen)
     return rc;
 }
 
-enum entropy_refresh_result entropy_refresh(const char *dev, char *err, size_t errlen)
+enum entropy_refresh_result entropy_refresh(const char *dev, struct err *err)
 {
     struct {
         uint8_t rnd[32];
@@ -55,7 +53,8 @@ enum entropy_refresh_result entropy_refresh(const char *dev, char *err, size_t e
     } in;
     const char *path = dev ? dev : "/dev/urandom";
 
-    err[0] = 0;
+    if (err)
+        err->msg[0] = 0;
     memset(&in, 0, sizeof(in));
     /* Never blocks: before the generator is first seeded the bytes stay
      * zero and the readings alone go in. */
@@ -66,21 +65,21 @@ enum entropy_refresh_result entropy_refresh(const char *dev, char *err, size_t e
     clock_gettime(CLOCK_BOOTTIME, &in.boot);
     int fd = open(path, O_WRONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
-        snprintf(err, errlen, "unable to open %s: %s", path, strerror(errno));
+        err_unable(err, errno, "open %s", path);
         explicit_bzero(&in, sizeof(in));
         return ENTROPY_FAILED;
     }
     enum entropy_refresh_result r = ENTROPY_RESEEDED;
     ssize_t w = write(fd, &in, sizeof(in));
     if (w != (ssize_t)sizeof(in)) {
-        snprintf(err, errlen, "unable to write to %s: %s", path,
-                 w < 0 ? strerror(errno) : "short write");
+        err_set(err, "unable to write to %s: %s", path,
+                w < 0 ? strerror(errno) : "short write");
         r = ENTROPY_FAILED;
     } else if (ioctl(fd, RNDRESEEDCRNG) < 0) {
         /* ENODATA: the generator was never seeded, so there is no state
          * to replace yet; it seeds itself from this sandbox's own events. */
-        snprintf(err, errlen, "unable to reseed the CRNG (RNDRESEEDCRNG): %s%s", strerror(errno),
-                 errno == ENODATA ? ": the kernel's generator is not seeded yet" : "");
+        err_set(err, "unable to reseed the CRNG (RNDRESEEDCRNG): %s%s", strerror(errno),
+                errno == ENODATA ? ": the kernel's generator is not seeded yet" : "");
         r = ENTROPY_MIXED;
     }
     close(fd);

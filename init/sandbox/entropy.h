@@ -8,11 +8,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "err.h"
+
 #define ENTROPY_MAX_BYTES 4096 /* decoded; more is refused */
 
 /* Adds len bytes to the kernel pool, crediting them as entropy, then
  * reseeds the CRNG. Returns 0, or -1 with err (the ioctl and errno). */
-int entropy_add(const uint8_t *data, size_t len, char *err, size_t errlen);
+int entropy_add(const uint8_t *data, size_t len, struct err *err);
 
 enum entropy_refresh_result {
     ENTROPY_RESEEDED, /* bytes written and the CRNG reseeded */
@@ -26,7 +28,7 @@ enum entropy_refresh_result {
  * differs between sandboxes restored from one snapshot (each is restored
  * at its own moment); the reseed draws on the input pool, which also
  * holds each one's interrupts since. */
-enum entropy_refresh_result entropy_refresh(const char *dev, char *err, size_t errlen);
+enum entropy_refresh_result entropy_refresh(const char *dev, struct err *err);
 /* "reseeded", "mixed", "failed". */
 const char *entropy_refresh_name(enum entropy_refresh_result r);
 

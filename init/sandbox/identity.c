@@ -10,6 +10,7 @@
 #include <cJSON.h>
 
 #include "entropy.h"
+#include "err.h"
 #include "events.h"
 #include "log.h"
 #include "sha256.h"
@@ -94,15 +95,15 @@ static void emit(void)
 static int make(const char *cause, bool stir)
 {
     uint8_t b[32];
-    char err[sizeof(I.crng_error)];
+    struct err err;
 
     I.crng_done = stir;
     I.crng_error[0] = 0;
     if (stir) {
-        I.crng = entropy_refresh(I.dev, err, sizeof(err));
-        snprintf(I.crng_error, sizeof(I.crng_error), "%s", err);
+        I.crng = entropy_refresh(I.dev, &err);
+        snprintf(I.crng_error, sizeof(I.crng_error), "%s", err.msg);
         if (I.crng != ENTROPY_RESEEDED)
-            log_warn("identity: %s", err);
+            log_warn("identity: %s", err.msg);
     }
     draw(b);
     identity_format_id(b, I.id);
@@ -130,13 +131,13 @@ void identity_boot(void)
     make("boot", false);
 }
 
-int identity_refresh(const char *cause, char *detail, size_t detail_len)
+int identity_refresh(const char *cause, struct err *detail)
 {
     I.generation++;
     int rc = make(cause, true);
-    snprintf(detail, detail_len, "instance %s, generation %llu, CRNG %s%s%s", I.id,
-             (unsigned long long)I.generation, entropy_refresh_name(I.crng),
-             I.crng_error[0] ? ": " : "", I.crng_error);
+    err_set(detail, "instance %s, generation %llu, CRNG %s%s%s", I.id,
+            (unsigned long long)I.generation, entropy_refresh_name(I.crng),
+            I.crng_error[0] ? ": " : "", I.crng_error);
     return rc;
 }
 

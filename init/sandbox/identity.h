@@ -15,6 +15,8 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "err.h"
 #include <stdint.h>
 
 struct cJSON;
@@ -27,7 +29,7 @@ void identity_boot(void);
 /* After a resume (cause as the resume's): a new generation, then as at
  * boot. detail gets a line for the resume report. Returns 0, or -1 when
  * nothing could be written to the kernel's generator. */
-int identity_refresh(const char *cause, char *detail, size_t detail_len);
+int identity_refresh(const char *cause, struct err *detail);
 
 /* The resume generation: 0 at boot, one more per resume. */
 uint64_t identity_generation(void);

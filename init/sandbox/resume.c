@@ -16,6 +16,7 @@
 #include "clock.h"
 #include "egress.h"
 #include "entropy.h"
+#include "err.h"
 #include "events.h"
 #include "hearth.h"
 #include "identity.h"
@@ -50,7 +51,7 @@ struct resume_ctx {
  * for a restore. */
 static void resume_clock_reference(void);
 
-static enum step_result step_time(struct resume_ctx *rc, char *d, size_t dl)
+static enum step_result step_time(struct resume_ctx *rc, struct err *d)
 {
     struct clock_result cr;
     struct timespec target;
@@ -62,12 +63,12 @@ static enum step_result step_time(struct resume_ctx *rc, char *d, size_t dl)
     } else if (!rc->host) {
         int64_t res;
         if (clock_hw_read(&target, &src, &res) < 0) {
-            snprintf(d, dl, "no time given and no hardware clock");
+            err_set(d, "no time given and no hardware clock");
             return STEP_SKIPPED;
         }
         threshold += res;
     } else {
-        snprintf(d, dl, "no time given");
+        err_set(d, "no time given");
         return STEP_SKIPPED;
     }
     clock_sync(&target, sandbox_clock_allowed(), threshold, &cr);
@@ -75,29 +76,29 @@ static enum step_result step_time(struct resume_ctx *rc, char *d, size_t dl)
     rc->stepped = cr.action == CLOCK_STEPPED;
     cJSON_AddStringToObject(rc->row, "source", src);
     cJSON_AddItemToObject(rc->row, "clock", clock_result_json(&cr));
-    snprintf(d, dl, "%s", cr.error[0] ? cr.error : clock_action_name(cr.action));
+    err_set(d, "%s", cr.error[0] ? cr.error : clock_action_name(cr.action));
     return cr.action == CLOCK_ERROR ? STEP_FAILED : STEP_OK;
 }
 
-static enum step_result step_entropy(struct resume_ctx *rc, char *d, size_t dl)
+static enum step_result step_entropy(struct resume_ctx *rc, struct err *d)
 {
     if (!rc->req || !rc->req->entropy) {
-        snprintf(d, dl, "no entropy given");
+        err_set(d, "no entropy given");
         return STEP_SKIPPED;
     }
-    if (entropy_add(rc->req->entropy, rc->req->entropy_len, d, dl) < 0)
+    if (entropy_add(rc->req->entropy, rc->req->entropy_len, d) < 0)
         return STEP_FAILED;
-    snprintf(d, dl, "%zu bytes, CRNG reseeded", rc->req->entropy_len);
+    err_set(d, "%zu bytes, CRNG reseeded", rc->req->entropy_len);
     return STEP_OK;
 }
 
 /* Whatever was drawn at random before a snapshot is shared by every
  * sandbox restored from it: drawn again, after the entropy step so the
  * host's bytes are in the pool first. */
-static enum step_result step_identity(struct resume_ctx *rc, char *d, size_t dl)
+static enum step_result step_identity(struct resume_ctx *rc, struct err *d)
 {
     static const char *const shown[] = {"instance_id", "generation", "crng"};
-    int r = identity_refresh(rc->cause, d, dl);
+    int r = identity_refresh(rc->cause, d);
     cJSON *id = identity_json();
     for (size_t i = 0; id && i < sizeof(shown) / sizeof(shown[0]); i++) {
         cJSON *v = cJSON_DetachItemFromObjectCaseSensitive(id, shown[i]);
@@ -108,30 +109,30 @@ static enum step_result step_identity(struct resume_ctx *rc, char *d, size_t dl)
     return r < 0 ? STEP_FAILED : STEP_OK;
 }
 
-static enum step_result run_hook(int (*fn)(char *, size_t), char *d, size_t dl)
+static enum step_result run_hook(int (*fn)(struct err *), struct err *d)
 {
-    d[0] = 0;
-    return fn(d, dl) == 0 ? STEP_OK : STEP_FAILED;
+    d->msg[0] = 0;
+    return fn(d) == 0 ? STEP_OK : STEP_FAILED;
 }
 
-static enum step_result step_mounts(struct resume_ctx *rc, char *d, size_t dl)
+static enum step_result step_mounts(struct resume_ctx *rc, struct err *d)
 {
-    return run_hook(mounts_recheck, d, dl);
+    return run_hook(mounts_recheck, d);
 }
 
 /* A platform restoring onto a new NIC hands the new network here: it
  * replaces the old one (and the gateways and name servers the egress
  * policy always allows) before the check, which then applies it. */
-static enum step_result step_network(struct resume_ctx *rc, char *d, size_t dl)
+static enum step_result step_network(struct resume_ctx *rc, struct err *d)
 {
     const struct network_cfg *net = rc->req ? rc->req->network : NULL;
     if (net) {
-        char why[256];
+        struct err why;
         network_replace(net, rc->row);
-        if (egress_set_always(net, true, why, sizeof(why)) < 0)
-            cJSON_AddStringToObject(rc->row, "egress", why);
+        if (egress_set_always(net, true, &why) < 0)
+            cJSON_AddStringToObject(rc->row, "egress", why.msg);
     }
-    switch (network_verify(rc->row, d, dl)) {
+    switch (network_verify(rc->row, d)) {
     case NETWORK_OK:
         return STEP_OK;
     case NETWORK_REPAIRED:
@@ -143,22 +144,22 @@ static enum step_result step_network(struct resume_ctx *rc, char *d, size_t dl)
     }
 }
 
-static enum step_result step_egress(struct resume_ctx *rc, char *d, size_t dl)
+static enum step_result step_egress(struct resume_ctx *rc, struct err *d)
 {
-    return run_hook(egress_recheck, d, dl);
+    return run_hook(egress_recheck, d);
 }
 
-static enum step_result step_skills(struct resume_ctx *rc, char *d, size_t dl)
+static enum step_result step_skills(struct resume_ctx *rc, struct err *d)
 {
     if (!skills_enabled()) {
-        snprintf(d, dl, "no skills overlay configured");
+        err_set(d, "no skills overlay configured");
         return STEP_SKIPPED;
     }
-    d[0] = 0;
-    if (skills_sync("resume", d, dl) < 0)
+    d->msg[0] = 0;
+    if (skills_sync("resume", d) < 0)
         return STEP_FAILED;
     /* The walk runs in a child: its outcome is the skills.sync event. */
-    snprintf(d, dl, "reconcile queued");
+    err_set(d, "reconcile queued");
     return STEP_OK;
 }
 
@@ -166,54 +167,54 @@ static enum step_result step_skills(struct resume_ctx *rc, char *d, size_t dl)
  * sandbox.resume does, once it is ready for the sandbox to run. */
 static bool held_by_host(const struct resume_ctx *rc) { return rc->was_frozen && !rc->host; }
 
-static enum step_result step_thaw(struct resume_ctx *rc, char *d, size_t dl)
+static enum step_result step_thaw(struct resume_ctx *rc, struct err *d)
 {
     if (!rc->was_frozen) {
-        snprintf(d, dl, "not frozen");
+        err_set(d, "not frozen");
         return STEP_SKIPPED;
     }
     if (held_by_host(rc)) {
-        snprintf(d, dl, "frozen by the host: waits for sandbox.resume");
+        err_set(d, "frozen by the host: waits for sandbox.resume");
         return STEP_SKIPPED;
     }
     enum step_result r = STEP_OK;
     if (cgroup_available() && cgroup_services_freeze(false) < 0) {
-        snprintf(d, dl, "cgroup.freeze: %s", strerror(errno));
+        err_set(d, "cgroup.freeze: %s", strerror(errno));
         r = STEP_FAILED;
     }
-    services_suspend(false);
+    service_suspend(false);
     sandbox_set_state(SANDBOX_RUNNING);
     return r;
 }
 
-static enum step_result step_on_resume(struct resume_ctx *rc, char *d, size_t dl)
+static enum step_result step_on_resume(struct resume_ctx *rc, struct err *d)
 {
     if (held_by_host(rc)) {
-        snprintf(d, dl, "sandbox still frozen");
+        err_set(d, "sandbox still frozen");
         return STEP_SKIPPED;
     }
     cJSON *acted = cJSON_CreateObject();
-    int n = services_resumed(acted);
+    int n = service_resumed(acted);
     if (acted)
         cJSON_AddItemToObject(rc->row, "services", acted);
-    snprintf(d, dl, "%d service%s", n, n == 1 ? "" : "s");
+    err_set(d, "%d service%s", n, n == 1 ? "" : "s");
     return n ? STEP_OK : STEP_SKIPPED;
 }
 
-static enum step_result step_health(struct resume_ctx *rc, char *d, size_t dl)
+static enum step_result step_health(struct resume_ctx *rc, struct err *d)
 {
-    if (services_suspended()) {
-        snprintf(d, dl, "services still frozen");
+    if (service_suspended()) {
+        err_set(d, "services still frozen");
         return STEP_SKIPPED;
     }
-    int n = services_health_now();
-    snprintf(d, dl, "%d service%s checked at once", n, n == 1 ? "" : "s");
+    int n = service_health_now();
+    err_set(d, "%d service%s checked at once", n, n == 1 ? "" : "s");
     return n ? STEP_OK : STEP_SKIPPED;
 }
 
 struct resume_step {
     const char *name;
-    enum step_result (*fn)(struct resume_ctx *rc, char *detail, size_t len);
+    enum step_result (*fn)(struct resume_ctx *rc, struct err *detail);
 };
 
 /* The order matters: the clock first (everything after logs and checks
@@ -226,15 +227,14 @@ static const struct resume_step resume_steps[] = {
     {"health", step_health},
 };
 
-struct cJSON *sandbox_resume(const struct sandbox_resume_req *req, const char *cause, char *err,
-                             size_t errlen)
+struct cJSON *sandbox_resume(const struct sandbox_resume_req *req, const char *cause, struct err *err)
 {
     struct resume_ctx rc = {.req = req, .cause = cause, .host = strcmp(cause, "host") == 0};
-    char detail[512];
+    struct err detail;
     int64_t t0 = mono_ns();
 
     if (sandbox_state() == SANDBOX_FREEZING) {
-        snprintf(err, errlen, "a freeze is in progress");
+        err_set(err, "a freeze is in progress");
         return NULL;
     }
     rc.was_frozen = sandbox_state() == SANDBOX_FROZEN;
@@ -242,7 +242,7 @@ struct cJSON *sandbox_resume(const struct sandbox_resume_req *req, const char *c
     if (!r || !steps) {
         cJSON_Delete(r);
         cJSON_Delete(steps);
-        snprintf(err, errlen, "out of memory");
+        err_set(err, "out of memory");
         return NULL;
     }
     if (!rc.was_frozen)
@@ -258,17 +258,17 @@ struct cJSON *sandbox_resume(const struct sandbox_resume_req *req, const char *c
                 continue;
             cJSON_AddItemToArray(steps, rc.row);
         }
-        detail[0] = 0;
-        enum step_result sr = resume_steps[i].fn(&rc, detail, sizeof(detail));
+        detail.msg[0] = 0;
+        enum step_result sr = resume_steps[i].fn(&rc, &detail);
         cJSON_ReplaceItemInObjectCaseSensitive(rc.row, "result",
                                                cJSON_CreateString(step_results[sr]));
         cJSON_ReplaceItemInObjectCaseSensitive(rc.row, "ms",
                                                cJSON_CreateNumber(sandbox_ms_since(ts)));
-        if (detail[0])
-            cJSON_AddStringToObject(rc.row, "detail", detail);
+        if (detail.msg[0])
+            cJSON_AddStringToObject(rc.row, "detail", detail.msg);
         if (sr == STEP_FAILED) {
             failed++;
-            log_warn("resume: unable to complete step %s: %s", resume_steps[i].name, detail);
+            log_warn("resume: unable to complete step %s: %s", resume_steps[i].name, detail.msg);
         }
     }
     resume_running = false;
@@ -339,10 +339,10 @@ bool resume_detected(const char *cause)
         return false;
     }
     log_info("resume detected (%s)", cause);
-    char err[128];
-    cJSON *r = sandbox_resume(NULL, cause, err, sizeof(err));
+    struct err err;
+    cJSON *r = sandbox_resume(NULL, cause, &err);
     if (!r) {
-        log_warn("resume: unable to run (%s): %s", cause, err);
+        log_warn("resume: unable to run (%s): %s", cause, err.msg);
         return false;
     }
     cJSON_Delete(r);

@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "err.h"
+
 struct cJSON;
 struct network_cfg;
 
@@ -31,8 +33,7 @@ struct sandbox_resume_req {
  * status.last_resume and emitted as a "resume" event. cause is "host"
  * for sandbox.resume. NULL only when out of memory or a freeze is in
  * progress (err). */
-struct cJSON *sandbox_resume(const struct sandbox_resume_req *r, const char *cause, char *err,
-                             size_t errlen);
+struct cJSON *sandbox_resume(const struct sandbox_resume_req *r, const char *cause, struct err *err);
 
 /* A restore noticed from inside the guest (cause names how: "vmgenid",
  * "clock_step", or a module's own word for it): runs the resume steps as

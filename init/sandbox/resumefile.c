@@ -11,6 +11,7 @@
 #include <cJSON.h>
 
 #include "config.h"
+#include "err.h"
 #include "hearth.h"
 #include "jsonout.h"
 #include "log.h"
@@ -42,34 +43,34 @@ int64_t resumefile_paused_ms(bool was_frozen, int64_t frozen_wall_ms, int64_t wa
 /* Writes text as the file: a fresh temporary name in the directory, then
  * renamed over the old file by directory fd, so a reader sees the old
  * file or the new one, never a part. /run is a tmpfs: no fsync. */
-static int replace(const char *text, size_t len, char *why, size_t whylen)
+static int replace(const char *text, size_t len, struct err *err)
 {
-    int dfd = safepath_mkdir_p(R.dir, 0755, 0, 0, why, whylen);
+    int dfd = safepath_mkdir_p(R.dir, 0755, 0, 0, err);
     if (dfd < 0)
         return -1;
     int rc = -1;
     if (unlinkat(dfd, TMP_NAME, 0) < 0 && errno != ENOENT) {
-        snprintf(why, whylen, "unlink %s: %s", TMP_NAME, strerror(errno));
+        err_set(err, "unlink %s: %s", TMP_NAME, strerror(errno));
         goto out;
     }
-    int fd = safepath_open(dfd, TMP_NAME, O_WRONLY | O_CREAT | O_EXCL, 0644, why, whylen);
+    int fd = safepath_open(dfd, TMP_NAME, O_WRONLY | O_CREAT | O_EXCL, 0644, err);
     if (fd < 0)
         goto out;
     ssize_t w = write(fd, text, len);
     if (w != (ssize_t)len) {
-        snprintf(why, whylen, "write: %s", w < 0 ? strerror(errno) : "short write");
+        err_set(err, "write: %s", w < 0 ? strerror(errno) : "short write");
         close(fd);
         unlinkat(dfd, TMP_NAME, 0);
         goto out;
     }
     /* The mode on the fd: the umask must not make it unreadable. */
     if (fchmod(fd, 0644) < 0 || close(fd) < 0) {
-        snprintf(why, whylen, "fchmod/close: %s", strerror(errno));
+        err_set(err, "fchmod/close: %s", strerror(errno));
         unlinkat(dfd, TMP_NAME, 0);
         goto out;
     }
     if (renameat(dfd, TMP_NAME, dfd, R.leaf) < 0) {
-        snprintf(why, whylen, "rename: %s", strerror(errno));
+        err_set(err, "rename: %s", strerror(errno));
         unlinkat(dfd, TMP_NAME, 0);
         goto out;
     }
@@ -82,7 +83,8 @@ out:
 static cJSON *write_generation(uint64_t generation, const char *cause, bool stepped,
                                int64_t paused_ms)
 {
-    char tbuf[40], why[256], *text;
+    char tbuf[40], *text;
+    struct err why;
     int64_t now = wall_ms();
     cJSON *f = cJSON_CreateObject();
 
@@ -106,15 +108,15 @@ static cJSON *write_generation(uint64_t generation, const char *cause, bool step
     if (n + 1 < sizeof(line)) {
         memcpy(line, text, n);
         line[n++] = '\n';
-        rc = replace(line, n, why, sizeof(why));
+        rc = replace(line, n, &why);
     } else {
-        snprintf(why, sizeof(why), "content too long");
+        err_set(&why, "content too long");
     }
     cJSON_free(text);
     cJSON_AddStringToObject(f, "path", R.path);
     if (rc < 0) {
-        log_warn("resumefile: unable to write %s: %s", R.path, why);
-        cJSON_AddStringToObject(f, "error", why);
+        log_warn("resumefile: unable to write %s: %s", R.path, why.msg);
+        cJSON_AddStringToObject(f, "error", why.msg);
     }
     return f;
 }

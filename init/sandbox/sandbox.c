@@ -15,6 +15,7 @@
 #include "clock.h"
 #include "config.h"
 #include "entropy.h"
+#include "err.h"
 #include "events.h"
 #include "hearth.h"
 #include "identity.h"
@@ -138,14 +139,14 @@ static bool env_key_ok(const char *k)
 static bool hostname_ok(const char *h)
 {
     cJSON *s = cJSON_CreateString(h);
-    int rc = s ? config_check_section("hostname", s, NULL, 0) : -1;
+    int rc = s ? config_check_section("hostname", s, NULL) : -1;
     cJSON_Delete(s);
     return rc == 0;
 }
 
 /* Replaces the sandbox env with the union of the old one and obj (new
  * values win). Built aside and swapped so a failure changes nothing. */
-static int env_merge(const cJSON *obj, char *err, size_t errlen)
+static int env_merge(const cJSON *obj, struct err *err)
 {
     struct env_var next[SANDBOX_ENV_MAX];
     size_t nn = 0;
@@ -171,8 +172,7 @@ static int env_merge(const cJSON *obj, char *err, size_t errlen)
                     free(next[i].key);
                     free(next[i].value);
                 }
-            snprintf(err, errlen, "env: out of memory");
-            return -1;
+            return err_set(err, "env: out of memory");
         }
         nn++;
     }
@@ -203,34 +203,26 @@ static void init_parsed_free(struct init_parsed *p)
     p->network = NULL;
 }
 
-static int init_validate(const struct sandbox_init_req *r, struct init_parsed *p, char *err,
-                         size_t errlen)
+static int init_validate(const struct sandbox_init_req *r, struct init_parsed *p, struct err *err)
 {
     if (r->env) {
         const cJSON *it;
         size_t total = 0, merged = n_env;
-        if (!cJSON_IsObject(r->env)) {
-            snprintf(err, errlen, "env: expected an object of strings");
-            return -1;
-        }
+        if (!cJSON_IsObject(r->env))
+            return err_set(err, "env: expected an object of strings");
         cJSON_ArrayForEach(it, r->env) {
             if (!env_key_ok(it->string)) {
                 /* The name came from the request: cut on a character
                  * boundary so the error reply stays valid UTF-8. */
-                snprintf(err, errlen, "env: bad variable name \"%.*s\"", utf8_clip(it->string, 64),
-                         it->string);
-                return -1;
+                return err_set(err, "env: bad variable name \"%.*s\"", utf8_clip(it->string, 64),
+                               it->string);
             }
-            if (!cJSON_IsString(it)) {
-                snprintf(err, errlen, "env.%.64s: expected a string", it->string);
-                return -1;
-            }
+            if (!cJSON_IsString(it))
+                return err_set(err, "env.%.64s: expected a string", it->string);
             size_t vl = strlen(it->valuestring);
-            if (vl > SANDBOX_ENV_VALUE_MAX) {
-                snprintf(err, errlen, "env.%.64s: longer than %d bytes", it->string,
-                         SANDBOX_ENV_VALUE_MAX);
-                return -1;
-            }
+            if (vl > SANDBOX_ENV_VALUE_MAX)
+                return err_set(err, "env.%.64s: longer than %d bytes", it->string,
+                               SANDBOX_ENV_VALUE_MAX);
             total += vl + strlen(it->string);
             bool known = false;
             for (size_t i = 0; i < n_env && !known; i++)
@@ -238,47 +230,40 @@ static int init_validate(const struct sandbox_init_req *r, struct init_parsed *p
             if (!known)
                 merged++;
         }
-        if (merged > SANDBOX_ENV_MAX || total > SANDBOX_ENV_TOTAL_MAX) {
-            snprintf(err, errlen, "env: more than %d variables or %d bytes", SANDBOX_ENV_MAX,
-                     SANDBOX_ENV_TOTAL_MAX);
-            return -1;
-        }
+        if (merged > SANDBOX_ENV_MAX || total > SANDBOX_ENV_TOTAL_MAX)
+            return err_set(err, "env: more than %d variables or %d bytes", SANDBOX_ENV_MAX,
+                           SANDBOX_ENV_TOTAL_MAX);
     }
-    if (r->egress && egress_parse(r->egress, &p->egress, err, errlen) < 0)
+    if (r->egress && egress_parse(r->egress, &p->egress, err) < 0)
         return -1;
-    if (r->host_mounts && host_mounts_parse(r->host_mounts, &p->host_mounts, err, errlen) < 0)
+    if (r->host_mounts && host_mounts_parse(r->host_mounts, &p->host_mounts, err) < 0)
         return -1;
     if (r->network) {
-        if (!(p->network = malloc(sizeof(*p->network)))) {
-            snprintf(err, errlen, "network: out of memory");
-            return -1;
-        }
-        if (network_parse(r->network, p->network, err, errlen) < 0)
+        if (!(p->network = malloc(sizeof(*p->network))))
+            return err_set(err, "network: out of memory");
+        if (network_parse(r->network, p->network, err) < 0)
             return -1;
     }
-    if (r->hostname && !hostname_ok(r->hostname)) {
-        snprintf(err, errlen, "hostname: not a valid host name");
-        return -1;
-    }
+    if (r->hostname && !hostname_ok(r->hostname))
+        return err_set(err, "hostname: not a valid host name");
     return 0;
 }
 
-int sandbox_init(const struct sandbox_init_req *r, cJSON *report, int *code, char *err,
-                 size_t errlen)
+int sandbox_init(const struct sandbox_init_req *r, cJSON *report, int *code, struct err *err)
 {
     struct init_parsed p;
-    char detail[512];
+    struct err detail;
     int rc = 0;
 
     memset(&p, 0, sizeof(p));
     *code = -32602;
-    if (init_validate(r, &p, err, errlen) < 0) {
+    if (init_validate(r, &p, err) < 0) {
         init_parsed_free(&p);
         return -1;
     }
     *code = -32000;
     if (r->env) {
-        if (env_merge(r->env, err, errlen) < 0) {
+        if (env_merge(r->env, err) < 0) {
             init_parsed_free(&p);
             return -1;
         }
@@ -304,8 +289,8 @@ int sandbox_init(const struct sandbox_init_req *r, cJSON *report, int *code, cha
         cJSON_AddItemToObject(report, "time", clock_result_json(&cr));
     }
     if (r->entropy) {
-        int e = entropy_add(r->entropy, r->entropy_len, detail, sizeof(detail));
-        cJSON_AddStringToObject(report, "entropy", e == 0 ? "added" : detail);
+        int e = entropy_add(r->entropy, r->entropy_len, &detail);
+        cJSON_AddStringToObject(report, "entropy", e == 0 ? "added" : detail.msg);
         if (e < 0)
             rc = -1;
     }
@@ -314,19 +299,19 @@ int sandbox_init(const struct sandbox_init_req *r, cJSON *report, int *code, cha
          * servers. */
         cJSON *net = cJSON_AddObjectToObject(report, "network");
         network_replace(p.network, net);
-        if (egress_set_always(p.network, !r->egress, detail, sizeof(detail)) < 0) {
-            cJSON_AddStringToObject(net, "egress", detail);
+        if (egress_set_always(p.network, !r->egress, &detail) < 0) {
+            cJSON_AddStringToObject(net, "egress", detail.msg);
             rc = -1;
         }
-        int v = network_verify(net, detail, sizeof(detail));
-        cJSON_AddStringToObject(net, "detail", detail);
+        int v = network_verify(net, &detail);
+        cJSON_AddStringToObject(net, "detail", detail.msg);
         if (v == NETWORK_FAILED)
             rc = -1;
     }
     if (r->egress) {
-        detail[0] = 0;
-        int e = egress_apply(&p.egress, detail, sizeof(detail));
-        cJSON_AddStringToObject(report, "egress", detail[0] ? detail : (e == 0 ? "applied" : "failed"));
+        detail.msg[0] = 0;
+        int e = egress_apply(&p.egress, &detail);
+        cJSON_AddStringToObject(report, "egress", detail.msg[0] ? detail.msg : (e == 0 ? "applied" : "failed"));
         if (e < 0)
             rc = -1;
     }
@@ -408,7 +393,7 @@ static void freeze_cgroup_start(void)
     if (!cgroup_available()) {
         sandbox_step_row(fz.steps, "freeze", "skipped", 0, "no cgroup2: services keep running");
         sandbox_step_row(fz.steps, "suspend", "ok", 0, NULL);
-        services_suspend(true);
+        service_suspend(true);
         sandbox_set_state(SANDBOX_FROZEN);
         freeze_finish(NULL);
         return;
@@ -430,7 +415,7 @@ static void freeze_poll_cb(struct ev_loop *loop, ev_timer *w, int revents)
     if (f == 1) {
         ev_timer_stop(H.loop, &fz.timer);
         sandbox_step_row(fz.steps, "freeze", "ok", sandbox_ms_since(fz.step_ns), NULL);
-        services_suspend(true);
+        service_suspend(true);
         sandbox_step_row(fz.steps, "suspend", "ok", 0, NULL);
         sandbox_set_state(SANDBOX_FROZEN);
         freeze_finish(NULL);
@@ -491,13 +476,10 @@ static void sync_timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
     freeze_cgroup_start();
 }
 
-int sandbox_freeze(int64_t timeout_ms, sandbox_freeze_done done, void *ctx, char *err,
-                   size_t errlen)
+int sandbox_freeze(int64_t timeout_ms, sandbox_freeze_done done, void *ctx, struct err *err)
 {
-    if (fz.active || state == SANDBOX_FREEZING) {
-        snprintf(err, errlen, "a freeze is in progress");
-        return -1;
-    }
+    if (fz.active || state == SANDBOX_FREEZING)
+        return err_set(err, "a freeze is in progress");
     fz.active = true;
     fz.gen++;
     fz.done = done;
@@ -511,8 +493,7 @@ int sandbox_freeze(int64_t timeout_ms, sandbox_freeze_done done, void *ctx, char
     ev_timer_init(&fz.timer, freeze_poll_cb, 0., 0.);
     if (!fz.steps) {
         fz.active = false;
-        snprintf(err, errlen, "out of memory");
-        return -1;
+        return err_set(err, "out of memory");
     }
     if (state == SANDBOX_FROZEN) {
         sandbox_step_row(fz.steps, "freeze", "ok", 0, "already frozen");
@@ -560,7 +541,7 @@ void sandbox_thaw_for_shutdown(void)
         return;
     if (cgroup_available() && cgroup_services_freeze(false) < 0)
         log_warn("sandbox: unable to thaw the services before stopping: %s", strerror(errno));
-    services_suspend(false);
+    service_suspend(false);
     sandbox_set_state(SANDBOX_RUNNING);
 }
 

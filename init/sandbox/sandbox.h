@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "err.h"
 #include "resume.h"
 
 struct cJSON;
@@ -25,7 +26,7 @@ enum sandbox_state sandbox_state(void);
 
 /* Boot: reads wait_for_init and clock from the config, owns the "init"
  * phase (reached at once unless wait_for_init.enabled), starts the resume
- * detectors. Call after services_init. */
+ * detectors. Call after service_init. */
 void sandbox_setup(const struct config *cfg);
 
 /* Whether services after "init" are still held for sandbox.init. */
@@ -52,8 +53,7 @@ struct sandbox_init_req {
  * field), then applies and marks the "init" phase reached. report gets
  * one member per applied parameter. Returns 0, or -1 with err (code is
  * -32602 for bad input, -32000 when applying failed). */
-int sandbox_init(const struct sandbox_init_req *r, struct cJSON *report, int *code, char *err,
-                 size_t errlen);
+int sandbox_init(const struct sandbox_init_req *r, struct cJSON *report, int *code, struct err *err);
 
 /* Freeze: syncfs every persistent mount (mounts_sync, in a child, at
  * most half of timeout_ms), freeze the services cgroup and wait for "frozen 1" (the
@@ -63,8 +63,7 @@ int sandbox_init(const struct sandbox_init_req *r, struct cJSON *report, int *co
  * (already freezing). */
 typedef void (*sandbox_freeze_done)(void *ctx, struct cJSON *result, const char *error,
                                     struct cJSON *data);
-int sandbox_freeze(int64_t timeout_ms, sandbox_freeze_done done, void *ctx, char *err,
-                   size_t errlen);
+int sandbox_freeze(int64_t timeout_ms, sandbox_freeze_done done, void *ctx, struct err *err);
 
 /* Before an orderly stop: thaws a frozen sandbox so services can act on
  * their stop signal. */

@@ -54,7 +54,7 @@ static void all_stopped(void)
         log_error("still running after %s; reaping continues", shutdown_action_name(pending_action));
         return;
     }
-    H.exit_status = services_main_status();
+    H.exit_status = service_main_status();
     /* The services are gone; what is still watched is hearth's own work
      * (a skills walk, a copy, a disk probe, a check): it must not outlive
      * hearth, stuck on a share or past its deadline. */
@@ -75,7 +75,7 @@ static void kick_cb(struct ev_loop *loop, ev_timer *w, int revents)
     /* Processes the host started are not stopped in order: they end now. */
     if (hooks.end_sessions)
         hooks.end_sessions();
-    services_stop_all(all_stopped);
+    service_stop_all(all_stopped);
 }
 
 void shutdown_request(enum shutdown_action action, const char *why)

@@ -1,4 +1,5 @@
 #include "skills.h"
+#include "err.h"
 #include "skills_priv.h"
 
 #include <dirent.h>
@@ -48,6 +49,8 @@ static struct {
     dev_t wdev;
     ino_t wino;
     const char *(*failed_mount)(const char *path);
+    /* Why the walk or fork under way was stopped (skills_mount_left). */
+    char stopped[256];
     struct skills_cache *cache;
     /* the last run */
     unsigned long runs;
@@ -127,23 +130,20 @@ static void record_run(const char *trigger, int rc, const char *err,
 }
 
 /* Whether a reconcile may run now; -1 with err when not. */
-static int sync_allowed(char *err, size_t errlen)
+static int sync_allowed(struct err *err)
 {
     const char *fm;
 
-    if (!S.enabled) {
-        snprintf(err, errlen, "the skills overlay is not configured (skills.public, skills.private)");
-        return -1;
-    }
+    if (!S.enabled)
+        return err_set(err, "the skills overlay is not configured (skills.public, skills.private)");
     if (!S.started) {
         /* Before mounts and seeding, private may be the image's directory
          * under a share still to come: writing there would be lost. */
-        snprintf(err, errlen, "the skills overlay starts after mounts and seeding");
-        return -1;
+        return err_set(err, "the skills overlay starts after mounts and seeding");
     }
     if (S.failed_mount && ((fm = S.failed_mount(S.pub)) || (fm = S.failed_mount(S.priv)))) {
-        snprintf(err, errlen, "%s", fm);
-        snprintf(S.error, sizeof(S.error), "%s", err);
+        err_set(err, "%s", fm);
+        snprintf(S.error, sizeof(S.error), "%s", fm);
         return -1;
     }
     return 0;
@@ -227,26 +227,24 @@ static void put(int fd, char type, const void *p, size_t n)
  * error: reported, and the phase is still reached, as the agent's own
  * file should not hold every service back. *ystate: the YAML's state
  * (SKILLSYAML_ERROR when not that mode). */
-static int run_once(bool dry, struct skills_counts *c, struct skills_lists *l, char *err,
-                    size_t errlen, int *ystate)
+static int run_once(bool dry, struct skills_counts *c, struct skills_lists *l, struct err *err, int *ystate)
 {
     static const char *const all[] = {"*", NULL};
 
     *ystate = SKILLSYAML_ERROR;
     if (!S.ext)
         return skills_reconcile(S.pub, S.priv, (const char *const *)S.ignore, dry, c, l,
-                                S.cache, err, errlen);
-    int rc = skills_reconcile(S.pub, S.priv, all, dry, c, l, S.cache, err, errlen);
+                                S.cache, err);
+    int rc = skills_reconcile(S.pub, S.priv, all, dry, c, l, S.cache, err);
     /* Every public entry counted as ignored is public here. */
     c->public_n = c->ignored;
     c->ignored = 0;
-    char yerr[512];
+    struct err yerr;
     skills_owner_default();
-    *ystate = skillsyaml_ensure(S.yaml, S.pub, skills_owner.uid, skills_owner.gid, dry, yerr,
-                                sizeof(yerr));
+    *ystate = skillsyaml_ensure(S.yaml, S.pub, skills_owner.uid, skills_owner.gid, dry, &yerr);
     if (*ystate == SKILLSYAML_ERROR) {
-        size_t n = strlen(err);
-        snprintf(err + n, errlen - n, "%s%s", n ? "; " : "", yerr);
+        size_t n = strlen(err->msg);
+        snprintf(err->msg + n, sizeof(err->msg) - n, "%s%s", n ? "; " : "", yerr.msg);
         /* An entry error, unless the walk already failed whole (public
          * unreadable: that one keeps the phase unreached). */
         if (rc == 0 || c->errors)
@@ -262,7 +260,7 @@ static void walk_child(int wfd, void *arg)
     bool dry = Q.kind == WALK_LIST;
     struct wire_result w;
     struct skills_lists l = {0};
-    char err[512] = "";
+    struct err err = {0};
     cJSON *o = NULL;
     struct stat st;
 
@@ -280,7 +278,7 @@ static void walk_child(int wfd, void *arg)
     unsigned runs0 = S.cache ? S.cache->runs : 0;
     int64_t t0 = mono_us();
     int32_t ystate;
-    w.rc = run_once(dry, &w.c, dry ? &l : NULL, err, sizeof(err), &ystate);
+    w.rc = run_once(dry, &w.c, dry ? &l : NULL, &err, &ystate);
     w.us = mono_us() - t0;
     if (stat(S.pub, &st) == 0) {
         w.dev = (uint64_t)st.st_dev;
@@ -293,8 +291,8 @@ static void walk_child(int wfd, void *arg)
     else if (!dry && S.cache && S.cache->runs != runs0)
         w.cache = skills_cache_encode(S.cache, SKILLS_RESULT_MAX / 2, &cbuf, &clen) == 0 ? 1 : 2;
     put(wfd, 'R', &w, sizeof(w));
-    if (err[0])
-        put(wfd, 'E', err, strlen(err));
+    if (err.msg[0])
+        put(wfd, 'E', err.msg, strlen(err.msg));
     put(wfd, 'N', skills_last_report, strlen(skills_last_report));
     if (cbuf)
         put(wfd, 'K', cbuf, clen);
@@ -304,7 +302,7 @@ static void walk_child(int wfd, void *arg)
         char *text = NULL;
         if (o) {
             if (w.rc < 0 && w.c.errors == 0)
-                cJSON_AddStringToObject(o, "error", err);
+                cJSON_AddStringToObject(o, "error", err.msg);
             cJSON_AddNumberToObject(o, "pending", w.c.created + w.c.removed + w.c.cat_removed);
             if (S.ext) {
                 /* Nothing is linked: what the reconcile called ignored
@@ -318,8 +316,8 @@ static void walk_child(int wfd, void *arg)
                 if (y) {
                     cJSON_AddStringToObject(y, "file", S.yaml);
                     cJSON_AddStringToObject(y, "state", skillsyaml_state_name(ystate));
-                    if (ystate == SKILLSYAML_ERROR && err[0])
-                        cJSON_AddStringToObject(y, "error", err);
+                    if (ystate == SKILLSYAML_ERROR && err.msg[0])
+                        cJSON_AddStringToObject(y, "error", err.msg);
                 }
             }
             text = jsonout_print(o);
@@ -486,7 +484,10 @@ static void walk_done(struct childjob *j, enum childjob_end end, int status, con
     char why[256];
     const char *fail = NULL;
 
-    if (end == CHILDJOB_TIMEOUT) {
+    if (end == CHILDJOB_CANCELLED) {
+        snprintf(why, sizeof(why), "the walk was stopped: %s", S.stopped);
+        fail = why;
+    } else if (end == CHILDJOB_TIMEOUT) {
         snprintf(why, sizeof(why), "the walk took longer than %lld ms (skills.timeout_ms); stopped",
                  (long long)S.timeout_ms);
         fail = why;
@@ -515,7 +516,8 @@ static void walk_done(struct childjob *j, enum childjob_end end, int status, con
  * skills.list. */
 static void schedule(void)
 {
-    char err[256], why[320];
+    char why[320];
+    struct err err;
 
     while (!childjob_running(&Q.job) && (Q.sync_pending || Q.nlist)) {
         enum walk_kind k = Q.sync_pending && Q.nlist
@@ -528,9 +530,9 @@ static void schedule(void)
             Q.nsync = 0;
             Q.sync_pending = false;
             snprintf(Q.trigger, sizeof(Q.trigger), "%s", Q.sync_trigger);
-            if (sync_allowed(err, sizeof(err)) < 0) {
-                log_warn("skills (%s): %s", Q.trigger, err);
-                answer_sync(Q.cur, Q.ncur, -1, err);
+            if (sync_allowed(&err) < 0) {
+                log_warn("skills (%s): %s", Q.trigger, err.msg);
+                answer_sync(Q.cur, Q.ncur, -1, err.msg);
                 Q.ncur = 0;
                 continue;
             }
@@ -544,11 +546,11 @@ static void schedule(void)
         Q.kind = Q.last_kind = k;
         Q.t0 = mono_us();
         if (childjob_start(&Q.job, S.timeout_ms, SKILLS_RESULT_MAX, walk_child, NULL, walk_done,
-                           err, sizeof(err)) == 0)
+                           &err) == 0)
             return;
         /* Not started: an error like any failed run; the next trigger
          * tries again. */
-        snprintf(why, sizeof(why), "unable to start the walk: %s", err);
+        snprintf(why, sizeof(why), "unable to start the walk: %s", err.msg);
         if (k == WALK_SYNC)
             sync_finish(why, NULL);
         else
@@ -576,9 +578,9 @@ static void kick(void)
     }
 }
 
-int skills_sync(const char *trigger, char *err, size_t errlen)
+int skills_sync(const char *trigger, struct err *err)
 {
-    if (sync_allowed(err, errlen) < 0)
+    if (sync_allowed(err) < 0)
         return -1;
     if (!H.loop) {
         /* No loop (unit tests): here and now. */
@@ -588,10 +590,10 @@ int skills_sync(const char *trigger, char *err, size_t errlen)
             S.cache = skills_cache_new();
         int64_t t0 = mono_us();
         int ys;
-        int rc = run_once(false, &c, NULL, err, errlen, &ys);
+        int rc = run_once(false, &c, NULL, err, &ys);
         S.ystate = ys;
         bool ok = stat(S.pub, &st) == 0;
-        record_run(trigger, rc, err, &c, mono_us() - t0, ok ? st.st_dev : 0, ok ? st.st_ino : 0,
+        record_run(trigger, rc, err_msg(err), &c, mono_us() - t0, ok ? st.st_dev : 0, ok ? st.st_ino : 0,
                    skills_last_report);
         return rc;
     }
@@ -600,24 +602,20 @@ int skills_sync(const char *trigger, char *err, size_t errlen)
      * skills.sync waits for it. */
     if (!Q.nsync)
         snprintf(Q.sync_trigger, sizeof(Q.sync_trigger), "%s", trigger);
-    err[0] = '\0';
+    if (err)
+        err->msg[0] = '\0';
     kick();
     return 0;
 }
 
-int skills_sync_request(skills_defer defer, void *dctx, skills_reply reply, char *err,
-                        size_t errlen)
+int skills_sync_request(skills_defer defer, void *dctx, skills_reply reply, struct err *err)
 {
-    if (sync_allowed(err, errlen) < 0)
+    if (sync_allowed(err) < 0)
         return -1;
-    if (!H.loop) {
-        snprintf(err, errlen, "no event loop");
-        return -1;
-    }
-    if (Q.nsync >= SKILLS_MAX_WAITERS) {
-        snprintf(err, errlen, "%d skills.sync requests are already waiting", SKILLS_MAX_WAITERS);
-        return -1;
-    }
+    if (!H.loop)
+        return err_set(err, "no event loop");
+    if (Q.nsync >= SKILLS_MAX_WAITERS)
+        return err_set(err, "%d skills.sync requests are already waiting", SKILLS_MAX_WAITERS);
     Q.syncw[Q.nsync++] = (struct waiter){reply, defer(dctx)};
     Q.sync_pending = true;
     snprintf(Q.sync_trigger, sizeof(Q.sync_trigger), "sync");
@@ -625,21 +623,14 @@ int skills_sync_request(skills_defer defer, void *dctx, skills_reply reply, char
     return 0;
 }
 
-int skills_list_request(skills_defer defer, void *dctx, skills_reply reply, char *err,
-                        size_t errlen)
+int skills_list_request(skills_defer defer, void *dctx, skills_reply reply, struct err *err)
 {
-    if (!S.enabled) {
-        snprintf(err, errlen, "the skills overlay is not configured (skills.public, skills.private)");
-        return -1;
-    }
-    if (!H.loop) {
-        snprintf(err, errlen, "no event loop");
-        return -1;
-    }
-    if (Q.nlist >= SKILLS_MAX_WAITERS) {
-        snprintf(err, errlen, "%d skills.list requests are already waiting", SKILLS_MAX_WAITERS);
-        return -1;
-    }
+    if (!S.enabled)
+        return err_set(err, "the skills overlay is not configured (skills.public, skills.private)");
+    if (!H.loop)
+        return err_set(err, "no event loop");
+    if (Q.nlist >= SKILLS_MAX_WAITERS)
+        return err_set(err, "%d skills.list requests are already waiting", SKILLS_MAX_WAITERS);
     Q.listw[Q.nlist++] = (struct waiter){reply, defer(dctx)};
     kick();
     return 0;
@@ -660,15 +651,15 @@ static void arm_poll(void)
 
 static void on_poll(struct ev_loop *loop, ev_timer *w, int revents)
 {
-    char err[512];
+    struct err err;
     arm_poll();
-    skills_sync("poll", err, sizeof(err));
+    skills_sync("poll", &err);
 }
 
 static void on_debounce(struct ev_loop *loop, ev_timer *w, int revents)
 {
-    char err[512];
-    skills_sync("inotify", err, sizeof(err));
+    struct err err;
+    skills_sync("inotify", &err);
 }
 
 static void on_inotify(struct ev_loop *loop, ev_io *w, int revents)
@@ -780,13 +771,13 @@ void skills_init(const struct config *cfg)
 
 void skills_start(const char *(*failed_mount)(const char *path))
 {
-    char err[512];
+    struct err err;
 
     if (!S.enabled)
         return;
     S.failed_mount = failed_mount;
     if (S.started) {
-        skills_sync("mounts", err, sizeof(err)); /* a later pass over the mounts */
+        skills_sync("mounts", &err); /* a later pass over the mounts */
         return;
     }
     S.started = true;
@@ -799,7 +790,7 @@ void skills_start(const char *(*failed_mount)(const char *path))
     }
     if (S.poll_ms > 0)
         arm_poll();
-    skills_sync("boot", err, sizeof(err));
+    skills_sync("boot", &err);
 }
 
 /* skills.fork copies a whole skill: in a child process (init/proc/childjob.c),
@@ -822,8 +813,8 @@ static void fork_finish(int rc, const char *msg)
     F.done = NULL;
     F.ctx = NULL;
     if (rc == 0) {
-        char err[512];
-        skills_sync("fork", err, sizeof(err));
+        struct err err;
+        skills_sync("fork", &err);
     }
     if (done)
         done(ctx, rc, msg);
@@ -835,7 +826,9 @@ static void fork_done(struct childjob *j, enum childjob_end end, int status, con
     char msg[1024];
     int rc = -1;
 
-    if (end == CHILDJOB_TIMEOUT) {
+    if (end == CHILDJOB_CANCELLED) {
+        snprintf(msg, sizeof(msg), "unable to fork: the copy was stopped: %s", S.stopped);
+    } else if (end == CHILDJOB_TIMEOUT) {
         snprintf(msg, sizeof(msg), "unable to fork: the copy took longer than %d ms; stopped",
                  SKILLS_FORK_TIMEOUT_MS);
     } else if (end == CHILDJOB_EXITED && len >= 1 && WIFEXITED(status)) {
@@ -855,49 +848,74 @@ static void fork_child(int wfd, void *arg)
 {
     const char *name = arg;
     char msg[1024];
+    struct err why = {0};
 
-    msg[1] = '\0';
-    msg[0] = (char)(skills_fork_at(S.pub, S.priv, name, msg + 1, sizeof(msg) - 1) < 0);
+    msg[0] = (char)(skills_fork_at(S.pub, S.priv, name, &why) < 0);
+    snprintf(msg + 1, sizeof(msg) - 1, "%s", why.msg);
     _exit(childjob_write(wfd, msg, 1 + strlen(msg + 1)) == 0 ? 0 : 1);
 }
 
-int skills_fork(const char *name, skills_fork_done done, void *ctx, char *err, size_t errlen)
+int skills_fork(const char *name, skills_fork_done done, void *ctx, struct err *err)
 {
-    char why[256];
+    struct err why;
 
-    if (!S.enabled) {
-        snprintf(err, errlen, "the skills overlay is not configured (skills.public, skills.private)");
-        return -1;
-    }
-    if (S.ext) {
-        snprintf(err, errlen, "skills.fork copies a linked skill: skills.mode is \"external_dirs\", "
+    if (!S.enabled)
+        return err_set(err, "the skills overlay is not configured (skills.public, skills.private)");
+    if (S.ext)
+        return err_set(err, "skills.fork copies a linked skill: skills.mode is \"external_dirs\", "
                               "which lays no links (the agent copies a public skill itself)");
-        return -1;
-    }
-    if (!skills_valid_name(name)) {
-        snprintf(err, errlen, "name: expected a skill name or category/skill");
-        return -1;
-    }
-    if (childjob_running(&F.job)) {
-        snprintf(err, errlen, "a skills.fork is already in progress");
-        return -1;
-    }
+    if (!skills_valid_name(name))
+        return err_set(err, "name: expected a skill name or category/skill");
+    if (childjob_running(&F.job))
+        return err_set(err, "a skills.fork is already in progress");
+    /* Not into the image's directory a platform mount hides (or will). */
+    const char *fm;
+    if (S.failed_mount && ((fm = S.failed_mount(S.pub)) || (fm = S.failed_mount(S.priv))))
+        return err_set(err, "unable to fork %s: %s", name, fm);
     if (!H.loop) {
         /* No loop to wait on (unit tests): here and now. */
-        if (skills_fork_at(S.pub, S.priv, name, err, errlen) < 0)
+        if (skills_fork_at(S.pub, S.priv, name, err) < 0)
             return -1;
         if (done)
             done(ctx, 0, "");
         return 0;
     }
     if (childjob_start(&F.job, SKILLS_FORK_TIMEOUT_MS, FORK_RESULT_MAX, fork_child, (void *)name,
-                       fork_done, why, sizeof(why)) < 0) {
-        snprintf(err, errlen, "unable to fork %s: %s", name, why);
-        return -1;
+                       fork_done, &why) < 0) {
+        return err_set(err, "unable to fork %s: %s", name, why.msg);
     }
     F.done = done;
     F.ctx = ctx;
     return 0;
+}
+
+static bool at_or_under(const char *path, const char *top)
+{
+    size_t n = strlen(top);
+    while (n > 1 && top[n - 1] == '/')
+        n--;
+    if (n == 1 && top[0] == '/')
+        return true;
+    return strncmp(path, top, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+void skills_mount_left(const char *target, const char *why)
+{
+    if (!S.enabled || !(at_or_under(S.pub, target) || at_or_under(S.priv, target)))
+        return;
+    snprintf(S.stopped, sizeof(S.stopped), "%s", why);
+    /* What runs now works on the directories as they were: stopped, its
+     * answer the error above. The triggers that come meanwhile are
+     * refused (failed_mount) until the mount is back and seeded, when
+     * skills_start runs the overlay again and marks the phase. */
+    if (H.loop) {
+        childjob_cancel(&Q.job);
+        childjob_cancel(&F.job);
+    }
+    if (S.reached || gate_reached("skills")) {
+        S.reached = false;
+        gate_revoke("skills", why);
+    }
 }
 
 static void add_counts(cJSON *o, const struct skills_counts *c)

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "err.h"
 
 struct config;
 struct cJSON;
@@ -103,7 +104,7 @@ void skills_cache_reset(struct skills_cache *k);
  * entry that cannot be handled is counted in errors and the rest goes on. */
 int skills_reconcile(const char *pub, const char *priv, const char *const *ignore, bool dry,
                      struct skills_counts *c, struct skills_lists *lists,
-                     struct skills_cache *cache, char *err, size_t errlen);
+                     struct skills_cache *cache, struct err *err);
 
 /* Whether name matches the shell glob pat ('*', '?', '[a-z]', '[!x]',
  * '\\' escapes; no special case for a leading '.'). */
@@ -118,7 +119,7 @@ bool skills_glob(const char *pat, const char *name);
  * private is opened without following links, the copy is owned by the
  * agent's service and its modes are set on fds. Synchronous: the loop
  * calls it in a child (skills_fork). */
-int skills_fork_at(const char *pub, const char *priv, const char *name, char *err, size_t errlen);
+int skills_fork_at(const char *pub, const char *priv, const char *name, struct err *err);
 
 /* Reads the skills section; without public and private the overlay is
  * off and the phase is reached at once. */
@@ -137,7 +138,7 @@ void skills_start(const char *(*failed_mount)(const char *path));
  * err when the overlay cannot run now (not configured, before mounts and
  * seeding, under a failed mount). Without a loop (unit tests) it runs
  * here and returns its result. */
-int skills_sync(const char *trigger, char *err, size_t errlen);
+int skills_sync(const char *trigger, struct err *err);
 /* skills.sync and skills.list answer later, from the loop, never inside
  * the call: defer(dctx) is called once the request is accepted and
  * gives the tag its answer carries. reply(tag, rc, msg, result): for a
@@ -152,18 +153,22 @@ typedef void (*skills_reply)(uint64_t tag, int rc, const char *msg, struct cJSON
  * is at most this large: a bigger one would overflow a client's queue). */
 #define SKILLS_RESULT_MAX (8 * 1024 * 1024)
 /* A reconcile that starts after this call; -1 with err when refused now. */
-int skills_sync_request(skills_defer defer, void *dctx, skills_reply reply, char *err,
-                        size_t errlen);
+int skills_sync_request(skills_defer defer, void *dctx, skills_reply reply, struct err *err);
 /* skills.list: a dry run in a child (what is on disk now), its lists,
  * the directories, the layout and the last run. */
-int skills_list_request(skills_defer defer, void *dctx, skills_reply reply, char *err,
-                        size_t errlen);
+int skills_list_request(skills_defer defer, void *dctx, skills_reply reply, struct err *err);
 /* skills.fork for the configured directories, in a child process (see
  * SKILLS_FORK_TIMEOUT_MS): returns 0 once started, and done(ctx, rc, msg)
  * follows from the loop (msg: the error when rc is -1). -1 with err when
  * it cannot start (not configured, a bad name, a fork in progress). */
 typedef void (*skills_fork_done)(void *ctx, int rc, const char *msg);
-int skills_fork(const char *name, skills_fork_done done, void *ctx, char *err, size_t errlen);
+int skills_fork(const char *name, skills_fork_done done, void *ctx, struct err *err);
+/* A platform mount at target went or was replaced (why says so): when
+ * public or private lies under it, the walk or skills.fork under way is
+ * stopped (its answer says why) and the phase "skills" is revoked (the
+ * services after it stop) until the overlay has run again on what comes
+ * back (skills_start, after mounts and seeding). */
+void skills_mount_left(const char *target, const char *why);
 bool skills_enabled(void);
 /* The last run (trigger, counts, duration), for skills.sync and status. */
 struct cJSON *skills_last_json(void);

@@ -17,6 +17,7 @@
 #include <cJSON.h>
 
 #include "config.h"
+#include "err.h"
 #include "log.h"
 #include "safepath.h"
 
@@ -121,19 +122,15 @@ struct dirent64_raw {
 };
 
 static int listing_add(struct listing *l, int fd, const struct dirent64_raw *de, const char *path,
-                       char *err, size_t errlen)
+                       struct err *err)
 {
-    if (l->n >= SKILLS_MAX_ENTRIES) {
-        snprintf(err, errlen, "unable to read %s: more than %d entries", path, SKILLS_MAX_ENTRIES);
-        return -1;
-    }
+    if (l->n >= SKILLS_MAX_ENTRIES)
+        return err_set(err, "unable to read %s: more than %d entries", path, SKILLS_MAX_ENTRIES);
     if (l->n == l->cap) {
         size_t nc = l->cap ? l->cap * 2 : 256;
         struct ent *nv = realloc(l->v, nc * sizeof(*nv));
-        if (!nv) {
-            snprintf(err, errlen, "unable to read %s: out of memory", path);
-            return -1;
-        }
+        if (!nv)
+            return err_set(err, "unable to read %s: out of memory", path);
         l->v = nv;
         l->cap = nc;
     }
@@ -147,10 +144,8 @@ static int listing_add(struct listing *l, int fd, const struct dirent64_raw *de,
         while (nc < l->pool_len + nl)
             nc *= 2;
         char *np = realloc(l->pool, nc);
-        if (!np) {
-            snprintf(err, errlen, "unable to read %s: out of memory", path);
-            return -1;
-        }
+        if (!np)
+            return err_set(err, "unable to read %s: out of memory", path);
         l->pool = np;
         l->pool_cap = nc;
     }
@@ -173,13 +168,13 @@ static int listing_add(struct listing *l, int fd, const struct dirent64_raw *de,
  * than readdir's 2 KiB: a 10,000-entry directory in a dozen calls. */
 char *skills_dents_buf;
 
-int skills_listing_read(struct listing *l, int fd, const char *path, char *err, size_t errlen)
+int skills_listing_read(struct listing *l, int fd, const char *path, struct err *err)
 {
     char *buf = skills_dents_buf ? skills_dents_buf : malloc(GETDENTS_BUF);
     int rc = 0;
 
     if (!buf) {
-        snprintf(err, errlen, "unable to read %s: out of memory", path);
+        err_set(err, "unable to read %s: out of memory", path);
         close(fd);
         return -1;
     }
@@ -188,7 +183,7 @@ int skills_listing_read(struct listing *l, int fd, const char *path, char *err, 
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            snprintf(err, errlen, "unable to read %s: %s", path, strerror(errno));
+            err_unable(err, errno, "read %s", path);
             rc = -1;
             break;
         }
@@ -198,7 +193,7 @@ int skills_listing_read(struct listing *l, int fd, const char *path, char *err, 
             const struct dirent64_raw *de = (const struct dirent64_raw *)(buf + off);
             off += de->d_reclen;
             if (!skip_name(de->d_name))
-                rc = listing_add(l, fd, de, path, err, errlen);
+                rc = listing_add(l, fd, de, path, err);
         }
         if (rc < 0)
             break;
@@ -209,13 +204,13 @@ int skills_listing_read(struct listing *l, int fd, const char *path, char *err, 
     /* An empty listing is pooled too: no name of it is freed on its own. */
     if (!l->pool && (l->pool = malloc(1)) == NULL) {
         if (rc == 0)
-            snprintf(err, errlen, "unable to read %s: out of memory", path);
+            err_set(err, "unable to read %s: out of memory", path);
         rc = -1;
     }
     for (size_t i = 0; l->pool && i < l->n; i++)
         l->v[i].name = l->pool + (uintptr_t)l->v[i].name;
     if (rc == 0 && skills_listing_index(l) < 0) {
-        snprintf(err, errlen, "unable to index %s: out of memory", path);
+        err_set(err, "unable to index %s: out of memory", path);
         rc = -1;
     }
     return rc;

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "err.h"
 #include "safepath.h"
 
 /* The name index: open addressing over the skills arrays, keyed by a
@@ -215,7 +216,7 @@ static bool vouch(struct mark *m, const struct stat *st, char *fm, size_t fmlen)
  * followed. */
 static bool read_marker(struct scan *s, int cfd, const char *path, char *fm, size_t fmlen)
 {
-    char why[64];
+    struct err why;
     struct stat st;
 
     fm[0] = '\0';
@@ -224,7 +225,7 @@ static bool read_marker(struct scan *s, int cfd, const char *path, char *fm, siz
     if (!S_ISREG(st.st_mode) ||
         vouch(skills_marks_find(s->old, s->priv, path), &st, fm, fmlen))
         return true;
-    int fd = safepath_open(cfd, skills_layout_marker, O_RDONLY, 0, why, sizeof(why));
+    int fd = safepath_open(cfd, skills_layout_marker, O_RDONLY, 0, &why);
     if (fd >= 0 && read_front(fd, fm, fmlen))
         remember(s, path, fm, &st);
     return true;
@@ -247,7 +248,8 @@ static enum settled by_parent(struct scan *s, int dfd, const char *name, const c
                               char *fm, size_t fmlen)
 {
     size_t a = strlen(name), b = strlen(skills_layout_marker);
-    char mp[600], why[64];
+    char mp[600];
+    struct err why;
     struct stat st;
 
     if (a + b + 2 > sizeof(mp))
@@ -262,7 +264,7 @@ static enum settled by_parent(struct scan *s, int dfd, const char *name, const c
         return NOT_SETTLED;
     if (vouch(skills_marks_find(s->old, s->priv, path), &st, fm, fmlen))
         return SETTLED_SKILL;
-    int fd = safepath_open(dfd, mp, O_RDONLY, 0, why, sizeof(why));
+    int fd = safepath_open(dfd, mp, O_RDONLY, 0, &why);
     if (fd < 0)
         return NOT_SETTLED;
     fm[0] = '\0';
@@ -364,7 +366,8 @@ bool skills_names_take(struct skills_names *n, bool priv, const char *rel, int f
 static int scan_level(struct scan *s, int dfd, const char *rel, int level)
 {
     struct listing l = {0};
-    char path[4096], lerr[256], fm[256];
+    char path[4096], fm[256];
+    struct err lerr;
     struct stat st;
     int rc = 0;
 
@@ -378,7 +381,7 @@ static int scan_level(struct scan *s, int dfd, const char *rel, int level)
     }
     dev_t dev = st.st_dev;
     ino_t ino = st.st_ino;
-    if (skills_listing_read(&l, fd, rel, lerr, sizeof(lerr)) < 0)
+    if (skills_listing_read(&l, fd, rel, &lerr) < 0)
         return 0;
     s->total += l.n;
     if (s->total > SKILLS_MAX_TOTAL) {

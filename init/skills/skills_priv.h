@@ -13,6 +13,7 @@
 
 #include <cJSON.h>
 
+#include "err.h"
 #include "skills.h"
 #include "tree.h"
 
@@ -125,7 +126,7 @@ void skills_list_add(cJSON *arr, const char *name);
 struct ent *skills_listing_find(const struct listing *l, const char *name);
 void skills_listing_free(struct listing *l);
 int skills_listing_index(struct listing *l);
-int skills_listing_read(struct listing *l, int fd, const char *path, char *err, size_t errlen);
+int skills_listing_read(struct listing *l, int fd, const char *path, struct err *err);
 size_t skills_norm_len(const char *p);
 
 /* The layout (skills_layout): the file that makes a directory a skill,

@@ -16,6 +16,7 @@
 
 #include <cJSON.h>
 
+#include "err.h"
 #include "log.h"
 #include "safepath.h"
 #include "tree.h"
@@ -45,8 +46,7 @@ struct run {
     struct skills_cache *cache;
     struct listing next; /* links of ours, for the next run's cache */
     size_t total;        /* entries read in all directories */
-    char *err;
-    size_t errlen;
+    struct err *err;
     bool chown; /* what it makes goes to another owner than hearth's */
     struct skills_names names; /* the names both trees' skills go by */
 };
@@ -111,8 +111,7 @@ static void join(char *out, size_t n, const char *rel, const char *name)
 static void run_error(struct run *r, const char *what, const char *path)
 {
     if (r->c->errors++ == 0)
-        snprintf(r->err, r->errlen, "unable to %s %s/%s: %s", what, r->priv, path,
-                 strerror(errno));
+        err_unable(r->err, errno, "%s %s/%s", what, r->priv, path);
 }
 
 /* The text of link v (at path key), read on first use; NULL when it
@@ -221,14 +220,14 @@ static void cat_add(struct run *r, const char *path, const char *how)
  * with the directory it describes, and travels with the home. */
 static int category_make(struct run *r, int vfd, const char *path)
 {
-    char why[128], e2[128];
+    struct err why;
+    struct err e2;
 
-    if (tree_remove(vfd, SKILLS_TMP_CATEGORY, e2, sizeof(e2)) < 0) {
+    if (tree_remove(vfd, SKILLS_TMP_CATEGORY, &e2) < 0) {
         run_error(r, "clear a temporary category beside", path);
         return -1;
     }
-    int tfd = safepath_mkdir(vfd, SKILLS_TMP_CATEGORY, 0755, skills_owner.uid, skills_owner.gid, NULL, why,
-                             sizeof(why));
+    int tfd = safepath_mkdir(vfd, SKILLS_TMP_CATEGORY, 0755, skills_owner.uid, skills_owner.gid, NULL, &why);
     if (tfd < 0) {
         run_error(r, "create a category directory for", path);
         return -1;
@@ -238,7 +237,7 @@ static int category_make(struct run *r, int vfd, const char *path)
     if (mfd < 0) {
         int e = errno;
         close(tfd);
-        tree_remove(vfd, SKILLS_TMP_CATEGORY, e2, sizeof(e2));
+        tree_remove(vfd, SKILLS_TMP_CATEGORY, &e2);
         errno = e;
         run_error(r, "mark the category directory for", path);
         return -1;
@@ -266,15 +265,16 @@ static void descend(struct run *r, int cpfd, int cvfd, const char *path, int lev
 static void merge_category(struct run *r, int pfd, int vfd, struct listing *vl, struct ent *p,
                            const char *rel, int level, const char *target)
 {
-    char path[4096], why[128], e2[128];
+    char path[4096];
+    struct err why;
+    struct err e2;
     struct ent *v = skills_listing_find(vl, p->name);
 
     join(path, sizeof(path), rel, p->name);
     int cpfd = openat(pfd, p->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (cpfd < 0) {
         if (r->c->errors++ == 0)
-            snprintf(r->err, r->errlen, "unable to open %s/%s: %s", r->pub, path,
-                     strerror(errno));
+            err_unable(r->err, errno, "open %s/%s", r->pub, path);
         return;
     }
     r->c->categories++;
@@ -282,7 +282,7 @@ static void merge_category(struct run *r, int pfd, int vfd, struct listing *vl, 
         /* A real directory, the agent's own or one hearth made: merged.
          * Opened beneath private's fd without following a link, so one
          * swapped in since the listing is refused, never entered. */
-        int cvfd = safepath_open(vfd, p->name, O_DIRECTORY, 0, why, sizeof(why));
+        int cvfd = safepath_open(vfd, p->name, O_DIRECTORY, 0, &why);
         if (cvfd < 0 && (errno == ELOOP || errno == ENOTDIR || errno == ENOENT)) {
             /* Replaced by the agent since the listing: its entry wins. */
             r->c->shadowed++;
@@ -326,7 +326,7 @@ static void merge_category(struct run *r, int pfd, int vfd, struct listing *vl, 
         if (tree_rename_noreplace(vfd, SKILLS_TMP_CATEGORY, p->name) < 0) {
             int e = errno;
             close(tfd);
-            tree_remove(vfd, SKILLS_TMP_CATEGORY, e2, sizeof(e2));
+            tree_remove(vfd, SKILLS_TMP_CATEGORY, &e2);
             errno = e;
             if (e != EEXIST) {
                 run_error(r, "create category", path);
@@ -377,7 +377,7 @@ static void merge_category(struct run *r, int pfd, int vfd, struct listing *vl, 
     }
     v->gone = true;
     close(tfd);
-    tree_remove(vfd, SKILLS_TMP_CATEGORY, e2, sizeof(e2));
+    tree_remove(vfd, SKILLS_TMP_CATEGORY, &e2);
 }
 
 /* A private directory that is not (or no longer) a public category: when
@@ -386,7 +386,8 @@ static void merge_category(struct run *r, int pfd, int vfd, struct listing *vl, 
  * entered. */
 static void retire_category(struct run *r, int vfd, struct ent *v, const char *rel, int level)
 {
-    char path[4096], why[128];
+    char path[4096];
+    struct err why;
     size_t left = 0;
 
     join(path, sizeof(path), rel, v->name);
@@ -397,7 +398,7 @@ static void retire_category(struct run *r, int vfd, struct ent *v, const char *r
      * touched, and a skill directory is never entered. */
     if (!ours && (level >= skills_layout_depth || v->name[0] == '.' || has_marker(vfd, v->name)))
         return;
-    int cvfd = safepath_open(vfd, v->name, O_DIRECTORY, 0, why, sizeof(why));
+    int cvfd = safepath_open(vfd, v->name, O_DIRECTORY, 0, &why);
     if (cvfd < 0) {
         run_error(r, "open category", path);
         return;
@@ -429,17 +430,17 @@ static void retire_category(struct run *r, int vfd, struct ent *v, const char *r
 static int read_level(struct run *r, struct listing *l, int dir, const char *root, int level,
                       bool priv, const char *rel)
 {
-    char lerr[512];
+    struct err lerr;
     if (dir < 0)
         return skills_listing_index(l) < 0 ? -1 : 0;
     /* The names scan has just read it: taken, not read again. */
     if (skills_names_take(&r->names, priv, rel, dir, l))
         return 0;
     int fd = dup(dir);
-    if (fd >= 0 && skills_listing_read(l, fd, root, lerr, sizeof(lerr)) >= 0)
+    if (fd >= 0 && skills_listing_read(l, fd, root, &lerr) >= 0)
         return 0;
     if ((level > 1 && r->c->errors++ == 0) || level == 1)
-        snprintf(r->err, r->errlen, "%s", fd < 0 ? strerror(errno) : lerr);
+        err_set(r->err, "%s", fd < 0 ? strerror(errno) : lerr.msg);
     return -1;
 }
 
@@ -453,7 +454,7 @@ static int reconcile_level(struct run *r, int pfd, int vfd, const char *rel, int
     struct skills_counts *c = r->c;
     struct skills_lists *lists = r->lists;
     char target[4096], path[4096], prefix[4096];
-    char lerr[512];
+    struct err lerr;
     int rc = -1;
 
     *left = 0;
@@ -474,8 +475,8 @@ static int reconcile_level(struct run *r, int pfd, int vfd, const char *rel, int
     r->total += pl.n + vl.n;
     if (r->total > SKILLS_MAX_TOTAL) {
         if (c->errors++ == 0)
-            snprintf(r->err, r->errlen, "unable to read %s: more than %d entries in all", r->pub,
-                     SKILLS_MAX_TOTAL);
+            err_set(r->err, "unable to read %s: more than %d entries in all", r->pub,
+                    SKILLS_MAX_TOTAL);
         goto out;
     }
 
@@ -484,8 +485,8 @@ static int reconcile_level(struct run *r, int pfd, int vfd, const char *rel, int
     if (tmp && tmp->kind == ENT_LINK && !r->dry)
         unlinkat(vfd, SKILLS_TMP_LINK, 0);
     if (skills_listing_find(&vl, SKILLS_TMP_CATEGORY) && !r->dry &&
-        tree_remove(vfd, SKILLS_TMP_CATEGORY, lerr, sizeof(lerr)) < 0)
-        log_debug("skills: %s", lerr);
+        tree_remove(vfd, SKILLS_TMP_CATEGORY, &lerr) < 0)
+        log_debug("skills: %s", lerr.msg);
 
     for (size_t i = 0; i < pl.n; i++) {
         struct ent *p = &pl.v[i];
@@ -676,51 +677,47 @@ out:
 
 int skills_reconcile(const char *pub, const char *priv, const char *const *ignore, bool dry,
                      struct skills_counts *c, struct skills_lists *lists,
-                     struct skills_cache *cache, char *err, size_t errlen)
+                     struct skills_cache *cache, struct err *err)
 {
     struct skills_lists none = {0};
     struct run r = {.pub = pub, .priv = priv, .plen = skills_norm_len(pub), .ignore = ignore,
                     .dry = dry, .c = c, .lists = lists ? lists : &none, .cache = cache,
-                    .err = err, .errlen = errlen};
+                    .err = err};
     size_t left;
     int rc;
 
     memset(c, 0, sizeof(*c));
-    err[0] = '\0';
+    if (err)
+        err->msg[0] = '\0';
     skills_owner_default();
     r.chown = skills_owner.uid != geteuid() || skills_owner.gid != getegid();
-    if (r.plen + 2 >= 4096 - 256) {
-        snprintf(err, errlen, "unable to use %s: path too long", pub);
-        return -1;
-    }
+    if (r.plen + 2 >= 4096 - 256)
+        return err_set(err, "unable to use %s: path too long", pub);
     /* public first: if it cannot be read (a share not there), nothing in
      * private may be judged stale. */
     int pfd = open(pub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (pfd < 0) {
-        snprintf(err, errlen, "unable to open %s: %s", pub, strerror(errno));
-        return -1;
-    }
+    if (pfd < 0)
+        return err_unable(err, errno, "open %s", pub);
     /* private is the agent's: opened once, no link anywhere on its path
      * followed (a private directory renamed and replaced by a link is an
      * error, never written through), and every change below is made by
      * this fd or by fds opened beneath it. */
-    char why[128];
-    int vfd = safepath_open_abs(priv, O_DIRECTORY, 0, why, sizeof(why));
+    struct err why;
+    int vfd = safepath_open_abs(priv, O_DIRECTORY, 0, &why);
     if (vfd < 0 && errno == ENOENT && !dry) {
         int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
         vfd = root < 0 || priv[0] != '/'
                   ? -1
-                  : safepath_mkdir(root, priv + 1, 0755, skills_owner.uid, skills_owner.gid, NULL, why,
-                                   sizeof(why));
+                  : safepath_mkdir(root, priv + 1, 0755, skills_owner.uid, skills_owner.gid, NULL, &why);
         if (root >= 0)
             close(root);
         if (vfd < 0) {
-            snprintf(err, errlen, "unable to create %s: %s", priv, why);
+            err_set(err, "unable to create %s: %s", priv, why.msg);
             close(pfd);
             return -1;
         }
     } else if (vfd < 0 && (errno != ENOENT || !dry)) {
-        snprintf(err, errlen, "unable to open %s: %s", priv, why);
+        err_set(err, "unable to open %s: %s", priv, why.msg);
         close(pfd);
         return -1;
     }
@@ -732,8 +729,8 @@ int skills_reconcile(const char *pub, const char *priv, const char *const *ignor
      * too many entries) the run goes on by path alone and says so. */
     if (skills_names_scan(&r.names, pfd, vfd, ignore, cache ? &cache->marks : NULL) < 0 &&
         c->errors++ == 0)
-        snprintf(err, errlen, "unable to learn the skills' names: out of memory or more than %d "
-                 "entries", SKILLS_MAX_TOTAL);
+        err_set(err, "unable to learn the skills' names: out of memory or more than %d "
+                "entries", SKILLS_MAX_TOTAL);
     int lrc = reconcile_level(&r, pfd, vfd, "", 1, &left);
     free(skills_dents_buf);
     skills_dents_buf = NULL;
@@ -778,24 +775,21 @@ bool skills_valid_name(const char *n)
            !strstr(n, "//");
 }
 
-int skills_fork_at(const char *pub, const char *priv, const char *name, char *err, size_t errlen)
+int skills_fork_at(const char *pub, const char *priv, const char *name, struct err *err)
 {
     size_t plen = skills_norm_len(pub);
-    char link[4096], why[128];
+    char link[4096];
+    struct err why;
     struct stat s;
     struct tree_stats st;
     int pfd = -1, sfd = -1, tfd = -1;
 
     skills_owner_default();
-    if (!skills_valid_name(name)) {
-        snprintf(err, errlen, "name: expected a skill name or category/skill");
-        return -1;
-    }
-    int dfd = safepath_open_abs(priv, O_DIRECTORY, 0, why, sizeof(why));
-    if (dfd < 0) {
-        snprintf(err, errlen, "unable to open %s: %s", priv, why);
-        return -1;
-    }
+    if (!skills_valid_name(name))
+        return err_set(err, "name: expected a skill name or category/skill");
+    int dfd = safepath_open_abs(priv, O_DIRECTORY, 0, &why);
+    if (dfd < 0)
+        return err_set(err, "unable to open %s: %s", priv, why.msg);
     /* category/skill: the category is opened beneath private without
      * following a link (one the agent planted there is refused), and the
      * skill is handled by that fd from here on, by its last name. */
@@ -803,9 +797,9 @@ int skills_fork_at(const char *pub, const char *priv, const char *name, char *er
     if (slash) {
         char cat[1024];
         snprintf(cat, sizeof(cat), "%.*s", (int)(slash - name), name);
-        int cfd = safepath_open(dfd, cat, O_DIRECTORY, 0, why, sizeof(why));
+        int cfd = safepath_open(dfd, cat, O_DIRECTORY, 0, &why);
         if (cfd < 0) {
-            snprintf(err, errlen, "unable to open %s/%s: %s", priv, cat, why);
+            err_set(err, "unable to open %s/%s: %s", priv, cat, why.msg);
             close(dfd);
             return -1;
         }
@@ -816,14 +810,14 @@ int skills_fork_at(const char *pub, const char *priv, const char *name, char *er
     ssize_t n = readlinkat(dfd, name, link, sizeof(link) - 1);
     if (n < 0) {
         if (errno == EINVAL)
-            snprintf(err, errlen, "%s/%s is already private", priv, full);
+            err_set(err, "%s/%s is already private", priv, full);
         else
-            snprintf(err, errlen, "no linked skill %s in %s: %s", full, priv, strerror(errno));
+            err_set(err, "no linked skill %s in %s: %s", full, priv, strerror(errno));
         goto fail;
     }
     link[n] = '\0';
     if (strncmp(link, pub, plen) != 0 || link[plen] != '/') {
-        snprintf(err, errlen, "%s/%s links to %s, not into %s", priv, full, link, pub);
+        err_set(err, "%s/%s links to %s, not into %s", priv, full, link, pub);
         goto fail;
     }
     /* The link is the agent's text: what follows pub/ is resolved beneath
@@ -834,16 +828,16 @@ int skills_fork_at(const char *pub, const char *priv, const char *name, char *er
         rel++;
     pfd = open(pub, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (pfd < 0) {
-        snprintf(err, errlen, "unable to open %s: %s", pub, strerror(errno));
+        err_unable(err, errno, "open %s", pub);
         goto fail;
     }
-    sfd = safepath_open(pfd, rel, O_DIRECTORY, 0, why, sizeof(why));
+    sfd = safepath_open(pfd, rel, O_DIRECTORY, 0, &why);
     if (sfd < 0 && errno == ENOTDIR) {
         /* A one-file skill: renaming a file over the link replaces it. */
-        if (tree_copy_file(pfd, rel, dfd, SKILLS_TMP_FORK, &skills_owner, err, errlen) < 0)
+        if (tree_copy_file(pfd, rel, dfd, SKILLS_TMP_FORK, &skills_owner, err) < 0)
             goto fail;
         if (renameat(dfd, SKILLS_TMP_FORK, dfd, name) < 0) {
-            snprintf(err, errlen, "unable to replace %s/%s: %s", priv, full, strerror(errno));
+            err_unable(err, errno, "replace %s/%s", priv, full);
             unlinkat(dfd, SKILLS_TMP_FORK, 0);
             goto fail;
         }
@@ -853,17 +847,16 @@ int skills_fork_at(const char *pub, const char *priv, const char *name, char *er
         return 0;
     }
     if (sfd < 0 || fstat(sfd, &s) < 0) {
-        snprintf(err, errlen, "unable to fork %s: %s: %s", full, link,
-                 sfd < 0 ? why : strerror(errno));
+        err_set(err, "unable to fork %s: %s: %s", full, link,
+                sfd < 0 ? why.msg : strerror(errno));
         goto fail;
     }
     /* A copy left by an interrupted fork is redone from scratch. */
-    if (tree_remove(dfd, SKILLS_TMP_FORK, err, errlen) < 0)
+    if (tree_remove(dfd, SKILLS_TMP_FORK, err) < 0)
         goto fail;
-    tfd = safepath_mkdir(dfd, SKILLS_TMP_FORK, 0700, skills_owner.uid, skills_owner.gid, NULL, why,
-                         sizeof(why));
+    tfd = safepath_mkdir(dfd, SKILLS_TMP_FORK, 0700, skills_owner.uid, skills_owner.gid, NULL, &why);
     if (tfd < 0) {
-        snprintf(err, errlen, "unable to create %s/%s: %s", priv, SKILLS_TMP_FORK, why);
+        err_set(err, "unable to create %s/%s: %s", priv, SKILLS_TMP_FORK, why.msg);
         goto fail;
     }
     char tmp_path[4200];
@@ -873,12 +866,12 @@ int skills_fork_at(const char *pub, const char *priv, const char *name, char *er
                  SKILLS_TMP_FORK);
     /* The mode goes on the copy's own fd: a name swapped meanwhile is
      * never chmodded. */
-    if (tree_copy_fd(sfd, tfd, tmp_path, NULL, &skills_owner, &st, err, errlen) < 0 ||
+    if (tree_copy_fd(sfd, tfd, tmp_path, NULL, &skills_owner, &st, err) < 0 ||
         fchmod(tfd, (s.st_mode & 07777) | 0700) < 0) {
-        if (!err[0])
-            snprintf(err, errlen, "unable to chmod %s: %s", tmp_path, strerror(errno));
-        char e2[64];
-        tree_remove(dfd, SKILLS_TMP_FORK, e2, sizeof(e2));
+        if (err && !err->msg[0])
+            err_unable(err, errno, "chmod %s", tmp_path);
+        struct err e2;
+        tree_remove(dfd, SKILLS_TMP_FORK, &e2);
         goto fail;
     }
     /* Swap the copy and the link in one step where the filesystem can;
@@ -886,9 +879,9 @@ int skills_fork_at(const char *pub, const char *priv, const char *name, char *er
     if (tree_rename_exchange(dfd, SKILLS_TMP_FORK, name) == 0) {
         unlinkat(dfd, SKILLS_TMP_FORK, 0);
     } else if (unlinkat(dfd, name, 0) < 0 || renameat(dfd, SKILLS_TMP_FORK, dfd, name) < 0) {
-        snprintf(err, errlen, "unable to replace %s/%s: %s", priv, full, strerror(errno));
-        char e2[64];
-        tree_remove(dfd, SKILLS_TMP_FORK, e2, sizeof(e2));
+        err_unable(err, errno, "replace %s/%s", priv, full);
+        struct err e2;
+        tree_remove(dfd, SKILLS_TMP_FORK, &e2);
         goto fail;
     }
     close(tfd);

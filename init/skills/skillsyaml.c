@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "err.h"
 #include "safepath.h"
 #include "tree.h"
 
@@ -43,8 +44,7 @@ struct ed {
     struct line *v;
     size_t n;
     size_t *line;
-    char *err;
-    size_t errlen;
+    struct err *err;
 };
 
 __attribute__((format(printf, 3, 4))) static int fail(struct ed *e, size_t i, const char *fmt, ...)
@@ -52,7 +52,7 @@ __attribute__((format(printf, 3, 4))) static int fail(struct ed *e, size_t i, co
     va_list ap;
     *e->line = i + 1;
     va_start(ap, fmt);
-    vsnprintf(e->err, e->errlen, fmt, ap);
+    err_vset(e->err, fmt, ap);
     va_end(ap);
     return SKILLSYAML_ERROR;
 }
@@ -64,10 +64,8 @@ static int split_lines(struct ed *e)
     for (size_t i = 0; i < e->len; i++)
         n += e->in[i] == '\n';
     e->v = calloc(n + 1, sizeof(*e->v));
-    if (!e->v) {
-        snprintf(e->err, e->errlen, "out of memory");
-        return -1;
-    }
+    if (!e->v)
+        return err_set(e->err, "out of memory");
     for (size_t off = 0; off < e->len;) {
         const char *p = e->in + off;
         const char *nl = memchr(p, '\n', e->len - off);
@@ -315,7 +313,7 @@ static int splice_in(struct ed *e, size_t at, bool need_nl, const char *ins, cha
     size_t il = strlen(ins), n = e->len + il + (need_nl ? 1 : 0);
     char *b = malloc(n + 1);
     if (!b) {
-        snprintf(e->err, e->errlen, "out of memory");
+        err_set(e->err, "out of memory");
         *e->line = 0;
         return SKILLSYAML_ERROR;
     }
@@ -480,9 +478,9 @@ static int edit_list(struct ed *e, size_t x, int n, size_t blk_end, const char *
 }
 
 int skillsyaml_edit(const char *in, size_t len, const char *dir, char **out, size_t *outlen,
-                    size_t *line, char *err, size_t errlen)
+                    size_t *line, struct err *err)
 {
-    struct ed e = {.in = in, .len = len, .line = line, .err = err, .errlen = errlen};
+    struct ed e = {.in = in, .len = len, .line = line, .err = err};
     char key[256], text[4200], ins[4400];
     size_t val, a, b;
     int rc;
@@ -490,7 +488,8 @@ int skillsyaml_edit(const char *in, size_t len, const char *dir, char **out, siz
     *out = NULL;
     *outlen = 0;
     *line = 0;
-    err[0] = '\0';
+    if (err)
+        err->msg[0] = '\0';
     if (split_lines(&e) < 0)
         return SKILLSYAML_ERROR;
     if ((rc = check_whole(&e)) < 0)
@@ -615,18 +614,14 @@ done:
 /* Writes buf to dfd/tmp (made anew, mode and owner set on the fd) and
  * syncs it; -1 with why. */
 static int write_tmp(int dfd, const char *tmp, const char *buf, size_t len, uid_t uid, gid_t gid,
-                     mode_t mode, char *why, size_t whylen)
+                     mode_t mode, struct err *err)
 {
-    if (unlinkat(dfd, tmp, 0) < 0 && errno != ENOENT) {
-        snprintf(why, whylen, "unable to clear %s: %s", tmp, strerror(errno));
-        return -1;
-    }
+    if (unlinkat(dfd, tmp, 0) < 0 && errno != ENOENT)
+        return err_unable(err, errno, "clear %s", tmp);
     int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
                     0600);
-    if (fd < 0) {
-        snprintf(why, whylen, "unable to create %s: %s", tmp, strerror(errno));
-        return -1;
-    }
+    if (fd < 0)
+        return err_unable(err, errno, "create %s", tmp);
     const char *what = NULL;
     for (size_t off = 0; off < len && !what;) {
         ssize_t w = write(fd, buf + off, len - off);
@@ -649,37 +644,38 @@ static int write_tmp(int dfd, const char *tmp, const char *buf, size_t len, uid_
     close(fd);
     if (what) {
         unlinkat(dfd, tmp, 0);
-        snprintf(why, whylen, "unable to %s %s: %s", what, tmp, strerror(e));
-        return -1;
+        return err_unable(err, e, "%s %s", what, tmp);
     }
     return 0;
 }
 
 int skillsyaml_ensure(const char *path, const char *dir, uid_t uid, gid_t gid, bool dry,
-                      char *err, size_t errlen)
+                      struct err *err)
 {
-    char parent[4096], leaf[256], tmp[300], why[256];
+    char parent[4096], leaf[256], tmp[300];
+    struct err why;
     const char *slash = strrchr(path, '/');
     struct stat st, now;
     char *buf = NULL, *out = NULL;
     size_t outlen = 0, line = 0;
     int rc = SKILLSYAML_ERROR, dfd = -1, fd = -1;
 
-    err[0] = '\0';
+    if (err)
+        err->msg[0] = '\0';
     if (path[0] != '/' || !slash || !slash[1] || strlen(slash + 1) >= sizeof(leaf) - 20 ||
         (size_t)(slash - path) >= sizeof(parent)) {
-        snprintf(err, errlen, "%s: not an absolute path to a file", path);
+        err_set(err, "%s: not an absolute path to a file", path);
         return SKILLSYAML_ERROR;
     }
     snprintf(parent, sizeof(parent), "%.*s", slash == path ? 1 : (int)(slash - path), path);
     snprintf(leaf, sizeof(leaf), "%s", slash + 1);
     snprintf(tmp, sizeof(tmp), ".%s%s", leaf, SKILLSYAML_TMP_SUFFIX);
-    dfd = safepath_open_abs(parent, O_DIRECTORY, 0, why, sizeof(why));
+    dfd = safepath_open_abs(parent, O_DIRECTORY, 0, &why);
     if (dfd < 0) {
-        snprintf(err, errlen, "%s: unable to open its directory: %s", path, why);
+        err_set(err, "%s: unable to open its directory: %s", path, why.msg);
         return SKILLSYAML_ERROR;
     }
-    fd = safepath_open(dfd, leaf, O_RDONLY, 0, why, sizeof(why));
+    fd = safepath_open(dfd, leaf, O_RDONLY, 0, &why);
     if (fd < 0 && errno == ENOENT) {
         /* No config yet: one holding the entry alone, the agent's; made
          * whole under the temporary name and renamed in only if no file
@@ -690,12 +686,11 @@ int skillsyaml_ensure(const char *path, const char *dir, uid_t uid, gid_t gid, b
         char text[4200], body[4400];
         scalar_text(dir, text, sizeof(text));
         snprintf(body, sizeof(body), "skills:\n  external_dirs:\n    - %s\n", text);
-        if (write_tmp(dfd, tmp, body, strlen(body), uid, gid, 0600, why, sizeof(why)) < 0 ||
+        if (write_tmp(dfd, tmp, body, strlen(body), uid, gid, 0600, &why) < 0 ||
             (tree_rename_noreplace(dfd, tmp, leaf) < 0 &&
-             (snprintf(why, sizeof(why), "unable to rename %s into place: %s", tmp,
-                       strerror(errno)),
+             (err_unable(&why, errno, "rename %s into place", tmp),
               unlinkat(dfd, tmp, 0), 1))) {
-            snprintf(err, errlen, "%s: %s", path, why);
+            err_set(err, "%s: %s", path, why.msg);
             rc = SKILLSYAML_ERROR;
         } else {
             fsync(dfd);
@@ -703,26 +698,26 @@ int skillsyaml_ensure(const char *path, const char *dir, uid_t uid, gid_t gid, b
         goto out;
     }
     if (fd < 0) {
-        snprintf(err, errlen, "%s: unable to open: %s", path, why);
+        err_set(err, "%s: unable to open: %s", path, why.msg);
         goto out;
     }
     if (fstat(fd, &st) < 0) {
-        snprintf(err, errlen, "%s: unable to stat: %s", path, strerror(errno));
+        err_set(err, "%s: unable to stat: %s", path, strerror(errno));
         goto out;
     }
     if (st.st_nlink != 1) {
-        snprintf(err, errlen, "%s: has %lu hard links; left unchanged", path,
-                 (unsigned long)st.st_nlink);
+        err_set(err, "%s: has %lu hard links; left unchanged", path,
+                (unsigned long)st.st_nlink);
         goto out;
     }
     if (st.st_size > SKILLSYAML_MAX_BYTES) {
-        snprintf(err, errlen, "%s: larger than %d bytes; left unchanged", path,
-                 SKILLSYAML_MAX_BYTES);
+        err_set(err, "%s: larger than %d bytes; left unchanged", path,
+                SKILLSYAML_MAX_BYTES);
         goto out;
     }
     buf = malloc(SKILLSYAML_MAX_BYTES + 1);
     if (!buf) {
-        snprintf(err, errlen, "%s: out of memory", path);
+        err_set(err, "%s: out of memory", path);
         goto out;
     }
     size_t len = 0;
@@ -731,31 +726,30 @@ int skillsyaml_ensure(const char *path, const char *dir, uid_t uid, gid_t gid, b
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
-            snprintf(err, errlen, "%s: unable to read: %s", path, strerror(errno));
+            err_set(err, "%s: unable to read: %s", path, strerror(errno));
             goto out;
         }
         if (r == 0)
             break;
         len += (size_t)r;
         if (len > SKILLSYAML_MAX_BYTES) {
-            snprintf(err, errlen, "%s: larger than %d bytes; left unchanged", path,
-                     SKILLSYAML_MAX_BYTES);
+            err_set(err, "%s: larger than %d bytes; left unchanged", path,
+                    SKILLSYAML_MAX_BYTES);
             goto out;
         }
     }
-    rc = skillsyaml_edit(buf, len, dir, &out, &outlen, &line, why, sizeof(why));
+    rc = skillsyaml_edit(buf, len, dir, &out, &outlen, &line, &why);
     if (rc == SKILLSYAML_ERROR) {
         if (line)
-            snprintf(err, errlen, "%s:%zu: %s; left unchanged", path, line, why);
+            err_set(err, "%s:%zu: %s; left unchanged", path, line, why.msg);
         else
-            snprintf(err, errlen, "%s: %s; left unchanged", path, why);
+            err_set(err, "%s: %s; left unchanged", path, why.msg);
         goto out;
     }
     if (rc == SKILLSYAML_PRESENT || dry)
         goto out;
-    if (write_tmp(dfd, tmp, out, outlen, st.st_uid, st.st_gid, st.st_mode & 07777, why,
-                  sizeof(why)) < 0) {
-        snprintf(err, errlen, "%s: %s", path, why);
+    if (write_tmp(dfd, tmp, out, outlen, st.st_uid, st.st_gid, st.st_mode & 07777, &why) < 0) {
+        err_set(err, "%s: %s", path, why.msg);
         rc = SKILLSYAML_ERROR;
         goto out;
     }
@@ -765,13 +759,13 @@ int skillsyaml_ensure(const char *path, const char *dir, uid_t uid, gid_t gid, b
         now.st_dev != st.st_dev || fstat(fd, &now) < 0 || now.st_size != st.st_size ||
         now.st_mtim.tv_sec != st.st_mtim.tv_sec || now.st_mtim.tv_nsec != st.st_mtim.tv_nsec) {
         unlinkat(dfd, tmp, 0);
-        snprintf(err, errlen, "%s: changed while being edited; left for the next run", path);
+        err_set(err, "%s: changed while being edited; left for the next run", path);
         rc = SKILLSYAML_ERROR;
         goto out;
     }
     if (renameat(dfd, tmp, dfd, leaf) < 0) {
-        snprintf(err, errlen, "%s: unable to rename %s into place: %s", path, tmp,
-                 strerror(errno));
+        err_set(err, "%s: unable to rename %s into place: %s", path, tmp,
+                strerror(errno));
         unlinkat(dfd, tmp, 0);
         rc = SKILLSYAML_ERROR;
         goto out;

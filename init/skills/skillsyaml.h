@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "err.h"
+
 #define SKILLSYAML_MAX_BYTES (1024 * 1024)
 /* The temporary name beside the file (the file's name + this). */
 #define SKILLSYAML_TMP_SUFFIX ".hearth-tmp"
@@ -44,7 +46,7 @@ const char *skillsyaml_state_name(int state);
  * added; SKILLSYAML_ERROR: *line is the 1-based line at fault (0: the
  * file as a whole) and err says why. */
 int skillsyaml_edit(const char *in, size_t len, const char *dir, char **out, size_t *outlen,
-                    size_t *line, char *err, size_t errlen);
+                    size_t *line, struct err *err);
 
 /* Makes sure the file at the absolute path lists dir: reads it, edits
  * it, replaces it when the entry was missing. A missing file (its
@@ -53,6 +55,6 @@ int skillsyaml_edit(const char *in, size_t len, const char *dir, char **out, siz
  * Returns a state; on SKILLSYAML_ERROR, err is "PATH:LINE: why" (or
  * "PATH: why") and the file is untouched. */
 int skillsyaml_ensure(const char *path, const char *dir, uid_t uid, gid_t gid, bool dry,
-                      char *err, size_t errlen);
+                      struct err *err);
 
 #endif

@@ -13,6 +13,7 @@
 
 #include "cgroup.h"
 #include "config.h"
+#include "err.h"
 #include "kfile.h"
 #include "log.h"
 #include "service.h"
@@ -110,16 +111,14 @@ static int pidfd_alive(int pidfd)
     return syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) == 0;
 }
 
-int peer_classify(pid_t pid, int pidfd, char *why, size_t wlen)
+int peer_classify(pid_t pid, int pidfd, struct err *err)
 {
     int in = cgroup_pid_service(pid);
-    if (in < 0) {
-        snprintf(why, wlen, "unable to identify pid %d: its cgroup is unreadable (gone?)",
-                 (int)pid);
-        return -1;
-    }
+    if (in < 0)
+        return err_set(err, "unable to identify pid %d: its cgroup is unreadable (gone?)",
+                       (int)pid);
     if (in > 0) {
-        snprintf(why, wlen, "pid %d runs inside a service cgroup", (int)pid);
+        err_set(err, "pid %d runs inside a service cgroup", (int)pid);
         return 1;
     }
     struct nsid ns;
@@ -129,22 +128,19 @@ int peer_classify(pid_t pid, int pidfd, char *why, size_t wlen)
          * process is none of them. */
         if (errno == EACCES && geteuid() != 0)
             goto alive;
-        snprintf(why, wlen, "unable to identify pid %d: its namespaces are unreadable: %s",
-                 (int)pid, strerror(errno));
-        return -1;
+        return err_unable(err, errno, "identify pid %d: its namespaces are unreadable",
+                 (int)pid);
     }
     const char *which = NULL, *svc = service_sharing_ns(&ns, &which);
     if (svc) {
-        snprintf(why, wlen, "pid %d is in the %s namespace of service %s", (int)pid, which, svc);
+        err_set(err, "pid %d is in the %s namespace of service %s", (int)pid, which, svc);
         return 1;
     }
 alive:
     /* What was read belongs to the pinned process only if it still runs:
      * otherwise the pid may name another process by now. */
-    if (pidfd >= 0 && !pidfd_alive(pidfd)) {
-        snprintf(why, wlen, "pid %d exited while it was being identified", (int)pid);
-        return -1;
-    }
+    if (pidfd >= 0 && !pidfd_alive(pidfd))
+        return err_set(err, "pid %d exited while it was being identified", (int)pid);
     return 0;
 }
 
@@ -181,22 +177,19 @@ void peer_listeners_started(const struct config *cfg)
             warn_uid_only();
 }
 
-int peer_check_unix(int fd, char *peer, size_t plen, char *why, size_t wlen)
+int peer_check_unix(int fd, char *peer, size_t plen, struct err *err)
 {
     struct ucred cr;
     socklen_t sl = sizeof(cr);
 
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &sl) < 0) {
         snprintf(peer, plen, "unix ?");
-        snprintf(why, wlen, "unable to read the peer's credentials: %s", strerror(errno));
-        return -1;
+        return err_unable(err, errno, "read the peer's credentials");
     }
     snprintf(peer, plen, "unix uid=%u pid=%d", (unsigned)cr.uid, (int)cr.pid);
     /* Root, or our own user when hearth runs unprivileged (development). */
-    if (cr.uid != 0 && cr.uid != geteuid()) {
-        snprintf(why, wlen, "uid %u is not root", (unsigned)cr.uid);
-        return -1;
-    }
+    if (cr.uid != 0 && cr.uid != geteuid())
+        return err_set(err, "uid %u is not root", (unsigned)cr.uid);
     /* Pid 0: the peer is outside hearth's pid namespace (the host of a
      * container, or a test), where no service can be. A peer that has
      * exited keeps its old number, so it is never 0. */
@@ -214,46 +207,40 @@ int peer_check_unix(int fd, char *peer, size_t plen, char *why, size_t wlen)
          * that has exited; falling back to pidfd_open on its pid then
          * could pin another process that reused it. Only a kernel without
          * the option (ENOPROTOOPT) falls back. */
-        if (errno == ESRCH || errno == EINVAL) {
-            snprintf(why, wlen, "unable to identify pid %d: it has exited", (int)cr.pid);
-            return -1;
-        }
-        if (errno != ENOPROTOOPT && errno != EOPNOTSUPP) {
-            snprintf(why, wlen, "unable to pin pid %d: %s", (int)cr.pid, strerror(errno));
-            return -1;
-        }
+        if (errno == ESRCH || errno == EINVAL)
+            return err_set(err, "unable to identify pid %d: it has exited", (int)cr.pid);
+        if (errno != ENOPROTOOPT && errno != EOPNOTSUPP)
+            return err_unable(err, errno, "pin pid %d", (int)cr.pid);
         pidfd = (int)syscall(SYS_pidfd_open, cr.pid, 0);
-        if (pidfd < 0) {
-            snprintf(why, wlen, "unable to identify pid %d: %s", (int)cr.pid,
-                     errno == ESRCH ? "it has exited" : strerror(errno));
-            return -1;
-        }
+        if (pidfd < 0)
+            return err_set(err, "unable to identify pid %d: %s", (int)cr.pid,
+                           errno == ESRCH ? "it has exited" : strerror(errno));
     }
     if (from_socket) {
         pid_t now = -1;
         if (pidfd_pid(pidfd, &now) < 0 || now != cr.pid) {
-            snprintf(why, wlen, "unable to identify pid %d: %s", (int)cr.pid,
-                     now == -1 ? "it has exited" : "its pid changed");
+            err_set(err, "unable to identify pid %d: %s", (int)cr.pid,
+                    now == -1 ? "it has exited" : "its pid changed");
             close(pidfd);
             return -1;
         }
     }
-    int rc = peer_classify(cr.pid, pidfd, why, wlen);
+    int rc = peer_classify(cr.pid, pidfd, err);
     close(pidfd);
     return rc == 0 ? 0 : -1;
 }
 
-int peer_signal_allowed(pid_t sender, char *why, size_t wlen)
+int peer_signal_allowed(pid_t sender, struct err *err)
 {
     if (sender <= 0)
         return 1;
     int pidfd = (int)syscall(SYS_pidfd_open, sender, 0);
     if (pidfd < 0) {
-        snprintf(why, wlen, "unable to identify sender pid %d: %s", (int)sender,
-                 errno == ESRCH ? "it has exited" : strerror(errno));
+        err_set(err, "unable to identify sender pid %d: %s", (int)sender,
+                errno == ESRCH ? "it has exited" : strerror(errno));
         return 0;
     }
-    int rc = peer_classify(sender, pidfd, why, wlen);
+    int rc = peer_classify(sender, pidfd, err);
     close(pidfd);
     return rc == 0;
 }

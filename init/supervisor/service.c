@@ -12,6 +12,7 @@
 #include <ev.h>
 
 #include "contain.h"
+#include "err.h"
 #include "events.h"
 #include "gates.h"
 #include "hearth.h"
@@ -20,18 +21,14 @@
 
 static const char *const event_names[] = {"start", "stop", "exec", "exit", "timer", "deps", "ready", "unhealthy"};
 
-struct service svcs[CONFIG_MAX_SERVICES];
-size_t nsvcs;
 static int main_index;
 static void (*main_done_fn)(int);
 static void (*stop_all_done)(void);
 static int stop_all_next = -1; /* position in order[] being stopped during stop_all */
 static int order[CONFIG_MAX_SERVICES]; /* dependency order: each after what it needs */
 
-/* While the sandbox is frozen, no clock-driven judgement about a service
- * (health, readiness, backoff) may count the frozen time against it. */
-static bool suspended;
-static int64_t suspended_at; /* mono_ms when it began */
+/* When the suspension (svc_suspended, svc_base.c) began, in mono_ms. */
+static int64_t suspended_at;
 
 static const char *const state_names[SVC_NSTATES] = {
     "stopped", "waiting", "starting", "running", "stopping", "backoff", "failed", "exited",
@@ -63,7 +60,7 @@ static cJSON *exit_json(const struct service *s)
     if (WIFEXITED(s->wstatus)) {
         cJSON_AddNumberToObject(o, "code", WEXITSTATUS(s->wstatus));
     } else if (WIFSIGNALED(s->wstatus)) {
-        const char *n = config_signal_name(WTERMSIG(s->wstatus));
+        const char *n = names_signal_name(WTERMSIG(s->wstatus));
         if (n)
             cJSON_AddStringToObject(o, "signal", n);
         else
@@ -108,29 +105,11 @@ static void set_state(struct service *s, enum svc_state to)
     events_emit("service.state", p);
 }
 
-void svc_timer_start(struct service *s, int64_t ms)
-{
-    /* From now, not from the start of this turn of the loop (libev's
-     * cached time), which may be a few ms earlier after a busy turn: a
-     * short backoff must not end before it began. */
-    ev_now_update(H.loop);
-    ev_timer_stop(H.loop, &s->timer);
-    ev_timer_set(&s->timer, (double)ms / 1000.0, 0.);
-    ev_timer_start(H.loop, &s->timer);
-}
+static void svc_dispatch(struct service *s, enum svc_event ev);
 
 static void timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     svc_dispatch(w->data, E_TIMER);
-}
-
-void svc_signal_group(struct service *s, int sig)
-{
-    if (s->pid > 0) {
-        /* The service leads its own process group (setsid). */
-        if (kill(-s->pid, sig) < 0 && errno == ESRCH)
-            kill(s->pid, sig);
-    }
 }
 
 /* ---- actions: each returns the next state ---- */
@@ -170,7 +149,7 @@ static enum svc_state a_running(struct service *s)
         s->ready.deadline = mono_ms() + s->ready.timeout_ms;
         s->ready.extended = false;
         s->ready.why[0] = 0;
-        if (!suspended)
+        if (!svc_suspended)
             svc_ready_attempt(s);
         return SVC_STARTING;
     }
@@ -240,8 +219,6 @@ static int64_t backoff_delay(struct service *s)
     return d < 0 ? 0 : d;
 }
 
-static enum svc_state a_spawn(struct service *s);
-
 /* "exited with code N", "killed by SIGSEGV": the end of the last run. */
 static void exit_text(const struct service *s, char *buf, size_t n)
 {
@@ -249,7 +226,7 @@ static void exit_text(const struct service *s, char *buf, size_t n)
     if (WIFEXITED(s->wstatus))
         snprintf(buf, n, "exited with code %d", WEXITSTATUS(s->wstatus));
     else if (WIFSIGNALED(s->wstatus))
-        snprintf(buf, n, "killed by %s%s", config_signal_name(WTERMSIG(s->wstatus)) ?: "signal",
+        snprintf(buf, n, "killed by %s%s", names_signal_name(WTERMSIG(s->wstatus)) ?: "signal",
                  s->exit_oom ? " (out of memory)" : "");
 }
 
@@ -316,7 +293,7 @@ static enum svc_state exit_policy(struct service *s, bool ok, int code, bool unr
         snprintf(s->error, sizeof(s->error),
                  "exited with code %d, listed in restart_force_exit_codes: restarting", code);
         s->restarts++;
-        if (suspended)
+        if (svc_suspended)
             s->suspend_left_ms = s->cfg->backoff_initial_ms;
         else
             svc_timer_start(s, s->cfg->backoff_initial_ms);
@@ -325,7 +302,7 @@ static enum svc_state exit_policy(struct service *s, bool ok, int code, bool unr
     if (s->cfg->restart == RESTART_ALWAYS || (s->cfg->restart == RESTART_ON_FAILURE && !ok)) {
         s->restarts++;
         int64_t d = backoff_delay(s);
-        if (suspended)
+        if (svc_suspended)
             s->suspend_left_ms = d; /* the resume starts the timer */
         else
             svc_timer_start(s, d);
@@ -418,7 +395,7 @@ static const action_fn table[SVC_NSTATES][E_NEVENTS] = {
 static void after_transition(struct service *s);
 static void release_waiting(void);
 
-void svc_dispatch(struct service *s, enum svc_event ev)
+static void svc_dispatch(struct service *s, enum svc_event ev)
 {
     action_fn fn = table[s->state][ev];
     if (!fn) {
@@ -445,7 +422,7 @@ static void after_transition(struct service *s)
     /* A main service that will not run again ends a container. */
     if (idx == main_index && (s->state == SVC_FAILED || s->state == SVC_EXITED) &&
         main_done_fn && stop_all_next < 0)
-        main_done_fn(services_main_status());
+        main_done_fn(service_main_status());
     if (stop_all_next >= 0 && idx == order[stop_all_next] && is_down(s))
         stop_next();
     /* Something came up: release those that were waiting for it. */
@@ -480,8 +457,11 @@ static bool runs_on(const struct service *s, const char *gate, const bool *held)
  * service after it, directly or through another such service, that runs
  * or would run is stopped and waits for the gate again, so nothing keeps
  * writing into what the mount had hidden. Not a failure: no restart is
- * counted and the backoff does not grow. Those already stopped, failed or
- * exited are left as they are. */
+ * counted and the backoff does not grow. One that had failed waits for
+ * the gate too and gets a fresh start once it is back: what it failed on
+ * may well have been the files going from under it before hearth saw the
+ * mount go. Those stopped on purpose or exited (a one-shot job done) are
+ * left as they are. */
 static void hold_dependents(const char *gate, const char *why)
 {
     bool held[CONFIG_MAX_SERVICES] = {0};
@@ -491,8 +471,15 @@ static void hold_dependents(const char *gate, const char *why)
         if (!runs_on(s, gate, held))
             continue;
         held[order[i]] = true;
-        if (s->state == SVC_STOPPED || s->state == SVC_FAILED || s->state == SVC_EXITED ||
-            s->state == SVC_WAITING)
+        if (s->state == SVC_FAILED) {
+            log_warn("service %s: failed; started again once %s is reached again: %s",
+                     s->cfg->name, gate, why);
+            s->fails = 0;
+            s->cause = "revoked";
+            svc_dispatch(s, E_START); /* the gate is down: waiting */
+            continue;
+        }
+        if (s->state == SVC_STOPPED || s->state == SVC_EXITED || s->state == SVC_WAITING)
             continue;
         s->held = true;
         s->restart_pending = false;
@@ -551,9 +538,11 @@ static void compute_order(void)
     }
 }
 
-int services_init(const struct config *cfg)
+int service_init(const struct config *cfg)
 {
     gates_on_change(gate_changed);
+    /* The parts post their events (exec, exit, ready, unhealthy) here. */
+    svc_set_dispatch(svc_dispatch);
     nsvcs = cfg->n_services;
     main_index = nsvcs ? 0 : -1;
     for (size_t i = 0; i < nsvcs; i++) {
@@ -583,16 +572,16 @@ int services_init(const struct config *cfg)
         /* Bound now, before any service runs (see notify.c); a failure is
          * tried again, and reported, at each start. */
         if (svc_wants_nsock(s)) {
-            char err[160];
-            if (svc_nsock_open(s, err, sizeof(err)) < 0)
-                log_warn("service %s: NOTIFY_SOCKET: %s", s->cfg->name, err);
+            struct err err;
+            if (svc_nsock_open(s, &err) < 0)
+                log_warn("service %s: NOTIFY_SOCKET: %s", s->cfg->name, err.msg);
         }
     }
     compute_order();
     return 0;
 }
 
-void services_free(void)
+void service_free(void)
 {
     for (size_t i = 0; i < nsvcs; i++) {
         struct service *s = &svcs[i];
@@ -609,7 +598,7 @@ void services_free(void)
     svc_cgroup_free();
 }
 
-void services_start_all(void)
+void service_start_all(void)
 {
     for (size_t i = 0; i < nsvcs; i++)
         svc_dispatch(&svcs[order[i]], E_START);
@@ -642,7 +631,7 @@ static void stop_next(void)
         done();
 }
 
-void services_stop_all(void (*done)(void))
+void service_stop_all(void (*done)(void))
 {
     stop_all_done = done;
     stop_all_next = (int)nsvcs - 1;
@@ -658,12 +647,11 @@ void services_stop_all(void (*done)(void))
     stop_next();
 }
 
-void services_on_main_done(void (*fn)(int)) { main_done_fn = fn; }
+void service_on_main_done(void (*fn)(int)) { main_done_fn = fn; }
 
-struct svc_activity_hooks svc_activity;
-void services_set_activity_hooks(const struct svc_activity_hooks *h) { svc_activity = *h; }
+void service_set_activity_hooks(const struct svc_activity_hooks *h) { svc_activity = *h; }
 
-int services_main_status(void)
+int service_main_status(void)
 {
     if (main_index < 0)
         return 0;
@@ -677,7 +665,7 @@ int services_main_status(void)
     return 1;
 }
 
-cJSON *services_to_json(void)
+cJSON *service_list_json(void)
 {
     cJSON *arr = cJSON_CreateArray();
     int64_t now = mono_ms();
@@ -710,11 +698,11 @@ cJSON *services_to_json(void)
         {
             /* How it is contained here, and why not fully (security.md). */
             struct contain_policy pol;
-            char why[512];
+            struct err why;
             contain_policy_of(s->cfg, &pol);
-            cJSON_AddStringToObject(o, "containment", contain_describe(&pol, why, sizeof(why)));
-            if (why[0])
-                cJSON_AddStringToObject(o, "containment_reason", why);
+            cJSON_AddStringToObject(o, "containment", contain_describe(&pol, &why));
+            if (why.msg[0])
+                cJSON_AddStringToObject(o, "containment_reason", why.msg);
         }
         cJSON_AddNumberToObject(o, "since_ms", (double)(now - s->since_ms));
         cJSON_AddItemToObject(o, "last_exit", exit_json(s));
@@ -739,8 +727,8 @@ cJSON *services_to_json(void)
         if (s->state == SVC_WAITING && unmet_dep(s))
             cJSON_AddStringToObject(o, "waiting_for", unmet_dep(s));
         if (s->state == SVC_BACKOFF) {
-            double left = suspended ? (double)s->suspend_left_ms / 1000.0
-                                    : ev_timer_remaining(H.loop, (ev_timer *)&s->timer);
+            double left = svc_suspended ? (double)s->suspend_left_ms / 1000.0
+                                        : ev_timer_remaining(H.loop, (ev_timer *)&s->timer);
             cJSON_AddNumberToObject(o, "next_start_ms", (double)(int64_t)(left * 1000.0));
         }
         if (s->leaf.path[0])
@@ -815,7 +803,7 @@ const char *service_cgroup_at(size_t idx, const char **name, uint64_t *cpu_usec_
     return svcs[idx].leaf.path;
 }
 
-int service_start(int idx, char *err, size_t errlen)
+int service_start(int idx, struct err *err)
 {
     struct service *s = &svcs[idx];
     /* Asked for by the host: ready.attempts counts from here. */
@@ -834,14 +822,12 @@ int service_start(int idx, char *err, size_t errlen)
         return 0;
     s->fails = 0;
     svc_dispatch(s, E_START);
-    if (s->state == SVC_FAILED && s->error[0]) {
-        snprintf(err, errlen, "%s", s->error);
-        return -1;
-    }
+    if (s->state == SVC_FAILED && s->error[0])
+        return err_set(err, "%s", s->error);
     return 0;
 }
 
-int service_stop(int idx, char *err, size_t errlen)
+int service_stop(int idx, struct err *err)
 {
     struct service *s = &svcs[idx];
     s->restart_pending = false;
@@ -853,12 +839,12 @@ int service_stop(int idx, char *err, size_t errlen)
     return 0;
 }
 
-int service_restart(int idx, char *err, size_t errlen)
+int service_restart(int idx, struct err *err)
 {
-    return service_restart_signal(idx, 0, err, errlen);
+    return service_restart_signal(idx, 0, err);
 }
 
-int service_restart_signal(int idx, int sig, char *err, size_t errlen)
+int service_restart_signal(int idx, int sig, struct err *err)
 {
     struct service *s = &svcs[idx];
     s->ready.failed_starts = 0;
@@ -867,7 +853,7 @@ int service_restart_signal(int idx, int sig, char *err, size_t errlen)
         s->restart_signal = sig;
         if (sig)
             log_info("service %s: graceful restart: %s, then start again", s->cfg->name,
-                     config_signal_name(sig) ?: "signal");
+                     names_signal_name(sig) ?: "signal");
         svc_dispatch(s, E_STOP);
         return 0;
     }
@@ -875,16 +861,14 @@ int service_restart_signal(int idx, int sig, char *err, size_t errlen)
         s->restart_pending = true;
         return 0;
     }
-    return service_start(idx, err, errlen);
+    return service_start(idx, err);
 }
 
-int service_signal(int idx, int sig, char *err, size_t errlen)
+int service_signal(int idx, int sig, struct err *err)
 {
     struct service *s = &svcs[idx];
-    if (s->pid <= 0) {
-        snprintf(err, errlen, "service %s is not running (%s)", s->cfg->name, state_names[s->state]);
-        return -1;
-    }
+    if (s->pid <= 0)
+        return err_set(err, "service %s is not running (%s)", s->cfg->name, state_names[s->state]);
     svc_signal_group(s, sig);
     return 0;
 }
@@ -898,11 +882,11 @@ cJSON *service_logs_json(int idx, size_t n) { return logring_tail_json(&svcs[idx
  * deadline, backoff delays. Resuming re-arms them: the readiness deadline
  * moves by the frozen time, a backoff gets what it had left, and health is
  * probed at once. */
-void services_suspend(bool on)
+void service_suspend(bool on)
 {
-    if (suspended == on)
+    if (svc_suspended == on)
         return;
-    suspended = on;
+    svc_suspended = on;
     int64_t now = mono_ms();
     if (on)
         suspended_at = now;
@@ -931,9 +915,9 @@ void services_suspend(bool on)
     log_debug("services %s", on ? "suspended" : "no longer suspended");
 }
 
-bool services_suspended(void) { return suspended; }
+bool service_suspended(void) { return svc_suspended; }
 
-int services_health_now(void)
+int service_health_now(void)
 {
     int n = 0;
     for (size_t i = 0; i < nsvcs; i++) {
@@ -948,7 +932,7 @@ int services_health_now(void)
     return n;
 }
 
-int services_resumed(cJSON *report)
+int service_resumed(cJSON *report)
 {
     int acted = 0;
     for (size_t i = 0; i < nsvcs; i++) {
@@ -961,17 +945,17 @@ int services_resumed(cJSON *report)
         const char *did;
         if (strcmp(how, "restart") == 0 || strncmp(how, "restart:", 8) == 0) {
             /* config.c accepted "restart:NAME" with a known signal. */
-            int sig = how[7] == ':' ? config_signal_number(how + 8) : 0;
-            char err[128];
-            if (sig < 0 || service_restart_signal((int)(s - svcs), sig, err, sizeof(err)) < 0) {
+            int sig = how[7] == ':' ? names_signal_number(how + 8) : 0;
+            struct err err;
+            if (sig < 0 || service_restart_signal((int)(s - svcs), sig, &err) < 0) {
                 log_warn("service %s: restart on resume: %s", s->cfg->name,
-                         sig < 0 ? "unknown signal" : err);
+                         sig < 0 ? "unknown signal" : err.msg);
                 continue;
             }
             did = how;
         } else {
             /* config.c accepted "signal:NAME" with a known signal. */
-            int sig = config_signal_number(how + strlen("signal:"));
+            int sig = names_signal_number(how + strlen("signal:"));
             if (sig <= 0)
                 continue;
             svc_signal_group(s, sig);

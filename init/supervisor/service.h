@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "config.h"
+#include "err.h"
 
 struct cJSON;
 
@@ -27,21 +28,21 @@ enum svc_state {
 const char *service_state_name(enum svc_state s);
 
 /* Builds the runtime for every configured service (none started). */
-int services_init(const struct config *cfg);
-/* Frees what services_init allocated (rings, open output pipes) once
+int service_init(const struct config *cfg);
+/* Frees what service_init allocated (rings, open output pipes) once
  * every service is down: on exit, so leak checkers see a clean end. */
-void services_free(void);
+void service_free(void);
 /* Wants every service up and starts them in the listed order. */
-void services_start_all(void);
+void service_start_all(void);
 /* Stops every service in reverse order, one after the other, each with its
  * stop signal and timeout; calls done() once all are down. */
-void services_stop_all(void (*done)(void));
+void service_stop_all(void (*done)(void));
 
 /* Called once a service marked main (or the first) will not run again:
  * container mode shuts down with its status. */
-void services_on_main_done(void (*fn)(int exit_status));
+void service_on_main_done(void (*fn)(int exit_status));
 /* Exit status of the main service: its code, or 128+signal. */
-int services_main_status(void);
+int service_main_status(void);
 
 /* What the supervisor reports to whoever judges busy or idle (activity
  * registers these; each may be NULL): output bytes of service idx, a
@@ -54,10 +55,10 @@ struct svc_activity_hooks {
     void (*lease)(size_t idx, uint64_t seconds, const char *reason);
     void (*down)(size_t idx);
 };
-void services_set_activity_hooks(const struct svc_activity_hooks *h);
+void service_set_activity_hooks(const struct svc_activity_hooks *h);
 
 /* An array of service objects for status / services.list. */
-struct cJSON *services_to_json(void);
+struct cJSON *service_list_json(void);
 
 /* Control of one service by index (from service_index); -1 with err. */
 int service_index(const char *name);
@@ -69,37 +70,37 @@ pid_t service_pid_at(size_t idx, const char **name);
  * last service), its name, and the CPU time of the leaves it had before
  * the current one (a leaf is replaced after cgroup.kill). */
 const char *service_cgroup_at(size_t idx, const char **name, uint64_t *cpu_usec_before);
-int service_start(int idx, char *err, size_t errlen);
-int service_stop(int idx, char *err, size_t errlen);
-int service_restart(int idx, char *err, size_t errlen);
+int service_start(int idx, struct err *err);
+int service_stop(int idx, struct err *err);
+int service_restart(int idx, struct err *err);
 /* A restart whose stop sends sig instead of stop.signal (0: stop.signal),
  * with stop.timeout_ms and the kill after it as usual, then starts the
  * service again at once: a graceful restart, not counted as a failure. */
-int service_restart_signal(int idx, int sig, char *err, size_t errlen);
-int service_signal(int idx, int sig, char *err, size_t errlen);
+int service_restart_signal(int idx, int sig, struct err *err);
+int service_signal(int idx, int sig, struct err *err);
 /* The last n captured output lines, oldest first. */
 struct cJSON *service_logs_json(int idx, size_t n);
 struct logline;
 /* Called for every captured line (logs.read follow). */
-void services_set_log_sink(void (*fn)(const char *service, size_t index, const struct logline *l));
+void service_set_log_sink(void (*fn)(const char *service, size_t index, const struct logline *l));
 /* full(index) is asked after each read of a service's output: true means
  * every client following that service has a full queue, and the service's
- * pipes are left unread until services_output_resume finds room. */
-void services_set_log_gate(bool (*full)(size_t index));
+ * pipes are left unread until service_output_resume finds room. */
+void service_set_log_gate(bool (*full)(size_t index));
 /* Starts reading the paused output pipes whose followers have room again. */
-void services_output_resume(void);
+void service_output_resume(void);
 
 /* Pause/resume: while suspended (sandbox frozen), health, readiness and
  * backoff timers must not count the time against a service. */
-void services_suspend(bool on);
-bool services_suspended(void);
+void service_suspend(bool on);
+bool service_suspended(void);
 /* Probes the health of every running service with a health check at once
  * (after a resume). Returns how many there are; none while suspended. */
-int services_health_now(void);
+int service_health_now(void);
 /* After a resume: applies each running service's on_resume (restart,
  * restart:NAME or signal:NAME); adds {"name": "restart"|"restart:SIGUSR1"|
  * "SIGHUP"} to report when given.
  * Returns how many services were acted on. */
-int services_resumed(struct cJSON *report);
+int service_resumed(struct cJSON *report);
 
 #endif

@@ -1,8 +1,11 @@
 /* service_priv: what the files of the supervisor share (service.c, the
  * state table and public API; svc_spawn.c, svc_output.c, svc_cgroup.c,
- * svc_notify.c, svc_probe.c): a service's runtime record, grouped by the
- * file that owns each part, and the calls between those files. Nothing
- * outside them includes it. */
+ * svc_notify.c, svc_probe.c; svc_base.c below them all): a service's
+ * runtime record, grouped by the file that owns each part, and the calls
+ * between those files. Calls run one way: service.c -> svc_spawn.c ->
+ * svc_notify.c -> svc_probe.c -> svc_cgroup.c, svc_output.c -> svc_base.c;
+ * a part's events reach the table through svc_post. Nothing outside them
+ * includes it. */
 #ifndef HEARTH_SERVICE_PRIV_H
 #define HEARTH_SERVICE_PRIV_H
 
@@ -15,6 +18,7 @@
 #include "cgroup.h"
 #include "check.h"
 #include "config.h"
+#include "err.h"
 #include "logring.h"
 #include "notify.h"
 #include "service.h"
@@ -152,14 +156,18 @@ struct service {
     struct svc_health health;
 };
 
-/* The services, in config order (service.c). */
+/* svc_base.c: below every part. The services, in config order. */
 extern struct service svcs[CONFIG_MAX_SERVICES];
 extern size_t nsvcs;
 /* The activity tracker's hooks (service.h); members may be NULL. */
 extern struct svc_activity_hooks svc_activity;
-
-/* service.c: the table and what every part may ask of it. */
-void svc_dispatch(struct service *s, enum svc_event ev);
+/* The sandbox is frozen (service_suspend): no clock-driven judgement
+ * about a service (health, readiness, backoff) may count that time. */
+extern bool svc_suspended;
+/* An event for the state table: the parts' one way to it, through the
+ * dispatch service.c hands down (svc_set_dispatch, at service_init). */
+void svc_post(struct service *s, enum svc_event ev);
+void svc_set_dispatch(void (*fn)(struct service *s, enum svc_event ev));
 void svc_timer_start(struct service *s, int64_t ms);
 void svc_signal_group(struct service *s, int sig);
 
@@ -172,7 +180,6 @@ void svc_signal_group(struct service *s, int sig);
 #define SVC_SECRET_FAILED 'f'    /* the start failed on it (error says why) */
 const char *svc_secret_state_name(char state);
 int svc_spawn(struct service *s);
-void svc_exec_cb(struct ev_loop *loop, ev_io *w, int revents);
 void svc_close_exec_pipe(struct service *s);
 
 /* svc_output.c */
@@ -198,7 +205,7 @@ void svc_cgroup_free(void);
 
 /* svc_notify.c */
 bool svc_wants_nsock(const struct service *s);
-int svc_nsock_open(struct service *s, char *err, size_t errlen);
+int svc_nsock_open(struct service *s, struct err *err);
 void svc_nsock_close(struct service *s);
 int svc_notify_env(struct service *s, struct launch_plan *plan);
 void svc_notify_fd_attach(struct service *s, int fd);

@@ -13,6 +13,7 @@
 #include <ev.h>
 
 #include "cgroup.h"
+#include "err.h"
 #include "hearth.h"
 #include "launch.h"
 #include "log.h"
@@ -25,11 +26,11 @@ bool svc_wants_nsock(const struct service *s)
     return s->ready.notify || s->health.watchdog_ms || (s->cfg->settings && s->cfg->settings->activity_lease);
 }
 
-int svc_nsock_open(struct service *s, char *err, size_t errlen)
+int svc_nsock_open(struct service *s, struct err *err)
 {
     if (s->n.fd >= 0)
         return 0;
-    s->n.fd = notify_open(s->cfg->name, s->n.addr, sizeof(s->n.addr), err, errlen);
+    s->n.fd = notify_open(s->cfg->name, s->n.addr, sizeof(s->n.addr), err);
     if (s->n.fd < 0)
         return -1;
     ev_io_init(&s->n.io, nsock_cb, s->n.fd, EV_READ);
@@ -57,7 +58,7 @@ void svc_nsock_close(struct service *s)
 int svc_notify_env(struct service *s, struct launch_plan *plan)
 {
     static const char *const keys[] = {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"};
-    char err[160];
+    struct err err;
 
     s->n.stopping = s->n.reloading = false;
     s->n.status[0] = 0;
@@ -73,8 +74,8 @@ int svc_notify_env(struct service *s, struct launch_plan *plan)
         }
         return 0;
     }
-    if (svc_nsock_open(s, err, sizeof(err)) < 0) {
-        snprintf(s->error, sizeof(s->error), "NOTIFY_SOCKET: %s", err);
+    if (svc_nsock_open(s, &err) < 0) {
+        snprintf(s->error, sizeof(s->error), "NOTIFY_SOCKET: %s", err.msg);
         return -1;
     }
     /* What the previous run left queued is not this run's news (its
@@ -106,15 +107,14 @@ nomem:
  * a sender without credentials or from outside hearth's pid namespace
  * (pid 0) included, is refused. A helper that sent and exited at once may
  * be refused as gone: the check fails closed. */
-static bool nsender_ok(const struct service *s, const struct notify_sender *f, char *why,
-                       size_t wlen)
+static bool nsender_ok(const struct service *s, const struct notify_sender *f, struct err *err)
 {
     if (!f->creds || f->pid <= 0) {
-        snprintf(why, wlen, f->creds ? "sender outside hearth's pid namespace" : "no credentials");
+        err_set(err, f->creds ? "sender outside hearth's pid namespace" : "no credentials");
         return false;
     }
     if (s->pid <= 0) {
-        snprintf(why, wlen, "pid %d: the service is not running", (int)f->pid);
+        err_set(err, "pid %d: the service is not running", (int)f->pid);
         return false;
     }
     if (f->pid == s->pid)
@@ -123,13 +123,13 @@ static bool nsender_ok(const struct service *s, const struct notify_sender *f, c
         int in = cgroup_pid_in_leaf(f->pid, s->leaf.path);
         if (in == 1)
             return true;
-        snprintf(why, wlen, in == 0 ? "pid %d is not in the service's cgroup"
+        err_set(err, in == 0 ? "pid %d is not in the service's cgroup"
                                     : "unable to identify pid %d: gone?", (int)f->pid);
         return false;
     }
     if (notify_pid_session(f->pid) == s->pid)
         return true;
-    snprintf(why, wlen, "pid %d is not in the service's session", (int)f->pid);
+    err_set(err, "pid %d is not in the service's session", (int)f->pid);
     return false;
 }
 
@@ -148,7 +148,7 @@ static void notify_extend(struct service *s, uint64_t usec)
             return;
         s->ready.deadline = now + ms;
         s->ready.extended = true;
-        if (s->ready.notify && !services_suspended())
+        if (s->ready.notify && !svc_suspended)
             svc_ready_arm_deadline(s);
         log_debug("service %s: readiness deadline extended by %lld ms", s->cfg->name,
                   (long long)ms);
@@ -188,7 +188,7 @@ static void notify_apply(struct service *s, const struct notify_msg *m)
         if (s->state == SVC_STARTING && s->ready.notify) {
             log_debug("service %s: READY=1", s->cfg->name);
             s->cause = "notify";
-            svc_dispatch(s, E_READY);
+            svc_post(s, E_READY);
         }
     }
     if (m->has_busy && svc_activity.lease) /* a lease: activity judges it */
@@ -226,16 +226,18 @@ static void nsock_cb(struct ev_loop *loop, ev_io *w, int revents)
         }
         /* The exec pipe's EOF may be waiting in the same wake-up: a
          * service that says READY=1 has exec'd, and readiness starts from
-         * the exec (a_running), so that comes first. */
+         * the exec (a_running), so that comes first: the pipe's own
+         * callback, through its watcher (the start's, svc_spawn.c, above
+         * this file, which names nothing of it). */
         if (s->exec_fd >= 0)
-            svc_exec_cb(loop, &s->exec_io, 0);
-        char why[128];
-        if (!nsender_ok(s, &from, why, sizeof(why))) {
+            ev_invoke(loop, &s->exec_io, 0);
+        struct err why;
+        if (!nsender_ok(s, &from, &why)) {
             s->n.refused++;
             /* Logged at 1, 2, 4, 8...: a flood does not flood the log. */
             if ((s->n.refused & (s->n.refused - 1)) == 0)
                 log_warn("service %s: NOTIFY_SOCKET: refused a message (%lu so far): %s",
-                         s->cfg->name, s->n.refused, why);
+                         s->cfg->name, s->n.refused, why.msg);
             continue;
         }
         struct notify_msg m;
@@ -307,7 +309,7 @@ static void notify_cb(struct ev_loop *loop, ev_io *w, int revents)
     }
     if (s->state == SVC_STARTING && memchr(buf, '\n', (size_t)n)) {
         log_debug("service %s: ready line on fd %d", s->cfg->name, s->ready.notify_fd);
-        svc_dispatch(s, E_READY);
+        svc_post(s, E_READY);
     }
 }
 

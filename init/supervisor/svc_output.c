@@ -24,8 +24,8 @@ static void (*log_sink)(const char *service, size_t index, const struct logline 
 static bool (*log_full)(size_t index);
 static unsigned paused_pipes; /* output pipes not being read, over all services */
 
-void services_set_log_sink(void (*fn)(const char *, size_t, const struct logline *)) { log_sink = fn; }
-void services_set_log_gate(bool (*full)(size_t index)) { log_full = full; }
+void service_set_log_sink(void (*fn)(const char *, size_t, const struct logline *)) { log_sink = fn; }
+void service_set_log_gate(bool (*full)(size_t index)) { log_full = full; }
 
 static void emit_line(struct service *s, enum log_stream st, const char *text, size_t len)
 {
@@ -127,7 +127,7 @@ void svc_outpipe_close(struct outpipe *o)
     o->fd = -1;
 }
 
-void services_output_resume(void)
+void service_output_resume(void)
 {
     if (!paused_pipes)
         return;
@@ -165,7 +165,7 @@ static void outpipe_cb(struct ev_loop *loop, ev_io *w, int revents)
     /* Back-pressure: when everyone following this service has a full
      * queue, the pipe is left unread, so the service blocks in write()
      * instead of hearth buffering its output. The loop and the other
-     * services go on; services_output_resume starts reading again. */
+     * services go on; service_output_resume starts reading again. */
     if (log_full && log_full((size_t)(o->s - svcs))) {
         ev_io_stop(loop, &o->io);
         o->paused = true;

@@ -11,6 +11,7 @@
 #include <ev.h>
 
 #include "check.h"
+#include "err.h"
 #include "events.h"
 #include "hearth.h"
 #include "launch.h"
@@ -73,10 +74,10 @@ void svc_probe_keep_plan(struct service *s, struct launch_plan *plan)
 
 /* Any probe; an exec probe where and as what the service runs. */
 static struct check *probe_start(struct service *s, const struct check_spec *spec,
-                                 check_done_fn done, char *err, size_t errlen)
+                                 check_done_fn done, struct err *err)
 {
     struct check_exec how = {s->probe_plan, s->cfg->cwd, s->leaf.path, s->pid};
-    return check_start(H.loop, spec, &how, done, s, err, errlen);
+    return check_start(H.loop, spec, &how, done, s, err);
 }
 
 void svc_ready_cancel(struct service *s)
@@ -110,12 +111,12 @@ static void ready_done(void *ctx, bool ok, const char *detail)
     if (s->state != SVC_STARTING)
         return;
     if (ok) {
-        svc_dispatch(s, E_READY);
+        svc_post(s, E_READY);
         return;
     }
-    /* Frozen: a failed probe says nothing; services_suspend(false) tries
+    /* Frozen: a failed probe says nothing; service_suspend(false) tries
      * again with the deadline moved by the frozen time. */
-    if (services_suspended())
+    if (svc_suspended)
         return;
     if (s->ready.timeout_ms && mono_ms() >= s->ready.deadline) {
         /* An attempt the deadline shortened mostly says it ran out of
@@ -139,7 +140,7 @@ static void ready_done(void *ctx, bool ok, const char *detail)
 static void ready_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
     struct service *s = w->data;
-    if (services_suspended())
+    if (svc_suspended)
         return; /* held until the thaw */
     if (s->ready.notify_fd) {
         char why[64];
@@ -170,7 +171,7 @@ void svc_ready_arm_deadline(struct service *s)
 
 void svc_ready_attempt(struct service *s)
 {
-    char err[160];
+    struct err err;
     if (s->ready.notify_fd || s->ready.notify) {
         svc_ready_arm_deadline(s);
         return;
@@ -189,9 +190,9 @@ void svc_ready_attempt(struct service *s)
     }
     spec.timeout_ms = left < 1 ? 1 : left > cap ? cap : left;
     s->ready.cut = spec.timeout_ms < cap;
-    s->ready.probe = probe_start(s, &spec, ready_done, err, sizeof(err));
+    s->ready.probe = probe_start(s, &spec, ready_done, &err);
     if (!s->ready.probe) {
-        snprintf(s->error, sizeof(s->error), "readiness check: %s", err);
+        snprintf(s->error, sizeof(s->error), "readiness check: %s", err.msg);
         s->ready.probe_error = true;
         log_warn("service %s: %s", s->cfg->name, s->error);
         ev_timer_set(&s->ready.timer, 1.0, 0.);
@@ -210,7 +211,7 @@ const char *svc_health_status(const struct service *s)
         return "unhealthy";
     if (s->state != SVC_RUNNING)
         return "off";
-    if (services_suspended())
+    if (svc_suspended)
         return "suspended";
     if (!s->health.last_ms)
         return "starting";
@@ -248,7 +249,7 @@ void svc_health_stop(struct service *s)
 void svc_health_arm(struct service *s, int64_t ms)
 {
     ev_timer_stop(H.loop, &s->health.timer);
-    if (!s->health.on || s->state != SVC_RUNNING || services_suspended() || s->health.probe)
+    if (!s->health.on || s->state != SVC_RUNNING || svc_suspended || s->health.probe)
         return;
     ev_timer_set(&s->health.timer,
                  s->health.watchdog_ms ? (double)s->health.watchdog_ms / 1000.0
@@ -269,7 +270,7 @@ static void health_done(void *ctx, bool ok, const char *detail)
  * the next check armed; the threshold stops the service. */
 void svc_health_result(struct service *s, bool ok, const char *detail)
 {
-    if (s->state != SVC_RUNNING || services_suspended() || !s->health.on)
+    if (s->state != SVC_RUNNING || svc_suspended || !s->health.on)
         return;
     s->health.checks++;
     s->health.last_ms = mono_ms();
@@ -288,7 +289,7 @@ void svc_health_result(struct service *s, bool ok, const char *detail)
         if (s->health.fails >= s->health.threshold) {
             if (s->health.watchdog_ms)
                 s->cause = "watchdog";
-            svc_dispatch(s, E_UNHEALTHY);
+            svc_post(s, E_UNHEALTHY);
             return;
         }
         svc_health_event(s, NULL);
@@ -298,14 +299,14 @@ void svc_health_result(struct service *s, bool ok, const char *detail)
 
 static void health_attempt(struct service *s)
 {
-    char err[160];
+    struct err err;
     struct check_spec spec = s->health.spec;
     spec.argv = spec.argv ? s->health.spec.argv_store : NULL;
-    s->health.probe = probe_start(s, &spec, health_done, err, sizeof(err));
+    s->health.probe = probe_start(s, &spec, health_done, &err);
     if (!s->health.probe) {
         /* hearth could not even run the probe (no fd, no fork): that says
          * nothing about the service, so it does not count as a failure. */
-        log_warn("service %s: unable to start the health check: %s", s->cfg->name, err);
+        log_warn("service %s: unable to start the health check: %s", s->cfg->name, err.msg);
         svc_health_arm(s, s->health.interval_ms);
     }
 }
@@ -319,7 +320,7 @@ static void health_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
         svc_health_result(s, false, why);
         return;
     }
-    if (s->state == SVC_RUNNING && !services_suspended() && !s->health.probe)
+    if (s->state == SVC_RUNNING && !svc_suspended && !s->health.probe)
         health_attempt(s);
 }
 

@@ -16,6 +16,7 @@
 
 #include "cgroup.h"
 #include "contain.h"
+#include "err.h"
 #include "hearth.h"
 #include "launch.h"
 #include "lifeline.h"
@@ -52,7 +53,7 @@ void svc_close_exec_pipe(struct service *s)
 
 /* The child writes errno to the close-on-exec pipe if exec (or the setup
  * before it) fails; EOF alone means exec succeeded. */
-void svc_exec_cb(struct ev_loop *loop, ev_io *w, int revents)
+static void exec_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
     struct service *s = w->data;
     struct child_report report;
@@ -102,14 +103,14 @@ void svc_exec_cb(struct ev_loop *loop, ev_io *w, int revents)
     }
     if (!H.first_exec_us)
         H.first_exec_us = mono_us();
-    svc_dispatch(s, E_EXEC_OK);
+    svc_post(s, E_EXEC_OK);
 }
 
 static void child_exited(void *ctx, pid_t pid, int wstatus)
 {
     struct service *s = ctx;
     if (s->exec_fd >= 0)
-        svc_exec_cb(H.loop, &s->exec_io, 0);
+        exec_cb(H.loop, &s->exec_io, 0);
     /* pid is the reaper of the service's pid namespace when it has one:
      * its main process's end is what counts (exit code or signal). */
     s->wstatus = pidreaper_status(s->reaper_fd, wstatus);
@@ -126,7 +127,7 @@ static void child_exited(void *ctx, pid_t pid, int wstatus)
     s->pid = 0;
     if (svc_activity.down)
         svc_activity.down((size_t)(s - svcs)); /* its lease ends with it */
-    svc_dispatch(s, E_EXIT);
+    svc_post(s, E_EXIT);
 }
 
 /* The plan's environment is hearth's own, the service's env, the sandbox
@@ -172,11 +173,11 @@ static void close_pipes(int *const pipes[], size_t n)
 
 /* The writable mounts hearth made (mounts, host_mounts) stay writable in
  * a service's read-only root. */
-static int writable_mounts(struct contain_plan *p, char *err, size_t errlen)
+static int writable_mounts(struct contain_plan *p, struct err *err)
 {
     struct mounts_entry m;
     for (size_t i = 0; p->ro_root && mounts_entry(i, &m) == 0; i++)
-        if (m.mounted && !m.read_only && contain_add_writable(p, m.target, err, errlen) < 0)
+        if (m.mounted && !m.read_only && contain_add_writable(p, m.target, err) < 0)
             return -1;
     return 0;
 }
@@ -222,7 +223,7 @@ struct secrets_ctx {
  * could not write itself; the file ends up owned by the service. Here
  * rather than in hearth's loop: the file is on a share that may block.
  * The outcome goes to the parent as a REPORT_SECRETS record first. */
-static int secrets_in_child(const struct launch_plan *p, void *ctx, char *what, size_t whatlen)
+static int secrets_in_child(const struct launch_plan *p, void *ctx, struct err *err)
 {
     const struct secrets_ctx *x = ctx;
     const struct svc_settings *st = x->s->cfg->settings;
@@ -237,8 +238,8 @@ static int secrets_in_child(const struct launch_plan *p, void *ctx, char *what, 
     if (as_service) {
         if (syscall(SYS_setgroups, p->n_groups, p->groups) < 0) {
             e = errno;
-            snprintf(what, whatlen, "services[%zu].secrets: unable to take the service's groups: %s",
-                     (size_t)(x->s - svcs), strerror(e));
+            err_set(err, "services[%zu].secrets: unable to take the service's groups: %s",
+                    (size_t)(x->s - svcs), strerror(e));
             errno = e;
             return -1;
         }
@@ -247,16 +248,16 @@ static int secrets_in_child(const struct launch_plan *p, void *ctx, char *what, 
     }
     for (size_t i = 0; st && i < st->n_secrets; i++) {
         const struct svc_secret *sec = &st->secrets[i];
-        char why[160];
+        struct err why;
         info.what[i] = x->s->secret_state[i];
         if (x->s->secret_state[i] != SVC_SECRET_PENDING)
             continue;
-        int r = secretfile_ensure(sec->file, sec->env, sec->chars, uid, gid, why, sizeof(why));
+        int r = secretfile_ensure(sec->file, sec->env, sec->chars, uid, gid, &why);
         if (r < 0) {
             e = errno;
             info.what[i] = SVC_SECRET_FAILED;
-            snprintf(what, whatlen, "services[%zu].secrets[%zu] %s: %s", (size_t)(x->s - svcs), i,
-                     sec->file, why);
+            err_set(err, "services[%zu].secrets[%zu] %s: %s", (size_t)(x->s - svcs), i,
+                    sec->file, why.msg);
             rc = -1;
             break;
         }
@@ -328,7 +329,9 @@ static void __attribute__((noreturn)) child_exec(struct service *s, int errfd,
         plan->as_root = secrets_in_child;
         plan->as_root_ctx = &sctx;
     }
-    launch_exec(plan, c->cwd, c->argv, errfd, &report.stage, report.what, sizeof(report.what));
+    struct err what = {0};
+    launch_exec(plan, c->cwd, c->argv, errfd, &report.stage, &what);
+    snprintf(report.what, sizeof(report.what), "%s", what.msg);
 fail:
     report.err = errno;
     if (write(errfd, &report, sizeof(report)) < 0) {
@@ -337,10 +340,18 @@ fail:
     _exit(127);
 }
 
+/* A start's failure, kept as the service's last error (for status). */
+static int start_failed(struct service *s, const struct err *e)
+{
+    snprintf(s->error, sizeof(s->error), "%s", e->msg);
+    return -1;
+}
+
 int svc_spawn(struct service *s)
 {
     int p[2];
     struct launch_plan plan;
+    struct err e;
     pid_t pid;
 
     s->error[0] = 0;
@@ -362,13 +373,13 @@ int svc_spawn(struct service *s)
      * one the service asks for itself fails its start when it cannot be
      * applied. */
     if (limited && cgroup_set_limits(s->leaf.path, sc->memory_max, sc->memory_high, sc->pids_max,
-                                     s->error, sizeof(s->error)) < 0)
-        return -1;
+                                     &e) < 0)
+        return start_failed(s, &e);
     int64_t pids_default = H.cfg ? H.cfg->limits.pids_max : 0;
     if (!sc->pids_max && pids_default && s->leaf.path[0]) {
-        char why[160];
-        if (cgroup_set_limits(s->leaf.path, 0, 0, pids_default, why, sizeof(why)) < 0)
-            log_debug("service %s: the default %s", s->cfg->name, why);
+        struct err why;
+        if (cgroup_set_limits(s->leaf.path, 0, 0, pids_default, &why) < 0)
+            log_debug("service %s: the default %s", s->cfg->name, why.msg);
     }
     logring_open_file(&s->out.ring);
     svc_log_file_news(s);
@@ -376,10 +387,10 @@ int svc_spawn(struct service *s)
         snprintf(s->error, sizeof(s->error), "unable to create pipe: %s", strerror(errno));
         return -1;
     }
-    if (launch_prepare(s->cfg, &plan, s->error, sizeof(s->error)) < 0) {
+    if (launch_prepare(s->cfg, &plan, &e) < 0) {
         close(p[0]);
         close(p[1]);
-        return -1;
+        return start_failed(s, &e);
     }
     register_file_values(s->cfg, &plan);
     secrets_plan(s, &plan);
@@ -390,12 +401,12 @@ int svc_spawn(struct service *s)
         return -1;
     }
     if (contain_prepare(s->cfg, H.cfg, H.config_path, launch_is_root(&plan), s->leaf.path,
-                        &plan.contain, s->error, sizeof(s->error)) < 0 ||
-        writable_mounts(&plan.contain, s->error, sizeof(s->error)) < 0) {
+                        &plan.contain, &e) < 0 ||
+        writable_mounts(&plan.contain, &e) < 0) {
         close(p[0]);
         close(p[1]);
         launch_free(&plan);
-        return -1;
+        return start_failed(s, &e);
     }
     if (plan.contain.isolate)
         contain_host_setup(H.mode == MODE_SUPERVISOR);
@@ -429,10 +440,10 @@ int svc_spawn(struct service *s)
         return -1;
     }
     plan.reaper_fd = pr[1];
-    if (contain_fork_prepare(&plan.contain, s->error, sizeof(s->error)) < 0) {
+    if (contain_fork_prepare(&plan.contain, &e) < 0) {
         close_pipes((int *[]){p, po, pe, pn, pr}, 5);
         launch_free(&plan);
-        return -1;
+        return start_failed(s, &e);
     }
     bool offered = contain_snapshot_offer(&plan.contain);
     bool placed;
@@ -443,18 +454,18 @@ int svc_spawn(struct service *s)
         child_exec(s, p[1], &plan, po[1], pe[1], pn[1], placed);
     }
     contain_snapshot_forked(&plan.contain, pid > 0);
-    char why[200];
+    struct err why;
     /* A failure here is the child's to report too, as its start's. */
-    if (launch_after_fork(&plan, pid, why, sizeof(why)) < 0)
-        log_error("service %s: %s", s->cfg->name, why);
+    if (launch_after_fork(&plan, pid, &why) < 0)
+        log_error("service %s: %s", s->cfg->name, why.msg);
     if (pid < 0) {
         /* The kernel refusing a user namespace is the one thing this
          * start cannot do without: said with what would allow it. */
-        if (!contain_fork_refused(&plan.contain, fork_errno, s->error, sizeof(s->error)))
-            snprintf(s->error, sizeof(s->error), "unable to fork: %s", strerror(fork_errno));
+        if (!contain_fork_refused(&plan.contain, fork_errno, &e))
+            err_unable(&e, fork_errno, "fork");
         close_pipes((int *[]){p, po, pe, pn, pr}, 5);
         launch_free(&plan);
-        return -1;
+        return start_failed(s, &e);
     }
     close(p[1]);
     if (pr[1] >= 0)
@@ -483,7 +494,7 @@ int svc_spawn(struct service *s)
     s->killed = false;
     s->exec_fd = p[0];
     s->ns_offer = offered;
-    ev_io_init(&s->exec_io, svc_exec_cb, p[0], EV_READ);
+    ev_io_init(&s->exec_io, exec_cb, p[0], EV_READ);
     s->exec_io.data = s;
     ev_io_start(H.loop, &s->exec_io);
     if (reaper_watch(pid, child_exited, s) < 0) {

@@ -13,6 +13,7 @@
  *   - a failure leaves a terminated, non-empty message. */
 #include "base64.h"
 
+#include "err.h"
 #include "fuzz_common.h"
 
 #define CAP 64
@@ -35,16 +36,17 @@ static size_t encode(const uint8_t *in, size_t n, char *out)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     uint8_t *out = malloc(CAP); /* heap, so ASan sees any overrun */
-    char err[96], back[CAP / 3 * 4 + 8];
+    char back[CAP / 3 * 4 + 8];
+    struct err err;
     const char *text = (const char *)data;
 
     if (!out)
         abort();
-    memset(err, 'X', sizeof(err));
-    long n = base64_decode(text, size, out, CAP, err, sizeof(err));
+    memset(err.msg, 'X', sizeof(err.msg));
+    long n = base64_decode(text, size, out, CAP, &err);
     if (n < 0) {
         FUZZ_CHECK(n == -1, "returned %ld", n);
-        FUZZ_CHECK(memchr(err, '\0', sizeof(err)) && err[0], "bad error message");
+        FUZZ_CHECK(memchr(err.msg, '\0', sizeof(err.msg)) && err.msg[0], "bad error message");
         free(out);
         return 0;
     }

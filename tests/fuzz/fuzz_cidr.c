@@ -20,6 +20,7 @@
 
 #include <sys/socket.h>
 
+#include "err.h"
 #include "fuzz_common.h"
 
 static bool same(const struct cidr *a, const struct cidr *b)
@@ -41,19 +42,20 @@ static void check_clean(const struct cidr *c, const char *s)
 static bool parse_both(const char *s, struct cidr *out)
 {
     struct cidr strict, loose;
-    char err[128], err2[128];
+    struct err err;
+    struct err err2;
     int rs, rl;
 
-    memset(err, 'X', sizeof(err));
-    memset(err2, 'X', sizeof(err2));
-    rs = cidr_parse(s, false, &strict, err, sizeof(err));
-    rl = cidr_parse(s, true, &loose, err2, sizeof(err2));
+    memset(err.msg, 'X', sizeof(err.msg));
+    memset(err2.msg, 'X', sizeof(err2.msg));
+    rs = cidr_parse(s, false, &strict, &err);
+    rl = cidr_parse(s, true, &loose, &err2);
     FUZZ_CHECK(rs == 0 || rs == -1, "cidr_parse returned %d", rs);
     FUZZ_CHECK(rl == 0 || rl == -1, "cidr_parse returned %d", rl);
     if (rs < 0)
-        FUZZ_CHECK(memchr(err, '\0', sizeof(err)) && err[0], "bad err for strict %s", s);
+        FUZZ_CHECK(memchr(err.msg, '\0', sizeof(err.msg)) && err.msg[0], "bad err for strict %s", s);
     if (rl < 0) {
-        FUZZ_CHECK(memchr(err2, '\0', sizeof(err2)) && err2[0], "bad err for %s", s);
+        FUZZ_CHECK(memchr(err2.msg, '\0', sizeof(err2.msg)) && err2.msg[0], "bad err for %s", s);
         FUZZ_CHECK(rs < 0, "strict accepted what permissive refused: %s", s);
         return false;
     }
@@ -62,15 +64,15 @@ static bool parse_both(const char *s, struct cidr *out)
     check_clean(&loose, s);
 
     /* A NULL out and NULL err must be accepted too. */
-    FUZZ_CHECK(cidr_parse(s, true, NULL, NULL, 0) == 0, "parse with NULL out failed: %s", s);
+    FUZZ_CHECK(cidr_parse(s, true, NULL, NULL) == 0, "parse with NULL out failed: %s", s);
 
     char text[50];
     cidr_format(&loose, text, sizeof(text));
     FUZZ_CHECK(text[0] && strlen(text) < sizeof(text), "format of %s: %s", s, text);
     struct cidr back;
-    char err3[128];
-    FUZZ_CHECK(cidr_parse(text, false, &back, err3, sizeof(err3)) == 0,
-               "formatted %s (from %s) does not parse: %s", text, s, err3);
+    struct err err3;
+    FUZZ_CHECK(cidr_parse(text, false, &back, &err3) == 0,
+               "formatted %s (from %s) does not parse: %s", text, s, err3.msg);
     FUZZ_CHECK(same(&back, &loose), "formatted %s (from %s) parses to another value", text, s);
     /* A short buffer truncates, never overruns (ASan watches the end). */
     char small[6];

@@ -21,6 +21,7 @@
  *     exactly as at load (routes and neighbours on listed interfaces);
  * and for a refused one that err holds a non-empty terminated message. */
 #include "config.h"
+#include "err.h"
 #include "redact.h"
 #include "sections.h"
 
@@ -43,7 +44,7 @@ static void check_redaction(const struct config *cfg, const cJSON *red)
             FUZZ_CHECK(strcmp(o->string, r->string) == 0, "env key %s became %s", o->string,
                        r->string);
             FUZZ_CHECK(cJSON_IsString(r), "env %s is no longer a string", r->string);
-            if (config_env_is_secret(o->string)) {
+            if (names_env_is_secret(o->string)) {
                 FUZZ_CHECK(strcmp(r->valuestring, "<redacted>") == 0,
                            "secret env %s not redacted", o->string);
                 continue;
@@ -88,14 +89,14 @@ static void check_typed(const struct config *cfg)
 static void check_network(const struct config *cfg, const cJSON *net)
 {
     static struct network_cfg n;
-    char err[CONFIG_ERR_MAX];
+    struct err err;
     const struct network_cfg *c = &cfg->network;
     bool over = c->n_ifs + c->n_dropped > NETWORK_USED_IFACES || c->n_dns > NETWORK_USED_DNS;
-    int rc = network_parse(net, &n, err, sizeof(err));
+    int rc = network_parse(net, &n, &err);
     FUZZ_CHECK((rc == 0) == !over, "network_parse %s a section the config %s: %s",
-               rc == 0 ? "accepted" : "refused", "accepted", rc == 0 ? "" : err);
+               rc == 0 ? "accepted" : "refused", "accepted", rc == 0 ? "" : err.msg);
     if (rc < 0) {
-        FUZZ_CHECK(strncmp(err, "network.", 8) == 0, "error does not name the field: %s", err);
+        FUZZ_CHECK(strncmp(err.msg, "network.", 8) == 0, "error does not name the field: %s", err.msg);
         return;
     }
     FUZZ_CHECK(n.n_ifs == c->n_ifs && n.n_routes == c->n_routes && n.n_neighs == c->n_neighs &&
@@ -117,14 +118,14 @@ static void check_network(const struct config *cfg, const cJSON *net)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char err[CONFIG_ERR_MAX];
+    struct err err;
     struct config *cfg;
 
-    memset(err, 'X', sizeof(err));
-    cfg = config_parse((const char *)data, size, err, sizeof(err));
+    memset(err.msg, 'X', sizeof(err.msg));
+    cfg = config_parse((const char *)data, size, &err);
     if (!cfg) {
-        FUZZ_CHECK(memchr(err, '\0', sizeof(err)) != NULL, "err not terminated");
-        FUZZ_CHECK(err[0], "refused without a message");
+        FUZZ_CHECK(memchr(err.msg, '\0', sizeof(err.msg)) != NULL, "err not terminated");
+        FUZZ_CHECK(err.msg[0], "refused without a message");
         return 0;
     }
     check_typed(cfg);
@@ -135,8 +136,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     char *text = cJSON_PrintUnformatted(red);
     FUZZ_CHECK(text != NULL, "redacted copy does not print");
-    struct config *again = config_parse(text, strlen(text), err, sizeof(err));
-    FUZZ_CHECK(again != NULL, "printed redacted config refused: %s\n  text: %.400s", err, text);
+    struct config *again = config_parse(text, strlen(text), &err);
+    FUZZ_CHECK(again != NULL, "printed redacted config refused: %s\n  text: %.400s", err.msg, text);
     FUZZ_CHECK(again->n_services == cfg->n_services && again->n_listen == cfg->n_listen &&
                    again->n_modules == cfg->n_modules &&
                    again->n_allowed_cids == cfg->n_allowed_cids,
@@ -150,9 +151,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cJSON_Delete(red);
 
     for (const cJSON *sec = cfg->json->child; sec; sec = sec->next) {
-        int rc = config_check_section(sec->string, sec, err, sizeof(err));
+        int rc = config_check_section(sec->string, sec, &err);
         FUZZ_CHECK(rc == 0, "section %s accepted in the document but not alone: %s",
-                   sec->string, err);
+                   sec->string, err.msg);
     }
     const cJSON *net = cJSON_GetObjectItemCaseSensitive(cfg->json, "network");
     if (net)

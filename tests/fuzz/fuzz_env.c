@@ -16,6 +16,7 @@
 
 #include <ctype.h>
 
+#include "err.h"
 #include "fuzz_common.h"
 
 static void check_env(char **env, size_t n)
@@ -40,15 +41,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char **env = calloc(2, sizeof(char *));
     size_t n = 1;
-    char err[256];
+    struct err err;
 
     if (!env)
         abort();
     env[0] = strdup("PATH=/bin");
     if (!env[0])
         abort();
-    memset(err, 'X', sizeof(err));
-    int rc = launch_parse_env((const char *)data, size, "/f.env", &env, &n, err, sizeof(err));
+    memset(err.msg, 'X', sizeof(err.msg));
+    int rc = launch_parse_env((const char *)data, size, "/f.env", &env, &n, &err);
     FUZZ_CHECK(rc == 0 || rc == -1, "returned %d", rc);
     check_env(env, n);
     if (rc == 0) {
@@ -58,8 +59,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             path_set |= strncmp(env[i], "PATH=", 5) == 0;
         FUZZ_CHECK(path_set, "PATH lost");
     } else {
-        FUZZ_CHECK(memchr(err, '\0', sizeof(err)) != NULL, "err not terminated");
-        FUZZ_CHECK(strncmp(err, "/f.env:", 7) == 0, "err without file name: %s", err);
+        FUZZ_CHECK(memchr(err.msg, '\0', sizeof(err.msg)) != NULL, "err not terminated");
+        FUZZ_CHECK(strncmp(err.msg, "/f.env:", 7) == 0, "err without file name: %s", err.msg);
     }
     for (size_t i = 0; i < n; i++)
         free(env[i]);

@@ -20,6 +20,7 @@
 
 #include <stdlib.h>
 
+#include "err.h"
 #include "fuzz_common.h"
 
 static void terminated(const char *s, size_t cap, const char *what)
@@ -112,9 +113,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* The head, with a maximum the input cannot always fill. */
     static struct http_req req;
     int status = 0;
-    char why[160];
+    struct err why;
     size_t max = 64 + (size_t)(step * 16);
-    long hl = http_parse_head((const char *)data, size, max, &req, &status, why, sizeof(why));
+    long hl = http_parse_head((const char *)data, size, max, &req, &status, &why);
     if (hl > 0) {
         FUZZ_CHECK((size_t)hl <= size && (size_t)hl <= max, "head %ld", hl);
         FUZZ_CHECK(hl >= 4 && !memcmp(data + hl - 4, "\r\n\r\n", 4), "head without a blank line");
@@ -132,7 +133,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             terminated(val, sizeof(val), "query value");
     } else if (hl < 0) {
         FUZZ_CHECK(status >= 400 && status <= 505, "status %d", status);
-        terminated(why, sizeof(why), "why");
+        terminated(why.msg, sizeof(why.msg), "why");
     }
 
     /* The same bytes as a chunked body, split two ways. */

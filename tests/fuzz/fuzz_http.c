@@ -16,6 +16,7 @@
  *   - an accepted target splits into pieces that join back into it. */
 #include "http.h"
 
+#include "err.h"
 #include "fuzz_common.h"
 
 struct outcome {
@@ -89,15 +90,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     char *s = fuzz_strndup(data + 1, size - 1);
-    char hp[256], path[256], err[160], joined[600];
-    if (http_target_split(s, hp, sizeof(hp), path, sizeof(path), err, sizeof(err)) == 0) {
+    char hp[256], path[256], joined[600];
+    struct err err;
+    if (http_target_split(s, hp, sizeof(hp), path, sizeof(path), &err) == 0) {
         FUZZ_CHECK(path[0] == '/', "path %s", path);
         snprintf(joined, sizeof(joined), "%s%s", hp, strcmp(path, "/") == 0 && !strchr(s + strlen(hp), '/') ? "" : path);
         FUZZ_CHECK(strcmp(joined, s) == 0, "%s split as %s + %s", s, hp, path);
         char req[HTTP_REQUEST_MAX];
         FUZZ_CHECK(http_request(req, sizeof(req), hp, path) > 0, "request for %s does not fit", s);
     } else {
-        printable(err, sizeof(err), "err");
+        printable(err.msg, sizeof(err.msg), "err");
     }
     free(s);
     return 0;

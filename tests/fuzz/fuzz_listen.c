@@ -1,6 +1,6 @@
 /* fuzz_listen: the small string parsers of init/config/names.c that also take
  * text from outside the config file: control listen addresses
- * (config_parse_listen) and signal names (config_signal_number, used for
+ * (names_parse_listen) and signal names (names_signal_number, used for
  * stop.signal, on_resume "signal:..." and service.signal requests).
  *
  * The input is one string (NUL-terminated heap copy; an embedded NUL ends
@@ -18,28 +18,29 @@
 
 #include <ctype.h>
 
+#include "err.h"
 #include "fuzz_common.h"
 
 static void check_listen(const char *s)
 {
     struct listen_spec l;
-    char err[CONFIG_ERR_MAX];
+    struct err err;
     int rc;
 
     memset(&l, 0x5a, sizeof(l));
-    memset(err, 'X', sizeof(err));
-    rc = config_parse_listen(s, &l, err, sizeof(err));
+    memset(err.msg, 'X', sizeof(err.msg));
+    rc = names_parse_listen(s, &l, &err);
     if (rc < 0) {
-        FUZZ_CHECK(rc == -1, "config_parse_listen returned %d", rc);
-        FUZZ_CHECK(memchr(err, '\0', sizeof(err)) && err[0], "bad err for %.80s", s);
-        for (const char *p = err; *p; p++)
+        FUZZ_CHECK(rc == -1, "names_parse_listen returned %d", rc);
+        FUZZ_CHECK(memchr(err.msg, '\0', sizeof(err.msg)) && err.msg[0], "bad err for %.80s", s);
+        for (const char *p = err.msg; *p; p++)
             FUZZ_CHECK(*p >= 0x20 && *p < 0x7f, "unprintable byte 0x%02x in err: %s",
-                       (unsigned char)*p, err);
+                       (unsigned char)*p, err.msg);
         /* A NULL err must be accepted too. */
-        FUZZ_CHECK(config_parse_listen(s, NULL, NULL, 0) == -1, "NULL err changed result");
+        FUZZ_CHECK(names_parse_listen(s, NULL, NULL) == -1, "NULL err changed result");
         return;
     }
-    FUZZ_CHECK(rc == 0, "config_parse_listen returned %d", rc);
+    FUZZ_CHECK(rc == 0, "names_parse_listen returned %d", rc);
     switch (l.kind) {
     case LISTEN_UNIX:
     case LISTEN_SERIAL: {
@@ -65,7 +66,7 @@ static void check_listen(const char *s)
 
 static void check_signal(const char *s)
 {
-    int sig = config_signal_number(s);
+    int sig = names_signal_number(s);
     const char *name;
     char lower[16];
     size_t i;
@@ -73,15 +74,15 @@ static void check_signal(const char *s)
     if (sig == -1)
         return;
     FUZZ_CHECK(sig >= 1 && sig <= 64, "signal %d for %.80s", sig, s);
-    name = config_signal_name(sig);
+    name = names_signal_name(sig);
     FUZZ_CHECK(name && strncmp(name, "SIG", 3) == 0, "signal %d has no name", sig);
-    FUZZ_CHECK(config_signal_number(name) == sig, "%s -> %d -> %s -> %d", s, sig, name,
-               config_signal_number(name));
-    FUZZ_CHECK(config_signal_number(name + 3) == sig, "bare %s not accepted", name + 3);
+    FUZZ_CHECK(names_signal_number(name) == sig, "%s -> %d -> %s -> %d", s, sig, name,
+               names_signal_number(name));
+    FUZZ_CHECK(names_signal_number(name + 3) == sig, "bare %s not accepted", name + 3);
     for (i = 0; name[i] && i + 1 < sizeof(lower); i++)
         lower[i] = (char)tolower((unsigned char)name[i]);
     lower[i] = '\0';
-    FUZZ_CHECK(config_signal_number(lower) == sig, "lower-case %s not accepted", lower);
+    FUZZ_CHECK(names_signal_number(lower) == sig, "lower-case %s not accepted", lower);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

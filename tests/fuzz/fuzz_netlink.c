@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <linux/netlink.h>
 
+#include "err.h"
 #include "fuzz_common.h"
 
 #define MAXT 32
@@ -61,12 +62,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int n = (int)size;
     for (struct nlmsghdr *h = (struct nlmsghdr *)buf; NLMSG_OK(h, n); h = NLMSG_NEXT(h, n)) {
         if (h->nlmsg_type == NLMSG_ERROR) {
-            char msg[256];
-            memset(msg, 'x', sizeof(msg));
-            int e = nl_parse_error(h, msg, sizeof(msg));
-            FUZZ_CHECK(memchr(msg, 0, sizeof(msg)) != NULL, "error message not terminated");
+            struct err msg;
+            memset(msg.msg, 'x', sizeof(msg.msg));
+            int e = nl_parse_error(h, &msg);
+            FUZZ_CHECK(memchr(msg.msg, 0, sizeof(msg.msg)) != NULL, "error message not terminated");
             FUZZ_CHECK(e == 0 || e == -EBADMSG || (e < 0 && e >= -4095), "code %d", e);
-            FUZZ_CHECK(e == 0 || msg[0], "empty message for %d", e);
+            FUZZ_CHECK(e == 0 || msg.msg[0], "empty message for %d", e);
             continue;
         }
         /* Dumped objects: a 4-byte nfgenmsg (or a larger rtnetlink

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "err.h"
 #include "fuzz_common.h"
 
 static int tree = -1;
@@ -101,14 +102,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (strcmp(leaf, ".") != 0)
             FUZZ_CHECK(strcmp(a, b) == 0, "split %.80s -> %.80s + %.80s", p, dir, leaf);
     }
-    char why[128];
-    int fd = safepath_open(tree, p, O_RDONLY, 0, why, sizeof(why));
+    struct err why;
+    int fd = safepath_open(tree, p, O_RDONLY, 0, &why);
     if (fd >= 0) {
         struct stat st;
         FUZZ_CHECK(fstat(fd, &st) == 0 && S_ISREG(st.st_mode), "not a regular file: %.80s", p);
         close(fd);
     } else {
-        FUZZ_CHECK(memchr(why, '\0', sizeof(why)) != NULL, "why not terminated");
+        FUZZ_CHECK(memchr(why.msg, '\0', sizeof(why.msg)) != NULL, "why not terminated");
     }
     free(p);
     return 0;

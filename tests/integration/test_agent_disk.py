@@ -369,17 +369,24 @@ def test_fork_of_30000_files_keeps_the_loop_answering(hearth, tmp_path):
         c.close()
 
     th = threading.Thread(target=fork)
+    began = time.monotonic()
     th.start()
     worst, pings = 0.0, 0
     while th.is_alive():
         t0 = time.monotonic()
-        ping_fast(hearth)
+        c = Client(hearth.sock, timeout=120)
+        assert c.result("ping") is not None
+        c.close()
         worst = max(worst, time.monotonic() - t0)
         pings += 1
         time.sleep(0.05)
     th.join()
+    took = time.monotonic() - began
     assert result["r"].get("result") == {"name": "alpha", "forked": True}, result
-    assert pings >= 2 and worst < 1.0
+    # A loop that did the copy itself would hold a ping for about the whole
+    # copy; one that hands it to a child answers in a small part of it (or
+    # within a second), however slow a loaded machine makes both.
+    assert pings >= 2 and (worst < 1.0 or worst < took / 4), (worst, took, pings)
     assert len(os.listdir(priv / "alpha" / "data")) == 30000
 
 

@@ -191,6 +191,121 @@ def watch_raw(h, path, timeout_ms=1500):
                   b"\r\nConnection: close\r\n\r\n" + env, timeout=20)
 
 
+def http(h, method, path, body=b"", headers=b"", ctype=b"application/json"):
+    """One request on its own connection: (status, headers, body)."""
+    r = raw(h, method.encode() + b" " + path.encode() + b" HTTP/1.1\r\nContent-Type: " + ctype +
+            b"\r\n" + headers + b"Content-Length: " + str(len(body)).encode() +
+            b"\r\nConnection: close\r\n\r\n" + body)
+    head, _, rest = r.partition(b"\r\n\r\n")
+    return int(head.split()[1]), head.decode(), rest
+
+
+def unary(h, method, msg, headers=b""):
+    """A Connect unary call of filesystem.Filesystem: (status, JSON answer)."""
+    st, _, body = http(h, "POST", "/filesystem.Filesystem/" + method, json.dumps(msg).encode(),
+                       headers)
+    return st, json.loads(body)
+
+
+def events(h, wid):
+    st, r = unary(h, "GetWatcherEvents", {"watcherId": wid})
+    assert st == 200, r
+    return [f"{e['type'][11:].lower()}:{e['name']}" for e in r["events"]], r["events"]
+
+
+def test_envd_polling_watchers(hearth):
+    """CreateWatcher / GetWatcherEvents / RemoveWatcher, the watchers the
+    Python SDK polls: the events since the last poll (each once), flat and
+    recursive, with entries; envd's errors; the bounds on watchers and on
+    queued events."""
+    import shutil
+    shutil.rmtree("/tmp/pw", ignore_errors=True)
+    os.makedirs("/tmp/pw/sub")
+    h = start(hearth)
+    try:
+        st, r = unary(h, "CreateWatcher", {"path": "/tmp/pw"})
+        assert st == 200 and len(r["watcherId"]) == 32, r
+        flat = r["watcherId"]
+        st, r = unary(h, "CreateWatcher", {"path": "/tmp/pw", "recursive": True,
+                                           "include_entry": True})
+        assert st == 200, r
+        deep = r["watcherId"]
+        with open("/tmp/pw/f", "w") as f:
+            f.write("hello")
+        os.chmod("/tmp/pw/f", 0o600)
+        with open("/tmp/pw/sub/x", "w") as f:
+            f.write("x")
+        os.rename("/tmp/pw/f", "/tmp/pw/g")
+        time.sleep(0.5)
+        got, _ = events(h, flat)
+        for want in ["create:f", "write:f", "chmod:f", "rename:f", "create:g"]:
+            assert want in got, (want, got)
+        assert got.index("create:f") < got.index("rename:f") < got.index("create:g"), got
+        assert not [e for e in got if "sub/" in e], got
+        # Taken once: the next poll has only what came since.
+        assert events(h, flat)[0] == []
+        got, raw_events = events(h, deep)
+        assert "create:sub/x" in got and "write:sub/x" in got, got
+        entry = [e.get("entry") for e in raw_events if e["name"] == "sub/x"][-1]
+        assert entry["path"] == "/tmp/pw/sub/x" and entry["type"] == "FILE_TYPE_FILE", entry
+        # A directory made later is watched too (recursive).
+        os.makedirs("/tmp/pw/new")
+        time.sleep(0.3)
+        open("/tmp/pw/new/inner", "w").close()
+        time.sleep(0.5)
+        got, _ = events(h, deep)
+        assert "create:new" in got and "create:new/inner" in got, got
+        # Removed: gone for good.
+        st, r = unary(h, "RemoveWatcher", {"watcher_id": deep})
+        assert (st, r) == (200, {}), r
+        st, r = unary(h, "GetWatcherEvents", {"watcherId": deep})
+        assert st == 404 and r["code"] == "not_found", r
+        st, r = unary(h, "RemoveWatcher", {"watcherId": "nope"})
+        assert st == 404 and r["code"] == "not_found", r
+        # envd's answers for a path that is missing or not a directory.
+        st, r = unary(h, "CreateWatcher", {"path": "/tmp/pw/none"})
+        assert st == 404 and r["code"] == "not_found", r
+        st, r = unary(h, "CreateWatcher", {"path": "/tmp/pw/g"})
+        assert st == 400 and r["code"] == "invalid_argument", r
+        # At most 32 watchers at once.
+        ids = [flat]
+        for _ in range(31):
+            st, r = unary(h, "CreateWatcher", {"path": "/tmp/pw"})
+            assert st == 200, r
+            ids.append(r["watcherId"])
+        st, r = unary(h, "CreateWatcher", {"path": "/tmp/pw"})
+        assert st == 429 and r["code"] == "resource_exhausted" and "32 watchers" in r["message"], r
+        for wid in ids[1:]:
+            assert unary(h, "RemoveWatcher", {"watcherId": wid})[0] == 200
+        # More than 4096 queued events: the watcher stops, its next poll
+        # says so once, then it is gone.
+        for i in range(2100):
+            with open(f"/tmp/pw/n{i}", "w") as f:
+                f.write("y")
+        time.sleep(1)
+        st, r = unary(h, "GetWatcherEvents", {"watcherId": flat})
+        assert st == 429 and r["code"] == "resource_exhausted" and "were lost" in r["message"], r
+        st, r = unary(h, "GetWatcherEvents", {"watcherId": flat})
+        assert st == 404, r
+    finally:
+        shutil.rmtree("/tmp/pw", ignore_errors=True)
+
+
+def test_envd_unpolled_watcher_expires(hearth):
+    """Polling keeps a watcher; one left unpolled past
+    envd.watcher_idle_ms (2 s here) is removed, its events with it."""
+    h = start(hearth, watcher_idle_ms=2000)
+    kept = unary(h, "CreateWatcher", {"path": "/tmp"})[1]["watcherId"]
+    left = unary(h, "CreateWatcher", {"path": "/tmp"})[1]["watcherId"]
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 4:
+        time.sleep(0.5)
+        assert unary(h, "GetWatcherEvents", {"watcherId": kept})[0] == 200
+    st, r = unary(h, "GetWatcherEvents", {"watcherId": left})
+    assert st == 404 and r["code"] == "not_found" and "2000 ms" in r["message"], r
+    assert unary(h, "GetWatcherEvents", {"watcherId": kept})[0] == 200
+
+
 def test_envd_watch_on_a_share_is_added_from_a_child(hearth, tmp_path):
     """A directory that may be on a share is watched from a child process
     (like any files.* call there), which keeps the role's inotify
@@ -293,7 +408,7 @@ def test_envd_bounds_and_raw_routes(hearth):
     assert r.startswith(b"HTTP/1.1 413"), r[:200]
     assert not os.path.exists("/tmp/big")
     # A method hearth does not cover: Connect's unimplemented.
-    r = raw(h, b"POST /filesystem.Filesystem/CreateWatcher HTTP/1.1\r\nContent-Type: "
+    r = raw(h, b"POST /filesystem.Filesystem/Nothing HTTP/1.1\r\nContent-Type: "
                b"application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
     assert r.startswith(b"HTTP/1.1 501") and b'"code":"unimplemented"' in r
     # A stream with keepalives every second (Keepalive-Ping-Interval).
@@ -461,6 +576,151 @@ def test_envd_stream_input(hearth):
     assert got["ok"] == [[0, {}], [2, {}]], got
     assert got["out"] == "hello world!\ndone\n", got
     assert got["missing"][-1][0] == 2 and got["missing"][-1][1]["error"]["code"] == "not_found", got
+
+
+def envelope(obj):
+    b = json.dumps(obj).encode()
+    return bytes([0]) + len(b).to_bytes(4, "big") + b
+
+
+def stdout_of(r):
+    """The stdout of a Start stream's answer (base64 data events)."""
+    head, _, body = r.partition(b"\r\n\r\n")
+    data = b""
+    while body:
+        size, _, rest = body.partition(b"\r\n")
+        n = int(size, 16)
+        if n == 0:
+            break
+        data, body = data + rest[:n], rest[n + 2:]
+    out = b""
+    while data:
+        n = int.from_bytes(data[1:5], "big")
+        m = json.loads(data[5:5 + n])
+        data = data[5 + n:]
+        out += base64.b64decode(m.get("event", {}).get("data", {}).get("stdout", ""))
+    return out.decode()
+
+
+def run_sh(h, script, token=b""):
+    """A command through a raw Start stream: its stdout."""
+    msg = envelope({"process": {"cmd": "/bin/sh", "args": ["-c", script]}})
+    r = raw(h, b"POST /process.Process/Start HTTP/1.1\r\nContent-Type: application/connect+json"
+               b"\r\n" + token + b"Content-Length: " + str(len(msg)).encode() +
+               b"\r\nConnection: close\r\n\r\n" + msg, timeout=20)
+    return stdout_of(r)
+
+
+def test_envd_init_and_envs(hearth):
+    """envd's POST /init: envVars (every process gets them, GET /envs
+    shows them), defaultUser, defaultWorkdir; bad values are 400. The
+    token rule: /init may set a token when none is set; once one is, it
+    must be presented (X-Access-Token, or as the body's accessToken, as
+    envd takes it) to change anything, a new one included; an empty one
+    clears nothing. What /init set survives the role process's restart."""
+    h = start(hearth)
+    assert http(h, "GET", "/envs")[::2] == (200, b"{}")
+    body = {"envVars": {"FOO": "bar", "E2B_SANDBOX": "true"}, "defaultUser": "nobody",
+            "defaultWorkdir": "/tmp", "timestamp": "2026-01-01T00:00:00Z",
+            "hyperloopIP": "10.0.0.9", "volumeMounts": []}
+    st, _, r = http(h, "POST", "/init", json.dumps(body).encode())
+    assert st == 204, r
+    st, _, r = http(h, "GET", "/envs")
+    assert st == 200 and json.loads(r) == {"FOO": "bar", "E2B_SANDBOX": "true"}, r
+    assert run_sh(h, 'echo "$FOO"; id -un; pwd') == "bar\nnobody\n/tmp\n"
+    # A call's own variables win over /init's.
+    msg = envelope({"process": {"cmd": "/bin/sh", "args": ["-c", "echo $FOO"],
+                                "envs": {"FOO": "own"}}})
+    r = raw(h, b"POST /process.Process/Start HTTP/1.1\r\nContent-Type: application/connect+json"
+               b"\r\nContent-Length: " + str(len(msg)).encode() + b"\r\nConnection: close\r\n\r\n" +
+            msg, timeout=20)
+    assert stdout_of(r) == "own\n", r
+    for bad in [{"defaultUser": "no-such-user"}, {"defaultWorkdir": "relative"},
+                {"envVars": {"A=B": "x"}}, {"envVars": {"A": 1}}, {"accessToken": "has blank"}]:
+        st, _, r = http(h, "POST", "/init", json.dumps(bad).encode())
+        assert st == 400, (bad, r)
+    assert http(h, "POST", "/init", b"not json")[0] == 400
+    assert http(h, "GET", "/init")[0] == 405
+    assert http(h, "POST", "/envs")[0] == 405
+    # The first token: no token was set, so none is needed.
+    assert http(h, "POST", "/init", b'{"accessToken":"tok-1"}')[0] == 204
+    assert h.rpc("status")["envd"]["access_token"] is True
+    assert http(h, "GET", "/envs")[0] == 401
+    one = b"X-Access-Token: tok-1\r\n"
+    assert http(h, "GET", "/envs", headers=one)[0] == 200
+    # Not replaced without presenting it; an empty body changes nothing.
+    assert http(h, "POST", "/init", b'{"accessToken":"tok-2"}')[0] == 401
+    assert http(h, "POST", "/init", b'{"envVars":{"X":"1"}}')[0] == 401
+    assert http(h, "POST", "/init", b'{"accessToken":"tok-2"}',
+                headers=b"X-Access-Token: wrong\r\n")[0] == 401
+    # envd's way: the token in force in the body.
+    st, _, r = http(h, "POST", "/init", b'{"accessToken":"tok-1","envVars":{"X":"1"}}')
+    assert st == 204, r
+    assert json.loads(http(h, "GET", "/envs", headers=one)[2])["X"] == "1"
+    # Presented in the header, a new one replaces it; "" clears nothing.
+    assert http(h, "POST", "/init", b'{"accessToken":"tok-2"}', headers=one)[0] == 204
+    two = b"X-Access-Token: tok-2\r\n"
+    assert http(h, "GET", "/envs", headers=one)[0] == 401
+    assert http(h, "POST", "/init", b'{"accessToken":""}', headers=two)[0] == 204
+    assert http(h, "GET", "/envs")[0] == 401
+    # hearth keeps it all: a role process started again has it.
+    pid = h.host_pid(h.rpc("status")["envd"]["pid"])
+    os.kill(pid, 9)
+    h.wait_for(lambda: h.rpc("status")["envd"]["restarts"] == 1 and
+               h.rpc("status")["envd"]["state"] == "running", what="a restarted role process")
+    wait_health(h)
+    assert http(h, "GET", "/envs")[0] == 401
+    st, _, r = http(h, "GET", "/envs", headers=two)
+    assert st == 200 and json.loads(r) == {"FOO": "bar", "E2B_SANDBOX": "true", "X": "1"}, r
+    assert run_sh(h, 'echo "$FOO"; id -un; pwd', token=two) == "bar\nnobody\n/tmp\n"
+    # envd.init is the role's own.
+    c = h.client()
+    err = c.error("envd.init", {})
+    c.close()
+    assert err["code"] == -32601 and "only the envd role process" in err["message"], err
+
+
+def test_envd_metrics(hearth):
+    """GET /metrics in envd's shape: the machine's CPU count and busy
+    share (/proc/stat), memory (/proc/meminfo: used is total less
+    available) and the root filesystem's size and use (statvfs, from a
+    child of the role process); the token rule applies."""
+    h = start(hearth, access_token="m-tok")
+    assert http(h, "GET", "/metrics")[0] == 401
+    tok = b"X-Access-Token: m-tok\r\n"
+    st, _, r = http(h, "GET", "/metrics", headers=tok)
+    assert st == 200, r
+    m = json.loads(r)
+    assert set(m) == {"ts", "cpu_count", "cpu_used_pct", "mem_total", "mem_used", "mem_total_mib",
+                      "mem_used_mib", "disk_used", "disk_total"}, m
+    assert abs(m["ts"] - time.time()) < 5
+    assert m["cpu_count"] == len(os.sched_getaffinity(0)) or m["cpu_count"] >= 1
+    assert 0 <= m["cpu_used_pct"] <= 100
+    with open("/proc/meminfo") as f:
+        total = int(f.read().split("MemTotal:")[1].split()[0]) * 1024
+    assert m["mem_total"] == total and 0 < m["mem_used"] < total
+    assert m["mem_total_mib"] == total >> 20
+    vfs = os.statvfs("/")
+    assert m["disk_total"] == vfs.f_blocks * vfs.f_frsize, m
+    assert 0 < m["disk_used"] <= m["disk_total"]
+    # Several at once share one probe; each gets its answer.
+    outs = [http(h, "GET", "/metrics", headers=tok)[0] for _ in range(3)]
+    assert outs == [200, 200, 200]
+    # The statvfs children are gone, none left as a zombie.
+    role = h.host_pid(h.rpc("status")["envd"]["pid"])
+
+    def children():
+        kids = []
+        for d in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    st = f.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(st[1]) == role:
+                kids.append((d, st[0]))
+        return kids
+    h.wait_for(lambda: not children(), what="no child of the role process")
 
 
 def test_envd_role_process_is_unprivileged_and_restarted(hearth):

@@ -143,14 +143,16 @@ def test_poll_stays_on_the_timer_grid(hearth, tmp_path):
     _first_run(hearth, lambda: os.path.islink(priv / "alpha"))
 
     def polls(n):
-        """The wall-clock ms of the next n poll runs (a run's time_ms is
-        when its walk ended, a few ms after the timer)."""
+        """The wall-clock ms at which each of the next n poll runs began
+        (a run's time_ms is when its walk ended; less its duration_us,
+        when the timer started it, however long a loaded machine made the
+        walk)."""
         seen, last = [], hearth.rpc("skills.list")["last"]["runs"]
         deadline = time.monotonic() + 15
         while len(seen) < n and time.monotonic() < deadline:
             r = hearth.rpc("skills.list")["last"]
             if r["runs"] != last and r["trigger"] == "poll":
-                seen.append(r["time_ms"])
+                seen.append(r["time_ms"] - r["duration_us"] // 1000)
             last = r["runs"]
             time.sleep(0.05)
         assert len(seen) == n, seen

@@ -235,9 +235,12 @@ def test_cube_recipe_in_cubes_shape(image, tmp_path, caps):
         started = kinds.index(("service.state", "hermes", "starting", None))
         appeared = [ev[i]["target"] for i, e in enumerate(ev) if e.get("type") == "mount.changed"
                     and e.get("change") == "appeared" and i < renewed[0]]
-        # Renewed when the first of them arrived (the workspace, bound
-        # first), before the home is there to seed and the agent starts.
-        assert appeared == ["/workspace"] and renewed[0] < started, kinds
+        # Renewed in the pass that saw the first of them arrive (the
+        # workspace, bound first; on a loaded machine the home's bind may
+        # land before hearth reads the table, and then one pass sees both),
+        # and before the home is seeded and the agent starts.
+        assert "/workspace" in appeared and set(appeared) <= {"/workspace", "/root/.hermes"}, kinds
+        assert renewed[0] < started, kinds
 
         # Seeded, the skills linked, all the agent's.
         assert (home / "config.yaml").exists()

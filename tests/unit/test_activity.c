@@ -7,6 +7,7 @@
 
 #include "activity.h"
 #include "config.h"
+#include "err.h"
 #include "events.h"
 #include "hearth.h"
 #include "notify.h"
@@ -188,8 +189,8 @@ TEST(activity_exec_sessions_make_busy)
     CHECK_STR(cJSON_GetObjectItem(a, "sampling")->valuestring, "off");
     cJSON_Delete(a);
     /* No lease can hold: a freeze goes ahead. */
-    char err[256];
-    CHECK_EQ_INT(activity_freeze_check(err, sizeof(err), NULL), 0);
+    struct err err;
+    CHECK_EQ_INT(activity_freeze_check(&err, NULL), 0);
 
     events_set_sink(NULL);
     activity_setup(NULL);

@@ -24,6 +24,7 @@
 #include <ev.h>
 
 #include "check.h"
+#include "err.h"
 #include "launch.h"
 #include "reaper.h"
 #include "timebase.h"
@@ -107,7 +108,7 @@ static int64_t probe(const struct check_spec *spec, struct result *r)
 static int64_t probe_how(const struct check_spec *spec, const struct check_exec *how,
                          struct result *r)
 {
-    char err[256] = "";
+    struct err err = {0};
     int64_t ms;
 
     memset(r, 0, sizeof(*r));
@@ -115,10 +116,10 @@ static int64_t probe_how(const struct check_spec *spec, const struct check_exec 
     CHECK(r->loop != NULL);
     if (!r->loop)
         return -1;
-    struct check *c = check_start(r->loop, spec, how, on_done, r, err, sizeof(err));
+    struct check *c = check_start(r->loop, spec, how, on_done, r, &err);
     CHECK(c != NULL);
     if (!c) {
-        fprintf(stderr, "  check_start: %s\n", err);
+        fprintf(stderr, "  check_start: %s\n", err.msg);
         ev_loop_destroy(r->loop);
         return -1;
     }
@@ -511,15 +512,15 @@ TEST(check_exec_needs_the_services_plan)
     char *argv[] = {"true", NULL};
     struct check_spec s;
     struct check_exec how = {0};
-    char err[256] = "";
+    struct err err = {0};
 
     /* Never as hearth itself: without a plan there is no probe. */
     exec_spec(&s, argv, 1000);
-    CHECK(check_start(loop, &s, NULL, on_done, &r, err, sizeof(err)) == NULL);
-    CHECK_CONTAINS(err, "without the service's plan");
-    err[0] = 0;
-    CHECK(check_start(loop, &s, &how, on_done, &r, err, sizeof(err)) == NULL);
-    CHECK_CONTAINS(err, "without the service's plan");
+    CHECK(check_start(loop, &s, NULL, on_done, &r, &err) == NULL);
+    CHECK_CONTAINS(err.msg, "without the service's plan");
+    err.msg[0] = 0;
+    CHECK(check_start(loop, &s, &how, on_done, &r, &err) == NULL);
+    CHECK_CONTAINS(err.msg, "without the service's plan");
     run_for(loop, 30);
     CHECK_EQ_INT(r.calls, 0);
     ev_loop_destroy(loop);
@@ -685,7 +686,7 @@ TEST(check_cancel_no_callback)
     char *argv[] = {"/bin/sh", "-c", script, NULL};
     struct check_spec s;
     struct result r = {0};
-    char err[256];
+    struct err err;
     const char *dir = tmp();
     int fds[32], port, lfd = tcp_listener(0, &port);
     int n = lfd >= 0 ? fill_backlog(port, fds, 32) : -1;
@@ -695,17 +696,17 @@ TEST(check_cancel_no_callback)
 
     /* A connect that would hang. */
     tcp_spec(&s, "127.0.0.1", port, 100);
-    struct check *c1 = check_start(r.loop, &s, NULL, on_done, &r, err, sizeof(err));
+    struct check *c1 = check_start(r.loop, &s, NULL, on_done, &r, &err);
     CHECK(c1 != NULL);
     /* A file result that is already due. */
     struct check_spec f = {.kind = CHECK_FILE, .target = "/"};
-    struct check *c2 = check_start(r.loop, &f, NULL, on_done, &r, err, sizeof(err));
+    struct check *c2 = check_start(r.loop, &f, NULL, on_done, &r, &err);
     CHECK(c2 != NULL);
     /* A running process. */
     snprintf(script, sizeof(script), "echo $$ > %s/pid.tmp; mv %s/pid.tmp %s/pid; exec sleep 30",
              dir, dir, dir);
     exec_spec(&s, argv, 100);
-    struct check *c3 = check_start(r.loop, &s, plain(), on_done, &r, err, sizeof(err));
+    struct check *c3 = check_start(r.loop, &s, plain(), on_done, &r, &err);
     CHECK(c3 != NULL);
     char p[128];
     snprintf(p, sizeof(p), "%s/pid", dir);
@@ -733,10 +734,10 @@ static struct check_spec retry_spec;
 static void retry_done(void *ctx, bool ok, const char *detail)
 {
     struct result *r = ctx;
-    char err[256];
+    struct err err;
 
     r->calls++;
-    if (++retries < 3 && check_start(r->loop, &retry_spec, NULL, retry_done, r, err, sizeof(err)))
+    if (++retries < 3 && check_start(r->loop, &retry_spec, NULL, retry_done, r, &err))
         return;
     ev_break(r->loop, EVBREAK_ALL);
 }
@@ -744,12 +745,12 @@ static void retry_done(void *ctx, bool ok, const char *detail)
 TEST(check_restart_from_done)
 {
     struct result r = {0};
-    char err[256];
+    struct err err;
 
     r.loop = new_loop();
     retry_spec = (struct check_spec){.kind = CHECK_FILE, .target = "/nonexistent"};
     retries = 0;
-    CHECK(check_start(r.loop, &retry_spec, NULL, retry_done, &r, err, sizeof(err)) != NULL);
+    CHECK(check_start(r.loop, &retry_spec, NULL, retry_done, &r, &err) != NULL);
     run_for(r.loop, 2000);
     CHECK_EQ_INT(r.calls, 3);
     ev_loop_destroy(r.loop);
@@ -762,32 +763,32 @@ TEST(check_start_refuses_bad_specs)
     struct ev_loop *loop = new_loop();
     struct result r = {.loop = loop};
     struct check_spec s;
-    char err[256];
+    struct err err;
     char *noargv[] = {NULL};
 
     tcp_spec(&s, "db.internal", 80, 0);
-    err[0] = 0;
-    CHECK(check_start(loop, &s, NULL, on_done, &r, err, sizeof(err)) == NULL);
-    CHECK_CONTAINS(err, "not resolved");
+    err.msg[0] = 0;
+    CHECK(check_start(loop, &s, NULL, on_done, &r, &err) == NULL);
+    CHECK_CONTAINS(err.msg, "not resolved");
     memset(&s, 0, sizeof(s));
     s.kind = CHECK_TCP;
     snprintf(s.target, sizeof(s.target), "127.0.0.1");
-    CHECK(check_start(loop, &s, NULL, on_done, &r, err, sizeof(err)) == NULL);
-    CHECK_CONTAINS(err, "HOST:PORT");
+    CHECK(check_start(loop, &s, NULL, on_done, &r, &err) == NULL);
+    CHECK_CONTAINS(err.msg, "HOST:PORT");
     tcp_spec(&s, "127.0.0.1", 70000, 0);
-    CHECK(check_start(loop, &s, NULL, on_done, &r, err, sizeof(err)) == NULL);
+    CHECK(check_start(loop, &s, NULL, on_done, &r, &err) == NULL);
     memset(&s, 0, sizeof(s));
     s.kind = CHECK_UNIX;
     memset(s.target, 'a', 200);
     s.target[0] = '/';
-    CHECK(check_start(loop, &s, NULL, on_done, &r, err, sizeof(err)) == NULL);
-    CHECK_CONTAINS(err, "socket path");
+    CHECK(check_start(loop, &s, NULL, on_done, &r, &err) == NULL);
+    CHECK_CONTAINS(err.msg, "socket path");
     exec_spec(&s, noargv, 0);
-    CHECK(check_start(loop, &s, NULL, on_done, &r, err, sizeof(err)) == NULL);
+    CHECK(check_start(loop, &s, NULL, on_done, &r, &err) == NULL);
     exec_spec(&s, NULL, 0);
-    CHECK(check_start(loop, &s, NULL, on_done, &r, err, sizeof(err)) == NULL);
+    CHECK(check_start(loop, &s, NULL, on_done, &r, &err) == NULL);
     tcp_spec(&s, "127.0.0.1", 80, -1);
-    CHECK(check_start(loop, &s, NULL, on_done, &r, err, sizeof(err)) == NULL);
+    CHECK(check_start(loop, &s, NULL, on_done, &r, &err) == NULL);
     run_for(loop, 30);
     CHECK_EQ_INT(r.calls, 0);
     ev_loop_destroy(loop);
@@ -795,14 +796,15 @@ TEST(check_start_refuses_bad_specs)
 
 /* ---- spec from JSON ---- */
 
-static int spec_of(const char *json, struct check_spec *s, char *err, size_t errlen)
+static int spec_of(const char *json, struct check_spec *s, struct err *err)
 {
     cJSON *j = cJSON_Parse(json);
     int rc;
 
     CHECK(j != NULL);
-    err[0] = 0;
-    rc = check_spec_from_json(j, s, err, errlen);
+    if (err)
+        err->msg[0] = 0;
+    rc = check_spec_from_json(j, s, err);
     cJSON_Delete(j);
     return rc;
 }
@@ -810,42 +812,39 @@ static int spec_of(const char *json, struct check_spec *s, char *err, size_t err
 TEST(check_spec_json_kinds)
 {
     struct check_spec s;
-    char err[256];
+    struct err err;
 
-    CHECK_EQ_INT(spec_of("{\"tcp\":\"127.0.0.1:9119\",\"timeout_ms\":60000}", &s, err,
-                         sizeof(err)), 0);
+    CHECK_EQ_INT(spec_of("{\"tcp\":\"127.0.0.1:9119\",\"timeout_ms\":60000}", &s, &err), 0);
     CHECK_EQ_INT(s.kind, CHECK_TCP);
     CHECK_STR(s.target, "127.0.0.1:9119");
     CHECK_EQ_INT(s.timeout_ms, 60000);
-    CHECK_EQ_INT(spec_of("{\"tcp\":\"localhost:80\"}", &s, err, sizeof(err)), 0);
+    CHECK_EQ_INT(spec_of("{\"tcp\":\"localhost:80\"}", &s, &err), 0);
     CHECK_EQ_INT(s.timeout_ms, 0);
-    CHECK_EQ_INT(spec_of("{\"tcp\":\"[::1]:8080\"}", &s, err, sizeof(err)), 0);
+    CHECK_EQ_INT(spec_of("{\"tcp\":\"[::1]:8080\"}", &s, &err), 0);
     CHECK_STR(s.target, "[::1]:8080");
     CHECK_EQ_INT(spec_of("{\"tcp\":\"127.0.0.1:9119\",\"interval_ms\":10000,\"failures\":3}",
-                         &s, err, sizeof(err)), 0);
+                         &s, &err), 0);
     CHECK_EQ_INT(s.interval_ms, 10000);
     CHECK_EQ_INT(s.failures, 3);
 
-    CHECK_EQ_INT(spec_of("{\"unix\":\"/run/app.sock\"}", &s, err, sizeof(err)), 0);
+    CHECK_EQ_INT(spec_of("{\"unix\":\"/run/app.sock\"}", &s, &err), 0);
     CHECK_EQ_INT(s.kind, CHECK_UNIX);
     CHECK_STR(s.target, "/run/app.sock");
-    CHECK_EQ_INT(spec_of("{\"file\":\"/run/app.ready\",\"timeout_ms\":100}", &s, err,
-                         sizeof(err)), 0);
+    CHECK_EQ_INT(spec_of("{\"file\":\"/run/app.ready\",\"timeout_ms\":100}", &s, &err), 0);
     CHECK_EQ_INT(s.kind, CHECK_FILE);
     CHECK_STR(s.target, "/run/app.ready");
     CHECK_EQ_INT(s.timeout_ms, 100);
-    CHECK_EQ_INT(spec_of("{\"notify_fd\":3}", &s, err, sizeof(err)), 1);
+    CHECK_EQ_INT(spec_of("{\"notify_fd\":3}", &s, &err), 1);
     CHECK_EQ_INT(s.notify_fd, 3);
-    CHECK_EQ_INT(spec_of("{\"notify\":true,\"timeout_ms\":500}", &s, err, sizeof(err)), 1);
+    CHECK_EQ_INT(spec_of("{\"notify\":true,\"timeout_ms\":500}", &s, &err), 1);
     CHECK(s.notify && s.notify_fd == 0 && s.watchdog_ms == 0);
     CHECK_EQ_INT(s.timeout_ms, 500);
-    CHECK_EQ_INT(spec_of("{\"notify\":false}", &s, err, sizeof(err)), -1);
-    CHECK_STR(err, "notify: expected true");
-    CHECK_EQ_INT(spec_of("{\"watchdog_ms\":30000,\"failures\":1}", &s, err, sizeof(err)), 1);
+    CHECK_EQ_INT(spec_of("{\"notify\":false}", &s, &err), -1);
+    CHECK_STR(err.msg, "notify: expected true");
+    CHECK_EQ_INT(spec_of("{\"watchdog_ms\":30000,\"failures\":1}", &s, &err), 1);
     CHECK(!s.notify && s.watchdog_ms == 30000 && s.failures == 1);
-    CHECK_EQ_INT(spec_of("{\"watchdog_ms\":30000,\"tcp\":\"127.0.0.1:1\"}", &s, err,
-                         sizeof(err)), -1);
-    CHECK_CONTAINS(err, "only one of");
+    CHECK_EQ_INT(spec_of("{\"watchdog_ms\":30000,\"tcp\":\"127.0.0.1:1\"}", &s, &err), -1);
+    CHECK_CONTAINS(err.msg, "only one of");
 }
 
 TEST(check_spec_json_exec_runs)
@@ -854,9 +853,9 @@ TEST(check_spec_json_exec_runs)
                            "\"timeout_ms\":3000}");
     struct check_spec s;
     struct result r;
-    char err[256];
+    struct err err;
 
-    CHECK_EQ_INT(check_spec_from_json(j, &s, err, sizeof(err)), 0);
+    CHECK_EQ_INT(check_spec_from_json(j, &s, &err), 0);
     CHECK_EQ_INT(s.kind, CHECK_EXEC);
     CHECK(s.argv == s.argv_store);
     CHECK_STR(s.argv[0], "/bin/sh");
@@ -871,25 +870,25 @@ TEST(check_spec_json_exec_runs)
 TEST(check_spec_json_errors)
 {
     struct check_spec s;
-    char err[256];
+    struct err err;
 
-    CHECK_EQ_INT(spec_of("{\"tcp\":\"db.internal:5432\"}", &s, err, sizeof(err)), -1);
-    CHECK_CONTAINS(err, "tcp: bad address \"db.internal:5432\"");
-    CHECK_EQ_INT(spec_of("{\"tcp\":\"127.0.0.1\"}", &s, err, sizeof(err)), -1);
-    CHECK_CONTAINS(err, "HOST:PORT");
-    CHECK_EQ_INT(spec_of("{\"tcp\":\"127.0.0.1:0\"}", &s, err, sizeof(err)), -1);
-    CHECK_EQ_INT(spec_of("{\"tcp\":\"::1:80\"}", &s, err, sizeof(err)), -1);
-    CHECK_EQ_INT(spec_of("{\"tcp\":\"[::1:80\"}", &s, err, sizeof(err)), -1);
-    CHECK_EQ_INT(spec_of("{\"tcp\":\"1.2.3.4:80x\"}", &s, err, sizeof(err)), -1);
-    CHECK_EQ_INT(spec_of("{\"timeout_ms\":5}", &s, err, sizeof(err)), -1);
-    CHECK_CONTAINS(err, "needs one of");
-    CHECK_EQ_INT(spec_of("{\"tcp\":\"127.0.0.1:1\",\"file\":\"/x\"}", &s, err, sizeof(err)), -1);
-    CHECK_CONTAINS(err, "only one of");
-    CHECK_EQ_INT(spec_of("{\"exec\":[]}", &s, err, sizeof(err)), -1);
-    CHECK_EQ_INT(spec_of("{\"exec\":[\"\"]}", &s, err, sizeof(err)), -1);
-    CHECK_EQ_INT(spec_of("{\"file\":\"/x\",\"timeout_ms\":-1}", &s, err, sizeof(err)), -1);
-    CHECK_CONTAINS(err, "timeout_ms");
-    CHECK_EQ_INT(spec_of("[1]", &s, err, sizeof(err)), -1);
+    CHECK_EQ_INT(spec_of("{\"tcp\":\"db.internal:5432\"}", &s, &err), -1);
+    CHECK_CONTAINS(err.msg, "tcp: bad address \"db.internal:5432\"");
+    CHECK_EQ_INT(spec_of("{\"tcp\":\"127.0.0.1\"}", &s, &err), -1);
+    CHECK_CONTAINS(err.msg, "HOST:PORT");
+    CHECK_EQ_INT(spec_of("{\"tcp\":\"127.0.0.1:0\"}", &s, &err), -1);
+    CHECK_EQ_INT(spec_of("{\"tcp\":\"::1:80\"}", &s, &err), -1);
+    CHECK_EQ_INT(spec_of("{\"tcp\":\"[::1:80\"}", &s, &err), -1);
+    CHECK_EQ_INT(spec_of("{\"tcp\":\"1.2.3.4:80x\"}", &s, &err), -1);
+    CHECK_EQ_INT(spec_of("{\"timeout_ms\":5}", &s, &err), -1);
+    CHECK_CONTAINS(err.msg, "needs one of");
+    CHECK_EQ_INT(spec_of("{\"tcp\":\"127.0.0.1:1\",\"file\":\"/x\"}", &s, &err), -1);
+    CHECK_CONTAINS(err.msg, "only one of");
+    CHECK_EQ_INT(spec_of("{\"exec\":[]}", &s, &err), -1);
+    CHECK_EQ_INT(spec_of("{\"exec\":[\"\"]}", &s, &err), -1);
+    CHECK_EQ_INT(spec_of("{\"file\":\"/x\",\"timeout_ms\":-1}", &s, &err), -1);
+    CHECK_CONTAINS(err.msg, "timeout_ms");
+    CHECK_EQ_INT(spec_of("[1]", &s, &err), -1);
 }
 
 TEST(check_exec_leftovers_killed_on_exit)

@@ -16,6 +16,7 @@
 #include <ev.h>
 
 #include "check.h"
+#include "err.h"
 
 struct peer {
     int lfd, port;
@@ -101,7 +102,7 @@ static void guard_cb(struct ev_loop *loop, ev_timer *w, int revents) { ev_break(
 /* One probe of "127.0.0.1:PORT/health" with timeout_ms; fills o. */
 static void http_probe(int port, int64_t timeout_ms, struct outcome *o)
 {
-    char err[256] = "";
+    struct err err = {0};
     struct check_spec spec;
     ev_timer guard;
 
@@ -111,7 +112,7 @@ static void http_probe(int port, int64_t timeout_ms, struct outcome *o)
     snprintf(spec.target, sizeof(spec.target), "127.0.0.1:%d/health", port);
     spec.timeout_ms = timeout_ms;
     o->loop = ev_loop_new(EVFLAG_AUTO);
-    struct check *c = check_start(o->loop, &spec, NULL, done_cb, o, err, sizeof(err));
+    struct check *c = check_start(o->loop, &spec, NULL, done_cb, o, &err);
     CHECK(c != NULL);
     /* Never from inside check_start. */
     CHECK_EQ_INT(o->calls, 0);
@@ -199,15 +200,15 @@ TEST(check_http_refused_and_spec)
     CHECK_STR(o.detail, want);
 
     struct check_spec spec;
-    char err[200];
+    struct err err;
     cJSON *j = cJSON_Parse("{\"http\":\"[::1]:8642/health\",\"timeout_ms\":300}");
-    CHECK_EQ_INT(check_spec_from_json(j, &spec, err, sizeof(err)), 0);
+    CHECK_EQ_INT(check_spec_from_json(j, &spec, &err), 0);
     CHECK_EQ_INT(spec.kind, CHECK_HTTP);
     CHECK_STR(spec.target, "[::1]:8642/health");
     CHECK_EQ_INT((int)spec.timeout_ms, 300);
     cJSON_Delete(j);
     j = cJSON_Parse("{\"http\":\"db.local:80/\"}");
-    CHECK_EQ_INT(check_spec_from_json(j, &spec, err, sizeof(err)), -1);
-    CHECK_CONTAINS(err, "names are not resolved");
+    CHECK_EQ_INT(check_spec_from_json(j, &spec, &err), -1);
+    CHECK_CONTAINS(err.msg, "names are not resolved");
     cJSON_Delete(j);
 }

@@ -1,7 +1,7 @@
 /* childjob on a loop of its own, with real children: a small result is
  * read at the exit alone (the pipe unwatched until then), a result larger
  * than a pipe holds arrives whole (the child asks for reading), one past
- * its bound or its deadline is killed and reported as such, a descendant
+ * its bound or its deadline, or cancelled, is killed and reported as such, a descendant
  * left holding the pipe does not hold up the end, and only one child runs
  * per job. */
 #include "unit.h"
@@ -17,6 +17,7 @@
 #include <ev.h>
 
 #include "childjob.h"
+#include "err.h"
 #include "hearth.h"
 #include "reaper.h"
 
@@ -97,7 +98,7 @@ TEST(childjob_result_deadline_and_bound)
 {
     struct ev_loop *saved = H.loop;
     struct childjob j = {0};
-    char err[256];
+    struct err err;
 
     H.loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOENV);
     CHECK(H.loop != NULL);
@@ -105,13 +106,13 @@ TEST(childjob_result_deadline_and_bound)
     /* 300 KiB: more than a pipe holds, so the loop reads as it comes. */
     memset(&got, 0, sizeof(got));
     CHECK_EQ_INT(childjob_start(&j, 10000, 1 << 20, writer, (void *)(size_t)(300 * 1024), on_done,
-                                err, sizeof(err)),
+                                &err),
                  0);
     CHECK(childjob_running(&j));
     /* One child per job. */
-    CHECK_EQ_INT(childjob_start(&j, 10000, 1 << 20, writer, (void *)1, on_done, err, sizeof(err)),
+    CHECK_EQ_INT(childjob_start(&j, 10000, 1 << 20, writer, (void *)1, on_done, &err),
                  -1);
-    CHECK(strstr(err, "already running") != NULL);
+    CHECK(strstr(err.msg, "already running") != NULL);
     run_until_done();
     CHECK(got.done);
     CHECK_EQ_INT(got.end, CHILDJOB_EXITED);
@@ -124,7 +125,7 @@ TEST(childjob_result_deadline_and_bound)
     /* Past its bound: killed, and said so. */
     memset(&got, 0, sizeof(got));
     CHECK_EQ_INT(childjob_start(&j, 10000, 64 * 1024, writer, (void *)(size_t)(300 * 1024), on_done,
-                                err, sizeof(err)),
+                                &err),
                  0);
     run_until_done();
     CHECK(got.done);
@@ -133,18 +134,33 @@ TEST(childjob_result_deadline_and_bound)
 
     /* Past its deadline: killed, and said so; the job can start again. */
     memset(&got, 0, sizeof(got));
-    CHECK_EQ_INT(childjob_start(&j, 100, 1024, sleeper, NULL, on_done, err, sizeof(err)), 0);
+    CHECK_EQ_INT(childjob_start(&j, 100, 1024, sleeper, NULL, on_done, &err), 0);
     run_until_done();
     CHECK(got.done);
     CHECK_EQ_INT(got.end, CHILDJOB_TIMEOUT);
     CHECK(WIFSIGNALED(got.status) && WTERMSIG(got.status) == SIGKILL);
     CHECK(!childjob_running(&j) && j.killed == 0);
 
+    /* Cancelled by its owner: killed, said so, and free again; a cancel
+     * with no child running does nothing. */
+    memset(&got, 0, sizeof(got));
+    CHECK_EQ_INT(childjob_start(&j, 10000, 1024, sleeper, NULL, on_done, &err), 0);
+    childjob_cancel(&j);
+    childjob_cancel(&j); /* once is enough */
+    CHECK(!got.done);    /* the owner hears from the loop, not inside the call */
+    run_until_done();
+    CHECK(got.done);
+    CHECK_EQ_INT(got.end, CHILDJOB_CANCELLED);
+    CHECK(WIFSIGNALED(got.status) && WTERMSIG(got.status) == SIGKILL);
+    CHECK(!childjob_running(&j) && j.killed == 0);
+    memset(&got, 0, sizeof(got));
+    childjob_cancel(&j);
+    CHECK(!got.done);
+
     /* A small result: only the eventfd is watched, the pipe is read at
      * the exit. */
     memset(&got, 0, sizeof(got));
-    CHECK_EQ_INT(childjob_start(&j, 10000, 1024, writer, (void *)(size_t)10, on_done, err,
-                                sizeof(err)),
+    CHECK_EQ_INT(childjob_start(&j, 10000, 1024, writer, (void *)(size_t)10, on_done, &err),
                  0);
     CHECK(!ev_is_active(&j.io) && ev_is_active(&j.kick_io));
     run_until_done();
@@ -158,7 +174,7 @@ TEST(childjob_result_deadline_and_bound)
                        -1, 0);
     CHECK(gpid != MAP_FAILED);
     *gpid = 0;
-    CHECK_EQ_INT(childjob_start(&j, 10000, 1024, leaver, gpid, on_done, err, sizeof(err)), 0);
+    CHECK_EQ_INT(childjob_start(&j, 10000, 1024, leaver, gpid, on_done, &err), 0);
     run_until_done();
     CHECK(got.done && got.end == CHILDJOB_EXITED && got.len == 10 && got.intact);
     /* Ended while the grandchild still held the pipe. */

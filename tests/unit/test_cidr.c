@@ -1,23 +1,30 @@
 #include "unit.h"
 
+#include <stdio.h>
+
 #include <arpa/inet.h>
 #include <sys/socket.h>
 
 #include "cidr.h"
+#include "err.h"
 
 static int parse(const char *s, bool host_bits, struct cidr *out, char *err)
 {
-    return cidr_parse(s, host_bits, out, err, 128);
+    struct err e = {0};
+    int r = cidr_parse(s, host_bits, out, &e);
+    if (err)
+        snprintf(err, 128, "%s", e.msg);
+    return r;
 }
 
 /* Formats s after parsing (host bits allowed), or "ERR: reason". */
 static const char *roundtrip(const char *s, char *buf, size_t len)
 {
     struct cidr c;
-    char err[128];
+    struct err err;
 
-    if (cidr_parse(s, true, &c, err, sizeof(err)) < 0)
-        snprintf(buf, len, "ERR: %s", err);
+    if (cidr_parse(s, true, &c, &err) < 0)
+        snprintf(buf, len, "ERR: %s", err.msg);
     else
         cidr_format(&c, buf, len);
     return buf;
@@ -104,26 +111,26 @@ TEST(cidr_rejects_junk)
         "0000:0000:0000:0000:0000:0000:0000:0000:0000/64",
     };
     struct cidr c;
-    char err[128];
+    struct err err;
 
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        err[0] = '\0';
-        if (cidr_parse(bad[i], true, &c, err, sizeof(err)) != -1) {
+        err.msg[0] = '\0';
+        if (cidr_parse(bad[i], true, &c, &err) != -1) {
             fprintf(stderr, "  accepted \"%s\"\n", bad[i]);
             unit_failures++;
         }
-        CHECK(err[0] != '\0');
+        CHECK(err.msg[0] != '\0');
     }
-    CHECK_EQ_INT(cidr_parse(NULL, true, &c, err, sizeof(err)), -1);
-    CHECK_STR(err, "empty address");
-    CHECK_EQ_INT(cidr_parse("10.0.0.0/33", false, &c, err, sizeof(err)), -1);
-    CHECK_STR(err, "bad prefix length (expected 0..32)");
-    CHECK_EQ_INT(cidr_parse("10.0.0.300/8", false, &c, err, sizeof(err)), -1);
-    CHECK_STR(err, "bad IPv4 address");
-    CHECK_EQ_INT(cidr_parse("fc00:::/7", false, &c, err, sizeof(err)), -1);
-    CHECK_STR(err, "bad IPv6 address");
+    CHECK_EQ_INT(cidr_parse(NULL, true, &c, &err), -1);
+    CHECK_STR(err.msg, "empty address");
+    CHECK_EQ_INT(cidr_parse("10.0.0.0/33", false, &c, &err), -1);
+    CHECK_STR(err.msg, "bad prefix length (expected 0..32)");
+    CHECK_EQ_INT(cidr_parse("10.0.0.300/8", false, &c, &err), -1);
+    CHECK_STR(err.msg, "bad IPv4 address");
+    CHECK_EQ_INT(cidr_parse("fc00:::/7", false, &c, &err), -1);
+    CHECK_STR(err.msg, "bad IPv6 address");
     /* A NULL err buffer is allowed. */
-    CHECK_EQ_INT(cidr_parse("junk", false, &c, NULL, 0), -1);
+    CHECK_EQ_INT(cidr_parse("junk", false, &c, NULL), -1);
 }
 
 TEST(cidr_host_bits)
@@ -212,7 +219,7 @@ TEST(cidr_format)
               "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128");
 
     /* A short buffer is truncated, still terminated. */
-    cidr_parse("10.10.0.0/16", false, &c, NULL, 0);
+    cidr_parse("10.10.0.0/16", false, &c, NULL);
     memset(buf, 'x', sizeof(buf));
     cidr_format(&c, buf, 6);
     CHECK_STR(buf, "10.10");

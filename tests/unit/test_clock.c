@@ -1,5 +1,7 @@
 #include "unit.h"
 
+#include <stdio.h>
+
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -118,7 +120,11 @@ TEST(clock_threshold_zero_steps_any_difference)
 
 static long dec(const char *s, unsigned char *out, char *err)
 {
-    return base64_decode(s, strlen(s), out, 16, err, 96);
+    struct err e = {0};
+    long r = base64_decode(s, strlen(s), out, 16, &e);
+    if (err)
+        snprintf(err, 96, "%s", e.msg);
+    return r;
 }
 
 TEST(base64_decodes_with_and_without_padding)

@@ -11,6 +11,7 @@
 #include <cJSON.h>
 
 #include "config.h"
+#include "err.h"
 #include "svc_config.h"
 
 /* The reference sandbox, as shipped in rootfs/hermes/hearth.json (the Hermes contract of
@@ -78,7 +79,11 @@ static const char hermes_json[] =
 
 static struct config *parse(const char *json, char *err)
 {
-    return config_parse(json, strlen(json), err, CONFIG_ERR_MAX);
+    struct err e = {0};
+    struct config * r = config_parse(json, strlen(json), &e);
+    if (err)
+        snprintf(err, CONFIG_ERR_MAX, "%s", e.msg);
+    return r;
 }
 
 /* Parses json, which must fail with exactly msg (reported at the caller). */
@@ -247,10 +252,10 @@ TEST(config_hermes_example)
 
 TEST(config_hermes_shipped_file)
 {
-    char err[CONFIG_ERR_MAX] = "";
-    struct config *cfg = config_load("rootfs/hermes/hearth.json", err, sizeof(err));
+    struct err err = {0};
+    struct config *cfg = config_load("rootfs/hermes/hearth.json", &err);
 
-    CHECK_STR(err, "");
+    CHECK_STR(err.msg, "");
     CHECK(cfg != NULL);
     if (cfg)
         check_hermes(cfg);
@@ -266,27 +271,27 @@ TEST(config_fixture_files)
         {"tests/unit/configs/bad-type.json", "services[0].backoff.max_ms: expected integer"},
         {"tests/unit/configs/bad-syntax.json", "syntax error at byte 39 (line 3, column 19)"},
     };
-    char err[CONFIG_ERR_MAX];
+    struct err err;
 
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
-        struct config *cfg = config_load(good[i], err, sizeof(err));
+        struct config *cfg = config_load(good[i], &err);
         if (!cfg)
-            fprintf(stderr, "  %s: %s\n", good[i], err);
+            fprintf(stderr, "  %s: %s\n", good[i], err.msg);
         CHECK(cfg != NULL);
         config_free(cfg);
     }
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        struct config *cfg = config_load(bad[i][0], err, sizeof(err));
+        struct config *cfg = config_load(bad[i][0], &err);
         CHECK(cfg == NULL);
-        CHECK_STR(err, bad[i][1]);
+        CHECK_STR(err.msg, bad[i][1]);
         config_free(cfg);
     }
 }
 
 TEST(config_defaults)
 {
-    char err[CONFIG_ERR_MAX] = "";
-    struct config *cfg = parse("{}", err);
+    struct err err = {0};
+    struct config *cfg = parse("{}", err.msg);
 
     CHECK(cfg != NULL);
     if (!cfg)
@@ -309,7 +314,7 @@ TEST(config_defaults)
     CHECK(cJSON_IsObject(cfg->json));
     config_free(cfg);
 
-    cfg = config_default(err, sizeof(err));
+    cfg = config_default(&err);
     CHECK(cfg != NULL);
     if (cfg) {
         CHECK_EQ_INT(cfg->n_listen, 2);
@@ -634,34 +639,34 @@ TEST(config_error_listen)
                "control.listen: at most 8 entries");
 }
 
-TEST(config_parse_listen_direct)
+TEST(names_parse_listen_direct)
 {
     struct listen_spec l;
-    char err[CONFIG_ERR_MAX];
+    struct err err;
     char longpath[200];
 
-    CHECK_EQ_INT(config_parse_listen("unix:/run/x.sock", &l, err, sizeof(err)), 0);
+    CHECK_EQ_INT(names_parse_listen("unix:/run/x.sock", &l, &err), 0);
     CHECK_EQ_INT(l.kind, LISTEN_UNIX);
     CHECK_STR(l.path, "/run/x.sock");
-    CHECK_EQ_INT(config_parse_listen("vsock:1025", &l, err, sizeof(err)), 0);
+    CHECK_EQ_INT(names_parse_listen("vsock:1025", &l, &err), 0);
     CHECK_EQ_INT(l.kind, LISTEN_VSOCK);
     CHECK_EQ_INT(l.port, 1025);
-    CHECK_EQ_INT(config_parse_listen("serial:org.hearth.ctl", &l, err, sizeof(err)), 0);
+    CHECK_EQ_INT(names_parse_listen("serial:org.hearth.ctl", &l, &err), 0);
     CHECK_EQ_INT(l.kind, LISTEN_SERIAL);
     CHECK_STR(l.path, "org.hearth.ctl");
 
     memset(longpath, 'a', sizeof(longpath));
     memcpy(longpath, "unix:/", 6);
     longpath[sizeof(longpath) - 1] = '\0';
-    CHECK_EQ_INT(config_parse_listen(longpath, &l, err, sizeof(err)), -1);
-    CHECK_CONTAINS(err, "path longer than 107 bytes");
-    CHECK_EQ_INT(config_parse_listen("tcp:80", &l, err, sizeof(err)), -1);
-    CHECK_CONTAINS(err, "expected unix:PATH");
-    CHECK_EQ_INT(config_parse_listen("vsock:0", &l, NULL, 0), -1);
-    CHECK_EQ_INT(config_parse_listen("vsock:01", &l, err, sizeof(err)), -1);
+    CHECK_EQ_INT(names_parse_listen(longpath, &l, &err), -1);
+    CHECK_CONTAINS(err.msg, "path longer than 107 bytes");
+    CHECK_EQ_INT(names_parse_listen("tcp:80", &l, &err), -1);
+    CHECK_CONTAINS(err.msg, "expected unix:PATH");
+    CHECK_EQ_INT(names_parse_listen("vsock:0", &l, NULL), -1);
+    CHECK_EQ_INT(names_parse_listen("vsock:01", &l, &err), -1);
     /* A control character in the value is escaped in the message. */
-    CHECK_EQ_INT(config_parse_listen("x\ny", &l, err, sizeof(err)), -1);
-    CHECK_CONTAINS(err, "\"x\\x0ay\"");
+    CHECK_EQ_INT(names_parse_listen("x\ny", &l, &err), -1);
+    CHECK_CONTAINS(err.msg, "\"x\\x0ay\"");
 }
 
 TEST(config_error_cidr)
@@ -958,22 +963,22 @@ TEST(config_error_syntax)
 
     /* The length is honoured: bytes past len are never read. */
     {
-        char err[CONFIG_ERR_MAX];
-        struct config *cfg = config_parse("{}garbage", 2, err, sizeof(err));
+        struct err err;
+        struct config *cfg = config_parse("{}garbage", 2, &err);
         CHECK(cfg != NULL);
         config_free(cfg);
-        cfg = config_parse("{\"a\":1}", 5, err, sizeof(err));
+        cfg = config_parse("{\"a\":1}", 5, &err);
         CHECK(cfg == NULL);
-        CHECK_CONTAINS(err, "syntax error at byte");
+        CHECK_CONTAINS(err.msg, "syntax error at byte");
         config_free(cfg);
         /* An embedded NUL is not the end of the document. */
-        cfg = config_parse("{}\0{}", 5, err, sizeof(err));
+        cfg = config_parse("{}\0{}", 5, &err);
         CHECK(cfg == NULL);
-        CHECK_STR(err, "syntax error at byte 2 (line 1, column 3): unexpected data after the JSON "
+        CHECK_STR(err.msg, "syntax error at byte 2 (line 1, column 3): unexpected data after the JSON "
                        "value");
         config_free(cfg);
-        CHECK(config_parse(NULL, 0, err, sizeof(err)) == NULL);
-        CHECK(config_parse("{", 1, NULL, 0) == NULL);
+        CHECK(config_parse(NULL, 0, &err) == NULL);
+        CHECK(config_parse("{", 1, NULL) == NULL);
     }
 }
 
@@ -982,17 +987,18 @@ TEST(config_error_long_path_is_bounded)
     /* A huge unknown key must not overflow err; the message is cut. */
     size_t n = 5000;
     char *doc = malloc(n + 16);
-    char err[64];
+    struct err err;
     struct config *cfg;
 
     doc[0] = '{';
     doc[1] = '"';
     memset(doc + 2, 'k', n);
     strcpy(doc + 2 + n, "\":1}");
-    cfg = config_parse(doc, strlen(doc), err, sizeof(err));
+    cfg = config_parse(doc, strlen(doc), &err);
     CHECK(cfg == NULL);
-    CHECK_EQ_INT(strlen(err), sizeof(err) - 1);
-    CHECK(strncmp(err, "kkkk", 4) == 0);
+    /* Cut where the field's path is (SCHEMA_ERR_MAX), the reason after it. */
+    CHECK(strlen(err.msg) >= SCHEMA_ERR_MAX - 1 && strlen(err.msg) < sizeof(err.msg));
+    CHECK(strncmp(err.msg, "kkkk", 4) == 0);
     free(doc);
 }
 
@@ -1017,7 +1023,7 @@ static char *write_temp(const char *content, size_t len)
 
 /* A config read from a pipe (no size known beforehand): the buffer grows
  * as it reads, to the same limit as a file's. */
-static struct config *load_from_pipe(const char *doc, size_t len, char *err, size_t errlen)
+static struct config *load_from_pipe(const char *doc, size_t len, struct err *err)
 {
     int p[2];
     char path[64];
@@ -1037,7 +1043,7 @@ static struct config *load_from_pipe(const char *doc, size_t len, char *err, siz
     }
     close(p[1]);
     snprintf(path, sizeof(path), "/proc/self/fd/%d", p[0]);
-    struct config *cfg = config_load(path, err, errlen);
+    struct config *cfg = config_load(path, err);
     close(p[0]);
     waitpid(pid, NULL, 0);
     return cfg;
@@ -1045,43 +1051,43 @@ static struct config *load_from_pipe(const char *doc, size_t len, char *err, siz
 
 TEST(config_load_from_a_pipe_grows_to_the_limit)
 {
-    char err[CONFIG_ERR_MAX];
+    struct err err;
     char *big = malloc(CONFIG_MAX_BYTES + 1);
     memset(big, ' ', CONFIG_MAX_BYTES + 1);
     big[0] = '{';
     /* 40 KiB: more than the first buffer, read whole. */
     big[40000] = '}';
-    struct config *cfg = load_from_pipe(big, 40001, err, sizeof(err));
+    struct config *cfg = load_from_pipe(big, 40001, &err);
     CHECK(cfg != NULL);
     config_free(cfg);
     big[40000] = ' ';
     big[CONFIG_MAX_BYTES - 1] = '}';
-    cfg = load_from_pipe(big, CONFIG_MAX_BYTES, err, sizeof(err));
+    cfg = load_from_pipe(big, CONFIG_MAX_BYTES, &err);
     CHECK(cfg != NULL);
     config_free(cfg);
     errno = 0;
-    cfg = load_from_pipe(big, CONFIG_MAX_BYTES + 1, err, sizeof(err));
+    cfg = load_from_pipe(big, CONFIG_MAX_BYTES + 1, &err);
     CHECK(cfg == NULL);
     CHECK_EQ_INT(errno, EFBIG);
-    CHECK_CONTAINS(err, ": larger than 1048576 bytes");
+    CHECK_CONTAINS(err.msg, ": larger than 1048576 bytes");
     free(big);
 }
 
 TEST(config_load_files)
 {
-    char err[CONFIG_ERR_MAX];
+    struct err err;
     struct config *cfg;
     char *path, *big;
 
     errno = 0;
-    cfg = config_load("/nonexistent/hearth.json", err, sizeof(err));
+    cfg = config_load("/nonexistent/hearth.json", &err);
     CHECK(cfg == NULL);
     CHECK_EQ_INT(errno, ENOENT);
-    CHECK_STR(err, "/nonexistent/hearth.json: No such file or directory");
+    CHECK_STR(err.msg, "/nonexistent/hearth.json: No such file or directory");
 
-    cfg = config_load("/tmp", err, sizeof(err));
+    cfg = config_load("/tmp", &err);
     CHECK(cfg == NULL);
-    CHECK_STR(err, "/tmp: Is a directory");
+    CHECK_STR(err.msg, "/tmp: Is a directory");
 
     /* Exactly CONFIG_MAX_BYTES loads; one byte more does not. */
     big = malloc(CONFIG_MAX_BYTES + 1);
@@ -1089,7 +1095,7 @@ TEST(config_load_files)
     big[0] = '{';
     big[CONFIG_MAX_BYTES - 1] = '}';
     path = write_temp(big, CONFIG_MAX_BYTES);
-    cfg = config_load(path, err, sizeof(err));
+    cfg = config_load(path, &err);
     CHECK(cfg != NULL);
     config_free(cfg);
     unlink(path);
@@ -1097,45 +1103,45 @@ TEST(config_load_files)
 
     path = write_temp(big, CONFIG_MAX_BYTES + 1);
     errno = 0;
-    cfg = config_load(path, err, sizeof(err));
+    cfg = config_load(path, &err);
     CHECK(cfg == NULL);
     CHECK_EQ_INT(errno, EFBIG);
-    CHECK_CONTAINS(err, path);
-    CHECK_CONTAINS(err, ": larger than 1048576 bytes");
+    CHECK_CONTAINS(err.msg, path);
+    CHECK_CONTAINS(err.msg, ": larger than 1048576 bytes");
     unlink(path);
     free(path);
 
-    CHECK(config_parse(big, CONFIG_MAX_BYTES + 1, err, sizeof(err)) == NULL);
-    CHECK_STR(err, "document larger than 1048576 bytes");
+    CHECK(config_parse(big, CONFIG_MAX_BYTES + 1, &err) == NULL);
+    CHECK_STR(err.msg, "document larger than 1048576 bytes");
     free(big);
 
     /* Validation errors from a file are the plain "path: reason". */
     path = write_temp("{\"frobnicate\":1}", 16);
     errno = 0;
-    cfg = config_load(path, err, sizeof(err));
+    cfg = config_load(path, &err);
     CHECK(cfg == NULL);
     CHECK_EQ_INT(errno, EINVAL);
-    CHECK_STR(err, "frobnicate: unknown key");
+    CHECK_STR(err.msg, "frobnicate: unknown key");
     unlink(path);
     free(path);
 }
 
 TEST(config_check_section)
 {
-    char err[CONFIG_ERR_MAX];
+    struct err err;
     cJSON *v = cJSON_Parse("{\"allowPublicTraffic\":false,\"allowOut\":[\"10.0.0.0/8\"]}");
 
-    CHECK_EQ_INT(config_check_section("egress", v, err, sizeof(err)), 0);
+    CHECK_EQ_INT(config_check_section("egress", v, &err), 0);
     cJSON_Delete(v);
     v = cJSON_Parse("{\"allowOut\":[\"10.0.0.1/8\"]}");
-    CHECK_EQ_INT(config_check_section("egress", v, err, sizeof(err)), -1);
-    CHECK_CONTAINS(err, "egress.allowOut[0]: bad CIDR \"10.0.0.1/8\"");
+    CHECK_EQ_INT(config_check_section("egress", v, &err), -1);
+    CHECK_CONTAINS(err.msg, "egress.allowOut[0]: bad CIDR \"10.0.0.1/8\"");
     cJSON_Delete(v);
     v = cJSON_CreateString("[{\"hostPath\":\"/a\",\"mountPath\":\"b\"}]");
-    CHECK_EQ_INT(config_check_section("host_mounts", v, err, sizeof(err)), -1);
-    CHECK_STR(err, "host_mounts[0].mountPath: expected an absolute path, got \"b\"");
-    CHECK_EQ_INT(config_check_section("nonsense", v, err, sizeof(err)), -1);
-    CHECK_STR(err, "nonsense: unknown key");
+    CHECK_EQ_INT(config_check_section("host_mounts", v, &err), -1);
+    CHECK_STR(err.msg, "host_mounts[0].mountPath: expected an absolute path, got \"b\"");
+    CHECK_EQ_INT(config_check_section("nonsense", v, &err), -1);
+    CHECK_STR(err.msg, "nonsense: unknown key");
     cJSON_Delete(v);
 }
 
@@ -1181,75 +1187,75 @@ TEST(config_redaction)
 
 TEST(config_env_secret_names)
 {
-    CHECK(config_env_is_secret("API_KEY"));
-    CHECK(config_env_is_secret("my_token"));
-    CHECK(config_env_is_secret("Password"));
-    CHECK(config_env_is_secret("OPENAI_API_KEY"));
-    CHECK(config_env_is_secret("GITHUB_TOKEN"));
-    CHECK(config_env_is_secret("client_secret"));
-    CHECK(config_env_is_secret("GOOGLE_APPLICATION_CREDENTIALS"));
-    CHECK(config_env_is_secret("monkey")); /* substring match, by design */
-    CHECK(config_env_is_secret("SENTRY_DSN"));
-    CHECK(config_env_is_secret("PROXY_AUTH"));
-    CHECK(config_env_is_secret("SMTP_PASS"));
-    CHECK(!config_env_is_secret("PATH"));
-    CHECK(!config_env_is_secret("HOME"));
-    CHECK(!config_env_is_secret("HERMES_HOME"));
-    CHECK(!config_env_is_secret(""));
-    CHECK(!config_env_is_secret(NULL));
+    CHECK(names_env_is_secret("API_KEY"));
+    CHECK(names_env_is_secret("my_token"));
+    CHECK(names_env_is_secret("Password"));
+    CHECK(names_env_is_secret("OPENAI_API_KEY"));
+    CHECK(names_env_is_secret("GITHUB_TOKEN"));
+    CHECK(names_env_is_secret("client_secret"));
+    CHECK(names_env_is_secret("GOOGLE_APPLICATION_CREDENTIALS"));
+    CHECK(names_env_is_secret("monkey")); /* substring match, by design */
+    CHECK(names_env_is_secret("SENTRY_DSN"));
+    CHECK(names_env_is_secret("PROXY_AUTH"));
+    CHECK(names_env_is_secret("SMTP_PASS"));
+    CHECK(!names_env_is_secret("PATH"));
+    CHECK(!names_env_is_secret("HOME"));
+    CHECK(!names_env_is_secret("HERMES_HOME"));
+    CHECK(!names_env_is_secret(""));
+    CHECK(!names_env_is_secret(NULL));
 }
 
 TEST(config_signals)
 {
-    CHECK_EQ_INT(config_signal_number("SIGTERM"), SIGTERM);
-    CHECK_EQ_INT(config_signal_number("TERM"), SIGTERM);
-    CHECK_EQ_INT(config_signal_number("sigkill"), SIGKILL);
-    CHECK_EQ_INT(config_signal_number("SIGHUP"), SIGHUP);
-    CHECK_EQ_INT(config_signal_number("SIGSYS"), SIGSYS);
-    CHECK_EQ_INT(config_signal_number("SIGWINCH"), SIGWINCH);
-    CHECK_EQ_INT(config_signal_number("15"), 15);
-    CHECK_EQ_INT(config_signal_number("SIGIOT"), SIGABRT);
-    CHECK_EQ_INT(config_signal_number("POLL"), SIGIO);
-    CHECK_EQ_INT(config_signal_number("SIGFOO"), -1);
-    CHECK_EQ_INT(config_signal_number("SIG"), -1);
-    CHECK_EQ_INT(config_signal_number(""), -1);
-    CHECK_EQ_INT(config_signal_number(NULL), -1);
-    CHECK_EQ_INT(config_signal_number("0"), -1);
-    CHECK_EQ_INT(config_signal_number("15x"), -1);
-    CHECK_EQ_INT(config_signal_number("99"), -1);
-    CHECK_EQ_INT(config_signal_number("SIGTERM "), -1);
-    CHECK_STR(config_signal_name(SIGTERM), "SIGTERM");
-    CHECK_STR(config_signal_name(SIGABRT), "SIGABRT");
-    CHECK_STR(config_signal_name(SIGIO), "SIGIO");
-    CHECK_STR(config_signal_name(SIGCHLD), "SIGCHLD");
-    CHECK(config_signal_name(0) == NULL);
-    CHECK(config_signal_name(999) == NULL);
+    CHECK_EQ_INT(names_signal_number("SIGTERM"), SIGTERM);
+    CHECK_EQ_INT(names_signal_number("TERM"), SIGTERM);
+    CHECK_EQ_INT(names_signal_number("sigkill"), SIGKILL);
+    CHECK_EQ_INT(names_signal_number("SIGHUP"), SIGHUP);
+    CHECK_EQ_INT(names_signal_number("SIGSYS"), SIGSYS);
+    CHECK_EQ_INT(names_signal_number("SIGWINCH"), SIGWINCH);
+    CHECK_EQ_INT(names_signal_number("15"), 15);
+    CHECK_EQ_INT(names_signal_number("SIGIOT"), SIGABRT);
+    CHECK_EQ_INT(names_signal_number("POLL"), SIGIO);
+    CHECK_EQ_INT(names_signal_number("SIGFOO"), -1);
+    CHECK_EQ_INT(names_signal_number("SIG"), -1);
+    CHECK_EQ_INT(names_signal_number(""), -1);
+    CHECK_EQ_INT(names_signal_number(NULL), -1);
+    CHECK_EQ_INT(names_signal_number("0"), -1);
+    CHECK_EQ_INT(names_signal_number("15x"), -1);
+    CHECK_EQ_INT(names_signal_number("99"), -1);
+    CHECK_EQ_INT(names_signal_number("SIGTERM "), -1);
+    CHECK_STR(names_signal_name(SIGTERM), "SIGTERM");
+    CHECK_STR(names_signal_name(SIGABRT), "SIGABRT");
+    CHECK_STR(names_signal_name(SIGIO), "SIGIO");
+    CHECK_STR(names_signal_name(SIGCHLD), "SIGCHLD");
+    CHECK(names_signal_name(0) == NULL);
+    CHECK(names_signal_name(999) == NULL);
     /* Every standard signal round-trips through its name. */
     for (int sig = SIGHUP; sig <= SIGSYS; sig++) {
-        const char *name = config_signal_name(sig);
+        const char *name = names_signal_name(sig);
         CHECK(name != NULL);
         if (name)
-            CHECK_EQ_INT(config_signal_number(name), sig);
+            CHECK_EQ_INT(names_signal_number(name), sig);
     }
 }
 
 TEST(config_caps_and_rlimits)
 {
-    CHECK_EQ_INT(config_cap_number("CAP_CHOWN"), 0);
-    CHECK_EQ_INT(config_cap_number("CAP_NET_ADMIN"), 12);
-    CHECK_EQ_INT(config_cap_number("NET_ADMIN"), 12);
-    CHECK_EQ_INT(config_cap_number("cap_sys_admin"), 21);
-    CHECK_EQ_INT(config_cap_number("CAP_SYS_MODULE"), 16);
-    CHECK_EQ_INT(config_cap_number("CAP_SYS_TIME"), 25);
-    CHECK_EQ_INT(config_cap_number("CAP_SYS_BOOT"), 22);
-    CHECK_EQ_INT(config_cap_number("CAP_BPF"), 39);
-    CHECK_EQ_INT(config_cap_number("CAP_CHECKPOINT_RESTORE"), 40);
-    CHECK_EQ_INT(config_cap_number("CAP_"), -1);
-    CHECK_EQ_INT(config_cap_number("CAP_WIZARD"), -1);
-    CHECK_EQ_INT(config_cap_number(NULL), -1);
-    CHECK_EQ_INT(config_rlimit_number("nofile"), RLIMIT_NOFILE);
-    CHECK_EQ_INT(config_rlimit_number("as"), RLIMIT_AS);
-    CHECK_EQ_INT(config_rlimit_number("core"), RLIMIT_CORE);
-    CHECK_EQ_INT(config_rlimit_number("NOFILE"), -1);
-    CHECK_EQ_INT(config_rlimit_number(NULL), -1);
+    CHECK_EQ_INT(names_cap_number("CAP_CHOWN"), 0);
+    CHECK_EQ_INT(names_cap_number("CAP_NET_ADMIN"), 12);
+    CHECK_EQ_INT(names_cap_number("NET_ADMIN"), 12);
+    CHECK_EQ_INT(names_cap_number("cap_sys_admin"), 21);
+    CHECK_EQ_INT(names_cap_number("CAP_SYS_MODULE"), 16);
+    CHECK_EQ_INT(names_cap_number("CAP_SYS_TIME"), 25);
+    CHECK_EQ_INT(names_cap_number("CAP_SYS_BOOT"), 22);
+    CHECK_EQ_INT(names_cap_number("CAP_BPF"), 39);
+    CHECK_EQ_INT(names_cap_number("CAP_CHECKPOINT_RESTORE"), 40);
+    CHECK_EQ_INT(names_cap_number("CAP_"), -1);
+    CHECK_EQ_INT(names_cap_number("CAP_WIZARD"), -1);
+    CHECK_EQ_INT(names_cap_number(NULL), -1);
+    CHECK_EQ_INT(names_rlimit_number("nofile"), RLIMIT_NOFILE);
+    CHECK_EQ_INT(names_rlimit_number("as"), RLIMIT_AS);
+    CHECK_EQ_INT(names_rlimit_number("core"), RLIMIT_CORE);
+    CHECK_EQ_INT(names_rlimit_number("NOFILE"), -1);
+    CHECK_EQ_INT(names_rlimit_number(NULL), -1);
 }

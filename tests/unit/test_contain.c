@@ -21,6 +21,7 @@
 
 #include "config.h"
 #include "contain.h"
+#include "err.h"
 #include "nstemplate.h"
 #include "seccomp.h"
 #include "userns.h"
@@ -189,7 +190,11 @@ TEST(seccomp_kept_capabilities_lift_their_calls)
 
 static struct config *parse(const char *json, char *err)
 {
-    return config_parse(json, strlen(json), err, CONFIG_ERR_MAX);
+    struct err e = {0};
+    struct config * r = config_parse(json, strlen(json), &e);
+    if (err)
+        snprintf(err, CONFIG_ERR_MAX, "%s", e.msg);
+    return r;
 }
 
 #define SVC(extra) "{\"services\":[{\"name\":\"a\",\"argv\":[\"/bin/a\"]" extra "}]}"
@@ -284,9 +289,10 @@ TEST(contain_shipped_configs_are_contained)
     static const char *const files[] = {"rootfs/hermes/hearth.json", "rootfs/qemu/hearth.json",
                                         "rootfs/qemu/disk.json", "rootfs/oci/hearth.json"};
     for (size_t f = 0; f < sizeof(files) / sizeof(files[0]); f++) {
-        char err[CONFIG_ERR_MAX] = "", why[256];
-        struct config *c = config_load(files[f], err, sizeof(err));
-        CHECK_STR(err, "");
+        char why[256];
+        struct err err = {0};
+        struct config *c = config_load(files[f], &err);
+        CHECK_STR(err.msg, "");
         for (size_t i = 0; c && i < c->n_services; i++) {
             struct contain_policy pol;
             contain_policy_of(&c->services[i], &pol);
@@ -310,7 +316,7 @@ TEST(contain_shipped_configs_are_contained)
 TEST(contain_prepare_plan)
 {
     char dir[] = "/tmp/hearth-contain-XXXXXX", json[1024], sockdir[64];
-    char err[CONFIG_ERR_MAX] = "";
+    struct err err = {0};
     struct contain_plan p;
     struct stat st;
 
@@ -326,8 +332,8 @@ TEST(contain_prepare_plan)
              "{\"name\":\"b\",\"argv\":[\"/bin/b\"],\"caps_keep\":[\"NET_BIND_SERVICE\"],"
              "\"isolation\":false,\"seccomp\":\"off\"}]}",
              sockdir, sockdir);
-    struct config *c = parse(json, err);
-    CHECK_STR(err, "");
+    struct config *c = parse(json, err.msg);
+    CHECK_STR(err.msg, "");
     if (!c)
         return;
     /* hearth's config is hidden where it exists (a missing one would
@@ -339,7 +345,7 @@ TEST(contain_prepare_plan)
         fclose(cf);
     contain_set_tmpfs_defaults(5 << 20, 6 << 20);
     CHECK_EQ_INT(contain_prepare(&c->services[0], c, cfgpath, true, "/sys/fs/cgroup/x", &p,
-                                 err, sizeof(err)),
+                                 &err),
                  0);
     CHECK_EQ_INT(p.caps, contain_default_caps);
     CHECK(!p.ambient);
@@ -371,11 +377,11 @@ TEST(contain_prepare_plan)
                                               (p.userns ? CLONE_NEWUSER_ | CLONE_NEWNS_ : 0));
     CHECK(p.userns_go[0] == -1 && p.userns_go[1] == -1 && p.join_user == -1);
     /* Not root: nothing kept. */
-    CHECK_EQ_INT(contain_prepare(&c->services[0], c, NULL, false, NULL, &p, err, sizeof(err)), 0);
+    CHECK_EQ_INT(contain_prepare(&c->services[0], c, NULL, false, NULL, &p, &err), 0);
     CHECK_EQ_INT(p.caps, 0);
     CHECK(!p.ambient && !p.cgroupns);
     /* Not root with caps_keep: ambient; opted out of isolation and the filter. */
-    CHECK_EQ_INT(contain_prepare(&c->services[1], c, NULL, false, "/x", &p, err, sizeof(err)), 0);
+    CHECK_EQ_INT(contain_prepare(&c->services[1], c, NULL, false, "/x", &p, &err), 0);
     CHECK_EQ_INT(p.caps, BIT(CAP_NET_BIND_SERVICE));
     CHECK(p.ambient && !p.isolate && !p.cgroupns && !p.seccomp);
     CHECK_EQ_INT(p.n_hide + p.n_ro, 0);
@@ -393,10 +399,10 @@ TEST(contain_prepare_plan)
 TEST(contain_join_opens_only_foreign_namespaces)
 {
     struct contain_plan p;
-    char err[256] = "";
+    struct err err = {0};
 
     memset(&p, 0, sizeof(p));
-    CHECK_EQ_INT(contain_join_open(&p, getpid(), err, sizeof(err)), 0);
+    CHECK_EQ_INT(contain_join_open(&p, getpid(), &err), 0);
     CHECK(p.join);
     CHECK_EQ_INT(p.join_user, -1);
     CHECK_EQ_INT(p.join_mnt, -1);
@@ -410,9 +416,9 @@ TEST(contain_join_opens_only_foreign_namespaces)
         _exit(0);
     CHECK(gone > 0);
     waitpid(gone, NULL, 0);
-    CHECK_EQ_INT(contain_join_open(&p, gone, err, sizeof(err)), -1);
+    CHECK_EQ_INT(contain_join_open(&p, gone, &err), -1);
     CHECK(!p.join);
-    CHECK_CONTAINS(err, "the service's main process is gone");
+    CHECK_CONTAINS(err.msg, "the service's main process is gone");
 
     /* A child in a mount namespace of its own: that one is opened. */
     if (geteuid() != 0)
@@ -438,7 +444,7 @@ TEST(contain_join_opens_only_foreign_namespaces)
             break;
         usleep(10000);
     }
-    CHECK_EQ_INT(contain_join_open(&p, own, err, sizeof(err)), 0);
+    CHECK_EQ_INT(contain_join_open(&p, own, &err), 0);
     CHECK(p.join && p.join_mnt >= 0 && p.join_pid == -1);
     contain_join_close(&p);
     CHECK(!p.join && p.join_mnt == -1);
@@ -554,22 +560,22 @@ TEST(userns_proc_shared_judged_from_mountinfo)
  * to change, kept for status until a start gets one again. */
 TEST(userns_refusal_names_the_setting)
 {
-    char msg[512];
+    struct err msg;
     userns_granted();
-    CHECK(!userns_refused(EIO, msg, sizeof(msg)));
+    CHECK(!userns_refused(EIO, &msg));
     CHECK_STR(userns_refusal(), "");
-    CHECK(userns_refused(ENOSPC, msg, sizeof(msg)));
-    CHECK_CONTAINS(msg, "containment: no CAP_SYS_ADMIN and no user namespace");
-    CHECK_CONTAINS(msg, "user.max_user_namespaces");
-    CHECK_CONTAINS(msg, "--cap-add SYS_ADMIN");
+    CHECK(userns_refused(ENOSPC, &msg));
+    CHECK_CONTAINS(msg.msg, "containment: no CAP_SYS_ADMIN and no user namespace");
+    CHECK_CONTAINS(msg.msg, "user.max_user_namespaces");
+    CHECK_CONTAINS(msg.msg, "--cap-add SYS_ADMIN");
     CHECK_CONTAINS(userns_refusal(), "raise user.max_user_namespaces");
     /* Whole within an RPC error's message (exec.start). */
-    CHECK(strlen(msg) < 256);
-    CHECK(userns_refused(EPERM, msg, sizeof(msg)));
-    CHECK_CONTAINS(msg, "Operation not permitted");
-    CHECK(strlen(msg) < 256);
-    CHECK(userns_refused(EINVAL, msg, sizeof(msg)));
-    CHECK_CONTAINS(msg, "CONFIG_USER_NS");
+    CHECK(strlen(msg.msg) < 256);
+    CHECK(userns_refused(EPERM, &msg));
+    CHECK_CONTAINS(msg.msg, "Operation not permitted");
+    CHECK(strlen(msg.msg) < 256);
+    CHECK(userns_refused(EINVAL, &msg));
+    CHECK_CONTAINS(msg.msg, "CONFIG_USER_NS");
     userns_granted();
     CHECK_STR(userns_refusal(), "");
 }
@@ -578,22 +584,22 @@ TEST(userns_refusal_names_the_setting)
 TEST(contain_describe_by_policy)
 {
     struct contain_policy pol;
-    char why[512];
+    struct err why;
     struct service_config sc = {.name = "x"};
 
     contain_policy_of(&sc, &pol);
-    const char *mode = contain_describe(&pol, why, sizeof(why));
+    const char *mode = contain_describe(&pol, &why);
     if (geteuid() != 0) {
         CHECK_STR(mode, "none");
-        CHECK_CONTAINS(why, "hearth is not root");
+        CHECK_CONTAINS(why.msg, "hearth is not root");
     } else if (userns_needed()) {
         CHECK_STR(mode, "userns");
-        CHECK_CONTAINS(why, "CAP_SYS_ADMIN");
+        CHECK_CONTAINS(why.msg, "CAP_SYS_ADMIN");
     } else {
         CHECK_STR(mode, "full");
-        CHECK_STR(why, "");
+        CHECK_STR(why.msg, "");
     }
     pol.isolation = false;
-    CHECK_STR(contain_describe(&pol, why, sizeof(why)), "none");
-    CHECK_STR(why, "isolation off");
+    CHECK_STR(contain_describe(&pol, &why), "none");
+    CHECK_STR(why.msg, "isolation off");
 }

@@ -12,6 +12,7 @@
 
 #include "cidr.h"
 #include "egress.h"
+#include "err.h"
 #include "netaddr.h"
 #include "netlink.h"
 #include "nft.h"
@@ -38,7 +39,7 @@ static struct {
 } S;
 
 static int scripted(const struct nft_policy *np, struct nft_expect *exp, enum nft_part *part,
-                    char *why, size_t wl)
+                    struct err *err)
 {
     struct answer a = S.at < S.n ? S.answers[S.at] : (struct answer){0, NFT_PART_UNKNOWN};
     if (S.at < 8)
@@ -47,7 +48,7 @@ static int scripted(const struct nft_policy *np, struct nft_expect *exp, enum nf
     S.at++;
     memset(exp, 0, sizeof(*exp));
     *part = a.part;
-    snprintf(why, wl, "answer %zu: %s", S.at, a.rc ? strerror(-a.rc) : "ok");
+    err_set(err, "answer %zu: %s", S.at, a.rc ? strerror(-a.rc) : "ok");
     return a.rc;
 }
 
@@ -66,7 +67,7 @@ static const struct port_range envd[2] = {{6, 49983, 49983}, {17, 5353, 5353}};
  * replies, and the allowlist beside two local ports. */
 static struct nft_policy full(bool outbound)
 {
-    cidr_parse("10.0.2.100/32", false, &allow[0], NULL, 0);
+    cidr_parse("10.0.2.100/32", false, &allow[0], NULL);
     return (struct nft_policy){.allow = allow, .n_allow = 1, .allow_public = false,
                                .owner = true, .netdev = outbound, .ifaces = ifs,
                                .n_ifaces = outbound ? 1 : 0, .outbound = outbound,
@@ -81,9 +82,9 @@ TEST(egress_fallback_accepted_at_once_drops_nothing)
     struct nft_policy np = full(true);
     struct nft_expect exp;
     struct egress_fallback fb;
-    char why[256];
+    struct err why;
     script(a, 1);
-    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, why, sizeof(why)), 0);
+    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, &why), 0);
     CHECK_EQ_INT(fb.tries, 1);
     CHECK(!fb.netdev && !fb.owner && !fb.cgroup && !fb.lports);
     CHECK(np.netdev && np.owner && np.cgroup);
@@ -98,9 +99,9 @@ TEST(egress_fallback_cgroup_refused_closes_the_ports_to_everyone)
     struct nft_policy np = full(true);
     struct nft_expect exp;
     struct egress_fallback fb;
-    char why[256];
+    struct err why;
     script(a, 2);
-    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, why, sizeof(why)), 0);
+    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, &why), 0);
     CHECK_EQ_INT(fb.tries, 2);
     CHECK(fb.cgroup && !fb.lports && !fb.netdev && !fb.owner);
     CHECK_CONTAINS(fb.cgroup_error, "answer 1");
@@ -121,9 +122,9 @@ TEST(egress_fallback_local_ports_refused_keeps_the_allowlist)
     struct nft_policy np = full(true);
     struct nft_expect exp;
     struct egress_fallback fb;
-    char why[256];
+    struct err why;
     script(a, 3);
-    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, why, sizeof(why)), 0);
+    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, &why), 0);
     CHECK_EQ_INT(fb.tries, 3);
     CHECK(fb.cgroup && fb.lports);
     CHECK_CONTAINS(fb.lports_error, "answer 2");
@@ -142,9 +143,9 @@ TEST(egress_fallback_local_chain_refused_goes_without_it)
     struct nft_policy np = full(true);
     struct nft_expect exp;
     struct egress_fallback fb;
-    char why[256];
+    struct err why;
     script(a, 2);
-    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, why, sizeof(why)), 0);
+    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, &why), 0);
     CHECK_EQ_INT(fb.tries, 2);
     CHECK(fb.lports && !fb.cgroup && !fb.netdev && !fb.owner);
     CHECK(S.tries[1].cgroup && S.tries[1].netdev);
@@ -160,12 +161,12 @@ TEST(egress_fallback_local_ports_alone_refused_fails)
     struct nft_policy np = full(false);
     struct nft_expect exp;
     struct egress_fallback fb;
-    char why[256];
+    struct err why;
     script(a, 3);
-    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, why, sizeof(why)), -ENOENT);
+    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, &why), -ENOENT);
     CHECK_EQ_INT(fb.tries, 2);
     CHECK(fb.cgroup && fb.lports);
-    CHECK_CONTAINS(why, "answer 2");
+    CHECK_CONTAINS(why.msg, "answer 2");
 }
 
 /* Permission is never a reason to weaken: not the cgroup match, not the
@@ -177,14 +178,14 @@ TEST(egress_fallback_eperm_is_final)
     struct nft_policy np = full(true);
     struct nft_expect exp;
     struct egress_fallback fb;
-    char why[256];
+    struct err why;
     script(a, 2);
-    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, why, sizeof(why)), -EPERM);
+    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, &why), -EPERM);
     CHECK_EQ_INT(fb.tries, 1);
     CHECK(np.cgroup && np.netdev && np.owner);
     CHECK_EQ_INT(np.n_lports, 2);
     script(b, 2);
-    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, why, sizeof(why)), -EPERM);
+    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, &why), -EPERM);
     CHECK_EQ_INT(fb.tries, 1);
     CHECK(np.netdev);
 }
@@ -196,9 +197,9 @@ TEST(egress_fallback_base_refusal_is_final)
     struct nft_policy np = full(true);
     struct nft_expect exp;
     struct egress_fallback fb;
-    char why[256];
+    struct err why;
     script(a, 2);
-    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, why, sizeof(why)), -EINVAL);
+    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, &why), -EINVAL);
     CHECK_EQ_INT(fb.tries, 1);
     CHECK(np.cgroup && np.netdev && np.owner);
     CHECK_EQ_INT(np.n_lports, 2);
@@ -215,9 +216,9 @@ TEST(egress_fallback_owner_and_netdev_only_for_their_own_refusals)
     struct nft_policy np = full(true);
     struct nft_expect exp;
     struct egress_fallback fb;
-    char why[256];
+    struct err why;
     script(a, 3);
-    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, why, sizeof(why)), 0);
+    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, &why), 0);
     CHECK_EQ_INT(fb.tries, 3);
     CHECK(fb.owner && fb.netdev && !fb.cgroup && !fb.lports);
     CHECK(!S.tries[1].owner && S.tries[1].netdev);
@@ -228,7 +229,7 @@ TEST(egress_fallback_owner_and_netdev_only_for_their_own_refusals)
     CHECK_EQ_INT(np.n_lports, 2);
     np = full(true);
     script(b, 2);
-    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, why, sizeof(why)), -ENOENT);
+    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, &why), -ENOENT);
     CHECK(np.owner && !fb.owner);
 }
 
@@ -242,9 +243,9 @@ TEST(egress_fallback_replies_refused_keeps_everything_else)
     struct nft_policy np = full(true);
     struct nft_expect exp;
     struct egress_fallback fb;
-    char why[256];
+    struct err why;
     script(a, 2);
-    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, why, sizeof(why)), 0);
+    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, &why), 0);
     CHECK_EQ_INT(fb.tries, 2);
     CHECK(fb.replies && !fb.netdev && !fb.owner && !fb.cgroup && !fb.lports);
     CHECK_CONTAINS(fb.replies_error, "answer 1");
@@ -254,7 +255,7 @@ TEST(egress_fallback_replies_refused_keeps_everything_else)
     /* Permission is final here too. */
     np = full(true);
     script(b, 2);
-    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, why, sizeof(why)), -EPERM);
+    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, &why), -EPERM);
     CHECK(np.replies && !fb.replies);
 }
 
@@ -269,9 +270,9 @@ TEST(egress_fallback_unknown_refusal_never_touches_the_local_ports)
     struct nft_policy np = full(true);
     struct nft_expect exp;
     struct egress_fallback fb;
-    char why[256];
+    struct err why;
     script(a, 4);
-    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, why, sizeof(why)), -EOPNOTSUPP);
+    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, &why), -EOPNOTSUPP);
     CHECK_EQ_INT(fb.tries, 3);
     CHECK(fb.netdev && fb.owner && !fb.cgroup && !fb.lports);
     CHECK(np.cgroup);
@@ -287,9 +288,9 @@ TEST(egress_fallback_ends_when_the_same_part_is_refused_again)
     struct nft_policy np = full(true);
     struct nft_expect exp;
     struct egress_fallback fb;
-    char why[256];
+    struct err why;
     script(a, 4);
-    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, why, sizeof(why)), -ENOENT);
+    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, scripted, &fb, &why), -ENOENT);
     CHECK_EQ_INT(fb.tries, 2);
 }
 
@@ -371,7 +372,7 @@ static int refuses(const struct nlmsghdr *h)
 }
 
 static int kernel(const struct nft_policy *np, struct nft_expect *exp, enum nft_part *part,
-                  char *why, size_t wl)
+                  struct err *err)
 {
     struct nlbuf b;
     struct nft_expect e;
@@ -390,7 +391,7 @@ static int kernel(const struct nft_policy *np, struct nft_expect *exp, enum nft_
         }
     }
     *part = nft_refused_part(&b);
-    snprintf(why, wl, "%s", rc ? strerror(-rc) : "");
+    err_set(err, "%s", rc ? strerror(-rc) : "");
     nl_free(&b);
     if (rc == 0)
         *exp = e;
@@ -411,11 +412,11 @@ TEST(egress_fallback_on_a_kernel_without_ct_mark_or_route_realms)
         struct nft_policy np = full(true);
         struct nft_expect exp;
         struct egress_fallback fb;
-        char why[256];
+        struct err why;
         kernel_lacks(false, false, false, false);
         K.no_ct_mark = lacks == 0;
         K.no_realm = lacks == 1;
-        CHECK_EQ_INT(egress_apply_fallback(&np, &exp, kernel, &fb, why, sizeof(why)), 0);
+        CHECK_EQ_INT(egress_apply_fallback(&np, &exp, kernel, &fb, &why), 0);
         CHECK_EQ_INT(fb.tries, 2);
         CHECK(fb.replies && !fb.netdev && !fb.owner && !fb.cgroup && !fb.lports);
         CHECK_STR(fb.replies_error, strerror(EOPNOTSUPP));
@@ -437,9 +438,9 @@ TEST(egress_fallback_on_a_kernel_without_nft_socket)
     struct nft_policy np = full(true);
     struct nft_expect exp;
     struct egress_fallback fb;
-    char why[256];
+    struct err why;
     kernel_lacks(true, false, false, false);
-    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, kernel, &fb, why, sizeof(why)), 0);
+    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, kernel, &fb, &why), 0);
     CHECK_EQ_INT(fb.tries, 2);
     CHECK(fb.cgroup && !fb.lports && !fb.netdev && !fb.owner);
     CHECK_STR(fb.cgroup_error, strerror(ENOENT));
@@ -458,9 +459,9 @@ TEST(egress_fallback_on_a_kernel_without_nft_fib)
     struct nft_policy np = full(true);
     struct nft_expect exp;
     struct egress_fallback fb;
-    char why[256];
+    struct err why;
     kernel_lacks(false, true, false, false);
-    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, kernel, &fb, why, sizeof(why)), 0);
+    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, kernel, &fb, &why), 0);
     CHECK_EQ_INT(fb.tries, 2);
     CHECK(fb.lports && !fb.cgroup);
     CHECK_EQ_INT(exp.n_local, 0);
@@ -473,9 +474,9 @@ TEST(egress_fallback_on_a_kernel_without_either)
     struct nft_policy np = full(true);
     struct nft_expect exp;
     struct egress_fallback fb;
-    char why[256];
+    struct err why;
     kernel_lacks(true, true, false, false);
-    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, kernel, &fb, why, sizeof(why)), 0);
+    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, kernel, &fb, &why), 0);
     CHECK_EQ_INT(fb.tries, 3);
     CHECK(fb.cgroup && fb.lports && !fb.netdev && !fb.owner);
     CHECK_EQ_INT(exp.n_local, 0);
@@ -483,7 +484,7 @@ TEST(egress_fallback_on_a_kernel_without_either)
     /* Local ports alone: nothing is left, the refusal is the answer. */
     np = full(false);
     kernel_lacks(true, true, false, false);
-    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, kernel, &fb, why, sizeof(why)), -ENOENT);
+    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, kernel, &fb, &why), -ENOENT);
     CHECK_EQ_INT(fb.tries, 2);
     CHECK(fb.lports);
 }
@@ -496,9 +497,9 @@ TEST(egress_fallback_on_an_old_kernel_goes_layer_by_layer)
     struct nft_policy np = full(true);
     struct nft_expect exp;
     struct egress_fallback fb;
-    char why[256];
+    struct err why;
     kernel_lacks(true, false, true, true);
-    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, kernel, &fb, why, sizeof(why)), 0);
+    CHECK_EQ_INT(egress_apply_fallback(&np, &exp, kernel, &fb, &why), 0);
     CHECK_EQ_INT(fb.tries, 4);
     CHECK(fb.owner && fb.cgroup && fb.netdev && !fb.lports);
     CHECK(!exp.owner && !exp.netdev && exp.outbound);

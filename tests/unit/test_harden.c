@@ -1,5 +1,7 @@
 #include "unit.h"
 
+#include <stdio.h>
+
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -13,7 +15,11 @@
 
 static struct config *parse(const char *json, char *err)
 {
-    return config_parse(json, strlen(json), err, CONFIG_ERR_MAX);
+    struct err e = {0};
+    struct config * r = config_parse(json, strlen(json), &e);
+    if (err)
+        snprintf(err, CONFIG_ERR_MAX, "%s", e.msg);
+    return r;
 }
 
 #define EXPECT_ERR(json, msg)                     \

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "http.h"
+#include "err.h"
 #include "unit.h"
 
 /* Feeds s in pieces of step bytes; returns the first status reached
@@ -60,25 +61,24 @@ TEST(http_status_line_parsing)
 
 TEST(http_target_split_and_request)
 {
-    char hp[256], path[256], err[160], req[HTTP_REQUEST_MAX];
+    char hp[256], path[256], req[HTTP_REQUEST_MAX];
+    struct err err;
 
     CHECK_EQ_INT(http_target_split("127.0.0.1:8642/health", hp, sizeof(hp), path, sizeof(path),
-                                   err, sizeof(err)), 0);
+                                   &err), 0);
     CHECK_STR(hp, "127.0.0.1:8642");
     CHECK_STR(path, "/health");
-    CHECK_EQ_INT(http_target_split("[::1]:80", hp, sizeof(hp), path, sizeof(path), err,
-                                   sizeof(err)), 0);
+    CHECK_EQ_INT(http_target_split("[::1]:80", hp, sizeof(hp), path, sizeof(path), &err), 0);
     CHECK_STR(hp, "[::1]:80");
     CHECK_STR(path, "/");
-    CHECK_EQ_INT(http_target_split("/x", hp, sizeof(hp), path, sizeof(path), err, sizeof(err)), -1);
-    CHECK_EQ_INT(http_target_split("h:1/a\tb", hp, sizeof(hp), path, sizeof(path), err,
-                                   sizeof(err)), -1);
-    CHECK_CONTAINS(err, "path byte 2");
+    CHECK_EQ_INT(http_target_split("/x", hp, sizeof(hp), path, sizeof(path), &err), -1);
+    CHECK_EQ_INT(http_target_split("h:1/a\tb", hp, sizeof(hp), path, sizeof(path), &err), -1);
+    CHECK_CONTAINS(err.msg, "path byte 2");
     char longp[300] = "h:1/";
     memset(longp + 4, 'a', 250);
     longp[254] = 0;
-    CHECK_EQ_INT(http_target_split(longp, hp, sizeof(hp), path, sizeof(path), err, sizeof(err)), -1);
-    CHECK_CONTAINS(err, "path longer than");
+    CHECK_EQ_INT(http_target_split(longp, hp, sizeof(hp), path, sizeof(path), &err), -1);
+    CHECK_CONTAINS(err.msg, "path longer than");
     size_t n = http_request(req, sizeof(req), "127.0.0.1:8642", "/health");
     CHECK(n > 0);
     CHECK_STR(req, "GET /health HTTP/1.1\r\nHost: 127.0.0.1:8642\r\nUser-Agent: hearth-probe\r\n"

@@ -8,6 +8,7 @@
 #include <cJSON.h>
 
 #include "entropy.h"
+#include "err.h"
 #include "identity.h"
 #include "resume.h"
 
@@ -69,7 +70,7 @@ static char *temp_file(void)
 
 TEST(entropy_refresh_reports_what_worked)
 {
-    char err[256];
+    struct err err;
     CHECK_STR(entropy_refresh_name(ENTROPY_RESEEDED), "reseeded");
     CHECK_STR(entropy_refresh_name(ENTROPY_MIXED), "mixed");
     CHECK_STR(entropy_refresh_name(ENTROPY_FAILED), "failed");
@@ -79,14 +80,14 @@ TEST(entropy_refresh_reports_what_worked)
     CHECK(p != NULL);
     if (!p)
         return;
-    CHECK_EQ_INT(entropy_refresh(p, err, sizeof(err)), ENTROPY_MIXED);
-    CHECK_CONTAINS(err, "RNDRESEEDCRNG");
+    CHECK_EQ_INT(entropy_refresh(p, &err), ENTROPY_MIXED);
+    CHECK_CONTAINS(err.msg, "RNDRESEEDCRNG");
     struct stat st;
     CHECK(stat(p, &st) == 0 && st.st_size >= 32);
     unlink(p);
 
-    CHECK_EQ_INT(entropy_refresh("/nonexistent/urandom", err, sizeof(err)), ENTROPY_FAILED);
-    CHECK_CONTAINS(err, "unable to open /nonexistent/urandom");
+    CHECK_EQ_INT(entropy_refresh("/nonexistent/urandom", &err), ENTROPY_FAILED);
+    CHECK_CONTAINS(err.msg, "unable to open /nonexistent/urandom");
 }
 
 static const char *member(cJSON *o, const char *name)
@@ -97,7 +98,8 @@ static const char *member(cJSON *o, const char *name)
 
 TEST(identity_is_drawn_again_with_each_generation)
 {
-    char detail[256], first[IDENTITY_ID_HEX + 1];
+    char first[IDENTITY_ID_HEX + 1];
+    struct err detail;
     char *p = temp_file();
     CHECK(p != NULL);
     if (!p)
@@ -123,12 +125,12 @@ TEST(identity_is_drawn_again_with_each_generation)
     CHECK(stat(p, &st) == 0 && st.st_size == 0);
     cJSON_Delete(j);
 
-    CHECK_EQ_INT(identity_refresh("clock_step", detail, sizeof(detail)), 0);
+    CHECK_EQ_INT(identity_refresh("clock_step", &detail), 0);
     CHECK_EQ_INT(identity_generation(), 1);
     CHECK(identity_id_valid(identity_instance_id()));
     CHECK(strcmp(identity_instance_id(), first) != 0);
-    CHECK_CONTAINS(detail, "generation 1, CRNG mixed");
-    CHECK_CONTAINS(detail, identity_instance_id());
+    CHECK_CONTAINS(detail.msg, "generation 1, CRNG mixed");
+    CHECK_CONTAINS(detail.msg, identity_instance_id());
     j = identity_json();
     CHECK_STR(member(j, "cause"), "clock_step");
     /* The file takes the bytes, refuses the reseed: said so, with why. */
@@ -140,9 +142,9 @@ TEST(identity_is_drawn_again_with_each_generation)
 
     /* Nothing written at all is a failure the resume step reports. */
     identity_set_device("/nonexistent/urandom");
-    CHECK_EQ_INT(identity_refresh("host", detail, sizeof(detail)), -1);
+    CHECK_EQ_INT(identity_refresh("host", &detail), -1);
     CHECK_EQ_INT(identity_generation(), 2);
-    CHECK_CONTAINS(detail, "CRNG failed: unable to open");
+    CHECK_CONTAINS(detail.msg, "CRNG failed: unable to open");
     identity_set_device(NULL);
     unlink(p);
 }

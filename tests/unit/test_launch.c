@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "err.h"
 #include "launch.h"
 
 static void free_env(char **env, size_t n)
@@ -20,10 +21,10 @@ TEST(env_file_forms)
                        "D=\"dq \\\"esc\\\" \\n\"\nE=bare # trailing comment\nF=\r\nA=override\n";
     char **env = NULL;
     size_t n = 0;
-    char err[256] = "";
+    struct err err = {0};
 
-    CHECK_EQ_INT(launch_parse_env(text, strlen(text), "f", &env, &n, err, sizeof(err)), 0);
-    CHECK_STR(err, "");
+    CHECK_EQ_INT(launch_parse_env(text, strlen(text), "f", &env, &n, &err), 0);
+    CHECK_STR(err.msg, "");
     CHECK_EQ_INT(n, 6);
     if (n == 6) {
         CHECK_STR(env[0], "A=override");
@@ -48,9 +49,9 @@ TEST(env_file_errors_name_file_and_line)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char **env = NULL;
         size_t n = 0;
-        char err[256] = "";
-        CHECK_EQ_INT(launch_parse_env(bad[i].text, strlen(bad[i].text), "f", &env, &n, err, sizeof(err)), -1);
-        CHECK_STR(err, bad[i].msg);
+        struct err err = {0};
+        CHECK_EQ_INT(launch_parse_env(bad[i].text, strlen(bad[i].text), "f", &env, &n, &err), -1);
+        CHECK_STR(err.msg, bad[i].msg);
         free_env(env, n);
     }
 }
@@ -60,10 +61,10 @@ TEST(env_file_nul_byte_refused)
     static const char text[] = "A=1\nB=x\0y\n";
     char **env = NULL;
     size_t n = 0;
-    char err[256] = "";
+    struct err err = {0};
 
-    CHECK_EQ_INT(launch_parse_env(text, sizeof(text) - 1, "f", &env, &n, err, sizeof(err)), -1);
-    CHECK_STR(err, "f:2: NUL byte");
+    CHECK_EQ_INT(launch_parse_env(text, sizeof(text) - 1, "f", &env, &n, &err), -1);
+    CHECK_STR(err.msg, "f:2: NUL byte");
     CHECK_EQ_INT(n, 1);
     free_env(env, n);
 }

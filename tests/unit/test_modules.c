@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "err.h"
 #include "modules.h"
 
 static char dir[64];
@@ -46,11 +47,12 @@ static void drop_tree(void)
 
 TEST(modules_resolve_order_and_names)
 {
-    char paths[8][256], err[160] = "", want[300];
+    char paths[8][256], want[300];
+    struct err err = {0};
     make_tree();
 
     /* Dependencies come right to left, the module itself last. */
-    CHECK_EQ_INT(modules_resolve(dir, "virtio_pci", paths, 8, err, sizeof(err)), 4);
+    CHECK_EQ_INT(modules_resolve(dir, "virtio_pci", paths, 8, &err), 4);
     snprintf(want, sizeof(want), "%s/kernel/drivers/virtio/virtio.ko", dir);
     CHECK_STR(paths[0], want);
     snprintf(want, sizeof(want), "%s/kernel/drivers/virtio/virtio_ring.ko", dir);
@@ -61,37 +63,38 @@ TEST(modules_resolve_order_and_names)
     CHECK_STR(paths[3], want);
 
     /* A module with no dependencies; a compressed file name. */
-    CHECK_EQ_INT(modules_resolve(dir, "virtio", paths, 8, err, sizeof(err)), 1);
-    CHECK_EQ_INT(modules_resolve(dir, "9p", paths, 8, err, sizeof(err)), 3);
+    CHECK_EQ_INT(modules_resolve(dir, "virtio", paths, 8, &err), 1);
+    CHECK_EQ_INT(modules_resolve(dir, "9p", paths, 8, &err), 3);
     snprintf(want, sizeof(want), "%s/kernel/fs/9p/9p.ko.xz", dir);
     CHECK_STR(paths[2], want);
     /* "9pnet" must not match "9p", nor "virtio" match "virtio_ring". */
-    CHECK_EQ_INT(modules_resolve(dir, "9pnet", paths, 8, err, sizeof(err)), -1);
+    CHECK_EQ_INT(modules_resolve(dir, "9pnet", paths, 8, &err), -1);
 
     /* '-' and '_' are one character. */
-    CHECK_EQ_INT(modules_resolve(dir, "nf_tables", paths, 8, err, sizeof(err)), 2);
-    CHECK_EQ_INT(modules_resolve(dir, "nf-tables", paths, 8, err, sizeof(err)), 2);
+    CHECK_EQ_INT(modules_resolve(dir, "nf_tables", paths, 8, &err), 2);
+    CHECK_EQ_INT(modules_resolve(dir, "nf-tables", paths, 8, &err), 2);
 
     /* Absolute paths in modules.dep are kept as they are. */
-    CHECK_EQ_INT(modules_resolve(dir, "thing", paths, 8, err, sizeof(err)), 1);
+    CHECK_EQ_INT(modules_resolve(dir, "thing", paths, 8, &err), 1);
     CHECK_STR(paths[0], "/abs/extra/thing.ko");
 
     /* Built in: nothing to load. */
-    CHECK_EQ_INT(modules_resolve(dir, "virtio_console", paths, 8, err, sizeof(err)), 0);
+    CHECK_EQ_INT(modules_resolve(dir, "virtio_console", paths, 8, &err), 0);
 
-    err[0] = 0;
-    CHECK_EQ_INT(modules_resolve(dir, "nosuch", paths, 8, err, sizeof(err)), -1);
-    CHECK_CONTAINS(err, "not found");
+    err.msg[0] = 0;
+    CHECK_EQ_INT(modules_resolve(dir, "nosuch", paths, 8, &err), -1);
+    CHECK_CONTAINS(err.msg, "not found");
 
     /* More dependencies than room: an error, never a partial list. */
-    CHECK_EQ_INT(modules_resolve(dir, "virtio_pci", paths, 3, err, sizeof(err)), -1);
-    CHECK_CONTAINS(err, "dependencies");
+    CHECK_EQ_INT(modules_resolve(dir, "virtio_pci", paths, 3, &err), -1);
+    CHECK_CONTAINS(err.msg, "dependencies");
     drop_tree();
 }
 
 TEST(modules_resolve_missing_dir)
 {
-    char paths[2][256], err[160] = "";
-    CHECK_EQ_INT(modules_resolve("/nonexistent/hearth", "virtio", paths, 2, err, sizeof(err)), -1);
-    CHECK_CONTAINS(err, "not found");
+    char paths[2][256];
+    struct err err = {0};
+    CHECK_EQ_INT(modules_resolve("/nonexistent/hearth", "virtio", paths, 2, &err), -1);
+    CHECK_CONTAINS(err.msg, "not found");
 }

@@ -18,6 +18,7 @@
 #include <ev.h>
 
 #include "config.h"
+#include "err.h"
 #include "gates.h"
 #include "hearth.h"
 #include "mountinfo.h"
@@ -59,11 +60,12 @@ static void in_mount_ns(void (*fn)(const char *root))
 
 static struct config *parse(const char *fmt, const char *root)
 {
-    char text[2048], err[CONFIG_ERR_MAX];
+    char text[2048];
+    struct err err;
     snprintf(text, sizeof(text), fmt, root, root, root, root, root, root);
-    struct config *c = config_parse(text, strlen(text), err, sizeof(err));
+    struct config *c = config_parse(text, strlen(text), &err);
     if (!c)
-        fprintf(stderr, "  config: %s\n", err);
+        fprintf(stderr, "  config: %s\n", err.msg);
     CHECK(c != NULL);
     return c;
 }
@@ -87,7 +89,8 @@ static const char *state_of(int i, char *buf, size_t n)
 
 static void recheck_body(const char *root)
 {
-    char p[256], err[256], b[16];
+    char p[256], b[16];
+    struct err err;
 
     snprintf(p, sizeof(p), "%s/src", root);
     CHECK(mkdir(p, 0755) == 0);
@@ -112,16 +115,16 @@ static void recheck_body(const char *root)
     CHECK_STR(state_of(1, b, sizeof(b)), "mounted");
     /* Only the writable one is synced before a freeze. */
     CHECK_EQ_INT(mounts_sync(), 1);
-    CHECK_EQ_INT(mounts_recheck(err, sizeof(err)), 0);
+    CHECK_EQ_INT(mounts_recheck(&err), 0);
     /* The mount vanishes (as after a restore with a reset share). */
     snprintf(p, sizeof(p), "%s/rw", root);
     CHECK(umount2(p, MNT_DETACH) == 0);
     CHECK(!present(root, "rw/f"));
-    CHECK_EQ_INT(mounts_recheck(err, sizeof(err)), 1);
+    CHECK_EQ_INT(mounts_recheck(&err), 1);
     CHECK(present(root, "rw/f"));
     CHECK_EQ_INT(passes, 2);
     CHECK(gate_reached("mounts"));
-    CHECK_EQ_INT(mounts_recheck(err, sizeof(err)), 0);
+    CHECK_EQ_INT(mounts_recheck(&err), 0);
 }
 
 TEST(mounts_recheck_remounts_a_vanished_mount_and_sync_counts_writable)
@@ -166,7 +169,7 @@ TEST(mounts_required_failure_holds_the_phase_and_skips_nested)
 
 static void host_body(const char *root)
 {
-    char err[256];
+    struct err err;
 
     struct config *c = parse("{\"mounts\":[{\"target\":\"%s/t\",\"type\":\"tmpfs\"}]}", root);
     if (!c)
@@ -174,12 +177,12 @@ static void host_body(const char *root)
     H.cfg = c;
     mounts_start(c, on_done);
     cJSON *bad = cJSON_CreateString("[{\"hostPath\":\"relative\",\"mountPath\":\"/x\"}]");
-    CHECK_EQ_INT(mounts_set_host(bad, err, sizeof(err)), -1);
-    CHECK_CONTAINS(err, "host_mounts[0].hostPath");
+    CHECK_EQ_INT(mounts_set_host(bad, &err), -1);
+    CHECK_CONTAINS(err.msg, "host_mounts[0].hostPath");
     cJSON_Delete(bad);
     bad = cJSON_CreateString("[{");
-    CHECK_EQ_INT(mounts_set_host(bad, err, sizeof(err)), -1);
-    CHECK_CONTAINS(err, "host_mounts: bad JSON");
+    CHECK_EQ_INT(mounts_set_host(bad, &err), -1);
+    CHECK_CONTAINS(err.msg, "host_mounts: bad JSON");
     cJSON_Delete(bad);
     cJSON *l = mounts_list_json();
     CHECK_EQ_INT(cJSON_GetArraySize(cJSON_GetObjectItem(l, "mounts")), 1);
@@ -190,7 +193,7 @@ static void host_body(const char *root)
     snprintf(text, sizeof(text),
              "[{\"hostPath\":\"/data/h1\",\"mountPath\":\"%s/hm\",\"readOnly\":true}]", root);
     cJSON *good = cJSON_Parse(text);
-    CHECK_EQ_INT(mounts_set_host(good, err, sizeof(err)), 0);
+    CHECK_EQ_INT(mounts_set_host(good, &err), 0);
     cJSON_Delete(good);
     l = mounts_list_json();
     cJSON *m = cJSON_GetArrayItem(cJSON_GetObjectItem(l, "mounts"), 1);

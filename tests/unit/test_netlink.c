@@ -11,6 +11,7 @@
 #include <linux/rtnetlink.h>
 
 #include "cidr.h"
+#include "err.h"
 #include "netlink.h"
 #include "netroute.h"
 #include "nft.h"
@@ -183,21 +184,21 @@ static size_t make_error(uint8_t *buf, int code, const char *text, bool tlvs)
 TEST(netlink_error_and_extended_ack)
 {
     uint8_t buf[256];
-    char msg[128];
+    struct err msg;
     make_error(buf, 0, "", false);
-    CHECK_EQ_INT(nl_parse_error((struct nlmsghdr *)buf, msg, sizeof(msg)), 0);
+    CHECK_EQ_INT(nl_parse_error((struct nlmsghdr *)buf, &msg), 0);
     make_error(buf, -ENOENT, "", false);
-    CHECK_EQ_INT(nl_parse_error((struct nlmsghdr *)buf, msg, sizeof(msg)), -ENOENT);
-    CHECK_STR(msg, strerror(ENOENT));
+    CHECK_EQ_INT(nl_parse_error((struct nlmsghdr *)buf, &msg), -ENOENT);
+    CHECK_STR(msg.msg, strerror(ENOENT));
     make_error(buf, -EINVAL, "Invalid interval", true);
-    CHECK_EQ_INT(nl_parse_error((struct nlmsghdr *)buf, msg, sizeof(msg)), -EINVAL);
-    CHECK_CONTAINS(msg, "Invalid interval");
+    CHECK_EQ_INT(nl_parse_error((struct nlmsghdr *)buf, &msg), -EINVAL);
+    CHECK_CONTAINS(msg.msg, "Invalid interval");
     /* Truncated: shorter than struct nlmsgerr. */
     ((struct nlmsghdr *)buf)->nlmsg_len = NLMSG_HDRLEN + 2;
-    CHECK_EQ_INT(nl_parse_error((struct nlmsghdr *)buf, msg, sizeof(msg)), -EBADMSG);
+    CHECK_EQ_INT(nl_parse_error((struct nlmsghdr *)buf, &msg), -EBADMSG);
     /* A positive "error" is not something the kernel sends. */
     make_error(buf, 5, "", false);
-    CHECK_EQ_INT(nl_parse_error((struct nlmsghdr *)buf, msg, sizeof(msg)), -EBADMSG);
+    CHECK_EQ_INT(nl_parse_error((struct nlmsghdr *)buf, &msg), -EBADMSG);
 }
 
 static struct nft_expect build(const char *const *allow, size_t n, bool *ok)
@@ -206,7 +207,7 @@ static struct nft_expect build(const char *const *allow, size_t n, bool *ok)
     struct nft_expect exp;
     struct nlbuf b;
     for (size_t i = 0; i < n; i++)
-        CHECK_EQ_INT(cidr_parse(allow[i], false, &c[i], NULL, 0), 0);
+        CHECK_EQ_INT(cidr_parse(allow[i], false, &c[i], NULL), 0);
     struct nft_policy p = {.allow = c, .n_allow = n, .allow_public = true};
     nl_init(&b, 1);
     *ok = nft_build(&p, &b, &exp) == 0;
@@ -264,11 +265,11 @@ TEST(nft_intervals_of_a_long_shuffled_list)
     size_t n = 0;
     for (int i = 0; i < 256; i++) { /* 10.0.0.0/16 in /24s */
         snprintf(text, sizeof(text), "10.0.%d.0/24", i);
-        CHECK_EQ_INT(cidr_parse(text, false, &c[n++], NULL, 0), 0);
+        CHECK_EQ_INT(cidr_parse(text, false, &c[n++], NULL), 0);
     }
     while (n < N) { /* hosts inside 192.168.0.0/16, the /16 itself */
         snprintf(text, sizeof(text), n == 500 ? "192.168.0.0/16" : "192.168.%zu.%zu", n % 256, n / 7);
-        CHECK_EQ_INT(cidr_parse(text, false, &c[n++], NULL, 0), 0);
+        CHECK_EQ_INT(cidr_parse(text, false, &c[n++], NULL), 0);
     }
     uint32_t x = 12345;
     for (size_t i = N - 1; i > 0; i--) {
@@ -285,8 +286,8 @@ TEST(nft_intervals_of_a_long_shuffled_list)
     CHECK_EQ_INT(nft_build(&p, &b, &e), 0);
     nl_free(&b);
     struct cidr two[2];
-    CHECK_EQ_INT(cidr_parse("192.168.0.0/16", false, &two[0], NULL, 0), 0);
-    CHECK_EQ_INT(cidr_parse("10.0.0.0/16", false, &two[1], NULL, 0), 0);
+    CHECK_EQ_INT(cidr_parse("192.168.0.0/16", false, &two[0], NULL), 0);
+    CHECK_EQ_INT(cidr_parse("10.0.0.0/16", false, &two[1], NULL), 0);
     struct nft_policy q = {.allow = two, .n_allow = 2, .allow_public = true};
     nl_init(&b, 1);
     CHECK_EQ_INT(nft_build(&q, &b, &want), 0);
@@ -304,7 +305,7 @@ TEST(nft_batch_has_owned_tables_and_a_netdev_chain_per_interface)
     struct cidr c;
     struct nft_expect exp;
     struct nlbuf b;
-    CHECK_EQ_INT(cidr_parse("10.0.0.0/8", false, &c, NULL, 0), 0);
+    CHECK_EQ_INT(cidr_parse("10.0.0.0/8", false, &c, NULL), 0);
     struct nft_policy p = {.deny = &c, .n_deny = 1, .allow_public = true, .owner = true,
                            .netdev = true, .ifaces = ifs, .n_ifaces = 2};
     nl_init(&b, 1);

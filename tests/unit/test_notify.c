@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "notify.h"
+#include "err.h"
 #include "unit.h"
 
 static int parse(const char *s, struct notify_msg *m)
@@ -117,11 +118,12 @@ TEST(notify_parse_status_is_clean_utf8)
 
 TEST(notify_socket_round_trip)
 {
-    char addr[NOTIFY_ADDR_MAX], err[160], buf[NOTIFY_DATAGRAM_MAX];
-    int fd = notify_open("unit-svc", addr, sizeof(addr), err, sizeof(err));
+    char addr[NOTIFY_ADDR_MAX], buf[NOTIFY_DATAGRAM_MAX];
+    struct err err;
+    int fd = notify_open("unit-svc", addr, sizeof(addr), &err);
     CHECK(fd >= 0);
     if (fd < 0) {
-        fprintf(stderr, "  notify_open: %s\n", err);
+        fprintf(stderr, "  notify_open: %s\n", err.msg);
         return;
     }
     CHECK(strncmp(addr, "@hearth/notify/", 15) == 0);
@@ -180,9 +182,9 @@ TEST(notify_socket_round_trip)
     /* Nothing waiting: EAGAIN, never a block. */
     CHECK(notify_recv(fd, buf, sizeof(buf), &from, &trunc) < 0 && errno == EAGAIN);
     /* The name is taken while the socket lives. */
-    int again = notify_open("unit-svc", addr, sizeof(addr), err, sizeof(err));
+    int again = notify_open("unit-svc", addr, sizeof(addr), &err);
     CHECK(again < 0);
-    CHECK_CONTAINS(err, "Address already in use");
+    CHECK_CONTAINS(err.msg, "Address already in use");
     close(c);
     close(fd);
 }

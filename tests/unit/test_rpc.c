@@ -2,6 +2,7 @@
  * wrong member types. */
 #include "unit.h"
 
+#include <errno.h>
 #include <stdlib.h>
 
 #include <cJSON.h>
@@ -400,4 +401,23 @@ TEST(rpc_fast_path_reads_as_the_general_parser)
         rpc_request_free(&a);
         rpc_request_free(&b);
     }
+}
+
+TEST(rpc_error_from_a_struct_err)
+{
+    struct rpc_error r = {0};
+    struct err e;
+    err_unable(&e, ENOENT, "open %s", "/x");
+    err_wrap(&e, "data");
+    CHECK_EQ_INT(rpc_error_from(&r, RPC_INVALID_PARAMS, &e), -1);
+    CHECK_EQ_INT(r.code, RPC_INVALID_PARAMS);
+    CHECK_STR(r.message, "data: unable to open /x: No such file or directory");
+    /* Cut to the reply's bound, still a C string. */
+    memset(e.msg, 'a', sizeof(e.msg) - 1);
+    e.msg[sizeof(e.msg) - 1] = '\0';
+    rpc_error_from(&r, RPC_ERR_FAILED, &e);
+    CHECK_EQ_INT(strlen(r.message), sizeof(r.message) - 1);
+    /* No carrier: an empty message. */
+    rpc_error_from(&r, RPC_ERR_FAILED, NULL);
+    CHECK_STR(r.message, "");
 }

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "err.h"
 #include "safepath.h"
 
 struct spt {
@@ -64,22 +65,23 @@ static void sp_teardown(struct spt *t)
 
 static void expect_fail(int dfd, const char *rel, int flags, int err, const char *why_part)
 {
-    char why[128] = "";
+    struct err why = {0};
     errno = 0;
-    int fd = safepath_open(dfd, rel, flags, 0600, why, sizeof(why));
+    int fd = safepath_open(dfd, rel, flags, 0600, &why);
     CHECK(fd < 0);
     if (fd >= 0)
         close(fd);
     CHECK_EQ_INT(errno, err);
-    CHECK_CONTAINS(why, why_part);
+    CHECK_CONTAINS(why.msg, why_part);
 }
 
 TEST(safepath_opens_a_file_beneath)
 {
     struct spt t;
-    char why[128], buf[16] = "";
+    char buf[16] = "";
+    struct err why;
     sp_setup(&t);
-    int fd = safepath_open(t.dfd, "sub/file", O_RDONLY, 0, why, sizeof(why));
+    int fd = safepath_open(t.dfd, "sub/file", O_RDONLY, 0, &why);
     CHECK(fd >= 0);
     if (fd >= 0) {
         CHECK(read(fd, buf, sizeof(buf) - 1) == 7);
@@ -87,7 +89,7 @@ TEST(safepath_opens_a_file_beneath)
         CHECK(fcntl(fd, F_GETFD) & FD_CLOEXEC);
         close(fd);
     }
-    fd = safepath_open(t.dfd, "sub", O_DIRECTORY, 0, why, sizeof(why));
+    fd = safepath_open(t.dfd, "sub", O_DIRECTORY, 0, &why);
     CHECK(fd >= 0);
     if (fd >= 0)
         close(fd);
@@ -126,7 +128,7 @@ TEST(safepath_refuses_links_fifos_dirs_and_escapes)
 TEST(safepath_fallback_without_openat2)
 {
     struct spt t;
-    char why[128];
+    struct err why;
     sp_setup(&t);
     safepath_use_openat2(false);
     expect_fail(t.dfd, "tail", O_RDONLY, ELOOP, "symbolic link");
@@ -138,11 +140,11 @@ TEST(safepath_fallback_without_openat2)
     /* A link where a directory is expected: ELOOP, as openat2 says. */
     expect_fail(t.dfd, "mid", O_DIRECTORY, ELOOP, "symbolic link");
     expect_fail(t.dfd, "sub/file", O_DIRECTORY, ENOTDIR, "");
-    int fd = safepath_open(t.dfd, "sub//file", O_RDONLY, 0, why, sizeof(why));
+    int fd = safepath_open(t.dfd, "sub//file", O_RDONLY, 0, &why);
     CHECK(fd >= 0);
     if (fd >= 0)
         close(fd);
-    fd = safepath_open(t.dfd, "sub/new", O_WRONLY | O_CREAT | O_EXCL, 0600, why, sizeof(why));
+    fd = safepath_open(t.dfd, "sub/new", O_WRONLY | O_CREAT | O_EXCL, 0600, &why);
     CHECK(fd >= 0);
     if (fd >= 0)
         close(fd);
@@ -174,11 +176,12 @@ TEST(safepath_check_and_split)
 TEST(safepath_owned_refuses_hard_links_and_sets_owner)
 {
     struct spt t;
-    char why[128], p[256];
+    char p[256];
+    struct err why;
     struct stat s;
     sp_setup(&t);
     int fd = safepath_open_owned(t.dfd, "log", O_WRONLY | O_CREAT | O_APPEND, 0640, 65534, 65534,
-                                 why, sizeof(why));
+                                 &why);
     CHECK(fd >= 0);
     if (fd >= 0) {
         CHECK(fstat(fd, &s) == 0 && s.st_uid == 65534 && s.st_gid == 65534);
@@ -186,21 +189,19 @@ TEST(safepath_owned_refuses_hard_links_and_sets_owner)
     }
     /* Opened again: it is the service's own, accepted. */
     fd = safepath_open_owned(t.dfd, "log", O_WRONLY | O_CREAT | O_APPEND, 0640, 65534, 65534,
-                             why, sizeof(why));
+                             &why);
     CHECK(fd >= 0);
     if (fd >= 0)
         close(fd);
     /* A hard link to a file outside: never written. */
     snprintf(p, sizeof(p), "%s/outside", t.root);
     CHECK(linkat(AT_FDCWD, p, t.dfd, "hard", 0) == 0);
-    fd = safepath_open_owned(t.dfd, "hard", O_WRONLY | O_CREAT | O_APPEND, 0640, 0, 0, why,
-                             sizeof(why));
+    fd = safepath_open_owned(t.dfd, "hard", O_WRONLY | O_CREAT | O_APPEND, 0640, 0, 0, &why);
     CHECK(fd < 0 && errno == SAFEPATH_EOWNER);
-    CHECK_CONTAINS(why, "hard link");
+    CHECK_CONTAINS(why.msg, "hard link");
     /* Someone else's file. */
     CHECK(fchownat(t.dfd, "sub/file", 1000, 1000, 0) == 0);
-    fd = safepath_open_owned(t.dfd, "sub/file", O_WRONLY | O_APPEND, 0, 65534, 65534, why,
-                             sizeof(why));
+    fd = safepath_open_owned(t.dfd, "sub/file", O_WRONLY | O_APPEND, 0, 65534, 65534, &why);
     CHECK(fd < 0 && errno == SAFEPATH_EOWNER);
     sp_teardown(&t);
 }
@@ -208,12 +209,13 @@ TEST(safepath_owned_refuses_hard_links_and_sets_owner)
 TEST(safepath_mkdir_p_owner_and_links)
 {
     struct spt t;
-    char why[128], p[256];
+    char p[256];
+    struct err why;
     struct stat s;
     bool made;
     sp_setup(&t);
     snprintf(p, sizeof(p), "%s/tree/a/b/c", t.root);
-    int fd = safepath_mkdir_p(p, 0750, 65534, 65534, why, sizeof(why));
+    int fd = safepath_mkdir_p(p, 0750, 65534, 65534, &why);
     CHECK(fd >= 0);
     if (fd >= 0) {
         CHECK(fstat(fd, &s) == 0 && S_ISDIR(s.st_mode) && s.st_uid == 65534 &&
@@ -222,22 +224,22 @@ TEST(safepath_mkdir_p_owner_and_links)
     }
     /* Through a link in the middle: refused, nothing made behind it. */
     snprintf(p, sizeof(p), "%s/tree/mid/x", t.root);
-    fd = safepath_mkdir_p(p, 0755, 0, 0, why, sizeof(why));
+    fd = safepath_mkdir_p(p, 0755, 0, 0, &why);
     CHECK(fd < 0 && errno == ELOOP);
     snprintf(p, sizeof(p), "%s/tree/sub/x", t.root);
     CHECK(stat(p, &s) < 0);
-    fd = safepath_mkdir(t.dfd, "sub", 0700, 0, 0, &made, why, sizeof(why));
+    fd = safepath_mkdir(t.dfd, "sub", 0700, 0, 0, &made, &why);
     CHECK(fd >= 0 && !made);
     if (fd >= 0)
         close(fd);
-    fd = safepath_mkdir(t.dfd, "tail", 0700, 0, 0, &made, why, sizeof(why));
+    fd = safepath_mkdir(t.dfd, "tail", 0700, 0, 0, &made, &why);
     CHECK(fd < 0 && errno == ELOOP);
-    fd = safepath_open_abs("/tmp", O_DIRECTORY, 0, why, sizeof(why));
+    fd = safepath_open_abs("/tmp", O_DIRECTORY, 0, &why);
     CHECK(fd >= 0);
     if (fd >= 0)
         close(fd);
     snprintf(p, sizeof(p), "%s/tree/tail", t.root);
-    fd = safepath_open_abs(p, O_RDONLY, 0, why, sizeof(why));
+    fd = safepath_open_abs(p, O_RDONLY, 0, &why);
     CHECK(fd < 0 && errno == ELOOP);
     sp_teardown(&t);
 }

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "err.h"
 #include "secretfile.h"
 
 #define HAS(text, name) secretfile_has((text), strlen(text), (name))
@@ -78,13 +79,14 @@ static void put(const char *path, const char *text)
 
 TEST(secretfile_ensure_makes_appends_and_keeps)
 {
-    char dir[64] = "/tmp/hearth-secret-XXXXXX", p[128], why[160];
+    char dir[64] = "/tmp/hearth-secret-XXXXXX", p[128];
+    struct err why;
     struct stat st;
 
     CHECK(mkdtemp(dir) != NULL);
     snprintf(p, sizeof(p), "%s/.env", dir);
     /* Missing: made, 0600, one line. */
-    CHECK_EQ_INT(secretfile_ensure(p, "KEY", 40, getuid(), getgid(), why, sizeof(why)),
+    CHECK_EQ_INT(secretfile_ensure(p, "KEY", 40, getuid(), getgid(), &why),
                  SECRETFILE_GENERATED);
     CHECK(stat(p, &st) == 0 && (st.st_mode & 07777) == 0600);
     char *t = slurp(p, NULL);
@@ -92,20 +94,20 @@ TEST(secretfile_ensure_makes_appends_and_keeps)
     char first[64];
     snprintf(first, sizeof(first), "%s", t ? t : "");
     /* There: never touched again. */
-    why[0] = 0;
-    CHECK_EQ_INT(secretfile_ensure(p, "KEY", 40, getuid(), getgid(), why, sizeof(why)),
+    why.msg[0] = 0;
+    CHECK_EQ_INT(secretfile_ensure(p, "KEY", 40, getuid(), getgid(), &why),
                  SECRETFILE_PRESENT);
-    CHECK_STR(why, "");
+    CHECK_STR(why.msg, "");
     CHECK_STR(slurp(p, NULL), first);
     /* Another variable in the same file: appended after the first. */
-    CHECK_EQ_INT(secretfile_ensure(p, "OTHER", 32, getuid(), getgid(), why, sizeof(why)),
+    CHECK_EQ_INT(secretfile_ensure(p, "OTHER", 32, getuid(), getgid(), &why),
                  SECRETFILE_GENERATED);
     t = slurp(p, NULL);
     CHECK(t && strncmp(t, first, strlen(first)) == 0 && strncmp(t + strlen(first), "OTHER=", 6) == 0);
     /* A last line without its newline gets one; the old bytes stay. */
     put(p, "# mine\nA=1");
     chmod(p, 0644);
-    CHECK_EQ_INT(secretfile_ensure(p, "KEY", 32, getuid(), getgid(), why, sizeof(why)),
+    CHECK_EQ_INT(secretfile_ensure(p, "KEY", 32, getuid(), getgid(), &why),
                  SECRETFILE_GENERATED);
     t = slurp(p, NULL);
     CHECK(t && strncmp(t, "# mine\nA=1\nKEY=", 15) == 0 && strlen(t) == 15 + 32 + 1);
@@ -120,39 +122,40 @@ TEST(secretfile_ensure_makes_appends_and_keeps)
 
 TEST(secretfile_ensure_refuses_links_fifos_and_big_files)
 {
-    char dir[64] = "/tmp/hearth-secret-XXXXXX", p[128], q[128], why[160];
+    char dir[64] = "/tmp/hearth-secret-XXXXXX", p[128], q[128];
+    struct err why;
 
     CHECK(mkdtemp(dir) != NULL);
     snprintf(q, sizeof(q), "%s/victim", dir);
     put(q, "untouched\n");
     snprintf(p, sizeof(p), "%s/link.env", dir);
     CHECK(symlink("victim", p) == 0);
-    CHECK_EQ_INT(secretfile_ensure(p, "KEY", 32, getuid(), getgid(), why, sizeof(why)), -1);
+    CHECK_EQ_INT(secretfile_ensure(p, "KEY", 32, getuid(), getgid(), &why), -1);
     CHECK_EQ_INT(errno, ELOOP);
-    CHECK_CONTAINS(why, "symbolic link");
+    CHECK_CONTAINS(why.msg, "symbolic link");
     CHECK_STR(slurp(q, NULL), "untouched\n");
     /* A link on the way to it, too. */
     snprintf(p, sizeof(p), "%s/d", dir);
     CHECK(symlink(".", p) == 0);
     snprintf(p, sizeof(p), "%s/d/new.env", dir);
-    CHECK_EQ_INT(secretfile_ensure(p, "KEY", 32, getuid(), getgid(), why, sizeof(why)), -1);
-    CHECK_CONTAINS(why, "its directory: a symbolic link");
+    CHECK_EQ_INT(secretfile_ensure(p, "KEY", 32, getuid(), getgid(), &why), -1);
+    CHECK_CONTAINS(why.msg, "its directory: a symbolic link");
     snprintf(p, sizeof(p), "%s/new.env", dir);
     CHECK(access(p, F_OK) < 0);
     /* A FIFO with no writer: refused at once, never waited on. */
     snprintf(p, sizeof(p), "%s/fifo.env", dir);
     CHECK(mkfifo(p, 0600) == 0);
-    CHECK_EQ_INT(secretfile_ensure(p, "KEY", 32, getuid(), getgid(), why, sizeof(why)), -1);
-    CHECK_STR(why, "a FIFO, not a regular file");
+    CHECK_EQ_INT(secretfile_ensure(p, "KEY", 32, getuid(), getgid(), &why), -1);
+    CHECK_STR(why.msg, "a FIFO, not a regular file");
     snprintf(p, sizeof(p), "%s/dir.env", dir);
     CHECK(mkdir(p, 0700) == 0);
-    CHECK_EQ_INT(secretfile_ensure(p, "KEY", 32, getuid(), getgid(), why, sizeof(why)), -1);
-    CHECK_STR(why, "a directory, not a regular file");
+    CHECK_EQ_INT(secretfile_ensure(p, "KEY", 32, getuid(), getgid(), &why), -1);
+    CHECK_STR(why.msg, "a directory, not a regular file");
     snprintf(p, sizeof(p), "%s/big.env", dir);
     int fd = open(p, O_WRONLY | O_CREAT, 0600);
     CHECK(fd >= 0 && ftruncate(fd, SECRETFILE_MAX + 1) == 0);
     close(fd);
-    CHECK_EQ_INT(secretfile_ensure(p, "KEY", 32, getuid(), getgid(), why, sizeof(why)), -1);
+    CHECK_EQ_INT(secretfile_ensure(p, "KEY", 32, getuid(), getgid(), &why), -1);
     CHECK_EQ_INT(errno, EFBIG);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);

@@ -7,6 +7,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "err.h"
 #include "jsonget.h"
 #include "names.h"
 #include "netaddr.h"
@@ -14,10 +15,10 @@
 
 static struct config *load(const char *text)
 {
-    char err[CONFIG_ERR_MAX];
-    struct config *c = config_parse(text, strlen(text), err, sizeof(err));
+    struct err err;
+    struct config *c = config_parse(text, strlen(text), &err);
     if (!c)
-        fprintf(stderr, "config: %s\n", err);
+        fprintf(stderr, "config: %s\n", err.msg);
     return c;
 }
 
@@ -152,24 +153,48 @@ TEST(sections_typed_at_load)
     config_free(c);
 }
 
+/* envd: present means on; the polling watchers' idle bound has its
+ * default and its range. */
+TEST(sections_envd_watcher_idle)
+{
+    struct err err;
+    struct config *c = load("{\"envd\":{}}");
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    CHECK(c->envd.enabled);
+    CHECK_EQ_INT(c->envd.watcher_idle_ms, ENVD_DEFAULT_WATCHER_IDLE_MS);
+    config_free(c);
+    c = load("{\"envd\":{\"watcher_idle_ms\":2000}}");
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    CHECK_EQ_INT(c->envd.watcher_idle_ms, 2000);
+    config_free(c);
+    const char *low = "{\"envd\":{\"watcher_idle_ms\":999}}";
+    c = config_parse(low, strlen(low), &err);
+    CHECK(c == NULL && strstr(err.msg, "watcher_idle_ms") != NULL);
+    config_free(c);
+}
+
 /* What egress.set and sandbox.init send is checked and parsed in one
  * call, with the same errors as the config's. */
 TEST(sections_runtime_parse_in_one_pass)
 {
     struct egress_policy p;
     struct host_mounts_cfg h;
-    char err[256];
+    struct err err;
 
     cJSON *pol = cJSON_Parse("{\"denyOut\":[\"10.1.2.3/8\"]}");
-    CHECK_EQ_INT(egress_parse(pol, &p, err, sizeof(err)), -1);
-    CHECK_CONTAINS(err, "egress.denyOut[0]: bad CIDR");
+    CHECK_EQ_INT(egress_parse(pol, &p, &err), -1);
+    CHECK_CONTAINS(err.msg, "egress.denyOut[0]: bad CIDR");
     CHECK(p.allow == NULL && p.stated == NULL);
     cJSON_Delete(pol);
-    CHECK_EQ_INT(egress_parse(NULL, &p, err, sizeof(err)), -1);
-    CHECK_STR(err, "egress: expected object");
+    CHECK_EQ_INT(egress_parse(NULL, &p, &err), -1);
+    CHECK_STR(err.msg, "egress: expected object");
 
     pol = cJSON_Parse("{\"allowOut\":[\"192.168.1.7\"]}");
-    CHECK_EQ_INT(egress_parse(pol, &p, err, sizeof(err)), 0);
+    CHECK_EQ_INT(egress_parse(pol, &p, &err), 0);
     CHECK(p.present && p.allow_public);
     CHECK_EQ_INT(p.n_allow, 1);
     CHECK_EQ_INT(p.allow[0].prefix, 32);
@@ -182,18 +207,18 @@ TEST(sections_runtime_parse_in_one_pass)
     cJSON_Delete(pol);
 
     cJSON *hm = cJSON_CreateString("[{\"hostPath\":\"rel\",\"mountPath\":\"/x\"}]");
-    CHECK_EQ_INT(host_mounts_parse(hm, &h, err, sizeof(err)), -1);
-    CHECK_CONTAINS(err, "host_mounts[0].hostPath");
+    CHECK_EQ_INT(host_mounts_parse(hm, &h, &err), -1);
+    CHECK_CONTAINS(err.msg, "host_mounts[0].hostPath");
     cJSON_Delete(hm);
     hm = cJSON_Parse("[{\"hostPath\":\"/d/b\",\"mountPath\":\"/b\",\"readOnly\":true}]");
-    CHECK_EQ_INT(host_mounts_parse(hm, &h, err, sizeof(err)), 0);
+    CHECK_EQ_INT(host_mounts_parse(hm, &h, &err), 0);
     CHECK_EQ_INT(h.n, 1);
     CHECK(h.v[0].read_only);
     CHECK_STR(h.v[0].host_path, "/d/b");
     host_mounts_free(&h);
     cJSON_Delete(hm);
     hm = cJSON_CreateString(" ");
-    CHECK_EQ_INT(host_mounts_parse(hm, &h, err, sizeof(err)), 0);
+    CHECK_EQ_INT(host_mounts_parse(hm, &h, &err), 0);
     CHECK_EQ_INT(h.n, 0);
     host_mounts_free(&h);
     cJSON_Delete(hm);
@@ -226,7 +251,7 @@ TEST(config_clock_and_init_gate_typed)
 TEST(sections_network_parse)
 {
     static struct network_cfg n;
-    char err[512];
+    struct err err;
     struct {
         const char *json, *err;
     } bad[] = {
@@ -262,8 +287,8 @@ TEST(sections_network_parse)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         cJSON *j = cJSON_Parse(bad[i].json);
         CHECK(j != NULL);
-        CHECK_EQ_INT(network_parse(j, &n, err, sizeof(err)), -1);
-        CHECK_CONTAINS(err, bad[i].err);
+        CHECK_EQ_INT(network_parse(j, &n, &err), -1);
+        CHECK_CONTAINS(err.msg, bad[i].err);
         CHECK_EQ_INT(n.n_ifs + n.n_routes + n.n_neighs, 0);
         cJSON_Delete(j);
     }
@@ -276,7 +301,7 @@ TEST(sections_network_parse)
         "{\"to\":\"default\",\"dev\":\"eth0\"}],"
         "\"neighbours\":[{\"ip\":\"10.0.3.2\",\"mac\":\"02:00:00:00:00:02\",\"dev\":\"eth0\"}],"
         "\"dns\":[\"10.0.3.3\"]}");
-    CHECK_EQ_INT(network_parse(j, &n, err, sizeof(err)), 0);
+    CHECK_EQ_INT(network_parse(j, &n, &err), 0);
     CHECK_EQ_INT(n.n_ifs, 1);
     CHECK(n.ifs[0].has_mac && n.ifs[0].mac[5] == 2 && n.ifs[0].prefix == 24);
     CHECK_EQ_INT(n.n_routes, 3);
@@ -304,7 +329,7 @@ TEST(sections_network_parse)
         cJSON_AddStringToObject(o, "name", name);
         cJSON_AddItemToArray(a, o);
     }
-    CHECK_EQ_INT(network_parse(j, &n, err, sizeof(err)), -1);
-    CHECK_STR(err, "network.interfaces: 17 entries, at most 16");
+    CHECK_EQ_INT(network_parse(j, &n, &err), -1);
+    CHECK_STR(err.msg, "network.interfaces: 17 entries, at most 16");
     cJSON_Delete(j);
 }

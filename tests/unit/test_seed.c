@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "err.h"
 #include "mounts.h"
 #include "seed.h"
 #include "tree.h"
@@ -89,10 +90,11 @@ static mode_t mode_of(const char *dir, const char *name)
 TEST(seed_copies_files_dirs_links_and_modes)
 {
     struct seedt t;
-    char err[512], p[256], buf[256];
+    char p[256], buf[256];
+    struct err err;
 
     setup(&t);
-    CHECK_EQ_INT(seed_one(t.home, t.tmpl, "config.yaml", err, sizeof(err)), SEED_DONE);
+    CHECK_EQ_INT(seed_one(t.home, t.tmpl, "config.yaml", &err), SEED_DONE);
     CHECK_EQ_INT(mode_of(t.home, "config.yaml") & 07777, 0644);
     CHECK_EQ_INT(mode_of(t.home, "bin/run") & 07777, 0755);
     CHECK_EQ_INT(mode_of(t.home, "secret") & 07777, 0600);
@@ -112,12 +114,13 @@ TEST(seed_copies_files_dirs_links_and_modes)
 TEST(seed_leaves_a_seeded_home_alone)
 {
     struct seedt t;
-    char err[512], p[256], buf[256];
+    char p[256], buf[256];
+    struct err err;
 
     setup(&t);
     snprintf(p, sizeof(p), "%s/config.yaml", t.home);
     put(p, "mine\n", 0600);
-    CHECK_EQ_INT(seed_one(t.home, t.tmpl, "config.yaml", err, sizeof(err)), SEED_ALREADY);
+    CHECK_EQ_INT(seed_one(t.home, t.tmpl, "config.yaml", &err), SEED_ALREADY);
     CHECK_STR(slurp(p, buf, sizeof(buf)), "mine\n");
     CHECK_EQ_INT(mode_of(t.home, "secret"), 0);
     /* Without unless, any content means seeded. */
@@ -125,7 +128,7 @@ TEST(seed_leaves_a_seeded_home_alone)
     setup(&t);
     snprintf(p, sizeof(p), "%s/anything", t.home);
     put(p, "x", 0644);
-    CHECK_EQ_INT(seed_one(t.home, t.tmpl, NULL, err, sizeof(err)), SEED_ALREADY);
+    CHECK_EQ_INT(seed_one(t.home, t.tmpl, NULL, &err), SEED_ALREADY);
     CHECK_EQ_INT(mode_of(t.home, "config.yaml"), 0);
     teardown(&t);
 }
@@ -133,7 +136,8 @@ TEST(seed_leaves_a_seeded_home_alone)
 TEST(seed_never_overwrites_and_redoes_an_interrupted_seed)
 {
     struct seedt t;
-    char err[512], p[256], buf[256];
+    char p[256], buf[256];
+    struct err err;
 
     setup(&t);
     /* An earlier seed got as far as bin/ and a half-written temp file. */
@@ -147,7 +151,7 @@ TEST(seed_never_overwrites_and_redoes_an_interrupted_seed)
     put(p, "", 0600);
     /* Without the marker and with no unless, a non-empty home would be
      * taken as seeded: the marker says otherwise. */
-    CHECK_EQ_INT(seed_one(t.home, t.tmpl, NULL, err, sizeof(err)), SEED_DONE);
+    CHECK_EQ_INT(seed_one(t.home, t.tmpl, NULL, &err), SEED_DONE);
     snprintf(p, sizeof(p), "%s/bin/run", t.home);
     CHECK_STR(slurp(p, buf, sizeof(buf)), "changed by the agent\n");
     CHECK_EQ_INT(mode_of(t.home, "bin/run") & 07777, 0700);
@@ -161,13 +165,14 @@ TEST(seed_never_overwrites_and_redoes_an_interrupted_seed)
 TEST(seed_without_unless_file_is_redone)
 {
     struct seedt t;
-    char err[512], p[256], buf[256];
+    char p[256], buf[256];
+    struct err err;
 
     setup(&t);
     /* Partly there but no config.yaml: the copy is completed. */
     snprintf(p, sizeof(p), "%s/secret", t.home);
     put(p, "kept\n", 0600);
-    CHECK_EQ_INT(seed_one(t.home, t.tmpl, "config.yaml", err, sizeof(err)), SEED_DONE);
+    CHECK_EQ_INT(seed_one(t.home, t.tmpl, "config.yaml", &err), SEED_DONE);
     CHECK_STR(slurp(p, buf, sizeof(buf)), "kept\n");
     CHECK(S_ISREG(mode_of(t.home, "config.yaml")));
     teardown(&t);
@@ -176,11 +181,11 @@ TEST(seed_without_unless_file_is_redone)
 TEST(seed_missing_template_is_an_error)
 {
     struct seedt t;
-    char err[512];
+    struct err err;
 
     setup(&t);
-    CHECK_EQ_INT(seed_one(t.home, "/nonexistent/tmpl", NULL, err, sizeof(err)), SEED_FAILED);
-    CHECK_CONTAINS(err, "/nonexistent/tmpl");
+    CHECK_EQ_INT(seed_one(t.home, "/nonexistent/tmpl", NULL, &err), SEED_FAILED);
+    CHECK_CONTAINS(err.msg, "/nonexistent/tmpl");
     CHECK_EQ_INT(mode_of(t.home, SEED_MARKER), 0);
     teardown(&t);
 }
@@ -198,8 +203,8 @@ TEST(tree_rename_noreplace_refuses_to_replace)
     CHECK_EQ_INT(errno, EEXIST);
     CHECK_STR(slurp(p, buf, sizeof(buf)), "b");
     CHECK_EQ_INT(tree_rename_noreplace(fd, "a", "c"), 0);
-    char err[128];
-    CHECK_EQ_INT(tree_remove(AT_FDCWD, root, err, sizeof(err)), 0);
+    struct err err;
+    CHECK_EQ_INT(tree_remove(AT_FDCWD, root, &err), 0);
     CHECK(access(root, F_OK) < 0);
     close(fd);
 }

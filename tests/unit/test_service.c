@@ -11,6 +11,7 @@
 #include <ev.h>
 
 #include "config.h"
+#include "err.h"
 #include "hearth.h"
 #include "reaper.h"
 #include "service.h"
@@ -32,10 +33,10 @@ static void run_ms(int64_t ms)
     reaper_reap();
 }
 
-/* services_to_json()[0], detached: the caller deletes it. */
+/* service_list_json()[0], detached: the caller deletes it. */
 static cJSON *first(void)
 {
-    cJSON *arr = services_to_json();
+    cJSON *arr = service_list_json();
     cJSON *o = cJSON_DetachItemFromArray(arr, 0);
     cJSON_Delete(arr);
     return o;
@@ -62,28 +63,28 @@ static void on_down(void) { all_down = true; }
 
 static struct config *setup(const char *json)
 {
-    char err[256] = "";
-    struct config *cfg = config_parse(json, strlen(json), err, sizeof(err));
+    struct err err = {0};
+    struct config *cfg = config_parse(json, strlen(json), &err);
     CHECK(cfg != NULL);
     if (!cfg) {
-        fprintf(stderr, "  config: %s\n", err);
+        fprintf(stderr, "  config: %s\n", err.msg);
         return NULL;
     }
     H.loop = ev_loop_new(EVBACKEND_EPOLL | EVFLAG_NOSIGMASK);
-    services_init(cfg);
-    services_start_all();
+    service_init(cfg);
+    service_start_all();
     return cfg;
 }
 
 static void teardown(struct config *cfg)
 {
-    services_suspend(false);
+    service_suspend(false);
     all_down = false;
-    services_stop_all(on_down);
+    service_stop_all(on_down);
     for (int i = 0; i < 300 && !all_down; i++)
         run_ms(10);
     CHECK(all_down);
-    services_free();
+    service_free();
     ev_loop_destroy(H.loop);
     H.loop = NULL;
     config_free(cfg);
@@ -100,8 +101,8 @@ TEST(service_health_paused_while_suspended)
     for (int i = 0; i < 100 && strcmp(service_state_of(0), "running") != 0; i++)
         run_ms(5);
     CHECK_STR(service_state_of(0), "running");
-    services_suspend(true);
-    CHECK(services_suspended());
+    service_suspend(true);
+    CHECK(service_suspended());
     run_ms(400); /* ~6 intervals: 2 failures would have restarted it */
     cJSON *o = first();
     CHECK_STR(str(o, "state", NULL), "running");
@@ -111,7 +112,7 @@ TEST(service_health_paused_while_suspended)
     cJSON_Delete(o);
 
     /* Resumed: probed at once, restarted after two failures. */
-    services_suspend(false);
+    service_suspend(false);
     for (int i = 0; i < 100; i++) {
         run_ms(10);
         o = first();
@@ -135,7 +136,7 @@ TEST(service_backoff_held_while_suspended)
     for (int i = 0; i < 100 && strcmp(service_state_of(0), "backoff") != 0; i++)
         run_ms(5);
     CHECK_STR(service_state_of(0), "backoff");
-    services_suspend(true);
+    service_suspend(true);
     run_ms(400);
     cJSON *o = first();
     CHECK_STR(str(o, "state", NULL), "backoff");
@@ -143,7 +144,7 @@ TEST(service_backoff_held_while_suspended)
     double left = num(o, "next_start_ms", NULL);
     CHECK(left > 0 && left <= 170);
     cJSON_Delete(o);
-    services_suspend(false);
+    service_suspend(false);
     run_ms(400);
     o = first();
     CHECK(num(o, "restarts", NULL) >= 2);

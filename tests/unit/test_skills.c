@@ -13,6 +13,7 @@
 
 #include <cJSON.h>
 
+#include "err.h"
 #include "skills.h"
 #include "skills_priv.h"
 
@@ -84,24 +85,25 @@ TEST(skills_new_public_skills_linked_and_private_created)
 {
     struct trees t;
     struct skills_counts c;
-    char err[512], buf[512], want[512];
+    char buf[512], want[512];
+    struct err err;
 
     setup(&t);
     mk(t.pub, "alpha");
     mk(t.pub, "beta");
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
     CHECK_EQ_INT(c.created, 2);
     CHECK_EQ_INT(c.public_n, 2);
     snprintf(want, sizeof(want), "%s/alpha", t.pub);
     CHECK_STR(link_of(&t, "alpha", buf, sizeof(buf)), want);
     /* A second run changes nothing. */
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
     CHECK_EQ_INT(c.created, 0);
     CHECK_EQ_INT(c.linked, 2);
     CHECK_EQ_INT(c.removed, 0);
     /* A skill published later is picked up. */
     mk(t.pub, "gamma");
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
     CHECK_EQ_INT(c.created, 1);
     CHECK(exists(&t, "gamma"));
     CHECK(!exists(&t, SKILLS_TMP_LINK));
@@ -112,7 +114,8 @@ TEST(skills_private_wins_and_is_never_touched)
 {
     struct trees t;
     struct skills_counts c;
-    char err[512], buf[512];
+    char buf[512];
+    struct err err;
     struct stat before, after;
 
     setup(&t);
@@ -127,7 +130,7 @@ TEST(skills_private_wins_and_is_never_touched)
     CHECK(symlink("/somewhere/else", p) == 0); /* a link of the agent's own */
     snprintf(p, sizeof(p), "%s/notes", t.priv);
     CHECK(stat(p, &before) == 0);
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
     CHECK_EQ_INT(c.shadowed, 3);
     CHECK_EQ_INT(c.created, 0);
     CHECK_EQ_INT(c.removed, 0);
@@ -146,12 +149,13 @@ TEST(skills_stale_links_removed_others_kept)
 {
     struct trees t;
     struct skills_counts c;
-    char err[512], p[512], q[512];
+    char p[512], q[512];
+    struct err err;
 
     setup(&t);
     mk(t.pub, "alpha");
     mk(t.pub, "beta");
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
     /* The public skill goes away: its link goes too. */
     snprintf(p, sizeof(p), "%s/beta", t.pub);
     CHECK(rmdir(p) == 0);
@@ -162,7 +166,7 @@ TEST(skills_stale_links_removed_others_kept)
     snprintf(q, sizeof(q), "%s/deep", t.priv);
     snprintf(p, sizeof(p), "%s/alpha/gone", t.pub);
     CHECK(symlink(p, q) == 0);
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
     CHECK_EQ_INT(c.removed, 2);
     CHECK(!exists(&t, "beta"));
     CHECK(!exists(&t, "deep"));
@@ -175,7 +179,7 @@ TEST(skills_ignored_names_never_linked_and_unlinked_when_ignored_later)
 {
     struct trees t;
     struct skills_counts c;
-    char err[512];
+    struct err err;
     static const char *const more[] = {"._*", ".DS_Store", "draft-*", NULL};
 
     setup(&t);
@@ -183,12 +187,12 @@ TEST(skills_ignored_names_never_linked_and_unlinked_when_ignored_later)
     touch(t.pub, ".DS_Store", "x");
     mk(t.pub, "draft-1");
     mk(t.pub, "real");
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
     CHECK_EQ_INT(c.ignored, 2);
     CHECK(!exists(&t, "._foo"));
     CHECK(!exists(&t, ".DS_Store"));
     CHECK(exists(&t, "draft-1"));
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, more, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, more, false, &c, NULL, NULL, &err), 0);
     CHECK_EQ_INT(c.ignored, 3);
     CHECK_EQ_INT(c.removed, 1);
     CHECK(!exists(&t, "draft-1"));
@@ -200,12 +204,12 @@ TEST(skills_nothing_written_outside_private)
 {
     struct trees t;
     struct skills_counts c;
-    char err[512];
+    struct err err;
 
     setup(&t);
     mk(t.pub, "alpha");
     /* public read-only for everyone (root ignores modes: count entries). */
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "test $(ls -A '%s' | wc -l) -eq 1 && test $(ls -A '%s' | wc -l) -eq 2",
              t.pub, t.root);
@@ -217,17 +221,18 @@ TEST(skills_unreadable_public_changes_nothing)
 {
     struct trees t;
     struct skills_counts c;
-    char err[512], p[512];
+    char p[512];
+    struct err err;
 
     setup(&t);
     mk(t.pub, "alpha");
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
     /* The share is gone (an unmounted, missing directory): keep the links. */
     snprintf(p, sizeof(p), "%s/alpha", t.pub);
     CHECK(rmdir(p) == 0);
     CHECK(rmdir(t.pub) == 0);
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), -1);
-    CHECK_CONTAINS(err, "unable to open");
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), -1);
+    CHECK_CONTAINS(err.msg, "unable to open");
     CHECK(exists(&t, "alpha"));
     teardown(&t);
 }
@@ -237,7 +242,7 @@ TEST(skills_dry_run_lists_without_changing)
     struct trees t;
     struct skills_counts c;
     struct skills_lists l;
-    char err[512];
+    struct err err;
 
     setup(&t);
     skill(t.pub, "alpha");
@@ -251,7 +256,7 @@ TEST(skills_dry_run_lists_without_changing)
     l.linked = cJSON_CreateArray();
     l.shadowed = cJSON_CreateArray();
     l.ignored = cJSON_CreateArray();
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, true, &c, &l, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, true, &c, &l, NULL, &err), 0);
     CHECK_EQ_INT(c.created, 1); /* alpha would be linked */
     CHECK(!exists(&t, "alpha"));
     CHECK_EQ_INT(cJSON_GetArraySize(l.public_), 2);
@@ -274,7 +279,8 @@ TEST(skills_leftover_temp_link_cleaned)
 {
     struct trees t;
     struct skills_counts c;
-    char err[512], p[512];
+    char p[512];
+    struct err err;
 
     setup(&t);
     mk(t.pub, "alpha");
@@ -282,7 +288,7 @@ TEST(skills_leftover_temp_link_cleaned)
     /* A crash between symlink and rename left this behind. */
     snprintf(p, sizeof(p), "%s/%s", t.priv, SKILLS_TMP_LINK);
     CHECK(symlink("/x/alpha", p) == 0);
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
     CHECK(!exists(&t, SKILLS_TMP_LINK));
     CHECK(exists(&t, "alpha"));
     teardown(&t);
@@ -292,7 +298,8 @@ TEST(skills_fork_gives_an_editable_private_copy)
 {
     struct trees t;
     struct skills_counts c;
-    char err[512], p[512], buf[64];
+    char p[512], buf[64];
+    struct err err;
     struct stat s;
 
     setup(&t);
@@ -300,8 +307,8 @@ TEST(skills_fork_gives_an_editable_private_copy)
     snprintf(p, sizeof(p), "%s/alpha", t.pub);
     touch(p, "SKILL.md", "public text\n");
     mk(p, "sub");
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
-    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "alpha", err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
+    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "alpha", &err), 0);
     snprintf(p, sizeof(p), "%s/alpha", t.priv);
     CHECK(lstat(p, &s) == 0 && S_ISDIR(s.st_mode));
     snprintf(p, sizeof(p), "%s/alpha/SKILL.md", t.priv);
@@ -320,16 +327,16 @@ TEST(skills_fork_gives_an_editable_private_copy)
     if (f)
         fclose(f);
     CHECK_STR(buf, "public text\n");
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
     CHECK_EQ_INT(c.shadowed, 1);
     CHECK(!exists(&t, SKILLS_TMP_FORK));
     /* A private skill cannot be forked again; an unknown one is refused. */
-    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "alpha", err, sizeof(err)), -1);
-    CHECK_CONTAINS(err, "already private");
-    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "nope", err, sizeof(err)), -1);
-    CHECK_CONTAINS(err, "no linked skill");
-    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "../x", err, sizeof(err)), -1);
-    CHECK_CONTAINS(err, "name:");
+    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "alpha", &err), -1);
+    CHECK_CONTAINS(err.msg, "already private");
+    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "nope", &err), -1);
+    CHECK_CONTAINS(err.msg, "no linked skill");
+    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "../x", &err), -1);
+    CHECK_CONTAINS(err.msg, "name:");
     teardown(&t);
 }
 
@@ -361,14 +368,15 @@ TEST(skills_cache_skips_readlink_but_sees_replaced_links)
     struct trees t;
     struct skills_counts c;
     struct skills_cache *k = skills_cache_new();
-    char err[512], p[512], q[512];
+    char p[512], q[512];
+    struct err err;
 
     setup(&t);
     mk(t.pub, "alpha");
     mk(t.pub, "beta");
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, &err), 0);
     CHECK_EQ_INT(c.created, 2);
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, &err), 0);
     CHECK_EQ_INT(c.linked, 2);
     /* The agent replaces alpha's link with its own: a new inode, so the
      * cache does not vouch for it and it shadows the public skill. */
@@ -379,7 +387,7 @@ TEST(skills_cache_skips_readlink_but_sees_replaced_links)
     /* beta's public skill goes: its cached link is removed all the same. */
     snprintf(p, sizeof(p), "%s/beta", t.pub);
     CHECK(rmdir(p) == 0);
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, &err), 0);
     CHECK_EQ_INT(c.linked, 0);
     CHECK_EQ_INT(c.shadowed, 1);
     CHECK_EQ_INT(c.removed, 1);
@@ -394,13 +402,14 @@ TEST(skills_fork_of_a_one_file_skill)
 {
     struct trees t;
     struct skills_counts c;
-    char err[512], p[512], buf[64];
+    char p[512], buf[64];
+    struct err err;
     struct stat s;
 
     setup(&t);
     touch(t.pub, "quick.md", "one file\n");
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
-    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "quick.md", err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
+    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "quick.md", &err), 0);
     snprintf(p, sizeof(p), "%s/quick.md", t.priv);
     CHECK(lstat(p, &s) == 0 && S_ISREG(s.st_mode));
     FILE *f = fopen(p, "r");
@@ -419,12 +428,13 @@ TEST(skills_fork_stays_beneath_public_and_private)
 {
     struct trees t;
     struct skills_counts c;
-    char err[512], p[512], q[600];
+    char p[512], q[600];
+    struct err err;
     struct stat s;
     setup(&t);
     mk(t.pub, "alpha");
     touch(t.pub, "alpha/SKILL.md", "public\n");
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
     snprintf(p, sizeof(p), "%s/out", t.root);
     CHECK(mkdir(p, 0700) == 0);
     touch(p, "secret", "root only\n");
@@ -432,8 +442,8 @@ TEST(skills_fork_stays_beneath_public_and_private)
     snprintf(q, sizeof(q), "%s/../out", t.pub);
     snprintf(p, sizeof(p), "%s/esc", t.priv);
     CHECK(symlink(q, p) == 0);
-    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "esc", err, sizeof(err)), -1);
-    CHECK_CONTAINS(err, "leaves its directory");
+    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "esc", &err), -1);
+    CHECK_CONTAINS(err.msg, "leaves its directory");
     CHECK(lstat(p, &s) == 0 && S_ISLNK(s.st_mode));
     /* A link inside public leading out: not followed. */
     snprintf(q, sizeof(q), "%s/out", t.root);
@@ -442,18 +452,18 @@ TEST(skills_fork_stays_beneath_public_and_private)
     snprintf(q, sizeof(q), "%s/hop", t.pub);
     snprintf(p, sizeof(p), "%s/hop", t.priv);
     CHECK(symlink(q, p) == 0);
-    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "hop", err, sizeof(err)), -1);
-    CHECK_CONTAINS(err, "symbolic link");
+    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "hop", &err), -1);
+    CHECK_CONTAINS(err.msg, "symbolic link");
     CHECK(!exists(&t, SKILLS_TMP_FORK));
     /* private renamed and replaced by a link: refused, not written through. */
     snprintf(p, sizeof(p), "%s/private.old", t.root);
     CHECK(rename(t.priv, p) == 0);
     snprintf(p, sizeof(p), "%s/out", t.root);
     CHECK(symlink(p, t.priv) == 0);
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), -1);
-    CHECK_CONTAINS(err, "symbolic link");
-    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "alpha", err, sizeof(err)), -1);
-    CHECK_CONTAINS(err, "symbolic link");
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), -1);
+    CHECK_CONTAINS(err.msg, "symbolic link");
+    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "alpha", &err), -1);
+    CHECK_CONTAINS(err.msg, "symbolic link");
     snprintf(p, sizeof(p), "%s/out/alpha", t.root);
     CHECK(lstat(p, &s) < 0);
     teardown(&t);
@@ -482,7 +492,8 @@ TEST(skills_categories_merged_skill_by_skill_private_wins)
 {
     struct trees t;
     struct skills_counts c;
-    char err[512], buf[512], want[512];
+    char buf[512], want[512];
+    struct err err;
 
     setup(&t);
     skills_layout(SKILLS_MARKER, 2);
@@ -495,7 +506,7 @@ TEST(skills_categories_merged_skill_by_skill_private_wins)
     skill(t.priv, "devops/backup"); /* the agent's own, same category and name */
     skill(t.priv, "mine/tool");     /* a private-only category */
     touch(t.priv, ".bundled_manifest", "x\n");
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
     CHECK_EQ_INT(c.public_n, 4);
     CHECK_EQ_INT(c.created, 3);
     CHECK_EQ_INT(c.shadowed, 1);
@@ -512,7 +523,7 @@ TEST(skills_categories_merged_skill_by_skill_private_wins)
     CHECK(!exists(&t, ".hub"));
     CHECK(exists(&t, "mine/tool/SKILL.md"));
     /* A second run is a no-op. */
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
     CHECK_EQ_INT(c.created + c.removed + c.cat_created + c.cat_removed, 0);
     CHECK_EQ_INT(c.linked, 3);
 
@@ -523,7 +534,7 @@ TEST(skills_categories_merged_skill_by_skill_private_wins)
     char cmd[600];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s/devops/deploy' '%s/data'", t.pub, t.pub);
     CHECK(system(cmd) == 0);
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
     CHECK(!exists(&t, "devops/deploy"));
     CHECK(!exists(&t, "data/query"));
     CHECK(exists(&t, "data/notes/SKILL.md"));
@@ -533,13 +544,13 @@ TEST(skills_categories_merged_skill_by_skill_private_wins)
     /* Once the agent's skill is gone, the category hearth made goes too. */
     snprintf(cmd, sizeof(cmd), "rm -rf '%s/data/notes'", t.priv);
     CHECK(system(cmd) == 0);
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
     CHECK_EQ_INT(c.cat_removed, 1);
     CHECK(!exists(&t, "data"));
     /* devops is the agent's: never removed, even with public devops gone. */
     snprintf(cmd, sizeof(cmd), "rm -rf '%s/devops' '%s/devops/backup'", t.pub, t.priv);
     CHECK(system(cmd) == 0);
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
     CHECK(is_dir(&t, "devops"));
     teardown(&t);
 }
@@ -548,7 +559,8 @@ TEST(skills_category_linked_whole_is_converted)
 {
     struct trees t;
     struct skills_counts c;
-    char err[512], buf[512], want[512], p[512];
+    char buf[512], want[512], p[512];
+    struct err err;
 
     setup(&t);
     skills_layout(SKILLS_MARKER, 2);
@@ -559,7 +571,7 @@ TEST(skills_category_linked_whole_is_converted)
     snprintf(want, sizeof(want), "%s/devops", t.pub);
     snprintf(p, sizeof(p), "%s/devops", t.priv);
     CHECK(symlink(want, p) == 0);
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
     CHECK_EQ_INT(c.cat_converted, 1);
     CHECK(is_dir(&t, "devops"));
     CHECK(exists(&t, "devops/" SKILLS_CATEGORY_MARK));
@@ -568,7 +580,7 @@ TEST(skills_category_linked_whole_is_converted)
     CHECK(!exists(&t, SKILLS_TMP_CATEGORY));
     /* And now the agent can create a skill in it. */
     skill(t.priv, "devops/mine");
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
     CHECK_EQ_INT(c.linked, 2);
     CHECK(exists(&t, "devops/mine/SKILL.md"));
     teardown(&t);
@@ -578,7 +590,8 @@ TEST(skills_planted_category_link_is_never_followed)
 {
     struct trees t;
     struct skills_counts c;
-    char err[512], buf[512], p[512], outside[512];
+    char buf[512], p[512], outside[512];
+    struct err err;
 
     setup(&t);
     skills_layout(SKILLS_MARKER, 2);
@@ -588,7 +601,7 @@ TEST(skills_planted_category_link_is_never_followed)
     CHECK(mkdir(outside, 0755) == 0);
     snprintf(p, sizeof(p), "%s/devops", t.priv);
     CHECK(symlink(outside, p) == 0);
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
     CHECK_EQ_INT(c.shadowed, 1);
     CHECK_STR(link_of(&t, "devops", buf, sizeof(buf)), outside);
     snprintf(p, sizeof(p), "%s/deploy", outside);
@@ -601,7 +614,8 @@ TEST(skills_interrupted_category_run_is_finished)
 {
     struct trees t;
     struct skills_counts c;
-    char err[512], buf[512], want[512], p[512];
+    char buf[512], want[512], p[512];
+    struct err err;
 
     setup(&t);
     skills_layout(SKILLS_MARKER, 2);
@@ -616,7 +630,7 @@ TEST(skills_interrupted_category_run_is_finished)
     touch(t.priv, "devops/" SKILLS_CATEGORY_MARK, "");
     snprintf(p, sizeof(p), "%s/devops/" SKILLS_TMP_LINK, t.priv);
     CHECK(symlink("/nowhere", p) == 0);
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
     CHECK(!exists(&t, SKILLS_TMP_CATEGORY));
     CHECK(!exists(&t, "devops/" SKILLS_TMP_LINK));
     snprintf(want, sizeof(want), "%s/devops/deploy", t.pub);
@@ -629,17 +643,18 @@ TEST(skills_depth_bounds_categories)
 {
     struct trees t;
     struct skills_counts c;
-    char err[512], buf[512], want[512];
+    char buf[512], want[512];
+    struct err err;
 
     setup(&t);
     skills_layout(SKILLS_MARKER, 2);
     skill(t.pub, "a/b/c"); /* a category in a category: deeper than 2 */
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
     CHECK(is_dir(&t, "a"));
     snprintf(want, sizeof(want), "%s/a/b", t.pub);
     CHECK_STR(link_of(&t, "a/b", buf, sizeof(buf)), want); /* linked whole at the bound */
     skills_layout(SKILLS_MARKER, 3);
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
     CHECK_EQ_INT(c.cat_converted, 1);
     snprintf(want, sizeof(want), "%s/a/b/c", t.pub);
     CHECK_STR(link_of(&t, "a/b/c", buf, sizeof(buf)), want);
@@ -651,7 +666,7 @@ TEST(skills_depth_bounds_categories)
     mk(u.pub, "cat");
     mk(u.pub, "cat/s");
     touch(u.pub, "cat/s/README", "x\n");
-    CHECK_EQ_INT(skills_reconcile(u.pub, u.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(u.pub, u.priv, ignore, false, &c, NULL, NULL, &err), 0);
     snprintf(want, sizeof(want), "%s/cat/s", u.pub);
     CHECK_STR(link_of(&u, "cat/s", buf, sizeof(buf)), want);
     teardown(&u);
@@ -663,7 +678,7 @@ TEST(skills_list_reports_categories_and_shadows)
     struct trees t;
     struct skills_counts c;
     struct skills_lists l = {0};
-    char err[512];
+    struct err err;
 
     setup(&t);
     skills_layout(SKILLS_MARKER, 2);
@@ -672,12 +687,12 @@ TEST(skills_list_reports_categories_and_shadows)
     skill(t.pub, "data/query");
     CHECK(mkdir(t.priv, 0755) == 0);
     skill(t.priv, "devops/backup");
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
     l.public_ = cJSON_CreateArray();
     l.shadowed = cJSON_CreateArray();
     l.linked = cJSON_CreateArray();
     l.categories = cJSON_CreateArray();
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, true, &c, &l, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, true, &c, &l, NULL, &err), 0);
     CHECK_EQ_INT(cJSON_GetArraySize(l.public_), 3);
     CHECK_STR(cJSON_GetObjectItem(cJSON_GetArrayItem(l.shadowed, 0), "path")->valuestring,
               "devops/backup");
@@ -700,17 +715,18 @@ TEST(skills_fork_of_a_category_skill)
 {
     struct trees t;
     struct skills_counts c;
-    char err[512], p[512], outside[512];
+    char p[512], outside[512];
+    struct err err;
 
     setup(&t);
     skills_layout(SKILLS_MARKER, 2);
     skill(t.pub, "devops/deploy");
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
-    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "devops/deploy", err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
+    CHECK_EQ_INT(skills_fork_at(t.pub, t.priv, "devops/deploy", &err), 0);
     CHECK(is_dir(&t, "devops/deploy"));
     CHECK(exists(&t, "devops/deploy/SKILL.md"));
-    CHECK(skills_fork_at(t.pub, t.priv, "devops/../x", err, sizeof(err)) < 0);
-    CHECK(skills_fork_at(t.pub, t.priv, "a/b/c", err, sizeof(err)) < 0); /* past the depth */
+    CHECK(skills_fork_at(t.pub, t.priv, "devops/../x", &err) < 0);
+    CHECK(skills_fork_at(t.pub, t.priv, "a/b/c", &err) < 0); /* past the depth */
     /* A category the agent turned into a link is not followed. */
     snprintf(outside, sizeof(outside), "%s/out", t.root);
     CHECK(mkdir(outside, 0755) == 0);
@@ -718,7 +734,7 @@ TEST(skills_fork_of_a_category_skill)
     CHECK(symlink(t.pub, p) == 0);
     snprintf(p, sizeof(p), "%s/evil", t.priv);
     CHECK(symlink(outside, p) == 0);
-    CHECK(skills_fork_at(t.pub, t.priv, "evil/x", err, sizeof(err)) < 0);
+    CHECK(skills_fork_at(t.pub, t.priv, "evil/x", &err) < 0);
     skills_layout(SKILLS_MARKER, 1);
     teardown(&t);
 }
@@ -728,7 +744,8 @@ TEST(skills_cached_skill_that_becomes_a_category_is_converted)
     struct trees t;
     struct skills_counts c;
     struct skills_cache *k = skills_cache_new();
-    char err[512], buf[512], want[512], p[600];
+    char buf[512], want[512], p[600];
+    struct err err;
     int runs = 0;
 
     setup(&t);
@@ -736,7 +753,7 @@ TEST(skills_cached_skill_that_becomes_a_category_is_converted)
     skill(t.pub, "tools");
     skill(t.pub, "tools/inner");
     for (int i = 0; i < 3; i++) /* linked, then cached */
-        CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+        CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, &err), 0);
     snprintf(want, sizeof(want), "%s/tools", t.pub);
     CHECK_STR(link_of(&t, "tools", buf, sizeof(buf)), want);
     /* The host turns the skill into a category: within 16 cheap runs the
@@ -744,7 +761,7 @@ TEST(skills_cached_skill_that_becomes_a_category_is_converted)
     snprintf(p, sizeof(p), "%s/tools/SKILL.md", t.pub);
     CHECK(unlink(p) == 0);
     while (!is_dir(&t, "tools") && runs++ < 16)
-        CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+        CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, &err), 0);
     CHECK(is_dir(&t, "tools"));
     CHECK(runs <= 16);
     snprintf(want, sizeof(want), "%s/tools/inner", t.pub);
@@ -762,7 +779,8 @@ TEST(skills_cache_survives_its_bytes_and_refuses_broken_ones)
     struct trees t;
     struct skills_counts c;
     struct skills_cache *k = skills_cache_new(), *k2 = skills_cache_new();
-    char err[512], p[512], q[512];
+    char p[512], q[512];
+    struct err err;
     char *b = NULL, *b2 = NULL, *b3 = NULL;
     size_t n = 0, n2 = 0, n3 = 0;
 
@@ -770,8 +788,8 @@ TEST(skills_cache_survives_its_bytes_and_refuses_broken_ones)
     mk(t.pub, "alpha");
     mk(t.pub, "beta");
     mk(t.pub, "gamma");
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, &err), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, &err), 0);
     CHECK_EQ_INT(c.linked, 3);
     CHECK_EQ_INT(skills_cache_encode(k, 1 << 20, &b, &n), 0);
     CHECK(n > 8 + 3 * 12);
@@ -810,14 +828,14 @@ TEST(skills_cache_survives_its_bytes_and_refuses_broken_ones)
     CHECK(rename(q, p) == 0);
     snprintf(p, sizeof(p), "%s/beta", t.pub);
     CHECK(rmdir(p) == 0);
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k2, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k2, &err), 0);
     CHECK_EQ_INT(c.linked, 1);
     CHECK_EQ_INT(c.shadowed, 1);
     CHECK_EQ_INT(c.removed, 1);
     CHECK(!exists(&t, "beta"));
     /* A reset forgets the links: the next run still judges by reading. */
     skills_cache_reset(k2);
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k2, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k2, &err), 0);
     CHECK_EQ_INT(c.linked, 1);
     free(b);
     free(b2);
@@ -862,7 +880,8 @@ TEST(skills_names_shadow_and_clash)
     struct trees t;
     struct skills_counts c;
     struct skills_lists l = {0};
-    char err[512], p[512];
+    char p[512];
+    struct err err;
 
     setup(&t);
     skills_layout(SKILLS_MARKER, 2);
@@ -883,7 +902,7 @@ TEST(skills_names_shadow_and_clash)
     char lp[512];
     snprintf(lp, sizeof(lp), "%s/tools/journal", t.priv);
     CHECK(symlink(p, lp) == 0);
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
     CHECK_EQ_INT(c.shadowed, 2);
     CHECK_EQ_INT(c.clashes, 2);
     CHECK_EQ_INT(c.removed, 1);
@@ -896,7 +915,7 @@ TEST(skills_names_shadow_and_clash)
     l.shadowed = cJSON_CreateArray();
     l.clashes = cJSON_CreateArray();
     l.private_ = cJSON_CreateArray();
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, true, &c, &l, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, true, &c, &l, NULL, &err), 0);
     CHECK_EQ_INT(c.removed + c.created, 0);
     cJSON *o = cJSON_GetArrayItem(l.shadowed, 0);
     CHECK_STR(cJSON_GetObjectItem(o, "path")->valuestring, "research/lab-notebook");
@@ -916,7 +935,7 @@ TEST(skills_names_shadow_and_clash)
     /* The private skill gone: the public one is linked again. */
     snprintf(p, sizeof(p), "rm -rf '%s/software-development'", t.priv);
     CHECK(system(p) == 0);
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
     CHECK(exists(&t, "research/lab-notebook"));
     CHECK_EQ_INT(c.shadowed, 1);
     teardown(&t);
@@ -932,7 +951,8 @@ TEST(skills_marker_read_once_then_vouched_by_its_stat)
     struct trees t;
     struct skills_counts c;
     struct skills_cache *k = skills_cache_new(), *k2 = skills_cache_new();
-    char err[512], p[512];
+    struct err err;
+    char p[512];
 
     setup(&t);
     skills_layout(SKILLS_MARKER, 2);
@@ -941,7 +961,7 @@ TEST(skills_marker_read_once_then_vouched_by_its_stat)
     CHECK(mkdir(t.priv, 0755) == 0);
     front(t.priv, "my-notes", "journal");
     skills_mark_racy_ns = 0;
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, &err), 0);
     CHECK_EQ_INT(c.created, 1);
     CHECK_EQ_INT(c.shadowed, 1);
     CHECK_EQ_INT((int)k->marks.n, 3);
@@ -953,18 +973,18 @@ TEST(skills_marker_read_once_then_vouched_by_its_stat)
     /* Not read again: the cached name is the one judged. */
     free(m->name);
     m->name = strdup("journal");
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, &err), 0);
     CHECK_EQ_INT(c.shadowed, 2);
     CHECK_EQ_INT(c.removed, 1);
     CHECK(!exists(&t, "research/notebook"));
     /* A dry run reads what it must and changes no mark. */
     size_t before = k->marks.n;
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, true, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, true, &c, NULL, k, &err), 0);
     CHECK_EQ_INT((int)k->marks.n, (int)before);
     /* Rewritten (another size): read again, its real name linked. */
     snprintf(p, sizeof(p), "%s/research/notebook", t.pub);
     touch(p, "SKILL.md", "---\nname: lab-notebook\ndescription: longer now\n---\n");
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, &err), 0);
     CHECK_EQ_INT(c.created, 1);
     CHECK_EQ_INT(c.shadowed, 1);
     CHECK(exists(&t, "research/notebook"));
@@ -972,11 +992,11 @@ TEST(skills_marker_read_once_then_vouched_by_its_stat)
     /* Nothing new: the cache keeps what it had, links and marks, and says
      * so (the walk child then sends nothing back but its run count). The
      * link made last run is read once, then vouched for. */
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, &err), 0);
     CHECK(k->changed);
     size_t links = k->links.n;
     unsigned runs = k->runs;
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, &err), 0);
     CHECK(!k->changed);
     CHECK_EQ_INT((int)k->links.n, (int)links);
     CHECK_EQ_INT((int)k->marks.n, 3);
@@ -1007,12 +1027,12 @@ TEST(skills_marker_read_once_then_vouched_by_its_stat)
     /* A link gone is dropped from the cache. */
     snprintf(p, sizeof(p), "%s/research/notebook", t.priv);
     CHECK(unlink(p) == 0);
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, &err), 0);
     CHECK_EQ_INT(c.created, 1);
     CHECK(k->changed);
     /* Written just now: judged by reading, never remembered. */
     skills_mark_racy_ns = MARK_RACY_NS;
-    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k2, err, sizeof(err)), 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k2, &err), 0);
     CHECK_EQ_INT(c.linked, 1);
     CHECK_EQ_INT(c.shadowed, 1);
     CHECK_EQ_INT((int)k2->marks.n, 0);

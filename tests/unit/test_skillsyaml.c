@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "err.h"
 #include "skillsyaml.h"
 
 #define DIR_ "/opt/hermes-common-skills"
@@ -20,12 +21,13 @@
 static void edit_case(const char *in, int want, const char *want_out, size_t want_line,
                       const char *want_err)
 {
-    char *out = NULL, err[256];
+    char *out = NULL;
+    struct err err;
     size_t outlen = 0, line = 99;
-    int rc = skillsyaml_edit(in, strlen(in), DIR_, &out, &outlen, &line, err, sizeof(err));
+    int rc = skillsyaml_edit(in, strlen(in), DIR_, &out, &outlen, &line, &err);
     if (rc != want)
         fprintf(stderr, "  input:\n%s\n  state %d (%s), error %s\n", in, rc,
-                skillsyaml_state_name(rc), err);
+                skillsyaml_state_name(rc), err.msg);
     CHECK_EQ_INT(rc, want);
     if (want == SKILLSYAML_ADDED) {
         CHECK_STR(out, want_out);
@@ -35,7 +37,7 @@ static void edit_case(const char *in, int want, const char *want_out, size_t wan
     }
     if (want == SKILLSYAML_ERROR) {
         CHECK_EQ_INT(line, want_line);
-        CHECK_CONTAINS(err, want_err);
+        CHECK_CONTAINS(err.msg, want_err);
     }
     free(out);
 }
@@ -111,10 +113,11 @@ TEST(skillsyaml_flow_list_rewrites_its_line)
 
 TEST(skillsyaml_quotes_a_dir_that_needs_it)
 {
-    char *out = NULL, err[128];
+    char *out = NULL;
+    struct err err;
     size_t len, line;
     const char *in = "skills:\n  external_dirs: []\n";
-    CHECK_EQ_INT(skillsyaml_edit(in, strlen(in), "/a b/#c\"d", &out, &len, &line, err, sizeof(err)),
+    CHECK_EQ_INT(skillsyaml_edit(in, strlen(in), "/a b/#c\"d", &out, &len, &line, &err),
                  SKILLSYAML_ADDED);
     CHECK_STR(out, "skills:\n  external_dirs: [\"/a b/#c\\\"d\"]\n");
     free(out);
@@ -159,12 +162,13 @@ TEST(skillsyaml_refuses_what_it_cannot_read)
     edit_case("a: 1\r\nskills:\r\n", SKILLSYAML_ERROR, NULL, 1, "carriage return");
     edit_case("\xef\xbb\xbf" "a: 1\n", SKILLSYAML_ERROR, NULL, 1, "byte order mark");
     /* A NUL byte: not a C string, so the length is given. */
-    char *out = NULL, err[128];
+    char *out = NULL;
+    struct err err;
     size_t len = 0, line = 0;
-    CHECK_EQ_INT(skillsyaml_edit("a: 1\nb\0: 2\n", 11, DIR_, &out, &len, &line, err, sizeof(err)),
+    CHECK_EQ_INT(skillsyaml_edit("a: 1\nb\0: 2\n", 11, DIR_, &out, &len, &line, &err),
                  SKILLSYAML_ERROR);
     CHECK_EQ_INT(line, 2);
-    CHECK_CONTAINS(err, "NUL");
+    CHECK_CONTAINS(err.msg, "NUL");
     CHECK(out == NULL);
 }
 
@@ -215,15 +219,15 @@ TEST(skillsyaml_file_edit_keeps_mode_and_owner)
 {
     struct fdir d;
     struct stat a, b;
-    char err[512];
+    struct err err;
 
     fsetup(&d);
     put(d.path, "model: x  # keep\n", 0640);
     CHECK(stat(d.path, &a) == 0);
     /* dry: the state, nothing written */
-    CHECK_EQ_INT(skillsyaml_ensure(d.path, DIR_, 0, 0, true, err, sizeof(err)), SKILLSYAML_ADDED);
+    CHECK_EQ_INT(skillsyaml_ensure(d.path, DIR_, 0, 0, true, &err), SKILLSYAML_ADDED);
     CHECK_STR(slurp(d.path), "model: x  # keep\n");
-    CHECK_EQ_INT(skillsyaml_ensure(d.path, DIR_, 0, 0, false, err, sizeof(err)), SKILLSYAML_ADDED);
+    CHECK_EQ_INT(skillsyaml_ensure(d.path, DIR_, 0, 0, false, &err), SKILLSYAML_ADDED);
     CHECK_STR(slurp(d.path), "model: x  # keep\nskills:\n  external_dirs:\n    - " DIR_ "\n");
     CHECK(stat(d.path, &b) == 0);
     CHECK_EQ_INT(b.st_mode & 07777, 0640);
@@ -231,7 +235,7 @@ TEST(skillsyaml_file_edit_keeps_mode_and_owner)
     CHECK_EQ_INT(b.st_gid, a.st_gid);
     CHECK(b.st_ino != a.st_ino); /* replaced by rename, not written in place */
     /* The second run finds it and leaves the file alone. */
-    CHECK_EQ_INT(skillsyaml_ensure(d.path, DIR_, 0, 0, false, err, sizeof(err)),
+    CHECK_EQ_INT(skillsyaml_ensure(d.path, DIR_, 0, 0, false, &err),
                  SKILLSYAML_PRESENT);
     CHECK(stat(d.path, &a) == 0);
     CHECK_EQ_INT(a.st_ino, b.st_ino);
@@ -246,13 +250,13 @@ TEST(skillsyaml_file_missing_is_created)
 {
     struct fdir d;
     struct stat st;
-    char err[512];
+    struct err err;
 
     fsetup(&d);
-    CHECK_EQ_INT(skillsyaml_ensure(d.path, DIR_, getuid(), getgid(), true, err, sizeof(err)),
+    CHECK_EQ_INT(skillsyaml_ensure(d.path, DIR_, getuid(), getgid(), true, &err),
                  SKILLSYAML_CREATED);
     CHECK(access(d.path, F_OK) < 0);
-    CHECK_EQ_INT(skillsyaml_ensure(d.path, DIR_, getuid(), getgid(), false, err, sizeof(err)),
+    CHECK_EQ_INT(skillsyaml_ensure(d.path, DIR_, getuid(), getgid(), false, &err),
                  SKILLSYAML_CREATED);
     CHECK_STR(slurp(d.path), "skills:\n  external_dirs:\n    - " DIR_ "\n");
     CHECK(stat(d.path, &st) == 0);
@@ -260,39 +264,40 @@ TEST(skillsyaml_file_missing_is_created)
     /* A missing directory is not made. */
     char deep[200];
     snprintf(deep, sizeof(deep), "%s/nope/config.yaml", d.root);
-    CHECK_EQ_INT(skillsyaml_ensure(deep, DIR_, 0, 0, false, err, sizeof(err)), SKILLSYAML_ERROR);
-    CHECK_CONTAINS(err, "unable to open its directory");
+    CHECK_EQ_INT(skillsyaml_ensure(deep, DIR_, 0, 0, false, &err), SKILLSYAML_ERROR);
+    CHECK_CONTAINS(err.msg, "unable to open its directory");
     fteardown(&d);
 }
 
 TEST(skillsyaml_file_hostile)
 {
     struct fdir d;
-    char err[512], other[200], p2[200];
+    char other[200], p2[200];
+    struct err err;
 
     fsetup(&d);
     /* A link to another file: never followed, never replaced. */
     snprintf(other, sizeof(other), "%s/victim", d.root);
     put(other, "a: 1\n", 0644);
     CHECK(symlink(other, d.path) == 0);
-    CHECK_EQ_INT(skillsyaml_ensure(d.path, DIR_, 0, 0, false, err, sizeof(err)), SKILLSYAML_ERROR);
-    CHECK_CONTAINS(err, d.path);
+    CHECK_EQ_INT(skillsyaml_ensure(d.path, DIR_, 0, 0, false, &err), SKILLSYAML_ERROR);
+    CHECK_CONTAINS(err.msg, d.path);
     CHECK_STR(slurp(other), "a: 1\n");
     struct stat st;
     CHECK(lstat(d.path, &st) == 0 && S_ISLNK(st.st_mode));
     CHECK(unlink(d.path) == 0);
     /* A hard link to another file. */
     CHECK(link(other, d.path) == 0);
-    CHECK_EQ_INT(skillsyaml_ensure(d.path, DIR_, 0, 0, false, err, sizeof(err)), SKILLSYAML_ERROR);
-    CHECK_CONTAINS(err, "hard links");
+    CHECK_EQ_INT(skillsyaml_ensure(d.path, DIR_, 0, 0, false, &err), SKILLSYAML_ERROR);
+    CHECK_CONTAINS(err.msg, "hard links");
     CHECK_STR(slurp(other), "a: 1\n");
     CHECK(unlink(d.path) == 0);
     /* A FIFO (would block a reader) and a directory. */
     CHECK(mkfifo(d.path, 0644) == 0);
-    CHECK_EQ_INT(skillsyaml_ensure(d.path, DIR_, 0, 0, false, err, sizeof(err)), SKILLSYAML_ERROR);
+    CHECK_EQ_INT(skillsyaml_ensure(d.path, DIR_, 0, 0, false, &err), SKILLSYAML_ERROR);
     CHECK(unlink(d.path) == 0);
     CHECK(mkdir(d.path, 0755) == 0);
-    CHECK_EQ_INT(skillsyaml_ensure(d.path, DIR_, 0, 0, false, err, sizeof(err)), SKILLSYAML_ERROR);
+    CHECK_EQ_INT(skillsyaml_ensure(d.path, DIR_, 0, 0, false, &err), SKILLSYAML_ERROR);
     CHECK(rmdir(d.path) == 0);
     /* A link in the directory part of the path. */
     snprintf(p2, sizeof(p2), "%s/viadir", d.root);
@@ -300,7 +305,7 @@ TEST(skillsyaml_file_hostile)
     put(d.path, "a: 1\n", 0644);
     char via[256];
     snprintf(via, sizeof(via), "%s/config.yaml", p2);
-    CHECK_EQ_INT(skillsyaml_ensure(via, DIR_, 0, 0, false, err, sizeof(err)), SKILLSYAML_ERROR);
+    CHECK_EQ_INT(skillsyaml_ensure(via, DIR_, 0, 0, false, &err), SKILLSYAML_ERROR);
     CHECK_STR(slurp(d.path), "a: 1\n");
     /* Too large: refused whole, unchanged. */
     char *big = malloc(SKILLSYAML_MAX_BYTES + 16);
@@ -311,26 +316,26 @@ TEST(skillsyaml_file_hostile)
         put(d.path, big, 0644);
         free(big);
     }
-    CHECK_EQ_INT(skillsyaml_ensure(d.path, DIR_, 0, 0, false, err, sizeof(err)), SKILLSYAML_ERROR);
-    CHECK_CONTAINS(err, "larger than");
+    CHECK_EQ_INT(skillsyaml_ensure(d.path, DIR_, 0, 0, false, &err), SKILLSYAML_ERROR);
+    CHECK_CONTAINS(err.msg, "larger than");
     /* A YAML it cannot read: the error names file and line, no change. */
     put(d.path, "a: 1\nskills: &x\n", 0644);
-    CHECK_EQ_INT(skillsyaml_ensure(d.path, DIR_, 0, 0, false, err, sizeof(err)), SKILLSYAML_ERROR);
+    CHECK_EQ_INT(skillsyaml_ensure(d.path, DIR_, 0, 0, false, &err), SKILLSYAML_ERROR);
     char want[200];
     snprintf(want, sizeof(want), "%s:2: skills is an anchor", d.path);
-    CHECK_CONTAINS(err, want);
+    CHECK_CONTAINS(err.msg, want);
     CHECK_STR(slurp(d.path), "a: 1\nskills: &x\n");
     /* A directory planted at the temporary name: an error, no change. */
     put(d.path, "a: 1\n", 0644);
     char tmp[200];
     snprintf(tmp, sizeof(tmp), "%s/.config.yaml" SKILLSYAML_TMP_SUFFIX, d.root);
     CHECK(mkdir(tmp, 0755) == 0);
-    CHECK_EQ_INT(skillsyaml_ensure(d.path, DIR_, 0, 0, false, err, sizeof(err)), SKILLSYAML_ERROR);
+    CHECK_EQ_INT(skillsyaml_ensure(d.path, DIR_, 0, 0, false, &err), SKILLSYAML_ERROR);
     CHECK_STR(slurp(d.path), "a: 1\n");
     CHECK(rmdir(tmp) == 0);
     /* A stale temporary file is cleared and the edit goes through. */
     put(tmp, "junk", 0644);
-    CHECK_EQ_INT(skillsyaml_ensure(d.path, DIR_, 0, 0, false, err, sizeof(err)), SKILLSYAML_ADDED);
+    CHECK_EQ_INT(skillsyaml_ensure(d.path, DIR_, 0, 0, false, &err), SKILLSYAML_ADDED);
     CHECK(access(tmp, F_OK) < 0);
     fteardown(&d);
 }

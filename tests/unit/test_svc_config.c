@@ -8,14 +8,15 @@
 
 #include "config.h"
 #include "contain.h"
+#include "err.h"
 #include "launch.h"
 #include "svc_config.h"
 
 static struct config *parse(const char *json)
 {
-    char err[CONFIG_ERR_MAX] = "";
-    struct config *c = config_parse(json, strlen(json), err, sizeof(err));
-    CHECK_STR(err, "");
+    struct err err = {0};
+    struct config *c = config_parse(json, strlen(json), &err);
+    CHECK_STR(err.msg, "");
     return c;
 }
 
@@ -103,8 +104,8 @@ TEST(svc_settings_defaults_without_a_config)
     contain_policy_of(&sc, &pol);
     CHECK(pol.isolation && pol.seccomp && !pol.keep_given);
     struct launch_plan plan;
-    char err[160] = "";
-    CHECK_EQ_INT(launch_prepare(&sc, &plan, err, sizeof(err)), 0);
+    struct err err = {0};
+    CHECK_EQ_INT(launch_prepare(&sc, &plan, &err), 0);
     CHECK(plan.no_new_privs && !plan.set_umask && plan.n_rlimits == 0);
     launch_free(&plan);
 }
@@ -138,10 +139,10 @@ TEST(svc_settings_ready_attempts)
         "\"health\":{\"tcp\":\"127.0.0.1:1\",\"attempts\":2}}]}",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        char err[CONFIG_ERR_MAX] = "";
-        struct config *c = config_parse(bad[i], strlen(bad[i]), err, sizeof(err));
+        struct err err = {0};
+        struct config *c = config_parse(bad[i], strlen(bad[i]), &err);
         CHECK(c == NULL);
-        CHECK(strstr(err, "attempts") != NULL);
+        CHECK(strstr(err.msg, "attempts") != NULL);
         config_free(c);
     }
 }
