@@ -35,6 +35,7 @@
 #include "jsonalloc.h"
 #include "guestlimits.h"
 #include "lifeline.h"
+#include "launch.h"
 #include "log.h"
 #include "machine.h"
 #include "methods.h"
@@ -197,6 +198,7 @@ static int setup_signals(void)
         return -1;
     /* Peers that vanish mid-write must not kill us. */
     signal(SIGPIPE, SIG_IGN);
+    launch_learn_signals();
     sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
     return sig_fd < 0 ? -1 : 0;
 }

@@ -1019,7 +1019,11 @@ static int private_tmpfs(const char *path, int64_t bytes, unsigned long flags, s
  * remounts: the same result, made visible a step at a time. */
 static bool new_mount_api(void)
 {
-    return setattr_fd(-1, "", AT_EMPTY_PATH, 0, 0) < 0 && errno != ENOSYS;
+    /* A change to make, on no mount (fd -1): EBADF where the call exists.
+     * An empty change would not do: the kernel answers 0 to it before
+     * looking at the fd, which read as "no API" on every kernel that has
+     * it, and each start remounted every mount one by one. */
+    return setattr_fd(-1, "", AT_EMPTY_PATH, HEARTH_MOUNT_ATTR_RDONLY, 0) < 0 && errno != ENOSYS;
 }
 
 /* Remounts the mount an fd names (the root of a mount, opened by path),

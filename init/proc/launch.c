@@ -658,13 +658,33 @@ struct kernel_sigaction {
     unsigned long mask;
 };
 
+/* The signals whose disposition in hearth is not the default (bit sig-1),
+ * as launch_learn_signals found them; all of them until it has run. */
+static uint64_t nondefault = ~0ULL;
+
+void launch_learn_signals(void)
+{
+    uint64_t m = 0;
+    for (int sig = 1; sig <= 64; sig++) {
+        struct kernel_sigaction old;
+        if (sig == SIGKILL || sig == SIGSTOP)
+            continue;
+        if (syscall(SYS_rt_sigaction, sig, NULL, &old, sizeof(unsigned long)) < 0 ||
+            old.handler != SIG_DFL)
+            m |= 1ULL << (sig - 1);
+    }
+    nondefault = m;
+}
+
 void launch_reset_signals(const struct launch_plan *p)
 {
     struct kernel_sigaction dfl = {SIG_DFL, 0, NULL, 0};
     unsigned long mask = p && p->contain.pidns && !p->contain.join ? ~0UL : 0;
 
+    /* Only those hearth left elsewhere (ignored, as make leaves some, or
+     * SIGPIPE): one system call each rather than 62 on every start. */
     for (int sig = 1; sig <= 64; sig++)
-        if (sig != SIGKILL && sig != SIGSTOP)
+        if (sig != SIGKILL && sig != SIGSTOP && (nondefault >> (sig - 1) & 1))
             syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof(unsigned long));
     syscall(SYS_rt_sigprocmask, SIG_SETMASK, &mask, NULL, sizeof(unsigned long));
 }

@@ -117,6 +117,13 @@ void launch_exec(const struct launch_plan *p, const char *cwd, char *const argv[
  * it sets up would be lost; blocked, it waits for the reaper, which hands
  * it on (launch_exec unblocks the program's). */
 void launch_reset_signals(const struct launch_plan *p);
+/* In hearth, once its own dispositions are set (SIGPIPE ignored; it
+ * installs no handler: signals come through a signalfd): which signals
+ * are not at their default, so launch_reset_signals resets only those
+ * (a caught one would be reset by the exec anyway; an ignored one would
+ * pass through it). Until it is called, every signal is reset. Call it
+ * again after changing a disposition. */
+void launch_learn_signals(void);
 
 /* Parses one env file's text into KEY=VALUE strings appended to *env.
  * Exposed for unit tests. */

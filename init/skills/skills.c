@@ -161,7 +161,8 @@ static int sync_allowed(struct err *err)
  * The child hands back, over its pipe, records of one type byte and a
  * u32 length: 'R' the counts (struct wire_result), 'E' the reconcile's
  * error, 'N' the skills not linked because of their names (log lines),
- * 'K' the links cache it left (skills_cache_encode), 'L' the lists
+ * 'K' the links cache it left (skills_cache_encode; not sent when the
+ * run changed nothing in it but its run count), 'L' the lists
  * as JSON (dry runs), 'X' why a dry run has no lists, and 'Z' last, so a
  * child killed midway is never read as a whole result. The cache is the
  * one state kept between runs: the child works on its copy and sends it
@@ -182,7 +183,8 @@ enum walk_kind { WALK_LIST, WALK_SYNC };
 
 struct wire_result {
     int32_t rc;
-    uint8_t cache; /* 0 not touched, 1 sent ('K'), 2 changed but too large: drop it */
+    uint8_t cache; /* 0 not touched, 1 sent ('K'), 2 changed but too large: drop it,
+                    * 3 only its run count moved (a no-op pass: nothing to send) */
     struct skills_counts c;
     int64_t us;
     uint64_t dev, ino; /* public, for the inotify watch */
@@ -284,7 +286,9 @@ static void walk_child(int wfd, void *arg)
     }
     char *cbuf = NULL;
     size_t clen = 0;
-    if (!dry && S.cache && S.cache->runs != runs0)
+    if (!dry && S.cache && S.cache->runs != runs0 && !S.cache->changed)
+        w.cache = 3;
+    else if (!dry && S.cache && S.cache->runs != runs0)
         w.cache = skills_cache_encode(S.cache, SKILLS_RESULT_MAX / 2, &cbuf, &clen) == 0 ? 1 : 2;
     put(wfd, 'R', &w, sizeof(w));
     if (err.msg[0])
@@ -420,6 +424,8 @@ static void sync_finish(const char *fail, const struct walk_result *r)
         skills_cache_reset(S.cache);
     else if (r->w.cache == 2)
         skills_cache_reset(S.cache);
+    else if (r->w.cache == 3)
+        S.cache->runs++; /* as the child's copy did; nothing else changed */
     char report[sizeof(skills_last_report)];
     snprintf(report, sizeof(report), "%.*s",
              (int)(r->nlen < sizeof(report) ? r->nlen : sizeof(report) - 1), r->n ? r->n : "");

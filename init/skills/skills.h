@@ -86,13 +86,15 @@ struct skills_cache;
 struct skills_cache *skills_cache_new(void);
 void skills_cache_free(struct skills_cache *k);
 /* The cache as bytes (for a reconcile run in a child process to hand it
- * back): -1 when it would take more than max bytes, or out of memory.
- * *out is malloc'ed. */
+ * back): -1 when its links would take more than max bytes, or out of
+ * memory; the markers are left out when only they do not fit. *out is
+ * malloc'ed. */
 int skills_cache_encode(const struct skills_cache *k, size_t max, char **out, size_t *outlen);
 /* Replaces k with what buf holds; -1 (k unchanged) when buf is not
  * whole or well formed. */
 int skills_cache_load(struct skills_cache *k, const char *buf, size_t len);
-/* Forgets every link (the next run reads them again) and counts a run. */
+/* Forgets every link and marker (the next run reads them again) and
+ * counts a run. */
 void skills_cache_reset(struct skills_cache *k);
 
 /* One reconcile of private against public. ignore is NULL-terminated

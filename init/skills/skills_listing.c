@@ -36,27 +36,44 @@ void skills_layout(const char *marker, int depth)
  * merged, never removed. */
 bool skills_reserved_name(const char *n)
 {
-    return strcmp(n, SKILLS_TMP_LINK) == 0 || strcmp(n, SKILLS_TMP_FORK) == 0 ||
+    /* Every one is a dot-name: the common case is one comparison. */
+    return n[0] == '.' && (strcmp(n, SKILLS_TMP_LINK) == 0 || strcmp(n, SKILLS_TMP_FORK) == 0 ||
            strcmp(n, SKILLS_TMP_CATEGORY) == 0 || strcmp(n, SKILLS_CATEGORY_MARK) == 0 ||
-           strcmp(n, ".hub") == 0 || strcmp(n, ".bundled_manifest") == 0;
+           strcmp(n, ".hub") == 0 || strcmp(n, ".bundled_manifest") == 0);
 }
 
+/* Eight bytes a step (a no-op pass hashes every name and path a few
+ * times: byte by byte, that was a fifth of its instructions), then a
+ * final mix so the low bits the tables use depend on every byte. */
 uint32_t skills_hash(const char *s)
 {
-    uint32_t h = 2166136261u;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 16777619u;
-    return h;
+    size_t n = strlen(s);
+    uint64_t h = 0x9e3779b97f4a7c15u ^ n, w;
+
+    for (; n >= 8; n -= 8, s += 8) {
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdu;
+        h ^= h >> 32;
+    }
+    w = 0;
+    memcpy(&w, s, n);
+    h = (h ^ w) * 0xc4ceb9fe1a85ec53u;
+    h ^= h >> 29;
+    h *= 0xff51afd7ed558ccdu;
+    h ^= h >> 32;
+    return (uint32_t)h;
 }
 
 void skills_listing_free(struct listing *l)
 {
     for (size_t i = 0; i < l->n; i++) {
-        free(l->v[i].name);
+        if (!l->pool)
+            free(l->v[i].name);
         free(l->v[i].target);
     }
     free(l->v);
     free(l->slot);
+    free(l->pool);
     memset(l, 0, sizeof(*l));
 }
 
@@ -119,9 +136,22 @@ static int listing_add(struct listing *l, int fd, const struct dirent64_raw *de,
     }
     struct ent *e = &l->v[l->n];
     memset(e, 0, sizeof(*e));
-    e->name = strdup(de->d_name);
-    if (!e->name)
-        return err_set(err, "unable to read %s: out of memory", path);
+    /* Into the pool; its offset stands in for the pointer until the
+     * whole directory is read (the pool may move as it grows). */
+    size_t nl = strlen(de->d_name) + 1;
+    if (l->pool_len + nl > l->pool_cap) {
+        size_t nc = l->pool_cap ? l->pool_cap * 2 : 4096;
+        while (nc < l->pool_len + nl)
+            nc *= 2;
+        char *np = realloc(l->pool, nc);
+        if (!np)
+            return err_set(err, "unable to read %s: out of memory", path);
+        l->pool = np;
+        l->pool_cap = nc;
+    }
+    memcpy(l->pool + l->pool_len, de->d_name, nl);
+    e->name = (char *)(uintptr_t)l->pool_len;
+    l->pool_len += nl;
     l->n++;
     unsigned char t = de->d_type;
     if (t == DT_UNKNOWN) {
@@ -171,6 +201,14 @@ int skills_listing_read(struct listing *l, int fd, const char *path, struct err 
     if (buf != skills_dents_buf)
         free(buf);
     close(fd);
+    /* An empty listing is pooled too: no name of it is freed on its own. */
+    if (!l->pool && (l->pool = malloc(1)) == NULL) {
+        if (rc == 0)
+            err_set(err, "unable to read %s: out of memory", path);
+        rc = -1;
+    }
+    for (size_t i = 0; l->pool && i < l->n; i++)
+        l->v[i].name = l->pool + (uintptr_t)l->v[i].name;
     if (rc == 0 && skills_listing_index(l) < 0) {
         err_set(err, "unable to index %s: out of memory", path);
         rc = -1;
@@ -271,6 +309,188 @@ size_t skills_norm_len(const char *p)
 }
 
 
+void skills_marks_free(struct marks *m)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        free(m->v[i].path);
+        free(m->v[i].name);
+    }
+    free(m->v);
+    free(m->slot);
+    memset(m, 0, sizeof(*m));
+}
+
+static int64_t ts_ns(struct timespec t)
+{
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+bool skills_mark_same(const struct mark *m, const struct stat *s)
+{
+    return m->dev == (uint64_t)s->st_dev && m->ino == (uint64_t)s->st_ino &&
+           m->size == (uint64_t)s->st_size && m->mtime_ns == ts_ns(s->st_mtim) &&
+           m->ctime_ns == ts_ns(s->st_ctim);
+}
+
+static int marks_push(struct marks *m, struct mark k)
+{
+    if (m->n == m->cap) {
+        size_t nc = m->cap ? m->cap * 2 : 256;
+        struct mark *nv = realloc(m->v, nc * sizeof(*nv));
+        if (!nv)
+            return -1;
+        m->v = nv;
+        m->cap = nc;
+    }
+    m->v[m->n++] = k;
+    return 0;
+}
+
+int skills_marks_add(struct marks *m, bool priv, const char *path, const char *name,
+                     const struct stat *s)
+{
+    struct mark k = {.path = strdup(path), .name = strdup(name), .priv = priv,
+                     .dev = (uint64_t)s->st_dev, .ino = (uint64_t)s->st_ino,
+                     .size = (uint64_t)s->st_size, .mtime_ns = ts_ns(s->st_mtim),
+                     .ctime_ns = ts_ns(s->st_ctim)};
+    if (!k.path || !k.name || marks_push(m, k) < 0) {
+        free(k.path);
+        free(k.name);
+        return -1;
+    }
+    return 0;
+}
+
+static size_t mark_hash(bool priv, const char *path)
+{
+    return skills_hash(path) ^ (priv ? 0x9e3779b9u : 0);
+}
+
+int skills_marks_index(struct marks *m)
+{
+    size_t size = 16;
+    while (size < m->n * 2)
+        size <<= 1;
+    free(m->slot);
+    m->slot = calloc(size, sizeof(*m->slot));
+    if (!m->slot)
+        return -1;
+    m->mask = size - 1;
+    for (size_t i = 0; i < m->n; i++) {
+        size_t h = mark_hash(m->v[i].priv, m->v[i].path) & m->mask;
+        while (m->slot[h])
+            h = (h + 1) & m->mask;
+        m->slot[h] = (uint32_t)(i + 1);
+    }
+    return 0;
+}
+
+struct mark *skills_marks_find(const struct marks *m, bool priv, const char *path)
+{
+    if (!m || !m->slot)
+        return NULL;
+    for (size_t h = mark_hash(priv, path) & m->mask; m->slot[h]; h = (h + 1) & m->mask) {
+        struct mark *k = &m->v[m->slot[h] - 1];
+        if (k->priv == priv && strcmp(k->path, path) == 0)
+            return k;
+    }
+    return NULL;
+}
+
+/* Keeps the links of old flagged seen (flags cleared), frees the rest,
+ * then appends fresh (consumed) and indexes; whether anything changed.
+ * Out of memory empties old: the next run reads every link. */
+static bool links_update(struct listing *old, struct listing *fresh)
+{
+    size_t keep = 0;
+    for (size_t i = 0; i < old->n; i++)
+        keep += old->v[i].seen;
+    bool changed = keep != old->n || fresh->n;
+    for (size_t i = 0, j = 0; changed && i < old->n; i++) {
+        if (old->v[i].seen) {
+            old->v[j++] = old->v[i];
+        } else {
+            free(old->v[i].name);
+            free(old->v[i].target);
+        }
+    }
+    if (changed)
+        old->n = keep;
+    for (size_t i = 0; i < old->n; i++)
+        old->v[i].seen = false;
+    if (fresh->n) {
+        if (old->n + fresh->n > old->cap) {
+            size_t nc = old->n + fresh->n;
+            struct ent *nv = realloc(old->v, nc * sizeof(*nv));
+            if (!nv) {
+                skills_listing_free(old);
+                skills_listing_free(fresh);
+                return true;
+            }
+            old->v = nv;
+            old->cap = nc;
+        }
+        memcpy(old->v + old->n, fresh->v, fresh->n * sizeof(*fresh->v));
+        old->n += fresh->n;
+        fresh->n = 0;
+    }
+    skills_listing_free(fresh);
+    if (changed) {
+        free(old->slot);
+        old->slot = NULL;
+        if (skills_listing_index(old) < 0)
+            skills_listing_free(old);
+    }
+    return changed;
+}
+
+/* links_update for marks. */
+static bool marks_update(struct marks *old, struct marks *fresh)
+{
+    size_t keep = 0;
+    for (size_t i = 0; i < old->n; i++)
+        keep += old->v[i].seen;
+    bool changed = keep != old->n || fresh->n;
+    for (size_t i = 0, j = 0; changed && i < old->n; i++) {
+        if (old->v[i].seen) {
+            old->v[j++] = old->v[i];
+        } else {
+            free(old->v[i].path);
+            free(old->v[i].name);
+        }
+    }
+    if (changed)
+        old->n = keep;
+    for (size_t i = 0; i < old->n; i++)
+        old->v[i].seen = false;
+    for (size_t i = 0; i < fresh->n; i++) {
+        if (marks_push(old, fresh->v[i]) < 0) {
+            free(fresh->v[i].path);
+            free(fresh->v[i].name);
+        }
+    }
+    fresh->n = 0;
+    skills_marks_free(fresh);
+    if (changed && skills_marks_index(old) < 0)
+        skills_marks_free(old);
+    return changed;
+}
+
+void skills_cache_update(struct skills_cache *k, struct listing *links, struct marks *marks)
+{
+    bool a = links_update(&k->links, links);
+    bool b = marks_update(&k->marks, marks);
+    k->changed = a || b;
+}
+
+void skills_cache_unsee(struct skills_cache *k)
+{
+    for (size_t i = 0; i < k->links.n; i++)
+        k->links.v[i].seen = false;
+    for (size_t i = 0; i < k->marks.n; i++)
+        k->marks.v[i].seen = false;
+}
+
 struct skills_cache *skills_cache_new(void)
 {
     return calloc(1, sizeof(struct skills_cache));
@@ -280,20 +500,32 @@ void skills_cache_free(struct skills_cache *k)
 {
     if (k) {
         skills_listing_free(&k->links);
+        skills_marks_free(&k->marks);
         free(k);
     }
 }
 
 /* The cache as bytes, so a reconcile run in a child process can hand
  * what it learnt back to the loop: a u32 run count, a u32 link count,
- * then per link a u64 inode, a u32 key length and the key. Native byte order: both ends are
- * the same binary. */
+ * then per link a u64 inode, a u32 key length and the key; then a u32
+ * mark count, and per mark a u8 tree (1 private), u64 device, inode and
+ * size, i64 mtime and ctime (ns), u32 path and name lengths, the path and
+ * the name. Native byte order: both ends are the same binary. The marks
+ * are left out (a count of 0) when they would not fit in max: without
+ * them the next run reads every marker, nothing worse. */
 #define CACHE_KEY_MAX 4096
+#define MARK_FIXED (1 + 5 * 8 + 4 + 4)
+
+static char *put_bytes(char *p, const void *v, size_t n)
+{
+    memcpy(p, v, n);
+    return p + n;
+}
 
 int skills_cache_encode(const struct skills_cache *k, size_t max, char **out, size_t *outlen)
 {
-    size_t need = 8;
-    uint32_t runs = k->runs, count = (uint32_t)k->links.n;
+    size_t need = 8 + 4, mneed = 0;
+    uint32_t runs = k->runs, count = (uint32_t)k->links.n, mcount = (uint32_t)k->marks.n;
 
     *out = NULL;
     *outlen = 0;
@@ -301,29 +533,92 @@ int skills_cache_encode(const struct skills_cache *k, size_t max, char **out, si
         need += 12 + strlen(k->links.v[i].name);
     if (need > max)
         return -1;
+    for (size_t i = 0; i < k->marks.n; i++)
+        mneed += MARK_FIXED + strlen(k->marks.v[i].path) + strlen(k->marks.v[i].name);
+    if (mneed > max - need)
+        mcount = 0, mneed = 0;
+    need += mneed;
     char *b = malloc(need), *p = b;
     if (!b)
         return -1;
-    memcpy(p, &runs, 4);
-    memcpy(p + 4, &count, 4);
-    p += 8;
+    p = put_bytes(p, &runs, 4);
+    p = put_bytes(p, &count, 4);
     for (size_t i = 0; i < k->links.n; i++) {
         const struct ent *e = &k->links.v[i];
         uint64_t ino = (uint64_t)e->ino;
         uint32_t kl = (uint32_t)strlen(e->name);
-        memcpy(p, &ino, 8);
-        memcpy(p + 8, &kl, 4);
-        memcpy(p + 12, e->name, kl);
-        p += 12 + kl;
+        p = put_bytes(p, &ino, 8);
+        p = put_bytes(p, &kl, 4);
+        p = put_bytes(p, e->name, kl);
+    }
+    p = put_bytes(p, &mcount, 4);
+    for (size_t i = 0; i < mcount; i++) {
+        const struct mark *m = &k->marks.v[i];
+        uint8_t priv = m->priv;
+        uint32_t pl = (uint32_t)strlen(m->path), nl = (uint32_t)strlen(m->name);
+        p = put_bytes(p, &priv, 1);
+        p = put_bytes(p, &m->dev, 8);
+        p = put_bytes(p, &m->ino, 8);
+        p = put_bytes(p, &m->size, 8);
+        p = put_bytes(p, &m->mtime_ns, 8);
+        p = put_bytes(p, &m->ctime_ns, 8);
+        p = put_bytes(p, &pl, 4);
+        p = put_bytes(p, &nl, 4);
+        p = put_bytes(p, m->path, pl);
+        p = put_bytes(p, m->name, nl);
     }
     *out = b;
     *outlen = need;
     return 0;
 }
 
+/* The marks section of buf[off..len) into m (indexed); -1 when it is not
+ * whole or well formed. */
+static int marks_load(struct marks *m, const char *buf, size_t off, size_t len)
+{
+    uint32_t count;
+
+    if (len - off < 4)
+        return -1;
+    memcpy(&count, buf + off, 4);
+    off += 4;
+    if (count > SKILLS_MAX_TOTAL)
+        return -1;
+    while (off < len) {
+        struct mark k = {0};
+        uint8_t priv;
+        uint32_t pl, nl;
+        if (len - off < MARK_FIXED)
+            return -1;
+        memcpy(&priv, buf + off, 1);
+        memcpy(&k.dev, buf + off + 1, 8);
+        memcpy(&k.ino, buf + off + 9, 8);
+        memcpy(&k.size, buf + off + 17, 8);
+        memcpy(&k.mtime_ns, buf + off + 25, 8);
+        memcpy(&k.ctime_ns, buf + off + 33, 8);
+        memcpy(&pl, buf + off + 41, 4);
+        memcpy(&nl, buf + off + 45, 4);
+        off += MARK_FIXED;
+        if (priv > 1 || pl == 0 || pl >= CACHE_KEY_MAX || nl >= 256 || pl > len - off ||
+            nl > len - off - pl || memchr(buf + off, 0, pl) || memchr(buf + off + pl, 0, nl))
+            return -1;
+        k.priv = priv;
+        k.path = strndup(buf + off, pl);
+        k.name = strndup(buf + off + pl, nl);
+        if (!k.path || !k.name || marks_push(m, k) < 0) {
+            free(k.path);
+            free(k.name);
+            return -1;
+        }
+        off += pl + nl;
+    }
+    return m->n == count && skills_marks_index(m) == 0 ? 0 : -1;
+}
+
 int skills_cache_load(struct skills_cache *k, const char *buf, size_t len)
 {
     struct listing l = {0};
+    struct marks m = {0};
     uint32_t runs, count;
     size_t off = 8;
 
@@ -333,7 +628,7 @@ int skills_cache_load(struct skills_cache *k, const char *buf, size_t len)
     memcpy(&count, buf + 4, 4);
     if (count > SKILLS_MAX_TOTAL)
         return -1;
-    while (off < len) {
+    while (l.n < count) {
         uint64_t ino;
         uint32_t kl;
         if (len - off < 12)
@@ -357,19 +652,24 @@ int skills_cache_load(struct skills_cache *k, const char *buf, size_t len)
         l.v[l.n++] = (struct ent){.name = name, .ino = (ino_t)ino, .kind = ENT_LINK};
         off += kl;
     }
-    if (l.n != count || skills_listing_index(&l) < 0)
+    if (skills_listing_index(&l) < 0 || marks_load(&m, buf, off, len) < 0)
         goto bad;
     skills_listing_free(&k->links);
+    skills_marks_free(&k->marks);
     k->links = l;
+    k->marks = m;
     k->runs = runs;
     return 0;
 bad:
     skills_listing_free(&l);
+    skills_marks_free(&m);
     return -1;
 }
 
 void skills_cache_reset(struct skills_cache *k)
 {
     skills_listing_free(&k->links);
+    skills_marks_free(&k->marks);
+    k->changed = true;
     k->runs++;
 }

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "err.h"
@@ -48,26 +49,37 @@ static void nindex_free(struct nindex *x)
     memset(x, 0, sizeof(*x));
 }
 
-/* The value for key, or 0. */
-static uint32_t nindex_get(const struct nindex *x, const char *key)
+/* The value for key (hashed: h), or 0. */
+static uint32_t nindex_get_h(const struct nindex *x, const char *key, uint32_t h0)
 {
     if (!x->slot || !key)
         return 0;
-    for (size_t h = skills_hash(key) & x->mask; x->slot[h]; h = (h + 1) & x->mask)
+    for (size_t h = h0 & x->mask; x->slot[h]; h = (h + 1) & x->mask)
         if (strcmp(x->key[h], key) == 0)
             return x->slot[h];
     return 0;
 }
 
-/* Adds key -> v unless key is there (the first holder keeps it). */
-static void nindex_put(struct nindex *x, const char *key, uint32_t v)
+static uint32_t nindex_get(const struct nindex *x, const char *key)
 {
-    size_t h = skills_hash(key) & x->mask;
+    return key ? nindex_get_h(x, key, skills_hash(key)) : 0;
+}
+
+/* Adds key (hashed: h) -> v unless key is there (the first holder keeps
+ * it). */
+static void nindex_put_h(struct nindex *x, const char *key, uint32_t h0, uint32_t v)
+{
+    size_t h = h0 & x->mask;
     for (; x->slot[h]; h = (h + 1) & x->mask)
         if (strcmp(x->key[h], key) == 0)
             return;
     x->slot[h] = v;
     x->key[h] = key;
+}
+
+static void nindex_put(struct nindex *x, const char *key, uint32_t v)
+{
+    nindex_put_h(x, key, skills_hash(key), v);
 }
 
 /* The `name:` of YAML front matter in buf (a `---` line first, up to the
@@ -134,45 +146,132 @@ bool skills_front_name(const char *buf, size_t len, char *out, size_t outlen)
     return false;
 }
 
-/* Whether the marker of directory cfd is there, and its front-matter
- * name into fm ("" when none or unreadable). Only a regular file is
- * opened: a FIFO, device or link of that name still makes a skill (as it
- * does for the reconcile, which only looks for the name) but is never
- * opened, read or followed. */
-static bool read_marker(int cfd, char *fm, size_t fmlen)
+/* Reads the front matter's name of the open marker fd (closed here)
+ * into fm; whether fm is what the file held (read to its end or the
+ * bound). */
+static bool read_front(int fd, char *fm, size_t fmlen)
 {
     char buf[SKILLS_FRONT_MAX];
-    struct err why;
-    struct stat s;
-
-    fm[0] = '\0';
-    if (fstatat(cfd, skills_layout_marker, &s, AT_SYMLINK_NOFOLLOW) < 0)
-        return errno != ENOENT && errno != ENOTDIR;
-    if (!S_ISREG(s.st_mode))
-        return true;
-    int fd = safepath_open(cfd, skills_layout_marker, O_RDONLY, 0, &why);
-    if (fd < 0)
-        return true;
     size_t got = 0;
-    while (got < sizeof(buf)) {
-        ssize_t n = read(fd, buf + got, sizeof(buf) - got);
+    bool ok = false;
+
+    for (;;) {
+        ssize_t n = got < sizeof(buf) ? read(fd, buf + got, sizeof(buf) - got) : 0;
         if (n < 0 && errno == EINTR)
             continue;
+        ok = n >= 0;
         if (n <= 0)
             break;
         got += (size_t)n;
     }
     close(fd);
     skills_front_name(buf, got, fm, fmlen);
-    return true;
+    return ok;
 }
+
+int64_t skills_mark_racy_ns = MARK_RACY_NS;
 
 struct scan {
     struct skills_names *n;
     const char *const *ignore;
     bool priv;
     size_t total;
+    struct marks *old; /* the last run's markers (may be NULL) */
+    int64_t racy_ns; /* a marker changed after this is not remembered */
 };
+
+static int64_t ts_ns(struct timespec t)
+{
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Remembers the marker of the skill at path, read whole just now, for
+ * the next run; not one changed too recently to trust its stat (see
+ * MARK_RACY_NS). Out of memory only costs the next run a read. */
+static void remember(struct scan *s, const char *path, const char *fm, const struct stat *st)
+{
+    if (ts_ns(st->st_mtim) < s->racy_ns && ts_ns(st->st_ctim) < s->racy_ns)
+        skills_marks_add(&s->n->marks, s->priv, path, fm, st);
+}
+
+/* The name m remembers into fm, when the marker stats as st: the file the
+ * last run read (the cache keeps it, flagged seen). */
+static bool vouch(struct mark *m, const struct stat *st, char *fm, size_t fmlen)
+{
+    if (!m || !skills_mark_same(m, st))
+        return false;
+    size_t n = strlen(m->name); /* below 256: skills_front_name's bound */
+    if (n >= fmlen)
+        return false;
+    memcpy(fm, m->name, n + 1);
+    m->seen = true;
+    return true;
+}
+
+/* Whether the marker of directory cfd (the skill at path) is there, and
+ * its front-matter name into fm ("" when none or unreadable): vouched
+ * for by the cache, or read. Only a regular file is opened: a FIFO,
+ * device or link of that name still makes a skill (as it does for the
+ * reconcile, which only looks for the name) but is never opened, read or
+ * followed. */
+static bool read_marker(struct scan *s, int cfd, const char *path, char *fm, size_t fmlen)
+{
+    struct err why;
+    struct stat st;
+
+    fm[0] = '\0';
+    if (fstatat(cfd, skills_layout_marker, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return errno != ENOENT && errno != ENOTDIR;
+    if (!S_ISREG(st.st_mode) ||
+        vouch(skills_marks_find(s->old, s->priv, path), &st, fm, fmlen))
+        return true;
+    int fd = safepath_open(cfd, skills_layout_marker, O_RDONLY, 0, &why);
+    if (fd >= 0 && read_front(fd, fm, fmlen))
+        remember(s, path, fm, &st);
+    return true;
+}
+
+/* The public skill dfd/name at path, settled through the parent's fd
+ * (no open of the skill's directory): its marker, a regular file, stats
+ * as the one the last run read (the name from the cache: no open, no
+ * read), or is opened beneath dfd with no link followed (safepath) and
+ * read; its name into fm. SETTLED_NO_MARKER: the directory holds no
+ * marker (a category, within the depth). NOT_SETTLED (a marker that is
+ * not a regular file, an open that failed): the directory is opened and
+ * looked at as before. A directory swapped for a link since the listing
+ * could only lead the stat elsewhere: a file elsewhere is never the one
+ * remembered (device and inode), and the open refuses the link. Not for
+ * the agent's tree, where no link is followed even by a stat. */
+enum settled { NOT_SETTLED, SETTLED_SKILL, SETTLED_NO_MARKER };
+
+static enum settled by_parent(struct scan *s, int dfd, const char *name, const char *path,
+                              char *fm, size_t fmlen)
+{
+    size_t a = strlen(name), b = strlen(skills_layout_marker);
+    char mp[600];
+    struct err why;
+    struct stat st;
+
+    if (a + b + 2 > sizeof(mp))
+        return NOT_SETTLED;
+    /* Once per skill per run: memcpy, not snprintf. */
+    memcpy(mp, name, a);
+    mp[a] = '/';
+    memcpy(mp + a + 1, skills_layout_marker, b + 1);
+    if (fstatat(dfd, mp, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        return errno == ENOENT ? SETTLED_NO_MARKER : NOT_SETTLED;
+    if (!S_ISREG(st.st_mode))
+        return NOT_SETTLED;
+    if (vouch(skills_marks_find(s->old, s->priv, path), &st, fm, fmlen))
+        return SETTLED_SKILL;
+    int fd = safepath_open(dfd, mp, O_RDONLY, 0, &why);
+    if (fd < 0)
+        return NOT_SETTLED;
+    fm[0] = '\0';
+    if (read_front(fd, fm, fmlen))
+        remember(s, path, fm, &st);
+    return SETTLED_SKILL;
+}
 
 static int add_skill(struct scan *s, const char *path, const char *dir, const char *fm)
 {
@@ -190,17 +289,73 @@ static int add_skill(struct scan *s, const char *path, const char *dir, const ch
     }
     struct skill_info *e = &(*v)[*cnt];
     memset(e, 0, sizeof(*e));
-    e->path = strdup(path);
-    e->name = strdup(fm[0] ? fm : dir);
-    e->dir = e->path ? strrchr(e->path, '/') : NULL;
-    e->dir = e->dir ? e->dir + 1 : e->path;
-    if (!e->path || !e->name) {
-        free(e->path);
-        free(e->name);
+    /* Path and name in one block (path first: freeing it frees both). */
+    const char *name = fm[0] ? fm : dir;
+    size_t pl = strlen(path) + 1, nl = strlen(name) + 1;
+    e->path = malloc(pl + nl);
+    if (!e->path)
         return -1;
-    }
+    memcpy(e->path, path, pl);
+    e->name = e->path + pl;
+    memcpy(e->name, name, nl);
+    e->dir = strrchr(e->path, '/');
+    e->dir = e->dir ? e->dir + 1 : e->path;
     (*cnt)++;
     return 0;
+}
+
+/* Keeps listing l of directory rel (dev, ino) for the reconcile, or
+ * frees it (out of memory only costs the reconcile a read). */
+static void keep(struct scan *s, const char *rel, dev_t dev, ino_t ino, struct listing *l)
+{
+    struct skills_names *n = s->n;
+    int t = s->priv;
+    if (n->nkept[t] == n->capkept[t]) {
+        size_t nc = n->capkept[t] ? n->capkept[t] * 2 : 16;
+        struct kept_dir *nv = realloc(n->kept[t], nc * sizeof(*nv));
+        if (!nv) {
+            skills_listing_free(l);
+            return;
+        }
+        n->kept[t] = nv;
+        n->capkept[t] = nc;
+    }
+    char *r = strdup(rel);
+    if (!r) {
+        skills_listing_free(l);
+        return;
+    }
+    n->kept[t][n->nkept[t]++] = (struct kept_dir){.rel = r, .dev = dev, .ino = ino, .l = *l};
+    memset(l, 0, sizeof(*l));
+}
+
+static void kept_free(struct skills_names *n)
+{
+    for (int t = 0; t < 2; t++) {
+        for (size_t i = 0; i < n->nkept[t]; i++) {
+            free(n->kept[t][i].rel);
+            skills_listing_free(&n->kept[t][i].l);
+        }
+        free(n->kept[t]);
+        nindex_free(&n->keptby[t]);
+        n->kept[t] = NULL;
+        n->nkept[t] = n->capkept[t] = 0;
+    }
+}
+
+bool skills_names_take(struct skills_names *n, bool priv, const char *rel, int fd,
+                       struct listing *out)
+{
+    struct stat st;
+    uint32_t i = nindex_get(&n->keptby[priv], rel);
+    if (!i)
+        return false;
+    struct kept_dir *k = &n->kept[priv][i - 1];
+    if (!k->l.slot || fstat(fd, &st) < 0 || st.st_dev != k->dev || st.st_ino != k->ino)
+        return false;
+    *out = k->l;
+    memset(&k->l, 0, sizeof(k->l));
+    return true;
 }
 
 /* One directory level of a tree: its skills, and its categories entered
@@ -213,12 +368,20 @@ static int scan_level(struct scan *s, int dfd, const char *rel, int level)
     struct listing l = {0};
     char path[4096], fm[256];
     struct err lerr;
+    struct stat st;
     int rc = 0;
 
-    /* A description of its own (not a dup): the reconcile reads the same
-     * directories after this, from their start. */
+    /* A description of its own (not a dup): its offset is its own. */
     int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0 || skills_listing_read(&l, fd, rel, &lerr) < 0)
+    if (fd < 0)
+        return 0;
+    if (fstat(fd, &st) < 0) {
+        close(fd);
+        return 0;
+    }
+    dev_t dev = st.st_dev;
+    ino_t ino = st.st_ino;
+    if (skills_listing_read(&l, fd, rel, &lerr) < 0)
         return 0;
     s->total += l.n;
     if (s->total > SKILLS_MAX_TOTAL) {
@@ -239,22 +402,55 @@ static int scan_level(struct scan *s, int dfd, const char *rel, int level)
         if (a)
             path[a++] = '/';
         memcpy(path + a, e->name, b + 1);
+        /* Public only: the stat by the parent's fd follows a link put in
+         * the directory's place since the listing, and no link in the
+         * agent's tree is ever followed. */
+        enum settled how = s->priv ? NOT_SETTLED : by_parent(s, dfd, e->name, path, fm, sizeof(fm));
+        if (how == SETTLED_SKILL) {
+            rc = add_skill(s, path, e->name, fm);
+            continue;
+        }
+        bool category = level < skills_layout_depth && e->name[0] != '.';
+        if (how == SETTLED_NO_MARKER && !category)
+            continue; /* neither a skill nor a category */
         int cfd = openat(dfd, e->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         if (cfd < 0)
             continue;
-        if (read_marker(cfd, fm, sizeof(fm)))
+        if (how != SETTLED_NO_MARKER && read_marker(s, cfd, path, fm, sizeof(fm)))
             rc = add_skill(s, path, e->name, fm);
-        else if (level < skills_layout_depth && e->name[0] != '.')
+        else if (category)
             rc = scan_level(s, cfd, path, level + 1);
         close(cfd);
     }
-    skills_listing_free(&l);
+    keep(s, rel, dev, ino, &l);
     return rc;
 }
 
 static int by_path(const void *a, const void *b)
 {
     return strcmp(((const struct skill_info *)a)->path, ((const struct skill_info *)b)->path);
+}
+
+/* Sorts v by path. Some filesystems (tmpfs) list a directory newest
+ * first, so a tree made in order arrives in reverse: turned round first,
+ * it is the input libc's qsort (smoothsort) finishes in one pass, where
+ * reversed it is that sort's worst case. */
+static void sort_by_path(struct skill_info *v, size_t n)
+{
+    size_t down = 0;
+    for (size_t i = 1; i < n; i++)
+        down += strcmp(v[i - 1].path, v[i].path) > 0;
+    if (down == 0)
+        return;
+    if (down > n / 2)
+        for (size_t i = 0, j = n - 1; i < j; i++, j--) {
+            struct skill_info t = v[i];
+            v[i] = v[j];
+            v[j] = t;
+        }
+    /* Wholly reversed (paths are unique): in order now. */
+    if (down + 1 < n)
+        qsort(v, n, sizeof(*v), by_path);
 }
 
 /* The verdict's digest: what changes when a shadow or clash comes or
@@ -274,13 +470,17 @@ static void digest(struct skills_names *n)
     n->digest = h;
 }
 
-int skills_names_scan(struct skills_names *n, int pfd, int vfd, const char *const *ignore)
+int skills_names_scan(struct skills_names *n, int pfd, int vfd, const char *const *ignore,
+                      struct marks *old)
 {
-    struct scan s = {.n = n, .ignore = ignore};
+    struct scan s = {.n = n, .ignore = ignore, .old = old};
     struct nindex own = {0}, taken = {0};
+    struct timespec now;
     int rc = -1;
 
     memset(n, 0, sizeof(*n));
+    clock_gettime(CLOCK_REALTIME, &now);
+    s.racy_ns = ts_ns(now) - skills_mark_racy_ns;
     s.priv = true;
     if (vfd >= 0 && scan_level(&s, vfd, "", 1) < 0)
         goto out;
@@ -289,10 +489,8 @@ int skills_names_scan(struct skills_names *n, int pfd, int vfd, const char *cons
         goto out;
     /* Path order, as Hermes meets them: the first of two public skills of
      * one name is the one linked. */
-    if (n->npriv)
-        qsort(n->priv, n->npriv, sizeof(*n->priv), by_path);
-    if (n->npub)
-        qsort(n->pub, n->npub, sizeof(*n->pub), by_path);
+    sort_by_path(n->priv, n->npriv);
+    sort_by_path(n->pub, n->npub);
     if (nindex_init(&own, 2 * n->npriv) < 0 || nindex_init(&taken, 2 * n->npub) < 0 ||
         nindex_init(&n->bypath, n->npub) < 0)
         goto out;
@@ -302,22 +500,36 @@ int skills_names_scan(struct skills_names *n, int pfd, int vfd, const char *cons
     }
     for (size_t i = 0; i < n->npub; i++) {
         struct skill_info *e = &n->pub[i];
-        uint32_t w = nindex_get(&own, e->dir);
-        if (!w)
-            w = nindex_get(&own, e->name);
+        /* Each name hashed once for all three lookups; a skill whose
+         * front matter repeats its directory's name has one name. */
+        bool one = strcmp(e->dir, e->name) == 0;
+        uint32_t hd = skills_hash(e->dir), hn = one ? hd : skills_hash(e->name), w = 0;
+        if (n->npriv) {
+            w = nindex_get_h(&own, e->dir, hd);
+            if (!w && !one)
+                w = nindex_get_h(&own, e->name, hn);
+        }
         if (w) {
             e->verdict = SKILL_SHADOWED;
             e->by = n->priv[w - 1].path;
-        } else if ((w = nindex_get(&taken, e->dir)) || (w = nindex_get(&taken, e->name))) {
+        } else if ((w = nindex_get_h(&taken, e->dir, hd)) ||
+                   (!one && (w = nindex_get_h(&taken, e->name, hn)))) {
             e->verdict = SKILL_CLASH;
             e->by = n->pub[w - 1].path;
         } else {
-            nindex_put(&taken, e->dir, (uint32_t)i + 1);
-            nindex_put(&taken, e->name, (uint32_t)i + 1);
+            nindex_put_h(&taken, e->dir, hd, (uint32_t)i + 1);
+            if (!one)
+                nindex_put_h(&taken, e->name, hn, (uint32_t)i + 1);
         }
         nindex_put(&n->bypath, e->path, (uint32_t)i + 1);
     }
     digest(n);
+    for (int t = 0; t < 2; t++) {
+        if (nindex_init(&n->keptby[t], n->nkept[t]) < 0)
+            goto out;
+        for (size_t i = 0; i < n->nkept[t]; i++)
+            nindex_put(&n->keptby[t], n->kept[t][i].rel, (uint32_t)i + 1);
+    }
     rc = 0;
 out:
     nindex_free(&own);
@@ -335,17 +547,15 @@ const struct skill_info *skills_names_find(const struct skills_names *n, const c
 
 void skills_names_free(struct skills_names *n)
 {
-    for (size_t i = 0; i < n->npriv; i++) {
-        free(n->priv[i].path);
-        free(n->priv[i].name);
-    }
-    for (size_t i = 0; i < n->npub; i++) {
+    for (size_t i = 0; i < n->npriv; i++)
+        free(n->priv[i].path); /* the name too: one block */
+    for (size_t i = 0; i < n->npub; i++)
         free(n->pub[i].path);
-        free(n->pub[i].name);
-    }
     free(n->priv);
     free(n->pub);
     nindex_free(&n->bypath);
+    skills_marks_free(&n->marks);
+    kept_free(n);
     memset(n, 0, sizeof(*n));
 }
 

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cJSON.h>
@@ -31,6 +32,8 @@ struct ent {
     bool ignored, read, gone;
     bool category; /* public: a directory without the marker */
     bool ours; /* the cache vouches: a link to pub/name, target not read */
+    bool seen; /* in the cache: still a link of ours this run */
+    uint32_t cached; /* listing: index+1 of the cache's link that vouched */
 };
 
 struct listing {
@@ -38,15 +41,70 @@ struct listing {
     size_t n, cap;
     uint32_t *slot; /* index+1 into v, 0 = empty; size mask+1 */
     size_t mask;
+    /* A listing read from a directory keeps its names here, one block
+     * (not one allocation a name); NULL: each name is its own. */
+    char *pool;
+    size_t pool_len, pool_cap;
 };
+
+/* A skill's marker file as the names scan last read it: the name its
+ * front matter gives ("" for none) and the stat that vouches the file is
+ * the one read (device, inode, size, change and modification times). A
+ * marker that stats the same is not opened again; one changed in any of
+ * those is read. */
+struct mark {
+    char *path; /* below the tree's root: "skill", "category/skill" */
+    char *name;
+    bool priv;  /* of the private tree (else public) */
+    bool seen;  /* vouched for by this run's stat */
+    uint64_t dev, ino, size;
+    int64_t mtime_ns, ctime_ns;
+};
+
+struct marks {
+    struct mark *v;
+    size_t n, cap;
+    uint32_t *slot; /* index+1 into v, 0 = empty; size mask+1 */
+    size_t mask;
+};
+
+/* A marker changed this recently (its mtime or ctime, against the clock
+ * when it is read) is read again every run rather than vouched for by its
+ * stat: a rewrite of the same size within one tick of the filesystem's
+ * timestamps (2 s on the coarsest) would leave the stat as it was. */
+#define MARK_RACY_NS 2000000000LL
+/* MARK_RACY_NS, a variable so the unit tests can trust a marker they
+ * have just written. */
+extern int64_t skills_mark_racy_ns;
+
+void skills_marks_free(struct marks *m);
+/* Adds a copy of path and name with s's identity; -1 out of memory. */
+int skills_marks_add(struct marks *m, bool priv, const char *path, const char *name,
+                     const struct stat *s);
+int skills_marks_index(struct marks *m);
+/* The mark of path in the private or public tree, or NULL. */
+struct mark *skills_marks_find(const struct marks *m, bool priv, const char *path);
+/* Whether s is the file mark m describes. */
+bool skills_mark_same(const struct mark *m, const struct stat *s);
 
 /* Links of ours seen by the last run, by path (category/skill) and
  * inode: a link is immutable, so one still there under the same inode
- * needs no readlink. That keeps a no-op pass to directory reads. */
+ * needs no readlink. That keeps a no-op pass to directory reads. The
+ * skills' markers the last run read, so that a no-op pass reads none. */
 struct skills_cache {
     struct listing links;
+    struct marks marks;
     unsigned runs; /* which slice of cached links has its marker re-checked */
+    bool changed;  /* the last run changed links or marks (not only runs) */
 };
+
+/* The end of a run that may change the cache (not a dry one): what it
+ * did not see again goes, what it learnt (links, marks: consumed) comes
+ * in, and cache->changed says whether anything did. A no-op pass over a
+ * tree the cache knows allocates nothing here. */
+void skills_cache_update(struct skills_cache *k, struct listing *links, struct marks *marks);
+/* After a dry run: the seen flags it set are cleared. */
+void skills_cache_unsee(struct skills_cache *k);
 
 /* A link the cache vouches for was a skill when it was made; whether its
  * public entry has since lost the marker (become a category) is checked
@@ -119,17 +177,40 @@ struct nindex {
     size_t mask;
 };
 
+/* A directory the names scan listed, kept for the reconcile, which
+ * lists the same directories right after: handed over (skills_names_take)
+ * rather than read twice, when the directory it then opens is the one
+ * listed (device and inode). */
+struct kept_dir {
+    char *rel; /* below the tree's root; "" for the root */
+    dev_t dev;
+    ino_t ino;
+    struct listing l;
+};
+
 struct skills_names {
     struct skill_info *priv, *pub; /* each sorted by path */
     size_t npriv, npub, cappriv, cappub;
     struct nindex bypath; /* public path -> pub */
     uint32_t digest;      /* of the shadows and clashes, 0 when none */
+    struct marks marks;   /* the markers read this run, for the next one */
+    struct kept_dir *kept[2]; /* [0] public, [1] private */
+    size_t nkept[2], capkept[2];
+    struct nindex keptby[2]; /* rel -> kept */
 };
 
 /* Walks private (vfd; -1: none) and public (pfd) for their skills and
- * judges each public one. -1 when out of memory or past
- * SKILLS_MAX_TOTAL entries (n is then empty). */
-int skills_names_scan(struct skills_names *n, int pfd, int vfd, const char *const *ignore);
+ * judges each public one; old (may be NULL) holds the markers the last
+ * run read (those vouched for again are flagged seen; n->marks gets those
+ * read anew). -1 when out of memory or past SKILLS_MAX_TOTAL entries (n
+ * is then empty). */
+int skills_names_scan(struct skills_names *n, int pfd, int vfd, const char *const *ignore,
+                      struct marks *old);
+/* The listing of directory fd (rel below the private or public root) as
+ * the scan read it, moved into out; false when the scan kept none for it
+ * (or the directory fd names is another one). */
+bool skills_names_take(struct skills_names *n, bool priv, const char *rel, int fd,
+                       struct listing *out);
 /* The public skill at path, or NULL (not a skill). */
 const struct skill_info *skills_names_find(const struct skills_names *n, const char *path);
 void skills_names_free(struct skills_names *n);

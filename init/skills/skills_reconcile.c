@@ -127,6 +127,7 @@ static const char *link_target(int dfd, struct ent *v, const struct skills_cache
     struct ent *hit = k ? skills_listing_find(&k->links, key) : NULL;
     if (hit && hit->ino == v->ino) {
         v->ours = true;
+        v->cached = (uint32_t)(hit - k->links.v) + 1;
         return NULL;
     }
     ssize_t n = dfd >= 0 ? readlinkat(dfd, v->name, buf, sizeof(buf) - 1) : -1;
@@ -142,6 +143,11 @@ static void next_add(struct run *r, const char *key, struct ent *v)
     struct listing *nl = &r->next;
     if (r->dry || !r->cache)
         return;
+    if (v->cached) {
+        /* The cache's own entry (same path, same inode): kept as it is. */
+        r->cache->links.v[v->cached - 1].seen = true;
+        return;
+    }
     if (nl->n == nl->cap) {
         size_t nc = nl->cap ? nl->cap * 2 : 256;
         struct ent *nv = realloc(nl->v, nc * sizeof(*nv));
@@ -150,10 +156,8 @@ static void next_add(struct run *r, const char *key, struct ent *v)
         nl->v = nv;
         nl->cap = nc;
     }
-    /* At the top the key is the entry's own name: moved, not copied. */
-    char *k = strcmp(key, v->name) == 0 ? v->name : strdup(key);
-    if (k == v->name)
-        v->name = NULL;
+    /* A copy: the listing's names live in its pool. */
+    char *k = strdup(key);
     if (k)
         nl->v[nl->n++] = (struct ent){.name = k, .ino = v->ino, .kind = ENT_LINK};
 }
@@ -162,12 +166,16 @@ static void next_add(struct run *r, const char *key, struct ent *v)
  * it. A dot-name is never one (hidden trees are not Hermes categories).
  * Any error but ENOENT reads as "a skill": linking it whole is the
  * behaviour of a flat overlay, never a loss. */
-static bool is_category(int pfd, const struct ent *p, int level)
+static bool is_category(const struct run *r, int pfd, const struct ent *p, const char *path,
+                        int level)
 {
     char m[600];
     struct stat s;
 
     if (level >= skills_layout_depth || p->kind != ENT_DIR || p->name[0] == '.')
+        return false;
+    /* The names scan found its marker a moment ago: a skill, no stat. */
+    if (skills_names_find(&r->names, path))
         return false;
     snprintf(m, sizeof(m), "%s/%s", p->name, skills_layout_marker);
     return fstatat(pfd, m, &s, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT;
@@ -419,11 +427,15 @@ static void retire_category(struct run *r, int vfd, struct ent *v, const char *r
  * below it. At the top that is the run's failure (not an entry error: the
  * overlay is not usable); deeper it is one entry that could not be
  * handled. */
-static int read_level(struct run *r, struct listing *l, int dir, const char *root, int level)
+static int read_level(struct run *r, struct listing *l, int dir, const char *root, int level,
+                      bool priv, const char *rel)
 {
     struct err lerr;
     if (dir < 0)
         return skills_listing_index(l) < 0 ? -1 : 0;
+    /* The names scan has just read it: taken, not read again. */
+    if (skills_names_take(&r->names, priv, rel, dir, l))
+        return 0;
     int fd = dup(dir);
     if (fd >= 0 && skills_listing_read(l, fd, root, &lerr) >= 0)
         return 0;
@@ -455,7 +467,8 @@ static int reconcile_level(struct run *r, int pfd, int vfd, const char *rel, int
     }
     size_t tlen = (size_t)n;
     memcpy(target, prefix, tlen + 1);
-    if (read_level(r, &pl, pfd, r->pub, level) < 0 || read_level(r, &vl, vfd, r->priv, level) < 0)
+    if (read_level(r, &pl, pfd, r->pub, level, false, rel) < 0 ||
+        read_level(r, &vl, vfd, r->priv, level, true, rel) < 0)
         goto out;
     /* Every level is bounded on its own; the sum is bounded too, so a
      * share of many huge categories costs bounded time and memory. */
@@ -498,7 +511,7 @@ static int reconcile_level(struct run *r, int pfd, int vfd, const char *rel, int
             link_target(vfd, pv, r->cache, path);
             vouched = pv->ours;
         }
-        if (!vouched && is_category(pfd, p, level)) {
+        if (!vouched && is_category(r, pfd, p, path, level)) {
             p->category = true;
             merge_category(r, pfd, vfd, &vl, p, rel, level, target);
             continue;
@@ -513,7 +526,7 @@ static int reconcile_level(struct run *r, int pfd, int vfd, const char *rel, int
         else
             skills_list_add(lists->other, path);
         bool beaten = si && si->verdict != SKILL_LINK;
-        struct ent *v = skills_listing_find(&vl, p->name);
+        struct ent *v = pv;
         if (v) {
             const char *lt = v->kind == ENT_LINK ? link_target(vfd, v, r->cache, path) : NULL;
             if ((v->ours || (lt && strcmp(lt, target) == 0)) && beaten) {
@@ -714,7 +727,8 @@ int skills_reconcile(const char *pub, const char *priv, const char *const *ignor
     /* Names first: whether a public skill may be linked depends on every
      * skill of both trees, wherever it sits. Without them (out of memory,
      * too many entries) the run goes on by path alone and says so. */
-    if (skills_names_scan(&r.names, pfd, vfd, ignore) < 0 && c->errors++ == 0)
+    if (skills_names_scan(&r.names, pfd, vfd, ignore, cache ? &cache->marks : NULL) < 0 &&
+        c->errors++ == 0)
         err_set(err, "unable to learn the skills' names: out of memory or more than %d "
                 "entries", SKILLS_MAX_TOTAL);
     int lrc = reconcile_level(&r, pfd, vfd, "", 1, &left);
@@ -724,15 +738,14 @@ int skills_reconcile(const char *pub, const char *priv, const char *const *ignor
     skills_names_report(&r.names, skills_last_report, sizeof(skills_last_report));
     for (size_t i = 0; r.lists->private_ && i < r.names.npriv; i++)
         item_add(r.lists->private_, r.names.priv[i].path, r.names.priv[i].name);
-    skills_names_free(&r.names);
     if (cache && !dry) {
+        /* What this run vouched for stays, what it learnt comes in. */
         cache->runs++;
-        skills_listing_free(&cache->links);
-        if (skills_listing_index(&r.next) == 0)
-            cache->links = r.next;
-        else
-            skills_listing_free(&r.next);
+        skills_cache_update(cache, &r.next, &r.names.marks);
+    } else if (cache) {
+        skills_cache_unsee(cache);
     }
+    skills_names_free(&r.names);
     rc = lrc < 0 || c->errors ? -1 : 0;
     if (vfd >= 0)
         close(vfd);

@@ -940,3 +940,103 @@ TEST(skills_names_shadow_and_clash)
     CHECK_EQ_INT(c.shadowed, 1);
     teardown(&t);
 }
+
+/* A marker read once is vouched for by its stat: the next run opens
+ * none (a name changed in the cache behind the file's back is what it
+ * uses), a marker rewritten is read again, one changed too recently to
+ * trust its stat is never remembered, and a dry run leaves the cache
+ * as it was. */
+TEST(skills_marker_read_once_then_vouched_by_its_stat)
+{
+    struct trees t;
+    struct skills_counts c;
+    struct skills_cache *k = skills_cache_new(), *k2 = skills_cache_new();
+    struct err err;
+    char p[512];
+
+    setup(&t);
+    skills_layout(SKILLS_MARKER, 2);
+    front(t.pub, "research/notebook", "lab-notebook");
+    front(t.pub, "tools/journal", "journal");
+    CHECK(mkdir(t.priv, 0755) == 0);
+    front(t.priv, "my-notes", "journal");
+    skills_mark_racy_ns = 0;
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, &err), 0);
+    CHECK_EQ_INT(c.created, 1);
+    CHECK_EQ_INT(c.shadowed, 1);
+    CHECK_EQ_INT((int)k->marks.n, 3);
+    struct mark *m = NULL;
+    for (size_t i = 0; i < k->marks.n; i++)
+        if (!k->marks.v[i].priv && strcmp(k->marks.v[i].path, "research/notebook") == 0)
+            m = &k->marks.v[i];
+    CHECK(m != NULL && strcmp(m->name, "lab-notebook") == 0);
+    /* Not read again: the cached name is the one judged. */
+    free(m->name);
+    m->name = strdup("journal");
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, &err), 0);
+    CHECK_EQ_INT(c.shadowed, 2);
+    CHECK_EQ_INT(c.removed, 1);
+    CHECK(!exists(&t, "research/notebook"));
+    /* A dry run reads what it must and changes no mark. */
+    size_t before = k->marks.n;
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, true, &c, NULL, k, &err), 0);
+    CHECK_EQ_INT((int)k->marks.n, (int)before);
+    /* Rewritten (another size): read again, its real name linked. */
+    snprintf(p, sizeof(p), "%s/research/notebook", t.pub);
+    touch(p, "SKILL.md", "---\nname: lab-notebook\ndescription: longer now\n---\n");
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, &err), 0);
+    CHECK_EQ_INT(c.created, 1);
+    CHECK_EQ_INT(c.shadowed, 1);
+    CHECK(exists(&t, "research/notebook"));
+    CHECK(k->changed);
+    /* Nothing new: the cache keeps what it had, links and marks, and says
+     * so (the walk child then sends nothing back but its run count). The
+     * link made last run is read once, then vouched for. */
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, &err), 0);
+    CHECK(k->changed);
+    size_t links = k->links.n;
+    unsigned runs = k->runs;
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, &err), 0);
+    CHECK(!k->changed);
+    CHECK_EQ_INT((int)k->links.n, (int)links);
+    CHECK_EQ_INT((int)k->marks.n, 3);
+    CHECK_EQ_INT((int)k->runs, (int)runs + 1);
+    CHECK_EQ_INT(c.linked, 1);
+    /* The marks travel with the links, and a cut anywhere in them is
+     * refused; without room for them they are left out, not the links. */
+    char *b = NULL, *b2 = NULL;
+    size_t nb = 0, nb2 = 0;
+    struct skills_cache *k3 = skills_cache_new();
+    CHECK_EQ_INT(skills_cache_encode(k, 1 << 20, &b, &nb), 0);
+    for (size_t cut = 0; cut < nb; cut++)
+        CHECK_EQ_INT(skills_cache_load(k3, b, cut), -1);
+    CHECK_EQ_INT(skills_cache_load(k3, b, nb), 0);
+    CHECK_EQ_INT((int)k3->marks.n, 3);
+    CHECK(skills_marks_find(&k3->marks, false, "research/notebook") != NULL);
+    CHECK(skills_marks_find(&k3->marks, true, "research/notebook") == NULL);
+    CHECK_EQ_INT(skills_cache_encode(k3, 1 << 20, &b2, &nb2), 0);
+    CHECK(nb2 == nb && memcmp(b, b2, nb) == 0);
+    free(b2);
+    CHECK_EQ_INT(skills_cache_encode(k, nb - 1, &b2, &nb2), 0);
+    CHECK_EQ_INT(skills_cache_load(k3, b2, nb2), 0);
+    CHECK_EQ_INT((int)k3->marks.n, 0);
+    CHECK_EQ_INT((int)k3->links.n, (int)k->links.n);
+    free(b);
+    free(b2);
+    skills_cache_free(k3);
+    /* A link gone is dropped from the cache. */
+    snprintf(p, sizeof(p), "%s/research/notebook", t.priv);
+    CHECK(unlink(p) == 0);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, &err), 0);
+    CHECK_EQ_INT(c.created, 1);
+    CHECK(k->changed);
+    /* Written just now: judged by reading, never remembered. */
+    skills_mark_racy_ns = MARK_RACY_NS;
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k2, &err), 0);
+    CHECK_EQ_INT(c.linked, 1);
+    CHECK_EQ_INT(c.shadowed, 1);
+    CHECK_EQ_INT((int)k2->marks.n, 0);
+    skills_cache_free(k);
+    skills_cache_free(k2);
+    teardown(&t);
+}
