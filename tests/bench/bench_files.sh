@@ -99,7 +99,7 @@ def rate(fn, c, write=False):
         if d != data:
             return f"failed: the data {'written' if write else 'read'} differs"
         got.append(SIZE / (1 << 20) / dt)
-    return f"{statistics.median(got):.0f}"
+    return f"{statistics.median(got):.1f}"
 
 
 def measured(fn, conn, write=False):
@@ -129,7 +129,7 @@ def cp_rate(sock, into):
             if f.read() != data:
                 return "failed: the copy differs"
         got.append(SIZE / (1 << 20) / dt)
-    return f"{statistics.median(got):.0f}"
+    return f"{statistics.median(got):.1f}"
 
 
 try:
