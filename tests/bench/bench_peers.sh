@@ -35,8 +35,9 @@ def hearth_cfg(services, name="h.json"):
     return hearth_config(tmp, services, name)
 
 # ---- size ----
+# (beside qemu-ga: bench_core.sh's binary_bytes row, the target's.)
 hsize = os.path.getsize(HEARTH) // 1024  # already stripped by the build
-for peer in ["tini", "dumb-init", "s6-svscan", "qemu-ga"]:
+for peer in ["tini", "dumb-init", "s6-svscan"]:
     p = which(peer)
     row(f"size_vs_{peer.replace('-', '_')}", "binary size, stripped (KiB)", hsize, peer,
         stripped_kib(p) if p else "failed: not installed")
