@@ -172,6 +172,22 @@ static cJSON *status_json(const struct proc *p, cJSON *o)
     return o;
 }
 
+/* How it is contained, as a service's status says it: isolation, and
+ * privileged with its reasons (contain_privileged). */
+static void containment_json(const struct proc *p, cJSON *o)
+{
+    cJSON_AddBoolToObject(o, "isolation", !p->uncontained);
+    cJSON_AddBoolToObject(o, "privileged", p->privileged[0] != 0);
+    if (!p->privileged[0])
+        return;
+    cJSON *why = cJSON_AddArrayToObject(o, "privileged_reasons");
+    char copy[sizeof(p->privileged)];
+    snprintf(copy, sizeof(copy), "%s", p->privileged);
+    for (char *save = NULL, *t = strtok_r(copy, ",", &save); why && t;
+         t = strtok_r(NULL, ",", &save))
+        cJSON_AddItemToArray(why, cJSON_CreateString(t[0] == ' ' ? t + 1 : t));
+}
+
 static void send_exit(struct proc *p)
 {
     if (!p->client)
@@ -531,6 +547,7 @@ static void report_cb(struct ev_loop *loop, ev_io *w, int revents)
         cJSON_AddNumberToObject(r, "id", (double)p->id);
         cJSON_AddNumberToObject(r, "pid", (double)p->pid);
         cJSON_AddBoolToObject(r, "tty", p->tty);
+        containment_json(p, r);
     }
     struct rpc_error e = {0};
     if (!r)
@@ -611,6 +628,11 @@ int exec_start(struct client *c, const struct exec_request *r, struct rpc_error 
                       (unsigned long long)bufsz, EXEC_MIN_BUFFER_BYTES, max_buf);
         return -1;
     }
+    if (r->uncontained && H.cfg && !H.cfg->exec.allow_uncontained) {
+        rpc_error_set(err, RPC_ERR_STATE,
+                      "isolation: sessions without isolation are off (exec.allow_uncontained)");
+        return -1;
+    }
     if (!hooks_set) {
         control_set_stream_hooks(room_hook, closed_hook);
         hooks_set = true;
@@ -622,12 +644,20 @@ int exec_start(struct client *c, const struct exec_request *r, struct rpc_error 
         return -1;
     }
 
-    /* What launch and contain read of a service, for this process. */
+    /* What launch and contain read of a service, for this process: a
+     * default service's settings, or with isolation off those of a
+     * service whose config says "isolation": false, so contain_prepare
+     * takes the very path such a service takes. */
+    static struct svc_settings uncontained;
+    if (r->uncontained) {
+        uncontained = *svc_settings_defaults();
+        uncontained.contain.isolation = false;
+    }
     cJSON *policy = cJSON_CreateObject();
     struct service_config sc = {
         .name = "exec", .argv = r->argv, .argc = r->argc, .env = r->env, .n_env = r->n_env,
         .cwd = (char *)r->cwd, .user = (char *)r->user, .group = (char *)r->group,
-        .json = policy,
+        .json = policy, .settings = r->uncontained ? &uncontained : NULL,
     };
     struct proc *p = calloc(1, sizeof(*p));
     if (!policy || !p) {
@@ -641,6 +671,12 @@ int exec_start(struct client *c, const struct exec_request *r, struct rpc_error 
     p->out[0].fd = p->out[1].fd = -1;
     p->tty = r->tty;
     p->kill_on_disconnect = r->kill_on_disconnect;
+    p->uncontained = r->uncontained;
+    {
+        struct contain_policy pol;
+        contain_policy_of(&sc, &pol);
+        contain_privileged(&pol, p->privileged, sizeof(p->privileged));
+    }
     snprintf(p->user, sizeof(p->user), "%s", r->user ? r->user : "");
     snprintf(p->cwd, sizeof(p->cwd), "%s", r->cwd ? r->cwd : "/");
     p->argv = calloc(r->argc + 1, sizeof(char *));
@@ -783,6 +819,8 @@ int exec_start(struct client *c, const struct exec_request *r, struct rpc_error 
     p->start_ticket = control_defer(c);
     log_info("exec %llu: pid %d started: %s%s", (unsigned long long)p->id, (int)pid, p->argv[0],
              p->tty ? " (tty)" : "");
+    if (p->privileged[0])
+        log_info("exec %llu: privileged: %s", (unsigned long long)p->id, p->privileged);
     sessions_changed();
     return 0;
 
@@ -939,6 +977,7 @@ cJSON *exec_list_json(void)
         if (p->user[0])
             cJSON_AddStringToObject(o, "user", p->user);
         cJSON_AddBoolToObject(o, "tty", p->tty);
+        containment_json(p, o);
         cJSON_AddBoolToObject(o, "attached", p->client != NULL);
         cJSON_AddBoolToObject(o, "stdin", p->in_fd >= 0);
         cJSON_AddNumberToObject(o, "age_ms", (double)(now - p->started_ms));

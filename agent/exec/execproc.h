@@ -1,7 +1,9 @@
 /* execproc: processes the host starts inside the sandbox (exec.*). Each
  * runs contained like a service (its own cgroup leaf under the services
  * tree's "@exec" directory, the default capabilities, mount namespace and
- * seccomp filter) with a pty or with pipes, and has a bounded output
+ * seccomp filter; with isolation off, hearth's own mount and pid
+ * namespaces, as a service with "isolation": false) with a pty or with
+ * pipes, and has a bounded output
  * buffer per stream addressed by absolute offsets, so a client that
  * comes back attaches where it left off and is told what it lost.
  *
@@ -50,6 +52,10 @@ struct exec_request {
     bool kill_on_disconnect;
     bool attach;                /* the starting client is attached */
     uint64_t buffer_bytes;      /* 0: exec.buffer_bytes */
+    /* isolation false: run as a service with "isolation": false runs
+     * (no mount or pid namespace of its own, no masks; its leaf, user,
+     * capabilities and seccomp filter as before). */
+    bool uncontained;
 };
 
 /* Starts a process for client c. The reply is deferred (control_defer)

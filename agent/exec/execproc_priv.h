@@ -62,6 +62,8 @@ struct proc {
     char start_error[200];
     struct client *client;
     bool kill_on_disconnect;
+    bool uncontained;     /* isolation off (exec_request) */
+    char privileged[256]; /* contain_privileged's reasons, "" when none */
     ev_timer timeout, grace, expire, kick;
     bool reaped, finished, timed_out, killed;
     bool start_failed;    /* freed once reaped */

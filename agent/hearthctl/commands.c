@@ -592,7 +592,7 @@ static const struct cmd cmds[] = {
     {.name = "cp", .method = "files.write", .args = "[--owner UID[:GID]] [--mode MODE] SRC DST",
      .help = "copy a file in or out; sandbox:PATH names the guest side", .build = b_cp,
      .run = r_cp},
-    {.name = "exec", .method = "exec.start", .args = "[-i] [-t] [--user U] [--cwd D] [-e K=V] -- CMD...",
+    {.name = "exec", .method = "exec.start", .args = "[-i] [-t] [--user U] [--cwd D] [-e K=V] [--no-isolation] -- CMD...",
      .help = "run a command in the sandbox (like docker exec)", .run = r_exec},
     {.name = "metrics", .method = "metrics", .args = "[--prometheus]",
      .help = "memory, mount usage, service cgroups, egress counters (JSON or Prometheus text)",

@@ -151,12 +151,16 @@ static bool send_resize(struct xconn *x, double exec_id)
 
 static void x_usage(void)
 {
-    fputs("usage: hearthctl exec [-i] [-t] [--user U] [--cwd D] [-e K=V]... [--] CMD [ARG]...\n"
+    fputs("usage: hearthctl exec [-i] [-t] [--user U] [--cwd D] [-e K=V]... [--no-isolation]\n"
+          "                      [--] CMD [ARG]...\n"
           "  -i          pass stdin to the command\n"
           "  -t          give it a terminal (raw mode here; window size followed)\n"
           "  --user U    run as user U (and --group G)\n"
           "  --cwd D     working directory (absolute)\n"
           "  -e K=V      set an environment variable\n"
+          "  --no-isolation  hearth's own mount and pid namespaces, as a service with\n"
+          "              \"isolation\": false (its cgroup, user, capabilities and\n"
+          "              seccomp filter stay)\n"
           "exit status: the command's (128+N when killed by signal N); 1 when it could\n"
           "not start, 2 usage, connection or protocol errors.\n",
           stderr);
@@ -222,6 +226,10 @@ static cJSON *parse_args(int argc, char **argv, bool *interactive, bool *tty)
             *interactive = true;
         else if (strcmp(a, "--tty") == 0)
             *tty = true;
+        else if (strcmp(a, "--no-isolation") == 0) {
+            cJSON_DeleteItemFromObjectCaseSensitive(p, "isolation");
+            cJSON_AddBoolToObject(p, "isolation", false);
+        }
         else {
             fprintf(stderr, "hearthctl exec: unknown option '%s'\n", a);
             goto bad;

@@ -63,10 +63,10 @@ int m_exec_start(struct client *c, cJSON *params, cJSON **result, struct rpc_err
 {
     static const char *const known[] = {"argv", "env", "cwd", "user", "group", "tty", "rows",
                                         "cols", "stdin", "timeout_ms", "kill_on_disconnect",
-                                        "attach", "buffer_bytes", NULL};
+                                        "attach", "buffer_bytes", "isolation", NULL};
     struct exec_request r = {.attach = true};
     cJSON *argv = NULL, *env = NULL;
-    bool present;
+    bool present, isolation = true;
     uint64_t rows = 0, cols = 0, bufsz = 0;
     int rc = -1;
 
@@ -82,8 +82,10 @@ int m_exec_start(struct client *c, cJSON *params, cJSON **result, struct rpc_err
         param_range(params, "timeout_ms", 0, EXEC_WAIT_MAX_MS, &r.timeout_ms, err) < 0 ||
         param_bool(params, "kill_on_disconnect", &r.kill_on_disconnect, &present, err) < 0 ||
         param_bool(params, "attach", &r.attach, &present, err) < 0 ||
-        param_uint(params, "buffer_bytes", &bufsz, &present, err) < 0)
+        param_uint(params, "buffer_bytes", &bufsz, &present, err) < 0 ||
+        param_bool(params, "isolation", &isolation, &present, err) < 0)
         return -1;
+    r.uncontained = !isolation;
     if (!argv) {
         rpc_error_set(err, RPC_INVALID_PARAMS, "argv: required");
         return -1;

@@ -103,6 +103,7 @@ static const struct key k_service_activity[] = {
 static const struct key k_exec[] = {
     KEY("max_processes", INT(1, 64)),
     KEY("buffer_bytes", INT(4096, 64 * 1024 * 1024)),
+    KEY("allow_uncontained", &s_bool),
     {0}};
 
 static const struct key k_files[] = {

@@ -564,6 +564,7 @@ void exec_extract(const cJSON *e, struct exec_cfg *out)
 {
     out->max_processes = (size_t)jget_int_or(e, "max_processes", CONFIG_EXEC_MAX_PROCESSES);
     out->buffer_bytes = (size_t)jget_int_or(e, "buffer_bytes", CONFIG_EXEC_BUFFER_BYTES);
+    out->allow_uncontained = jget_bool_or(e, "allow_uncontained", true);
 }
 
 /* ---- files ---- */

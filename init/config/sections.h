@@ -207,6 +207,7 @@ void activity_extract(const struct cJSON *a, struct activity_cfg *out);
 /* `exec`: the limits of processes started by the host. */
 struct exec_cfg {
     size_t max_processes, buffer_bytes;
+    bool allow_uncontained; /* exec.start may ask for "isolation": false */
 };
 
 /* `exec` from a checked config (NULL: absent), with the defaults. */

@@ -139,6 +139,59 @@ def test_process_is_contained_like_a_service(c):
     assert "0::/\n" in text, text
 
 
+NS_PROBE = "readlink /proc/self/ns/mnt /proc/self/ns/pid; cat /proc/1/comm; grep ^0:: /proc/self/cgroup"
+
+
+def hearth_ns(h):
+    return [os.readlink(f"/proc/{h.pid}/ns/{n}") for n in ("mnt", "pid")]
+
+
+def test_isolation_off_runs_in_hearths_namespaces_still_in_its_leaf(h, c):
+    # A default session: a mount and pid namespace of its own, whose
+    # PID 1 is its reaper; not privileged.
+    r = c.result("exec.start", {"argv": ["sh", "-c", NS_PROBE]})
+    assert r["isolation"] is True and r["privileged"] is False and "privileged_reasons" not in r
+    out, ex = collect(c, r["id"])
+    mnt, pid, comm = out["stdout"].decode().splitlines()[:3]
+    assert ex["exit_code"] == 0
+    assert mnt != hearth_ns(h)[0] and pid != hearth_ns(h)[1] and comm == "hearth-reaper"
+    # isolation false: hearth's own mount and pid namespaces (its PID 1 is
+    # hearth), as a service with "isolation": false; still its own leaf
+    # under @exec, seen from the root as there is no cgroup namespace.
+    r = c.result("exec.start", {"argv": ["sh", "-c", NS_PROBE + "; sleep 30"],
+                                "isolation": False, "attach": False})
+    assert r["isolation"] is False and r["privileged"] is True
+    assert r["privileged_reasons"] == ["isolation off"]
+    listed = {p["id"]: p for p in c.result("exec.list")["processes"]}[r["id"]]
+    assert listed["isolation"] is False and listed["privileged_reasons"] == ["isolation off"]
+    assert f"exec {r['id']}: privileged: isolation off" in h.log_text()
+    # The reported pid is the command itself (no reaper in between).
+    assert open(f"/proc/{h.host_pid(r['pid'])}/comm").read().strip() == "sh"
+    c.result("exec.attach", {"id": r["id"]})
+    text = b""
+    while text.count(b"\n") < 4:
+        m = c.read_line()
+        if m.get("method") == "exec.output":
+            text += base64.b64decode(m["params"]["data"])
+    mnt, pid, comm, cg = text.decode().splitlines()[:4]
+    assert [mnt, pid] == hearth_ns(h) and comm == "hearth", text
+    assert cg.startswith("0::/") and cg.endswith(f"/@exec/{r['id']}"), cg
+    c.result("exec.signal", {"id": r["id"], "signal": "SIGKILL"})
+    assert c.result("exec.wait", {"id": r["id"]})["signal"] == 9
+
+
+def test_isolation_off_can_be_forbidden_by_the_config(hearth):
+    hearth.start(hearth.config(exec={"allow_uncontained": False}))
+    c = client(hearth)
+    e = c.error("exec.start", {"argv": ["true"], "isolation": False})
+    assert e["code"] == -32003 and e["message"].startswith("isolation:") \
+        and "exec.allow_uncontained" in e["message"], e
+    # Contained sessions are untouched.
+    out, ex = collect(c, start(c, {"argv": ["true"], "isolation": True}))
+    assert ex["exit_code"] == 0
+    c.close()
+
+
 def test_tty_is_a_real_pty_with_its_size_and_resize(c):
     pid = start(c, {"argv": ["tty"], "tty": True})
     out, ex = collect(c, pid)
@@ -423,6 +476,8 @@ def test_bad_params_get_errors_naming_the_field(c):
         ("exec.start", {"argv": ["true"], "env": {"A": 1}}, "env:"),
         ("exec.start", {"argv": ["true"], "timeout_ms": -1}, "timeout_ms:"),
         ("exec.start", {"argv": ["true"], "user": "no-such-user"}, "user:"),
+        ("exec.start", {"argv": ["true"], "isolation": "off"}, "isolation:"),
+        ("exec.start", {"argv": ["true"], "isolation": 0}, "isolation:"),
         ("exec.input", {"id": 1}, "data:"),
         ("exec.input", {"data": "eA=="}, "id:"),
         ("exec.resize", {"id": 1, "rows": 10}, "cols:"),
@@ -487,6 +542,16 @@ def test_hearthctl_exec_pipes_and_exit_status(h):
     r = subprocess.run([HEARTHCTL, "-c", "unix:" + h.sock, "exec", "--", "/no/such"],
                        capture_output=True, timeout=30)
     assert r.returncode == 1 and b"No such file" in r.stderr
+
+
+def test_hearthctl_exec_no_isolation_runs_in_hearths_mount_namespace(h):
+    base = [HEARTHCTL, "-c", "unix:" + h.sock, "exec"]
+    r = subprocess.run([*base, "--no-isolation", "--", "readlink", "/proc/self/ns/mnt"],
+                       capture_output=True, timeout=30)
+    assert r.returncode == 0 and r.stdout.decode().strip() == hearth_ns(h)[0], r
+    r = subprocess.run([*base, "--", "readlink", "/proc/self/ns/mnt"], capture_output=True,
+                       timeout=30)
+    assert r.returncode == 0 and r.stdout.decode().strip() != hearth_ns(h)[0], r
 
 
 def test_hearthctl_exec_tty_through_a_pty(h):
