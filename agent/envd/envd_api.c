@@ -18,7 +18,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
+#include <stdint.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -154,10 +154,21 @@ static void cpu_sample(void)
     if (n <= 0)
         return;
     buf[n] = 0;
+    /* "cpu" and up to eight counts, read as sscanf's "cpu %lu %lu ..."
+     * would (strtoull: no other caller in hearth needs scanf's 4 KiB). */
     uint64_t f[8] = {0};
-    if (sscanf(buf, "cpu %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
-                    " %" SCNu64 " %" SCNu64,
-               &f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &f[6], &f[7]) < 4)
+    if (strncmp(buf, "cpu", 3) != 0)
+        return;
+    const char *p = buf + 3;
+    int got = 0;
+    for (; got < 8; got++) {
+        char *end;
+        f[got] = strtoull(p, &end, 10);
+        if (end == p)
+            break;
+        p = end;
+    }
+    if (got < 4)
         return;
     uint64_t total = 0, idle = f[3] + f[4];
     for (int i = 0; i < 8; i++)
