@@ -63,8 +63,6 @@ static const char *const link_methods[] = {
 static struct {
     const struct envd_cfg *cfg;
     bool on, stopping;
-    int listen_fd;
-    int ifd; /* the role process's inotify instance (hearth's copy) */
     pid_t pid;
     struct client *links[ENVD_LINKS];
     unsigned restarts;
@@ -77,7 +75,10 @@ static struct {
     char user[ENVD_NAME_MAX], cwd[256];
     cJSON *envs;
     size_t envs_bytes;
-} E = {.listen_fd = -1, .ifd = -1};
+} E; /* zero-filled: its buffers take no room in the file */
+/* Kept out of E, whose only non-zero start they are. */
+static int listen_fd = -1;
+static int role_ifd = -1; /* the role process's inotify instance (hearth's copy) */
 
 static void spawn(void);
 
@@ -133,7 +134,7 @@ static int open_listener(void)
         close(fd);
         return -1;
     }
-    E.listen_fd = fd;
+    listen_fd = fd;
     log_info("envd: listening on %s port %u", c->host, (unsigned)c->port);
     return 0;
 }
@@ -220,12 +221,12 @@ static void send_config(void)
 
 static void close_watches(void)
 {
-    if (E.ifd >= 0)
-        close(E.ifd);
-    E.ifd = -1;
+    if (role_ifd >= 0)
+        close(role_ifd);
+    role_ifd = -1;
 }
 
-int envd_watch_fd(void) { return E.ifd; }
+int envd_watch_fd(void) { return role_ifd; }
 
 static int files_watch_now(struct client *c, cJSON *params, cJSON **result,
                            struct rpc_error *err);
@@ -477,10 +478,10 @@ static void __attribute__((noreturn)) child(int *theirs)
     lifeline_hold();
     setsid();
     /* Above every target first, so no dup2 below lands on a source. */
-    moved[0] = fcntl(E.listen_fd, F_DUPFD, 64);
+    moved[0] = fcntl(listen_fd, F_DUPFD, 64);
     for (int i = 0; i < ENVD_LINKS; i++)
         moved[1 + i] = fcntl(theirs[i], F_DUPFD, 64);
-    moved[1 + ENVD_LINKS] = E.ifd >= 0 ? fcntl(E.ifd, F_DUPFD, 64) : -1;
+    moved[1 + ENVD_LINKS] = role_ifd >= 0 ? fcntl(role_ifd, F_DUPFD, 64) : -1;
     for (int i = 0; i < 1 + ENVD_LINKS; i++)
         if (moved[i] < 0 || dup2(moved[i], ENVD_LISTEN_FD + i) < 0)
             _exit(127);
@@ -530,7 +531,7 @@ static void spawn(void)
 
     if (E.stopping || shutdown_in_progress())
         return;
-    if (E.listen_fd < 0 && open_listener() < 0) {
+    if (listen_fd < 0 && open_listener() < 0) {
         log_warn("envd: %s; retrying", E.error);
         schedule(RESTART_MAX_MS / 3);
         return;
@@ -545,8 +546,8 @@ static void spawn(void)
     for (int i = 0; i < ENVD_LINKS; i++)
         theirs[i] = pairs[i][1];
     close_watches();
-    E.ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (E.ifd < 0)
+    role_ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (role_ifd < 0)
         log_warn("envd: no inotify instance (%s): WatchDir is unavailable", strerror(errno));
     pid_t pid = fork();
     if (pid < 0) {

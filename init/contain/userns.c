@@ -49,8 +49,18 @@ int userns_identity(const char *own, char *out, size_t outlen)
     size_t used = 0;
     for (const char *line = own; line && *line;) {
         const char *next = strchr(line, '\n');
-        unsigned long inside, outside, count;
-        int ok = sscanf(line, "%lu %lu %lu", &inside, &outside, &count) == 3;
+        /* Three numbers, read as sscanf's "%lu %lu %lu" would (strtoul:
+         * no other caller in hearth needs scanf's 4 KiB). */
+        unsigned long v[3] = {0};
+        const char *p = line;
+        int ok = 1;
+        for (int i = 0; i < 3 && ok; i++) {
+            char *end;
+            v[i] = strtoul(p, &end, 10);
+            ok = end != p;
+            p = end;
+        }
+        unsigned long inside = v[0], count = v[2];
         line = next ? next + 1 : NULL;
         if (!ok)
             continue;

@@ -45,7 +45,6 @@ static struct {
     int64_t poll_ms, timeout_ms;
     ev_timer poll, debounce;
     ev_io ino;
-    int ino_fd, ino_wd;
     dev_t wdev;
     ino_t wino;
     const char *(*failed_mount)(const char *path);
@@ -59,7 +58,9 @@ static struct {
     int64_t last_wall_ms, last_us;
     char error[512];
     uint32_t names_digest; /* the shadows and clashes last logged */
-} S = {.ino_fd = -1, .ino_wd = -1};
+} S; /* zero-filled: its buffers take no room in the file */
+/* Kept out of S, whose only non-zero start they are. */
+static int ino_fd = -1, ino_wd = -1;
 
 bool skills_enabled(void)
 {
@@ -470,7 +471,7 @@ static void list_finish(const char *fail, const struct walk_result *r)
     cJSON_AddStringToObject(o, "marker", skills_layout_marker);
     cJSON_AddNumberToObject(o, "depth", skills_layout_depth);
     cJSON_AddNumberToObject(o, "poll_ms", (double)S.poll_ms);
-    cJSON_AddBoolToObject(o, "inotify", S.ino_wd >= 0);
+    cJSON_AddBoolToObject(o, "inotify", ino_wd >= 0);
     cJSON_AddItemToObject(o, "last", skills_last_json());
     answer(Q.cur, Q.ncur, 0, "", o);
 }
@@ -668,7 +669,7 @@ static void on_inotify(struct ev_loop *loop, ev_io *w, int revents)
     bool any = false;
 
     for (;;) {
-        ssize_t n = read(S.ino_fd, buf, sizeof(buf));
+        ssize_t n = read(ino_fd, buf, sizeof(buf));
         if (n <= 0)
             break;
         any = true;
@@ -687,16 +688,16 @@ static void on_inotify(struct ev_loop *loop, ev_io *w, int revents)
  * stats public, which may be a share that hangs. */
 static void watch_public(dev_t dev, ino_t ino)
 {
-    if (S.ino_fd < 0 || ino == 0)
+    if (ino_fd < 0 || ino == 0)
         return;
-    if (S.ino_wd >= 0 && dev == S.wdev && ino == S.wino)
+    if (ino_wd >= 0 && dev == S.wdev && ino == S.wino)
         return;
-    if (S.ino_wd >= 0)
-        inotify_rm_watch(S.ino_fd, S.ino_wd);
-    S.ino_wd = inotify_add_watch(S.ino_fd, S.pub,
+    if (ino_wd >= 0)
+        inotify_rm_watch(ino_fd, ino_wd);
+    ino_wd = inotify_add_watch(ino_fd, S.pub,
                                  IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO |
                                      IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR);
-    if (S.ino_wd < 0) {
+    if (ino_wd < 0) {
         log_debug("skills: no inotify on %s: %s (polling only)", S.pub, strerror(errno));
         return;
     }
@@ -781,9 +782,9 @@ void skills_start(const char *(*failed_mount)(const char *path))
         return;
     }
     S.started = true;
-    S.ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (S.ino_fd >= 0) {
-        ev_io_init(&S.ino, on_inotify, S.ino_fd, EV_READ);
+    ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (ino_fd >= 0) {
+        ev_io_init(&S.ino, on_inotify, ino_fd, EV_READ);
         ev_io_start(H.loop, &S.ino);
     } else {
         log_debug("skills: no inotify: %s", strerror(errno));
