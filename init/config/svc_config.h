@@ -94,7 +94,7 @@ struct contain_policy {
 
 /* The capability set a root service keeps by default (named for
  * contain.c, which applies it). */
-extern const uint64_t contain_default_caps;
+extern const uint64_t svc_config_default_caps;
 
 struct svc_settings {
     struct svc_log_settings log;

@@ -83,7 +83,7 @@ void contain_policy_of(const struct service_config *c, struct contain_policy *ou
 
 uint64_t contain_caps(const struct contain_policy *pol, bool root)
 {
-    uint64_t keep = pol->keep_given ? pol->keep : root ? contain_default_caps : 0;
+    uint64_t keep = pol->keep_given ? pol->keep : root ? svc_config_default_caps : 0;
     return keep & ~pol->drop;
 }
 

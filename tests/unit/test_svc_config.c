@@ -97,7 +97,7 @@ TEST(svc_settings_defaults_without_a_config)
     const struct svc_settings *d = svc_settings_defaults();
     CHECK_EQ_INT(d->log.max_bytes, 10 * 1024 * 1024);
     CHECK(d->launch.no_new_privs && !d->ready.given && !d->health.given);
-    CHECK(d->contain.isolation && d->contain.seccomp && d->contain.keep == contain_default_caps);
+    CHECK(d->contain.isolation && d->contain.seccomp && d->contain.keep == svc_config_default_caps);
 
     struct service_config sc = {.name = "x"};
     struct contain_policy pol;
