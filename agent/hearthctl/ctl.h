@@ -45,6 +45,7 @@
 #include <cJSON.h>
 
 #include "proto.h"
+#include "linebuf.h"
 #include "rpc.h"
 #include "timebase.h"
 
