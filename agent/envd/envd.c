@@ -267,7 +267,7 @@ static bool account_known(const char *name)
     return false; /* a number is no account name */
 }
 
-int m_envd_init(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+int envd_method_init(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     static const char *const known[] = {"presented", "access_token", "env_vars", "user", "cwd",
                                         NULL};
@@ -372,7 +372,7 @@ int m_envd_init(struct client *c, cJSON *params, cJSON **result, struct rpc_erro
     return 0;
 }
 
-int m_envd_watch(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+int envd_method_watch(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     if (!is_link(c)) {
         rpc_error_set(err, RPC_METHOD_NOT_FOUND,
