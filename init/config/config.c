@@ -143,7 +143,7 @@ static void build_service(struct builder *b, struct service_config *s, cJSON *ob
         s->force_exit[item->valueint / 8] |= (unsigned char)(1u << (item->valueint % 8));
     cJSON_ArrayForEach(item, jget(obj, "restart_prevent_exit_codes"))
         s->prevent_exit[item->valueint / 8] |= (unsigned char)(1u << (item->valueint % 8));
-    s->settings = svc_settings_build(obj);
+    s->settings = svc_config_build(obj);
     if (!s->settings)
         b->oom = true;
 }
@@ -419,7 +419,7 @@ void config_free(struct config *cfg)
         free_list(s->after, s->n_after);
         free(s->success_exit_codes);
         free(s->on_resume);
-        svc_settings_free(s->settings);
+        svc_config_free(s->settings);
     }
     sections_egress_policy_free(&cfg->egress);
     sections_mounts_cfg_free(&cfg->mounts);

@@ -137,7 +137,7 @@ static void fill(const cJSON *obj, struct svc_settings *st)
         cJSON_GetObjectItemCaseSensitive(obj, "activity"), "lease"));
 }
 
-struct svc_settings *svc_settings_build(const cJSON *obj)
+struct svc_settings *svc_config_build(const cJSON *obj)
 {
     struct svc_settings *st = calloc(1, sizeof(*st));
     if (st)
@@ -145,7 +145,7 @@ struct svc_settings *svc_settings_build(const cJSON *obj)
     return st;
 }
 
-const struct svc_settings *svc_settings_defaults(void)
+const struct svc_settings *svc_config_defaults(void)
 {
     static struct svc_settings dflt;
     static bool filled;
@@ -156,4 +156,4 @@ const struct svc_settings *svc_settings_defaults(void)
     return &dflt;
 }
 
-void svc_settings_free(struct svc_settings *st) { free(st); }
+void svc_config_free(struct svc_settings *st) { free(st); }

@@ -78,7 +78,7 @@ const char *const contain_readonly[] = {
 
 void contain_policy_of(const struct service_config *c, struct contain_policy *out)
 {
-    *out = (c->settings ? c->settings : svc_settings_defaults())->contain;
+    *out = (c->settings ? c->settings : svc_config_defaults())->contain;
 }
 
 uint64_t contain_caps(const struct contain_policy *pol, bool root)
