@@ -20,7 +20,7 @@
 /* "a.b.c.d:port", "[v6]:port" or "localhost:port". Names are not resolved:
  * a resolver would block the loop, and a sandbox probe is local anyway. */
 int checkspec_parse_hostport(const char *s, struct sockaddr_storage *ss, socklen_t *sslen,
-                         struct err *err)
+                             struct err *err)
 {
     char host[256];
     uint16_t port;

@@ -377,7 +377,7 @@ static void resume_clock_reference(void)
 }
 
 bool resume_clock_step_is_resume(int64_t ref_offset_ns, int64_t offset_ns, int64_t threshold_ms,
-                                  int64_t *step_ms)
+                                 int64_t *step_ms)
 {
     int64_t d = offset_ns - ref_offset_ns;
     *step_ms = d / 1000000;
@@ -417,7 +417,7 @@ static void clock_cb(struct ev_loop *loop, ev_io *w, int revents)
     /* hearth's own steps (resume, time.sync, sandbox.init) moved the
      * reference along with the clock: they come out as no step here. */
     bool resume = resume_clock_step_is_resume(clock_ref_ns, off,
-                                               sandbox_clock_detect_step_ms(), &step_ms);
+                                              sandbox_clock_detect_step_ms(), &step_ms);
     clock_ref_ns = off;
     if (!resume) {
         log_debug("wall clock stepped by %lld ms: within clock.detect_step_ms", (long long)step_ms);

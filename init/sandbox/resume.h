@@ -62,7 +62,7 @@ int resume_uevent_filter(int fd);
  * restore when that is more than threshold_ms either way (never with a
  * threshold of 0). */
 bool resume_clock_step_is_resume(int64_t ref_offset_ns, int64_t offset_ns, int64_t threshold_ms,
-                                  int64_t *step_ms);
+                                 int64_t *step_ms);
 
 /* The periodic check's decision: the system clock lags the hardware
  * clock (of the given resolution) by more than the threshold. */
