@@ -21,6 +21,7 @@
 
 #include "config.h"
 #include "control.h"
+#include "linebuf.h"
 #include "rpc.h"
 
 #define RETRY_MIN_MS 200

@@ -268,7 +268,7 @@ static bool account_known(const char *name)
     return false; /* a number is no account name */
 }
 
-int m_envd_init(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+int envd_method_init(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     static const char *const known[] = {"presented", "access_token", "env_vars", "user", "cwd",
                                         NULL};
@@ -373,7 +373,7 @@ int m_envd_init(struct client *c, cJSON *params, cJSON **result, struct rpc_erro
     return 0;
 }
 
-int m_envd_watch(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+int envd_method_watch(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     if (!is_link(c)) {
         rpc_error_set(err, RPC_METHOD_NOT_FOUND,
@@ -405,25 +405,25 @@ static int files_watch_now(struct client *c, cJSON *params, cJSON **result,
     char leaf[NAME_MAX + 1], via[64];
     int wd, e, ifd = envd_watch_fd();
 
-    if (params_only(params, known, err) < 0 || get_path(params, "path", &p, err) < 0 ||
-        param_flag(params, "follow", &follow, err) < 0)
+    if (params_only(params, known, err) < 0 || m_files_get_path(params, "path", &p, err) < 0 ||
+        m_files_param_flag(params, "follow", &follow, err) < 0)
         return -1;
     if (ifd < 0) {
         rpc_error_set(err, RPC_ERR_STATE, "no envd role process to watch for");
         return -1;
     }
-    if (follow || is_root(&p)) {
+    if (follow || m_files_is_root(&p)) {
         wd = inotify_add_watch(ifd, follow ? p.abs : "/", WATCH_MASK);
         e = errno;
     } else {
-        int dfd = open_parent(&p, leaf, err);
+        int dfd = m_files_open_parent(&p, leaf, err);
         if (dfd < 0)
             return -1;
         int fd = openat(dfd, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
         e = errno;
         close(dfd);
         if (fd < 0)
-            return path_error(err, &p, e, e == ELOOP ? "a symbolic link (not followed)" : NULL);
+            return m_files_path_error(err, &p, e, e == ELOOP ? "a symbolic link (not followed)" : NULL);
         snprintf(via, sizeof(via), "/proc/self/fd/%d", fd);
         wd = inotify_add_watch(ifd, via, WATCH_MASK);
         e = errno;
@@ -435,7 +435,7 @@ static int files_watch_now(struct client *c, cJSON *params, cJSON **result,
                           p.param, utf8_clip(p.abs, 160), p.abs);
             return -1;
         }
-        return path_error(err, &p, e, NULL);
+        return m_files_path_error(err, &p, e, NULL);
     }
     cJSON *r = cJSON_CreateObject();
     if (!r)

@@ -50,15 +50,15 @@ bool envd_enabled(void);
 int envd_watch_fd(void);
 /* envd.watch, for the role process's links only: a watch on a directory
  * added to its inotify instance (m_files_watch); -32601 for anyone else. */
-int m_envd_watch(struct client *c, struct cJSON *params, struct cJSON **result,
-                 struct rpc_error *err);
+int envd_method_watch(struct client *c, struct cJSON *params, struct cJSON **result,
+                      struct rpc_error *err);
 /* envd.init, for the role process's links only: envd's POST /init (the
  * token rule checked here, with what the request presented), the token,
  * default user and directory and the variables added to every process
  * kept by hearth (so a role process started again has them) and sent to
  * the role; -32601 for anyone else. */
-int m_envd_init(struct client *c, struct cJSON *params, struct cJSON **result,
-                struct rpc_error *err);
+int envd_method_init(struct client *c, struct cJSON *params, struct cJSON **result,
+                     struct rpc_error *err);
 /* status.envd: listen, state, pid, restarts, error; NULL when off. */
 struct cJSON *envd_status_json(void);
 

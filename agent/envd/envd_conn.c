@@ -384,7 +384,7 @@ int conn_body_take(struct conn *c, struct bytebuf *dst, size_t cap)
         }
         size_t used, off = 0, len = 0;
         size_t lim = avail;
-        int r = chunked_next(&c->ck, in, lim, &used, &off, &len);
+        int r = wire_chunked_next(&c->ck, in, lim, &used, &off, &len);
         if (r == CHUNK_ERROR)
             return -1;
         if (r == CHUNK_DATA && len > room) {

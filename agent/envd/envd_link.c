@@ -17,6 +17,7 @@
 #include <cJSON.h>
 
 #include "jsonout.h"
+#include "linebuf.h"
 #include "rpc.h"
 
 #define LINK_LINE_MAX (16 * 1024 * 1024) /* envd.config carries the accounts */

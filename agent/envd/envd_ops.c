@@ -131,7 +131,7 @@ static void dl_stat_done(void *ctx, cJSON *res, int code, const char *msg)
 static bool files_user(struct conn *c)
 {
     char name[64];
-    int r = http_query_get(c->query, "username", name, sizeof(name));
+    int r = wire_query_get(c->query, "username", name, sizeof(name));
     if (r < 0) {
         conn_http_error(c, 400, "bad username");
         return false;
@@ -150,7 +150,7 @@ void ops_files_get(struct conn *c)
     char path[4096];
     if (!files_user(c))
         return;
-    int r = http_query_get(c->query, "path", path, sizeof(path));
+    int r = wire_query_get(c->query, "path", path, sizeof(path));
     if (r <= 0) {
         conn_http_error(c, 400, r < 0 ? "bad path" : "path: required");
         return;
@@ -377,7 +377,7 @@ static void up_pump(struct conn *c)
                     return;
                 }
                 char path[4096];
-                if (http_query_get(c->query, "path", path, sizeof(path)) <= 0)
+                if (wire_query_get(c->query, "path", path, sizeof(path)) <= 0)
                     path[0] = 0;
                 up_begin(c, path);
                 return;
@@ -395,8 +395,8 @@ static void up_pump(struct conn *c)
             continue;
         }
         size_t used = 0;
-        int ev = multipart_next(&u->mp, bytebuf_head(&u->raw), bytebuf_pending(&u->raw),
-                                c->body_done, &used);
+        int ev = wire_multipart_next(&u->mp, bytebuf_head(&u->raw), bytebuf_pending(&u->raw),
+                                     c->body_done, &used);
         switch (ev) {
         case MP_NEED:
             u->raw.off += used;
@@ -409,7 +409,7 @@ static void up_pump(struct conn *c)
             if (u->skip)
                 continue;
             char path[4096];
-            int r = http_query_get(c->query, "path", path, sizeof(path));
+            int r = wire_query_get(c->query, "path", path, sizeof(path));
             up_begin(c, r > 0 ? path : u->mp.filename);
             return;
         }
@@ -468,7 +468,7 @@ void ops_files_post(struct conn *c)
     }
     if (!strncasecmp(c->req.content_type, "multipart/form-data", 19)) {
         u->multipart = true;
-        if (multipart_init(&u->mp, c->req.content_type) < 0) {
+        if (wire_multipart_init(&u->mp, c->req.content_type) < 0) {
             c->body_done = false;
             up_fail(c, 400, "multipart/form-data without a usable boundary");
             return;
@@ -983,8 +983,8 @@ void ops_stream_input(struct conn *c)
         }
         uint8_t flags = 0;
         size_t ml = 0;
-        long whole = connect_envelope((const uint8_t *)bytebuf_head(&c->body),
-                                      bytebuf_pending(&c->body), ROLE_RPC_BODY_MAX, &flags, &ml);
+        long whole = wire_connect_envelope((const uint8_t *)bytebuf_head(&c->body),
+                                           bytebuf_pending(&c->body), ROLE_RPC_BODY_MAX, &flags, &ml);
         if (whole < 0 || (whole > 0 && (flags & 0x01))) {
             conn_connect_error(c, "invalid_argument", "an envelope over %d bytes, or compressed",
                                ROLE_RPC_BODY_MAX);

@@ -132,7 +132,7 @@ static void rpc_ready(struct conn *c)
     if (c->stream_json) {
         uint8_t flags;
         size_t ml;
-        long whole = connect_envelope((const uint8_t *)body, blen, ROLE_RPC_BODY_MAX, &flags, &ml);
+        long whole = wire_connect_envelope((const uint8_t *)body, blen, ROLE_RPC_BODY_MAX, &flags, &ml);
         if (whole <= 0 || (size_t)whole != blen || (flags & 0x01)) {
             conn_connect_error(c, "invalid_argument", "expected one uncompressed envelope");
             return;
@@ -288,7 +288,7 @@ static void conn_advance(struct conn *c)
     while (!c->dead && c->state == C_HEAD && bytebuf_pending(&c->in)) {
         int status = 400;
         struct err why;
-        long hl = http_parse_head(bytebuf_head(&c->in), bytebuf_pending(&c->in),
+        long hl = wire_parse_head(bytebuf_head(&c->in), bytebuf_pending(&c->in),
                                   (size_t)RC.max_header_bytes, &c->req, &status, &why);
         if (hl == 0)
             break;

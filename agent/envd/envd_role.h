@@ -19,6 +19,7 @@
  *   envd_link.c  hearth's links (calls and their replies in order per
  *                link, notifications), the settings and accounts hearth
  *                sends
+ *   envd_wire.c  the wire formats, pure functions over buffered bytes
  *
  * The role holds no privilege: it runs as nobody, and every command or
  * file operation is a call on a link, which hearth checks and runs. */
@@ -33,7 +34,7 @@
 #include <ev.h>
 
 #include "bytebuf.h"
-#include "envd_http.h"
+#include "envd_wire.h"
 
 struct cJSON;
 

@@ -650,7 +650,7 @@ int exec_start(struct client *c, const struct exec_request *r, struct rpc_error 
      * takes the very path such a service takes. */
     static struct svc_settings uncontained;
     if (r->uncontained) {
-        uncontained = *svc_settings_defaults();
+        uncontained = *svc_config_defaults();
         uncontained.contain.isolation = false;
     }
     cJSON *policy = cJSON_CreateObject();

@@ -10,15 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-volatile sig_atomic_t got_sigint;
+volatile sig_atomic_t base_got_sigint;
 
-void die_oom(void)
+void base_die_oom(void)
 {
     fputs("hearthctl: out of memory\n", stderr);
     exit(EXIT_USAGE);
 }
 
-int bad_reply(const struct ctl *t, const char *why)
+int base_bad_reply(const struct ctl *t, const char *why)
 {
     fprintf(stderr, "hearthctl: bad reply from %s: %s\n", t->conn.spec, why);
     return EXIT_USAGE;
@@ -29,7 +29,7 @@ int bad_reply(const struct ctl *t, const char *why)
  * broken UTF-8 reaches the operator's terminal (a compromised guest
  * could otherwise retitle the window, move the cursor, rewrite what was
  * printed before or answer back into the terminal's input). */
-void put_text(FILE *f, const char *s, unsigned keep)
+void base_put_text(FILE *f, const char *s, unsigned keep)
 {
     size_t len = strlen(s);
 
@@ -42,9 +42,9 @@ void put_text(FILE *f, const char *s, unsigned keep)
     }
 }
 
-void put_safe(FILE *f, const char *s)
+void base_put_safe(FILE *f, const char *s)
 {
-    put_text(f, s, 0);
+    base_put_text(f, s, 0);
 }
 
 /* ---- params builders' pieces ------------------------------------------ */
@@ -55,7 +55,7 @@ static void cmd_usage(const struct cmd *c)
             c->args);
 }
 
-int usage_err(const struct ctl *t, const char *fmt, const char *what)
+int base_usage_err(const struct ctl *t, const char *fmt, const char *what)
 {
     fputs("hearthctl: ", stderr);
     fputs(t->cmd->name, stderr);
@@ -66,23 +66,23 @@ int usage_err(const struct ctl *t, const char *fmt, const char *what)
     return EXIT_USAGE;
 }
 
-cJSON *new_object(void)
+cJSON *base_new_object(void)
 {
     cJSON *o = cJSON_CreateObject();
 
     if (!o)
-        die_oom();
+        base_die_oom();
     return o;
 }
 
-void add_str(cJSON *o, const char *k, const char *v)
+void base_add_str(cJSON *o, const char *k, const char *v)
 {
     if (!cJSON_AddStringToObject(o, k, v))
-        die_oom();
+        base_die_oom();
 }
 
-void add_num(cJSON *o, const char *k, double v)
+void base_add_num(cJSON *o, const char *k, double v)
 {
     if (!cJSON_AddNumberToObject(o, k, v))
-        die_oom();
+        base_die_oom();
 }

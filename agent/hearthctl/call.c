@@ -12,7 +12,7 @@
 static void on_sigint(int sig)
 {
     (void)sig;
-    got_sigint = 1;
+    base_got_sigint = 1;
 }
 
 /* Parse one whole line as JSON; NULL if it is not exactly one value. */
@@ -31,7 +31,7 @@ static cJSON *parse_line(const char *line, size_t len)
 
 static bool is_notification(const cJSON *msg)
 {
-    return !cJSON_HasObjectItem(msg, "id") && jstr(msg, "method") != NULL;
+    return !cJSON_HasObjectItem(msg, "id") && print_jstr(msg, "method") != NULL;
 }
 
 static void queue_note(struct ctl *t, cJSON *msg, size_t bytes)
@@ -45,7 +45,7 @@ static void queue_note(struct ctl *t, cJSON *msg, size_t bytes)
     }
     n = calloc(1, sizeof(*n));
     if (!n)
-        die_oom();
+        base_die_oom();
     n->msg = msg;
     *t->notes_tail = n;
     t->notes_tail = &n->next;
@@ -54,13 +54,13 @@ static void queue_note(struct ctl *t, cJSON *msg, size_t bytes)
 
 static void print_server_error(const struct ctl *t, const cJSON *err)
 {
-    const char *msg = jstr(err, "message");
+    const char *msg = print_jstr(err, "message");
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(err, "data");
     double code;
 
     fprintf(stderr, "hearthctl: unable to call %s: ", t->method);
-    put_safe(stderr, msg ? msg : "(no message)");
-    if (jnum(err, "code", &code) && fabs(code) < 9e15)
+    base_put_safe(stderr, msg ? msg : "(no message)");
+    if (print_jnum(err, "code", &code) && fabs(code) < 9e15)
         fprintf(stderr, " (code %lld)", (long long)code);
     fputc('\n', stderr);
     if (data && !cJSON_IsNull(data)) {
@@ -68,9 +68,9 @@ static void print_server_error(const struct ctl *t, const cJSON *err)
 
         fputs("hearthctl:   data: ", stderr);
         if (cJSON_IsString(data))
-            put_safe(stderr, data->valuestring);
+            base_put_safe(stderr, data->valuestring);
         else if (s)
-            put_safe(stderr, s);
+            base_put_safe(stderr, s);
         fputc('\n', stderr);
         cJSON_free(s);
     }
@@ -91,13 +91,13 @@ int call_method(struct ctl *t, cJSON *params, cJSON **reply, const cJSON **resul
     if (!req || !params || !cJSON_AddStringToObject(req, "jsonrpc", "2.0") ||
         !cJSON_AddNumberToObject(req, "id", id) ||
         !cJSON_AddStringToObject(req, "method", t->method))
-        die_oom();
+        base_die_oom();
     if (!cJSON_AddItemToObject(req, "params", params))
-        die_oom();
+        base_die_oom();
     text = cJSON_PrintUnformatted(req);
     cJSON_Delete(req);
     if (!text)
-        die_oom();
+        base_die_oom();
     tlen = strlen(text);
     if (tlen + 1 > REQUEST_MAX) {
         fprintf(stderr, "hearthctl: %s: request is %zu bytes, over the 1 MiB limit\n",
@@ -105,7 +105,7 @@ int call_method(struct ctl *t, cJSON *params, cJSON **reply, const cJSON **resul
         cJSON_free(text);
         return EXIT_USAGE;
     }
-    deadline = deadline_after(t->timeout_ms);
+    deadline = conn_deadline_after(t->timeout_ms);
     t0 = mono_ns();
     /* The terminating NUL becomes the line's newline: one send. */
     text[tlen] = '\n';
@@ -137,7 +137,7 @@ int call_method(struct ctl *t, cJSON *params, cJSON **reply, const cJSON **resul
                     t->conn.spec, t->method);
             return EXIT_USAGE;
         case IO_TOOLONG:
-            return bad_reply(t, "line longer than 16 MiB");
+            return base_bad_reply(t, "line longer than 16 MiB");
         case IO_INTR:
             return EXIT_USAGE;
         default:
@@ -149,13 +149,13 @@ int call_method(struct ctl *t, cJSON *params, cJSON **reply, const cJSON **resul
             continue;
         msg = parse_line(line, llen);
         if (!msg)
-            return bad_reply(t, "not JSON");
+            return base_bad_reply(t, "not JSON");
         if (!cJSON_IsObject(msg)) {
             cJSON_Delete(msg);
-            return bad_reply(t, "not a JSON object");
+            return base_bad_reply(t, "not a JSON object");
         }
         if (is_notification(msg)) {
-            const char *m = jstr(msg, "method");
+            const char *m = print_jstr(msg, "method");
 
             /* Keep only what the follow loop will print, in order. */
             if (t->follow && t->cmd && t->cmd->notify && strcmp(m, t->cmd->notify) == 0)
@@ -171,7 +171,7 @@ int call_method(struct ctl *t, cJSON *params, cJSON **reply, const cJSON **resul
         if (!(cJSON_IsNumber(jid) && jid->valuedouble == id) &&
             !(cJSON_IsNull(jid) && err)) {
             cJSON_Delete(msg);
-            return bad_reply(t, "reply id does not match the request");
+            return base_bad_reply(t, "reply id does not match the request");
         }
         t->rtt_ms = (double)(mono_ns() - t0) / 1e6;
         if (res) {
@@ -186,7 +186,7 @@ int call_method(struct ctl *t, cJSON *params, cJSON **reply, const cJSON **resul
             return EXIT_SERVER;
         }
         cJSON_Delete(msg);
-        return bad_reply(t, err ? "error is not an object" : "neither result nor error");
+        return base_bad_reply(t, err ? "error is not an object" : "neither result nor error");
     }
 }
 
@@ -195,7 +195,7 @@ int call_method(struct ctl *t, cJSON *params, cJSON **reply, const cJSON **resul
 static int emit_note(struct ctl *t, const cJSON *msg)
 {
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");
-    const char *name = jstr(params, "name");
+    const char *name = print_jstr(params, "name");
 
     if (t->cmd->note_by_name && name && t->arg && strcmp(name, t->arg) != 0)
         return 0;
@@ -203,11 +203,11 @@ static int emit_note(struct ctl *t, const cJSON *msg)
         print_json(msg, false);
     else if (cJSON_IsObject(params))
         t->cmd->on_note(t, params);
-    return flush_stdout();
+    return print_flush_stdout();
 }
 
 /* Print notifications until the server closes or SIGINT; no timeout. */
-int follow(struct ctl *t)
+int call_follow(struct ctl *t)
 {
     struct sigaction sa;
     int rc = 0;
@@ -238,10 +238,10 @@ int follow(struct ctl *t)
         cJSON *msg;
         enum io r = conn_read_line(&t->conn, -1, LINE_MAX_BYTES, &line, &len);
 
-        if (r == IO_EOF || r == IO_INTR || got_sigint)
+        if (r == IO_EOF || r == IO_INTR || base_got_sigint)
             break;
         if (r == IO_TOOLONG)
-            return bad_reply(t, "line longer than 16 MiB");
+            return base_bad_reply(t, "line longer than 16 MiB");
         if (r != IO_OK) {
             fprintf(stderr, "hearthctl: unable to read from %s: %s\n", t->conn.spec,
                     strerror(errno));
@@ -251,18 +251,18 @@ int follow(struct ctl *t)
             continue;
         msg = parse_line(line, len);
         if (!msg)
-            return bad_reply(t, "not JSON");
+            return base_bad_reply(t, "not JSON");
         if (cJSON_IsObject(msg) && is_notification(msg) &&
-            strcmp(jstr(msg, "method"), t->cmd->notify) == 0)
+            strcmp(print_jstr(msg, "method"), t->cmd->notify) == 0)
             rc = emit_note(t, msg);
         else if (cJSON_IsObject(msg) && is_notification(msg) &&
-                 strcmp(jstr(msg, "method"), "dropped") == 0) {
+                 strcmp(print_jstr(msg, "method"), "dropped") == 0) {
             /* The server gave up on this stream (we read too slowly, or
              * its output budget ran out): say so, do not end quietly. */
             const cJSON *p = cJSON_GetObjectItemCaseSensitive(msg, "params");
-            const char *why = jstr(p, "message");
+            const char *why = print_jstr(p, "message");
             fprintf(stderr, "hearthctl: dropped by %s: ", t->conn.spec);
-            put_safe(stderr, why ? why : "?");
+            base_put_safe(stderr, why ? why : "?");
             fputc('\n', stderr);
             rc = EXIT_SERVER;
         }
@@ -271,7 +271,7 @@ int follow(struct ctl *t)
     return rc;
 }
 
-void notes_free(struct ctl *t)
+void call_notes_free(struct ctl *t)
 {
     while (t->notes) {
         struct note *n = t->notes;

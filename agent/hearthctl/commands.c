@@ -55,29 +55,29 @@ static bool valid_name(const char *s)
 static int b_service(struct ctl *t, int argc, char **argv, cJSON **params)
 {
     if (argc != 1)
-        return usage_err(t, "%s", argc ? "too many arguments" : "missing service NAME");
+        return base_usage_err(t, "%s", argc ? "too many arguments" : "missing service NAME");
     if (!valid_name(argv[0]))
-        return usage_err(t, "bad service name '%s'", argv[0]);
+        return base_usage_err(t, "bad service name '%s'", argv[0]);
     t->arg = argv[0];
     /* skills.fork replies once the copy is done, which hearth stops after
      * 120 s: wait that long (and a little more) unless told otherwise. */
     if (strcmp(t->cmd->method, "skills.fork") == 0 && t->timeout_ms > 0 && t->timeout_ms < 122000)
         t->timeout_ms = 122000;
-    *params = new_object();
-    add_str(*params, "name", argv[0]);
+    *params = base_new_object();
+    base_add_str(*params, "name", argv[0]);
     return 0;
 }
 
 static int b_skill(struct ctl *t, int argc, char **argv, cJSON **params)
 {
     if (argc != 1)
-        return usage_err(t, "%s", argc ? "too many arguments" : "missing skill NAME");
+        return base_usage_err(t, "%s", argc ? "too many arguments" : "missing skill NAME");
     /* NAME or CATEGORY/NAME; hearth checks the rest (depth, '..'). */
     if (!valid_name(argv[0]) || argv[0][0] == '/')
-        return usage_err(t, "bad skill name '%s'", argv[0]);
+        return base_usage_err(t, "bad skill name '%s'", argv[0]);
     t->arg = argv[0];
-    *params = new_object();
-    add_str(*params, "name", argv[0]);
+    *params = base_new_object();
+    base_add_str(*params, "name", argv[0]);
     return 0;
 }
 
@@ -88,28 +88,28 @@ static int b_signal(struct ctl *t, int argc, char **argv, cJSON **params)
     size_t o = 0;
 
     if (argc != 2)
-        return usage_err(t, "%s", argc > 2 ? "too many arguments" : "need NAME and SIGNAL");
+        return base_usage_err(t, "%s", argc > 2 ? "too many arguments" : "need NAME and SIGNAL");
     if (!valid_name(argv[0]))
-        return usage_err(t, "bad service name '%s'", argv[0]);
+        return base_usage_err(t, "bad service name '%s'", argv[0]);
     /* Canonical "SIGHUP" from hup, HUP, sighup. */
     s = argv[1];
     if (strncasecmp(s, "SIG", 3) == 0)
         s += 3;
     if (*s == '\0' || strlen(s) > 12 || isdigit((unsigned char)*s))
-        return usage_err(t, "bad signal '%s' (want a name such as HUP or SIGTERM)", argv[1]);
+        return base_usage_err(t, "bad signal '%s' (want a name such as HUP or SIGTERM)", argv[1]);
     memcpy(sig, "SIG", 3);
     o = 3;
     for (; *s; s++) {
         if (!isalnum((unsigned char)*s) && *s != '+' && *s != '-')
-            return usage_err(t, "bad signal '%s' (want a name such as HUP or SIGTERM)",
-                             argv[1]);
+            return base_usage_err(t, "bad signal '%s' (want a name such as HUP or SIGTERM)",
+                                  argv[1]);
         sig[o++] = (char)toupper((unsigned char)*s);
     }
     sig[o] = '\0';
     t->arg = argv[0];
-    *params = new_object();
-    add_str(*params, "name", argv[0]);
-    add_str(*params, "signal", sig);
+    *params = base_new_object();
+    base_add_str(*params, "name", argv[0]);
+    base_add_str(*params, "signal", sig);
     return 0;
 }
 
@@ -131,39 +131,39 @@ static int b_logs(struct ctl *t, int argc, char **argv, cJSON **params)
         const char *v = opt_value(argc, argv, &i, "--lines", "-n", &missing);
 
         if (missing)
-            return usage_err(t, "%s needs a number", argv[i]);
+            return base_usage_err(t, "%s needs a number", argv[i]);
         if (v) {
-            if (!parse_ulong(v, 1000000000, &lines))
-                return usage_err(t, "bad line count '%s'", v);
+            if (!conn_parse_ulong(v, 1000000000, &lines))
+                return base_usage_err(t, "bad line count '%s'", v);
             have_lines = true;
         } else if (strcmp(argv[i], "-f") == 0 || strcmp(argv[i], "--follow") == 0) {
             fol = true;
         } else if (argv[i][0] == '-') {
-            return usage_err(t, "unknown option '%s'", argv[i]);
+            return base_usage_err(t, "unknown option '%s'", argv[i]);
         } else if (name) {
-            return usage_err(t, "unexpected argument '%s'", argv[i]);
+            return base_usage_err(t, "unexpected argument '%s'", argv[i]);
         } else {
             name = argv[i];
         }
     }
     if (!name)
-        return usage_err(t, "%s", "missing service NAME");
+        return base_usage_err(t, "%s", "missing service NAME");
     if (!valid_name(name))
-        return usage_err(t, "bad service name '%s'", name);
+        return base_usage_err(t, "bad service name '%s'", name);
     t->arg = name;
     t->follow = fol;
-    *params = new_object();
-    add_str(*params, "name", name);
+    *params = base_new_object();
+    base_add_str(*params, "name", name);
     if (have_lines)
-        add_num(*params, "lines", (double)lines);
+        base_add_num(*params, "lines", (double)lines);
     if (!cJSON_AddBoolToObject(*params, "follow", fol))
-        die_oom();
+        base_die_oom();
     return 0;
 }
 
 static int b_events(struct ctl *t, int argc, char **argv, cJSON **params)
 {
-    *params = new_object();
+    *params = base_new_object();
     t->follow = true;
     for (int i = 0; i < argc; i++) {
         bool missing = false;
@@ -173,16 +173,16 @@ static int b_events(struct ctl *t, int argc, char **argv, cJSON **params)
         if (missing || !v) {
             cJSON_Delete(*params);
             if (missing)
-                return usage_err(t, "%s needs a sequence number", argv[i]);
-            return usage_err(t, "unexpected argument '%s'", argv[i]);
+                return base_usage_err(t, "%s needs a sequence number", argv[i]);
+            return base_usage_err(t, "unexpected argument '%s'", argv[i]);
         }
         /* 2^53: exact in a JSON number. */
-        if (!parse_ulong(v, 9007199254740992ULL, &seq)) {
+        if (!conn_parse_ulong(v, 9007199254740992ULL, &seq)) {
             cJSON_Delete(*params);
-            return usage_err(t, "bad sequence number '%s'", v);
+            return base_usage_err(t, "bad sequence number '%s'", v);
         }
         cJSON_DeleteItemFromObjectCaseSensitive(*params, "since");
-        add_num(*params, "since", (double)seq);
+        base_add_num(*params, "since", (double)seq);
     }
     return 0;
 }
@@ -196,10 +196,10 @@ static int b_shutdown(struct ctl *t, int argc, char **argv, cJSON **params)
         else if (strcmp(argv[i], "--poweroff") == 0)
             t->arg = "poweroff";
         else
-            return usage_err(t, "unexpected argument '%s'", argv[i]);
+            return base_usage_err(t, "unexpected argument '%s'", argv[i]);
     }
-    *params = new_object();
-    add_str(*params, "action", t->arg);
+    *params = base_new_object();
+    base_add_str(*params, "action", t->arg);
     return 0;
 }
 
@@ -209,16 +209,16 @@ static int b_call(struct ctl *t, int argc, char **argv, cJSON **params)
     size_t ml;
 
     if (argc < 1 || argc > 2)
-        return usage_err(t, "%s", argc ? "too many arguments (quote the JSON)" : "missing METHOD");
+        return base_usage_err(t, "%s", argc ? "too many arguments (quote the JSON)" : "missing METHOD");
     ml = strlen(argv[0]);
     if (ml == 0 || ml > METHOD_MAX || argv[0][0] == '-')
-        return usage_err(t, "bad method '%s'", argv[0]);
+        return base_usage_err(t, "bad method '%s'", argv[0]);
     for (const unsigned char *p = (const unsigned char *)argv[0]; *p; p++)
         if (*p <= ' ' || *p == 0x7f)
-            return usage_err(t, "bad method '%s'", argv[0]);
+            return base_usage_err(t, "bad method '%s'", argv[0]);
     t->method = argv[0];
     if (argc == 1) {
-        *params = new_object();
+        *params = base_new_object();
         return 0;
     }
     *params = cJSON_ParseWithOpts(argv[1], &end, 1);
@@ -227,7 +227,7 @@ static int b_call(struct ctl *t, int argc, char **argv, cJSON **params)
 
         /* cJSON leaves end NULL on failure; its error pointer says where. */
         end = cJSON_GetErrorPtr();
-        safe_copy(near, sizeof(near), end && *end ? end : "end of input");
+        print_safe_copy(near, sizeof(near), end && *end ? end : "end of input");
         fprintf(stderr, "hearthctl: call: params are not valid JSON (near '%s')\n", near);
         return EXIT_USAGE;
     }
@@ -282,9 +282,9 @@ static int add_entropy_from(struct ctl *t, cJSON *params, const char *key, const
     if (rc)
         return rc;
     if (got == 0)
-        return usage_err(t, "no bytes read from '%s'", path);
+        return base_usage_err(t, "no bytes read from '%s'", path);
     base64_encode(buf, got, enc);
-    add_str(params, key, enc);
+    base_add_str(params, key, enc);
     return 0;
 }
 
@@ -297,7 +297,7 @@ static int add_json_from(struct ctl *t, cJSON *params, const char *key, const ch
     size_t got;
 
     if (!buf)
-        die_oom();
+        base_die_oom();
     /* One byte more than allowed tells a file that is too large. */
     int rc = read_upto(path, buf, NETWORK_FROM_MAX + 1, &got);
     if (rc) {
@@ -306,13 +306,13 @@ static int add_json_from(struct ctl *t, cJSON *params, const char *key, const ch
     }
     if (got > NETWORK_FROM_MAX) {
         free(buf);
-        return usage_err(t, "'%s' is larger than 256 KiB", path);
+        return base_usage_err(t, "'%s' is larger than 256 KiB", path);
     }
     cJSON *o = cJSON_ParseWithLength(buf, got);
     free(buf);
     if (!cJSON_IsObject(o)) {
         cJSON_Delete(o);
-        return usage_err(t, "'%s' does not hold a JSON object", path);
+        return base_usage_err(t, "'%s' does not hold a JSON object", path);
     }
     cJSON_AddItemToObject(params, key, o);
     return 0;
@@ -333,25 +333,25 @@ static int add_time(struct ctl *t, cJSON *params, const char *v)
         const char *dot = strchr(v, '.');
         size_t wl = dot ? (size_t)(dot - v) : strlen(v);
         if (wl == 0 || wl >= sizeof(whole))
-            return usage_err(t, "bad time '%s' (want now or seconds since the epoch)", v);
+            return base_usage_err(t, "bad time '%s' (want now or seconds since the epoch)", v);
         memcpy(whole, v, wl);
         whole[wl] = '\0';
-        if (!parse_ulong(whole, 1ULL << 40, &sec))
-            return usage_err(t, "bad time '%s' (want now or seconds since the epoch)", v);
+        if (!conn_parse_ulong(whole, 1ULL << 40, &sec))
+            return base_usage_err(t, "bad time '%s' (want now or seconds since the epoch)", v);
         if (dot) {
             size_t digits = 0;
             for (const char *p = dot + 1; *p; p++, digits++) {
                 if (!isdigit((unsigned char)*p) || digits >= 9)
-                    return usage_err(t, "bad time '%s' (at most 9 fraction digits)", v);
+                    return base_usage_err(t, "bad time '%s' (at most 9 fraction digits)", v);
                 nsec = nsec * 10 + (unsigned)(*p - '0');
             }
             for (; digits < 9; digits++)
                 nsec *= 10;
         }
     }
-    cJSON *o = new_object();
-    add_num(o, "sec", (double)sec);
-    add_num(o, "nsec", (double)nsec);
+    cJSON *o = base_new_object();
+    base_add_num(o, "sec", (double)sec);
+    base_add_num(o, "nsec", (double)nsec);
     cJSON_AddItemToObject(params, "time", o);
     return 0;
 }
@@ -376,7 +376,7 @@ static bool restore_opt(struct ctl *t, cJSON *p, int argc, char **argv, int *i, 
 
 static int b_init(struct ctl *t, int argc, char **argv, cJSON **params)
 {
-    cJSON *p = new_object(), *env = NULL, *allow = NULL;
+    cJSON *p = base_new_object(), *env = NULL, *allow = NULL;
     int rc = 0;
 
     for (int i = 0; i < argc && rc == 0; i++) {
@@ -387,7 +387,7 @@ static int b_init(struct ctl *t, int argc, char **argv, cJSON **params)
             const char *eq = strchr(v, '=');
             char key[129];
             if (!eq || eq == v || (size_t)(eq - v) >= sizeof(key)) {
-                rc = usage_err(t, "bad --env '%s' (want KEY=VALUE)", v);
+                rc = base_usage_err(t, "bad --env '%s' (want KEY=VALUE)", v);
                 break;
             }
             memcpy(key, v, (size_t)(eq - v));
@@ -395,25 +395,25 @@ static int b_init(struct ctl *t, int argc, char **argv, cJSON **params)
             if (!env)
                 env = cJSON_AddObjectToObject(p, "env");
             if (!env)
-                die_oom();
+                base_die_oom();
             cJSON_DeleteItemFromObjectCaseSensitive(env, key);
-            add_str(env, key, eq + 1);
+            base_add_str(env, key, eq + 1);
         } else if ((v = opt_value(argc, argv, &i, "--allow-out", NULL, &missing))) {
             if (!allow) {
                 cJSON *eg = cJSON_AddObjectToObject(p, "egress");
                 allow = eg ? cJSON_AddArrayToObject(eg, "allowOut") : NULL;
                 if (!allow)
-                    die_oom();
+                    base_die_oom();
             }
             cJSON_AddItemToArray(allow, cJSON_CreateString(v));
         } else if ((v = opt_value(argc, argv, &i, "--hostname", NULL, &missing))) {
-            add_str(p, "hostname", v);
+            base_add_str(p, "hostname", v);
         } else if (restore_opt(t, p, argc, argv, &i, &missing, &rc)) {
             /* done: rc holds its outcome */
         } else if (missing) {
-            rc = usage_err(t, "%s needs a value", argv[i]);
+            rc = base_usage_err(t, "%s needs a value", argv[i]);
         } else {
-            rc = usage_err(t, "unexpected argument '%s'", argv[i]);
+            rc = base_usage_err(t, "unexpected argument '%s'", argv[i]);
         }
     }
     if (rc) {
@@ -437,17 +437,17 @@ static int b_freeze(struct ctl *t, int argc, char **argv, cJSON **params)
         }
         const char *v = opt_value(argc, argv, &i, "--timeout-ms", NULL, &missing);
         if (missing)
-            return usage_err(t, "%s needs a number", argv[i]);
+            return base_usage_err(t, "%s needs a number", argv[i]);
         if (!v)
-            return usage_err(t, "unexpected argument '%s'", argv[i]);
-        if (!parse_ulong(v, 600000, &ms))
-            return usage_err(t, "bad timeout '%s' (milliseconds, at most 600000)", v);
+            return base_usage_err(t, "unexpected argument '%s'", argv[i]);
+        if (!conn_parse_ulong(v, 600000, &ms))
+            return base_usage_err(t, "bad timeout '%s' (milliseconds, at most 600000)", v);
     }
     /* The reply comes once the freeze is done: wait a bit longer. */
     if ((unsigned long long)t->timeout_ms < ms + 2000)
         t->timeout_ms = (int)ms + 2000;
-    *params = new_object();
-    add_num(*params, "timeout_ms", (double)ms);
+    *params = base_new_object();
+    base_add_num(*params, "timeout_ms", (double)ms);
     if (force)
         cJSON_AddBoolToObject(*params, "force", true);
     return 0;
@@ -455,7 +455,7 @@ static int b_freeze(struct ctl *t, int argc, char **argv, cJSON **params)
 
 static int b_resume(struct ctl *t, int argc, char **argv, cJSON **params)
 {
-    cJSON *p = new_object();
+    cJSON *p = base_new_object();
     int rc = 0;
 
     for (int i = 0; i < argc && rc == 0; i++) {
@@ -463,9 +463,9 @@ static int b_resume(struct ctl *t, int argc, char **argv, cJSON **params)
         if (restore_opt(t, p, argc, argv, &i, &missing, &rc))
             continue;
         if (missing)
-            rc = usage_err(t, "%s needs a value", argv[i]);
+            rc = base_usage_err(t, "%s needs a value", argv[i]);
         else
-            rc = usage_err(t, "unexpected argument '%s'", argv[i]);
+            rc = base_usage_err(t, "unexpected argument '%s'", argv[i]);
     }
     if (rc) {
         cJSON_Delete(p);
@@ -479,14 +479,14 @@ static int b_resume(struct ctl *t, int argc, char **argv, cJSON **params)
  * to the next option); the result replaces the whole policy. */
 static int b_egress_set(struct ctl *t, int argc, char **argv, cJSON **params)
 {
-    cJSON *p = new_object(), *list = NULL;
+    cJSON *p = base_new_object(), *list = NULL;
     cJSON *allow = cJSON_AddArrayToObject(p, "allowOut");
     cJSON *deny = cJSON_AddArrayToObject(p, "denyOut");
     bool pub = true;
 
     if (!allow || !deny) {
         cJSON_Delete(p);
-        return usage_err(t, "%s", "out of memory");
+        return base_usage_err(t, "%s", "out of memory");
     }
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--allow-out") == 0) {
@@ -497,14 +497,14 @@ static int b_egress_set(struct ctl *t, int argc, char **argv, cJSON **params)
             list = NULL;
             if (i + 1 >= argc || (strcmp(argv[i + 1], "on") != 0 && strcmp(argv[i + 1], "off") != 0)) {
                 cJSON_Delete(p);
-                return usage_err(t, "%s", "--public takes on or off");
+                return base_usage_err(t, "%s", "--public takes on or off");
             }
             pub = strcmp(argv[++i], "on") == 0;
         } else if (list && argv[i][0] != '-') {
             cJSON_AddItemToArray(list, cJSON_CreateString(argv[i]));
         } else {
             cJSON_Delete(p);
-            return usage_err(t, "unexpected argument '%s'", argv[i]);
+            return base_usage_err(t, "unexpected argument '%s'", argv[i]);
         }
     }
     cJSON_AddBoolToObject(p, "allowPublicTraffic", pub);
@@ -518,9 +518,9 @@ static int b_metrics(struct ctl *t, int argc, char **argv, cJSON **params)
         if (strcmp(argv[i], "--prometheus") == 0)
             t->arg = "prometheus";
         else
-            return usage_err(t, "unexpected argument '%s'", argv[i]);
+            return base_usage_err(t, "unexpected argument '%s'", argv[i]);
     }
-    *params = new_object();
+    *params = base_new_object();
     return 0;
 }
 
@@ -528,50 +528,50 @@ static int b_metrics(struct ctl *t, int argc, char **argv, cJSON **params)
 
 static const struct cmd cmds[] = {
     {.name = "ping", .method = "ping", .args = "", .help = "check the server, show round-trip time",
-     .print = p_ping},
+     .print = print_ping},
     {.name = "version", .method = "version", .args = "", .help = "server version, protocol, features",
-     .print = p_version},
+     .print = print_version},
     {.name = "status", .method = "status", .args = "", .help = "sandbox state and services",
-     .print = p_status},
+     .print = print_status},
     {.name = "services", .method = "services.list", .args = "[list]", .help = "list services",
-     .print = p_services},
+     .print = print_services},
     {.name = "services list", .method = "services.list", .args = "", .help = "list services",
-     .print = p_services, .hidden = true},
+     .print = print_services, .hidden = true},
     {.name = "services start", .method = "services.start", .args = "NAME",
-     .help = "start a service", .build = b_service, .print = p_state},
+     .help = "start a service", .build = b_service, .print = print_state},
     {.name = "services stop", .method = "services.stop", .args = "NAME",
-     .help = "stop a service", .build = b_service, .print = p_state},
+     .help = "stop a service", .build = b_service, .print = print_state},
     {.name = "services restart", .method = "services.restart", .args = "NAME [SIGNAL]",
      .help = "restart a service; with SIGNAL (USR1) a graceful restart", .build = b_restart,
-     .print = p_state},
+     .print = print_state},
     {.name = "services signal", .method = "services.signal", .args = "NAME SIGNAL",
-     .help = "send a signal (HUP, SIGTERM, ...)", .build = b_signal, .print = p_state},
+     .help = "send a signal (HUP, SIGTERM, ...)", .build = b_signal, .print = print_state},
     {.name = "logs", .method = "logs.read", .args = "NAME [-n N] [-f]",
-     .help = "last N output lines; -f keeps following", .build = b_logs, .print = p_logs,
-     .notify = "log", .on_note = n_log, .note_by_name = true},
+     .help = "last N output lines; -f keeps following", .build = b_logs, .print = print_logs,
+     .notify = "log", .on_note = print_note_log, .note_by_name = true},
     {.name = "events", .method = "events.subscribe", .args = "[--since SEQ]",
-     .help = "follow the event stream", .build = b_events, .print = p_events,
-     .notify = "event", .on_note = n_event},
+     .help = "follow the event stream", .build = b_events, .print = print_events,
+     .notify = "event", .on_note = print_note_event},
     {.name = "mounts", .method = "mounts.list", .args = "",
-     .help = "host-shared mounts and seeding", .print = p_mounts},
+     .help = "host-shared mounts and seeding", .print = print_mounts},
     {.name = "skills", .method = "skills.list", .args = "[list]",
-     .help = "public skills overlay", .print = p_skills},
+     .help = "public skills overlay", .print = print_skills},
     {.name = "skills list", .method = "skills.list", .args = "",
-     .help = "public skills overlay", .print = p_skills, .hidden = true},
+     .help = "public skills overlay", .print = print_skills, .hidden = true},
     {.name = "skills sync", .method = "skills.sync", .args = "",
-     .help = "reconcile the skills overlay now", .print = p_skills_sync},
+     .help = "reconcile the skills overlay now", .print = print_skills_sync},
     {.name = "skills fork", .method = "skills.fork", .args = "NAME",
      .help = "replace a linked public skill by a private copy", .build = b_skill,
-     .print = p_forked},
+     .print = print_forked},
     {.name = "egress", .method = "egress.get", .args = "[get]", .help = "egress policy and counters",
-     .print = p_egress},
+     .print = print_egress},
     {.name = "egress get", .method = "egress.get", .args = "", .help = "egress policy and counters",
-     .print = p_egress, .hidden = true},
+     .print = print_egress, .hidden = true},
     {.name = "egress set", .method = "egress.set",
      .args = "[--allow-out CIDR...] [--deny-out CIDR...] [--public on|off]",
-     .help = "replace the egress policy", .build = b_egress_set, .print = p_egress},
+     .help = "replace the egress policy", .build = b_egress_set, .print = print_egress},
     {.name = "egress check", .method = "egress.check", .args = "",
-     .help = "verify the ruleset, repair it if changed", .print = p_egress},
+     .help = "verify the ruleset, repair it if changed", .print = print_egress},
     {.name = "network", .method = "network.get", .args = "[check]",
      .help = "interfaces, addresses, DNS (JSON)"},
     {.name = "network check", .method = "network.check", .args = "",
@@ -581,33 +581,33 @@ static const struct cmd cmds[] = {
     {.name = "init", .method = "sandbox.init",
      .args = "[--env K=V]... [--allow-out CIDR]... [--hostname H] [--time now|SEC] [--entropy-from PATH] [--network FILE]",
      .help = "send the per-sandbox parameters (releases services after init)", .build = b_init,
-     .print = p_init},
+     .print = print_init},
     {.name = "freeze", .method = "sandbox.freeze", .args = "[--timeout-ms MS] [--force]",
      .help = "sync persistent mounts and freeze the services", .build = b_freeze,
-     .print = p_steps},
+     .print = print_steps},
     {.name = "resume", .method = "sandbox.resume",
      .args = "[--time now|SEC] [--entropy-from PATH] [--network FILE]",
      .help = "run the resume checks and thaw; each step timed", .build = b_resume,
-     .print = p_steps},
+     .print = print_steps},
     {.name = "cp", .method = "files.write", .args = "[--owner UID[:GID]] [--mode MODE] SRC DST",
-     .help = "copy a file in or out; sandbox:PATH names the guest side", .build = b_cp,
-     .run = r_cp},
+     .help = "copy a file in or out; sandbox:PATH names the guest side", .build = cp_build,
+     .run = cp_run},
     {.name = "exec", .method = "exec.start", .args = "[-i] [-t] [--user U] [--cwd D] [-e K=V] [--no-isolation] -- CMD...",
-     .help = "run a command in the sandbox (like docker exec)", .run = r_exec},
+     .help = "run a command in the sandbox (like docker exec)", .run = exec_run},
     {.name = "metrics", .method = "metrics", .args = "[--prometheus]",
      .help = "memory, mount usage, service cgroups, egress counters (JSON or Prometheus text)",
-     .build = b_metrics, .print = p_metrics},
+     .build = b_metrics, .print = print_metrics},
     {.name = "top", .args = "[-d SEC] [--once] [-n N] [--timeout-ms MS]",
      .help = "one row per sandbox, refreshed in place (several --connect or a glob)",
      .fleet = top_main},
     {.name = "shutdown", .method = "system.shutdown", .args = "[--reboot]",
-     .help = "power off (or reboot) the sandbox", .build = b_shutdown, .print = p_shutdown},
+     .help = "power off (or reboot) the sandbox", .build = b_shutdown, .print = print_shutdown},
 };
 
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
 
 /* Longest match: "services restart x" picks the two-word entry. */
-const struct cmd *find_cmd(int argc, char **argv, int *words)
+const struct cmd *commands_find(int argc, char **argv, int *words)
 {
     const struct cmd *best = NULL;
 
@@ -687,7 +687,7 @@ static void usage_entry(FILE *f, const struct cmd *c)
     fputc('\n', f);
 }
 
-void usage(FILE *f)
+void commands_usage(FILE *f)
 {
     fputs("usage: hearthctl [--connect SPEC] [--json] [--timeout MS] COMMAND [ARGS]\n"
           "       hearthctl --help | --version\n"

@@ -29,13 +29,13 @@ static int remaining_ms(int64_t deadline)
     return left > INT_MAX ? INT_MAX : (int)left;
 }
 
-int64_t deadline_after(int timeout_ms)
+int64_t conn_deadline_after(int timeout_ms)
 {
     return timeout_ms > 0 ? mono_ms() + timeout_ms : -1;
 }
 
 /* Strict decimal parse into [0, max]. */
-bool parse_ulong(const char *s, unsigned long long max, unsigned long long *out)
+bool conn_parse_ulong(const char *s, unsigned long long max, unsigned long long *out)
 {
     char *end;
     unsigned long long v;
@@ -63,7 +63,7 @@ static enum io wait_fd(int fd, short events, int64_t deadline)
             return IO_TIMEOUT;
         if (errno != EINTR)
             return IO_ERR;
-        if (got_sigint)
+        if (base_got_sigint)
             return IO_INTR;
     }
 }
@@ -125,7 +125,7 @@ enum io conn_read_line(struct conn *c, int64_t deadline, size_t max, char **line
         if (space == 0) {
             /* Nothing pending is longer than max here (linebuf_next said
              * so), so no room means the buffer could not grow. */
-            die_oom();
+            base_die_oom();
         }
         r = wait_fd(c->fd, POLLIN, deadline);
         if (r != IO_OK)
@@ -138,7 +138,7 @@ enum io conn_read_line(struct conn *c, int64_t deadline, size_t max, char **line
         if (n == 0)
             return IO_EOF;
         if (errno == EINTR) {
-            if (got_sigint)
+            if (base_got_sigint)
                 return IO_INTR;
             continue;
         }
@@ -152,7 +152,7 @@ enum io conn_read_line(struct conn *c, int64_t deadline, size_t max, char **line
  * socket, *pending while the connect goes on (EINPROGRESS, or EINTR: it
  * goes on in the background). Shared with fleet.c, which waits for many
  * at once. */
-int ctl_connect_start(const struct ctl_addr *a, bool *pending)
+int conn_connect_start(const struct ctl_addr *a, bool *pending)
 {
     int fd = socket(a->u.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int err;
@@ -172,7 +172,7 @@ int ctl_connect_start(const struct ctl_addr *a, bool *pending)
     return -1;
 }
 
-int ctl_connect_result(int fd)
+int conn_connect_result(int fd)
 {
     int err = 0;
     socklen_t elen = sizeof(err);
@@ -192,7 +192,7 @@ static int sock_connect(const struct ctl_addr *a, int64_t deadline)
 {
     for (;;) {
         bool pending;
-        int fd = ctl_connect_start(a, &pending), err;
+        int fd = conn_connect_start(a, &pending), err;
         enum io r;
 
         if (fd < 0 && errno == EAGAIN && a->u.sa.sa_family == AF_UNIX) {
@@ -211,7 +211,7 @@ static int sock_connect(const struct ctl_addr *a, int64_t deadline)
         r = wait_fd(fd, POLLOUT, deadline);
         if (r == IO_TIMEOUT)
             errno = ETIMEDOUT;
-        if (r == IO_OK && ctl_connect_result(fd) == 0)
+        if (r == IO_OK && conn_connect_result(fd) == 0)
             return fd;
         err = errno;
         close(fd);
@@ -277,7 +277,7 @@ static int hvsock_handshake(struct conn *c, uint32_t port, int timeout_ms, int64
         fputs("hearthctl: unable to connect to ", stderr);
         fputs(c->spec, stderr);
         fputs(": handshake refused: ", stderr);
-        put_safe(stderr, line);
+        base_put_safe(stderr, line);
         fputc('\n', stderr);
         return EXIT_USAGE;
     case IO_EOF:
@@ -306,7 +306,7 @@ void conn_close(struct conn *c)
     linebuf_free(&c->in);
 }
 
-int ctl_addr_parse(const char *spec, struct ctl_addr *a)
+int conn_addr_parse(const char *spec, struct ctl_addr *a)
 {
     unsigned long long cid, port;
 
@@ -332,7 +332,7 @@ int ctl_addr_parse(const char *spec, struct ctl_addr *a)
             return -1;
         memcpy(cidbuf, spec + 6, cl);
         cidbuf[cl] = '\0';
-        if (!parse_ulong(cidbuf, UINT32_MAX, &cid) || !parse_ulong(colon + 1, UINT32_MAX, &port))
+        if (!conn_parse_ulong(cidbuf, UINT32_MAX, &cid) || !conn_parse_ulong(colon + 1, UINT32_MAX, &port))
             return -1;
         a->u.vm.svm_family = AF_VSOCK;
         a->u.vm.svm_cid = (unsigned)cid;
@@ -347,7 +347,7 @@ int ctl_addr_parse(const char *spec, struct ctl_addr *a)
         size_t pl = colon ? (size_t)(colon - (spec + 7)) : 0;
 
         errno = EINVAL;
-        if (!colon || pl == 0 || !parse_ulong(colon + 1, UINT32_MAX, &port))
+        if (!colon || pl == 0 || !conn_parse_ulong(colon + 1, UINT32_MAX, &port))
             return -1;
         if (pl >= sizeof(path)) {
             errno = ENAMETOOLONG;
@@ -367,14 +367,14 @@ int ctl_addr_parse(const char *spec, struct ctl_addr *a)
 
 int conn_open(struct conn *c, const char *spec, int timeout_ms)
 {
-    int64_t deadline = deadline_after(timeout_ms);
+    int64_t deadline = conn_deadline_after(timeout_ms);
     struct ctl_addr a;
     int rc;
 
     memset(c, 0, sizeof(*c));
     c->spec = spec;
     c->fd = -1;
-    if (ctl_addr_parse(spec, &a) != 0)
+    if (conn_addr_parse(spec, &a) != 0)
         return errno == ENAMETOOLONG ? connect_error(c, timeout_ms) : bad_spec(spec);
     c->fd = sock_connect(&a, deadline);
     if (c->fd < 0)

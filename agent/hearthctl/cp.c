@@ -52,7 +52,7 @@ static void cp_hash(struct cp *c, const unsigned char *p, size_t n)
                 c->capblocks = c->capblocks ? c->capblocks * 2 : 64;
                 c->blocks = realloc(c->blocks, c->capblocks * sizeof(*c->blocks));
                 if (!c->blocks)
-                    die_oom();
+                    base_die_oom();
             }
             sha256_hex(&c->block, c->blocks[c->nblocks++]);
             sha256_init(&c->block);
@@ -81,8 +81,8 @@ static int cp_call(struct cp *c, const char *method, cJSON *params, cJSON **repl
 
 static cJSON *path_params(const char *key, const char *path)
 {
-    cJSON *p = new_object();
-    add_str(p, key, path);
+    cJSON *p = base_new_object();
+    base_add_str(p, key, path);
     return p;
 }
 
@@ -98,12 +98,12 @@ static int cp_verify(struct cp *c, const char *guest)
     for (size_t i = 0; i < n; i++) {
         cJSON *p = path_params("path", guest), *reply;
         const cJSON *res;
-        add_num(p, "offset", (double)i * CP_HASH_BLOCK);
-        add_num(p, "length", CP_HASH_BLOCK);
+        base_add_num(p, "offset", (double)i * CP_HASH_BLOCK);
+        base_add_num(p, "length", CP_HASH_BLOCK);
         int rc = cp_call(c, "files.hash", p, &reply, &res);
         if (rc)
             return rc;
-        const char *h = jstr(res, "sha256");
+        const char *h = print_jstr(res, "sha256");
         const char *want = i < c->nblocks ? c->blocks[i] : last;
         bool ok = h && strcmp(h, want) == 0;
         cJSON_Delete(reply);
@@ -139,7 +139,7 @@ static int cp_upload(struct cp *c, const char *src, const char *dst_in)
     bool tmp_made = false;
 
     if (!buf || !enc)
-        die_oom();
+        base_die_oom();
     if (fd < 0 || fstat(fd, &st) < 0) {
         fprintf(stderr, "hearthctl: cp: %s: %s\n", src, strerror(errno));
         goto out;
@@ -161,7 +161,7 @@ static int cp_upload(struct cp *c, const char *src, const char *dst_in)
         int r = cp_call(c, "files.stat", p, &reply, &res);
         c->t->quiet = false;
         if (r == 0) {
-            into = jstr(res, "type") && strcmp(jstr(res, "type"), "dir") == 0;
+            into = print_jstr(res, "type") && strcmp(print_jstr(res, "type"), "dir") == 0;
             cJSON_Delete(reply);
         } else if (r != EXIT_SERVER) {
             fprintf(stderr, "hearthctl: cp: unable to reach %s\n", c->t->conn.spec);
@@ -170,9 +170,9 @@ static int cp_upload(struct cp *c, const char *src, const char *dst_in)
     }
     if (into) {
         if (asprintf(&dst, "%s%s%s", dst_in, dst_in[dl - 1] == '/' ? "" : "/", base_name(src)) < 0)
-            die_oom();
+            base_die_oom();
     } else if (!(dst = strdup(dst_in))) {
-        die_oom();
+        base_die_oom();
     }
     c->size = (unsigned long long)st.st_size;
     char mode[8];
@@ -194,8 +194,8 @@ static int cp_upload(struct cp *c, const char *src, const char *dst_in)
         int r = cp_call(c, "files.stat", path_params("path", dst), &reply, &res);
         c->t->quiet = false;
         if (r == 0) {
-            if (jstr(res, "type") && strcmp(jstr(res, "type"), "file") == 0 &&
-                jnum(res, "uid", &u) && jnum(res, "gid", &g)) {
+            if (print_jstr(res, "type") && strcmp(print_jstr(res, "type"), "file") == 0 &&
+                print_jnum(res, "uid", &u) && print_jnum(res, "gid", &g)) {
                 owned = true;
                 uid = (unsigned long)u;
                 gid = (unsigned long)g;
@@ -210,7 +210,7 @@ static int cp_upload(struct cp *c, const char *src, const char *dst_in)
         const char *slash = strrchr(dst, '/');
         if (asprintf(&tmp, "%.*s.%.180s.hearthctl-%ld", (int)(slash - dst + 1), dst, slash + 1,
                      (long)getpid()) < 0)
-            die_oom();
+            base_die_oom();
         target = tmp;
     }
     for (bool first = true;; first = false) {
@@ -233,16 +233,16 @@ static int cp_upload(struct cp *c, const char *src, const char *dst_in)
         base64_encode(buf, got, enc);
         cJSON *p = path_params("path", target), *reply;
         const cJSON *res;
-        add_str(p, "data", enc);
-        add_str(p, "mode", mode);
+        base_add_str(p, "data", enc);
+        base_add_str(p, "mode", mode);
         if (!first && !cJSON_AddBoolToObject(p, "append", 1))
-            die_oom();
+            base_die_oom();
         if (first && tmp && !cJSON_AddBoolToObject(p, "exclusive", 1))
-            die_oom();
+            base_die_oom();
         if (first && owned &&
             (!cJSON_AddNumberToObject(p, "uid", (double)uid) ||
              !cJSON_AddNumberToObject(p, "gid", (double)gid)))
-            die_oom();
+            base_die_oom();
         rc = cp_call(c, "files.write", p, &reply, &res);
         if (rc)
             goto out;
@@ -259,7 +259,7 @@ static int cp_upload(struct cp *c, const char *src, const char *dst_in)
     if (tmp) {
         cJSON *p = path_params("from", tmp), *reply;
         const cJSON *res;
-        add_str(p, "to", dst);
+        base_add_str(p, "to", dst);
         rc = cp_call(c, "files.rename", p, &reply, &res);
         if (rc)
             goto out;
@@ -297,15 +297,15 @@ static int cp_download(struct cp *c, const char *src, const char *dst_in)
     mode_t mode = 0644;
 
     if (!buf)
-        die_oom();
+        base_die_oom();
     rc = cp_call(c, "files.stat", path_params("path", src), &reply, &res);
     if (rc) {
         free(buf);
         return rc;
     }
-    const char *type = jstr(res, "type"), *m = jstr(res, "mode");
+    const char *type = print_jstr(res, "type"), *m = print_jstr(res, "mode");
     double size = 0;
-    jnum(res, "size", &size);
+    print_jnum(res, "size", &size);
     if (!type || strcmp(type, "file") != 0) {
         fprintf(stderr, "hearthctl: cp: %s is a %s, not a regular file\n", src,
                 type ? type : "?");
@@ -320,12 +320,12 @@ static int cp_download(struct cp *c, const char *src, const char *dst_in)
     size_t dl = strlen(dst_in);
     if ((dl && dst_in[dl - 1] == '/') || (stat(dst_in, &st) == 0 && S_ISDIR(st.st_mode))) {
         if (asprintf(&dst, "%s%s%s", dst_in, dst_in[dl - 1] == '/' ? "" : "/", base_name(src)) < 0)
-            die_oom();
+            base_die_oom();
     } else if (!(dst = strdup(dst_in))) {
-        die_oom();
+        base_die_oom();
     }
     if (asprintf(&tmp, "%s.hearthctl-%ld", dst, (long)getpid()) < 0)
-        die_oom();
+        base_die_oom();
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
         fprintf(stderr, "hearthctl: cp: %s: %s\n", tmp, strerror(errno));
@@ -334,17 +334,17 @@ static int cp_download(struct cp *c, const char *src, const char *dst_in)
     }
     for (;;) {
         cJSON *p = path_params("path", src);
-        add_num(p, "offset", (double)c->done);
-        add_num(p, "length", CP_CHUNK);
+        base_add_num(p, "offset", (double)c->done);
+        base_add_num(p, "length", CP_CHUNK);
         rc = cp_call(c, "files.read", p, &reply, &res);
         if (rc)
             goto out;
-        const char *data = jstr(res, "data");
+        const char *data = print_jstr(res, "data");
         long n = data ? base64_decode(data, strlen(data), buf, CP_CHUNK, NULL) : -1;
         bool eof = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "eof"));
         cJSON_Delete(reply);
         if (n < 0) {
-            rc = bad_reply(c->t, "files.read data is not base64");
+            rc = base_bad_reply(c->t, "files.read data is not base64");
             goto out;
         }
         for (size_t off = 0; off < (size_t)n;) {
@@ -403,7 +403,7 @@ static int cp_options(const struct ctl *t, int argc, char **argv, struct cp_opts
         if (strcmp(a, "--owner") != 0 && strcmp(a, "--mode") != 0)
             break;
         if (i + 1 >= argc)
-            return usage_err(t, "%s needs a value", a);
+            return base_usage_err(t, "%s needs a value", a);
         const char *v = argv[++i];
         char *end;
         if (a[2] == 'o') {
@@ -418,12 +418,12 @@ static int cp_options(const struct ctl *t, int argc, char **argv, struct cp_opts
             }
             if (errno || end == v || *end || v[0] == '-' || o->uid >= 0xffffffffUL ||
                 o->gid >= 0xffffffffUL)
-                return usage_err(t, "--owner '%s': expected UID or UID:GID (numbers)", v);
+                return base_usage_err(t, "--owner '%s': expected UID or UID:GID (numbers)", v);
             o->has_owner = true;
         } else {
             size_t n = strlen(v);
             if (n == 0 || n > 5 || strspn(v, "01234567") != n || strtoul(v, NULL, 8) > 07777)
-                return usage_err(t, "--mode '%s': expected octal permission bits (0644)", v);
+                return base_usage_err(t, "--mode '%s': expected octal permission bits (0644)", v);
             snprintf(o->mode, sizeof(o->mode), "%04lo", strtoul(v, NULL, 8));
             o->has_mode = true;
         }
@@ -433,7 +433,7 @@ static int cp_options(const struct ctl *t, int argc, char **argv, struct cp_opts
 }
 
 /* Checks cp's arguments before anything connects. */
-int b_cp(struct ctl *t, int argc, char **argv, cJSON **params)
+int cp_build(struct ctl *t, int argc, char **argv, cJSON **params)
 {
     struct cp_opts o;
     int first;
@@ -444,20 +444,20 @@ int b_cp(struct ctl *t, int argc, char **argv, cJSON **params)
     argc -= first;
     argv += first;
     if (argc != 2)
-        return usage_err(t, "%s", argc < 2 ? "needs SRC and DST" : "too many arguments");
+        return base_usage_err(t, "%s", argc < 2 ? "needs SRC and DST" : "too many arguments");
     bool g0 = strncmp(argv[0], CP_PREFIX, strlen(CP_PREFIX)) == 0;
     bool g1 = strncmp(argv[1], CP_PREFIX, strlen(CP_PREFIX)) == 0;
     if (g0 == g1)
-        return usage_err(t, "%s", "exactly one of SRC and DST names the guest side (sandbox:PATH)");
+        return base_usage_err(t, "%s", "exactly one of SRC and DST names the guest side (sandbox:PATH)");
     const char *guest = argv[g0 ? 0 : 1] + strlen(CP_PREFIX);
     if (guest[0] != '/')
-        return usage_err(t, "guest path '%s' is not absolute", guest);
+        return base_usage_err(t, "guest path '%s' is not absolute", guest);
     if (g0 && (o.has_owner || o.has_mode))
-        return usage_err(t, "%s", "--owner and --mode are for a copy into the sandbox");
+        return base_usage_err(t, "%s", "--owner and --mode are for a copy into the sandbox");
     return 0;
 }
 
-int r_cp(struct ctl *t, int argc, char **argv)
+int cp_run(struct ctl *t, int argc, char **argv)
 {
     struct cp c;
     struct cp_opts o;

@@ -45,6 +45,7 @@
 #include <cJSON.h>
 
 #include "proto.h"
+#include "linebuf.h"
 #include "rpc.h"
 #include "timebase.h"
 
@@ -74,9 +75,9 @@ struct conn {
 };
 
 /* An absolute deadline timeout_ms from now; -1 (none) for 0. */
-int64_t deadline_after(int timeout_ms);
+int64_t conn_deadline_after(int timeout_ms);
 /* Strict decimal parse into [0, max]. */
-bool parse_ulong(const char *s, unsigned long long max, unsigned long long *out);
+bool conn_parse_ulong(const char *s, unsigned long long max, unsigned long long *out);
 enum io conn_write(struct conn *c, const char *data, size_t len, int64_t deadline);
 /* Next line without its "\n" (and "\r"), NUL-terminated, valid until the
  * next call. Lines longer than max bytes are IO_TOOLONG. */
@@ -100,14 +101,14 @@ struct ctl_addr {
 };
 /* A connect spec into *a: 0, or -1 with errno EINVAL (not a spec) or
  * ENAMETOOLONG (a path over sun_path's 107 bytes). */
-int ctl_addr_parse(const char *spec, struct ctl_addr *a);
+int conn_addr_parse(const char *spec, struct ctl_addr *a);
 /* A non-blocking socket with its connect started: the fd, *pending set
- * while it goes on (wait for POLLOUT, then ctl_connect_result). -1 with
+ * while it goes on (wait for POLLOUT, then conn_connect_result). -1 with
  * errno; EAGAIN on a unix socket is a full listen backlog: retry. */
-int ctl_connect_start(const struct ctl_addr *a, bool *pending);
+int conn_connect_start(const struct ctl_addr *a, bool *pending);
 /* A pending connect's outcome once its socket polls writable: 0, or -1
  * with errno the connect's error. */
-int ctl_connect_result(int fd);
+int conn_connect_result(int fd);
 
 /* ---- call.c ------------------------------------------------------------ */
 
@@ -166,26 +167,26 @@ struct ctl {
 
 /* Set by SIGINT while following (call.c's handler); blocking waits return
  * IO_INTR. */
-extern volatile sig_atomic_t got_sigint;
+extern volatile sig_atomic_t base_got_sigint;
 
-void die_oom(void) __attribute__((noreturn));
-int bad_reply(const struct ctl *t, const char *why);
+void base_die_oom(void) __attribute__((noreturn));
+int base_bad_reply(const struct ctl *t, const char *why);
 
 /* Guest-provided text goes to a host terminal: every string from a reply
- * printed in human form passes through one of these or safe_copy, which
- * escape C0 and C1 controls, DEL and broken UTF-8 (termsafe.h). put_text
- * keeps what keep names (TERMSAFE_TAB for a log line's body); put_safe
+ * printed in human form passes through one of these or print_safe_copy, which
+ * escape C0 and C1 controls, DEL and broken UTF-8 (termsafe.h). base_put_text
+ * keeps what keep names (TERMSAFE_TAB for a log line's body); base_put_safe
  * keeps nothing. */
-void put_text(FILE *f, const char *s, unsigned keep);
-void put_safe(FILE *f, const char *s);
+void base_put_text(FILE *f, const char *s, unsigned keep);
+void base_put_safe(FILE *f, const char *s);
 
 /* For the params builders. "hearthctl: CMD: <fmt with what>" and the
  * command's usage; EXIT_USAGE. */
-int usage_err(const struct ctl *t, const char *fmt, const char *what);
+int base_usage_err(const struct ctl *t, const char *fmt, const char *what);
 /* A params object and its members; out of memory exits. */
-cJSON *new_object(void);
-void add_str(cJSON *o, const char *k, const char *v);
-void add_num(cJSON *o, const char *k, double v);
+cJSON *base_new_object(void);
+void base_add_str(cJSON *o, const char *k, const char *v);
+void base_add_num(cJSON *o, const char *k, double v);
 
 /* ---- call.c (the rest) -------------------------------------------------- */
 
@@ -194,49 +195,49 @@ void add_num(cJSON *o, const char *k, double v);
  * printed and the return value is the exit code. */
 int call_method(struct ctl *t, cJSON *params, cJSON **reply, const cJSON **result);
 /* Prints notifications until the server closes or SIGINT; no timeout. */
-int follow(struct ctl *t);
+int call_follow(struct ctl *t);
 /* Frees the notifications still queued. */
-void notes_free(struct ctl *t);
+void call_notes_free(struct ctl *t);
 
 /* ---- print.c ----------------------------------------------------------- */
 
-/* put_safe's escaping into a bounded buffer; truncated with "..." if
+/* base_put_safe's escaping into a bounded buffer; truncated with "..." if
  * needed. */
-void safe_copy(char *dst, size_t n, const char *s);
-const char *jstr(const cJSON *obj, const char *key);
-bool jnum(const cJSON *obj, const char *key, double *out);
-int flush_stdout(void);
+void print_safe_copy(char *dst, size_t n, const char *s);
+const char *print_jstr(const cJSON *obj, const char *key);
+bool print_jnum(const cJSON *obj, const char *key, double *out);
+int print_flush_stdout(void);
 int print_json(const cJSON *j, bool pretty);
 
-int p_ping(struct ctl *t, const cJSON *res);
-int p_version(struct ctl *t, const cJSON *res);
-int p_status(struct ctl *t, const cJSON *res);
-int p_services(struct ctl *t, const cJSON *res);
-int p_state(struct ctl *t, const cJSON *res);
-int p_logs(struct ctl *t, const cJSON *res);
-int p_events(struct ctl *t, const cJSON *res);
-int p_shutdown(struct ctl *t, const cJSON *res);
-int p_mounts(struct ctl *t, const cJSON *res);
-int p_skills(struct ctl *t, const cJSON *res);
-int p_skills_sync(struct ctl *t, const cJSON *res);
-int p_forked(struct ctl *t, const cJSON *res);
-int p_steps(struct ctl *t, const cJSON *res);
-int p_init(struct ctl *t, const cJSON *res);
-int p_egress(struct ctl *t, const cJSON *res);
-int p_metrics(struct ctl *t, const cJSON *res);
-void n_event(struct ctl *t, const cJSON *p);
-void n_log(struct ctl *t, const cJSON *p);
+int print_ping(struct ctl *t, const cJSON *res);
+int print_version(struct ctl *t, const cJSON *res);
+int print_status(struct ctl *t, const cJSON *res);
+int print_services(struct ctl *t, const cJSON *res);
+int print_state(struct ctl *t, const cJSON *res);
+int print_logs(struct ctl *t, const cJSON *res);
+int print_events(struct ctl *t, const cJSON *res);
+int print_shutdown(struct ctl *t, const cJSON *res);
+int print_mounts(struct ctl *t, const cJSON *res);
+int print_skills(struct ctl *t, const cJSON *res);
+int print_skills_sync(struct ctl *t, const cJSON *res);
+int print_forked(struct ctl *t, const cJSON *res);
+int print_steps(struct ctl *t, const cJSON *res);
+int print_init(struct ctl *t, const cJSON *res);
+int print_egress(struct ctl *t, const cJSON *res);
+int print_metrics(struct ctl *t, const cJSON *res);
+void print_note_event(struct ctl *t, const cJSON *p);
+void print_note_log(struct ctl *t, const cJSON *p);
 
 /* ---- commands.c -------------------------------------------------------- */
 
 /* Longest match: "services restart x" picks the two-word entry. */
-const struct cmd *find_cmd(int argc, char **argv, int *words);
-void usage(FILE *f);
+const struct cmd *commands_find(int argc, char **argv, int *words);
+void commands_usage(FILE *f);
 
 /* ---- cp.c -------------------------------------------------------------- */
 
-int b_cp(struct ctl *t, int argc, char **argv, cJSON **params);
-int r_cp(struct ctl *t, int argc, char **argv);
+int cp_build(struct ctl *t, int argc, char **argv, cJSON **params);
+int cp_run(struct ctl *t, int argc, char **argv);
 
 /* ---- top.c ------------------------------------------------------------- */
 
@@ -250,6 +251,6 @@ int top_main(struct fleet *f, int timeout_ms, bool json, int argc, char **argv);
 /* Its own loop over the connection: returns the command's exit status
  * (128+N for signal N), EXIT_SERVER when it could not start, EXIT_USAGE
  * on usage or connection errors. */
-int r_exec(struct ctl *t, int argc, char **argv);
+int exec_run(struct ctl *t, int argc, char **argv);
 
 #endif

@@ -325,7 +325,7 @@ static int handle_line(struct xconn *x, const char *line, size_t len, unsigned l
             const cJSON *msg = cJSON_GetObjectItemCaseSensitive(error, "message");
             restore_tty();
             fputs("hearthctl exec: ", stderr);
-            put_safe(stderr, cJSON_IsString(msg) ? msg->valuestring : "error");
+            base_put_safe(stderr, cJSON_IsString(msg) ? msg->valuestring : "error");
             fputc('\n', stderr);
             rc = EXIT_SERVER;
         } else if (cJSON_IsNumber(eid)) {
@@ -348,7 +348,7 @@ out:
 
 /* argv holds what follows "exec"; the connection is t->conn, and
  * t->timeout_ms bounds the wait for the start only. */
-int r_exec(struct ctl *t, int argc, char **argv)
+int exec_run(struct ctl *t, int argc, char **argv)
 {
     int fd = t->conn.fd, timeout_ms = t->timeout_ms;
     bool interactive = false, tty = false, stdin_open;

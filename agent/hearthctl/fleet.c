@@ -62,7 +62,7 @@ static int add_one(struct fleet *f, const char *spec, size_t len)
         struct fleet_target *nt = realloc(f->t, ncap * sizeof(*nt));
 
         if (!nt)
-            die_oom();
+            base_die_oom();
         f->t = nt;
         f->cap = ncap;
     }
@@ -71,9 +71,9 @@ static int add_one(struct fleet *f, const char *spec, size_t len)
     t->fd = -1;
     t->spec = strndup(spec, len);
     if (!t->spec)
-        die_oom();
+        base_die_oom();
     /* A bad spec is this target's failure, reported in its row. */
-    if (ctl_addr_parse(t->spec, &t->addr) != 0)
+    if (conn_addr_parse(t->spec, &t->addr) != 0)
         t->addr_errno = errno ? errno : EINVAL;
     f->n++;
     return 0;
@@ -184,7 +184,7 @@ static void queue(struct fleet_target *t, const char *data, size_t len)
     char *nb = realloc(t->out, t->out_len + len);
 
     if (!nb)
-        die_oom();
+        base_die_oom();
     t->out = nb;
     memcpy(t->out + t->out_len, data, len);
     t->out_len += len;
@@ -203,11 +203,11 @@ static void queue_calls(struct fleet_target *t, const struct fleet_call *calls, 
             !cJSON_AddNumberToObject(req, "id", t->ids[i]) ||
             !cJSON_AddStringToObject(req, "method", calls[i].method) ||
             !cJSON_AddItemToObject(req, "params", params))
-            die_oom();
+            base_die_oom();
         text = cJSON_PrintUnformatted(req);
         cJSON_Delete(req);
         if (!text)
-            die_oom();
+            base_die_oom();
         queue(t, text, strlen(text));
         queue(t, "\n", 1);
         cJSON_free(text);
@@ -234,7 +234,7 @@ static void start_connect(struct fleet_target *t, const struct fleet_call *calls
 {
     bool pending;
 
-    t->fd = ctl_connect_start(&t->addr, &pending);
+    t->fd = conn_connect_start(&t->addr, &pending);
     if (t->fd < 0) {
         if (errno == EAGAIN && t->addr.u.sa.sa_family == AF_UNIX) {
             t->state = S_RETRY;
@@ -264,7 +264,7 @@ static void on_line(struct fleet_target *t, char *line, size_t len,
             return;
         }
         char said[201];
-        safe_copy(said, sizeof(said), line);
+        print_safe_copy(said, sizeof(said), line);
         fail(t, FLEET_CONNECT, "handshake refused: %s", said);
         return;
     }
@@ -315,7 +315,7 @@ static void on_readable(struct fleet_target *t, const struct fleet_call *calls, 
     t->in.max = t->state == S_HANDSHAKE ? HANDSHAKE_MAX : LINE_MAX_BYTES;
     space = linebuf_space(&t->in);
     if (space == 0)
-        die_oom(); /* nothing pending is over max: the buffer could not grow */
+        base_die_oom(); /* nothing pending is over max: the buffer could not grow */
     r = read(t->fd, linebuf_tail(&t->in), space);
     if (r < 0) {
         if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
@@ -360,7 +360,7 @@ static void on_writable(struct fleet_target *t, const struct fleet_call *calls, 
     ssize_t w;
 
     if (t->state == S_CONNECTING) {
-        if (ctl_connect_result(t->fd) != 0) {
+        if (conn_connect_result(t->fd) != 0) {
             fail(t, FLEET_CONNECT, "unable to connect: %s", strerror(errno));
             return;
         }
@@ -421,7 +421,7 @@ int fleet_round(struct fleet *f, const struct fleet_call *calls, size_t ncalls, 
     pfd = calloc(f->n ? f->n : 1, sizeof(*pfd));
     who = calloc(f->n ? f->n : 1, sizeof(*who));
     if (!pfd || !who)
-        die_oom();
+        base_die_oom();
     room_for_fds(f->n);
     for (size_t i = 0; i < f->n; i++) {
         struct fleet_target *t = &f->t[i];
@@ -568,9 +568,9 @@ static void print_error(const struct fleet_target *t, const char *method, const 
     const cJSON *code = cJSON_GetObjectItemCaseSensitive(err, "code");
 
     fputs("hearthctl: ", stderr);
-    put_safe(stderr, t->spec);
+    base_put_safe(stderr, t->spec);
     fprintf(stderr, ": unable to call %s: ", method);
-    put_safe(stderr, cJSON_IsString(m) ? m->valuestring : "(no message)");
+    base_put_safe(stderr, cJSON_IsString(m) ? m->valuestring : "(no message)");
     if (cJSON_IsNumber(code) && fabs(code->valuedouble) < 9e15)
         fprintf(stderr, " (code %lld)", (long long)code->valuedouble);
     fputc('\n', stderr);
@@ -584,7 +584,7 @@ int fleet_call_print(struct fleet *f, const char *method, const cJSON *params, i
     int rc = 0;
 
     if (json && !all)
-        die_oom();
+        base_die_oom();
     if (fleet_catch_sigint() != 0)
         return 2;
     fleet_round(f, &call, 1, timeout_ms);
@@ -597,7 +597,7 @@ int fleet_call_print(struct fleet *f, const char *method, const cJSON *params, i
             cJSON *o = cJSON_CreateObject();
 
             if (!o || !cJSON_AddStringToObject(o, "target", t->spec))
-                die_oom();
+                base_die_oom();
             cJSON_AddItemToArray(all, o);
             if (res) {
                 cJSON_AddItemToObject(o, "result", cJSON_Duplicate(res, 1));
@@ -609,7 +609,7 @@ int fleet_call_print(struct fleet *f, const char *method, const cJSON *params, i
             }
         } else {
             fputs(i ? "\n== " : "== ", stdout);
-            put_safe(stdout, t->spec);
+            base_put_safe(stdout, t->spec);
             fputs(" ==\n", stdout);
             if (res) {
                 int p = print(ctx, t, res);
@@ -622,9 +622,9 @@ int fleet_call_print(struct fleet *f, const char *method, const cJSON *params, i
                     print_error(t, method, err);
                 } else {
                     fputs("hearthctl: ", stderr);
-                    put_safe(stderr, t->spec);
+                    base_put_safe(stderr, t->spec);
                     fputs(": ", stderr);
-                    put_safe(stderr, t->why);
+                    base_put_safe(stderr, t->why);
                     fputc('\n', stderr);
                 }
             }
@@ -663,11 +663,11 @@ int fleet_run_one(struct ctl *t, struct fleet *f, cJSON *params)
     } else {
         /* --prometheus wins over --json, as for one target. */
         rc = fleet_call_print(f, t->method, params, t->timeout_ms,
-                              t->json && !(t->cmd->print == p_metrics && t->arg), print_one, t);
+                              t->json && !(t->cmd->print == print_metrics && t->arg), print_one, t);
     }
     cJSON_Delete(params);
     fleet_free(f);
-    if (flush_stdout() != 0 && rc == 0)
+    if (print_flush_stdout() != 0 && rc == 0)
         rc = EXIT_USAGE;
     return rc;
 }

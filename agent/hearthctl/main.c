@@ -47,7 +47,7 @@ int main(int argc, char **argv)
             t.json = true;
             break;
         case 't':
-            if (!parse_ulong(optarg, INT_MAX, &ms)) {
+            if (!conn_parse_ulong(optarg, INT_MAX, &ms)) {
                 fprintf(stderr, "hearthctl: bad --timeout '%s' (milliseconds)\n", optarg);
                 return EXIT_USAGE;
             }
@@ -55,11 +55,11 @@ int main(int argc, char **argv)
             timeout_set = true;
             break;
         case 'h':
-            usage(stdout);
-            return flush_stdout();
+            commands_usage(stdout);
+            return print_flush_stdout();
         case 'V':
             puts("hearthctl " HEARTH_VERSION);
-            return flush_stdout();
+            return print_flush_stdout();
         default:
             /* A long option is the word just read; a short one is optopt. */
             if (optind > 0 && optind <= argc && argv[optind - 1] &&
@@ -70,18 +70,18 @@ int main(int argc, char **argv)
             else
                 fprintf(stderr, "hearthctl: option '-%c' %s\n", optopt,
                         o == ':' ? "needs a value" : "is unknown");
-            usage(stderr);
+            commands_usage(stderr);
             return EXIT_USAGE;
         }
     }
     if (optind >= argc) {
-        usage(stderr);
+        commands_usage(stderr);
         return EXIT_USAGE;
     }
-    cmd = find_cmd(argc - optind, argv + optind, &words);
+    cmd = commands_find(argc - optind, argv + optind, &words);
     if (!cmd) {
         fprintf(stderr, "hearthctl: unknown command '%s'\n", argv[optind]);
-        usage(stderr);
+        commands_usage(stderr);
         return EXIT_USAGE;
     }
     t.cmd = cmd;
@@ -94,7 +94,7 @@ int main(int argc, char **argv)
     if (cmd->fleet) {
         rc = cmd->fleet(&fleet, timeout_set ? t.timeout_ms : -1, t.json, argc, argv);
         fleet_free(&fleet);
-        if (flush_stdout() != 0 && rc == 0)
+        if (print_flush_stdout() != 0 && rc == 0)
             rc = EXIT_USAGE;
         return rc;
     }
@@ -112,7 +112,7 @@ int main(int argc, char **argv)
             rc = cmd->run(&t, argc, argv);
         conn_close(&t.conn);
         fleet_free(&fleet);
-        if (flush_stdout() != 0 && rc == 0)
+        if (print_flush_stdout() != 0 && rc == 0)
             rc = EXIT_USAGE;
         return rc;
     }
@@ -121,9 +121,9 @@ int main(int argc, char **argv)
         if (rc != 0)
             return rc;
     } else if (argc > 0) {
-        return usage_err(&t, "unexpected argument '%s'", argv[0]);
+        return base_usage_err(&t, "unexpected argument '%s'", argv[0]);
     } else {
-        params = new_object();
+        params = base_new_object();
     }
     if (fleet.multi)
         return fleet_run_one(&t, &fleet, params);
@@ -135,20 +135,20 @@ int main(int argc, char **argv)
     }
     rc = call_method(&t, params, &reply, &result);
     if (rc == 0) {
-        if ((t.json && cmd->print != p_metrics) || !cmd->print)
+        if ((t.json && cmd->print != print_metrics) || !cmd->print)
             rc = print_json(result, true);
         else
             rc = cmd->print(&t, result);
         cJSON_Delete(reply);
         if (rc == 0)
-            rc = flush_stdout();
+            rc = print_flush_stdout();
         if (rc == 0 && t.follow && cmd->notify)
-            rc = follow(&t);
+            rc = call_follow(&t);
     }
-    notes_free(&t);
+    call_notes_free(&t);
     conn_close(&t.conn);
     fleet_free(&fleet); /* t.conn.spec was its first target */
-    if (flush_stdout() != 0 && rc == 0)
+    if (print_flush_stdout() != 0 && rc == 0)
         rc = EXIT_USAGE;
     return rc;
 }

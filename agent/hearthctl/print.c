@@ -11,7 +11,7 @@
 #include <string.h>
 
 /* The same into a bounded buffer; a cut text ends in "...". */
-void safe_copy(char *dst, size_t n, const char *s)
+void print_safe_copy(char *dst, size_t n, const char *s)
 {
     size_t len = strlen(s);
 
@@ -21,14 +21,14 @@ void safe_copy(char *dst, size_t n, const char *s)
     }
 }
 
-const char *jstr(const cJSON *obj, const char *key)
+const char *print_jstr(const cJSON *obj, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
 
     return cJSON_IsString(v) && v->valuestring ? v->valuestring : NULL;
 }
 
-bool jnum(const cJSON *obj, const char *key, double *out)
+bool print_jnum(const cJSON *obj, const char *key, double *out)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
 
@@ -43,7 +43,7 @@ static void fmt_int(char *buf, size_t n, const cJSON *obj, const char *key)
 {
     double d;
 
-    if (jnum(obj, key, &d) && fabs(d) < 9e15)
+    if (print_jnum(obj, key, &d) && fabs(d) < 9e15)
         snprintf(buf, n, "%lld", (long long)d);
     else
         snprintf(buf, n, "-");
@@ -75,7 +75,7 @@ static void fmt_duration(char *buf, size_t n, double ms)
 
 /* ---- output ----------------------------------------------------------- */
 
-int flush_stdout(void)
+int print_flush_stdout(void)
 {
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "hearthctl: unable to write output: %s\n", strerror(errno));
@@ -94,7 +94,7 @@ int print_json(const cJSON *j, bool pretty)
     char *safe = s ? termsafe_json(s) : NULL;
 
     if (!safe)
-        die_oom();
+        base_die_oom();
     fputs(safe, stdout);
     fputc('\n', stdout);
     cJSON_free(s);
@@ -110,27 +110,27 @@ static const char *const col_head[NCOLS] = {"NAME",      "STATE",  "PID", "RESTA
 /* SINCE: since_ms is how long the service has been in its state. */
 static void service_cells(const cJSON *svc, char cells[NCOLS][CELL_MAX])
 {
-    const char *name = jstr(svc, "name"), *state = jstr(svc, "state");
+    const char *name = print_jstr(svc, "name"), *state = print_jstr(svc, "state");
     const cJSON *ex = cJSON_GetObjectItemCaseSensitive(svc, "last_exit");
     double pid, since, code;
 
-    safe_copy(cells[COL_NAME], CELL_MAX, name ? name : "?");
-    safe_copy(cells[COL_STATE], CELL_MAX, state ? state : "?");
-    if (jnum(svc, "pid", &pid) && pid > 0 && pid < 1e10)
+    print_safe_copy(cells[COL_NAME], CELL_MAX, name ? name : "?");
+    print_safe_copy(cells[COL_STATE], CELL_MAX, state ? state : "?");
+    if (print_jnum(svc, "pid", &pid) && pid > 0 && pid < 1e10)
         snprintf(cells[COL_PID], CELL_MAX, "%lld", (long long)pid);
     else
         snprintf(cells[COL_PID], CELL_MAX, "-");
     fmt_int(cells[COL_RESTARTS], CELL_MAX, svc, "restarts");
-    if (cJSON_IsObject(ex) && jstr(ex, "signal"))
-        safe_copy(cells[COL_EXIT], CELL_MAX, jstr(ex, "signal"));
-    else if (cJSON_IsObject(ex) && jnum(ex, "code", &code) && fabs(code) < 1e10)
+    if (cJSON_IsObject(ex) && print_jstr(ex, "signal"))
+        print_safe_copy(cells[COL_EXIT], CELL_MAX, print_jstr(ex, "signal"));
+    else if (cJSON_IsObject(ex) && print_jnum(ex, "code", &code) && fabs(code) < 1e10)
         snprintf(cells[COL_EXIT], CELL_MAX, "exit %lld", (long long)code);
     else
         snprintf(cells[COL_EXIT], CELL_MAX, "-");
     /* HEALTH: the health check's status, "-" for a service without one. */
-    const char *hs = jstr(cJSON_GetObjectItemCaseSensitive(svc, "health"), "status");
-    safe_copy(cells[COL_HEALTH], CELL_MAX, hs ? hs : "-");
-    if (!jnum(svc, "since_ms", &since) || since < 0)
+    const char *hs = print_jstr(cJSON_GetObjectItemCaseSensitive(svc, "health"), "status");
+    print_safe_copy(cells[COL_HEALTH], CELL_MAX, hs ? hs : "-");
+    if (!print_jnum(svc, "since_ms", &since) || since < 0)
         snprintf(cells[COL_SINCE], CELL_MAX, "-");
     else
         fmt_duration(cells[COL_SINCE], CELL_MAX, since);
@@ -201,14 +201,14 @@ static void print_privileged(const cJSON *services)
 
         if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(svc, "privileged")))
             continue;
-        safe_copy(name, sizeof(name), jstr(svc, "name") ? jstr(svc, "name") : "?");
+        print_safe_copy(name, sizeof(name), print_jstr(svc, "name") ? print_jstr(svc, "name") : "?");
         printf("privileged: %s", name);
         cJSON_ArrayForEach(r, why)
         {
             char text[CELL_MAX];
             if (!cJSON_IsString(r))
                 continue;
-            safe_copy(text, sizeof(text), r->valuestring);
+            print_safe_copy(text, sizeof(text), r->valuestring);
             printf("%s%s", first ? " (" : ", ", text);
             first = false;
         }
@@ -234,49 +234,49 @@ static void put_value(const cJSON *v)
     }
     s = cJSON_PrintUnformatted(v);
     if (!s)
-        die_oom();
-    put_safe(stdout, s);
+        base_die_oom();
+    base_put_safe(stdout, s);
     cJSON_free(s);
 }
 
 static void print_log_line(const cJSON *l)
 {
-    const char *wall = jstr(l, "wall"), *stream = jstr(l, "stream"), *text = jstr(l, "line");
+    const char *wall = print_jstr(l, "wall"), *stream = print_jstr(l, "stream"), *text = print_jstr(l, "line");
     double tms;
 
     if (wall)
-        put_safe(stdout, wall);
-    else if (jnum(l, "t_ms", &tms))
+        base_put_safe(stdout, wall);
+    else if (print_jnum(l, "t_ms", &tms))
         printf("+%.3fs", tms / 1000);
     else
         fputc('-', stdout);
     fputc(' ', stdout);
-    put_safe(stdout, stream ? stream : "-");
+    base_put_safe(stdout, stream ? stream : "-");
     fputc(' ', stdout);
     /* The body keeps its tabs, as the service wrote them. */
-    put_text(stdout, text ? text : "", TERMSAFE_TAB);
+    base_put_text(stdout, text ? text : "", TERMSAFE_TAB);
     fputc('\n', stdout);
 }
 
 /* ---- printers --------------------------------------------------------- */
 
-int p_ping(struct ctl *t, const cJSON *res)
+int print_ping(struct ctl *t, const cJSON *res)
 {
     printf("pong (%.3f ms)\n", t->rtt_ms);
     return 0;
 }
 
-int p_version(struct ctl *t, const cJSON *res)
+int print_version(struct ctl *t, const cJSON *res)
 {
-    const char *ver = jstr(res, "version");
+    const char *ver = print_jstr(res, "version");
     const cJSON *feat = cJSON_GetObjectItemCaseSensitive(res, "features");
     const cJSON *f;
     double proto;
     int n = 0;
 
     fputs("hearth ", stdout);
-    put_safe(stdout, ver ? ver : "?");
-    if (jnum(res, "protocol", &proto) && fabs(proto) < 1e10)
+    base_put_safe(stdout, ver ? ver : "?");
+    if (print_jnum(res, "protocol", &proto) && fabs(proto) < 1e10)
         printf(" (protocol %lld)", (long long)proto);
     fputs("\nfeatures:", stdout);
     if (cJSON_IsArray(feat)) {
@@ -285,7 +285,7 @@ int p_version(struct ctl *t, const cJSON *res)
             if (!cJSON_IsString(f))
                 continue;
             fputc(' ', stdout);
-            put_safe(stdout, f->valuestring);
+            base_put_safe(stdout, f->valuestring);
             n++;
         }
     }
@@ -293,58 +293,58 @@ int p_version(struct ctl *t, const cJSON *res)
     return 0;
 }
 
-int p_status(struct ctl *t, const cJSON *res)
+int print_status(struct ctl *t, const cJSON *res)
 {
     static const char *const keys[] = {"hostname", "mode", "phase"};
     double up, clients;
-    bool have_up = jnum(res, "uptime_ms", &up);
-    const char *ver = jstr(res, "version");
+    bool have_up = print_jnum(res, "uptime_ms", &up);
+    const char *ver = print_jstr(res, "version");
     char d[32];
 
     fputs("hearth ", stdout);
-    put_safe(stdout, ver ? ver : "?");
+    base_put_safe(stdout, ver ? ver : "?");
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-        const char *v = jstr(res, keys[i]);
+        const char *v = print_jstr(res, keys[i]);
 
         printf("  %s ", keys[i]);
-        put_safe(stdout, v ? v : "?");
+        base_put_safe(stdout, v ? v : "?");
     }
     if (have_up) {
         fmt_duration(d, sizeof(d), up);
         printf("  uptime %s", d);
     }
-    if (jnum(res, "clients", &clients) && clients >= 0 && clients < 1e10)
+    if (print_jnum(res, "clients", &clients) && clients >= 0 && clients < 1e10)
         printf("  clients %lld", (long long)clients);
-    const char *sb = jstr(cJSON_GetObjectItemCaseSensitive(res, "sandbox"), "state");
+    const char *sb = print_jstr(cJSON_GetObjectItemCaseSensitive(res, "sandbox"), "state");
     if (sb) {
         fputs("  sandbox ", stdout);
-        put_safe(stdout, sb);
+        base_put_safe(stdout, sb);
     }
     const cJSON *lr = cJSON_GetObjectItemCaseSensitive(res, "last_resume");
-    const char *cause = jstr(lr, "cause");
+    const char *cause = print_jstr(lr, "cause");
     double lr_ms;
-    if (cause && jnum(lr, "total_ms", &lr_ms)) {
+    if (cause && print_jnum(lr, "total_ms", &lr_ms)) {
         fputs("\nlast resume: ", stdout);
-        put_safe(stdout, cause);
+        base_put_safe(stdout, cause);
         printf(", %.3f ms%s", lr_ms, cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(lr, "ok"))
                                          ? ", a step failed" : "");
         /* The identity that resume drew: what tells this copy apart. */
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(res, "identity");
-        const char *iid = jstr(id, "instance_id");
+        const char *iid = print_jstr(id, "instance_id");
         double gen;
-        if (iid && jnum(id, "generation", &gen) && gen >= 0 && gen < 1e15) {
+        if (iid && print_jnum(id, "generation", &gen) && gen >= 0 && gen < 1e15) {
             printf(", generation %lld, instance ", (long long)gen);
-            put_safe(stdout, iid);
+            base_put_safe(stdout, iid);
         }
     }
     fputs("\n", stdout);
     /* A required mount that failed holds services back: say so up front. */
     const cJSON *mounts = cJSON_GetObjectItemCaseSensitive(res, "mounts");
     double failed;
-    if (jnum(mounts, "failed", &failed) && failed > 0 && failed < 1e6) {
-        const char *merr = jstr(mounts, "error");
+    if (print_jnum(mounts, "failed", &failed) && failed > 0 && failed < 1e6) {
+        const char *merr = print_jstr(mounts, "error");
         printf("mounts: %lld required failed: ", (long long)failed);
-        put_safe(stdout, merr ? merr : "?");
+        base_put_safe(stdout, merr ? merr : "?");
         fputc('\n', stdout);
     }
     /* So do the platform's mounts that are not there yet. */
@@ -356,7 +356,7 @@ int p_status(struct ctl *t, const cJSON *res)
         cJSON_ArrayForEach(l, cJSON_GetObjectItemCaseSensitive(mounts, "late"))
             late |= cJSON_IsString(l) && strcmp(l->valuestring, w->valuestring) == 0;
         fputs("mounts: waiting for the platform to mount ", stdout);
-        put_safe(stdout, w->valuestring);
+        base_put_safe(stdout, w->valuestring);
         fputs(late ? " (late)\n" : "\n", stdout);
     }
     /* And those there whose root is still being given its owner. */
@@ -364,7 +364,7 @@ int p_status(struct ctl *t, const cJSON *res)
         if (!cJSON_IsString(w))
             continue;
         fputs("mounts: giving ", stdout);
-        put_safe(stdout, w->valuestring);
+        base_put_safe(stdout, w->valuestring);
         fputs(" its owner (the share has not answered yet)\n", stdout);
     }
     fputc('\n', stdout);
@@ -373,23 +373,23 @@ int p_status(struct ctl *t, const cJSON *res)
     return 0;
 }
 
-int p_services(struct ctl *t, const cJSON *res)
+int print_services(struct ctl *t, const cJSON *res)
 {
     print_service_table(cJSON_GetObjectItemCaseSensitive(res, "services"));
     print_privileged(cJSON_GetObjectItemCaseSensitive(res, "services"));
     return 0;
 }
 
-int p_state(struct ctl *t, const cJSON *res)
+int print_state(struct ctl *t, const cJSON *res)
 {
-    const char *state = jstr(res, "state");
+    const char *state = print_jstr(res, "state");
 
-    put_safe(stdout, state ? state : "ok");
+    base_put_safe(stdout, state ? state : "ok");
     fputc('\n', stdout);
     return 0;
 }
 
-int p_logs(struct ctl *t, const cJSON *res)
+int print_logs(struct ctl *t, const cJSON *res)
 {
     const cJSON *lines = cJSON_GetObjectItemCaseSensitive(res, "lines"), *l;
 
@@ -403,17 +403,17 @@ int p_logs(struct ctl *t, const cJSON *res)
     return 0;
 }
 
-int p_events(struct ctl *t, const cJSON *res)
+int print_events(struct ctl *t, const cJSON *res)
 {
     return 0; /* the subscription reply carries nothing to show */
 }
 
-int p_shutdown(struct ctl *t, const cJSON *res)
+int print_shutdown(struct ctl *t, const cJSON *res)
 {
     /* The action hearth will take: a container exits whatever was asked. */
-    const char *a = jstr(res, "action");
+    const char *a = print_jstr(res, "action");
     fputs("shutting down (", stdout);
-    put_safe(stdout, a ? a : t->arg);
+    base_put_safe(stdout, a ? a : t->arg);
     fputs(")\n", stdout);
     return 0;
 }
@@ -426,21 +426,21 @@ static void print_mount_row(const char *target, const char *type, const char *sr
     printf("%-*s  %-*s  %-*s  %s", wt, target, wy, type, wsrc, src, state);
     if (err && *err) {
         fputs("  ", stdout);
-        put_safe(stdout, err);
+        base_put_safe(stdout, err);
     }
     fputc('\n', stdout);
 }
 
 static void mount_cells(const cJSON *m, char c[3][PATH_CELL])
 {
-    safe_copy(c[0], PATH_CELL, jstr(m, "target") ? jstr(m, "target") : "?");
-    safe_copy(c[1], PATH_CELL, jstr(m, "type") ? jstr(m, "type") : "?");
+    print_safe_copy(c[0], PATH_CELL, print_jstr(m, "target") ? print_jstr(m, "target") : "?");
+    print_safe_copy(c[1], PATH_CELL, print_jstr(m, "type") ? print_jstr(m, "type") : "?");
     /* A platform mount has no source of hearth's: what is mounted there. */
-    const char *src = jstr(m, "source") ? jstr(m, "source") : jstr(m, "mounted_from");
-    safe_copy(c[2], PATH_CELL, src ? src : "");
+    const char *src = print_jstr(m, "source") ? print_jstr(m, "source") : print_jstr(m, "mounted_from");
+    print_safe_copy(c[2], PATH_CELL, src ? src : "");
 }
 
-int p_mounts(struct ctl *t, const cJSON *res)
+int print_mounts(struct ctl *t, const cJSON *res)
 {
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(res, "mounts"), *m;
     int w[3] = {6, 4, 6}, rows = 0;
@@ -462,12 +462,12 @@ int p_mounts(struct ctl *t, const cJSON *res)
         char state[CELL_MAX];
         const cJSON *ro = cJSON_GetObjectItemCaseSensitive(m, "read_only");
         mount_cells(m, c);
-        safe_copy(state, 32, jstr(m, "state") ? jstr(m, "state") : "?");
+        print_safe_copy(state, 32, print_jstr(m, "state") ? print_jstr(m, "state") : "?");
         if (cJSON_IsTrue(ro))
             strcat(state, " (ro)");
         if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "late")))
             strcat(state, " (late)");
-        print_mount_row(c[0], c[1], c[2], state, jstr(m, "error"), w[0], w[1], w[2]);
+        print_mount_row(c[0], c[1], c[2], state, print_jstr(m, "error"), w[0], w[1], w[2]);
     }
     return 0;
 }
@@ -481,8 +481,8 @@ static void print_names(const char *label, const cJSON *arr)
     cJSON_ArrayForEach(n, arr) {
         /* A path, or a skill {path, name[, by]}: its path, the name
          * when it is not the directory's, and what wins over it. */
-        const char *path = cJSON_IsString(n) ? n->valuestring : jstr(n, "path");
-        const char *name = jstr(n, "name"), *by = jstr(n, "by");
+        const char *path = cJSON_IsString(n) ? n->valuestring : print_jstr(n, "path");
+        const char *name = print_jstr(n, "name"), *by = print_jstr(n, "by");
         if (!path)
             continue;
         /* A few names tell the story; --json has them all. */
@@ -491,16 +491,16 @@ static void print_names(const char *label, const cJSON *arr)
             break;
         }
         fputs(shown == 1 ? ": " : " ", stdout);
-        put_safe(stdout, path);
+        base_put_safe(stdout, path);
         const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
         if (name && strcmp(name, base) != 0) {
             fputs(" (", stdout);
-            put_safe(stdout, name);
+            base_put_safe(stdout, name);
             fputc(')', stdout);
         }
         if (by) {
             fputs(" <- ", stdout);
-            put_safe(stdout, by);
+            base_put_safe(stdout, by);
         }
     }
     fputc('\n', stdout);
@@ -509,38 +509,38 @@ static void print_names(const char *label, const cJSON *arr)
 static void print_sync(const cJSON *last)
 {
     double runs = 0, v;
-    const char *trig = jstr(last, "trigger"), *err = jstr(last, "error");
+    const char *trig = print_jstr(last, "trigger"), *err = print_jstr(last, "error");
 
-    jnum(last, "runs", &runs);
+    print_jnum(last, "runs", &runs);
     if (runs <= 0) {
         puts("last sync: never");
     } else {
         fputs("last sync: ", stdout);
-        put_safe(stdout, trig ? trig : "?");
+        base_put_safe(stdout, trig ? trig : "?");
         static const char *const keys[] = {"linked", "created", "removed", "shadowed",
                                            "clashes", "ignored", "errors"};
         for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-            if (jnum(last, keys[i], &v) && v >= 0 && v < 1e10)
+            if (print_jnum(last, keys[i], &v) && v >= 0 && v < 1e10)
                 printf(", %s %lld", keys[i], (long long)v);
-        if (jnum(last, "duration_us", &v) && v >= 0 && v < 1e12)
+        if (print_jnum(last, "duration_us", &v) && v >= 0 && v < 1e12)
             printf(" in %.3f ms", v / 1000.0);
         fputc('\n', stdout);
     }
     if (err) {
         fputs("error: ", stdout);
-        put_safe(stdout, err);
+        base_put_safe(stdout, err);
         fputc('\n', stdout);
     }
 }
 
-int p_skills(struct ctl *t, const cJSON *res)
+int print_skills(struct ctl *t, const cJSON *res)
 {
-    const char *pub = jstr(res, "public_dir"), *priv = jstr(res, "private_dir");
+    const char *pub = print_jstr(res, "public_dir"), *priv = print_jstr(res, "private_dir");
 
     fputs("public   ", stdout);
-    put_safe(stdout, pub ? pub : "?");
+    base_put_safe(stdout, pub ? pub : "?");
     fputs("\nprivate  ", stdout);
-    put_safe(stdout, priv ? priv : "?");
+    base_put_safe(stdout, priv ? priv : "?");
     fputc('\n', stdout);
     print_names("public", cJSON_GetObjectItemCaseSensitive(res, "public"));
     print_names("linked", cJSON_GetObjectItemCaseSensitive(res, "linked"));
@@ -553,88 +553,88 @@ int p_skills(struct ctl *t, const cJSON *res)
     return 0;
 }
 
-int p_skills_sync(struct ctl *t, const cJSON *res)
+int print_skills_sync(struct ctl *t, const cJSON *res)
 {
     print_sync(res);
     return 0;
 }
 
-int p_forked(struct ctl *t, const cJSON *res)
+int print_forked(struct ctl *t, const cJSON *res)
 {
     fputs("forked ", stdout);
-    put_safe(stdout, t->arg ? t->arg : "?");
+    base_put_safe(stdout, t->arg ? t->arg : "?");
     puts(": now a private copy");
     return 0;
 }
 
-void n_event(struct ctl *t, const cJSON *p)
+void print_note_event(struct ctl *t, const cJSON *p)
 {
-    const char *type = jstr(p, "type");
+    const char *type = print_jstr(p, "type");
     const cJSON *kv;
     double seq;
 
-    if (jnum(p, "seq", &seq) && fabs(seq) < 9e15)
+    if (print_jnum(p, "seq", &seq) && fabs(seq) < 9e15)
         printf("%lld ", (long long)seq);
     else
         fputs("- ", stdout);
-    put_safe(stdout, type ? type : "?");
+    base_put_safe(stdout, type ? type : "?");
     cJSON_ArrayForEach(kv, p)
     {
         if (!kv->string || strcmp(kv->string, "seq") == 0 || strcmp(kv->string, "type") == 0)
             continue;
         fputc(' ', stdout);
-        put_safe(stdout, kv->string);
+        base_put_safe(stdout, kv->string);
         fputc('=', stdout);
         put_value(kv);
     }
     fputc('\n', stdout);
 }
 
-void n_log(struct ctl *t, const cJSON *p)
+void print_note_log(struct ctl *t, const cJSON *p)
 {
     print_log_line(p);
 }
 
 /* A freeze or resume report: one line per step, then the total. */
-int p_steps(struct ctl *t, const cJSON *res)
+int print_steps(struct ctl *t, const cJSON *res)
 {
     const cJSON *steps = cJSON_GetObjectItemCaseSensitive(res, "steps"), *s;
     double total = 0;
 
     cJSON_ArrayForEach(s, steps) {
-        const char *name = jstr(s, "name"), *result = jstr(s, "result"), *d = jstr(s, "detail");
+        const char *name = print_jstr(s, "name"), *result = print_jstr(s, "result"), *d = print_jstr(s, "detail");
         double ms = 0;
         char nb[32], rb[16];
-        jnum(s, "ms", &ms);
-        safe_copy(nb, sizeof(nb), name ? name : "?");
-        safe_copy(rb, sizeof(rb), result ? result : "?");
+        print_jnum(s, "ms", &ms);
+        print_safe_copy(nb, sizeof(nb), name ? name : "?");
+        print_safe_copy(rb, sizeof(rb), result ? result : "?");
         printf("%-10s %-8s %8.3f ms", nb, rb, ms);
         if (d) {
             fputs("  ", stdout);
-            put_safe(stdout, d);
+            base_put_safe(stdout, d);
         }
         fputc('\n', stdout);
     }
-    jnum(res, "total_ms", &total);
+    print_jnum(res, "total_ms", &total);
     printf("total %.3f ms", total);
-    const char *st = jstr(res, "state");
+    const char *st = print_jstr(res, "state");
     if (st) {
         fputs(", sandbox ", stdout);
-        put_safe(stdout, st);
+        base_put_safe(stdout, st);
     }
     fputc('\n', stdout);
     return 0;
 }
 
-int p_init(struct ctl *t, const cJSON *res)
+int print_init(struct ctl *t, const cJSON *res)
 {
     const cJSON *v;
 
     cJSON_ArrayForEach(v, res) {
         char *txt = cJSON_IsString(v) ? NULL : cJSON_PrintUnformatted(v);
-        put_safe(stdout, v->string ? v->string : "?");
+        base_put_safe(stdout, v->string ? v->string : "?");
         fputs(": ", stdout);
-        put_safe(stdout, txt ? txt : (v->valuestring ? v->valuestring : ""));
+        base_put_safe(stdout, txt ? txt : (v->valuestring ? v->valuestring : ""));
         fputc('\n', stdout);
         free(txt);
     }
@@ -650,7 +650,7 @@ static void put_cidrs(const char *label, const cJSON *arr)
     cJSON_ArrayForEach(it, arr) {
         if (cJSON_IsString(it)) {
             putchar(' ');
-            put_safe(stdout, it->valuestring);
+            base_put_safe(stdout, it->valuestring);
         }
     }
     putchar('\n');
@@ -668,17 +668,17 @@ static void p_counters(const cJSON *ctr, const char *head)
         if (!cJSON_IsNumber(pk))
             continue;
         char name[33];
-        safe_copy(name, sizeof(name), it->string ? it->string : "?");
+        print_safe_copy(name, sizeof(name), it->string ? it->string : "?");
         printf("%-12s %12.0f %14.0f\n", name, pk->valuedouble,
                cJSON_IsNumber(by) ? by->valuedouble : 0);
     }
 }
 
-int p_egress(struct ctl *t, const cJSON *res)
+int print_egress(struct ctl *t, const cJSON *res)
 {
     const cJSON *pol = cJSON_GetObjectItemCaseSensitive(res, "policy");
     const cJSON *ctr = cJSON_GetObjectItemCaseSensitive(res, "counters"), *it;
-    const char *err = jstr(res, "error");
+    const char *err = print_jstr(res, "error");
 
     if (!pol) {
         puts("no egress policy");
@@ -687,7 +687,7 @@ int p_egress(struct ctl *t, const cJSON *res)
     printf("applied   %s\n", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "applied")) ? "yes" : "no");
     if (err) {
         fputs("error     ", stdout);
-        put_safe(stdout, err);
+        base_put_safe(stdout, err);
         putchar('\n');
     }
     printf("public    %s\n",
@@ -709,7 +709,7 @@ int p_egress(struct ctl *t, const cJSON *res)
             fputs(" -", stdout);
         cJSON_ArrayForEach(it, nd) {
             putchar(' ');
-            put_safe(stdout, cJSON_GetStringValue(it) ? cJSON_GetStringValue(it) : "?");
+            base_put_safe(stdout, cJSON_GetStringValue(it) ? cJSON_GetStringValue(it) : "?");
         }
         putchar('\n');
     }
@@ -724,11 +724,11 @@ int p_egress(struct ctl *t, const cJSON *res)
 
 /* JSON by default (the reply as it is); --prometheus: the exposition
  * format a node exporter's textfile collector or a scraper reads. */
-int p_metrics(struct ctl *t, const cJSON *res)
+int print_metrics(struct ctl *t, const cJSON *res)
 {
     if (t->arg && strcmp(t->arg, "prometheus") == 0) {
         if (prom_write(stdout, res) < 0)
-            return bad_reply(t, "metrics: expected an object");
+            return base_bad_reply(t, "metrics: expected an object");
         return 0;
     }
     return print_json(res, true);

@@ -49,11 +49,11 @@ struct opts {
     bool redraw; /* a terminal: each frame drawn over the last */
 };
 
-/* Guest text into a cell, escaped by the one escaper (safe_copy), so a
+/* Guest text into a cell, escaped by the one escaper (print_safe_copy), so a
  * sandbox cannot move the cursor of the host's terminal. */
 static void cell_copy(char *dst, size_t n, const char *s)
 {
-    safe_copy(dst, n, s ? s : "");
+    print_safe_copy(dst, n, s ? s : "");
 }
 
 static const cJSON *item(const cJSON *o, const char *k)
@@ -378,7 +378,7 @@ static int refresh(const struct opts *o, struct fleet *f, struct row *rows)
     int rc = 0;
 
     if (!doc || !arr)
-        die_oom();
+        base_die_oom();
     if (fleet_round(f, calls, 2, o->timeout_ms) != 0) {
         cJSON_Delete(doc);
         return -1;
@@ -388,7 +388,7 @@ static int refresh(const struct opts *o, struct fleet *f, struct row *rows)
         int one;
 
         if (!jrow)
-            die_oom();
+            base_die_oom();
         cJSON_AddItemToArray(arr, jrow);
         one = build_row(&f->t[i], &rows[i], jrow);
         if (one != EXIT_USAGE)

@@ -26,7 +26,7 @@
 #include "sha256.h"
 #include "utf8.h"
 
-int get_path(cJSON *params, const char *name, struct fpath *p, struct rpc_error *err)
+int m_files_get_path(cJSON *params, const char *name, struct fpath *p, struct rpc_error *err)
 {
     const char *s = NULL;
     bool present;
@@ -60,20 +60,20 @@ int get_path(cJSON *params, const char *name, struct fpath *p, struct rpc_error 
     return 0;
 }
 
-bool is_root(const struct fpath *p)
+bool m_files_is_root(const struct fpath *p)
 {
     return strspn(p->rel, "./") == strlen(p->rel);
 }
 
 /* "path: /a/b: why", with -32002 for a missing file. */
-int path_error(struct rpc_error *err, const struct fpath *p, int e, const char *why)
+int m_files_path_error(struct rpc_error *err, const struct fpath *p, int e, const char *why)
 {
     rpc_error_set(err, e == ENOENT ? RPC_ERR_NOT_FOUND : RPC_ERR_FAILED, "%s: %.*s: %s", p->param,
                   utf8_clip(p->abs, 160), p->abs, why && *why ? why : strerror(e));
     return -1;
 }
 
-int open_root(struct rpc_error *err)
+int m_files_open_root(struct rpc_error *err)
 {
     int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
@@ -83,24 +83,24 @@ int open_root(struct rpc_error *err)
 
 /* The parent directory of p, opened without following links, and its
  * last component in leaf (NAME_MAX + 1 bytes). */
-int open_parent(const struct fpath *p, char *leaf, struct rpc_error *err)
+int m_files_open_parent(const struct fpath *p, char *leaf, struct rpc_error *err)
 {
     char dir[PATH_MAX];
     struct err why = {0};
-    if (is_root(p)) {
+    if (m_files_is_root(p)) {
         rpc_error_set(err, RPC_INVALID_PARAMS, "%s: not allowed on /", p->param);
         return -1;
     }
     if (safepath_split(p->rel, dir, leaf) < 0)
-        return path_error(err, p, errno, NULL);
-    int root = open_root(err);
+        return m_files_path_error(err, p, errno, NULL);
+    int root = m_files_open_root(err);
     if (root < 0)
         return -1;
     int fd = safepath_open(root, dir, O_DIRECTORY, 0, &why);
     int e = errno;
     close(root);
     if (fd < 0)
-        return path_error(err, p, e, e == ENOTDIR ? "a parent is not a directory" : why.msg);
+        return m_files_path_error(err, p, e, e == ENOTDIR ? "a parent is not a directory" : why.msg);
     return fd;
 }
 
@@ -116,7 +116,7 @@ static const char *type_name(mode_t m)
                          : "unknown";
 }
 
-const char *not_file(mode_t m)
+const char *m_files_not_file(mode_t m)
 {
     return S_ISDIR(m)    ? "a directory, not a regular file"
            : S_ISLNK(m)  ? "a symbolic link, not followed (follow: true reads its target)"
@@ -167,7 +167,7 @@ static void add_stat(cJSON *o, const struct stat *st)
                             (double)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000);
 }
 
-int param_flag(cJSON *params, const char *name, bool *out, struct rpc_error *err)
+int m_files_param_flag(cJSON *params, const char *name, bool *out, struct rpc_error *err)
 {
     bool present;
     *out = false;
@@ -176,7 +176,7 @@ int param_flag(cJSON *params, const char *name, bool *out, struct rpc_error *err
 
 /* ---- files.stat ---- */
 
-int files_stat_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+int m_files_stat_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     static const char *const known[] = {"path", "follow", NULL};
     struct fpath p;
@@ -185,19 +185,19 @@ int files_stat_now(struct client *c, cJSON *params, cJSON **result, struct rpc_e
     char leaf[NAME_MAX + 1], target[PATH_MAX];
     ssize_t tl = -1;
 
-    if (params_only(params, known, err) < 0 || get_path(params, "path", &p, err) < 0 ||
-        param_flag(params, "follow", &follow, err) < 0)
+    if (params_only(params, known, err) < 0 || m_files_get_path(params, "path", &p, err) < 0 ||
+        m_files_param_flag(params, "follow", &follow, err) < 0)
         return -1;
     if (follow) {
         if (stat(p.abs, &st) < 0)
-            return path_error(err, &p, errno, NULL);
-    } else if (is_root(&p)) {
+            return m_files_path_error(err, &p, errno, NULL);
+    } else if (m_files_is_root(&p)) {
         if (stat("/", &st) < 0)
-            return path_error(err, &p, errno, NULL);
+            return m_files_path_error(err, &p, errno, NULL);
     } else {
         /* fstatat on the parent: the file itself is never opened, so a
          * FIFO or a device is described, not touched. */
-        int dfd = open_parent(&p, leaf, err);
+        int dfd = m_files_open_parent(&p, leaf, err);
         if (dfd < 0)
             return -1;
         int rc = fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW);
@@ -206,7 +206,7 @@ int files_stat_now(struct client *c, cJSON *params, cJSON **result, struct rpc_e
             tl = readlinkat(dfd, leaf, target, sizeof(target) - 1);
         close(dfd);
         if (rc < 0)
-            return path_error(err, &p, e, NULL);
+            return m_files_path_error(err, &p, e, NULL);
     }
     cJSON *r = cJSON_CreateObject();
     if (!r)
@@ -236,7 +236,7 @@ struct fdirent64 {
 /* One page of a directory, read with getdents64 from "cursor" (the
  * d_off of the last entry returned before: the kernel's own position, so
  * a page costs the same however deep into a huge directory it is). */
-int files_list_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+int m_files_list_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     static const char *const known[] = {"path", "follow", "limit", "cursor", NULL};
     struct fpath p;
@@ -246,8 +246,8 @@ int files_list_now(struct client *c, cJSON *params, cJSON **result, struct rpc_e
     long long pos = 0;
     struct err why = {0};
 
-    if (params_only(params, known, err) < 0 || get_path(params, "path", &p, err) < 0 ||
-        param_flag(params, "follow", &follow, err) < 0 ||
+    if (params_only(params, known, err) < 0 || m_files_get_path(params, "path", &p, err) < 0 ||
+        m_files_param_flag(params, "follow", &follow, err) < 0 ||
         param_uint(params, "limit", &limit, &present, err) < 0 ||
         param_string(params, "cursor", &cursor, &present, err) < 0)
         return -1;
@@ -269,16 +269,16 @@ int files_list_now(struct client *c, cJSON *params, cJSON **result, struct rpc_e
     if (follow) {
         fd = open(p.abs, O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC);
         if (fd < 0)
-            return path_error(err, &p, errno, errno == ENOTDIR ? "not a directory" : NULL);
+            return m_files_path_error(err, &p, errno, errno == ENOTDIR ? "not a directory" : NULL);
     } else {
-        int root = open_root(err);
+        int root = m_files_open_root(err);
         if (root < 0)
             return -1;
         fd = safepath_open(root, p.rel, O_DIRECTORY, 0, &why);
         int e = errno;
         close(root);
         if (fd < 0)
-            return path_error(err, &p, e, e == ENOTDIR ? "not a directory" : why.msg);
+            return m_files_path_error(err, &p, e, e == ENOTDIR ? "not a directory" : why.msg);
     }
     if (pos && lseek(fd, (off_t)pos, SEEK_SET) < 0) {
         int e = errno;
@@ -312,7 +312,7 @@ int files_list_now(struct client *c, cJSON *params, cJSON **result, struct rpc_e
             free(buf);
             cJSON_Delete(r);
             close(fd);
-            return path_error(err, &p, e, NULL);
+            return m_files_path_error(err, &p, e, NULL);
         }
         if (got == 0)
             break;
@@ -376,36 +376,36 @@ static int open_read(const struct fpath *p, bool follow, struct stat *st, struct
 
     if (follow) {
         if (stat(p->abs, st) < 0)
-            return path_error(err, p, errno, NULL);
+            return m_files_path_error(err, p, errno, NULL);
         if (!S_ISREG(st->st_mode))
-            return path_error(err, p, EINVAL, not_file(st->st_mode));
+            return m_files_path_error(err, p, EINVAL, m_files_not_file(st->st_mode));
         fd = open(p->abs, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
-            return path_error(err, p, errno, NULL);
+            return m_files_path_error(err, p, errno, NULL);
     } else {
-        int dfd = open_parent(p, leaf, err);
+        int dfd = m_files_open_parent(p, leaf, err);
         if (dfd < 0)
             return -1;
         if (fstatat(dfd, leaf, st, AT_SYMLINK_NOFOLLOW) < 0) {
             int e = errno;
             close(dfd);
-            return path_error(err, p, e, NULL);
+            return m_files_path_error(err, p, e, NULL);
         }
         if (!S_ISREG(st->st_mode)) {
             close(dfd);
-            return path_error(err, p, EINVAL, not_file(st->st_mode));
+            return m_files_path_error(err, p, EINVAL, m_files_not_file(st->st_mode));
         }
         fd = safepath_open(dfd, leaf, O_RDONLY, 0, &why);
         int e = errno;
         close(dfd);
         if (fd < 0)
-            return path_error(err, p, e, why.msg);
+            return m_files_path_error(err, p, e, why.msg);
     }
     if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
         int e = errno;
         bool reg = S_ISREG(st->st_mode);
         close(fd);
-        return path_error(err, p, reg ? e : EINVAL, reg ? NULL : not_file(st->st_mode));
+        return m_files_path_error(err, p, reg ? e : EINVAL, reg ? NULL : m_files_not_file(st->st_mode));
     }
     return fd;
 }
@@ -447,7 +447,7 @@ static int range_params(cJSON *params, uint64_t *offset, uint64_t *length, uint6
     return 0;
 }
 
-int files_read_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+int m_files_read_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     static const char *const known[] = {"path", "follow", "offset", "length", NULL};
     struct fpath p;
@@ -455,8 +455,8 @@ int files_read_now(struct client *c, cJSON *params, cJSON **result, struct rpc_e
     bool follow;
     uint64_t off, len;
 
-    if (params_only(params, known, err) < 0 || get_path(params, "path", &p, err) < 0 ||
-        param_flag(params, "follow", &follow, err) < 0 ||
+    if (params_only(params, known, err) < 0 || m_files_get_path(params, "path", &p, err) < 0 ||
+        m_files_param_flag(params, "follow", &follow, err) < 0 ||
         range_params(params, &off, &len, FILES_CHUNK_MAX, err) < 0)
         return -1;
     int fd = open_read(&p, follow, &st, err);
@@ -472,7 +472,7 @@ int files_read_now(struct client *c, cJSON *params, cJSON **result, struct rpc_e
         free(enc);
         if (!buf || !enc)
             return -1;
-        return path_error(err, &p, e, e == EAGAIN ? "would block" : NULL);
+        return m_files_path_error(err, &p, e, e == EAGAIN ? "would block" : NULL);
     }
     base64_encode(buf, (size_t)got, enc);
     free(buf);
@@ -495,7 +495,7 @@ int files_read_now(struct client *c, cJSON *params, cJSON **result, struct rpc_e
     return 0;
 }
 
-int files_hash_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+int m_files_hash_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     static const char *const known[] = {"path", "follow", "offset", "length", NULL};
     struct fpath p;
@@ -506,8 +506,8 @@ int files_hash_now(struct client *c, cJSON *params, cJSON **result, struct rpc_e
     enum { HASH_BUF = 65536 };
     char hex[65];
 
-    if (params_only(params, known, err) < 0 || get_path(params, "path", &p, err) < 0 ||
-        param_flag(params, "follow", &follow, err) < 0 ||
+    if (params_only(params, known, err) < 0 || m_files_get_path(params, "path", &p, err) < 0 ||
+        m_files_param_flag(params, "follow", &follow, err) < 0 ||
         range_params(params, &off, &len, FILES_HASH_MAX, err) < 0)
         return -1;
     int fd = open_read(&p, follow, &st, err);
@@ -526,7 +526,7 @@ int files_hash_now(struct client *c, cJSON *params, cJSON **result, struct rpc_e
             int e = errno;
             free(buf);
             close(fd);
-            return path_error(err, &p, e, NULL);
+            return m_files_path_error(err, &p, e, NULL);
         }
         sha256_update(&h, buf, (size_t)got);
         done += (uint64_t)got;

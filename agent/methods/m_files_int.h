@@ -21,38 +21,38 @@ struct fpath {
 
 /* Reads the absolute path parameter name into p; checked for ".." and
  * component length. */
-int get_path(struct cJSON *params, const char *name, struct fpath *p, struct rpc_error *err);
-bool is_root(const struct fpath *p);
+int m_files_get_path(struct cJSON *params, const char *name, struct fpath *p, struct rpc_error *err);
+bool m_files_is_root(const struct fpath *p);
 /* "path: /a/b: why", with -32002 for a missing file; returns -1. */
-int path_error(struct rpc_error *err, const struct fpath *p, int e, const char *why);
-int open_root(struct rpc_error *err);
+int m_files_path_error(struct rpc_error *err, const struct fpath *p, int e, const char *why);
+int m_files_open_root(struct rpc_error *err);
 /* The parent directory of p, opened without following links, and its
  * last component in leaf (NAME_MAX + 1 bytes). */
-int open_parent(const struct fpath *p, char *leaf, struct rpc_error *err);
+int m_files_open_parent(const struct fpath *p, char *leaf, struct rpc_error *err);
 /* Why a file of mode m is not a regular file, for an error message. */
-const char *not_file(mode_t m);
+const char *m_files_not_file(mode_t m);
 /* An optional boolean parameter, false when absent. */
-int param_flag(struct cJSON *params, const char *name, bool *out, struct rpc_error *err);
+int m_files_param_flag(struct cJSON *params, const char *name, bool *out, struct rpc_error *err);
 
 /* The methods' work, done at once in the calling process: in the loop for
  * paths on local filesystems, in a child for those on a share
  * (m_files_job.c decides which; the m_files_* entry points go through
  * it). They never use c. */
-int files_stat_now(struct client *c, struct cJSON *params, struct cJSON **result,
-                   struct rpc_error *err);
-int files_list_now(struct client *c, struct cJSON *params, struct cJSON **result,
-                   struct rpc_error *err);
-int files_read_now(struct client *c, struct cJSON *params, struct cJSON **result,
-                   struct rpc_error *err);
-int files_hash_now(struct client *c, struct cJSON *params, struct cJSON **result,
-                   struct rpc_error *err);
-int files_write_now(struct client *c, struct cJSON *params, struct cJSON **result,
-                    struct rpc_error *err);
-int files_rename_now(struct client *c, struct cJSON *params, struct cJSON **result,
+int m_files_stat_now(struct client *c, struct cJSON *params, struct cJSON **result,
                      struct rpc_error *err);
-int files_mkdir_now(struct client *c, struct cJSON *params, struct cJSON **result,
-                    struct rpc_error *err);
-int files_remove_now(struct client *c, struct cJSON *params, struct cJSON **result,
+int m_files_list_now(struct client *c, struct cJSON *params, struct cJSON **result,
                      struct rpc_error *err);
+int m_files_read_now(struct client *c, struct cJSON *params, struct cJSON **result,
+                     struct rpc_error *err);
+int m_files_hash_now(struct client *c, struct cJSON *params, struct cJSON **result,
+                     struct rpc_error *err);
+int m_files_write_now(struct client *c, struct cJSON *params, struct cJSON **result,
+                      struct rpc_error *err);
+int m_files_rename_now(struct client *c, struct cJSON *params, struct cJSON **result,
+                       struct rpc_error *err);
+int m_files_mkdir_now(struct client *c, struct cJSON *params, struct cJSON **result,
+                      struct rpc_error *err);
+int m_files_remove_now(struct client *c, struct cJSON *params, struct cJSON **result,
+                       struct rpc_error *err);
 
 #endif

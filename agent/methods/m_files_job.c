@@ -239,14 +239,14 @@ static int route_call(struct client *c, cJSON *params, cJSON **result, struct rp
     /* No client (a direct call, as the fuzzer makes): nothing to defer. */
     if (!c)
         return r->now(c, params, result, err);
-    if (r->follows && param_flag(params, "follow", &follow, &ignored) < 0)
+    if (r->follows && m_files_param_flag(params, "follow", &follow, &ignored) < 0)
         return r->now(c, params, result, err);
-    if (r->below_if && param_flag(params, r->below_if, &below, &ignored) < 0)
+    if (r->below_if && m_files_param_flag(params, r->below_if, &below, &ignored) < 0)
         return r->now(c, params, result, err);
     flags = (follow ? FSCLASS_FOLLOW : 0) | (below ? FSCLASS_BELOW : 0);
     size_t n = 0;
     for (; n < 2 && r->paths[n]; n++)
-        if (get_path(params, r->paths[n], &p[n], &ignored) < 0)
+        if (m_files_get_path(params, r->paths[n], &p[n], &ignored) < 0)
             return r->now(c, params, result, err);
     for (size_t i = 0; i < n && !far; i++)
         far = fsclass_path(p[i].abs, flags, &hit);
@@ -255,14 +255,14 @@ static int route_call(struct client *c, cJSON *params, cJSON **result, struct rp
     return start_job(c, params, r, &p[0], &hit, err);
 }
 
-static const struct route r_stat = {files_stat_now, true, {"path"}, false, NULL, false, NULL};
-static const struct route r_list = {files_list_now, true, {"path"}, true, NULL, false, NULL};
-static const struct route r_read = {files_read_now, true, {"path"}, false, NULL, false, NULL};
-static const struct route r_hash = {files_hash_now, true, {"path"}, false, NULL, false, NULL};
-static const struct route r_write = {files_write_now, false, {"path"}, false, NULL, true, NULL};
-static const struct route r_rename = {files_rename_now, false, {"from", "to"}, false, NULL, true, NULL};
-static const struct route r_mkdir = {files_mkdir_now, false, {"path"}, false, NULL, true, NULL};
-static const struct route r_remove = {files_remove_now, false, {"path"}, false, "recursive", true, NULL};
+static const struct route r_stat = {m_files_stat_now, true, {"path"}, false, NULL, false, NULL};
+static const struct route r_list = {m_files_list_now, true, {"path"}, true, NULL, false, NULL};
+static const struct route r_read = {m_files_read_now, true, {"path"}, false, NULL, false, NULL};
+static const struct route r_hash = {m_files_hash_now, true, {"path"}, false, NULL, false, NULL};
+static const struct route r_write = {m_files_write_now, false, {"path"}, false, NULL, true, NULL};
+static const struct route r_rename = {m_files_rename_now, false, {"from", "to"}, false, NULL, true, NULL};
+static const struct route r_mkdir = {m_files_mkdir_now, false, {"path"}, false, NULL, true, NULL};
+static const struct route r_remove = {m_files_remove_now, false, {"path"}, false, "recursive", true, NULL};
 /* Its work and descriptor are the caller's (m_files_watch). */
 static struct route r_watch = {NULL, true, {"path"}, false, NULL, false, NULL};
 

@@ -135,7 +135,7 @@ static int rename2(int ofd, const char *from, int nfd, const char *to, bool nore
     return 0;
 }
 
-int files_write_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+int m_files_write_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     static const char *const known[] = {"path", "data", "append", "exclusive", "mode",
                                         "uid", "gid", NULL};
@@ -149,10 +149,10 @@ int files_write_now(struct client *c, cJSON *params, cJSON **result, struct rpc_
     struct err why = {0};
     struct err berr = {0};
 
-    if (params_only(params, known, err) < 0 || get_path(params, "path", &p, err) < 0 ||
+    if (params_only(params, known, err) < 0 || m_files_get_path(params, "path", &p, err) < 0 ||
         param_string(params, "data", &data, &present, err) < 0 ||
-        param_flag(params, "append", &append, err) < 0 ||
-        param_flag(params, "exclusive", &exclusive, err) < 0 ||
+        m_files_param_flag(params, "append", &append, err) < 0 ||
+        m_files_param_flag(params, "exclusive", &exclusive, err) < 0 ||
         param_mode(params, &mode, &has_mode, err) < 0 ||
         param_id(params, "uid", &uid, &has_uid, err) < 0 ||
         param_id(params, "gid", &gid, &has_gid, err) < 0)
@@ -172,7 +172,7 @@ int files_write_now(struct client *c, cJSON *params, cJSON **result, struct rpc_
         err_wrap(&berr, "data");
         return rpc_error_from(err, RPC_INVALID_PARAMS, &berr);
     }
-    int dfd = open_parent(&p, leaf, err);
+    int dfd = m_files_open_parent(&p, leaf, err);
     if (dfd < 0) {
         free(buf);
         return -1;
@@ -182,11 +182,11 @@ int files_write_now(struct client *c, cJSON *params, cJSON **result, struct rpc_
     int rc = -1, fd = -1;
     bool created = !exists;
     if (exists && exclusive) {
-        path_error(err, &p, EEXIST, "already exists (exclusive)");
+        m_files_path_error(err, &p, EEXIST, "already exists (exclusive)");
         goto out;
     }
     if (exists && (S_ISDIR(old.st_mode) || (append && !S_ISREG(old.st_mode)))) {
-        path_error(err, &p, EINVAL, not_file(old.st_mode));
+        m_files_path_error(err, &p, EINVAL, m_files_not_file(old.st_mode));
         goto out;
     }
     /* An existing file keeps its mode and owner unless told otherwise. */
@@ -202,15 +202,15 @@ int files_write_now(struct client *c, cJSON *params, cJSON **result, struct rpc_
         int flags = O_WRONLY | O_APPEND | (exists ? 0 : O_CREAT | O_EXCL);
         fd = safepath_open(dfd, leaf, flags, 0600, &why);
         if (fd < 0) {
-            path_error(err, &p, errno, why.msg);
+            m_files_path_error(err, &p, errno, why.msg);
             goto out;
         }
         if ((!exists || has_mode || has_uid || has_gid) && set_owner_mode(fd, uid, gid, mode) < 0) {
-            path_error(err, &p, errno, NULL);
+            m_files_path_error(err, &p, errno, NULL);
             goto out;
         }
         if (write_all(fd, buf, (size_t)n) < 0) {
-            path_error(err, &p, errno, NULL);
+            m_files_path_error(err, &p, errno, NULL);
             goto out;
         }
     } else {
@@ -219,14 +219,14 @@ int files_write_now(struct client *c, cJSON *params, cJSON **result, struct rpc_
          * one, never a part. */
         fd = open_temp(dfd, leaf, tmp, sizeof(tmp));
         if (fd < 0) {
-            path_error(err, &p, errno, "unable to create a temp file beside it");
+            m_files_path_error(err, &p, errno, "unable to create a temp file beside it");
             goto out;
         }
         if (set_owner_mode(fd, uid, gid, mode) < 0 || write_all(fd, buf, (size_t)n) < 0 ||
             fsync(fd) < 0 || rename2(dfd, tmp, dfd, leaf, exclusive) < 0) {
             int e = errno;
             unlinkat(dfd, tmp, 0);
-            path_error(err, &p, e, e == EEXIST ? "already exists (exclusive)" : NULL);
+            m_files_path_error(err, &p, e, e == EEXIST ? "already exists (exclusive)" : NULL);
             goto out;
         }
         fsync(dfd);
@@ -253,7 +253,7 @@ out:
 
 /* ---- files.rename ---- */
 
-int files_rename_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+int m_files_rename_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     static const char *const known[] = {"from", "to", "exclusive", NULL};
     struct fpath f, t;
@@ -262,40 +262,41 @@ int files_rename_now(struct client *c, cJSON *params, cJSON **result, struct rpc
     struct err why = {0};
     struct stat st;
 
-    if (params_only(params, known, err) < 0 || get_path(params, "from", &f, err) < 0 ||
-        get_path(params, "to", &t, err) < 0 || param_flag(params, "exclusive", &exclusive, err) < 0)
+    if (params_only(params, known, err) < 0 || m_files_get_path(params, "from", &f, err) < 0 ||
+        m_files_get_path(params, "to", &t, err) < 0 ||
+        m_files_param_flag(params, "exclusive", &exclusive, err) < 0)
         return -1;
-    int ffd = open_parent(&f, fleaf, err);
+    int ffd = m_files_open_parent(&f, fleaf, err);
     if (ffd < 0)
         return -1;
-    int tfd = open_parent(&t, tleaf, err);
+    int tfd = m_files_open_parent(&t, tleaf, err);
     if (tfd < 0) {
         close(ffd);
         return -1;
     }
     int rc = -1;
     if (fstatat(ffd, fleaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-        path_error(err, &f, errno, NULL);
+        m_files_path_error(err, &f, errno, NULL);
         goto out;
     }
     /* A file uploaded in chunks reaches the disk before its name does. */
     if (S_ISREG(st.st_mode)) {
         int fd = safepath_open(ffd, fleaf, O_RDONLY, 0, &why);
         if (fd < 0) {
-            path_error(err, &f, errno, why.msg);
+            m_files_path_error(err, &f, errno, why.msg);
             goto out;
         }
         int s = fsync(fd);
         int e = errno;
         close(fd);
         if (s < 0) {
-            path_error(err, &f, e, NULL);
+            m_files_path_error(err, &f, e, NULL);
             goto out;
         }
     }
     if (rename2(ffd, fleaf, tfd, tleaf, exclusive) < 0) {
         int e = errno;
-        path_error(err, e == ENOENT ? &f : &t, e, e == EEXIST ? "already exists (exclusive)" : NULL);
+        m_files_path_error(err, e == ENOENT ? &f : &t, e, e == EEXIST ? "already exists (exclusive)" : NULL);
         goto out;
     }
     fsync(tfd);
@@ -314,7 +315,7 @@ out:
 
 /* ---- files.mkdir ---- */
 
-int files_mkdir_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+int m_files_mkdir_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     static const char *const known[] = {"path", "parents", "mode", "uid", "gid", NULL};
     struct fpath p;
@@ -323,8 +324,8 @@ int files_mkdir_now(struct client *c, cJSON *params, cJSON **result, struct rpc_
     unsigned uid = geteuid(), gid = getegid();
     struct err why = {0};
 
-    if (params_only(params, known, err) < 0 || get_path(params, "path", &p, err) < 0 ||
-        param_flag(params, "parents", &parents, err) < 0 ||
+    if (params_only(params, known, err) < 0 || m_files_get_path(params, "path", &p, err) < 0 ||
+        m_files_param_flag(params, "parents", &parents, err) < 0 ||
         param_mode(params, &mode, &has_mode, err) < 0 ||
         param_id(params, "uid", &uid, &has_uid, err) < 0 ||
         param_id(params, "gid", &gid, &has_gid, err) < 0)
@@ -333,7 +334,7 @@ int files_mkdir_now(struct client *c, cJSON *params, cJSON **result, struct rpc_
     if (parents) {
         /* Whether it is there already, asked the way the walk below goes
          * (no link followed), never through a link to somewhere else. */
-        int root = open_root(err);
+        int root = m_files_open_root(err);
         if (root < 0)
             return -1;
         int probe = safepath_open(root, p.rel, O_DIRECTORY, 0, &why);
@@ -344,23 +345,24 @@ int files_mkdir_now(struct client *c, cJSON *params, cJSON **result, struct rpc_
         why.msg[0] = '\0';
         fd = safepath_mkdir_p(p.abs, mode, uid, gid, &why);
         if (fd < 0)
-            return path_error(err, &p, errno, errno == ENOTDIR ? "a component is not a directory" : why.msg);
+            return m_files_path_error(err, &p, errno,
+                                      errno == ENOTDIR ? "a component is not a directory" : why.msg);
     } else {
-        if (is_root(&p)) {
+        if (m_files_is_root(&p)) {
             rpc_error_set(err, RPC_INVALID_PARAMS, "path: not allowed on /");
             return -1;
         }
-        int root = open_root(err);
+        int root = m_files_open_root(err);
         if (root < 0)
             return -1;
         fd = safepath_mkdir(root, p.rel, mode, uid, gid, &made, &why);
         int e = errno;
         close(root);
         if (fd < 0)
-            return path_error(err, &p, e, e == ENOTDIR ? "exists and is not a directory" : why.msg);
+            return m_files_path_error(err, &p, e, e == ENOTDIR ? "exists and is not a directory" : why.msg);
         if (!made) {
             close(fd);
-            return path_error(err, &p, EEXIST, "already exists (parents: true accepts that)");
+            return m_files_path_error(err, &p, EEXIST, "already exists (parents: true accepts that)");
         }
     }
     close(fd);
@@ -456,7 +458,7 @@ static int rm_tree(int dirfd, const char *name, struct rm *r, int depth)
     return rc;
 }
 
-int files_remove_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
+int m_files_remove_now(struct client *c, cJSON *params, cJSON **result, struct rpc_error *err)
 {
     static const char *const known[] = {"path", "recursive", NULL};
     struct fpath p;
@@ -464,16 +466,16 @@ int files_remove_now(struct client *c, cJSON *params, cJSON **result, struct rpc
     char leaf[NAME_MAX + 1];
     struct stat st, pst;
 
-    if (params_only(params, known, err) < 0 || get_path(params, "path", &p, err) < 0 ||
-        param_flag(params, "recursive", &recursive, err) < 0)
+    if (params_only(params, known, err) < 0 || m_files_get_path(params, "path", &p, err) < 0 ||
+        m_files_param_flag(params, "recursive", &recursive, err) < 0)
         return -1;
-    int dfd = open_parent(&p, leaf, err);
+    int dfd = m_files_open_parent(&p, leaf, err);
     if (dfd < 0)
         return -1;
     if (fstatat(dfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0 || fstat(dfd, &pst) < 0) {
         int e = errno;
         close(dfd);
-        return path_error(err, &p, e, NULL);
+        return m_files_path_error(err, &p, e, NULL);
     }
     struct rm r = {.budget = FILES_REMOVE_MAX, .dev = st.st_dev};
     int rc = 1;
@@ -490,7 +492,7 @@ int files_remove_now(struct client *c, cJSON *params, cJSON **result, struct rpc
     }
     close(dfd);
     if (rc < 0)
-        return path_error(err, &p, r.err, r.why);
+        return m_files_path_error(err, &p, r.err, r.why);
     cJSON *res = cJSON_CreateObject();
     if (!res)
         return -1;

@@ -275,7 +275,7 @@ int m_sandbox_resume(struct client *c, cJSON *params, cJSON **result, struct rpc
 {
     static const char *const known[] = {"time", "entropy", "network", NULL};
     static uint8_t ent[ENTROPY_MAX_BYTES];
-    struct sandbox_resume_req r = {0};
+    struct resume_req r = {0};
     struct network_cfg *net = NULL;
     cJSON *o = NULL;
     bool present;
@@ -290,7 +290,7 @@ int m_sandbox_resume(struct client *c, cJSON *params, cJSON **result, struct rpc
             rpc_error_set(err, RPC_ERR_FAILED, "network: out of memory");
             return -1;
         }
-        if (network_parse(o, net, &msg) < 0) {
+        if (sections_network_parse(o, net, &msg) < 0) {
             free(net);
             rpc_error_from(err, RPC_INVALID_PARAMS, &msg);
             return -1;
@@ -302,7 +302,7 @@ int m_sandbox_resume(struct client *c, cJSON *params, cJSON **result, struct rpc
     }
     r.entropy = r.entropy_len ? ent : NULL;
     r.network = net;
-    *result = sandbox_resume(&r, "host", &msg);
+    *result = resume_run(&r, "host", &msg);
     explicit_bzero(ent, sizeof(ent));
     free(net);
     if (!*result) {
@@ -322,7 +322,7 @@ int m_time_sync(struct client *c, cJSON *params, cJSON **result, struct rpc_erro
     }
     if (parse_time(params, "", &ts, err) < 0)
         return -1;
-    *result = sandbox_time_sync(&ts);
+    *result = resume_time_sync(&ts);
     return *result ? 0 : -1;
 }
 

@@ -1,6 +1,6 @@
 /* rpc: newline-delimited JSON-RPC 2.0 framing, independent of any socket.
- * A linebuf turns a byte stream into bounded lines; rpc_parse validates
- * one request; rpc_format_* build reply lines. */
+ * rpc_parse validates one request (a line linebuf.h cut from the stream);
+ * rpc_format_* build reply lines. */
 #ifndef HEARTH_RPC_H
 #define HEARTH_RPC_H
 
@@ -9,13 +9,11 @@
 
 #include <cJSON.h>
 
-#include "bytebuf.h"
 #include "err.h"
 #include "proto.h"
 
 
 #define RPC_MAX_LINE PROTO_MAX_REQUEST /* one request, without its newline */
-#define LINEBUF_CHUNK 65536     /* a linebuf grows by reads of this size */
 
 enum rpc_code {
     RPC_PARSE_ERROR = -32700,
@@ -29,29 +27,6 @@ enum rpc_code {
     RPC_ERR_NOT_FOUND = -32002,    /* a named object (service, skill) does not exist */
     RPC_ERR_STATE = -32003,        /* not possible in the current state */
 };
-
-struct linebuf {
-    struct bytebuf b; /* its off is the first unconsumed byte */
-    size_t scan;      /* newline search resumes here */
-    size_t max;       /* longest line accepted */
-};
-
-void linebuf_init(struct linebuf *lb, size_t max);
-void linebuf_free(struct linebuf *lb);
-/* Room left for appending (after compaction); 0 means: stop reading. */
-size_t linebuf_space(struct linebuf *lb);
-/* Pointer to append at; at most linebuf_space() bytes, then commit. */
-char *linebuf_tail(struct linebuf *lb);
-void linebuf_commit(struct linebuf *lb, size_t n);
-int linebuf_append(struct linebuf *lb, const char *data, size_t n);
-/* Returns 1 with the next complete line (newline and trailing \r cut,
- * valid until the next linebuf call), 0 when none is complete yet, -1 when
- * the pending line is already longer than max (the stream is unusable). */
-int linebuf_next(struct linebuf *lb, const char **line, size_t *len);
-size_t linebuf_pending(const struct linebuf *lb);
-/* With nothing pending, gives back a buffer that grew past one chunk (a
- * large request must not pin its memory for the connection's life). */
-void linebuf_shrink(struct linebuf *lb);
 
 #define RPC_FAST_TEXT 64 /* longest method or string id the fast path keeps */
 struct rpc_request {

@@ -19,8 +19,8 @@
 
 /* "a.b.c.d:port", "[v6]:port" or "localhost:port". Names are not resolved:
  * a resolver would block the loop, and a sandbox probe is local anyway. */
-int check_parse_hostport(const char *s, struct sockaddr_storage *ss, socklen_t *sslen,
-                         struct err *err)
+int checkspec_parse_hostport(const char *s, struct sockaddr_storage *ss, socklen_t *sslen,
+                             struct err *err)
 {
     char host[256];
     uint16_t port;
@@ -60,7 +60,7 @@ bad:
     return -1;
 }
 
-int check_parse_unix(const char *path, struct sockaddr_un *su, socklen_t *len, struct err *err)
+int checkspec_parse_unix(const char *path, struct sockaddr_un *su, socklen_t *len, struct err *err)
 {
     size_t n = strlen(path);
 
@@ -120,7 +120,7 @@ static int parse_exec(struct check_spec *spec, const cJSON *v, struct err *err)
     return 0;
 }
 
-int check_spec_from_json(const struct cJSON *obj, struct check_spec *spec, struct err *err)
+int checkspec_from_json(const struct cJSON *obj, struct check_spec *spec, struct err *err)
 {
     static const char *const kinds[] = {"tcp",  "unix",   "file",       "exec",
                                         "notify_fd", "http", "notify", "watchdog_ms"};
@@ -183,7 +183,7 @@ int check_spec_from_json(const struct cJSON *obj, struct check_spec *spec, struc
         struct sockaddr_storage ss;
         socklen_t len;
         spec->kind = CHECK_TCP;
-        if (check_parse_hostport(spec->target, &ss, &len, &why) < 0)
+        if (checkspec_parse_hostport(spec->target, &ss, &len, &why) < 0)
             goto bad;
     } else if (strcmp(key, "http") == 0) {
         struct sockaddr_storage ss;
@@ -191,13 +191,13 @@ int check_spec_from_json(const struct cJSON *obj, struct check_spec *spec, struc
         char hp[256], path[256];
         spec->kind = CHECK_HTTP;
         if (http_target_split(spec->target, hp, sizeof(hp), path, sizeof(path), &why) < 0 ||
-            check_parse_hostport(hp, &ss, &len, &why) < 0)
+            checkspec_parse_hostport(hp, &ss, &len, &why) < 0)
             goto bad;
     } else if (strcmp(key, "unix") == 0) {
         struct sockaddr_un su;
         socklen_t len;
         spec->kind = CHECK_UNIX;
-        if (check_parse_unix(spec->target, &su, &len, &why) < 0)
+        if (checkspec_parse_unix(spec->target, &su, &len, &why) < 0)
             goto bad;
     } else {
         spec->kind = CHECK_FILE;

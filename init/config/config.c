@@ -143,7 +143,7 @@ static void build_service(struct builder *b, struct service_config *s, cJSON *ob
         s->force_exit[item->valueint / 8] |= (unsigned char)(1u << (item->valueint % 8));
     cJSON_ArrayForEach(item, jget(obj, "restart_prevent_exit_codes"))
         s->prevent_exit[item->valueint / 8] |= (unsigned char)(1u << (item->valueint % 8));
-    s->settings = svc_settings_build(obj);
+    s->settings = svc_config_build(obj);
     if (!s->settings)
         b->oom = true;
 }
@@ -204,17 +204,17 @@ static struct config *build(cJSON *root, struct err *err)
     cfg->clock_step_threshold_ms = jget_int_or(clk, "step_threshold_ms", CLOCK_DEFAULT_THRESHOLD_MS);
     cfg->clock_check_ms = jget_int_or(clk, "check_ms", CONFIG_CLOCK_CHECK_MS);
     cfg->clock_detect_step_ms = jget_int_or(clk, "detect_step_ms", CONFIG_CLOCK_DETECT_STEP_MS);
-    network_extract(jget(root, "network"), &cfg->network);
-    egress_extract(jget(root, "egress"), &cfg->egress);
-    if (mounts_extract(root, &cfg->mounts) < 0 || seed_extract(jget(root, "seed"), &cfg->seed) < 0 ||
-        skills_extract(jget(root, "skills"), &cfg->skills) < 0 ||
-        sysctl_extract(jget(root, "sysctl"), &cfg->sysctl) < 0)
+    sections_network_extract(jget(root, "network"), &cfg->network);
+    sections_egress_extract(jget(root, "egress"), &cfg->egress);
+    if (sections_mounts_extract(root, &cfg->mounts) < 0 || sections_seed_extract(jget(root, "seed"), &cfg->seed) < 0 ||
+        sections_skills_extract(jget(root, "skills"), &cfg->skills) < 0 ||
+        sections_sysctl_extract(jget(root, "sysctl"), &cfg->sysctl) < 0)
         b.oom = true;
-    metrics_extract(jget(root, "metrics"), &cfg->metrics);
-    exec_extract(jget(root, "exec"), &cfg->exec);
-    files_extract(jget(root, "files"), &cfg->files);
-    envd_extract(jget(root, "envd"), &cfg->envd);
-    activity_extract(jget(root, "activity"), &cfg->activity);
+    sections_metrics_extract(jget(root, "metrics"), &cfg->metrics);
+    sections_exec_extract(jget(root, "exec"), &cfg->exec);
+    sections_files_extract(jget(root, "files"), &cfg->files);
+    sections_envd_extract(jget(root, "envd"), &cfg->envd);
+    sections_activity_extract(jget(root, "activity"), &cfg->activity);
     const cJSON *lim = jget(root, "limits");
     cfg->limits.memory_reserve = jget_int_or(lim, "memory_reserve", -1);
     cfg->limits.pids_max = jget_int_or(lim, "pids_max", CONFIG_PIDS_MAX_DEFAULT);
@@ -419,16 +419,16 @@ void config_free(struct config *cfg)
         free_list(s->after, s->n_after);
         free(s->success_exit_codes);
         free(s->on_resume);
-        svc_settings_free(s->settings);
+        svc_config_free(s->settings);
     }
-    egress_policy_free(&cfg->egress);
-    mounts_cfg_free(&cfg->mounts);
-    seed_cfg_free(&cfg->seed);
-    skills_cfg_free(&cfg->skills);
+    sections_egress_policy_free(&cfg->egress);
+    sections_mounts_cfg_free(&cfg->mounts);
+    sections_seed_cfg_free(&cfg->seed);
+    sections_skills_cfg_free(&cfg->skills);
     free(cfg->resume_file);
     free(cfg->hostname);
     free_list(cfg->modules, cfg->n_modules);
-    sysctl_cfg_free(&cfg->sysctl);
+    sections_sysctl_cfg_free(&cfg->sysctl);
     cJSON_Delete(cfg->json);
     free(cfg);
 }

@@ -40,7 +40,7 @@ static const char *const default_deny[] = {"10.0.0.0/8", "127.0.0.0/8", "169.254
                                            "0.0.0.0/8", "198.18.0.0/15", "224.0.0.0/4",
                                            "240.0.0.0/4", "fc00::/7", "fe80::/10", "ff00::/8"};
 
-void egress_policy_free(struct egress_policy *p)
+void sections_egress_policy_free(struct egress_policy *p)
 {
     free(p->allow);
     free(p->deny);
@@ -101,7 +101,7 @@ static int lports_fill(const cJSON *arr, struct egress_policy *p, struct err *er
     return 0;
 }
 
-cJSON *egress_lports_json(const struct egress_policy *p)
+cJSON *sections_egress_lports_json(const struct egress_policy *p)
 {
     cJSON *a = cJSON_CreateArray();
     for (size_t i = 0; a && i < p->n_lports; i++) {
@@ -113,7 +113,7 @@ cJSON *egress_lports_json(const struct egress_policy *p)
 }
 
 /* The policy as stored and reported: every field of the platform's
- * present (deny_local_ports is reported on its own, egress_lports_json). */
+ * present (deny_local_ports is reported on its own, sections_egress_lports_json). */
 static cJSON *normalised(const cJSON *policy, bool allow_public)
 {
     cJSON *o = cJSON_CreateObject();
@@ -155,11 +155,11 @@ static int egress_fill(const cJSON *policy, struct egress_policy *p, struct err 
     }
     return 0;
 fail:
-    egress_policy_free(p);
+    sections_egress_policy_free(p);
     return -1;
 }
 
-int egress_parse(const cJSON *policy, struct egress_policy *out, struct err *err)
+int sections_egress_parse(const cJSON *policy, struct egress_policy *out, struct err *err)
 {
     memset(out, 0, sizeof(*out));
     if (!cJSON_IsObject(policy))
@@ -169,7 +169,7 @@ int egress_parse(const cJSON *policy, struct egress_policy *out, struct err *err
     return egress_fill(policy, out, err);
 }
 
-void egress_extract(const cJSON *policy, struct egress_policy *out)
+void sections_egress_extract(const cJSON *policy, struct egress_policy *out)
 {
     struct err err;
 
@@ -186,7 +186,7 @@ void egress_extract(const cJSON *policy, struct egress_policy *out)
     }
 }
 
-int egress_policy_copy(struct egress_policy *dst, const struct egress_policy *src)
+int sections_egress_policy_copy(struct egress_policy *dst, const struct egress_policy *src)
 {
     memset(dst, 0, sizeof(*dst));
     dst->present = src->present;
@@ -195,7 +195,7 @@ int egress_policy_copy(struct egress_policy *dst, const struct egress_policy *sr
     dst->deny = calloc(src->n_deny + 1, sizeof(*dst->deny));
     dst->stated = src->stated ? cJSON_Duplicate(src->stated, 1) : NULL;
     if (!dst->allow || !dst->deny || (src->stated && !dst->stated)) {
-        egress_policy_free(dst);
+        sections_egress_policy_free(dst);
         return -1;
     }
     memcpy(dst->allow, src->allow, src->n_allow * sizeof(*dst->allow));
@@ -209,7 +209,7 @@ int egress_policy_copy(struct egress_policy *dst, const struct egress_policy *sr
 
 /* ---- network ---- */
 
-void network_extract(const cJSON *net, struct network_cfg *out)
+void sections_network_extract(const cJSON *net, struct network_cfg *out)
 {
     const cJSON *it;
 
@@ -296,7 +296,7 @@ void network_extract(const cJSON *net, struct network_cfg *out)
     }
 }
 
-int network_parse(const cJSON *net, struct network_cfg *out, struct err *err)
+int sections_network_parse(const cJSON *net, struct network_cfg *out, struct err *err)
 {
     memset(out, 0, sizeof(*out));
     if (schema_check_section("network", net, err) < 0)
@@ -308,7 +308,7 @@ int network_parse(const cJSON *net, struct network_cfg *out, struct err *err)
                        NETWORK_USED_IFACES);
     if (n_dns > NETWORK_USED_DNS)
         return err_set(err, "network.dns: %d entries, at most %d", n_dns, NETWORK_USED_DNS);
-    network_extract(net, out);
+    sections_network_extract(net, out);
     return 0;
 }
 
@@ -325,7 +325,7 @@ static char *dup_member(const cJSON *obj, const char *key, bool *oom)
     return d;
 }
 
-void host_mounts_free(struct host_mounts_cfg *h)
+void sections_host_mounts_free(struct host_mounts_cfg *h)
 {
     for (size_t i = 0; i < h->n; i++) {
         free(h->v[i].host_path);
@@ -364,13 +364,13 @@ static int host_mounts_fill(const cJSON *v, struct host_mounts_cfg *out)
     }
     cJSON_Delete(parsed);
     if (oom) {
-        host_mounts_free(out);
+        sections_host_mounts_free(out);
         return -1;
     }
     return 0;
 }
 
-int host_mounts_parse(const cJSON *v, struct host_mounts_cfg *out, struct err *err)
+int sections_host_mounts_parse(const cJSON *v, struct host_mounts_cfg *out, struct err *err)
 {
     memset(out, 0, sizeof(*out));
     if (cJSON_IsArray(v)) {
@@ -392,7 +392,7 @@ int host_mounts_parse(const cJSON *v, struct host_mounts_cfg *out, struct err *e
     return 0;
 }
 
-void mounts_cfg_free(struct mounts_cfg *m)
+void sections_mounts_cfg_free(struct mounts_cfg *m)
 {
     for (size_t i = 0; i < m->n; i++) {
         free(m->v[i].source);
@@ -402,11 +402,11 @@ void mounts_cfg_free(struct mounts_cfg *m)
         free(m->v[i].owner);
     }
     free(m->v);
-    host_mounts_free(&m->host);
+    sections_host_mounts_free(&m->host);
     memset(m, 0, sizeof(*m));
 }
 
-int mounts_extract(const cJSON *root, struct mounts_cfg *out)
+int sections_mounts_extract(const cJSON *root, struct mounts_cfg *out)
 {
     const cJSON *list = jget(root, "mounts"), *rule = jget(root, "host_mounts_rule"), *e;
     bool oom = false;
@@ -439,7 +439,7 @@ int mounts_extract(const cJSON *root, struct mounts_cfg *out)
         m->timeout_ms = jget_int_or(e, "timeout_ms", platform ? 0 : CONFIG_MOUNT_TIMEOUT_MS);
     }
     if (oom || host_mounts_fill(jget(root, "host_mounts"), &out->host) < 0) {
-        mounts_cfg_free(out);
+        sections_mounts_cfg_free(out);
         return -1;
     }
     return 0;
@@ -447,7 +447,7 @@ int mounts_extract(const cJSON *root, struct mounts_cfg *out)
 
 /* ---- seed ---- */
 
-void seed_cfg_free(struct seed_cfg *s)
+void sections_seed_cfg_free(struct seed_cfg *s)
 {
     for (size_t i = 0; i < s->n; i++) {
         free(s->v[i].target);
@@ -460,7 +460,7 @@ void seed_cfg_free(struct seed_cfg *s)
     memset(s, 0, sizeof(*s));
 }
 
-int seed_extract(const cJSON *list, struct seed_cfg *out)
+int sections_seed_extract(const cJSON *list, struct seed_cfg *out)
 {
     const cJSON *e;
     bool oom = false;
@@ -481,7 +481,7 @@ int seed_extract(const cJSON *list, struct seed_cfg *out)
         s->group = dup_member(e, "group", &oom);
     }
     if (oom) {
-        seed_cfg_free(out);
+        sections_seed_cfg_free(out);
         return -1;
     }
     return 0;
@@ -489,7 +489,7 @@ int seed_extract(const cJSON *list, struct seed_cfg *out)
 
 /* ---- skills ---- */
 
-void skills_cfg_free(struct skills_cfg *s)
+void sections_skills_cfg_free(struct skills_cfg *s)
 {
     free(s->pub);
     free(s->priv);
@@ -501,7 +501,7 @@ void skills_cfg_free(struct skills_cfg *s)
     memset(s, 0, sizeof(*s));
 }
 
-int skills_extract(const cJSON *sk, struct skills_cfg *out)
+int sections_skills_extract(const cJSON *sk, struct skills_cfg *out)
 {
     const cJSON *ign = jget(sk, "ignore"), *g;
     bool oom = false;
@@ -525,7 +525,7 @@ int skills_extract(const cJSON *sk, struct skills_cfg *out)
     if (out->external_dirs)
         out->config_yaml = dup_member(sk, "config_yaml", &oom);
     if (oom) {
-        skills_cfg_free(out);
+        sections_skills_cfg_free(out);
         return -1;
     }
     return 0;
@@ -533,7 +533,7 @@ int skills_extract(const cJSON *sk, struct skills_cfg *out)
 
 /* ---- metrics ---- */
 
-void metrics_extract(const cJSON *m, struct metrics_cfg *out)
+void sections_metrics_extract(const cJSON *m, struct metrics_cfg *out)
 {
     out->disk_low_percent = (int)jget_int_or(m, "disk_low_percent", CONFIG_DISK_LOW_PERCENT);
     out->disk_ok_percent = (int)jget_int_or(
@@ -545,7 +545,7 @@ void metrics_extract(const cJSON *m, struct metrics_cfg *out)
 
 /* ---- activity ---- */
 
-void activity_extract(const cJSON *a, struct activity_cfg *out)
+void sections_activity_extract(const cJSON *a, struct activity_cfg *out)
 {
     out->enabled = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(a, "enabled"));
     out->idle_ms = jget_int_or(a, "idle_ms", CONFIG_ACTIVITY_IDLE_MS);
@@ -560,7 +560,7 @@ void activity_extract(const cJSON *a, struct activity_cfg *out)
 
 /* ---- exec ---- */
 
-void exec_extract(const cJSON *e, struct exec_cfg *out)
+void sections_exec_extract(const cJSON *e, struct exec_cfg *out)
 {
     out->max_processes = (size_t)jget_int_or(e, "max_processes", CONFIG_EXEC_MAX_PROCESSES);
     out->buffer_bytes = (size_t)jget_int_or(e, "buffer_bytes", CONFIG_EXEC_BUFFER_BYTES);
@@ -569,14 +569,14 @@ void exec_extract(const cJSON *e, struct exec_cfg *out)
 
 /* ---- files ---- */
 
-void files_extract(const cJSON *f, struct files_cfg *out)
+void sections_files_extract(const cJSON *f, struct files_cfg *out)
 {
     out->timeout_ms = jget_int_or(f, "timeout_ms", CONFIG_FILES_TIMEOUT_MS);
 }
 
 /* ---- envd ---- */
 
-void envd_extract(const cJSON *e, struct envd_cfg *out)
+void sections_envd_extract(const cJSON *e, struct envd_cfg *out)
 {
     struct err err;
     memset(out, 0, sizeof(*out));
@@ -605,7 +605,7 @@ void envd_extract(const cJSON *e, struct envd_cfg *out)
     out->max_upload_bytes = jget_int_or(e, "max_upload_bytes", ENVD_DEFAULT_MAX_UPLOAD_BYTES);
 }
 
-int sysctl_extract(const cJSON *map, struct sysctl_cfg *out)
+int sections_sysctl_extract(const cJSON *map, struct sysctl_cfg *out)
 {
     const cJSON *item;
     int64_t n;
@@ -637,7 +637,7 @@ int sysctl_extract(const cJSON *map, struct sysctl_cfg *out)
     return 0;
 }
 
-void sysctl_cfg_free(struct sysctl_cfg *s)
+void sections_sysctl_cfg_free(struct sysctl_cfg *s)
 {
     for (size_t i = 0; i < s->n; i++) {
         free(s->v[i].name);

@@ -37,16 +37,16 @@ struct egress_policy {
 /* Validates a policy (the `egress` schema, then the bounds of the lists)
  * and parses it into out, in one pass: what egress.set and sandbox.init
  * use. Returns 0, or -1 with err naming the field (out is then empty). */
-int egress_parse(const struct cJSON *policy, struct egress_policy *out, struct err *err);
+int sections_egress_parse(const struct cJSON *policy, struct egress_policy *out, struct err *err);
 /* The config's `egress` section, which the schema has checked (NULL:
  * absent); a policy past the bounds keeps its reason in out->error. */
-void egress_extract(const struct cJSON *policy, struct egress_policy *out);
-void egress_policy_free(struct egress_policy *p);
+void sections_egress_extract(const struct cJSON *policy, struct egress_policy *out);
+void sections_egress_policy_free(struct egress_policy *p);
 /* deny_local_ports in its canonical text, as a JSON array (NULL when out
  * of memory). */
-struct cJSON *egress_lports_json(const struct egress_policy *p);
+struct cJSON *sections_egress_lports_json(const struct egress_policy *p);
 /* A deep copy (0), or -1 when out of memory (dst is then empty). */
-int egress_policy_copy(struct egress_policy *dst, const struct egress_policy *src);
+int sections_egress_policy_copy(struct egress_policy *dst, const struct egress_policy *src);
 
 /* How many interfaces and DNS servers the config keeps (network.c
  * configures the first 16 interfaces and writes the first 8 servers; the
@@ -109,12 +109,12 @@ struct network_cfg {
 /* Extracts a `network` section the schema has checked (NULL: absent),
  * with the defaults of config.h. Entries past n_ifs, n_dns, n_routes and
  * n_neighs are left as they were (not cleared). */
-void network_extract(const struct cJSON *net, struct network_cfg *out);
+void sections_network_extract(const struct cJSON *net, struct network_cfg *out);
 /* Validates a `network` object as sandbox.init and sandbox.resume
  * receive it (the schema, then at most NETWORK_USED_IFACES interfaces
  * and NETWORK_USED_DNS servers) and extracts it, in one pass. Returns 0,
  * or -1 with err naming the field ("network.interfaces[1].mac: ..."). */
-int network_parse(const struct cJSON *net, struct network_cfg *out, struct err *err);
+int sections_network_parse(const struct cJSON *net, struct network_cfg *out, struct err *err);
 
 /* One `mounts` entry, parsed (NULL strings: not given). */
 struct mount_cfg {
@@ -147,12 +147,12 @@ struct mounts_cfg {
 /* Validates host_mounts (the platform's JSON array string, or from
  * sandbox.init the array itself, checked in its string form) and parses
  * it, in one pass. Returns 0, or -1 with err naming the field. */
-int host_mounts_parse(const struct cJSON *v, struct host_mounts_cfg *out, struct err *err);
-void host_mounts_free(struct host_mounts_cfg *h);
+int sections_host_mounts_parse(const struct cJSON *v, struct host_mounts_cfg *out, struct err *err);
+void sections_host_mounts_free(struct host_mounts_cfg *h);
 /* The three sections from a checked config. Returns 0, or -1 when out
  * of memory. */
-int mounts_extract(const struct cJSON *root, struct mounts_cfg *out);
-void mounts_cfg_free(struct mounts_cfg *m);
+int sections_mounts_extract(const struct cJSON *root, struct mounts_cfg *out);
+void sections_mounts_cfg_free(struct mounts_cfg *m);
 
 /* One `seed` entry (unless, user and group NULL when not given). */
 struct seed_entry {
@@ -166,8 +166,8 @@ struct seed_cfg {
 };
 
 /* `seed` from a checked config (NULL: absent). 0, or -1 out of memory. */
-int seed_extract(const struct cJSON *list, struct seed_cfg *out);
-void seed_cfg_free(struct seed_cfg *s);
+int sections_seed_extract(const struct cJSON *list, struct seed_cfg *out);
+void sections_seed_cfg_free(struct seed_cfg *s);
 
 /* `skills`: the overlay is on when both public and private are given. */
 struct skills_cfg {
@@ -182,8 +182,8 @@ struct skills_cfg {
 
 /* `skills` from a checked config (NULL: absent), with the defaults of
  * config.h. 0, or -1 out of memory. */
-int skills_extract(const struct cJSON *sk, struct skills_cfg *out);
-void skills_cfg_free(struct skills_cfg *s);
+int sections_skills_extract(const struct cJSON *sk, struct skills_cfg *out);
+void sections_skills_cfg_free(struct skills_cfg *s);
 
 /* `metrics`: the disk thresholds and the check period. */
 struct metrics_cfg {
@@ -192,7 +192,7 @@ struct metrics_cfg {
 };
 
 /* `metrics` from a checked config (NULL: absent), with the defaults. */
-void metrics_extract(const struct cJSON *m, struct metrics_cfg *out);
+void sections_metrics_extract(const struct cJSON *m, struct metrics_cfg *out);
 
 /* `activity`: when the sandbox counts as busy, and the lease rules. */
 struct activity_cfg {
@@ -202,7 +202,7 @@ struct activity_cfg {
 };
 
 /* `activity` from a checked config (NULL: absent), with the defaults. */
-void activity_extract(const struct cJSON *a, struct activity_cfg *out);
+void sections_activity_extract(const struct cJSON *a, struct activity_cfg *out);
 
 /* `exec`: the limits of processes started by the host. */
 struct exec_cfg {
@@ -211,7 +211,7 @@ struct exec_cfg {
 };
 
 /* `exec` from a checked config (NULL: absent), with the defaults. */
-void exec_extract(const struct cJSON *e, struct exec_cfg *out);
+void sections_exec_extract(const struct cJSON *e, struct exec_cfg *out);
 
 /* `files`: the files.* methods' deadline on shares. */
 struct files_cfg {
@@ -219,7 +219,7 @@ struct files_cfg {
 };
 
 /* `files` from a checked config (NULL: absent), with the defaults. */
-void files_extract(const struct cJSON *f, struct files_cfg *out);
+void sections_files_extract(const struct cJSON *f, struct files_cfg *out);
 
 /* `envd`: the E2B-compatible endpoint (docs/envd.md). Present means on. */
 #define ENVD_DEFAULT_LISTEN "tcp:0.0.0.0:49983"
@@ -248,7 +248,7 @@ struct envd_cfg {
 };
 
 /* `envd` from a checked config (NULL: absent, off), with the defaults. */
-void envd_extract(const struct cJSON *e, struct envd_cfg *out);
+void sections_envd_extract(const struct cJSON *e, struct envd_cfg *out);
 
 /* `sysctl`: the operator's sysctls, each a name (validated: see
  * names_sysctl_path) and the text to write, or NULL for "leave the
@@ -266,7 +266,7 @@ struct sysctl_cfg {
 
 /* `sysctl` from a checked config (NULL: absent); an integer becomes its
  * decimal text. 0, or -1 out of memory. */
-int sysctl_extract(const struct cJSON *map, struct sysctl_cfg *out);
-void sysctl_cfg_free(struct sysctl_cfg *s);
+int sections_sysctl_extract(const struct cJSON *map, struct sysctl_cfg *out);
+void sections_sysctl_cfg_free(struct sysctl_cfg *s);
 
 #endif

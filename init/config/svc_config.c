@@ -13,7 +13,7 @@
 
 /* The container runtimes' default set without NET_RAW: raw and packet
  * sockets send frames the inet egress hook never sees. */
-const uint64_t contain_default_caps =
+const uint64_t svc_config_default_caps =
     BIT(CAP_CHOWN) | BIT(CAP_DAC_OVERRIDE) | BIT(CAP_FOWNER) | BIT(CAP_FSETID) | BIT(CAP_KILL) |
     BIT(CAP_SETGID) | BIT(CAP_SETUID) | BIT(CAP_SETPCAP) | BIT(CAP_SETFCAP) |
     BIT(CAP_NET_BIND_SERVICE) | BIT(CAP_SYS_CHROOT) | BIT(CAP_AUDIT_WRITE);
@@ -37,7 +37,7 @@ static void check_of(const cJSON *obj, struct svc_check_settings *c)
         return;
     c->given = true;
     struct err why = {0};
-    int rc = check_spec_from_json(obj, &c->spec, &why);
+    int rc = checkspec_from_json(obj, &c->spec, &why);
     snprintf(c->error, sizeof(c->error), "%s", why.msg);
     c->listens = rc == 1;
     if (rc < 0 && !c->error[0])
@@ -99,7 +99,7 @@ static void contain_of(const cJSON *j, struct contain_policy *out)
     const cJSON *sc = cJSON_GetObjectItemCaseSensitive(j, "seccomp");
 
     out->keep_given = keep != NULL;
-    out->keep = keep ? caps_of(keep) : contain_default_caps;
+    out->keep = keep ? caps_of(keep) : svc_config_default_caps;
     out->drop = caps_of(cJSON_GetObjectItemCaseSensitive(j, "caps_drop"));
     out->isolation = !cJSON_IsFalse(iso);
     out->seccomp = !(cJSON_IsString(sc) && strcmp(sc->valuestring, "off") == 0);
@@ -137,7 +137,7 @@ static void fill(const cJSON *obj, struct svc_settings *st)
         cJSON_GetObjectItemCaseSensitive(obj, "activity"), "lease"));
 }
 
-struct svc_settings *svc_settings_build(const cJSON *obj)
+struct svc_settings *svc_config_build(const cJSON *obj)
 {
     struct svc_settings *st = calloc(1, sizeof(*st));
     if (st)
@@ -145,7 +145,7 @@ struct svc_settings *svc_settings_build(const cJSON *obj)
     return st;
 }
 
-const struct svc_settings *svc_settings_defaults(void)
+const struct svc_settings *svc_config_defaults(void)
 {
     static struct svc_settings dflt;
     static bool filled;
@@ -156,4 +156,4 @@ const struct svc_settings *svc_settings_defaults(void)
     return &dflt;
 }
 
-void svc_settings_free(struct svc_settings *st) { free(st); }
+void svc_config_free(struct svc_settings *st) { free(st); }

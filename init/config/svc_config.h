@@ -94,7 +94,7 @@ struct contain_policy {
 
 /* The capability set a root service keeps by default (named for
  * contain.c, which applies it). */
-extern const uint64_t contain_default_caps;
+extern const uint64_t svc_config_default_caps;
 
 struct svc_settings {
     struct svc_log_settings log;
@@ -108,11 +108,11 @@ struct svc_settings {
 
 /* Extracts the settings from a validated service object (the strings stay
  * in obj, which must outlive them). Returns NULL when out of memory. */
-struct svc_settings *svc_settings_build(const struct cJSON *obj);
-void svc_settings_free(struct svc_settings *st);
+struct svc_settings *svc_config_build(const struct cJSON *obj);
+void svc_config_free(struct svc_settings *st);
 /* The settings of a service whose config says nothing (every default): for
  * a service_config made by hand rather than loaded (an exec.start process),
  * whose settings are NULL. */
-const struct svc_settings *svc_settings_defaults(void);
+const struct svc_settings *svc_config_defaults(void);
 
 #endif

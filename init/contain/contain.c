@@ -78,12 +78,12 @@ const char *const contain_readonly[] = {
 
 void contain_policy_of(const struct service_config *c, struct contain_policy *out)
 {
-    *out = (c->settings ? c->settings : svc_settings_defaults())->contain;
+    *out = (c->settings ? c->settings : svc_config_defaults())->contain;
 }
 
 uint64_t contain_caps(const struct contain_policy *pol, bool root)
 {
-    uint64_t keep = pol->keep_given ? pol->keep : root ? contain_default_caps : 0;
+    uint64_t keep = pol->keep_given ? pol->keep : root ? svc_config_default_caps : 0;
     return keep & ~pol->drop;
 }
 

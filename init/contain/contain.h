@@ -106,7 +106,7 @@ int contain_fork_prepare(struct contain_plan *p, struct err *err);
 bool contain_fork_refused(const struct contain_plan *p, int err, struct err *msg);
 
 /* caps_keep, caps_drop, isolation and seccomp of a service, as typed when
- * the config loaded (struct contain_policy and contain_default_caps are
+ * the config loaded (struct contain_policy and svc_config_default_caps are
  * svc_config.h's). */
 void contain_policy_of(const struct service_config *c, struct contain_policy *out);
 /* The capabilities kept: caps_keep (or the default when root, none when

@@ -451,7 +451,7 @@ void diskuse_setup(const struct config *cfg)
     if (cfg)
         m = cfg->metrics;
     else
-        metrics_extract(NULL, &m);
+        sections_metrics_extract(NULL, &m);
     D.low_pct = m.disk_low_percent;
     D.ok_pct = m.disk_ok_percent;
     D.check_ms = m.disk_check_ms;

@@ -1341,10 +1341,10 @@ int mounts_set_host(const cJSON *host_mounts, struct err *err)
 {
     struct host_mounts_cfg hm;
 
-    if (host_mounts_parse(host_mounts, &hm, err) < 0)
+    if (sections_host_mounts_parse(host_mounts, &hm, err) < 0)
         return -1;
     mounts_apply_host(&hm);
-    host_mounts_free(&hm);
+    sections_host_mounts_free(&hm);
     return 0;
 }
 

@@ -53,9 +53,9 @@ void mounts_on_left(void (*fn)(const char *target, const char *why));
 void mounts_phase_ready(void);
 
 /* Replaces the entries that came from host_mounts with hm's (parsed by
- * host_mounts_parse) and applies the list again. */
+ * sections_host_mounts_parse) and applies the list again. */
 void mounts_apply_host(const struct host_mounts_cfg *hm);
-/* host_mounts_parse, then mounts_apply_host: a host_mounts value (the
+/* sections_host_mounts_parse, then mounts_apply_host: a host_mounts value (the
  * platform's JSON array string, or the array itself). On error nothing
  * changes and err names the field. */
 int mounts_set_host(const struct cJSON *host_mounts, struct err *err);

@@ -1,6 +1,7 @@
 /* jsonget: reading members of a cJSON object that the schema already
  * checked, with a default for what is absent. NULL objects read as empty,
- * so a missing section needs no test of its own. */
+ * so a missing section needs no test of its own. Its prefix is the short
+ * jget. */
 #ifndef HEARTH_JSONGET_H
 #define HEARTH_JSONGET_H
 

@@ -1,7 +1,8 @@
 /* timebase: hearth's clocks and its timer grid. Every timer, timeout and
  * uptime counts on CLOCK_MONOTONIC, read in one place (mono_ns), so a
  * wall-clock step after a resume changes nothing; the wall clock is read
- * for reporting only. Depends on nothing of hearth's. */
+ * for reporting only. Depends on nothing of hearth's. The two clocks'
+ * readers, called everywhere, keep short names (mono_ns, wall_ms). */
 #ifndef HEARTH_TIMEBASE_H
 #define HEARTH_TIMEBASE_H
 

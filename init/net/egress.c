@@ -366,19 +366,19 @@ static void emit(void)
 int egress_apply(const struct egress_policy *p, struct err *err)
 {
     struct egress_policy copy;
-    if (egress_policy_copy(&copy, p) < 0)
+    if (sections_egress_policy_copy(&copy, p) < 0)
         return err_set(err, "out of memory");
     int rc = apply_parsed(&copy, err);
     if (rc < 0) {
         /* The kernel kept the old ruleset; so does our state, except at
          * boot where there is no old policy and the phase stays closed. */
-        egress_policy_free(&copy);
+        sections_egress_policy_free(&copy);
         if (!E.pol.present)
             snprintf(E.error, sizeof(E.error), "%s", err->msg);
         log_warn("egress: %s", err->msg);
         return -2;
     }
-    egress_policy_free(&E.pol);
+    sections_egress_policy_free(&E.pol);
     E.pol = copy;
     E.applied = true;
     watch_start();
@@ -395,10 +395,10 @@ int egress_apply(const struct egress_policy *p, struct err *err)
 int egress_set(const cJSON *policy, struct err *err)
 {
     struct egress_policy p;
-    if (egress_parse(policy, &p, err) < 0)
+    if (sections_egress_parse(policy, &p, err) < 0)
         return -1;
     int rc = egress_apply(&p, err);
-    egress_policy_free(&p);
+    sections_egress_policy_free(&p);
     return rc;
 }
 
@@ -465,7 +465,7 @@ void egress_boot(const struct config *cfg)
         struct err err;
         watch_start();
         if (egress_apply(pol, &err) < 0) {
-            if (egress_policy_copy(&E.pol, pol) < 0)
+            if (sections_egress_policy_copy(&E.pol, pol) < 0)
                 log_warn("egress: unable to keep the local ports for a retry: out of memory");
             snprintf(E.error, sizeof(E.error), "%s", err.msg);
             log_error("egress: local ports not closed to services: %s", err.msg);
@@ -482,7 +482,7 @@ void egress_boot(const struct config *cfg)
         rc = egress_apply(pol, &err);
     if (rc < 0) {
         /* Fail closed: keep what we tried so recheck can retry it. */
-        if (!pol->error[0] && egress_policy_copy(&E.pol, pol) < 0)
+        if (!pol->error[0] && sections_egress_policy_copy(&E.pol, pol) < 0)
             log_warn("egress: unable to keep the policy for a retry: out of memory");
         snprintf(E.error, sizeof(E.error), "%s", err.msg);
         log_error("egress: %s; services after egress held", err.msg);
@@ -714,7 +714,7 @@ cJSON *egress_json(void)
          * with its own is applied. */
         const struct egress_policy *src = enforcing(&E.pol) ? &E.pol
                                           : H.cfg ? &H.cfg->egress : &E.pol;
-        cJSON *deny = egress_lports_json(src);
+        cJSON *deny = sections_egress_lports_json(src);
         if (deny)
             cJSON_AddItemToObject(lp, "deny", deny);
         cJSON_AddBoolToObject(lp, "applied", E.applied && E.exp.n_local > 0);

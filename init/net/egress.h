@@ -31,7 +31,7 @@ void egress_boot(const struct config *cfg);
  * ruleset and list stand). */
 int egress_set_always(const struct network_cfg *net, bool apply, struct err *err);
 
-/* egress_parse, then egress_apply. Returns 0; -1 with err naming the
+/* sections_egress_parse, then egress_apply. Returns 0; -1 with err naming the
  * offending value (nothing applied); or -2 with the kernel's reason when
  * applying failed (the old policy stands). */
 int egress_set(const struct cJSON *policy, struct err *err);

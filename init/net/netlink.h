@@ -1,7 +1,8 @@
 /* netlink: a small in-tree netlink layer shared by rtnetlink and
  * nf_tables code. A growable message buffer with nested attributes and
  * nfnetlink batch framing, a non-blocking socket, and reply parsing that
- * reports the kernel's extended ack text (NLMSGERR_ATTR_MSG). */
+ * reports the kernel's extended ack text (NLMSGERR_ATTR_MSG). Its prefix
+ * is the short nl_. */
 #ifndef HEARTH_NETLINK_H
 #define HEARTH_NETLINK_H
 

@@ -5,7 +5,7 @@
  * the requests that change them: link up/down, name and MTU, an address,
  * a route (RTM_NEWROUTE with NLM_F_REPLACE), a permanent neighbour entry.
  * Every call takes the caller's NETLINK_ROUTE socket (nl_open), so one
- * check or repair pass opens one. */
+ * check or repair pass opens one. Its prefix is the short nr_. */
 #ifndef HEARTH_NETROUTE_H
 #define HEARTH_NETROUTE_H
 

@@ -554,7 +554,7 @@ struct check *check_start(struct ev_loop *loop, const struct check_spec *spec,
 
     switch (spec->kind) {
     case CHECK_TCP:
-        if (check_parse_hostport(c->target, &ss, &len, &why) < 0) {
+        if (checkspec_parse_hostport(c->target, &ss, &len, &why) < 0) {
             err_set(err, "tcp: %s", why.msg);
             break;
         }
@@ -563,7 +563,7 @@ struct check *check_start(struct ev_loop *loop, const struct check_spec *spec,
     case CHECK_HTTP: {
         char hp[256], path[256];
         if (http_target_split(c->target, hp, sizeof(hp), path, sizeof(path), &why) < 0 ||
-            check_parse_hostport(hp, &ss, &len, &why) < 0) {
+            checkspec_parse_hostport(hp, &ss, &len, &why) < 0) {
             err_set(err, "http: %s", why.msg);
             break;
         }
@@ -577,7 +577,7 @@ struct check *check_start(struct ev_loop *loop, const struct check_spec *spec,
         break;
     }
     case CHECK_UNIX:
-        if (check_parse_unix(c->target, &su, &len, &why) < 0) {
+        if (checkspec_parse_unix(c->target, &su, &len, &why) < 0) {
             err_set(err, "unix: %s", why.msg);
             break;
         }

@@ -391,7 +391,7 @@ int launch_prepare(const struct service_config *c, struct launch_plan *p, struct
             p->groups[0] = p->gid;
     }
     const struct svc_launch_settings *ls =
-        &(c->settings ? c->settings : svc_settings_defaults())->launch;
+        &(c->settings ? c->settings : svc_config_defaults())->launch;
     p->set_umask = ls->set_umask;
     p->umask = ls->umask;
     for (size_t i = 0; i < ls->n_rlimits && p->n_rlimits < LAUNCH_MAX_RLIMITS; i++) {

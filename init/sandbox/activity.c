@@ -455,7 +455,7 @@ bool activity_lease_allowed(const struct service_config *sc)
 void activity_setup(const struct config *cfg)
 {
     struct activity_cfg dflt;
-    activity_extract(NULL, &dflt);
+    sections_activity_extract(NULL, &dflt);
     const struct activity_cfg *a = cfg ? &cfg->activity : &dflt;
 
     service_set_activity_hooks(&(struct svc_activity_hooks){

@@ -38,7 +38,7 @@ enum step_result { STEP_OK, STEP_SKIPPED, STEP_FAILED, STEP_REPAIRED };
 static const char *const step_results[] = {"ok", "skipped", "failed", "repaired"};
 
 struct resume_ctx {
-    const struct sandbox_resume_req *req;
+    const struct resume_req *req;
     const char *cause;
     bool host;          /* sandbox.resume, not a detector */
     bool was_frozen;
@@ -227,7 +227,7 @@ static const struct resume_step resume_steps[] = {
     {"health", step_health},
 };
 
-struct cJSON *sandbox_resume(const struct sandbox_resume_req *req, const char *cause, struct err *err)
+struct cJSON *resume_run(const struct resume_req *req, const char *cause, struct err *err)
 {
     struct resume_ctx rc = {.req = req, .cause = cause, .host = strcmp(cause, "host") == 0};
     struct err detail;
@@ -300,7 +300,7 @@ struct cJSON *sandbox_resume(const struct sandbox_resume_req *req, const char *c
     return r;
 }
 
-cJSON *sandbox_time_sync(const struct timespec *t)
+cJSON *resume_time_sync(const struct timespec *t)
 {
     struct clock_result cr;
     clock_sync(t, sandbox_clock_allowed(), sandbox_clock_threshold_ms(), &cr);
@@ -340,7 +340,7 @@ bool resume_detected(const char *cause)
     }
     log_info("resume detected (%s)", cause);
     struct err err;
-    cJSON *r = sandbox_resume(NULL, cause, &err);
+    cJSON *r = resume_run(NULL, cause, &err);
     if (!r) {
         log_warn("resume: unable to run (%s): %s", cause, err.msg);
         return false;
@@ -376,8 +376,8 @@ static void resume_clock_reference(void)
         clock_ref_ns = off;
 }
 
-bool sandbox_clock_step_is_resume(int64_t ref_offset_ns, int64_t offset_ns, int64_t threshold_ms,
-                                  int64_t *step_ms)
+bool resume_clock_step_is_resume(int64_t ref_offset_ns, int64_t offset_ns, int64_t threshold_ms,
+                                 int64_t *step_ms)
 {
     int64_t d = offset_ns - ref_offset_ns;
     *step_ms = d / 1000000;
@@ -416,8 +416,8 @@ static void clock_cb(struct ev_loop *loop, ev_io *w, int revents)
         return;
     /* hearth's own steps (resume, time.sync, sandbox.init) moved the
      * reference along with the clock: they come out as no step here. */
-    bool resume = sandbox_clock_step_is_resume(clock_ref_ns, off,
-                                               sandbox_clock_detect_step_ms(), &step_ms);
+    bool resume = resume_clock_step_is_resume(clock_ref_ns, off,
+                                              sandbox_clock_detect_step_ms(), &step_ms);
     clock_ref_ns = off;
     if (!resume) {
         log_debug("wall clock stepped by %lld ms: within clock.detect_step_ms", (long long)step_ms);
@@ -427,7 +427,7 @@ static void clock_cb(struct ev_loop *loop, ev_io *w, int revents)
     resume_detected("clock_step");
 }
 
-bool sandbox_uevent_is_vmgenid(const char *buf, size_t n)
+bool resume_uevent_is_vmgenid(const char *buf, size_t n)
 {
     /* "ACTION@DEVPATH" then NUL-separated KEY=VALUE strings; the last one
      * need not be terminated. */
@@ -440,7 +440,7 @@ bool sandbox_uevent_is_vmgenid(const char *buf, size_t n)
     return false;
 }
 
-int sandbox_uevent_filter(int fd)
+int resume_uevent_filter(int fd)
 {
     /* A kernel uevent starts "ACTION@DEVPATH"; the kernel's VM-generation
      * driver sends a change. Classic BPF loads are big-endian. */
@@ -475,7 +475,7 @@ static void uevent_cb(struct ev_loop *loop, ev_io *w, int revents)
          * process that may send on this socket cannot fake a restore. */
         if (fl < sizeof(from) || from.nl_pid != 0)
             continue;
-        if (sandbox_uevent_is_vmgenid(buf, (size_t)n))
+        if (resume_uevent_is_vmgenid(buf, (size_t)n))
             resume_detected("vmgenid");
     }
 }
@@ -513,7 +513,7 @@ static void hw_cb(struct ev_loop *loop, ev_timer *w, int revents)
     arm_hw_timer();
     if (hw_lag_ms(&lag, &res, &src) < 0)
         return;
-    if (sandbox_hw_clock_lags(lag - hw_baseline_ms, sandbox_clock_threshold_ms(), res)) {
+    if (resume_hw_clock_lags(lag - hw_baseline_ms, sandbox_clock_threshold_ms(), res)) {
         /* A lag seen within RESUME_COALESCE_MS of a resume is not taken as
          * the new baseline: the monotonic clock that window is counted on stops
          * while the VM does, so the host's pause right after its own
@@ -525,7 +525,7 @@ static void hw_cb(struct ev_loop *loop, ev_timer *w, int revents)
     }
 }
 
-bool sandbox_hw_clock_lags(int64_t lag_ms, int64_t threshold_ms, int64_t resolution_ms)
+bool resume_hw_clock_lags(int64_t lag_ms, int64_t threshold_ms, int64_t resolution_ms)
 {
     return lag_ms > threshold_ms + resolution_ms;
 }
@@ -560,7 +560,7 @@ void resume_detectors_start(void)
         uevent_fd = -1;
     } else {
         /* Unfiltered it still works, only with a wake-up per uevent. */
-        if (sandbox_uevent_filter(uevent_fd) < 0)
+        if (resume_uevent_filter(uevent_fd) < 0)
             log_debug("uevent filter: %s", strerror(errno));
         ev_io_init(&uevent_io, uevent_cb, uevent_fd, EV_READ);
         ev_io_start(H.loop, &uevent_io);

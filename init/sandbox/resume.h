@@ -21,7 +21,7 @@
 struct cJSON;
 struct network_cfg;
 
-struct sandbox_resume_req {
+struct resume_req {
     bool has_time;
     struct timespec time;
     const uint8_t *entropy;
@@ -33,7 +33,7 @@ struct sandbox_resume_req {
  * status.last_resume and emitted as a "resume" event. cause is "host"
  * for sandbox.resume. NULL only when out of memory or a freeze is in
  * progress (err). */
-struct cJSON *sandbox_resume(const struct sandbox_resume_req *r, const char *cause, struct err *err);
+struct cJSON *resume_run(const struct resume_req *r, const char *cause, struct err *err);
 
 /* A restore noticed from inside the guest (cause names how: "vmgenid",
  * "clock_step", or a module's own word for it): runs the resume steps as
@@ -46,27 +46,27 @@ struct cJSON *sandbox_resume(const struct sandbox_resume_req *r, const char *cau
 bool resume_detected(const char *cause);
 
 /* time.sync: compares and (where allowed) steps the clock. */
-struct cJSON *sandbox_time_sync(const struct timespec *t);
+struct cJSON *resume_time_sync(const struct timespec *t);
 
 /* Whether a kobject uevent (n bytes) carries NEW_VMGEN_ID: the kernel's
  * VM-generation change after a snapshot restore (6.10 and later). */
-bool sandbox_uevent_is_vmgenid(const char *buf, size_t n);
+bool resume_uevent_is_vmgenid(const char *buf, size_t n);
 /* Attaches to a uevent socket the filter that lets only "change@"
  * messages through (the VM-generation change is one): a device or mount
  * added or removed elsewhere then does not wake hearth. 0, or -1 with
  * errno. */
-int sandbox_uevent_filter(int fd);
+int resume_uevent_filter(int fd);
 
 /* The clock-step watcher's decision: the wall clock's offset from the boot
  * clock moved from ref_offset_ns to offset_ns, by *step_ms (signed); a
  * restore when that is more than threshold_ms either way (never with a
  * threshold of 0). */
-bool sandbox_clock_step_is_resume(int64_t ref_offset_ns, int64_t offset_ns, int64_t threshold_ms,
-                                  int64_t *step_ms);
+bool resume_clock_step_is_resume(int64_t ref_offset_ns, int64_t offset_ns, int64_t threshold_ms,
+                                 int64_t *step_ms);
 
 /* The periodic check's decision: the system clock lags the hardware
  * clock (of the given resolution) by more than the threshold. */
-bool sandbox_hw_clock_lags(int64_t lag_ms, int64_t threshold_ms, int64_t resolution_ms);
+bool resume_hw_clock_lags(int64_t lag_ms, int64_t threshold_ms, int64_t resolution_ms);
 
 /* Boot (main.c, after sandbox_setup): starts the detectors the settings
  * allow: the clock-step watcher (clock.detect_step_ms), the uevent socket,

@@ -197,8 +197,8 @@ struct init_parsed {
 
 static void init_parsed_free(struct init_parsed *p)
 {
-    egress_policy_free(&p->egress);
-    host_mounts_free(&p->host_mounts);
+    sections_egress_policy_free(&p->egress);
+    sections_host_mounts_free(&p->host_mounts);
     free(p->network);
     p->network = NULL;
 }
@@ -234,14 +234,14 @@ static int init_validate(const struct sandbox_init_req *r, struct init_parsed *p
             return err_set(err, "env: more than %d variables or %d bytes", SANDBOX_ENV_MAX,
                            SANDBOX_ENV_TOTAL_MAX);
     }
-    if (r->egress && egress_parse(r->egress, &p->egress, err) < 0)
+    if (r->egress && sections_egress_parse(r->egress, &p->egress, err) < 0)
         return -1;
-    if (r->host_mounts && host_mounts_parse(r->host_mounts, &p->host_mounts, err) < 0)
+    if (r->host_mounts && sections_host_mounts_parse(r->host_mounts, &p->host_mounts, err) < 0)
         return -1;
     if (r->network) {
         if (!(p->network = malloc(sizeof(*p->network))))
             return err_set(err, "network: out of memory");
-        if (network_parse(r->network, p->network, err) < 0)
+        if (sections_network_parse(r->network, p->network, err) < 0)
             return -1;
     }
     if (r->hostname && !hostname_ok(r->hostname))

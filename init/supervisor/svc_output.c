@@ -183,7 +183,7 @@ void svc_output_init(struct service *s)
         s->out.pipe[k].stream = (enum log_stream)k;
     }
     const struct svc_log_settings *lg =
-        &(s->cfg->settings ? s->cfg->settings : svc_settings_defaults())->log;
+        &(s->cfg->settings ? s->cfg->settings : svc_config_defaults())->log;
     uid_t lo_uid;
     gid_t lo_gid;
     launch_owner(s->cfg, &lo_uid, &lo_gid);

@@ -345,7 +345,7 @@ void svc_health_on_state(struct service *s, enum svc_state from, enum svc_state 
  * copy of each spec, its argv pointed at the copy's own store). */
 void svc_probe_init(struct service *s)
 {
-    const struct svc_settings *st = s->cfg->settings ? s->cfg->settings : svc_settings_defaults();
+    const struct svc_settings *st = s->cfg->settings ? s->cfg->settings : svc_config_defaults();
     const struct svc_check_settings *r = &st->ready, *h = &st->health;
 
     ev_timer_init(&s->ready.timer, ready_timer_cb, 0., 0.);

@@ -32,7 +32,7 @@ HEARTH = os.path.join(B, "hearth")
 STAMP = os.path.join(B, "bench", "stamp")
 tmp = tempfile.mkdtemp(prefix="hearth-bench-contain-")
 ROUNDS, PER_ROUND = 5, 8
-# contain_default_caps (init/config/svc_config.c): what a root service keeps.
+# svc_config_default_caps (init/config/svc_config.c): what a root service keeps.
 CAPS = ("CHOWN DAC_OVERRIDE FOWNER FSETID KILL SETGID SETUID SETPCAP SETFCAP "
         "NET_BIND_SERVICE SYS_CHROOT AUDIT_WRITE").split()
 

@@ -11,7 +11,7 @@
 
 int main(void)
 {
-    /* contain_default_caps in init/config/svc_config.c */
+    /* svc_config_default_caps in init/config/svc_config.c */
     const uint64_t caps =
         BIT(CAP_CHOWN) | BIT(CAP_DAC_OVERRIDE) | BIT(CAP_FOWNER) | BIT(CAP_FSETID) |
         BIT(CAP_KILL) | BIT(CAP_SETGID) | BIT(CAP_SETUID) | BIT(CAP_SETPCAP) |

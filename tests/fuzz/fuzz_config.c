@@ -15,7 +15,7 @@
  *     with the same shape (config.get output can be fed back);
  *   - every top-level section passes config_check_section on its own, as
  *     sandbox.init/net/egress.set receive them;
- *   - the `network` section goes through network_parse, as sandbox.init
+ *   - the `network` section goes through sections_network_parse, as sandbox.init
  *     and sandbox.resume receive it: accepted unless it is over their
  *     bounds (more than 16 interfaces or 8 name servers), and then typed
  *     exactly as at load (routes and neighbours on listed interfaces);
@@ -92,8 +92,8 @@ static void check_network(const struct config *cfg, const cJSON *net)
     struct err err;
     const struct network_cfg *c = &cfg->network;
     bool over = c->n_ifs + c->n_dropped > NETWORK_USED_IFACES || c->n_dns > NETWORK_USED_DNS;
-    int rc = network_parse(net, &n, &err);
-    FUZZ_CHECK((rc == 0) == !over, "network_parse %s a section the config %s: %s",
+    int rc = sections_network_parse(net, &n, &err);
+    FUZZ_CHECK((rc == 0) == !over, "sections_network_parse %s a section the config %s: %s",
                rc == 0 ? "accepted" : "refused", "accepted", rc == 0 ? "" : err.msg);
     if (rc < 0) {
         FUZZ_CHECK(strncmp(err.msg, "network.", 8) == 0, "error does not name the field: %s", err.msg);
@@ -101,7 +101,7 @@ static void check_network(const struct config *cfg, const cJSON *net)
     }
     FUZZ_CHECK(n.n_ifs == c->n_ifs && n.n_routes == c->n_routes && n.n_neighs == c->n_neighs &&
                    n.n_dns == c->n_dns,
-               "network_parse typed the section differently from the load");
+               "sections_network_parse typed the section differently from the load");
     FUZZ_CHECK(n.n_routes <= NETWORK_MAX_ROUTES && n.n_neighs <= NETWORK_MAX_NEIGHS,
                "%zu routes, %zu neighbours", n.n_routes, n.n_neighs);
     for (size_t i = 0; i < n.n_routes; i++) {

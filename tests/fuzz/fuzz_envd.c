@@ -1,5 +1,5 @@
 /* fuzz_envd: what the envd role process reads from the network
- * (agent/envd/envd_http.c): the HTTP request head, chunked bodies, query
+ * (agent/envd/envd_wire.c): the HTTP request head, chunked bodies, query
  * strings, Connect envelopes and multipart bodies.
  *
  * The first input byte picks the piece size (1..256) that chunked and
@@ -16,7 +16,7 @@
  *   - multipart data spans lie within the buffer, and the part data does
  *     not depend on the split;
  *   - a query value is terminated and within its buffer. */
-#include "envd_http.h"
+#include "envd_wire.h"
 
 #include <stdlib.h>
 
@@ -45,7 +45,7 @@ static uint8_t *dechunk(const uint8_t *data, size_t size, size_t step, size_t *o
         if (!have)
             break;
         size_t used = 0, doff = 0, dlen = 0;
-        r = chunked_next(&c, (const char *)data + off, have, &used, &doff, &dlen);
+        r = wire_chunked_next(&c, (const char *)data + off, have, &used, &doff, &dlen);
         FUZZ_CHECK(used <= have, "used %zu of %zu", used, have);
         if (r == CHUNK_DATA) {
             FUZZ_CHECK(doff + dlen <= used, "span %zu+%zu past used %zu", doff, dlen, used);
@@ -71,7 +71,7 @@ static uint8_t *parts(const uint8_t *data, size_t size, size_t step, const char 
     int r = MP_NEED;
     *outlen = 0;
     *end = MP_ERROR;
-    if (multipart_init(&m, ctype) < 0) {
+    if (wire_multipart_init(&m, ctype) < 0) {
         free(out);
         return NULL;
     }
@@ -80,7 +80,7 @@ static uint8_t *parts(const uint8_t *data, size_t size, size_t step, const char 
         have += add;
         bool eof = off + have == size;
         size_t used = 0;
-        r = multipart_next(&m, (const char *)data + off, have, eof, &used);
+        r = wire_multipart_next(&m, (const char *)data + off, have, eof, &used);
         FUZZ_CHECK(used <= have, "multipart used %zu of %zu", used, have);
         if (r == MP_ERROR || r == MP_DONE)
             break;
@@ -115,7 +115,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int status = 0;
     struct err why;
     size_t max = 64 + (size_t)(step * 16);
-    long hl = http_parse_head((const char *)data, size, max, &req, &status, &why);
+    long hl = wire_parse_head((const char *)data, size, max, &req, &status, &why);
     if (hl > 0) {
         FUZZ_CHECK((size_t)hl <= size && (size_t)hl <= max, "head %ld", hl);
         FUZZ_CHECK(hl >= 4 && !memcmp(data + hl - 4, "\r\n\r\n", 4), "head without a blank line");
@@ -128,7 +128,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(!(req.chunked && req.content_length >= 0), "both framings");
         const char *q = strchr(req.target, '?');
         char val[64];
-        int r = http_query_get(q ? q + 1 : "", "path", val, sizeof(val));
+        int r = wire_query_get(q ? q + 1 : "", "path", val, sizeof(val));
         if (r == 1)
             terminated(val, sizeof(val), "query value");
     } else if (hl < 0) {
@@ -151,7 +151,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t off = 0; off < size;) {
         uint8_t flags;
         size_t ml;
-        long n = connect_envelope(data + off, size - off, 4096, &flags, &ml);
+        long n = wire_connect_envelope(data + off, size - off, 4096, &flags, &ml);
         if (n <= 0)
             break;
         FUZZ_CHECK((size_t)n == ml + 5 && ml <= 4096 && off + (size_t)n <= size, "envelope %ld", n);

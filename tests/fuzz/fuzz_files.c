@@ -27,14 +27,14 @@
 static char root[] = "/tmp/hearth-fuzz-files-XXXXXX";
 
 static const struct fuzz_method methods[] = {
-    {"files.stat", files_stat_now, "path follow"},
-    {"files.list", files_list_now, "path follow limit cursor"},
-    {"files.read", files_read_now, "path follow offset length"},
-    {"files.hash", files_hash_now, "path follow offset length"},
-    {"files.write", files_write_now, "path data append exclusive mode uid gid"},
-    {"files.rename", files_rename_now, "from to exclusive"},
-    {"files.mkdir", files_mkdir_now, "path parents mode uid gid"},
-    {"files.remove", files_remove_now, "path recursive"},
+    {"files.stat", m_files_stat_now, "path follow"},
+    {"files.list", m_files_list_now, "path follow limit cursor"},
+    {"files.read", m_files_read_now, "path follow offset length"},
+    {"files.hash", m_files_hash_now, "path follow offset length"},
+    {"files.write", m_files_write_now, "path data append exclusive mode uid gid"},
+    {"files.rename", m_files_rename_now, "from to exclusive"},
+    {"files.mkdir", m_files_mkdir_now, "path parents mode uid gid"},
+    {"files.remove", m_files_remove_now, "path recursive"},
 };
 
 static int rm_one(const char *p, const struct stat *st, int type, struct FTW *f)

@@ -41,6 +41,7 @@
  * every line): repeats would parse the same text again, and inputs with
  * hundreds of near-identical requests slowed the run tenfold. */
 #include "jsonout.h"
+#include "linebuf.h"
 #include "rpc.h"
 #include "utf8.h"
 

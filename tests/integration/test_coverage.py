@@ -129,7 +129,7 @@ def config_keys_from_docs():
 def methods():
     src = _read("agent/methods/methods.c")
     table = src[src.index("static const struct method methods[]"):]
-    return re.findall(r'\{"([a-z.]+)",\s*m_\w+\}', table[:table.index("};")])
+    return re.findall(r'\{"([a-z.]+)",\s*\w+\}', table[:table.index("};")])
 
 
 def events_from_source():

@@ -28,7 +28,7 @@ def method_table():
     src = open(METHODS_C).read()
     table = src[src.index("static const struct method methods[]"):]
     table = table[:table.index("};")]
-    return re.findall(r'\{"([a-z.]+)",\s*m_\w+\}', table)
+    return re.findall(r'\{"([a-z.]+)",\s*\w+\}', table)
 
 
 def code_blocks():

@@ -158,7 +158,7 @@ TEST(activity_exec_sessions_make_busy)
     /* No services; the test machine's own network traffic never counts. */
     static struct config cfg;
     cfg.json = cJSON_Parse("{\"activity\": {\"egress_bytes\": 1000000000000000}}");
-    activity_extract(cJSON_GetObjectItem(cfg.json, "activity"), &cfg.activity);
+    sections_activity_extract(cJSON_GetObjectItem(cfg.json, "activity"), &cfg.activity);
     activity_setup(&cfg);
     cJSON *a = activity_json();
     CHECK(cJSON_IsFalse(cJSON_GetObjectItem(a, "busy")));

@@ -804,7 +804,7 @@ static int spec_of(const char *json, struct check_spec *s, struct err *err)
     CHECK(j != NULL);
     if (err)
         err->msg[0] = 0;
-    rc = check_spec_from_json(j, s, err);
+    rc = checkspec_from_json(j, s, err);
     cJSON_Delete(j);
     return rc;
 }
@@ -855,7 +855,7 @@ TEST(check_spec_json_exec_runs)
     struct result r;
     struct err err;
 
-    CHECK_EQ_INT(check_spec_from_json(j, &s, &err), 0);
+    CHECK_EQ_INT(checkspec_from_json(j, &s, &err), 0);
     CHECK_EQ_INT(s.kind, CHECK_EXEC);
     CHECK(s.argv == s.argv_store);
     CHECK_STR(s.argv[0], "/bin/sh");

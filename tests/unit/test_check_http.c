@@ -202,13 +202,13 @@ TEST(check_http_refused_and_spec)
     struct check_spec spec;
     struct err err;
     cJSON *j = cJSON_Parse("{\"http\":\"[::1]:8642/health\",\"timeout_ms\":300}");
-    CHECK_EQ_INT(check_spec_from_json(j, &spec, &err), 0);
+    CHECK_EQ_INT(checkspec_from_json(j, &spec, &err), 0);
     CHECK_EQ_INT(spec.kind, CHECK_HTTP);
     CHECK_STR(spec.target, "[::1]:8642/health");
     CHECK_EQ_INT((int)spec.timeout_ms, 300);
     cJSON_Delete(j);
     j = cJSON_Parse("{\"http\":\"db.local:80/\"}");
-    CHECK_EQ_INT(check_spec_from_json(j, &spec, &err), -1);
+    CHECK_EQ_INT(checkspec_from_json(j, &spec, &err), -1);
     CHECK_CONTAINS(err.msg, "names are not resolved");
     cJSON_Delete(j);
 }

@@ -169,22 +169,22 @@ TEST(uevent_vmgenid_is_found_only_as_a_key)
                               "DEVPATH=/devices/virtual/misc/vmgenid\0NEW_VMGEN_ID=1";
     static const char no[] = "change@/devices/NEW_VMGEN_ID=1\0ACTION=change\0X=NEW_VMGEN_ID=1";
     static const char cut[] = "change@/x\0NEW_VMGEN_I";
-    CHECK(sandbox_uevent_is_vmgenid(yes, sizeof(yes) - 1));
-    CHECK(!sandbox_uevent_is_vmgenid(no, sizeof(no) - 1));
-    CHECK(!sandbox_uevent_is_vmgenid(cut, sizeof(cut) - 1));
-    CHECK(!sandbox_uevent_is_vmgenid("", 0));
+    CHECK(resume_uevent_is_vmgenid(yes, sizeof(yes) - 1));
+    CHECK(!resume_uevent_is_vmgenid(no, sizeof(no) - 1));
+    CHECK(!resume_uevent_is_vmgenid(cut, sizeof(cut) - 1));
+    CHECK(!resume_uevent_is_vmgenid("", 0));
 }
 
 TEST(hw_clock_lag_counts_only_beyond_threshold_and_resolution)
 {
     /* RTC: whole seconds, so up to 1 s of apparent lag is noise. */
-    CHECK(!sandbox_hw_clock_lags(1040, 50, 1000));
-    CHECK(sandbox_hw_clock_lags(1051, 50, 1000));
+    CHECK(!resume_hw_clock_lags(1040, 50, 1000));
+    CHECK(resume_hw_clock_lags(1051, 50, 1000));
     /* PTP: nanoseconds; the threshold alone decides. */
-    CHECK(!sandbox_hw_clock_lags(50, 50, 0));
-    CHECK(sandbox_hw_clock_lags(5000, 50, 0));
+    CHECK(!resume_hw_clock_lags(50, 50, 0));
+    CHECK(resume_hw_clock_lags(5000, 50, 0));
     /* The system clock ahead is never a pause. */
-    CHECK(!sandbox_hw_clock_lags(-5000, 50, 0));
+    CHECK(!resume_hw_clock_lags(-5000, 50, 0));
 }
 
 /* The uevent filter, on a datagram socketpair (the same classic BPF the
@@ -196,7 +196,7 @@ TEST(uevent_filter_lets_only_changes_through)
     int sv[2];
     char buf[256];
     CHECK(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK, 0, sv) == 0);
-    CHECK_EQ_INT(sandbox_uevent_filter(sv[1]), 0);
+    CHECK_EQ_INT(resume_uevent_filter(sv[1]), 0);
     static const char add[] = "add@/devices/virtual/bdi/0:45\0ACTION=add";
     static const char chg[] = "change@/devices/virtual/misc/vmgenid\0NEW_VMGEN_ID=1";
     CHECK(send(sv[0], add, sizeof(add) - 1, 0) == (ssize_t)(sizeof(add) - 1));

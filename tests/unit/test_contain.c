@@ -347,7 +347,7 @@ TEST(contain_prepare_plan)
     CHECK_EQ_INT(contain_prepare(&c->services[0], c, cfgpath, true, "/sys/fs/cgroup/x", &p,
                                  &err),
                  0);
-    CHECK_EQ_INT(p.caps, contain_default_caps);
+    CHECK_EQ_INT(p.caps, svc_config_default_caps);
     CHECK(!p.ambient);
     if (geteuid() == 0) {
         size_t etc = stat("/etc/hearth", &st) == 0;

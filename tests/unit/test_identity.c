@@ -33,28 +33,28 @@ TEST(clock_step_counts_beyond_the_threshold_either_way)
     int64_t step;
     const int64_t ref = 1700000000LL * 1000000000LL; /* realtime - boottime */
     /* Slewing and a leap second stay within 1 s: exactly 1000 ms is not more. */
-    CHECK(!sandbox_clock_step_is_resume(ref, ref + 1000000000LL, 1000, &step));
+    CHECK(!resume_clock_step_is_resume(ref, ref + 1000000000LL, 1000, &step));
     CHECK_EQ_INT(step, 1000);
-    CHECK(!sandbox_clock_step_is_resume(ref, ref - 1000000000LL, 1000, &step));
+    CHECK(!resume_clock_step_is_resume(ref, ref - 1000000000LL, 1000, &step));
     CHECK_EQ_INT(step, -1000);
     /* A restore: the platform puts the clock forward by the time the
      * snapshot lay on disk. */
-    CHECK(sandbox_clock_step_is_resume(ref, ref + 1000000001LL, 1000, &step));
-    CHECK(sandbox_clock_step_is_resume(ref, ref + 3600LL * 1000000000LL, 1000, &step));
+    CHECK(resume_clock_step_is_resume(ref, ref + 1000000001LL, 1000, &step));
+    CHECK(resume_clock_step_is_resume(ref, ref + 3600LL * 1000000000LL, 1000, &step));
     CHECK_EQ_INT(step, 3600000);
     /* Backward too: a snapshot taken on a host whose clock was ahead. */
-    CHECK(sandbox_clock_step_is_resume(ref, ref - 5000000000LL, 1000, &step));
+    CHECK(resume_clock_step_is_resume(ref, ref - 5000000000LL, 1000, &step));
     CHECK_EQ_INT(step, -5000);
     /* hearth's own step moved the reference with it: no step at all. */
-    CHECK(!sandbox_clock_step_is_resume(ref, ref, 1000, &step));
+    CHECK(!resume_clock_step_is_resume(ref, ref, 1000, &step));
     CHECK_EQ_INT(step, 0);
     /* 0 turns the detector off, whatever the step. */
-    CHECK(!sandbox_clock_step_is_resume(ref, ref + 3600LL * 1000000000LL, 0, &step));
+    CHECK(!resume_clock_step_is_resume(ref, ref + 3600LL * 1000000000LL, 0, &step));
     /* The largest threshold the schema takes (2^53 - 1) is never reached. */
-    CHECK(!sandbox_clock_step_is_resume(0, INT64_MAX, 9007199254740991LL, &step));
+    CHECK(!resume_clock_step_is_resume(0, INT64_MAX, 9007199254740991LL, &step));
     /* A configured threshold is honoured. */
-    CHECK(!sandbox_clock_step_is_resume(ref, ref + 3000000000LL, 5000, &step));
-    CHECK(sandbox_clock_step_is_resume(ref, ref + 5000000001LL, 5000, &step));
+    CHECK(!resume_clock_step_is_resume(ref, ref + 3000000000LL, 5000, &step));
+    CHECK(resume_clock_step_is_resume(ref, ref + 5000000001LL, 5000, &step));
 }
 
 static char *temp_file(void)

@@ -7,6 +7,7 @@
 
 #include <cJSON.h>
 
+#include "linebuf.h"
 #include "rpc.h"
 #include "utf8.h"
 

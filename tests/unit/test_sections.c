@@ -186,41 +186,41 @@ TEST(sections_runtime_parse_in_one_pass)
     struct err err;
 
     cJSON *pol = cJSON_Parse("{\"denyOut\":[\"10.1.2.3/8\"]}");
-    CHECK_EQ_INT(egress_parse(pol, &p, &err), -1);
+    CHECK_EQ_INT(sections_egress_parse(pol, &p, &err), -1);
     CHECK_CONTAINS(err.msg, "egress.denyOut[0]: bad CIDR");
     CHECK(p.allow == NULL && p.stated == NULL);
     cJSON_Delete(pol);
-    CHECK_EQ_INT(egress_parse(NULL, &p, &err), -1);
+    CHECK_EQ_INT(sections_egress_parse(NULL, &p, &err), -1);
     CHECK_STR(err.msg, "egress: expected object");
 
     pol = cJSON_Parse("{\"allowOut\":[\"192.168.1.7\"]}");
-    CHECK_EQ_INT(egress_parse(pol, &p, &err), 0);
+    CHECK_EQ_INT(sections_egress_parse(pol, &p, &err), 0);
     CHECK(p.present && p.allow_public);
     CHECK_EQ_INT(p.n_allow, 1);
     CHECK_EQ_INT(p.allow[0].prefix, 32);
     struct egress_policy copy;
-    CHECK_EQ_INT(egress_policy_copy(&copy, &p), 0);
+    CHECK_EQ_INT(sections_egress_policy_copy(&copy, &p), 0);
     CHECK_EQ_INT(copy.n_deny, p.n_deny);
     CHECK(memcmp(copy.deny, p.deny, p.n_deny * sizeof(*p.deny)) == 0);
-    egress_policy_free(&copy);
-    egress_policy_free(&p);
+    sections_egress_policy_free(&copy);
+    sections_egress_policy_free(&p);
     cJSON_Delete(pol);
 
     cJSON *hm = cJSON_CreateString("[{\"hostPath\":\"rel\",\"mountPath\":\"/x\"}]");
-    CHECK_EQ_INT(host_mounts_parse(hm, &h, &err), -1);
+    CHECK_EQ_INT(sections_host_mounts_parse(hm, &h, &err), -1);
     CHECK_CONTAINS(err.msg, "host_mounts[0].hostPath");
     cJSON_Delete(hm);
     hm = cJSON_Parse("[{\"hostPath\":\"/d/b\",\"mountPath\":\"/b\",\"readOnly\":true}]");
-    CHECK_EQ_INT(host_mounts_parse(hm, &h, &err), 0);
+    CHECK_EQ_INT(sections_host_mounts_parse(hm, &h, &err), 0);
     CHECK_EQ_INT(h.n, 1);
     CHECK(h.v[0].read_only);
     CHECK_STR(h.v[0].host_path, "/d/b");
-    host_mounts_free(&h);
+    sections_host_mounts_free(&h);
     cJSON_Delete(hm);
     hm = cJSON_CreateString(" ");
-    CHECK_EQ_INT(host_mounts_parse(hm, &h, &err), 0);
+    CHECK_EQ_INT(sections_host_mounts_parse(hm, &h, &err), 0);
     CHECK_EQ_INT(h.n, 0);
-    host_mounts_free(&h);
+    sections_host_mounts_free(&h);
     cJSON_Delete(hm);
 }
 
@@ -287,7 +287,7 @@ TEST(sections_network_parse)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         cJSON *j = cJSON_Parse(bad[i].json);
         CHECK(j != NULL);
-        CHECK_EQ_INT(network_parse(j, &n, &err), -1);
+        CHECK_EQ_INT(sections_network_parse(j, &n, &err), -1);
         CHECK_CONTAINS(err.msg, bad[i].err);
         CHECK_EQ_INT(n.n_ifs + n.n_routes + n.n_neighs, 0);
         cJSON_Delete(j);
@@ -301,7 +301,7 @@ TEST(sections_network_parse)
         "{\"to\":\"default\",\"dev\":\"eth0\"}],"
         "\"neighbours\":[{\"ip\":\"10.0.3.2\",\"mac\":\"02:00:00:00:00:02\",\"dev\":\"eth0\"}],"
         "\"dns\":[\"10.0.3.3\"]}");
-    CHECK_EQ_INT(network_parse(j, &n, &err), 0);
+    CHECK_EQ_INT(sections_network_parse(j, &n, &err), 0);
     CHECK_EQ_INT(n.n_ifs, 1);
     CHECK(n.ifs[0].has_mac && n.ifs[0].mac[5] == 2 && n.ifs[0].prefix == 24);
     CHECK_EQ_INT(n.n_routes, 3);
@@ -329,7 +329,7 @@ TEST(sections_network_parse)
         cJSON_AddStringToObject(o, "name", name);
         cJSON_AddItemToArray(a, o);
     }
-    CHECK_EQ_INT(network_parse(j, &n, &err), -1);
+    CHECK_EQ_INT(sections_network_parse(j, &n, &err), -1);
     CHECK_STR(err.msg, "network.interfaces: 17 entries, at most 16");
     cJSON_Delete(j);
 }

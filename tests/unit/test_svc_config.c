@@ -20,7 +20,7 @@ static struct config *parse(const char *json)
     return c;
 }
 
-TEST(svc_settings_defaults)
+TEST(svc_config_defaults)
 {
     struct config *c = parse("{\"services\":[{\"name\":\"a\",\"argv\":[\"/bin/a\"],"
                              "\"health\":{\"tcp\":\"127.0.0.1:1\"}}]}");
@@ -94,10 +94,10 @@ TEST(svc_settings_from_the_config)
  * launch and contain read the defaults instead. */
 TEST(svc_settings_defaults_without_a_config)
 {
-    const struct svc_settings *d = svc_settings_defaults();
+    const struct svc_settings *d = svc_config_defaults();
     CHECK_EQ_INT(d->log.max_bytes, 10 * 1024 * 1024);
     CHECK(d->launch.no_new_privs && !d->ready.given && !d->health.given);
-    CHECK(d->contain.isolation && d->contain.seccomp && d->contain.keep == contain_default_caps);
+    CHECK(d->contain.isolation && d->contain.seccomp && d->contain.keep == svc_config_default_caps);
 
     struct service_config sc = {.name = "x"};
     struct contain_policy pol;

@@ -1,4 +1,4 @@
-#include "envd_http.h"
+#include "envd_wire.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -58,7 +58,7 @@ static void copy_value(char *dst, size_t cap, const char *v, size_t n)
     dst[n] = 0;
 }
 
-long http_parse_head(const char *buf, size_t len, size_t max, struct http_req *r, int *status,
+long wire_parse_head(const char *buf, size_t len, size_t max, struct http_req *r, int *status,
                      struct err *why)
 {
     const char *end = NULL;
@@ -197,8 +197,8 @@ long http_parse_head(const char *buf, size_t len, size_t max, struct http_req *r
 enum { CS_SIZE, CS_EXT, CS_SIZE_LF, CS_DATA, CS_DATA_CR, CS_DATA_LF, CS_TRAILER, CS_TRAILER_LF,
        CS_DONE };
 
-int chunked_next(struct chunked *c, const char *in, size_t n, size_t *used, size_t *data_off,
-                 size_t *data_len)
+int wire_chunked_next(struct chunked *c, const char *in, size_t n, size_t *used, size_t *data_off,
+                      size_t *data_len)
 {
     size_t i = 0;
     while (i < n) {
@@ -299,7 +299,7 @@ static int hexval(char c)
     return -1;
 }
 
-int http_query_get(const char *query, const char *key, char *out, size_t outlen)
+int wire_query_get(const char *query, const char *key, char *out, size_t outlen)
 {
     size_t kl = strlen(key);
     for (const char *p = query; p && *p;) {
@@ -331,7 +331,7 @@ int http_query_get(const char *query, const char *key, char *out, size_t outlen)
     return 0;
 }
 
-long connect_envelope(const uint8_t *buf, size_t n, size_t max, uint8_t *flags, size_t *msg_len)
+long wire_connect_envelope(const uint8_t *buf, size_t n, size_t max, uint8_t *flags, size_t *msg_len)
 {
     if (n < 5)
         return 0;
@@ -345,7 +345,7 @@ long connect_envelope(const uint8_t *buf, size_t n, size_t max, uint8_t *flags, 
     return (long)len + 5;
 }
 
-int multipart_init(struct multipart *m, const char *ct)
+int wire_multipart_init(struct multipart *m, const char *ct)
 {
     memset(m, 0, sizeof(*m));
     const char *b = strcasestr(ct, "boundary=");
@@ -404,7 +404,7 @@ static void disposition_param(const char *v, size_t n, const char *key, char *ou
     }
 }
 
-int multipart_next(struct multipart *m, const char *buf, size_t n, bool eof, size_t *used)
+int wire_multipart_next(struct multipart *m, const char *buf, size_t n, bool eof, size_t *used)
 {
     *used = 0;
     switch (m->state) {
