@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonout.h"
+
 static void on_sigint(int sig)
 {
     (void)sig;
@@ -94,7 +96,10 @@ int call_method(struct ctl *t, cJSON *params, cJSON **reply, const cJSON **resul
         die_oom();
     if (!cJSON_AddItemToObject(req, "params", params))
         die_oom();
-    text = cJSON_PrintUnformatted(req);
+    /* jsonout (as hearth writes its replies) rather than cJSON's printer:
+     * the same request, in a fraction of the time over a long string (a
+     * file chunk's base64). */
+    text = jsonout_print(req);
     cJSON_Delete(req);
     if (!text)
         die_oom();
