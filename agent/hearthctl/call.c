@@ -78,15 +78,12 @@ static void print_server_error(const struct ctl *t, const cJSON *err)
     }
 }
 
-/* Call t->method with params (consumed). On 0, *reply is the whole reply
- * (caller deletes) and *result points into it. Otherwise the failure was
- * printed and the return value is the exit code. */
-int call_method(struct ctl *t, cJSON *params, cJSON **reply, const cJSON **result)
+int call_send(struct ctl *t, cJSON *params, struct call *k)
 {
     cJSON *req = cJSON_CreateObject();
     double id = ++t->next_id;
-    char *text, *line;
-    size_t tlen, llen;
+    char *text;
+    size_t tlen;
     int64_t deadline, t0;
     enum io r;
 
@@ -125,6 +122,20 @@ int call_method(struct ctl *t, cJSON *params, cJSON **reply, const cJSON **resul
                     strerror(errno));
         return EXIT_USAGE;
     }
+    k->id = id;
+    k->deadline = deadline;
+    k->t0 = t0;
+    return 0;
+}
+
+int call_recv(struct ctl *t, const struct call *k, cJSON **reply, const cJSON **result)
+{
+    double id = k->id;
+    int64_t deadline = k->deadline, t0 = k->t0;
+    char *line;
+    size_t llen;
+    enum io r;
+
     for (;;) {
         cJSON *msg;
         const cJSON *jid, *res, *err;
@@ -193,6 +204,16 @@ int call_method(struct ctl *t, cJSON *params, cJSON **reply, const cJSON **resul
         cJSON_Delete(msg);
         return bad_reply(t, err ? "error is not an object" : "neither result nor error");
     }
+}
+
+/* Call t->method with params (consumed). On 0, *reply is the whole reply
+ * (caller deletes) and *result points into it. Otherwise the failure was
+ * printed and the return value is the exit code. */
+int call_method(struct ctl *t, cJSON *params, cJSON **reply, const cJSON **result)
+{
+    struct call k;
+    int rc = call_send(t, params, &k);
+    return rc ? rc : call_recv(t, &k, reply, result);
 }
 
 /* ---- following notifications ----------------------------------------- */
