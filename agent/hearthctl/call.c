@@ -1,6 +1,8 @@
-/* hearthctl calls: one request at a time. Send a line, read lines until
- * the reply with our id, keeping any notifications (event, log) that
- * arrive first so the follow modes lose none of them. */
+/* hearthctl calls: send a line, read lines until the reply with our id,
+ * keeping any notifications (event, log) that arrive first so the follow
+ * modes lose none of them. One request at a time, but for cp, which sends
+ * one more before reading a reply (call_send, call_recv: replies come in
+ * request order). */
 #include "ctl.h"
 
 #include <errno.h>
