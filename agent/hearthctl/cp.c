@@ -79,6 +79,41 @@ static int cp_call(struct cp *c, const char *method, cJSON *params, cJSON **repl
     return call_method(c->t, params, reply, res);
 }
 
+/* The two halves of cp_call, for a chunk sent before the reply to the
+ * one before it is read: the client's work on one chunk (hash, base64)
+ * overlaps the server's on the other. */
+static int cp_send(struct cp *c, const char *method, cJSON *params, struct call *k)
+{
+    c->t->method = method;
+    return call_send(c->t, params, k);
+}
+
+static int cp_recv(struct cp *c, const char *method, const struct call *k, cJSON **reply,
+                   const cJSON **res)
+{
+    c->t->method = method;
+    return call_recv(c->t, k, reply, res);
+}
+
+/* The reply to a request still in flight, read and dropped (quietly: the
+ * failure that ends the copy is the one already printed), so the next
+ * call reads its own reply. Non-zero when the connection failed. */
+static int cp_drain(struct cp *c, const char *method, struct call *k, bool *pending)
+{
+    cJSON *reply;
+    const cJSON *res;
+    if (!*pending)
+        return 0;
+    *pending = false;
+    bool q = c->t->quiet;
+    c->t->quiet = true;
+    int rc = cp_recv(c, method, k, &reply, &res);
+    c->t->quiet = q;
+    if (rc == 0)
+        cJSON_Delete(reply);
+    return rc == EXIT_SERVER ? 0 : rc;
+}
+
 static cJSON *path_params(const char *key, const char *path)
 {
     cJSON *p = base_new_object();
@@ -136,7 +171,8 @@ static int cp_upload(struct cp *c, const char *src, const char *dst_in)
     unsigned char *buf = malloc(CP_CHUNK);
     char *enc = malloc(CP_CHUNK / 3 * 4 + 8);
     int rc = EXIT_USAGE;
-    bool tmp_made = false;
+    bool tmp_made = false, inflight = false;
+    struct call prev = {0};
 
     if (!buf || !enc)
         base_die_oom();
@@ -243,11 +279,27 @@ static int cp_upload(struct cp *c, const char *src, const char *dst_in)
             (!cJSON_AddNumberToObject(p, "uid", (double)uid) ||
              !cJSON_AddNumberToObject(p, "gid", (double)gid)))
             base_die_oom();
-        rc = cp_call(c, "files.write", p, &reply, &res);
+        /* One chunk in flight: this one goes out, then the reply to the
+         * one before is read. The first is waited for at once: it makes
+         * the temp file (exclusive), and no append may follow a create
+         * that failed. */
+        struct call k;
+        rc = cp_send(c, "files.write", p, &k);
         if (rc)
             goto out;
-        cJSON_Delete(reply);
-        tmp_made = tmp != NULL;
+        if (inflight || first) {
+            rc = cp_recv(c, "files.write", inflight ? &prev : &k, &reply, &res);
+            if (rc) {
+                /* This chunk is still out: its reply is read before the
+                 * temp file is removed. */
+                cp_drain(c, "files.write", &k, &inflight);
+                goto out;
+            }
+            cJSON_Delete(reply);
+            tmp_made = tmp != NULL;
+        }
+        inflight = !first;
+        prev = k;
         c->done += got;
         cp_progress(c, false);
         /* Without a temp name the one write was the whole copy: a file
@@ -255,6 +307,15 @@ static int cp_upload(struct cp *c, const char *src, const char *dst_in)
          * to the target itself. */
         if (got < CP_CHUNK || !tmp)
             break;
+    }
+    if (inflight) {
+        cJSON *reply;
+        const cJSON *res;
+        inflight = false;
+        rc = cp_recv(c, "files.write", &prev, &reply, &res);
+        if (rc)
+            goto out;
+        cJSON_Delete(reply);
     }
     if (tmp) {
         cJSON *p = path_params("from", tmp), *reply;
@@ -282,6 +343,14 @@ out:
     free(dst);
     free(tmp);
     return rc;
+}
+
+static cJSON *read_params(const char *src, unsigned long long offset)
+{
+    cJSON *p = path_params("path", src);
+    base_add_num(p, "offset", (double)offset);
+    base_add_num(p, "length", CP_CHUNK);
+    return p;
 }
 
 /* guest -> host: read into a temp file beside the target, checked, then
@@ -332,11 +401,29 @@ static int cp_download(struct cp *c, const char *src, const char *dst_in)
         rc = EXIT_USAGE;
         goto out;
     }
+    /* One chunk asked for ahead while the last is decoded, hashed and
+     * written (when the file, as files.stat saw it, goes on past it):
+     * the server reads the next while this side works. A reply shorter
+     * than asked without the end moves the offset, and the read ahead
+     * is dropped and asked again from there. On a failure nothing else
+     * is called, so a reply left unread matters to nobody. */
+    struct call k, next;
+    bool have_k = false, ahead = false;
     for (;;) {
-        cJSON *p = path_params("path", src);
-        base_add_num(p, "offset", (double)c->done);
-        base_add_num(p, "length", CP_CHUNK);
-        rc = cp_call(c, "files.read", p, &reply, &res);
+        if (!have_k) {
+            rc = cp_send(c, "files.read", read_params(src, c->done), &k);
+            if (rc)
+                goto out;
+        }
+        unsigned long long next_off = c->done + CP_CHUNK;
+        if (next_off < c->size) {
+            rc = cp_send(c, "files.read", read_params(src, next_off), &next);
+            if (rc)
+                goto out;
+            ahead = true;
+        }
+        have_k = false;
+        rc = cp_recv(c, "files.read", &k, &reply, &res);
         if (rc)
             goto out;
         const char *data = print_jstr(res, "data");
@@ -363,6 +450,13 @@ static int cp_download(struct cp *c, const char *src, const char *dst_in)
         if (c->done > c->size)
             c->size = c->done;
         cp_progress(c, false);
+        if (ahead && !eof && n != 0 && c->done == next_off) {
+            k = next;
+            have_k = true;
+            ahead = false;
+        } else if ((rc = cp_drain(c, "files.read", &next, &ahead)) != 0) {
+            goto out;
+        }
         if (eof || n == 0)
             break;
     }

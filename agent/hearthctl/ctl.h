@@ -194,6 +194,16 @@ void base_add_num(cJSON *o, const char *k, double v);
  * (caller deletes) and *result points into it. Otherwise the failure was
  * printed and the return value is the exit code. */
 int call_method(struct ctl *t, cJSON *params, cJSON **reply, const cJSON **result);
+/* call_method in two halves, so that a request can go out before the
+ * reply to the one before it is read (cp keeps one chunk in flight). The
+ * server answers a connection's requests in the order they came; replies
+ * are read back in that order, with the same timeout from each send. */
+struct call {
+    double id;
+    int64_t deadline, t0;
+};
+int call_send(struct ctl *t, cJSON *params, struct call *k);
+int call_recv(struct ctl *t, const struct call *k, cJSON **reply, const cJSON **result);
 /* Prints notifications until the server closes or SIGINT; no timeout. */
 int call_follow(struct ctl *t);
 /* Frees the notifications still queued. */

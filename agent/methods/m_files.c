@@ -463,13 +463,15 @@ int m_files_read_now(struct client *c, cJSON *params, cJSON **result, struct rpc
     if (fd < 0)
         return -1;
     uint8_t *buf = malloc(len ? len : 1);
-    char *enc = malloc((len + 2) / 3 * 4 + 1);
+    /* cJSON's allocator: the text becomes the "data" item's own string
+     * below, not copied again (a chunk is 350 KiB of base64). */
+    char *enc = cJSON_malloc((len + 2) / 3 * 4 + 1);
     ssize_t got = buf && enc ? read_full(fd, buf, len, off) : -1;
     int e = errno;
     close(fd);
     if (got < 0) {
         free(buf);
-        free(enc);
+        cJSON_free(enc);
         if (!buf || !enc)
             return -1;
         return m_files_path_error(err, &p, e, e == EAGAIN ? "would block" : NULL);
@@ -477,10 +479,15 @@ int m_files_read_now(struct client *c, cJSON *params, cJSON **result, struct rpc
     base64_encode(buf, (size_t)got, enc);
     free(buf);
     cJSON *r = cJSON_CreateObject();
-    if (!r) {
-        free(enc);
+    cJSON *d = cJSON_CreateString("");
+    if (!r || !d) {
+        cJSON_Delete(r);
+        cJSON_Delete(d);
+        cJSON_free(enc);
         return -1;
     }
+    cJSON_free(d->valuestring);
+    d->valuestring = enc;
     cJSON_AddStringToObject(r, "path", p.abs);
     cJSON_AddNumberToObject(r, "offset", (double)off);
     cJSON_AddNumberToObject(r, "length", (double)got);
@@ -489,8 +496,8 @@ int m_files_read_now(struct client *c, cJSON *params, cJSON **result, struct rpc
      * size says nothing (0 for most of /proc and /sys). */
     cJSON_AddBoolToObject(r, "eof", (uint64_t)got < len ||
                                         (st.st_size > 0 && off + (uint64_t)got >= (uint64_t)st.st_size));
-    cJSON_AddStringToObject(r, "data", enc);
-    free(enc);
+    if (!cJSON_AddItemToObject(r, "data", d))
+        cJSON_Delete(d);
     *result = r;
     return 0;
 }

@@ -61,6 +61,13 @@ static void put(struct out *o, const char *s, size_t n)
     o->len += n;
 }
 
+/* The bytes a string carries as they are whatever follows: all but the
+ * controls (and NUL), '"' (34), '\\' (92) and 0xc2, the lead byte of a C1
+ * control. */
+static const bool plain[256] = {
+    [32 ... 33] = true, [35 ... 91] = true, [93 ... 193] = true, [195 ... 255] = true,
+};
+
 static void put_string(struct out *o, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
@@ -70,6 +77,12 @@ static void put_string(struct out *o, const char *s)
     /* Runs that need no escape are copied whole. */
     const unsigned char *p = (const unsigned char *)(s ? s : ""), *run = p;
     for (; *p; p++) {
+        /* The common byte needs nothing: skipped by table, without the
+         * C1 look ahead (a long base64 value is all such bytes). */
+        while (plain[*p])
+            p++;
+        if (!*p)
+            break;
         unsigned char c = *p;
         /* U+0080..U+009F (C2 80..C2 9F) are the C1 controls: escaped, so
          * that text a guest wrote cannot reach a terminal as CSI or OSC

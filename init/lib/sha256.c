@@ -1,6 +1,12 @@
 #include "sha256.h"
 
+#include <stdbool.h>
 #include <string.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
 
 static const uint32_t K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -39,6 +45,72 @@ static void compress(uint32_t h[8], const uint8_t *p)
     h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
 }
 
+#if defined(__x86_64__)
+/* The same compression on the CPU's SHA extensions (SHA-NI: most x86
+ * since 2017), several times the speed of the portable rounds: a file
+ * copy hashes every byte on both sides. h holds A..H; the instructions
+ * want them as ABEF and CDGH. Each step is 4 rounds; from the fifth on,
+ * the step's 4 schedule words come from the previous 16 (msg1 / msg2). */
+__attribute__((target("sha,sse4.1,ssse3"))) static void compress_ni(uint32_t h[8], const uint8_t *p,
+                                                                      size_t blocks)
+{
+    const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
+    __m128i t = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&h[0]), 0xb1); /* CDAB */
+    __m128i s1 = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&h[4]), 0x1b); /* HGFE */
+    __m128i s0 = _mm_alignr_epi8(t, s1, 8);                                        /* ABEF */
+    s1 = _mm_blend_epi16(s1, t, 0xf0);                                             /* CDGH */
+
+    for (; blocks; blocks--, p += 64) {
+        __m128i a0 = s0, a1 = s1, m[4];
+        for (int j = 0; j < 16; j++) {
+            __m128i *w = &m[j & 3];
+            if (j < 4) {
+                *w = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(p + 16 * j)), bswap);
+            } else {
+                __m128i x = _mm_sha256msg1_epu32(*w, m[(j + 1) & 3]);
+                x = _mm_add_epi32(x, _mm_alignr_epi8(m[(j + 3) & 3], m[(j + 2) & 3], 4));
+                *w = _mm_sha256msg2_epu32(x, m[(j + 3) & 3]);
+            }
+            __m128i k = _mm_add_epi32(*w, _mm_loadu_si128((const __m128i *)&K[4 * j]));
+            s1 = _mm_sha256rnds2_epu32(s1, s0, k);
+            s0 = _mm_sha256rnds2_epu32(s0, s1, _mm_shuffle_epi32(k, 0x0e));
+        }
+        s0 = _mm_add_epi32(s0, a0);
+        s1 = _mm_add_epi32(s1, a1);
+    }
+    t = _mm_shuffle_epi32(s0, 0x1b);                    /* FEBA */
+    s1 = _mm_shuffle_epi32(s1, 0xb1);                   /* DCHG */
+    _mm_storeu_si128((__m128i *)&h[0], _mm_blend_epi16(t, s1, 0xf0)); /* DCBA */
+    _mm_storeu_si128((__m128i *)&h[4], _mm_alignr_epi8(s1, t, 8));    /* HGFE */
+}
+
+/* Asked of the CPU once: SHA (leaf 7 EBX bit 29), SSE4.1 and SSSE3
+ * (leaf 1 ECX bits 19 and 9). */
+static bool have_ni(void)
+{
+    static int have = -1;
+    if (have < 0) {
+        unsigned a, b, c, d;
+        have = __get_cpuid(1, &a, &b, &c, &d) && (c >> 19 & 1) && (c >> 9 & 1) &&
+               __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b >> 29 & 1);
+    }
+    return have;
+}
+#endif
+
+/* blocks whole 64-byte blocks at p. */
+static void compress_blocks(uint32_t h[8], const uint8_t *p, size_t blocks)
+{
+#if defined(__x86_64__)
+    if (have_ni()) {
+        compress_ni(h, p, blocks);
+        return;
+    }
+#endif
+    for (; blocks; blocks--, p += 64)
+        compress(h, p);
+}
+
 void sha256_init(struct sha256 *s)
 {
     static const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
@@ -59,11 +131,12 @@ void sha256_update(struct sha256 *s, const void *data, size_t len)
         s->fill += take, p += take, len -= take;
         if (s->fill < 64)
             return;
-        compress(s->h, s->block);
+        compress_blocks(s->h, s->block, 1);
         s->fill = 0;
     }
-    for (; len >= 64; p += 64, len -= 64)
-        compress(s->h, p);
+    compress_blocks(s->h, p, len / 64);
+    p += len / 64 * 64;
+    len %= 64;
     memcpy(s->block, p, len);
     s->fill = len;
 }
@@ -75,13 +148,13 @@ void sha256_final(struct sha256 *s, uint8_t out[32])
     s->block[s->fill++] = 0x80;
     if (s->fill > 56) {
         memset(s->block + s->fill, 0, 64 - s->fill);
-        compress(s->h, s->block);
+        compress_blocks(s->h, s->block, 1);
         s->fill = 0;
     }
     memset(s->block + s->fill, 0, 56 - s->fill);
     for (int i = 0; i < 8; i++)
         s->block[56 + i] = (uint8_t)(bits >> (56 - 8 * i));
-    compress(s->h, s->block);
+    compress_blocks(s->h, s->block, 1);
     for (int i = 0; i < 8; i++) {
         out[4 * i] = (uint8_t)(s->h[i] >> 24);
         out[4 * i + 1] = (uint8_t)(s->h[i] >> 16);

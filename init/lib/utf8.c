@@ -1,5 +1,6 @@
 #include "utf8.h"
 
+#include <stdint.h>
 #include <string.h>
 
 long utf8_invalid_at(const char *s, size_t len)
@@ -7,6 +8,12 @@ long utf8_invalid_at(const char *s, size_t len)
     const unsigned char *p = (const unsigned char *)s;
     size_t i = 0;
     while (i < len) {
+        /* ASCII, 8 bytes at a time: no byte with its top bit set. */
+        uint64_t w;
+        while (i + 8 <= len && (memcpy(&w, p + i, 8), (w & 0x8080808080808080ULL) == 0))
+            i += 8;
+        if (i >= len)
+            break;
         unsigned c = p[i];
         size_t need;
         unsigned min;

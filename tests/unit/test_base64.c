@@ -48,3 +48,43 @@ TEST(base64_refusals_name_the_fault)
     /* No buffer for the reason: refused all the same. */
     CHECK_EQ_INT(base64_decode("Z", 1, out, sizeof(out), NULL), -1);
 }
+
+/* Long input goes 4 characters at a time until a group it cannot take
+ * whole; the refusals and their offsets are those of one character at a
+ * time all the same. */
+TEST(base64_long_input_faults_keep_their_offsets)
+{
+    char in[1001];
+    uint8_t out[800];
+    struct err err;
+    for (int i = 0; i < 1000; i++)
+        in[i] = "Zm9v"[i % 4];
+    in[1000] = '\0';
+    CHECK_EQ_INT(base64_decode(in, 1000, out, sizeof(out), &err), 750);
+    CHECK(memcmp(out, "foofoo", 6) == 0 && memcmp(out + 744, "foofoo", 6) == 0);
+    /* A bad character at each place of a group, far in. */
+    for (int k = 0; k < 4; k++) {
+        in[600 + k] = '*';
+        CHECK_EQ_INT(base64_decode(in, 1000, out, sizeof(out), &err), -1);
+        char want[64];
+        snprintf(want, sizeof(want), "invalid base64 at offset %d", 600 + k);
+        CHECK_STR(err.msg, want);
+        in[600 + k] = "Zm9v"[k];
+    }
+    /* Padding mid-way, then more data. */
+    memcpy(in + 400, "Zg==", 4);
+    CHECK_EQ_INT(base64_decode(in, 1000, out, sizeof(out), &err), -1);
+    CHECK_STR(err.msg, "invalid base64 at offset 404");
+    memcpy(in + 400, "Zm9v", 4);
+    /* Room for some of it: refused at the first byte past the room. */
+    CHECK_EQ_INT(base64_decode(in, 1000, out, 301, &err), -1);
+    CHECK_STR(err.msg, "more than 301 bytes");
+    CHECK_EQ_INT(base64_decode(in, 1000, out, 750, &err), 750);
+    /* Padded end after whole groups; bits left over after the padding. */
+    memcpy(in + 996, "Zm8=", 4);
+    CHECK_EQ_INT(base64_decode(in, 1000, out, sizeof(out), &err), 749);
+    CHECK(memcmp(out + 747, "fo", 2) == 0);
+    memcpy(in + 996, "Zm9=", 4);
+    CHECK_EQ_INT(base64_decode(in, 1000, out, sizeof(out), &err), -1);
+    CHECK_CONTAINS(err.msg, "padding");
+}

@@ -218,6 +218,17 @@ TEST(rpc_utf8_validation)
     CHECK_EQ_INT(utf8_invalid_at("\xc0\xaf", 2), 0);      /* overlong */
     CHECK_EQ_INT(utf8_invalid_at("\xed\xa0\x80", 3), 0);  /* surrogate */
     CHECK_EQ_INT(utf8_invalid_at("\xf4\x90\x80\x80", 4), 0); /* > U+10FFFF */
+    /* Past a long ASCII run (taken 8 bytes at a time): the fault's own
+     * offset at each place of a word, and a character cut by the end. */
+    char run[40];
+    for (int at = 16; at < 24; at++) {
+        memset(run, 'a', sizeof(run));
+        run[at] = '\xff';
+        CHECK_EQ_INT(utf8_invalid_at(run, sizeof(run)), at);
+        memcpy(run + at, "\xc3\xa9", 2);
+        CHECK_EQ_INT(utf8_invalid_at(run, sizeof(run)), -1);
+        CHECK_EQ_INT(utf8_invalid_at(run, (size_t)at + 1), at);
+    }
 }
 
 TEST(rpc_format_replies)
