@@ -51,6 +51,12 @@ void svc_close_exec_pipe(struct service *s)
     }
 }
 
+static bool ends_with(const char *s, const char *tail)
+{
+    size_t n = strlen(s), t = strlen(tail);
+    return n >= t && strcmp(s + n - t, tail) == 0;
+}
+
 /* The child writes errno to the close-on-exec pipe if exec (or the setup
  * before it) fails; EOF alone means exec succeeded. */
 static void exec_cb(struct ev_loop *loop, ev_io *w, int revents)
@@ -85,8 +91,11 @@ static void exec_cb(struct ev_loop *loop, ev_io *w, int revents)
             snprintf(s->error, sizeof(s->error), "unable to set up limits, identity or capabilities: %s",
                      strerror(report.err));
         else if (report.stage == LAUNCH_STEP_CONTAIN)
-            snprintf(s->error, sizeof(s->error), "containment: %s: %s", report.what,
-                     strerror(report.err));
+            /* A step whose message already names its reason (a path
+             * opened through safepath) is not given it twice. */
+            snprintf(s->error, sizeof(s->error), "containment: %s%s%s", report.what,
+                     ends_with(report.what, strerror(report.err)) ? "" : ": ",
+                     ends_with(report.what, strerror(report.err)) ? "" : strerror(report.err));
         else if (report.stage == LAUNCH_STEP_AS_ROOT)
             snprintf(s->error, sizeof(s->error), "%s", report.what);
         else if (report.stage == LAUNCH_STEP_SECCOMP)

@@ -461,3 +461,18 @@ def test_a_control_directory_made_anew_is_hidden_again(hearth, tmp_path):
     (extra / "visible").write_text("x")
     assert ls_extra() == []
     assert ls_extra() == []
+
+
+def test_a_missing_writable_path_names_its_reason_once(hearth, tmp_path):
+    """A writable path that is not there stops the start; its error says
+    why once (safepath's reason is not given a second time by the start's
+    report)."""
+    gone = tmp_path / "not-there"
+    hearth.start(hearth.config(services=[KEEP, {
+        "name": "agent", "restart": "never", "writable": [str(gone)], "argv": ["true"]}]))
+    s = hearth.wait_for(lambda: (lambda x: x if x.get("error") else None)(hearth.service("agent")),
+                        what="agent's error")
+    err = s["error"]
+    reason = os.strerror(2)
+    assert err.startswith("containment: ") and str(gone) in err, err
+    assert err.endswith(reason) and err.count(reason) == 1, err
