@@ -18,6 +18,7 @@
 #include "http.h"
 #include "names.h"
 #include "netaddr.h"
+#include "pathname.h"
 
 int rule_abspath(const cJSON *v, struct vctx *c)
 {
@@ -752,19 +753,6 @@ int rule_mount_rule(const cJSON *v, struct vctx *c)
     return 0;
 }
 
-/* Whether path lies at or below root (component-wise: "/data/sharedx"
- * is not under "/data/shared"). */
-static bool path_under(const char *path, const char *root)
-{
-    size_t n = strlen(root);
-
-    while (n > 1 && root[n - 1] == '/')
-        n--;
-    if (n == 1 && root[0] == '/')
-        return true;
-    return strncmp(path, root, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
 /* metrics: disk.ok must lie below disk.low, or the two would flap. */
 int rule_metrics(const cJSON *v, struct vctx *c)
 {
@@ -850,7 +838,7 @@ int rule_top(const cJSON *root, struct vctx *c)
     inner = cJSON_Parse(hm->valuestring);
     cJSON_ArrayForEach(item, inner) {
         const char *hp = jget(item, "hostPath")->valuestring;
-        if (!path_under(hp, host_root->valuestring)) {
+        if (!pathname_at_or_under(hp, host_root->valuestring)) {
             vpath_append(c, "host_mounts[%zu].hostPath", i);
             r = vfail(c, "%s is not under host_mounts_rule.host_root %s", names_quote(hp, q, sizeof(q)),
                      names_quote(host_root->valuestring, q2, sizeof(q2)));

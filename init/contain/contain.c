@@ -20,6 +20,7 @@
 #include "log.h"
 #include "mountinfo.h"
 #include "nstemplate.h"
+#include "pathname.h"
 #include "safepath.h"
 #include "userns.h"
 
@@ -955,12 +956,6 @@ static bool mount_root(int fd)
            (sx.attributes_mask & STATX_ATTR_MOUNT_ROOT) && (sx.attributes & STATX_ATTR_MOUNT_ROOT);
 }
 
-static bool below(const char *path, const char *dir)
-{
-    size_t n = strlen(dir);
-    return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == 0);
-}
-
 /* A writable copy of the mount subtree at src (open_tree, then
  * mount_setattr on its top: the copy is writable before anyone can see
  * it; what is mounted below keeps its own flags). Returns its descriptor
@@ -1117,8 +1112,8 @@ static int private_space(const struct contain_plan *p, struct err *err)
      * after, in the copy. */
     for (size_t i = 0; i < n; i++) {
         fd[i] = tree[i] = -1;
-        moved[i] = (p->tmp_bytes > 0 && below(p->rw[i], "/tmp")) ||
-                   (p->shm_bytes > 0 && below(p->rw[i], "/dev/shm"));
+        moved[i] = (p->tmp_bytes > 0 && pathname_at_or_under(p->rw[i], "/tmp")) ||
+                   (p->shm_bytes > 0 && pathname_at_or_under(p->rw[i], "/dev/shm"));
         size_t j = i;
         for (; j > 0 && strlen(p->rw[order[j - 1]]) > strlen(p->rw[i]); j--)
             order[j] = order[j - 1];

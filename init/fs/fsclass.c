@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "mountinfo.h"
+#include "pathname.h"
 
 /* Served by the guest kernel itself: memory, its own block devices, or
  * kernel state. autofs is absent on purpose (a lookup may wait for an
@@ -58,14 +59,6 @@ int fsclass_normalize(const char *abs, char *out, size_t n)
         out[o++] = '/';
     out[o] = '\0';
     return 0;
-}
-
-bool fsclass_on_path(const char *path, const char *mnt)
-{
-    size_t ml = strlen(mnt);
-    if (ml == 1 && mnt[0] == '/')
-        return true;
-    return strncmp(path, mnt, ml) == 0 && (path[ml] == '\0' || path[ml] == '/');
 }
 
 /* The non-local mounts, kept between calls: reading the whole mount
@@ -178,8 +171,8 @@ int fsclass_path(const char *abs, unsigned flags, struct fsclass_hit *hit)
     }
     for (size_t i = 0; i < cache.n; i++) {
         const char *mnt = cache.v[i].target;
-        if ((flags & FSCLASS_FOLLOW) || fsclass_on_path(path, mnt) ||
-            ((flags & FSCLASS_BELOW) && fsclass_on_path(mnt, path))) {
+        if ((flags & FSCLASS_FOLLOW) || pathname_at_or_under(path, mnt) ||
+            ((flags & FSCLASS_BELOW) && pathname_at_or_under(mnt, path))) {
             set_hit(hit, mnt, cache.v[i].fstype);
             return 1;
         }

@@ -38,10 +38,6 @@ bool fsclass_local_type(const char *fstype);
  * result that does not fit. */
 int fsclass_normalize(const char *abs, char *out, size_t n);
 
-/* Whether mount point mnt is on the way to path (both normalised): mnt
- * is "/", path itself, or a directory above it. */
-bool fsclass_on_path(const char *path, const char *mnt);
-
 /* 1 when resolving abs (with flags) may reach a filesystem that is not
  * local, hit saying which (a mount, or a reason in fstype: "unreadable
  * mount table"); 0 when every mount it can reach is local. */

@@ -1,6 +1,7 @@
 #include "mounts.h"
 #include "err.h"
 #include "mountinfo.h"
+#include "pathname.h"
 #include "safepath.h"
 
 #include <errno.h>
@@ -678,21 +679,13 @@ static enum attempt attempt(struct mnt *m)
 /* ------------------------------------------------------------------ */
 /* Platform mounts. */
 
-static bool at_or_under(const char *path, const char *top)
-{
-    size_t n = strlen(top);
-    if (n == 1 && top[0] == '/')
-        return true;
-    return strncmp(path, top, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
 /* The platform mount that path lies at or under and that is not there
  * (or failed), else NULL. */
 static const struct mnt *platform_absent_above(const char *path)
 {
     for (size_t i = 0; i < M.n; i++) {
         const struct mnt *p = &M.m[i];
-        if (p->platform && p->state != M_MOUNTED && at_or_under(path, p->target))
+        if (p->platform && p->state != M_MOUNTED && pathname_at_or_under(path, p->target))
             return p;
     }
     return NULL;
@@ -796,7 +789,7 @@ static void renew_nested(const struct mnt *p)
     for (size_t i = 0; i < M.n; i++) {
         struct mnt *m = &M.m[i];
         struct minfo mi;
-        if (m->platform || m->state != M_MOUNTED || !at_or_under(m->target, p->target))
+        if (m->platform || m->state != M_MOUNTED || !pathname_at_or_under(m->target, p->target))
             continue;
         if (mountinfo_find(m->target, &mi) && in_place(m, &mi))
             continue;

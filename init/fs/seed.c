@@ -22,6 +22,7 @@
 #include "hearth.h"
 #include "log.h"
 #include "mounts.h"
+#include "pathname.h"
 #include "safepath.h"
 #include "tree.h"
 
@@ -378,22 +379,12 @@ void seed_start(const struct config *cfg, const char *(*skip)(const char *path),
     step();
 }
 
-static bool at_or_under(const char *path, const char *top)
-{
-    size_t n = strlen(top);
-    while (n > 1 && top[n - 1] == '/')
-        n--;
-    if (n == 1 && top[0] == '/')
-        return true;
-    return strncmp(path, top, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
 void seed_mount_left(const char *target, const char *why)
 {
     if (!Q.running || !childjob_running(&Q.job) || Q.cur >= Q.cfg->seed.n)
         return;
     const struct seed_entry *e = &Q.cfg->seed.v[Q.cur];
-    if (!at_or_under(e->target, target) && !at_or_under(e->from, target))
+    if (!pathname_at_or_under(e->target, target) && !pathname_at_or_under(e->from, target))
         return;
     log_warn("seed %s: stopping the copy: %s", e->target, why);
     snprintf(Q.stopped, sizeof(Q.stopped), "%s", why);

@@ -1,5 +1,6 @@
 #include "skills.h"
 #include "err.h"
+#include "pathname.h"
 #include "skills_priv.h"
 
 #include <dirent.h>
@@ -890,19 +891,9 @@ int skills_fork(const char *name, skills_fork_done done, void *ctx, struct err *
     return 0;
 }
 
-static bool at_or_under(const char *path, const char *top)
-{
-    size_t n = strlen(top);
-    while (n > 1 && top[n - 1] == '/')
-        n--;
-    if (n == 1 && top[0] == '/')
-        return true;
-    return strncmp(path, top, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
 void skills_mount_left(const char *target, const char *why)
 {
-    if (!S.enabled || !(at_or_under(S.pub, target) || at_or_under(S.priv, target)))
+    if (!S.enabled || !(pathname_at_or_under(S.pub, target) || pathname_at_or_under(S.priv, target)))
         return;
     snprintf(S.stopped, sizeof(S.stopped), "%s", why);
     /* What runs now works on the directories as they were: stopped, its

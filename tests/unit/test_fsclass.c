@@ -1,4 +1,4 @@
-/* fsclass: lexical normalisation, "on the way to", the local types, and
+/* fsclass: lexical normalisation, the local types, and
  * the decision on a real mount table: a FUSE mount nobody serves (any
  * system call inside it would block) is recognised as a share without
  * being touched. */
@@ -34,16 +34,6 @@ TEST(fsclass_normalize_is_lexical)
     char small[4];
     CHECK(fsclass_normalize("/abcd", small, sizeof(small)) < 0);
     CHECK(fsclass_normalize("/ab", small, sizeof(small)) == 0);
-}
-
-TEST(fsclass_on_path_compares_whole_components)
-{
-    CHECK(fsclass_on_path("/a/b", "/"));
-    CHECK(fsclass_on_path("/a/b", "/a"));
-    CHECK(fsclass_on_path("/a/b", "/a/b"));
-    CHECK(!fsclass_on_path("/a/bc", "/a/b"));
-    CHECK(!fsclass_on_path("/a", "/a/b"));
-    CHECK(fsclass_on_path("/", "/"));
 }
 
 TEST(fsclass_local_types)
