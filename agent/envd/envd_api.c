@@ -31,6 +31,7 @@
 #include <cJSON.h>
 
 #include "jsonout.h"
+#include "kfile.h"
 
 #define DISK_DEADLINE_S 2.0
 #define METRICS_WAITERS_MAX 1024 /* envd.max_connections' top */
@@ -147,13 +148,8 @@ static struct {
 static void cpu_sample(void)
 {
     char buf[512];
-    int fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    if (n <= 0)
+    if (kfile_read("/proc/stat", buf, sizeof(buf)) <= 0)
         return;
-    buf[n] = 0;
     /* "cpu" and up to eight counts, read as sscanf's "cpu %lu %lu ..."
      * would (strtoull: no other caller in hearth needs scanf's 4 KiB). */
     uint64_t f[8] = {0};
@@ -187,14 +183,9 @@ static void cpu_sample(void)
 static void mem_figures(uint64_t *total, uint64_t *avail)
 {
     char buf[4096];
-    int fd = open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-    if (fd >= 0)
-        close(fd);
     *total = *avail = 0;
-    if (n <= 0)
+    if (kfile_read("/proc/meminfo", buf, sizeof(buf)) <= 0)
         return;
-    buf[n] = 0;
     const char *p = strstr(buf, "MemTotal:");
     if (p)
         *total = strtoull(p + 9, NULL, 10) * 1024;
