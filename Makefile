@@ -138,8 +138,9 @@ all: $(BUILD)/hearth $(BUILD)/hearthctl
 # A stamp older than the script or the feature list means the libraries
 # may have been built another way; deps.sh rebuilds only what differs. The
 # build toolchain is installed first where it is missing, so any target
-# works as the first command on a fresh machine.
-$(DEPS_STAMP): scripts/deps.sh scripts/libev-features
+# works as the first command on a fresh machine. The two stamps are one
+# recipe (a grouped target), so make -j runs deps.sh once, not twice.
+$(DEPS_STAMP) &: scripts/deps.sh scripts/libev-features
 	scripts/deps.sh --build
 
 # What each entry point needs beyond the toolchain (test tools, image
