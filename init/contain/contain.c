@@ -17,6 +17,7 @@
 #include <linux/capability.h>
 
 #include "err.h"
+#include "lines.h"
 #include "log.h"
 #include "mountinfo.h"
 #include "nstemplate.h"
@@ -128,29 +129,32 @@ int contain_privileged(const struct contain_policy *pol, char *buf, size_t len)
 
 /* ---- the parent's side ---- */
 
+static int root_shared_line(char *line, bool whole, void *ctx)
+{
+    /* id parent dev root target ... : field 5 is the mount point */
+    char *s = line, *field[6] = {0};
+    for (int k = 0; k < 6 && s; k++)
+        field[k] = strsep(&s, " ");
+    /* (a line cut short still holds its optional fields: they come
+     * before the filesystem's, which an overlay's layers make long) */
+    if (!field[4] || strcmp(field[4], "/") != 0 || !s)
+        return 0;
+    /* The optional fields end at a lone "-" (there may be none). */
+    char *dash = strncmp(s, "- ", 2) == 0 ? s : strstr(s, " - ");
+    if (dash)
+        *dash = 0;
+    *(bool *)ctx = strstr(s, "shared:") != NULL; /* the last / mount wins */
+    return 0;
+}
+
 /* Whether the mount at / carries a "shared:N" tag in mountinfo. */
 static bool root_is_shared(void)
 {
     char line[4096];
     bool shared = false;
-    FILE *f = fopen("/proc/self/mountinfo", "re");
 
-    if (!f)
+    if (lines_each("/proc/self/mountinfo", line, sizeof(line), root_shared_line, &shared) < 0)
         return false;
-    while (fgets(line, sizeof(line), f)) {
-        /* id parent dev root target ... : field 5 is the mount point */
-        char *s = line, *field[6] = {0};
-        for (int k = 0; k < 6 && s; k++)
-            field[k] = strsep(&s, " ");
-        if (!field[4] || strcmp(field[4], "/") != 0 || !s)
-            continue;
-        /* The optional fields end at a lone "-" (there may be none). */
-        char *dash = strncmp(s, "- ", 2) == 0 ? s : strstr(s, " - ");
-        if (dash)
-            *dash = 0;
-        shared = strstr(s, "shared:") != NULL; /* the last / mount wins */
-    }
-    fclose(f);
     return shared;
 }
 
@@ -227,28 +231,31 @@ static int add_path(char (*list)[CONTAIN_PATH_MAX], size_t *n, const char *path,
     return 0;
 }
 
+static int nsdelegate_line(char *line, bool whole, void *ctx)
+{
+    char *post = strstr(line, " - cgroup2 ");
+    if (!post)
+        return 0;
+    /* The first cgroup2 mount decides; its options are the last field
+     * (a line cut short has lost them: not known, so no). */
+    bool ns = false;
+    char *opts = strrchr(line, ' ');
+    char *save;
+    for (char *o = strtok_r(opts + 1, ",", &save); whole && o; o = strtok_r(NULL, ",", &save))
+        ns = ns || strcmp(o, "nsdelegate") == 0;
+    *(bool *)ctx = ns;
+    return 1;
+}
+
 /* Whether the first cgroup2 mount carries nsdelegate (its superblock
  * options, the last field of its mountinfo line). */
 static bool cgroup2_nsdelegate(void)
 {
     char line[4096];
-    bool found = false, ns = false;
-    FILE *f = fopen("/proc/self/mountinfo", "re");
+    bool ns = false;
 
-    if (!f)
+    if (lines_each("/proc/self/mountinfo", line, sizeof(line), nsdelegate_line, &ns) < 0)
         return false;
-    while (!found && fgets(line, sizeof(line), f)) {
-        char *post = strstr(line, " - cgroup2 ");
-        if (!post)
-            continue;
-        found = true;
-        char *opts = strrchr(line, ' ');
-        opts[strcspn(opts, "\n")] = 0;
-        char *save;
-        for (char *o = strtok_r(opts + 1, ",", &save); o; o = strtok_r(NULL, ",", &save))
-            ns = ns || strcmp(o, "nsdelegate") == 0;
-    }
-    fclose(f);
     return ns;
 }
 

@@ -12,6 +12,8 @@
 
 #include <ev.h>
 
+#include "lines.h"
+
 
 /* Undoes the octal escapes (\040) mountinfo uses for spaces and such. */
 static void unescape(char *s)
@@ -104,43 +106,33 @@ static bool head_complete(const char *line)
     return end_type && strchr(end_type + 1, ' ');
 }
 
+struct scan {
+    bool (*fn)(const struct mountinfo_entry *e, void *ctx);
+    void *ctx;
+    unsigned *skipped;
+};
+
+static int scan_line(char *line, bool whole, void *ctx)
+{
+    struct scan *sc = ctx;
+    struct mountinfo_entry e;
+    if ((!whole && !head_complete(line)) || !mountinfo_parse(line, &e)) {
+        if (sc->skipped)
+            (*sc->skipped)++;
+        return 0;
+    }
+    return sc->fn(&e, sc->ctx) ? 0 : 1;
+}
+
 int mountinfo_scan(bool (*fn)(const struct mountinfo_entry *e, void *ctx), void *ctx,
                    unsigned *skipped)
 {
-    FILE *f = fopen("/proc/self/mountinfo", "re");
     char line[4096];
+    struct scan sc = {fn, ctx, skipped};
 
     if (skipped)
         *skipped = 0;
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof(line), f)) {
-        if (!strchr(line, '\n') && !feof(f)) {
-            int ch;
-            while ((ch = fgetc(f)) != EOF && ch != '\n')
-                ;
-            if (!head_complete(line)) {
-                if (skipped)
-                    (*skipped)++;
-                continue;
-            }
-        }
-        struct mountinfo_entry e;
-        if (!mountinfo_parse(line, &e)) {
-            if (skipped)
-                (*skipped)++;
-            continue;
-        }
-        if (!fn(&e, ctx))
-            break;
-    }
-    int err = ferror(f) ? EIO : 0;
-    fclose(f);
-    if (err) {
-        errno = err;
-        return -1;
-    }
-    return 0;
+    return lines_each("/proc/self/mountinfo", line, sizeof(line), scan_line, &sc) < 0 ? -1 : 0;
 }
 
 int mountinfo_each(bool (*fn)(const struct mountinfo_entry *e, void *ctx), void *ctx)

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "lines.h"
 #include "log.h"
 
 #define MAX_RESULTS 64
@@ -59,36 +60,31 @@ static void path_module(const char *path, size_t len, const char **name, size_t 
     *nlen = (size_t)((ko ? ko : e) - s);
 }
 
-/* Reads FILE line by line with a bounded buffer and calls FN on each line;
- * FN returning non-zero stops the walk with that value. */
+struct each {
+    int (*fn)(char *line, void *ctx);
+    void *ctx;
+};
+
+/* An over-long line is skipped whole, never half-parsed. */
+static int each_whole(char *line, bool whole, void *ctx)
+{
+    struct each *w = ctx;
+    return whole ? w->fn(line, w->ctx) : 0;
+}
+
+/* Calls FN on each line of FILE (a bounded buffer); FN returning non-zero
+ * stops the walk with that value. */
 static int each_line(const char *file, int (*fn)(char *line, void *ctx), void *ctx)
 {
-    FILE *f = fopen(file, "re");
-    if (!f)
-        return -1;
     char *line = malloc(LINE_MAX_LEN);
-    int rc = 0;
     if (!line) {
-        fclose(f);
         errno = ENOMEM;
         return -1;
     }
-    while (fgets(line, LINE_MAX_LEN, f)) {
-        size_t l = strlen(line);
-        if (l && line[l - 1] == '\n')
-            line[--l] = 0;
-        else if (l == LINE_MAX_LEN - 1) {
-            /* An over-long line is skipped whole, never half-parsed. */
-            int ch;
-            while ((ch = fgetc(f)) != EOF && ch != '\n')
-                ;
-            continue;
-        }
-        if ((rc = fn(line, ctx)) != 0)
-            break;
-    }
+    struct each w = {fn, ctx};
+    int rc = lines_each(file, line, LINE_MAX_LEN, each_whole, &w), e = errno;
     free(line);
-    fclose(f);
+    errno = e;
     return rc;
 }
 
