@@ -5,9 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cJSON.h>
+
+#include "timebase.h"
 
 /* ---------------- paths ---------------- */
 
@@ -96,15 +97,9 @@ cJSON *entry_json(const cJSON *st, const char *path)
                                                       nb, sizeof(nb)));
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(st, "mtime_ms");
     if (cJSON_IsNumber(mt)) {
-        int64_t ms = (int64_t)mt->valuedouble;
-        time_t sec = (time_t)(ms / 1000);
-        struct tm tm;
         char ts[48];
-        if (gmtime_r(&sec, &tm)) {
-            snprintf(ts, sizeof(ts), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+        if (timebase_utc_text((int64_t)mt->valuedouble, true, ts, sizeof(ts)) > 1)
             cJSON_AddStringToObject(e, "modifiedTime", ts);
-        }
     }
     const cJSON *target = cJSON_GetObjectItemCaseSensitive(st, "target");
     if (cJSON_IsString(target))

@@ -18,26 +18,60 @@ int64_t wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* By hand, not strftime: strftime brings musl's time-zone code (some
- * 6 KiB of a static binary) for text that is always UTC. */
+/* The calendar by hand, neither strftime nor gmtime_r/timegm: those bring
+ * musl's time-zone code and its tables into a static binary, for dates
+ * that are always UTC. Days are counted in 400-year eras of 146,097 days
+ * whose years start in March, so that the leap day ends a year. */
+static int64_t days_from_civil(int64_t y, int m, int d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;                                  /* [0, 399] */
+    int64_t doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1; /* [0, 365] */
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;          /* [0, 146096] */
+    return era * 146097 + doe - 719468;
+}
+
+static void civil_from_days(int64_t z, int64_t *y, int *m, int *d)
+{
+    z += 719468;
+    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    int64_t doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
+    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
+    *y = yoe + era * 400 + (*m <= 2);
+}
+
+int64_t timebase_utc_seconds(int64_t year, int month, int day, int hour, int min, int sec)
+{
+    return days_from_civil(year, month, day) * 86400 + hour * 3600 + min * 60 + sec;
+}
+
 int timebase_utc_text(int64_t ms, bool millis, char *buf, size_t len)
 {
-    /* Floor division, so a time before the epoch keeps 0-999 millis. */
+    /* Floor division, so a time before the epoch keeps 0-999 millis and
+     * 0-86399 seconds of its day. */
     int64_t frac = ms % 1000;
     if (frac < 0)
         frac += 1000;
-    time_t s = (time_t)((ms - frac) / 1000);
-    struct tm tm;
-    int n;
-    if (!gmtime_r(&s, &tm))
-        n = snprintf(buf, len, "?");
-    else if (millis)
-        n = snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)frac);
-    else
-        n = snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
-    return n;
+    int64_t s = (ms - frac) / 1000, days = s / 86400, sod = s % 86400;
+    if (sod < 0) {
+        sod += 86400;
+        days--;
+    }
+    int64_t y;
+    int mo, d;
+    civil_from_days(days, &y, &mo, &d);
+    if (y < 0 || y > 9999)
+        return snprintf(buf, len, "?");
+    int h = (int)(sod / 3600), mi = (int)(sod / 60 % 60), se = (int)(sod % 60);
+    if (millis)
+        return snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", (int)y, mo, d, h, mi, se,
+                        (int)frac);
+    return snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02dZ", (int)y, mo, d, h, mi, se);
 }
 
 double timebase_grid_delay(double now, int64_t period_ms)

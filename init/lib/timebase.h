@@ -20,8 +20,13 @@ int64_t wall_ms(void);
 /* ms (wall-clock milliseconds since the epoch) as RFC 3339 UTC text into
  * buf: "2026-12-04T22:11:45Z", or "2026-12-04T22:11:45.123Z" with millis.
  * Returns the length written (snprintf's: at most len - 1 is stored), or
- * writes "?" and returns 1 for a time gmtime cannot represent. */
+ * writes "?" and returns 1 for a time outside the years 0-9999. */
 int timebase_utc_text(int64_t ms, bool millis, char *buf, size_t len);
+
+/* Seconds since the epoch of a UTC date and time (the proleptic Gregorian
+ * calendar, month 1-12), as timegm computes them; fields out of their
+ * range are not normalised, the caller checks them. */
+int64_t timebase_utc_seconds(int64_t year, int month, int day, int hour, int min, int sec);
 
 /* Seconds until the next multiple of period_ms that lies more than half a
  * period ahead, for background timers (health probes, the skills poll, the

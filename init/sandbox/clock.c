@@ -11,6 +11,7 @@
 #include <linux/rtc.h>
 
 #include "log.h"
+#include "timebase.h"
 
 static int real_get(struct timespec *now) { return clock_gettime(CLOCK_REALTIME, now); }
 static int real_set(const struct timespec *to) { return clock_settime(CLOCK_REALTIME, to); }
@@ -116,11 +117,16 @@ static int read_rtc(struct timespec *hw)
         errno = saved;
         return -1;
     }
-    struct tm tm = {.tm_sec = t.tm_sec, .tm_min = t.tm_min, .tm_hour = t.tm_hour,
-                    .tm_mday = t.tm_mday, .tm_mon = t.tm_mon, .tm_year = t.tm_year};
-    hw->tv_sec = timegm(&tm);
+    /* An RTC keeps UTC (struct tm's fields: years since 1900, month 0-11). */
+    if (t.tm_mon < 0 || t.tm_mon > 11 || t.tm_mday < 1 || t.tm_mday > 31 || t.tm_hour < 0 ||
+        t.tm_hour > 23 || t.tm_min < 0 || t.tm_min > 59 || t.tm_sec < 0 || t.tm_sec > 60) {
+        errno = EINVAL;
+        return -1;
+    }
+    hw->tv_sec = (time_t)timebase_utc_seconds(t.tm_year + 1900LL, t.tm_mon + 1, t.tm_mday,
+                                              t.tm_hour, t.tm_min, t.tm_sec);
     hw->tv_nsec = 0;
-    return hw->tv_sec == (time_t)-1 ? -1 : 0;
+    return 0;
 }
 
 int clock_hw_read(struct timespec *hw, const char **source, int64_t *resolution_ms)
