@@ -34,6 +34,7 @@
 #include "reaper.h"
 #include "redact.h"
 #include "shutdown.h"
+#include "sysids.h"
 #include "utf8.h"
 
 #define RESTART_MIN_MS 500
@@ -505,8 +506,8 @@ static void __attribute__((noreturn)) child(int *theirs)
         exe = -1;
     syscall(SYS_close_range, exe_at + 1, ~0U, 0);
     if (geteuid() == 0) {
-        if (setgroups(0, NULL) < 0 || setresgid(ENVD_GID, ENVD_GID, ENVD_GID) < 0 ||
-            setresuid(ENVD_UID, ENVD_UID, ENVD_UID) < 0)
+        if (sysids_setgroups(0, NULL) < 0 || sysids_setresgid(ENVD_GID, ENVD_GID, ENVD_GID) < 0 ||
+            sysids_setresuid(ENVD_UID, ENVD_UID, ENVD_UID) < 0)
             _exit(126);
     }
     prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);

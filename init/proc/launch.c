@@ -20,6 +20,7 @@
 #include "lifeline.h"
 #include "pidreaper.h"
 #include "safepath.h"
+#include "sysids.h"
 #include "seccomp.h"
 #include "svc_config.h"
 #include "userns.h"
@@ -453,7 +454,7 @@ int launch_oom_default(void)
 int launch_apply(const struct launch_plan *p)
 {
     for (size_t i = 0; i < p->n_rlimits; i++)
-        if (setrlimit(p->rlimits[i].resource, &p->rlimits[i].lim) < 0)
+        if (sysids_setrlimit(p->rlimits[i].resource, &p->rlimits[i].lim) < 0)
             return -1;
     if (p->set_oom) {
         if (write_oom(p->oom_score_adj) < 0 && errno != ENOENT)
@@ -469,9 +470,11 @@ int launch_apply(const struct launch_plan *p)
     if (contain_caps_before_ids(&p->contain) < 0)
         return -1;
     if (p->set_ids) {
-        if (setgroups(p->n_groups, p->groups) < 0 && errno != EPERM)
+        if (sysids_setgroups(p->n_groups, p->groups) < 0 && errno != EPERM)
             return -1;
-        if (setgid(p->gid) < 0 || setuid(p->uid) < 0)
+        /* setgid and setuid as root: real, effective and saved alike. */
+        if (sysids_setresgid(p->gid, p->gid, p->gid) < 0 ||
+            sysids_setresuid(p->uid, p->uid, p->uid) < 0)
             return -1;
     }
     if (contain_caps_after_ids(&p->contain) < 0)
