@@ -107,13 +107,7 @@ static int make(const char *cause, bool stir)
     }
     draw(b);
     identity_format_id(b, I.id);
-    /* hearth's own random() (restart jitter): clones would otherwise
-     * restart their services in lockstep. */
-    unsigned seed;
-    memcpy(&seed, b + IDENTITY_ID_BYTES, sizeof(seed));
-    srandom(seed);
     explicit_bzero(b, sizeof(b));
-    explicit_bzero(&seed, sizeof(seed));
     snprintf(I.cause, sizeof(I.cause), "%s", cause);
     I.refreshed_ms = wall_ms();
     if (I.weak)

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -213,8 +214,15 @@ static int64_t backoff_delay(struct service *s)
         d = c->backoff_max_ms;
     s->fails++;
     if (d >= 10) {
+        /* ±10%, drawn from the kernel's generator: clones of one snapshot
+         * (reseeded by the kernel on restore) do not restart their
+         * services in lockstep. Before the generator is seeded, the clock's
+         * nanoseconds are as good for spreading restarts. */
+        uint32_t r;
+        if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+            r = (uint32_t)mono_ns();
         int64_t span = d / 5;
-        d += (int64_t)(random() % (span + 1)) - span / 2;
+        d += (int64_t)(r % (uint64_t)(span + 1)) - span / 2;
     }
     return d < 0 ? 0 : d;
 }
