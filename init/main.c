@@ -3,7 +3,6 @@
  * container/supervisor mode), never inside it. */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,13 +52,14 @@
 #include "service.h"
 #include "shutdown.h"
 #include "skills.h"
+#include "textpages.h"
 
 static ev_io sig_watcher;
 static int sig_fd = -1;
 
-static void usage(FILE *f)
+static void usage(int fd)
 {
-    fprintf(f,
+    dprintf(fd,
             "usage: hearth [-c FILE] [--mode vm|container|supervisor] [--log LEVEL]\n"
             "       hearth --check-config FILE\n"
             "       hearth --version\n");
@@ -294,14 +294,57 @@ static struct config *load_config(const char *path, bool explicit_path)
     return cfg;
 }
 
+/* hearth's options, each a letter and a long name; those with a value
+ * take it from the next word, after "=" (--config=FILE) or attached to
+ * the letter (-cFILE). */
+static const struct {
+    char letter;
+    bool value;
+    const char *name;
+} opts[] = {
+    {'c', true, "config"}, {'m', true, "mode"},     {'l', true, "log"},
+    {'C', true, "check-config"}, {'V', false, "version"}, {'h', false, "help"},
+};
+
+/* The option at argv[*i] and after: its letter, with *val its value;
+ * 0 when the words are done ("--" ends them); '?' for one hearth does
+ * not know or that lacks its value. Words that are not options are
+ * passed over (the kernel hands PID 1 the words of its command line it
+ * did not recognise). */
+static int next_opt(int argc, char **argv, int *i, const char **val)
+{
+    while (*i < argc && (argv[*i][0] != '-' || argv[*i][1] == 0))
+        (*i)++;
+    if (*i >= argc || strcmp(argv[*i], "--") == 0)
+        return 0;
+    const char *w = argv[(*i)++], *v = NULL;
+    size_t k, n = sizeof(opts) / sizeof(opts[0]);
+    if (w[1] == '-') {
+        size_t len = strcspn(w + 2, "=");
+        for (k = 0; k < n; k++)
+            if (strlen(opts[k].name) == len && strncmp(w + 2, opts[k].name, len) == 0)
+                break;
+        if (k < n && w[2 + len] == '=')
+            v = w + 3 + len;
+    } else {
+        for (k = 0; k < n && opts[k].letter != w[1]; k++)
+            ;
+        if (k < n && w[2])
+            v = w + 2;
+    }
+    if (k == n || (v && !opts[k].value))
+        return '?';
+    if (opts[k].value && !v) {
+        if (*i >= argc)
+            return '?';
+        v = argv[(*i)++];
+    }
+    *val = v;
+    return opts[k].letter;
+}
+
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"config", required_argument, 0, 'c'},  {"mode", required_argument, 0, 'm'},
-        {"log", required_argument, 0, 'l'},     {"check-config", required_argument, 0, 'C'},
-        {"version", no_argument, 0, 'V'},       {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
-    };
     const char *config_path = NULL, *log_arg = NULL;
     bool mode_forced = false;
     enum hearth_mode mode = MODE_SUPERVISOR;
@@ -329,26 +372,27 @@ int main(int argc, char **argv)
     pidreaper_init();
     /* The kernel hands init the words of its command line it did not
      * recognise; as PID 1, unknown arguments are ignored, not fatal. */
-    opterr = getpid() != 1;
-    while ((o = getopt_long(argc, argv, "c:m:l:Vh", opts, NULL)) != -1) {
+    int argi = 1;
+    const char *arg = NULL;
+    while ((o = next_opt(argc, argv, &argi, &arg)) != 0) {
         switch (o) {
-        case 'c': config_path = optarg; break;
+        case 'c': config_path = arg; break;
         case 'm':
-            if (parse_mode(optarg, &mode) < 0) {
-                fprintf(stderr, "hearth: --mode: expected vm, container or supervisor\n");
+            if (parse_mode(arg, &mode) < 0) {
+                dprintf(2, "hearth: --mode: expected vm, container or supervisor\n");
                 return 2;
             }
             mode_forced = true;
             break;
-        case 'l': log_arg = optarg; break;
+        case 'l': log_arg = arg; break;
         case 'C': {
             struct err err;
-            struct config *cfg = config_load(optarg, &err);
+            struct config *cfg = config_load(arg, &err);
             if (!cfg) {
-                fprintf(stderr, "%s: %s\n", optarg, err.msg);
+                dprintf(2, "%s: %s\n", arg, err.msg);
                 return 1;
             }
-            printf("%s: ok (%zu services)\n", optarg, cfg->n_services);
+            dprintf(1, "%s: ok (%zu services)\n", arg, cfg->n_services);
             /* Valid is not the same as contained: say which services could
              * undo hearth's setup, as the boot log would. */
             for (size_t i = 0; i < cfg->n_services; i++) {
@@ -356,23 +400,24 @@ int main(int argc, char **argv)
                 char why[256];
                 contain_policy_of(&cfg->services[i], &pol);
                 if (contain_privileged(&pol, why, sizeof(why)))
-                    printf("%s: services[%zu] (%s) is privileged: %s\n", optarg, i,
+                    dprintf(1, "%s: services[%zu] (%s) is privileged: %s\n", arg, i,
                            cfg->services[i].name, why);
             }
             config_free(cfg);
             return 0;
         }
-        case 'V': printf("hearth %s\n", HEARTH_VERSION); return 0;
-        case 'h': usage(stdout); return 0;
+        case 'V': dprintf(1, "hearth %s\n", HEARTH_VERSION); return 0;
+        case 'h': usage(1); return 0;
         default:
             if (getpid() != 1) {
-                usage(stderr);
+                dprintf(2, "hearth: %s: unknown option or missing value\n", argv[argi - 1]);
+                usage(2);
                 return 2;
             }
         }
     }
     if (log_arg && log_level_parse(log_arg, &lvl) < 0) {
-        fprintf(stderr, "hearth: --log: expected error, warn, info or debug\n");
+        dprintf(2, "hearth: --log: expected error, warn, info or debug\n");
         return 2;
     }
 
@@ -535,6 +580,10 @@ int main(int argc, char **argv)
     hearth_set_phase(sandbox_waiting_for_init() ? PHASE_WAIT_INIT : PHASE_RUNNING);
     H.running_us = mono_us();
     log_info("ready in %lld ms", (long long)(mono_ms() - H.boot_mono_ms));
+    /* Start-up's code is done with: what the loop runs faults back in. */
+    struct err terr;
+    if (textpages_release(&terr) < 0)
+        log_warn("%s", terr.msg);
 
     for (;;) {
         ev_run(H.loop, 0);

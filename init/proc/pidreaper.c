@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "lifeline.h"
+#include "textpages.h"
 
 #ifndef SYS_close_range
 #define SYS_close_range 436
@@ -96,6 +97,10 @@ static void __attribute__((noreturn)) run(pid_t main, int status_fd)
      * signal it neither blocks nor handles, so a blocked one waits here. */
     sigfillset(&all);
     sigprocmask(SIG_SETMASK, &all, NULL);
+    /* The reaper runs a few pages of hearth's code for the service's
+     * lifetime; the rest its exec and start faulted in goes
+     * (textpages.h). Nowhere to report a failure: it costs only memory. */
+    textpages_release(NULL);
     for (;;) {
         reap(main, status_fd);
         siginfo_t si;

@@ -177,6 +177,43 @@ def test_check_config(tmp_path):
     assert "services[0].backoff.max_ms" in r.stderr
 
 
+def test_command_line_forms(tmp_path):
+    """Each option in its long, long-with-"=", short and attached forms;
+    words that are not options passed over; an unknown option or a
+    missing value refused with the usage, exit 2."""
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"services": [{"name": "a", "argv": ["true"]}]}))
+    for argv in (["--check-config", str(good)], [f"--check-config={good}"],
+                 ["quiet", "--check-config", str(good)]):
+        r = subprocess.run([HEARTH, *argv], capture_output=True, text=True)
+        assert r.returncode == 0 and r.stdout == f"{good}: ok (1 services)\n", (argv, r)
+    for argv in (["--version"], ["-V"]):
+        r = subprocess.run([HEARTH, *argv], capture_output=True, text=True)
+        assert r.returncode == 0 and r.stdout.startswith("hearth "), (argv, r)
+    for argv in (["--help"], ["-h"]):
+        r = subprocess.run([HEARTH, *argv], capture_output=True, text=True)
+        assert r.returncode == 0 and r.stdout.startswith("usage: hearth"), (argv, r)
+    for argv in (["--mode", "moon"], ["-mmoon"], ["--mode=moon"], ["-m", "moon"]):
+        r = subprocess.run([HEARTH, *argv], capture_output=True, text=True)
+        assert r.returncode == 2 and "--mode: expected vm, container or supervisor" in r.stderr, (argv, r)
+    for argv in (["--log", "loud"], ["-lloud"], ["--log=loud"]):
+        r = subprocess.run([HEARTH, *argv], capture_output=True, text=True)
+        assert r.returncode == 2 and "--log: expected error" in r.stderr, (argv, r)
+    for argv in (["--bogus"], ["-x"], ["--config"], ["--version=1"], ["--conf", "x"]):
+        r = subprocess.run([HEARTH, *argv], capture_output=True, text=True)
+        assert r.returncode == 2, (argv, r)
+        assert f"hearth: {argv[0]}: unknown option or missing value" in r.stderr, (argv, r)
+        assert "usage: hearth" in r.stderr, (argv, r)
+    # "--" ends the options: what follows is not read as one (a refused
+    # config then ends the start, exit 1, not the unknown option's 2).
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"bogus": 1}))
+    r = subprocess.run([HEARTH, "--mode", "supervisor", "-c", str(bad), "--", "--bogus"],
+                       capture_output=True, text=True, timeout=20)
+    assert r.returncode == 1 and "unknown option" not in r.stderr, r
+    assert "bogus" in r.stderr, r
+
+
 def test_bad_config_refused_before_the_loop(hearth, tmp_path):
     hearth.start({"control": {"listen": ["unix:" + hearth.sock]}, "bogus": 1}, wait=False)
     assert hearth.wait_exit() == 1
