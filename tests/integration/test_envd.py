@@ -26,7 +26,15 @@ def envd_cfg(**extra):
 
 
 def start(hearth, binds=(), **envd):
-    h = hearth.start(hearth.config(envd=envd_cfg(**envd)), binds=binds)
+    # Commands run as `bash -l`, which as root reads this machine's
+    # /root/.profile: an empty home of its own in hearth's mount namespace
+    # keeps the host's login scripts (a version manager's rehash, with a
+    # lock file a killed command leaves behind) out of every figure and
+    # timeout here.
+    home = hearth.dir / "root-home"
+    home.mkdir(exist_ok=True)
+    os.chmod(home, 0o755)
+    h = hearth.start(hearth.config(envd=envd_cfg(**envd)), binds=[(home, "/root"), *binds])
     subprocess.run(["nsenter", "-t", str(h.pid), "-n", "ip", "link", "set", "lo", "up"], check=True)
     h.wait_for(lambda: h.rpc("status").get("envd", {}).get("state") == "running",
                what="the envd role process")
