@@ -188,8 +188,17 @@ void skills_draft_free(struct check_draft *d)
 static bool check_valid(const struct skills_check *k, const struct marks *m)
 {
     int depth = 0;
+    bool priv = false;
     for (size_t i = 0; i < k->n; i++) {
         const struct check_step *s = &k->step[i];
+        /* A path of two names (MARK, NOMARK) only in the public tree: in
+         * the agent's, no link is followed even by a stat. */
+        if (s->op == CHECK_ROOT)
+            priv = s->priv;
+        if ((s->op == CHECK_MARK || s->op == CHECK_NOMARK) && priv)
+            return false;
+        if ((s->op == CHECK_PSKILL || s->op == CHECK_PNOMARK) && !priv)
+            return false;
         bool named = s->op == CHECK_DIR || s->op == CHECK_NOMARK || s->op == CHECK_PNOMARK;
         bool stamped = s->op == CHECK_ROOT || s->op == CHECK_DIR || s->op == CHECK_PSKILL;
         if (s->op > CHECK_PNOMARK || s->priv > 1 || s->pad)
