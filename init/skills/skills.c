@@ -924,6 +924,7 @@ static void add_counts(cJSON *o, const struct skills_counts *c)
     cJSON_AddNumberToObject(o, "categories_created", c->cat_created);
     cJSON_AddNumberToObject(o, "categories_converted", c->cat_converted);
     cJSON_AddNumberToObject(o, "categories_removed", c->cat_removed);
+    cJSON_AddBoolToObject(o, "read_dirs", !c->checked);
 }
 
 cJSON *skills_last_json(void)

@@ -63,6 +63,7 @@ struct skills_counts {
     unsigned cat_removed;   /* empty category directories of hearth's removed */
     unsigned clashes;       /* public skills not linked: an earlier public one has the name */
     uint32_t names_digest;  /* of which skills are shadowed by name or clash (0: none) */
+    bool checked;           /* answered by the last whole run's stats: no directory read */
 };
 
 /* Named lists for skills.list, each a cJSON array; paths are below the

@@ -190,7 +190,7 @@ static int64_t ts_ns(struct timespec t)
  * MARK_RACY_NS). Out of memory only costs the next run a read. */
 static void remember(struct scan *s, const char *path, const char *fm, const struct stat *st)
 {
-    if (ts_ns(st->st_mtim) < s->racy_ns && ts_ns(st->st_ctim) < s->racy_ns)
+    if (skills_stamp_settled(st, s->racy_ns))
         skills_marks_add(&s->n->marks, s->priv, path, fm, st);
 }
 
@@ -220,8 +220,14 @@ static bool read_marker(struct scan *s, int cfd, const char *path, char *fm, siz
     struct stat st;
 
     fm[0] = '\0';
-    if (fstatat(cfd, skills_layout_marker, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return errno != ENOENT && errno != ENOTDIR;
+    if (fstatat(cfd, skills_layout_marker, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return false;
+        s->n->draft.unrec = true; /* a skill by an error: not for the check */
+        return true;
+    }
+    if (!S_ISREG(st.st_mode))
+        s->n->draft.unrec = true;
     if (!S_ISREG(st.st_mode) ||
         vouch(skills_marks_find(s->old, s->priv, path), &st, fm, fmlen))
         return true;
@@ -363,8 +369,9 @@ bool skills_names_take(struct skills_names *n, bool priv, const char *rel, int f
  * as the reconcile has it). dfd is borrowed. -1 only for out of memory
  * or the entry bound; a directory that cannot be read is skipped (the
  * reconcile reports it). */
-static int scan_level(struct scan *s, int dfd, const char *rel, int level)
+static int scan_level(struct scan *s, int dfd, const char *rel, const char *name, int level)
 {
+    struct check_draft *d = &s->n->draft;
     struct listing l = {0};
     char path[4096], fm[256];
     struct err lerr;
@@ -373,16 +380,24 @@ static int scan_level(struct scan *s, int dfd, const char *rel, int level)
 
     /* A description of its own (not a dup): its offset is its own. */
     int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
+    if (fd < 0) {
+        d->unrec = true;
         return 0;
+    }
     if (fstat(fd, &st) < 0) {
         close(fd);
+        d->unrec = true;
         return 0;
     }
     dev_t dev = st.st_dev;
     ino_t ino = st.st_ino;
-    if (skills_listing_read(&l, fd, rel, &lerr) < 0)
+    /* The stamps before the listing: a change after them moves them, so
+     * the check never vouches for a listing older than its stamps. */
+    skills_draft(d, level == 1 ? CHECK_ROOT : CHECK_DIR, s->priv, name, NULL, 0, &st, s->racy_ns);
+    if (skills_listing_read(&l, fd, rel, &lerr) < 0) {
+        d->unrec = true;
         return 0;
+    }
     s->total += l.n;
     if (s->total > SKILLS_MAX_TOTAL) {
         skills_listing_free(&l);
@@ -396,8 +411,10 @@ static int scan_level(struct scan *s, int dfd, const char *rel, int level)
             (!s->priv && skills_is_ignored(e->name, s->ignore)))
             continue;
         size_t a = strlen(rel), b = strlen(e->name);
-        if (a + b + 2 > sizeof(path))
+        if (a + b + 2 > sizeof(path)) {
+            d->unrec = true;
             continue;
+        }
         memcpy(path, rel, a);
         if (a)
             path[a++] = '/';
@@ -408,20 +425,40 @@ static int scan_level(struct scan *s, int dfd, const char *rel, int level)
         enum settled how = s->priv ? NOT_SETTLED : by_parent(s, dfd, e->name, path, fm, sizeof(fm));
         if (how == SETTLED_SKILL) {
             rc = add_skill(s, path, e->name, fm);
+            if (rc == 0)
+                skills_draft(d, CHECK_MARK, false, NULL, s->n->pub[s->n->npub - 1].path, a, NULL, 0);
             continue;
         }
         bool category = level < skills_layout_depth && e->name[0] != '.';
-        if (how == SETTLED_NO_MARKER && !category)
+        if (how == SETTLED_NO_MARKER && !category) {
+            skills_draft(d, CHECK_NOMARK, false, e->name, NULL, 0, NULL, 0);
             continue; /* neither a skill nor a category */
+        }
+        if (!s->priv && how == NOT_SETTLED)
+            d->unrec = true; /* an odd marker, or an open that failed */
         int cfd = openat(dfd, e->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-        if (cfd < 0)
+        if (cfd < 0) {
+            d->unrec = true;
             continue;
-        if (how != SETTLED_NO_MARKER && read_marker(s, cfd, path, fm, sizeof(fm)))
+        }
+        if (how != SETTLED_NO_MARKER && read_marker(s, cfd, path, fm, sizeof(fm))) {
             rc = add_skill(s, path, e->name, fm);
-        else if (category)
-            rc = scan_level(s, cfd, path, level + 1);
+            /* The agent's skill: its directory's stamps vouch for what
+             * else the reconcile may look for in it (hearth's category
+             * mark). */
+            if (rc == 0 && s->priv && fstat(cfd, &st) == 0)
+                skills_draft(d, CHECK_PSKILL, true, NULL, s->n->priv[s->n->npriv - 1].path, 0, &st,
+                             s->racy_ns);
+            else if (rc == 0 && s->priv)
+                d->unrec = true;
+        } else if (category) {
+            rc = scan_level(s, cfd, path, e->name, level + 1);
+        } else {
+            skills_draft(d, CHECK_PNOMARK, true, e->name, NULL, 0, NULL, 0);
+        }
         close(cfd);
     }
+    skills_draft(d, CHECK_UP, false, NULL, NULL, 0, NULL, 0);
     keep(s, rel, dev, ino, &l);
     return rc;
 }
@@ -482,10 +519,10 @@ int skills_names_scan(struct skills_names *n, int pfd, int vfd, const char *cons
     clock_gettime(CLOCK_REALTIME, &now);
     s.racy_ns = ts_ns(now) - skills_mark_racy_ns;
     s.priv = true;
-    if (vfd >= 0 && scan_level(&s, vfd, "", 1) < 0)
+    if (vfd >= 0 && scan_level(&s, vfd, "", "", 1) < 0)
         goto out;
     s.priv = false;
-    if (scan_level(&s, pfd, "", 1) < 0)
+    if (scan_level(&s, pfd, "", "", 1) < 0)
         goto out;
     /* Path order, as Hermes meets them: the first of two public skills of
      * one name is the one linked. */
@@ -555,6 +592,7 @@ void skills_names_free(struct skills_names *n)
     free(n->pub);
     nindex_free(&n->bypath);
     skills_marks_free(&n->marks);
+    skills_draft_free(&n->draft);
     kept_free(n);
     memset(n, 0, sizeof(*n));
 }

@@ -81,21 +81,127 @@ void skills_marks_free(struct marks *m);
 /* Adds a copy of path and name with s's identity; -1 out of memory. */
 int skills_marks_add(struct marks *m, bool priv, const char *path, const char *name,
                      const struct stat *s);
+/* Appends k (its strings now m's); -1 out of memory. */
+int skills_marks_push(struct marks *m, struct mark k);
 int skills_marks_index(struct marks *m);
 /* The mark of path in the private or public tree, or NULL. */
 struct mark *skills_marks_find(const struct marks *m, bool priv, const char *path);
 /* Whether s is the file mark m describes. */
 bool skills_mark_same(const struct mark *m, const struct stat *s);
 
+/* ------------------------------------------------------------------ */
+/* The check (skills_cache.c): what a whole run read, kept so the next
+ * run can learn by stats alone that none of it changed, and then answer
+ * as that run did without reading a directory or judging an entry.
+ *
+ * A run's outcome is a function of what it read: the listing of every
+ * directory it walked in both trees, whether each directory entry that
+ * could be a skill holds the marker, each marker's front-matter name,
+ * and its settings. A listing is vouched for by its directory's stamps
+ * (device, inode, mtime, ctime: a name added, removed or renamed in it
+ * moves both times), a marker by its own stat, as the links cache has
+ * it. So the check is the run's reads as steps, replayed in order:
+ *
+ *   CHECK_ROOT   a tree's root (the run's own fd) has the stamps recorded
+ *   CHECK_DIR    name, opened beneath the current directory without
+ *                following a link, holds no marker and has its stamps
+ *   CHECK_UP     back to the directory above
+ *   CHECK_MARK   a public skill: name/marker stats as mark[a]
+ *   CHECK_NOMARK a public directory that is neither skill nor category:
+ *                name/marker is absent
+ *   CHECK_PSKILL one of the agent's skills: name, opened without
+ *                following a link, has its stamps and its marker stats
+ *                as mark[a]
+ *   CHECK_PNOMARK one of the agent's directories that is neither: name,
+ *                opened so, holds no marker
+ *
+ * Only a run that read everything cleanly and changed nothing is kept:
+ * no error, no link made or removed, every directory and marker settled
+ * for longer than MARK_RACY_NS (a change within the same tick of the
+ * filesystem's clock would leave the stamps as they were), every listing
+ * the reconcile used one the names scan recorded, no judgement that
+ * rests on anything else (an agent's link deeper into public, a cached
+ * link to what may have become a category). */
+enum check_op { CHECK_ROOT, CHECK_DIR, CHECK_UP, CHECK_MARK, CHECK_NOMARK, CHECK_PSKILL,
+                CHECK_PNOMARK };
+
+struct check_step {
+    uint8_t op;
+    uint8_t priv; /* CHECK_ROOT: which tree */
+    uint16_t pad;
+    /* ROOT, DIR, PSKILL: b is the index of the stamps. DIR, NOMARK,
+     * PNOMARK: a is the name's offset in the pool. MARK, PSKILL: a is
+     * the mark; for MARK b is where the skill's own name starts in the
+     * mark's path. */
+    uint32_t a, b;
+};
+
+struct check_stamp {
+    uint64_t dev, ino;
+    int64_t mtime_ns, ctime_ns;
+};
+
+struct skills_check {
+    struct check_step *step; /* NULL: no check (the next run reads) */
+    size_t n, cap;
+    struct check_stamp *stamp;
+    size_t nstamp, capstamp;
+    char *pool;
+    size_t npool, cappool;
+    uint64_t cfg; /* the settings the run had (skills_check_cfg) */
+    struct skills_counts counts;
+    char *report; /* skills_last_report as the run left it */
+};
+
+/* A check being recorded by a run: as above, but a MARK or PSKILL
+ * step's a indexes path (the skill's path, owned by the names scan),
+ * resolved to its mark once the cache holds the run's marks. unrec: a
+ * read that cannot be replayed, so nothing is kept. */
+struct check_draft {
+    struct skills_check k;
+    const char **path;
+    size_t npath, cappath;
+    bool unrec;
+};
+
+/* The settings a run's outcome depends on besides the trees (the
+ * layout, and owner: who owns what it makes). */
+uint64_t skills_check_cfg(const char *pub, const char *priv, const char *const *ignore,
+                          const struct tree_owner *owner);
+/* Whether stamps st are older than racy_ns (mtime and ctime both). */
+bool skills_stamp_settled(const struct stat *st, int64_t racy_ns);
+/* Records one read of the run, in the order made: op, the tree (priv),
+ * name (DIR, NOMARK, PNOMARK), the skill's path (MARK, PSKILL) and
+ * where its own name starts in it (MARK, off), the stamps st (ROOT, DIR,
+ * PSKILL: too recent for racy_ns, and nothing is kept). Out of memory,
+ * too: d->unrec. */
+void skills_draft(struct check_draft *d, enum check_op op, bool priv, const char *name,
+                  const char *path, size_t off, const struct stat *st, int64_t racy_ns);
+void skills_draft_free(struct check_draft *d);
+/* Replaces k with the draft d (NULL, or a draft that cannot be kept:
+ * none), its marks resolved in m, with the run's cfg, counts and report;
+ * d is consumed. Whether k may have changed. */
+bool skills_check_update(struct skills_check *k, struct check_draft *d, const struct marks *m,
+                         uint64_t cfg, const struct skills_counts *c, const char *report);
+/* Whether every step of k still holds, for the trees open at pfd and vfd
+ * and settings cfg. Reads only: no allocation, nothing written (in a
+ * walk child, the cache's pages stay shared with the loop). */
+bool skills_check_replay(const struct skills_check *k, const struct marks *m, uint64_t cfg,
+                         int pfd, int vfd);
+
 /* Links of ours seen by the last run, by path (category/skill) and
  * inode: a link is immutable, so one still there under the same inode
  * needs no readlink. That keeps a no-op pass to directory reads. The
- * skills' markers the last run read, so that a no-op pass reads none. */
+ * skills' markers the last run read, so that a no-op pass reads none.
+ * The check, so that a pass over trees that have not changed reads no
+ * directory at all. */
 struct skills_cache {
     struct listing links;
     struct marks marks;
+    struct skills_check check;
     unsigned runs; /* which slice of cached links has its marker re-checked */
-    bool changed;  /* the last run changed links or marks (not only runs) */
+    unsigned replayed; /* runs answered by the check alone */
+    bool changed;  /* the last run changed links, marks or the check (not only runs) */
 };
 
 /* The end of a run that may change the cache (not a dry one): what it
@@ -197,6 +303,7 @@ struct skills_names {
     struct kept_dir *kept[2]; /* [0] public, [1] private */
     size_t nkept[2], capkept[2];
     struct nindex keptby[2]; /* rel -> kept */
+    struct check_draft draft; /* the reads, for the next run's check */
 };
 
 /* Walks private (vfd; -1: none) and public (pfd) for their skills and

@@ -49,6 +49,9 @@ struct run {
     struct err *err;
     bool chown; /* what it makes goes to another owner than hearth's */
     struct skills_names names; /* the names both trees' skills go by */
+    /* Something was judged on more than the names scan recorded, or
+     * written: the next run may not answer by the check alone. */
+    bool unrec;
 };
 
 /* {path, name} onto arr (NULL: not listed). */
@@ -116,9 +119,9 @@ static void run_error(struct run *r, const char *what, const char *path)
 
 /* The text of link v (at path key), read on first use; NULL when it
  * cannot be read, or when the cache vouches for it (v->ours). */
-static const char *link_target(int dfd, struct ent *v, const struct skills_cache *k,
-                               const char *key)
+static const char *link_target(struct run *r, int dfd, struct ent *v, const char *key)
 {
+    const struct skills_cache *k = r->cache;
     char buf[4096];
 
     if (v->read)
@@ -135,6 +138,8 @@ static const char *link_target(int dfd, struct ent *v, const struct skills_cache
         buf[n] = '\0';
         v->target = strdup(buf);
     }
+    if (!v->target)
+        r->unrec = true; /* judged as the agent's for want of its text */
     return v->target;
 }
 
@@ -298,7 +303,7 @@ static void merge_category(struct run *r, int pfd, int vfd, struct listing *vl, 
         close(cpfd);
         return;
     }
-    const char *lt = v && v->kind == ENT_LINK ? link_target(vfd, v, r->cache, path) : NULL;
+    const char *lt = v && v->kind == ENT_LINK ? link_target(r, vfd, v, path) : NULL;
     if (v && !v->ours && !(lt && strcmp(lt, target) == 0)) {
         /* A file, or a link of the agent's (never followed): it wins. */
         r->c->shadowed++;
@@ -411,6 +416,7 @@ static void retire_category(struct run *r, int vfd, struct ent *v, const char *r
     /* Empty but for the mark: the mark goes first, then the directory; a
      * skill the agent makes in between keeps the directory (unmarked
      * now, so the agent's from then on). */
+    r->unrec = true;
     if (unlinkat(cvfd, SKILLS_CATEGORY_MARK, 0) < 0 && errno != ENOENT) {
         run_error(r, "unmark category", path);
     } else if (unlinkat(vfd, v->name, AT_REMOVEDIR) < 0) {
@@ -436,6 +442,9 @@ static int read_level(struct run *r, struct listing *l, int dir, const char *roo
     /* The names scan has just read it: taken, not read again. */
     if (skills_names_take(&r->names, priv, rel, dir, l))
         return 0;
+    /* A listing the scan did not record: the check could not vouch for
+     * it. */
+    r->unrec = true;
     int fd = dup(dir);
     if (fd >= 0 && skills_listing_read(l, fd, root, &lerr) >= 0)
         return 0;
@@ -482,11 +491,15 @@ static int reconcile_level(struct run *r, int pfd, int vfd, const char *rel, int
 
     /* Temporary names left by a crash between making and renaming. */
     struct ent *tmp = skills_listing_find(&vl, SKILLS_TMP_LINK);
-    if (tmp && tmp->kind == ENT_LINK && !r->dry)
+    if (tmp && tmp->kind == ENT_LINK && !r->dry) {
+        r->unrec = true;
         unlinkat(vfd, SKILLS_TMP_LINK, 0);
-    if (skills_listing_find(&vl, SKILLS_TMP_CATEGORY) && !r->dry &&
-        tree_remove(vfd, SKILLS_TMP_CATEGORY, &lerr) < 0)
-        log_debug("skills: %s", lerr.msg);
+    }
+    if (skills_listing_find(&vl, SKILLS_TMP_CATEGORY) && !r->dry) {
+        r->unrec = true;
+        if (tree_remove(vfd, SKILLS_TMP_CATEGORY, &lerr) < 0)
+            log_debug("skills: %s", lerr.msg);
+    }
 
     for (size_t i = 0; i < pl.n; i++) {
         struct ent *p = &pl.v[i];
@@ -508,8 +521,13 @@ static int reconcile_level(struct run *r, int pfd, int vfd, const char *rel, int
         bool vouched = false;
         if (pv && pv->kind == ENT_LINK && r->cache &&
             skills_hash(path) % RECHECK_SLICES != r->cache->runs % RECHECK_SLICES) {
-            link_target(vfd, pv, r->cache, path);
+            link_target(r, vfd, pv, path);
             vouched = pv->ours;
+            /* Left unasked whether it has become a category: the next
+             * run must ask in its turn, not repeat this one. */
+            if (vouched && level < skills_layout_depth && p->kind == ENT_DIR &&
+                p->name[0] != '.' && !skills_names_find(&r->names, path))
+                r->unrec = true;
         }
         if (!vouched && is_category(r, pfd, p, path, level)) {
             p->category = true;
@@ -528,7 +546,7 @@ static int reconcile_level(struct run *r, int pfd, int vfd, const char *rel, int
         bool beaten = si && si->verdict != SKILL_LINK;
         struct ent *v = pv;
         if (v) {
-            const char *lt = v->kind == ENT_LINK ? link_target(vfd, v, r->cache, path) : NULL;
+            const char *lt = v->kind == ENT_LINK ? link_target(r, vfd, v, path) : NULL;
             if ((v->ours || (lt && strcmp(lt, target) == 0)) && beaten) {
                 /* A link of ours to a skill that has since lost by name:
                  * it goes, so the name resolves to the one that wins. */
@@ -630,7 +648,7 @@ made:
                 (*left)++;
             continue;
         }
-        const char *lt = v->kind == ENT_LINK ? link_target(vfd, v, r->cache, path) : NULL;
+        const char *lt = v->kind == ENT_LINK ? link_target(r, vfd, v, path) : NULL;
         const char *sub;
         bool stale;
         if (v->ours) {
@@ -650,6 +668,7 @@ made:
             } else {
                 struct stat s;
                 stale = stat(lt, &s) < 0 && errno == ENOENT;
+                r->unrec = true; /* deeper than anything recorded */
             }
         }
         if (!stale) {
@@ -721,6 +740,22 @@ int skills_reconcile(const char *pub, const char *priv, const char *const *ignor
         close(pfd);
         return -1;
     }
+    /* Nothing read since the last whole run has changed: that run's
+     * answer stands, and nothing needs reading, judging or writing. A
+     * run that lists keeps reading: its lists are what is on disk. */
+    uint64_t cfg = skills_check_cfg(pub, priv, ignore, &skills_owner);
+    if (!dry && cache && !lists &&
+        skills_check_replay(&cache->check, &cache->marks, cfg, pfd, vfd)) {
+        *c = cache->check.counts;
+        c->checked = true;
+        snprintf(skills_last_report, sizeof(skills_last_report), "%s", cache->check.report);
+        cache->runs++;
+        cache->replayed++;
+        cache->changed = false;
+        close(vfd);
+        close(pfd);
+        return 0;
+    }
     /* An unreadable top level is a run that changed nothing: an error
      * even when no entry was counted. */
     skills_dents_buf = malloc(GETDENTS_BUF); /* NULL: each read allocates its own */
@@ -742,6 +777,13 @@ int skills_reconcile(const char *pub, const char *priv, const char *const *ignor
         /* What this run vouched for stays, what it learnt comes in. */
         cache->runs++;
         skills_cache_update(cache, &r.next, &r.names.marks);
+        /* Its reads become the next run's check, when they can vouch for
+         * everything it did: read cleanly, changed nothing. */
+        bool clean = lrc == 0 && !r.unrec && !c->errors && !c->created && !c->removed &&
+                     !c->cat_created && !c->cat_converted && !c->cat_removed;
+        if (skills_check_update(&cache->check, clean ? &r.names.draft : NULL, &cache->marks, cfg,
+                                c, skills_last_report))
+            cache->changed = true;
     } else if (cache) {
         skills_cache_unsee(cache);
     }

@@ -670,3 +670,55 @@ def test_hostile_markers_are_never_followed_or_waited_on(hearth, tmp_path):
                              {"path": "huge", "name": "huge"},
                              {"path": "linked-skill", "name": "linked-skill"}]
     assert sl["shadowed"] == [] and sl["clashes"] == []
+
+
+# ---------------------------------------------------------------------------
+# The check: a run over trees unchanged since the last whole run is
+# answered by the stats of what that run read (read_dirs false).
+
+def _checked(h):
+    """Lets the trees settle (what changed in the last 2 s is read at every
+    run), then syncs twice: the first reads and records its reads, the
+    second is answered by their stats, with the same counts."""
+    time.sleep(2.1)
+    first = h.rpc("skills.sync")
+    r = h.rpc("skills.sync")
+    assert r["read_dirs"] is False, r
+    for k in ("public", "linked", "shadowed", "clashes", "ignored", "errors", "categories"):
+        assert r[k] == first[k], (k, first, r)
+    assert r["created"] == r["removed"] == 0
+    return r
+
+
+@pytest.mark.valgrind
+def test_settled_trees_are_answered_by_their_stats_and_edits_still_show(hearth, tmp_path):
+    """On a share that sends no inotify events (virtio-fs), a SKILL.md
+    edited in place is seen by its stat alone: same size, its mtime put
+    back, only the ctime tells. The agent's swap of a category for a link
+    is seen too, and the link is never followed."""
+    pub, priv, g, extra = _names_setup(tmp_path)
+    _skill(priv, "my-notes", "journal")
+    hearth.start(hearth.config(services=[KEEP], **extra))
+    _first_run(hearth, lambda: os.path.islink(priv / "research" / "arxiv"))
+    r = _checked(hearth)
+    assert r["linked"] == 2 and r["shadowed"] == 0
+    md = pub / "research" / "lab-notebook" / "SKILL.md"
+    st = md.stat()
+    text = md.read_text().replace("name: lab-notebook", "name: journal     ")
+    assert len(text) == st.st_size
+    with open(md, "r+") as f:
+        f.write(text)
+    os.utime(md, ns=(st.st_atime_ns, st.st_mtime_ns))
+    r = hearth.rpc("skills.sync")
+    assert r["read_dirs"] is True and r["removed"] == 1 and r["shadowed"] == 1, r
+    assert not os.path.lexists(priv / "research" / "lab-notebook")
+    _checked(hearth)
+    own = tmp_path / "host-home" / "elsewhere"
+    own.mkdir()
+    for e in os.listdir(priv / "research"):
+        os.unlink(priv / "research" / e)
+    os.rmdir(priv / "research")
+    os.symlink(own, priv / "research")
+    r = hearth.rpc("skills.sync")
+    assert r["read_dirs"] is True and r["errors"] == 0 and r["linked"] == 0, r
+    assert os.listdir(own) == []

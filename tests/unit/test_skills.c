@@ -1040,3 +1040,277 @@ TEST(skills_marker_read_once_then_vouched_by_its_stat)
     skills_cache_free(k2);
     teardown(&t);
 }
+
+/* ------------------------------------------------------------------ */
+/* The check: a run over trees that have not changed since the last
+ * whole run is answered by the stats of what that run read. */
+
+/* The window the tests trust stamps after: longer than any clock tick a
+ * local filesystem stamps with, short enough to wait out. */
+#define TEST_WINDOW_NS 20000000LL
+
+static void settle(void)
+{
+    usleep(25000);
+}
+
+/* A whole run (which records), then one the check must answer with the
+ * same counts, returned in *c. */
+static void settled_run(const struct trees *t, struct skills_cache *k, struct skills_counts *c)
+{
+    struct skills_counts c2;
+    struct err err;
+
+    settle();
+    CHECK_EQ_INT(skills_reconcile(t->pub, t->priv, ignore, false, c, NULL, k, &err), 0);
+    unsigned before = k->replayed;
+    CHECK_EQ_INT(skills_reconcile(t->pub, t->priv, ignore, false, &c2, NULL, k, &err), 0);
+    CHECK_EQ_INT(k->replayed, before + 1);
+    CHECK(!k->changed);
+    CHECK(!c->checked && c2.checked);
+    c2.checked = false;
+    CHECK(memcmp(c, &c2, sizeof(c2)) == 0);
+}
+
+/* A run the check must refuse: it reads, and sees what changed. */
+static void read_run(const struct trees *t, struct skills_cache *k, struct skills_counts *c)
+{
+    struct err err;
+    unsigned before = k->replayed;
+    CHECK_EQ_INT(skills_reconcile(t->pub, t->priv, ignore, false, c, NULL, k, &err), 0);
+    CHECK_EQ_INT(k->replayed, before);
+}
+
+/* Rewrites dir/SKILL.md with text of the same size and puts its mtime
+ * back: only the ctime tells. */
+static void rewrite_in_place(const char *dir, const char *rel, const char *text)
+{
+    char p[512];
+    struct stat s;
+    snprintf(p, sizeof(p), "%s/%s/SKILL.md", dir, rel);
+    CHECK(stat(p, &s) == 0);
+    CHECK_EQ_INT(strlen(text), s.st_size);
+    int fd = open(p, O_WRONLY);
+    CHECK(fd >= 0);
+    CHECK_EQ_INT(pwrite(fd, text, strlen(text), 0), strlen(text));
+    struct timespec ts[2] = {s.st_atim, s.st_mtim};
+    CHECK(futimens(fd, ts) == 0);
+    close(fd);
+}
+
+/* Every change the overlay acts on makes the next run read again: a
+ * marker rewritten in place (same size, mtime put back), a skill added
+ * to a category, the agent's own entry in place of a link, the agent's
+ * marker renamed in place, a public skill renamed, a marker appearing
+ * in a directory that had none, a category of hearth's swapped for a
+ * link by the agent (never followed), other settings. A dry run always
+ * reads. The check travels in the cache's bytes. */
+TEST(skills_check_answers_a_settled_tree_and_sees_every_change)
+{
+    struct trees t;
+    struct skills_counts c;
+    struct skills_cache *k = skills_cache_new(), *k2 = skills_cache_new();
+    struct err err;
+    char p[512], q[512];
+
+    setup(&t);
+    skills_layout(SKILLS_MARKER, 2);
+    skills_mark_racy_ns = TEST_WINDOW_NS;
+    front(t.pub, "research/notebook", "lab-notebook");
+    skill(t.pub, "research/paper");
+    snprintf(p, sizeof(p), "%s/research/assets", t.pub);
+    CHECK(mkdir(p, 0755) == 0); /* neither skill nor category */
+    skill(t.pub, "arxiv");
+    mk(t.pub, "._junk");
+    CHECK(mkdir(t.priv, 0755) == 0);
+    front(t.priv, "my-notes", "journal");
+    skill(t.priv, "mine/idea");
+    mk(t.priv, ".cache");
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, &err), 0);
+    CHECK_EQ_INT(c.created, 4);
+    CHECK(k->check.step == NULL); /* it wrote: nothing to vouch for */
+    settled_run(&t, k, &c);
+    CHECK_EQ_INT(c.linked, 4);
+    CHECK_EQ_INT(c.shadowed + c.clashes + c.created + c.removed, 0);
+
+    /* The bytes: loaded, the check answers as the original; any cut or
+     * a broken step is refused. */
+    char *b = NULL;
+    size_t nb = 0;
+    CHECK_EQ_INT(skills_cache_encode(k, 1 << 20, &b, &nb), 0);
+    for (size_t cut = 0; cut < nb; cut++)
+        CHECK_EQ_INT(skills_cache_load(k2, b, cut), -1);
+    size_t steps = k->check.n * sizeof(struct check_step);
+    b[nb - steps] = 42; /* the first step's op */
+    CHECK_EQ_INT(skills_cache_load(k2, b, nb), -1);
+    b[nb - steps] = CHECK_ROOT;
+    memcpy(b + nb - steps + 8, &(uint32_t){1u << 30}, 4); /* its stamp */
+    CHECK_EQ_INT(skills_cache_load(k2, b, nb), -1);
+    free(b);
+    CHECK_EQ_INT(skills_cache_encode(k, 1 << 20, &b, &nb), 0);
+    CHECK_EQ_INT(skills_cache_load(k2, b, nb), 0);
+    free(b);
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k2, &err), 0);
+    CHECK_EQ_INT(k2->replayed, 1);
+    CHECK_EQ_INT(c.linked, 4);
+
+    /* A dry run lists what is on disk: never answered by the check. */
+    struct skills_lists l = {0};
+    l.linked = cJSON_CreateArray();
+    unsigned before = k->replayed;
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, true, &c, &l, k, &err), 0);
+    CHECK_EQ_INT(cJSON_GetArraySize(l.linked), 3);
+    CHECK_EQ_INT(k->replayed, before);
+    cJSON_Delete(l.linked);
+    /* Other settings: read. */
+    static const char *const more[] = {"._*", ".DS_Store", "zzz", NULL};
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, more, false, &c, NULL, k, &err), 0);
+    CHECK_EQ_INT(k->replayed, before);
+
+    /* A marker rewritten in place, same size, mtime put back: its name
+     * is now the agent's skill's, so its link goes. */
+    settled_run(&t, k, &c);
+    rewrite_in_place(t.pub, "research/notebook", "---\nname: journal     \ndescription: x\n---\n# body\n");
+    read_run(&t, k, &c);
+    CHECK_EQ_INT(c.shadowed, 1);
+    CHECK_EQ_INT(c.removed, 1);
+    CHECK(!exists(&t, "research/notebook"));
+
+    /* A skill added to a category. */
+    settled_run(&t, k, &c);
+    skill(t.pub, "research/new");
+    read_run(&t, k, &c);
+    CHECK_EQ_INT(c.created, 1);
+    CHECK(exists(&t, "research/new"));
+
+    /* The agent's own entry in place of a link: it wins. */
+    settled_run(&t, k, &c);
+    snprintf(p, sizeof(p), "%s/arxiv", t.priv);
+    CHECK(unlink(p) == 0 && mkdir(p, 0755) == 0);
+    read_run(&t, k, &c);
+    CHECK_EQ_INT(c.shadowed, 2);
+    CHECK(is_dir(&t, "arxiv"));
+
+    /* The agent's marker renamed in place: the public skill it shadowed
+     * is linked again. */
+    settled_run(&t, k, &c);
+    rewrite_in_place(t.priv, "my-notes", "---\nname: journax\ndescription: x\n---\n# body\n");
+    read_run(&t, k, &c);
+    CHECK_EQ_INT(c.created, 1);
+    CHECK(exists(&t, "research/notebook"));
+
+    /* A public skill renamed. */
+    settled_run(&t, k, &c);
+    snprintf(p, sizeof(p), "%s/research/paper", t.pub);
+    snprintf(q, sizeof(q), "%s/research/paper2", t.pub);
+    CHECK(rename(p, q) == 0);
+    read_run(&t, k, &c);
+    CHECK_EQ_INT(c.created, 1);
+    CHECK_EQ_INT(c.removed, 1);
+    CHECK(!exists(&t, "research/paper") && exists(&t, "research/paper2"));
+
+    /* A marker in a directory that had none: a skill now, whose name
+     * clashes with the flat arxiv, first by path. */
+    settled_run(&t, k, &c);
+    snprintf(p, sizeof(p), "%s/research/assets", t.pub);
+    touch(p, "SKILL.md", "---\nname: arxiv\n---\n");
+    read_run(&t, k, &c);
+    CHECK_EQ_INT(c.clashes, 1);
+    CHECK_EQ_INT(c.removed, 1);
+    CHECK(!exists(&t, "research/assets"));
+
+    /* The agent swaps hearth's category for a link to a directory of its
+     * own: read, the link is the agent's, nothing is made through it. */
+    settled_run(&t, k, &c);
+    snprintf(p, sizeof(p), "%s/elsewhere", t.root);
+    CHECK(mkdir(p, 0755) == 0);
+    snprintf(q, sizeof(q), "rm -rf '%s/research' && ln -s '%s' '%s/research'", t.priv, p, t.priv);
+    CHECK(system(q) == 0);
+    read_run(&t, k, &c);
+    CHECK_EQ_INT(c.linked, 0);
+    CHECK(rmdir(p) == 0); /* still empty */
+
+    skills_mark_racy_ns = MARK_RACY_NS;
+    skills_cache_free(k);
+    skills_cache_free(k2);
+    teardown(&t);
+}
+
+/* The rule behind the check: a directory whose stamps are within the
+ * window of the run that read it is never vouched for, as a marker is
+ * not. A filesystem stamps with a clock of some tick (jiffies, whole
+ * seconds, 2 s on the coarsest): a second change within the tick of the
+ * first leaves the stamps as the run saw them, and only a run that reads
+ * would see it. */
+TEST(skills_check_never_vouches_for_a_directory_changed_within_its_window)
+{
+    struct trees t;
+    struct skills_counts c;
+    struct skills_cache *k = skills_cache_new();
+    struct err err;
+    struct stat s;
+    char p[512];
+
+    /* Both stamps must be older than the window: an mtime put back (a
+     * copy that keeps times) still has a fresh ctime. */
+    memset(&s, 0, sizeof(s));
+    s.st_mtim.tv_sec = 100;
+    s.st_ctim.tv_sec = 100;
+    CHECK(skills_stamp_settled(&s, 101000000000LL));
+    CHECK(!skills_stamp_settled(&s, 100000000000LL));
+    s.st_ctim.tv_sec = 200;
+    CHECK(!skills_stamp_settled(&s, 101000000000LL));
+
+    setup(&t);
+    skills_layout(SKILLS_MARKER, 2);
+    skills_mark_racy_ns = TEST_WINDOW_NS;
+    skill(t.pub, "research/notebook");
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, &err), 0);
+    settled_run(&t, k, &c);
+    CHECK(k->check.step != NULL);
+    /* A change that needs no write (an ignored name), read at once: the
+     * run reads it, and keeps no check, its category being in the
+     * window. */
+    snprintf(p, sizeof(p), "%s/research/._x", t.pub);
+    CHECK(mkdir(p, 0755) == 0);
+    read_run(&t, k, &c);
+    CHECK_EQ_INT(c.created + c.removed, 0);
+    CHECK(k->check.step == NULL);
+    /* So a second change, which on a coarse clock could keep the stamps
+     * that run saw, is read. */
+    skill(t.pub, "research/late");
+    read_run(&t, k, &c);
+    CHECK_EQ_INT(c.created, 1);
+
+    /* Without the window the same run would have vouched for the fresh
+     * stamps, and a change within their tick (here: stamps as a coarse
+     * clock would leave them) goes unseen: what the window rules out. */
+    settled_run(&t, k, &c);
+    skills_mark_racy_ns = 0;
+    snprintf(p, sizeof(p), "%s/research/._y", t.pub);
+    CHECK(mkdir(p, 0755) == 0);
+    read_run(&t, k, &c);
+    CHECK(k->check.step != NULL);
+    skill(t.pub, "research/later");
+    snprintf(p, sizeof(p), "%s/research", t.pub);
+    CHECK(stat(p, &s) == 0);
+    int found = 0;
+    for (size_t i = 0; i < k->check.n; i++) {
+        struct check_step *st = &k->check.step[i];
+        if (st->op == CHECK_DIR && strcmp(k->check.pool + st->a, "research") == 0 &&
+            k->check.stamp[st->b].ino == (uint64_t)s.st_ino) {
+            k->check.stamp[st->b].mtime_ns = (int64_t)s.st_mtim.tv_sec * 1000000000 + s.st_mtim.tv_nsec;
+            k->check.stamp[st->b].ctime_ns = (int64_t)s.st_ctim.tv_sec * 1000000000 + s.st_ctim.tv_nsec;
+            found++;
+        }
+    }
+    CHECK_EQ_INT(found, 1);
+    unsigned before = k->replayed;
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, k, &err), 0);
+    CHECK_EQ_INT(k->replayed, before + 1);
+    CHECK(!exists(&t, "research/later"));
+
+    skills_mark_racy_ns = MARK_RACY_NS;
+    skills_cache_free(k);
+    teardown(&t);
+}
