@@ -463,20 +463,39 @@ static int scan_level(struct scan *s, int dfd, const char *rel, const char *name
     return rc;
 }
 
-static int by_path(const void *a, const void *b)
+static bool path_after(const struct skill_info *a, const struct skill_info *b)
 {
-    return strcmp(((const struct skill_info *)a)->path, ((const struct skill_info *)b)->path);
+    return strcmp(a->path, b->path) > 0;
+}
+
+/* Moves v[i] down the max-heap v[0, n) to where it belongs. */
+static void sift_down(struct skill_info *v, size_t i, size_t n)
+{
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            return;
+        if (c + 1 < n && path_after(&v[c + 1], &v[c]))
+            c++;
+        if (!path_after(&v[c], &v[i]))
+            return;
+        struct skill_info t = v[i];
+        v[i] = v[c];
+        v[c] = t;
+        i = c;
+    }
 }
 
 /* Sorts v by path. Some filesystems (tmpfs) list a directory newest
- * first, so a tree made in order arrives in reverse: turned round first,
- * it is the input libc's qsort (smoothsort) finishes in one pass, where
- * reversed it is that sort's worst case. */
+ * first, so a tree made in order arrives in reverse, others (ext4) in
+ * hash order: a list in order or wholly reversed costs one comparison a
+ * name, any other a heapsort (n log n at worst, no memory; musl's qsort
+ * would add 2 KiB of smoothsort to the binary for this one caller). */
 static void sort_by_path(struct skill_info *v, size_t n)
 {
     size_t down = 0;
     for (size_t i = 1; i < n; i++)
-        down += strcmp(v[i - 1].path, v[i].path) > 0;
+        down += path_after(&v[i - 1], &v[i]);
     if (down == 0)
         return;
     if (down > n / 2)
@@ -486,8 +505,16 @@ static void sort_by_path(struct skill_info *v, size_t n)
             v[j] = t;
         }
     /* Wholly reversed (paths are unique): in order now. */
-    if (down + 1 < n)
-        qsort(v, n, sizeof(*v), by_path);
+    if (down + 1 >= n)
+        return;
+    for (size_t i = n / 2; i-- > 0;)
+        sift_down(v, i, n);
+    for (size_t end = n - 1; end > 0; end--) {
+        struct skill_info t = v[0];
+        v[0] = v[end];
+        v[end] = t;
+        sift_down(v, 0, end);
+    }
 }
 
 /* The verdict's digest: what changes when a shadow or clash comes or

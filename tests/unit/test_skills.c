@@ -941,6 +941,37 @@ TEST(skills_names_shadow_and_clash)
     teardown(&t);
 }
 
+/* Who wins a clash is the first path in order, whatever order the
+ * filesystem lists the names in: 300 pairs made in a scrambled order,
+ * each pair's two skills claiming one name. */
+TEST(skills_names_sorted_whatever_the_listing_order)
+{
+    struct trees t;
+    struct skills_counts c;
+    struct err err;
+    char a[32], b[32], name[32];
+
+    setup(&t);
+    skills_layout(SKILLS_MARKER, 2);
+    CHECK(mkdir(t.priv, 0755) == 0);
+    for (unsigned k = 0; k < 300; k++) {
+        unsigned i = (k * 7919u) % 300; /* 7919 is prime: every i once */
+        snprintf(name, sizeof(name), "n%03u", i);
+        snprintf(a, sizeof(a), "a%03u", i);
+        snprintf(b, sizeof(b), "b%03u", 299 - i);
+        front(t.pub, b, name);
+        front(t.pub, a, name);
+    }
+    CHECK_EQ_INT(skills_reconcile(t.pub, t.priv, ignore, false, &c, NULL, NULL, &err), 0);
+    CHECK_EQ_INT(c.clashes, 300);
+    for (unsigned i = 0; i < 300; i++) {
+        snprintf(a, sizeof(a), "a%03u", i);
+        snprintf(b, sizeof(b), "b%03u", 299 - i);
+        CHECK(exists(&t, a) && !exists(&t, b));
+    }
+    teardown(&t);
+}
+
 /* A marker read once is vouched for by its stat: the next run opens
  * none (a name changed in the cache behind the file's back is what it
  * uses), a marker rewritten is read again, one changed too recently to
