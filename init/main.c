@@ -447,8 +447,11 @@ int main(int argc, char **argv)
     }
     if (log_arg)
         log_set_level(lvl);
+    /* putenv, not setenv: the text is static, and setenv's copy is code
+     * hearth's binary carries for this one line. */
+    static char default_path[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
     if (!getenv("PATH"))
-        setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
+        putenv(default_path);
 
     if (setup_signals() < 0) {
         log_error("unable to set up signals: %s", strerror(errno));
