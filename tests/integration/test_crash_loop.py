@@ -142,7 +142,9 @@ def test_crash_loop(hearth, restarts):
     # No growth from 1,000 to 10,000 restarts. The resident set may move
     # by a few pages (the allocator's arenas); a leak of a few bytes per
     # restart would be 9,000 times that.
-    assert end["fds"] == warm["fds"], (warm, end)
+    # (Fewer is not a leak: on a loaded machine a descriptor of the
+    # warm-up's, a client's or a job's, can still be open at that look.)
+    assert end["fds"] <= warm["fds"], (warm, end)
     assert end["children"] == warm["children"] <= 3, (warm, end)
     assert end["mounts"] <= warm["mounts"] and end["cgroups"] == warm["cgroups"], (warm, end)
     assert end["rss_kib"] - warm["rss_kib"] <= 64, (warm, end)
